@@ -1,0 +1,33 @@
+# Optional CUDA backend. PF_CUDA=AUTO compiles it whenever nvcc exists (no GPU is
+# needed to build); ON makes a missing toolkit an error; OFF skips it.
+# CMAKE_CUDA_ARCHITECTURES picks the targets; CI builds one. CUDA 13 dropped
+# sm_70, so V100 clusters build with CUDA 12 and -DCMAKE_CUDA_ARCHITECTURES=70.
+set(PF_HAVE_CUDA OFF)
+if(NOT PF_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures")
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    find_path(PF_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+    find_library(PF_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+    if(NOT PF_NCCL_INCLUDE_DIR OR NOT PF_NCCL_LIBRARY)
+      message(FATAL_ERROR "CUDA found but NCCL (nccl.h, libnccl) was not; set PF_NCCL_INCLUDE_DIR/PF_NCCL_LIBRARY or PF_CUDA=OFF")
+    endif()
+    add_library(pf_nccl UNKNOWN IMPORTED)
+    set_target_properties(pf_nccl PROPERTIES IMPORTED_LOCATION "${PF_NCCL_LIBRARY}"
+                          INTERFACE_INCLUDE_DIRECTORIES "${PF_NCCL_INCLUDE_DIR}")
+    set(PF_HAVE_CUDA ON)
+  elseif(PF_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "PF_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "performer: CUDA backend ${PF_HAVE_CUDA} (architectures: ${CMAKE_CUDA_ARCHITECTURES})")

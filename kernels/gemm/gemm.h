@@ -1,0 +1,26 @@
+// Row-major GEMM: C[M,N] = alpha * op(A) @ op(B) + beta * C, where op(A) is
+// [M,K] (A stored [M,K], or [K,M] when trans_a) and op(B) is [K,N] (B stored
+// [K,N], or [N,K] when trans_b). Leading dimensions are row strides.
+#pragma once
+
+#include <cstdint>
+
+namespace pf {
+
+enum class GemmBackend { OneDNN, OpenBLAS };
+
+// The CPU sgemm this build uses (oneDNN when found at build time).
+GemmBackend cpu_gemm_backend();
+const char* gemm_backend_name(GemmBackend b);
+
+// fp32, OpenMP-threaded by the library.
+void gemm_f32_cpu(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// Same through a chosen backend (for benchmarks that compare them).
+void gemm_f32_cpu_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// float64 reference: plain loops, no BLAS.
+void gemm_f64_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+
+}  // namespace pf

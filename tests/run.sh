@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds (CPU backend, plus CUDA for
+# one architecture when nvcc exists), and runs the whole suite with ctest.
+# GPU tests show as skipped on machines without a GPU.
+#   BUILD_DIR   build folder (default: build)
+#   JOBS        parallel build jobs (default: number of cores)
+#   CUDA_ARCH   CMAKE_CUDA_ARCHITECTURES (default: 90)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+launch/scripts/install_deps.sh
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+# Open MPI refuses root without these; CI runs as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}"
+cmake --build "$BUILD_DIR" -j "$JOBS"
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$JOBS" --timeout 900
