@@ -1,0 +1,47 @@
+// performer-bench: benchmarks of the trainer's parts.
+//   performer-bench <subcommand> [options]     (performer-bench <subcommand> --help)
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "launch/bench/bench.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int, char**);
+  const char* what;
+};
+
+const Subcommand kSubcommands[] = {
+    {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+};
+
+void usage() {
+  std::fprintf(stderr, "usage: performer-bench <subcommand> [options]\n\nsubcommands:\n");
+  for (const auto& s : kSubcommands) std::fprintf(stderr, "  %-10s %s\n", s.name, s.what);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& s : kSubcommands) {
+    if (std::string(argv[1]) == s.name) {
+      try {
+        return s.run(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "performer-bench %s: %s\n", s.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "performer-bench: unknown subcommand '%s'\n\n", argv[1]);
+  usage();
+  return 2;
+}

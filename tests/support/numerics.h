@@ -1,0 +1,47 @@
+// Shared test helpers: relative L2 error and seeded random fills.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/random.h"
+
+namespace pf::test {
+
+template <typename A, typename B>
+double rel_l2(const A* got, const B* want, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    num += (g - w) * (g - w);
+    den += w * w;
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+template <typename A, typename B>
+double rel_l2(const std::vector<A>& got, const std::vector<B>& want) {
+  return rel_l2(got.data(), want.data(), static_cast<int64_t>(std::min(got.size(), want.size())));
+}
+
+// Standard normal values scaled by `scale`, keyed by (seed, stream).
+inline std::vector<double> normal_vector(int64_t n, uint64_t seed, uint64_t stream = 0, double scale = 1.0) {
+  KeyedRandom rng(seed, stream, 0x7e57);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i += 2) {
+    double z0, z1;
+    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
+    out[i] = scale * z0;
+    if (i + 1 < n) out[i + 1] = scale * z1;
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> cast_vector(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+}  // namespace pf::test
