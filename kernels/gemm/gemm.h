@@ -5,7 +5,16 @@
 
 #include <cstdint>
 
+#include "runtime/exec.h"
+
 namespace pf {
+
+// Dispatching fp32 GEMM: oneDNN/OpenBLAS on the CPU, cuBLAS (ctx.blas, on
+// ctx.stream) on CUDA. Pointers live on ctx.device.
+void gemm_f32(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm_f32_cuda(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 enum class GemmBackend { OneDNN, OpenBLAS };
 
