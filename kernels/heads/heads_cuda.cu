@@ -1,0 +1,38 @@
+#include "kernels/heads/heads.h"
+#include "kernels/heads/heads_math.h"
+#include "runtime/cuda_check.cuh"
+
+namespace pf {
+namespace {
+
+template <bool kSplit>
+__global__ void heads_move_kernel(HeadsShape s, const float* __restrict__ in, float* __restrict__ out) {
+  const int64_t total = s.numel();
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = heads_row_index(e, s.groups, s.batch, s.heads, s.n, s.dim);
+    if (kSplit) out[e] = in[r];
+    else out[r] = in[e];
+  }
+}
+
+template <bool kSplit>
+void launch(const ExecContext& ctx, const HeadsShape& s, const float* in, float* out) {
+  const int64_t total = s.numel();
+  if (total == 0) return;
+  const int threads = 256;
+  const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65535));
+  heads_move_kernel<kSplit><<<blocks, threads, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(s, in, out);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void heads_split_cuda(const ExecContext& ctx, const HeadsShape& s, const float* rows, float* heads) {
+  launch<true>(ctx, s, rows, heads);
+}
+void heads_merge_cuda(const ExecContext& ctx, const HeadsShape& s, const float* heads, float* rows) {
+  launch<false>(ctx, s, heads, rows);
+}
+
+}  // namespace pf

@@ -1,0 +1,72 @@
+// Sequence-parallel attention core of one layer (after the q/k/v projections,
+// before the output projection), for every attention kind of the model:
+//   q, k, v, o, dq, dk, dv   [heads = B*H, n, D]   this rank's block of positions
+//   W                        [m, D]                the layer's random projection (favor, relu)
+//
+// favor/relu, causal (ARCHITECTURE.md §2): per head group, features of q and k
+// (per-row log-scales), the block total T_r of the key state, an exclusive
+// scan of T_r over the sequence group (started before the local chunks are
+// computed, on a worker thread, so communication overlaps compute), local
+// chunked attention, then the prefix added by one GEMM and the normalisation.
+// The backward recomputes the features, adds the forward prefix, reverse-scans
+// the gradient block totals U_r and adds the suffix.
+// favor/relu, bidirectional: the key state summed over the group (allgather of
+// the per-rank states, combined in rank order with the log-scale combine, so
+// every rank holds bit-identical totals), then the same for the gradient state.
+// softmax: exact tiled attention; the whole sequence must be on one rank.
+//
+// Memory: the features of `head_group` heads at a time ([head_group, n, m]
+// for q, k and their gradients); with head_group < heads the features are
+// recomputed instead of kept. Nothing per position is m x D.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+#include "runtime/comm.h"
+#include "runtime/exec.h"
+#include "runtime/scan.h"
+#include "runtime/tensor.h"
+
+namespace pf {
+
+// Seconds spent in one call, for the step's timing breakdown.
+struct AttentionTiming {
+  double compute = 0;    // local kernels (features, chunks, prefix, normalise)
+  double comm = 0;       // scan/allgather time (on the worker thread when overlapped)
+  double comm_wait = 0;  // time the compute thread waited for communication (exposed)
+};
+
+struct AttentionSaved {
+  Tensor o;          // [heads, n, D]   the output (also the layer's attention output)
+  Tensor den;        // [heads, n]      favor/relu denominators
+  Tensor row_scale;  // [heads, n]      favor/relu row log-scales
+  Tensor state;      // [heads, state]  causal: the prefix Pre_r; bidirectional: the global total
+  Tensor lse;        // [heads, n]      softmax row log-sum-exp
+};
+
+struct AttentionOptions {
+  int64_t head_group = 0;          // heads per feature batch (0: all heads at once)
+  bool overlap_comm = true;        // run the forward scan on a worker thread
+  ScanAlgorithm scan = ScanAlgorithm::Auto;
+};
+
+class SequenceAttention {
+ public:
+  // `sp` is the sequence group (size 1 or nullptr: the whole sequence is here).
+  SequenceAttention(const ModelConfig& cfg, Communicator* sp, AttentionOptions options = {});
+
+  void forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
+               const float* v, AttentionSaved& saved, AttentionTiming* timing) const;
+  // Writes (overwrites) dq, dk, dv.
+  void backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
+                const float* v, const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
+                AttentionTiming* timing) const;
+
+ private:
+  ModelConfig cfg_;
+  Communicator* sp_;
+  AttentionOptions opt_;
+};
+
+}  // namespace pf

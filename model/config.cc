@@ -1,0 +1,60 @@
+#include "model/config.h"
+
+#include "runtime/check.h"
+
+namespace pf {
+
+const char* attention_kind_name(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::Favor: return "favor";
+    case AttentionKind::Relu: return "relu";
+    case AttentionKind::Softmax: return "softmax";
+  }
+  return "?";
+}
+const char* objective_name(Objective o) { return o == Objective::CausalLM ? "clm" : "mlm"; }
+const char* positional_name(PositionalEncoding p) {
+  return p == PositionalEncoding::Sinusoidal ? "sinusoidal" : "none";
+}
+
+AttentionKind parse_attention_kind(const std::string& s) {
+  for (AttentionKind k : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax})
+    if (s == attention_kind_name(k)) return k;
+  PF_REQUIRE(ConfigError, false, "model.attention: unknown kernel '" << s << "' (expected favor, relu or softmax)");
+  return AttentionKind::Favor;
+}
+
+Objective parse_objective(const std::string& s) {
+  if (s == "clm") return Objective::CausalLM;
+  if (s == "mlm") return Objective::MaskedLM;
+  PF_REQUIRE(ConfigError, false, "model.objective: unknown objective '" << s << "' (expected clm or mlm)");
+  return Objective::CausalLM;
+}
+
+PositionalEncoding parse_positional(const std::string& s) {
+  if (s == "sinusoidal") return PositionalEncoding::Sinusoidal;
+  if (s == "none") return PositionalEncoding::None;
+  PF_REQUIRE(ConfigError, false, "model.positional: unknown encoding '" << s << "' (expected sinusoidal or none)");
+  return PositionalEncoding::None;
+}
+
+void ModelConfig::validate() const {
+  PF_REQUIRE(ConfigError, vocab >= 2, "model.vocab must be >= 2, got " << vocab);
+  PF_REQUIRE(ConfigError, layers >= 1, "model.layers must be >= 1, got " << layers);
+  PF_REQUIRE(ConfigError, width >= 1, "model.width must be >= 1, got " << width);
+  PF_REQUIRE(ConfigError, heads >= 1 && width % heads == 0,
+             "model.heads must divide model.width: heads=" << heads << " width=" << width);
+  PF_REQUIRE(ConfigError, ffn >= 1, "model.ffn must be >= 1, got " << ffn);
+  PF_REQUIRE(ConfigError, attention == AttentionKind::Softmax || features >= 1,
+             "model.features must be >= 1, got " << features);
+  PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
+  PF_REQUIRE(ConfigError, chunk >= 1, "model.chunk must be >= 1, got " << chunk);
+  PF_REQUIRE(ConfigError, init_std > 0, "model.init_std must be > 0, got " << init_std);
+  PF_REQUIRE(ConfigError, mlm_probability > 0 && mlm_probability < 1,
+             "model.mlm_probability must be in (0, 1), got " << mlm_probability);
+  PF_REQUIRE(ConfigError, tokens.first_residue >= 0 && tokens.first_residue + tokens.residues <= vocab &&
+                              tokens.residues >= 1 && tokens.mask >= 0 && tokens.mask < vocab,
+             "model token ids do not fit the vocabulary of " << vocab);
+}
+
+}  // namespace pf

@@ -1,0 +1,59 @@
+// Model configuration: the shape of the Performer, its attention kernel and
+// objective. Every field has a documented default (docs/configuration.md) and
+// validate() names the offending key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/random_features/random_features.h"
+
+namespace pf {
+
+enum class AttentionKind { Favor, Relu, Softmax };
+enum class Objective { CausalLM, MaskedLM };
+enum class PositionalEncoding { Sinusoidal, None };
+
+const char* attention_kind_name(AttentionKind k);   // "favor", "relu", "softmax"
+const char* objective_name(Objective o);            // "clm", "mlm"
+const char* positional_name(PositionalEncoding p);  // "sinusoidal", "none"
+AttentionKind parse_attention_kind(const std::string& s);  // ConfigError naming the text
+Objective parse_objective(const std::string& s);
+PositionalEncoding parse_positional(const std::string& s);
+
+// Token ids the objectives need (they come from the data vocabulary, which the
+// model does not depend on).
+struct TokenIds {
+  int32_t pad = 0;            // never a target, never masked
+  int32_t mask = 2;           // MLM replacement token
+  int32_t first_residue = 4;  // residues are [first_residue, first_residue + residues)
+  int32_t residues = 25;      // MLM random replacements are drawn from these
+};
+
+struct ModelConfig {
+  int64_t vocab = 29;      // token vocabulary size (data vocabulary)
+  int64_t layers = 2;
+  int64_t width = 128;     // model width C
+  int64_t heads = 4;       // attention heads H (width % heads == 0)
+  int64_t ffn = 512;       // FFN hidden width F
+  int64_t features = 64;   // random features m (favor, relu)
+  AttentionKind attention = AttentionKind::Favor;
+  Objective objective = Objective::CausalLM;  // causal LM -> causal attention; MLM -> bidirectional
+  PositionalEncoding positional = PositionalEncoding::Sinusoidal;
+  int64_t redraw_interval = 0;  // redraw random features every k steps (0: never)
+  ProjectionKind projection = ProjectionKind::Orthogonal;
+  FeatureScaling feature_scaling = FeatureScaling::ChiNorms;
+  int64_t chunk = 128;          // chunk size of the causal linear-attention kernels
+  bool checkpoint_activations = false;  // keep only each layer's input; recompute in the backward
+  double init_std = 0.02;       // std of weight initialisation
+  double mlm_probability = 0.15;
+  uint64_t seed = 1234;         // parameters, random features and MLM masks
+  TokenIds tokens;
+
+  int64_t head_dim() const { return width / heads; }
+  bool causal() const { return objective == Objective::CausalLM; }
+  // Throws ConfigError naming the key ("model.heads", ...) and the values.
+  void validate() const;
+};
+
+}  // namespace pf

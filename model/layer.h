@@ -1,0 +1,56 @@
+// One pre-LayerNorm Performer block with explicit forward and backward:
+//   x [T = B*n, C] -> a = x + Wo(attn(LN1(x)) ) -> y = a + W2 gelu(W1 LN2(a))
+// Shapes: qkv [T, 3C] -> heads [3, B, H, n, D]; attention output [B, H, n, D]
+// -> merged [T, C]; FFN hidden [T, F].
+// The activations the backward needs are kept in LayerActs; with activation
+// checkpointing the model keeps only the layer input and calls forward again
+// inside the backward (recompute), trading compute for memory.
+#pragma once
+
+#include <cstdint>
+
+#include "model/attention.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "runtime/exec.h"
+#include "runtime/tensor.h"
+
+namespace pf {
+
+struct LayerActs {
+  Tensor ln1, mean1, rstd1;  // [T, C], [T], [T]
+  Tensor qkv_heads;          // [3, B, H, n, D]
+  AttentionSaved att;        // attention output [B*H, n, D] and statistics
+  Tensor merged;             // [T, C]
+  Tensor mid;                // [T, C]   x + attention branch
+  Tensor ln2, mean2, rstd2;  // [T, C], [T], [T]
+  Tensor h1, g;              // [T, F]   pre- and post-GELU
+  void clear() { *this = LayerActs{}; }
+};
+
+struct LayerTiming {
+  AttentionTiming attention_fwd, attention_bwd;
+  double other = 0;  // everything else in the layer
+};
+
+class TransformerLayer {
+ public:
+  TransformerLayer(const ModelConfig& cfg, const LayerOffsets& offsets, const SequenceAttention& attention)
+      : cfg_(cfg), off_(offsets), attention_(attention) {}
+
+  // out [T, C] = block(x). `params` is the model's flat parameter buffer; W the
+  // layer's random projection [m, D] (unused for softmax).
+  void forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const float* W, const float* x,
+               float* out, LayerActs& acts, LayerTiming* timing) const;
+  // Given d_out, writes d_x (may alias d_out) and accumulates parameter
+  // gradients into `grads` (same layout as params).
+  void backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const float* W, const float* x,
+                const LayerActs& acts, const float* d_out, float* d_x, float* grads, LayerTiming* timing) const;
+
+ private:
+  const ModelConfig& cfg_;
+  LayerOffsets off_;
+  const SequenceAttention& attention_;
+};
+
+}  // namespace pf

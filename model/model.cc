@@ -1,0 +1,162 @@
+#include "model/model.h"
+
+#include <chrono>
+
+#include "kernels/cross_entropy/cross_entropy.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/layernorm/layernorm.h"
+#include "kernels/linear/linear.h"
+#include "kernels/positional/positional.h"
+#include "kernels/random_features/random_features.h"
+#include "runtime/check.h"
+
+namespace pf {
+namespace {
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+PerformerModel::PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, Communicator* sp,
+                               AttentionOptions options)
+    : cfg_(cfg), ctx_(ctx), layout_(cfg), attention_(cfg_, sp, options) {
+  cfg_.validate();
+  PF_REQUIRE(ValueError, ctx_.tracker != nullptr, "the model needs a memory tracker in its context");
+  for (int64_t l = 0; l < cfg_.layers; ++l) layers_.emplace_back(cfg_, layout_.layer(l), attention_);
+  params_ = Tensor::empty({layout_.total()}, DType::f32, *ctx_.tracker, "model.params");
+  grads_ = Tensor::zeros({layout_.total()}, DType::f32, *ctx_.tracker, "model.grads");
+  std::vector<float> host(static_cast<size_t>(layout_.total()));
+  init_parameters(cfg_, layout_, host.data());
+  copy_bytes(params_.raw(), ctx_.device, host.data(), Device::cpu(), params_.nbytes());
+}
+
+int64_t PerformerModel::redraw_index(int64_t step) const {
+  return cfg_.redraw_interval > 0 ? step / cfg_.redraw_interval : 0;
+}
+
+const float* PerformerModel::projection(int64_t layer, int64_t step) {
+  if (cfg_.attention == AttentionKind::Softmax) return nullptr;
+  const int64_t redraw = redraw_index(step);
+  if (redraw != projection_redraw_) {
+    const ProjectionSpec spec{cfg_.features, cfg_.head_dim(), cfg_.projection, cfg_.feature_scaling};
+    projections_.clear();
+    for (int64_t l = 0; l < cfg_.layers; ++l) {
+      const std::vector<float> w = random_projection_f32(
+          spec, ProjectionKey{cfg_.seed, static_cast<uint64_t>(l), static_cast<uint64_t>(redraw)});
+      Tensor t = Tensor::empty({spec.m, spec.d}, DType::f32, *ctx_.tracker, "model.projection");
+      copy_bytes(t.raw(), ctx_.device, w.data(), Device::cpu(), t.nbytes());
+      projections_.push_back(t);
+    }
+    projection_redraw_ = redraw;
+  }
+  return projections_.at(static_cast<size_t>(layer)).data<float>();
+}
+
+ForwardResult PerformerModel::forward(const ModelInput& in, int64_t step, std::vector<float>* logits_out,
+                                      ModelTiming* timing) {
+  return run(in, step, false, 0.0, logits_out, timing);
+}
+
+ForwardResult PerformerModel::forward_backward(const ModelInput& in, int64_t step, double loss_scale,
+                                               ModelTiming* timing) {
+  return run(in, step, true, loss_scale, nullptr, timing);
+}
+
+ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
+                                  std::vector<float>* logits_out, ModelTiming* timing) {
+  const double t_start = seconds_now();
+  const ExecContext& ctx = ctx_;
+  const int64_t B = in.batch, n = in.n, T = B * n, C = cfg_.width, V = cfg_.vocab, L = cfg_.layers;
+  PF_REQUIRE(ValueError, static_cast<int64_t>(in.inputs.size()) == T && static_cast<int64_t>(in.targets.size()) == T,
+             "model input of " << B << " x " << n << " holds " << in.inputs.size() << " inputs and "
+                               << in.targets.size() << " targets");
+  const float* p = params_.data<float>();
+  float* g = grads_.data<float>();
+  MemoryTracker& tr = *ctx.tracker;
+  ModelTiming mt;
+  auto add_attention = [&mt](const AttentionTiming& a) {
+    mt.attention += a.compute;
+    mt.scan += a.comm;
+    mt.scan_exposed += a.comm_wait;
+  };
+  auto finish_timing = [&] {
+    mt.other = seconds_now() - t_start - mt.attention - mt.scan_exposed;
+    if (timing) *timing = mt;
+  };
+
+  Tensor ids = Tensor::empty({T}, DType::i32, tr, "model.ids");
+  Tensor targets = Tensor::empty({T}, DType::i32, tr, "model.targets");
+  copy_bytes(ids.raw(), ctx.device, in.inputs.data(), Device::cpu(), T * 4);
+  copy_bytes(targets.raw(), ctx.device, in.targets.data(), Device::cpu(), T * 4);
+
+  // Layer inputs x_0 .. x_L, each [T, C]; with checkpointing, the only
+  // activations kept across layers.
+  std::vector<Tensor> xs;
+  xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
+  embedding_forward(ctx, ids.data<int32_t>(), p + layout_.embedding(), xs[0].data<float>(), T, V, C);
+  if (cfg_.positional == PositionalEncoding::Sinusoidal) sinusoidal_add(ctx, xs[0].data<float>(), B, n, C, in.offset);
+
+  std::vector<LayerActs> acts(static_cast<size_t>(L));
+  LayerTiming lt;
+  for (int64_t l = 0; l < L; ++l) {
+    xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
+    layers_[l].forward(ctx, B, n, p, projection(l, step), xs[l].data<float>(), xs[l + 1].data<float>(), acts[l],
+                       &lt);
+    add_attention(lt.attention_fwd);
+    if (cfg_.checkpoint_activations || !backward) acts[l].clear();
+  }
+
+  // Head: final LayerNorm, tied projection to the vocabulary, loss sums.
+  Tensor hf = Tensor::empty({T, C}, DType::f32, tr, "model.final_ln");
+  Tensor mf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
+  Tensor rf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
+  layernorm_forward(ctx, xs[L].data<float>(), p + layout_.final_ln_g(), p + layout_.final_ln_b(), hf.data<float>(),
+                    mf.data<float>(), rf.data<float>(), T, C);
+  Tensor logits = Tensor::empty({T, V}, DType::f32, tr, "model.logits");
+  linear_forward(ctx, hf.data<float>(), p + layout_.embedding(), nullptr, logits.data<float>(), T, C, V);
+  if (logits_out) {
+    logits_out->resize(static_cast<size_t>(T * V));
+    copy_bytes(logits_out->data(), Device::cpu(), logits.raw(), ctx.device, logits.nbytes());
+  }
+  const CrossEntropySums ce =
+      cross_entropy_forward(ctx, logits.data<float>(), targets.data<int32_t>(), nullptr, T, V);
+  ForwardResult result{ce.loss_sum, ce.count, ce.correct};
+  if (!backward) {
+    finish_timing();
+    return result;
+  }
+
+  // Backward, top to bottom. d_x holds dL/dx_l while walking down.
+  cross_entropy_backward(ctx, logits.data<float>(), targets.data<int32_t>(), logits.data<float>(), T, V,
+                         static_cast<float>(loss_scale));
+  Tensor d_h = Tensor::empty({T, C}, DType::f32, tr, "model.grad_final_ln");
+  linear_backward(ctx, logits.data<float>(), hf.data<float>(), p + layout_.embedding(), d_h.data<float>(),
+                  g + layout_.embedding(), nullptr, T, C, V);
+  logits = Tensor();
+  Tensor d_x = Tensor::empty({T, C}, DType::f32, tr, "model.grad_x");
+  layernorm_backward(ctx, d_h.data<float>(), xs[L].data<float>(), p + layout_.final_ln_g(), mf.data<float>(),
+                     rf.data<float>(), d_x.data<float>(), g + layout_.final_ln_g(), g + layout_.final_ln_b(), T, C);
+  d_h = Tensor();
+  hf = Tensor();
+  for (int64_t l = L - 1; l >= 0; --l) {
+    xs[l + 1] = Tensor();
+    const float* W = projection(l, step);
+    if (cfg_.checkpoint_activations) {
+      // Recompute this layer's activations from its saved input.
+      Tensor scratch = Tensor::empty({T, C}, DType::f32, tr, "model.recompute_out");
+      layers_[l].forward(ctx, B, n, p, W, xs[l].data<float>(), scratch.data<float>(), acts[l], &lt);
+      add_attention(lt.attention_fwd);
+    }
+    layers_[l].backward(ctx, B, n, p, W, xs[l].data<float>(), acts[l], d_x.data<float>(), d_x.data<float>(), g, &lt);
+    acts[l].clear();
+    add_attention(lt.attention_bwd);
+  }
+  embedding_backward(ctx, ids.data<int32_t>(), d_x.data<float>(), g + layout_.embedding(), T, V, C);
+  synchronize(ctx.stream);
+  finish_timing();
+  return result;
+}
+
+}  // namespace pf

@@ -1,0 +1,76 @@
+// The Performer protein language model on one rank of a sequence group:
+//   ids [B, n] -> embedding [T, C] (+ sinusoidal encoding of GLOBAL positions)
+//   -> layers -> final LayerNorm -> logits [T, V] = h E^T (head tied to the
+//   embedding) -> cross-entropy against targets (sums; the caller divides by
+//   the global count through `loss_scale`).
+// Parameters and gradients are flat buffers (model/params.h) on the model's
+// device. Random projections are regenerated from (seed, layer, redraw index)
+// when the step crosses a redraw boundary, identically on every rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/attention.h"
+#include "model/config.h"
+#include "model/layer.h"
+#include "model/objective.h"
+#include "model/params.h"
+#include "runtime/exec.h"
+#include "runtime/tensor.h"
+
+namespace pf {
+
+struct ForwardResult {
+  double loss_sum = 0;   // over this rank's predicted tokens
+  int64_t count = 0;     // predicted tokens on this rank
+  int64_t correct = 0;   // top-1 hits
+};
+
+struct ModelTiming {
+  double attention = 0;    // attention compute (features, chunks, prefix)
+  double scan = 0;         // scan / state allreduce time (may overlap compute)
+  double scan_exposed = 0; // part of `scan` the compute waited for
+  double other = 0;        // embedding, projections, FFN, norms, loss
+};
+
+class PerformerModel {
+ public:
+  // `sp` may be nullptr (the whole sequence on this rank).
+  PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, Communicator* sp, AttentionOptions options = {});
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  Tensor& params() { return params_; }
+  Tensor& grads() { return grads_; }
+  void zero_grads() { grads_.zero_(); }
+
+  // `timing`, when given, is overwritten with this call's breakdown.
+  // Forward only (evaluation). When `logits_out` is given it receives the
+  // logits [B, n, V] on the host.
+  ForwardResult forward(const ModelInput& in, int64_t step, std::vector<float>* logits_out = nullptr,
+                        ModelTiming* timing = nullptr);
+  // Forward and backward; accumulates dL/dparams into grads() for the loss
+  // sum(token losses) * loss_scale.
+  ForwardResult forward_backward(const ModelInput& in, int64_t step, double loss_scale, ModelTiming* timing = nullptr);
+
+  // The random projection of `layer` used at `step` ([m, D] on the device).
+  const float* projection(int64_t layer, int64_t step);
+  int64_t redraw_index(int64_t step) const;
+
+ private:
+  ForwardResult run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
+                    std::vector<float>* logits_out, ModelTiming* timing);
+
+  ModelConfig cfg_;
+  ExecContext ctx_;
+  ParamLayout layout_;
+  SequenceAttention attention_;
+  std::vector<TransformerLayer> layers_;
+  Tensor params_, grads_;
+  std::vector<Tensor> projections_;
+  int64_t projection_redraw_ = -1;
+};
+
+}  // namespace pf

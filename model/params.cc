@@ -1,0 +1,84 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "runtime/check.h"
+#include "runtime/random.h"
+
+namespace pf {
+
+int64_t ParamLayout::add(const std::string& name, Shape shape, bool decay) {
+  ParamSlice s;
+  s.name = name;
+  s.numel = shape_numel(shape);
+  s.shape = std::move(shape);
+  s.offset = total_;
+  s.decay = decay;
+  total_ += s.numel;
+  slices_.push_back(std::move(s));
+  return slices_.back().offset;
+}
+
+ParamLayout::ParamLayout(const ModelConfig& cfg) {
+  const int64_t V = cfg.vocab, C = cfg.width, F = cfg.ffn;
+  embedding_ = add("embedding", {V, C}, true);
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    LayerOffsets o{};
+    o.begin = total_;
+    o.ln1_g = add(p + "ln1.gamma", {C}, false);
+    o.ln1_b = add(p + "ln1.beta", {C}, false);
+    o.qkv_w = add(p + "qkv.weight", {3 * C, C}, true);
+    o.qkv_b = add(p + "qkv.bias", {3 * C}, false);
+    o.out_w = add(p + "out.weight", {C, C}, true);
+    o.out_b = add(p + "out.bias", {C}, false);
+    o.ln2_g = add(p + "ln2.gamma", {C}, false);
+    o.ln2_b = add(p + "ln2.beta", {C}, false);
+    o.ffn1_w = add(p + "ffn1.weight", {F, C}, true);
+    o.ffn1_b = add(p + "ffn1.bias", {F}, false);
+    o.ffn2_w = add(p + "ffn2.weight", {C, F}, true);
+    o.ffn2_b = add(p + "ffn2.bias", {C}, false);
+    o.end = total_;
+    layers_.push_back(o);
+  }
+  final_g_ = add("final_ln.gamma", {C}, false);
+  final_b_ = add("final_ln.beta", {C}, false);
+}
+
+const ParamSlice& ParamLayout::find(const std::string& name) const {
+  for (const auto& s : slices_)
+    if (s.name == name) return s;
+  PF_REQUIRE(ValueError, false, "no parameter named '" << name << "'");
+  return slices_.front();
+}
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* params) {
+  const double residual_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.layers));
+  for (size_t si = 0; si < layout.slices().size(); ++si) {
+    const ParamSlice& s = layout.slices()[si];
+    float* p = params + s.offset;
+    if (ends_with(s.name, ".gamma")) {
+      for (int64_t i = 0; i < s.numel; ++i) p[i] = 1.0f;
+    } else if (ends_with(s.name, ".beta") || ends_with(s.name, ".bias")) {
+      for (int64_t i = 0; i < s.numel; ++i) p[i] = 0.0f;
+    } else {
+      const bool residual = ends_with(s.name, "out.weight") || ends_with(s.name, "ffn2.weight");
+      const double std = residual ? residual_std : cfg.init_std;
+      KeyedRandom rng(cfg.seed, 0x9a7a3e7e5ull, si);
+      for (int64_t i = 0; i < s.numel; i += 2) {
+        double z0, z1;
+        rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
+        p[i] = static_cast<float>(std * z0);
+        if (i + 1 < s.numel) p[i + 1] = static_cast<float>(std * z1);
+      }
+    }
+  }
+}
+
+}  // namespace pf

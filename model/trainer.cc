@@ -1,0 +1,112 @@
+#include "model/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "kernels/reduce/reduce.h"
+#include "runtime/check.h"
+
+namespace pf {
+namespace {
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double EvalStats::perplexity() const { return std::exp(loss()); }
+
+Trainer::Trainer(const ModelConfig& cfg, const OptimizerConfig& opt, ParallelGrid& grid, const ExecContext& ctx,
+                 AttentionOptions attention, int64_t bucket_bytes)
+    : opt_(opt),
+      grid_(grid),
+      ctx_(ctx),
+      model_(cfg, ctx, grid.sp_size() > 1 ? &grid.sp_group() : nullptr, attention),
+      bucket_elems_(std::max<int64_t>(1, bucket_bytes / 4)) {
+  m_ = Tensor::zeros({model_.layout().total()}, DType::f32, *ctx.tracker, "optimizer.m");
+  v_ = Tensor::zeros({model_.layout().total()}, DType::f32, *ctx.tracker, "optimizer.v");
+}
+
+void Trainer::allreduce_gradients() {
+  Communicator& world = grid_.world();
+  if (world.size() == 1) return;
+  float* g = model_.grads().data<float>();
+  const int64_t total = model_.layout().total();
+  world.group_begin();
+  for (int64_t b = 0; b < total; b += bucket_elems_)
+    world.allreduce(g + b, g + b, std::min(bucket_elems_, total - b), DType::f32, ReduceOp::Sum);
+  world.group_end();
+  synchronize(world.stream());
+}
+
+void Trainer::apply_update(double lr, float grad_scale) {
+  AdamWConfig c = opt_.adamw;
+  c.lr = static_cast<float>(lr);
+  float* p = model_.params().data<float>();
+  const float* g = model_.grads().data<float>();
+  float* m = m_.data<float>();
+  float* v = v_.data<float>();
+  for (const ParamSlice& s : model_.layout().slices()) {
+    AdamWConfig cs = c;
+    if (!s.decay) cs.weight_decay = 0.f;
+    adamw_update(ctx_, p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.numel, step_ + 1, cs, grad_scale);
+  }
+}
+
+StepStats Trainer::train_step(const TokenBatch& local) {
+  const double t0 = seconds_now();
+  ctx_.tracker->reset_peak();
+  StepStats st;
+  st.step = step_;
+  const ModelInput in = make_model_input(model_.config(), local, step_);
+  Communicator& world = grid_.world();
+
+  double ta = seconds_now();
+  int64_t global_count = in.predicted();
+  world.allreduce(&global_count, &global_count, 1, DType::i64, ReduceOp::Sum);
+  st.allreduce += seconds_now() - ta;
+  PF_REQUIRE(DataError, global_count > 0,
+             "step " << step_ << ": the global batch has no token to predict (all padding?)");
+
+  model_.zero_grads();
+  const ForwardResult fr =
+      model_.forward_backward(in, step_, 1.0 / static_cast<double>(global_count), &st.model);
+
+  ta = seconds_now();
+  allreduce_gradients();
+  double sums[2] = {fr.loss_sum, static_cast<double>(fr.correct)};
+  world.allreduce(sums, sums, 2, DType::f64, ReduceOp::Sum);
+  st.allreduce += seconds_now() - ta;
+
+  const double to = seconds_now();
+  st.grad_norm = std::sqrt(sum_of_squares(ctx_, model_.grads().data<float>(), model_.layout().total()));
+  const float scale = static_cast<float>(clip_coefficient(st.grad_norm, opt_.clip_norm));
+  st.lr = learning_rate_at(opt_.schedule, step_);
+  apply_update(st.lr, scale);
+  synchronize(ctx_.stream);
+  st.optimizer = seconds_now() - to;
+
+  st.tokens = global_count;
+  st.loss = sums[0] / static_cast<double>(global_count);
+  st.accuracy = sums[1] / static_cast<double>(global_count);
+  st.peak_bytes = ctx_.tracker->stats().peak_bytes;
+  st.seconds = seconds_now() - t0;
+  ++step_;
+  return st;
+}
+
+EvalStats Trainer::evaluate(const TokenBatch& local) {
+  const ModelInput in = make_model_input(model_.config(), local, step_);
+  const ForwardResult fr = model_.forward(in, step_);
+  return reduce(EvalStats{fr.loss_sum, fr.count, fr.correct});
+}
+
+EvalStats Trainer::reduce(const EvalStats& local) const {
+  double v[3] = {local.loss_sum, static_cast<double>(local.tokens), static_cast<double>(local.correct)};
+  grid_.world().allreduce(v, v, 3, DType::f64, ReduceOp::Sum);
+  return EvalStats{v[0], static_cast<int64_t>(std::llround(v[1])), static_cast<int64_t>(std::llround(v[2]))};
+}
+
+}  // namespace pf

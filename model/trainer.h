@@ -1,0 +1,84 @@
+// The parallel training step over a dp x sp grid:
+//   1. targets from the objective (global coordinates), the global count of
+//      predicted tokens by one scalar allreduce (the loss is a mean over it);
+//   2. forward and backward of this rank's block (attention states scanned
+//      over the sequence group inside each layer);
+//   3. gradients summed over the world (each rank's gradients are partial sums
+//      over its tokens), in buckets;
+//   4. global-norm clipping and AdamW with decoupled weight decay (none on
+//      biases and layer-norm parameters), learning rate from the schedule.
+// Every rank ends the step with identical parameters.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/adamw/adamw.h"
+#include "kernels/adamw/lr_schedule.h"
+#include "model/model.h"
+#include "runtime/grid.h"
+
+namespace pf {
+
+struct OptimizerConfig {
+  AdamWConfig adamw;      // lr is taken from the schedule at each step
+  LrSchedule schedule;
+  double clip_norm = 1.0;  // <= 0 disables clipping
+};
+
+struct StepStats {
+  int64_t step = 0;         // the update just taken (0-based)
+  double loss = 0;          // mean over the global predicted tokens
+  int64_t tokens = 0;       // global predicted tokens
+  double accuracy = 0;      // top-1 over them
+  double lr = 0;
+  double grad_norm = 0;     // before clipping
+  double seconds = 0;       // wall time of the step
+  ModelTiming model;        // attention, scan, other compute
+  double allreduce = 0;     // gradient and scalar allreduces
+  double optimizer = 0;
+  int64_t peak_bytes = 0;   // this rank's tracked peak during the step
+};
+
+struct EvalStats {
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  int64_t correct = 0;
+  double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
+  double perplexity() const;
+  double accuracy() const { return tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0; }
+};
+
+class Trainer {
+ public:
+  Trainer(const ModelConfig& cfg, const OptimizerConfig& opt, ParallelGrid& grid, const ExecContext& ctx,
+          AttentionOptions attention = {}, int64_t bucket_bytes = 16 << 20);
+
+  // One optimizer step on this rank's slice of the global batch.
+  StepStats train_step(const TokenBatch& local);
+  // Forward only; sums over the world.
+  EvalStats evaluate(const TokenBatch& local);
+  // Sums this rank's contribution and that of the others (for several batches).
+  EvalStats reduce(const EvalStats& local) const;
+
+  int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }
+  PerformerModel& model() { return model_; }
+  Tensor& moment1() { return m_; }
+  Tensor& moment2() { return v_; }
+  const OptimizerConfig& optimizer_config() const { return opt_; }
+
+ private:
+  void allreduce_gradients();
+  void apply_update(double lr, float grad_scale);
+
+  OptimizerConfig opt_;
+  ParallelGrid& grid_;
+  ExecContext ctx_;
+  PerformerModel model_;
+  Tensor m_, v_;
+  int64_t bucket_elems_;
+  int64_t step_ = 0;
+};
+
+}  // namespace pf
