@@ -1,0 +1,45 @@
+// Per-element math of the feature maps (feature_map.h), shared by the float64
+// reference (T = double), the CPU backend and the CUDA row kernels (T = float),
+// so the backends cannot drift.
+//   u = w_l . x (one entry of x W^T), h = |x|^2 / 2, c = max_l (u_l - h)
+#pragma once
+
+#include <math.h>
+
+#include "runtime/hd.h"
+
+namespace pf {
+
+PF_HD float fm_exp(float v) { return expf(v); }
+PF_HD double fm_exp(double v) { return exp(v); }
+
+// FAVOR+ exponent e = w.x - |x|^2/2.
+template <typename T>
+PF_HD T favor_exponent(T u, T half_sq_norm) {
+  return u - half_sq_norm;
+}
+
+// FAVOR+ feature relative to the row log-scale c: m^(-1/2) exp(e - c), with
+// e <= c, so the result lies in [0, m^(-1/2)].
+template <typename T>
+PF_HD T favor_feature(T e, T c, T inv_sqrt_m) {
+  return inv_sqrt_m * fm_exp(e - c);
+}
+
+// Generalized (ReLU) kernel feature relu(u) + eps.
+template <typename T>
+PF_HD T relu_feature(T u, T eps) {
+  return (u > T(0) ? u : T(0)) + eps;
+}
+
+// Backward weights t_l, with dx = W^T t - (softmax only) x sum_l t_l.
+template <typename T>
+PF_HD T favor_grad_weight(T g, T phi) {
+  return g * phi;
+}
+template <typename T>
+PF_HD T relu_grad_weight(T g, bool active) {
+  return active ? g : T(0);
+}
+
+}  // namespace pf
