@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/errors.h"
+
 namespace pf {
 
 struct SequenceRecord {
