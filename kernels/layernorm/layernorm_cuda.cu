@@ -1,0 +1,110 @@
+// CUDA layer norm: X [T,C] -> Y [T,C], mean/rstd [T]. One warp per row
+// (two-pass statistics in fp32 with warp shuffles); the backward computes dX
+// with one warp per row, then dgamma/dbeta [C] with blocks of 32 columns x 8
+// row lanes that sum rows in a fixed order (deterministic, no atomics).
+#include "kernels/layernorm/layernorm.h"
+#include "kernels/layernorm/layernorm_math.h"
+#include "runtime/cuda_check.cuh"
+
+namespace pf {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__device__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__global__ void layernorm_forward_kernel(const float* X, const float* gamma, const float* beta, float* Y, float* mean,
+                                         float* rstd, int64_t T, int64_t C, float eps) {
+  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.y;
+  if (t >= T) return;
+  const int lane = threadIdx.x;
+  const float* x = X + t * C;
+  float s = 0.f;
+  for (int64_t c = lane; c < C; c += 32) s += x[c];
+  const float m = warp_sum(s) / static_cast<float>(C);
+  float ss = 0.f;
+  for (int64_t c = lane; c < C; c += 32) ss += (x[c] - m) * (x[c] - m);
+  const float r = layernorm_rstd(warp_sum(ss) / static_cast<float>(C), eps);
+  float* y = Y + t * C;
+  for (int64_t c = lane; c < C; c += 32) y[c] = layernorm_output(x[c], m, r, gamma[c], beta[c]);
+  if (lane == 0) {
+    mean[t] = m;
+    rstd[t] = r;
+  }
+}
+
+__global__ void layernorm_input_grad_kernel(const float* dY, const float* X, const float* gamma, const float* mean,
+                                            const float* rstd, float* dX, int64_t T, int64_t C) {
+  const int64_t t = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.y;
+  if (t >= T) return;
+  const int lane = threadIdx.x;
+  const float* x = X + t * C;
+  const float* dy = dY + t * C;
+  const float m = mean[t], r = rstd[t];
+  float sg = 0.f, sgx = 0.f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float g = dy[c] * gamma[c];
+    sg += g;
+    sgx += g * ((x[c] - m) * r);
+  }
+  const float mg = warp_sum(sg) / static_cast<float>(C), mgx = warp_sum(sgx) / static_cast<float>(C);
+  float* dx = dX + t * C;
+  for (int64_t c = lane; c < C; c += 32) dx[c] = layernorm_input_grad(dy[c], x[c], gamma[c], m, r, mg, mgx);
+}
+
+// blockDim = (32, 8): 32 columns, 8 row lanes; grid.x covers the columns.
+__global__ void layernorm_param_grad_kernel(const float* dY, const float* X, const float* mean, const float* rstd,
+                                            float* dgamma, float* dbeta, int64_t T, int64_t C) {
+  __shared__ float pg[8][33], pb[8][33];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  float ag = 0.f, ab = 0.f;
+  if (c < C)
+    for (int64_t t = threadIdx.y; t < T; t += 8) {
+      const float dy = dY[t * C + c];
+      ag += dy * ((X[t * C + c] - mean[t]) * rstd[t]);
+      ab += dy;
+    }
+  pg[threadIdx.y][threadIdx.x] = ag;
+  pb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float sg = 0.f, sb = 0.f;
+    for (int r = 0; r < 8; ++r) {
+      sg += pg[r][threadIdx.x];
+      sb += pb[r][threadIdx.x];
+    }
+    dgamma[c] += sg;
+    dbeta[c] += sb;
+  }
+}
+
+}  // namespace
+
+void layernorm_forward_cuda(const ExecContext& ctx, const float* X, const float* gamma, const float* beta, float* Y,
+                            float* mean, float* rstd, int64_t T, int64_t C, float eps) {
+  if (T == 0) return;
+  const dim3 block(32, kWarpsPerBlock);
+  const unsigned grid = static_cast<unsigned>((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  layernorm_forward_kernel<<<grid, block, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(X, gamma, beta, Y, mean,
+                                                                                              rstd, T, C, eps);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward_cuda(const ExecContext& ctx, const float* dY, const float* X, const float* gamma,
+                             const float* mean, const float* rstd, float* dX, float* dgamma, float* dbeta, int64_t T,
+                             int64_t C) {
+  if (T == 0 || C == 0) return;
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const dim3 block(32, kWarpsPerBlock);
+  const unsigned rows = static_cast<unsigned>((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  layernorm_input_grad_kernel<<<rows, block, 0, stream>>>(dY, X, gamma, mean, rstd, dX, T, C);
+  PF_CUDA_CHECK_LAUNCH();
+  const unsigned cols = static_cast<unsigned>((C + 31) / 32);
+  layernorm_param_grad_kernel<<<cols, dim3(32, 8), 0, stream>>>(dY, X, mean, rstd, dgamma, dbeta, T, C);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pf
