@@ -120,8 +120,10 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
     logits_out->resize(static_cast<size_t>(T * V));
     copy_bytes(logits_out->data(), Device::cpu(), logits.raw(), ctx.device, logits.nbytes());
   }
+  Tensor token_loss = Tensor::empty({T}, DType::f32, tr, "model.token_loss");
   const CrossEntropySums ce =
-      cross_entropy_forward(ctx, logits.data<float>(), targets.data<int32_t>(), nullptr, T, V);
+      cross_entropy_forward(ctx, logits.data<float>(), targets.data<int32_t>(), token_loss.data<float>(), T, V);
+  token_loss = Tensor();
   ForwardResult result{ce.loss_sum, ce.count, ce.correct};
   if (!backward) {
     finish_timing();

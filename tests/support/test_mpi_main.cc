@@ -28,7 +28,10 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  // SERIALIZED: the attention scan may run on a worker thread while the main
+  // thread computes (never two threads in MPI at once).
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   std::set_terminate(abort_job);
   ::testing::InitGoogleTest(&argc, argv);
   // Exceptions must reach std::terminate (and so MPI_Abort) rather than be

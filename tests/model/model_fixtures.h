@@ -1,0 +1,54 @@
+// Tiny models and synthetic protein-like batches for the model tests. Tokens
+// are keyed by (seed, sample, position), so every rank can build the same
+// global batch and cut its own slice.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/objective.h"
+#include "runtime/random.h"
+
+namespace pf::test {
+
+inline ModelConfig tiny_config(AttentionKind attention, Objective objective) {
+  ModelConfig c;
+  c.vocab = 29;
+  c.layers = 2;
+  c.width = 32;
+  c.heads = 2;
+  c.ffn = 64;
+  c.features = 16;
+  c.chunk = 5;
+  c.attention = attention;
+  c.objective = objective;
+  c.seed = 77;
+  c.init_std = 0.1;
+  return c;
+}
+
+// Global sample s, position p: a residue token (ids 4..28), with a padding
+// tail on odd samples so the ignore path is exercised.
+inline int32_t synthetic_token(uint64_t seed, int64_t s, int64_t p, int64_t L) {
+  if (s % 2 == 1 && p >= L - 3) return 0;
+  const KeyedRandom r(seed, 0x70c3, static_cast<uint64_t>(s));
+  return 4 + static_cast<int32_t>(r.draw(static_cast<uint64_t>(p)).v[0] % 25);
+}
+
+// Samples [first, first + count) of length L, positions [begin, end).
+inline TokenBatch synthetic_slice(uint64_t seed, int64_t first, int64_t count, int64_t L, int64_t begin,
+                                  int64_t end) {
+  TokenBatch b;
+  b.batch = count;
+  b.n = end - begin;
+  b.offset = begin;
+  for (int64_t s = first; s < first + count; ++s) {
+    for (int64_t p = begin; p < end; ++p) b.tokens.push_back(synthetic_token(seed, s, p, L));
+    b.lookahead.push_back(end < L ? synthetic_token(seed, s, end, L) : -1);
+    b.sample_ids.push_back(static_cast<uint64_t>(s));
+  }
+  return b;
+}
+
+}  // namespace pf::test
