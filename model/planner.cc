@@ -1,0 +1,74 @@
+#include "model/planner.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "model/params.h"
+#include "runtime/memory.h"
+
+namespace pf {
+
+MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, const AttentionOptions& options,
+                       bool training) {
+  const int64_t T = B * n, C = cfg.width, F = cfg.ffn, H = cfg.heads, D = cfg.head_dim(), V = cfg.vocab,
+                L = cfg.layers, m = cfg.features, BH = B * H;
+  const bool linear = cfg.attention != AttentionKind::Softmax;
+  const int64_t G = options.head_group > 0 ? std::min(options.head_group, BH) : BH;
+  const int64_t ss = 1 + m * (D + 1);
+  const int64_t f = 4;  // bytes per float
+
+  MemoryPlan plan;
+  const int64_t P = ParamLayout(cfg).total();
+  plan.persistent = f * P * (training ? 4 : 1) + (linear ? f * L * m * D : 0);
+
+  // Kept per layer for its backward.
+  const int64_t att_saved = linear ? (T * C + 2 * T * H + BH * ss) : (T * C + T * H);
+  const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved);
+  // Inside the attention forward: features of one head group, unnormalised
+  // outputs, block totals, scan workspace.
+  const int64_t att_fwd = linear ? f * (2 * G * n * m + G * n + T * (C + H) + 3 * BH * ss + G * ss) : 0;
+  const int64_t att_bwd = linear ? f * (4 * G * n * m + G * n + 2 * BH * ss + G * n * D) : 0;
+  const int64_t layer_fwd = std::max(f * 3 * T * C, att_fwd);
+  const int64_t layer_bwd =
+      f * T * C + std::max({f * (T * F + T * C), f * (5 * T * C) + att_bwd, f * 6 * T * C, f * 5 * T * C});
+  const int64_t ids = 8 * T;
+  const int64_t head = f * (T * V + 2 * T * C + 3 * T);
+
+  if (!training) {
+    plan.activations = f * 2 * T * C + ids;
+    plan.transient = std::max(layer_acts + layer_fwd, head);
+  } else if (!cfg.checkpoint_activations) {
+    plan.activations = ids + f * (L + 1) * T * C + L * layer_acts;
+    plan.transient = std::max({layer_fwd, head, f * T * C + layer_bwd});
+  } else {
+    plan.activations = ids + f * (L + 1) * T * C;
+    plan.transient = std::max({layer_acts + layer_fwd, head, f * 2 * T * C + layer_acts + layer_bwd});
+  }
+  plan.peak = plan.persistent + plan.activations + plan.transient;
+  return plan;
+}
+
+std::string MemoryPlan::summary() const {
+  std::ostringstream os;
+  os << "peak " << format_bytes(peak) << " = persistent " << format_bytes(persistent) << " + activations "
+     << format_bytes(activations) << " + transient " << format_bytes(transient);
+  return os.str();
+}
+
+int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple,
+                             const AttentionOptions& options) {
+  auto fits = [&](int64_t k) { return plan_memory(cfg, batch, k * multiple, options).peak <= cap_bytes; };
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 2;
+  while (fits(hi) && hi < (int64_t{1} << 40) / multiple) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * multiple;
+}
+
+}  // namespace pf

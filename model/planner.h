@@ -1,0 +1,42 @@
+// Memory planner: predicts one rank's peak tracked bytes for a training step
+// (or a forward-only evaluation) of a config at a local length, before
+// running it, from the same buffer inventory the model allocates:
+//   persistent   parameters, gradients, two AdamW moments (16 bytes per
+//                parameter) and the random projections
+//   activations  per layer: LayerNorm outputs and statistics, q/k/v heads,
+//                the attention output with its statistics and state, the
+//                merged heads, the residual stream, the FFN hidden layer
+//                twice; plus the layer inputs of every layer
+//   transient    the largest working set inside one layer's forward or
+//                backward (features of one head group, unnormalised outputs,
+//                scan workspace, gradient buffers) and the output head
+//                (logits [T, V])
+// With activation checkpointing only the layer inputs persist and one layer's
+// activations are rebuilt at a time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/attention.h"
+#include "model/config.h"
+
+namespace pf {
+
+struct MemoryPlan {
+  int64_t persistent = 0;   // bytes
+  int64_t activations = 0;  // bytes kept across layers at the peak
+  int64_t transient = 0;    // bytes of the largest in-layer working set
+  int64_t peak = 0;         // predicted peak
+  std::string summary() const;  // one line, human readable
+};
+
+MemoryPlan plan_memory(const ModelConfig& cfg, int64_t batch, int64_t n_local, const AttentionOptions& options = {},
+                       bool training = true);
+
+// The largest local length (a multiple of `multiple`) whose planned peak fits
+// under `cap_bytes`, or 0 when even `multiple` does not fit.
+int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple = 1024,
+                             const AttentionOptions& options = {});
+
+}  // namespace pf
