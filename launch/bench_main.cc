@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"posops", pf::bench::run_posops, "CPU position-wise ops (layer norm, linear, GELU, embedding, loss, AdamW)"},
 };
 
 void usage() {
