@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"feature_map", pf::bench::run_feature_map, "CPU FAVOR+/ReLU feature maps, forward and backward"},
 };
 
 void usage() {
