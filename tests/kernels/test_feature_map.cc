@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/feature_map/feature_map.h"
+#include "kernels/feature_map/feature_map_math.h"
 #include "kernels/random_features/random_features.h"
 #include "runtime/errors.h"
 #include "tests/support/numerics.h"
@@ -195,6 +196,21 @@ TEST(FeatureMap, TrigFeaturesCpuMatchesReference) {
     EXPECT_LE(test::rel_l2(phi, phi_ref), 1e-5) << "n=" << s.n;
     EXPECT_LE(test::rel_l2(c, c_ref), 1e-6) << "n=" << s.n;
   }
+}
+
+TEST(FeatureMap, Fp32ExponentialOfNonPositiveArguments) {
+  double worst = 0;
+  for (int k = 0; k <= 2000000; ++k) {
+    const float v = -87.3f * static_cast<float>(k) / 2000000.f;
+    const double want = std::exp(static_cast<double>(v));
+    worst = std::max(worst, std::fabs(fm_exp_nonpos(v) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_EQ(fm_exp_nonpos(0.f), 1.f);
+  EXPECT_EQ(fm_exp_nonpos(-88.f), 0.f);
+  EXPECT_EQ(fm_exp_nonpos(-1e30f), 0.f);
+  EXPECT_EQ(fm_exp_nonpos(-INFINITY), 0.f);
+  EXPECT_TRUE(std::isnan(fm_exp_nonpos(NAN)));
 }
 
 TEST(FeatureMap, RejectsBadArguments) {
