@@ -27,12 +27,14 @@
 //
 // Backends: float64 reference (_ref, plain loops), CPU (_cpu: X W^T by
 // gemm_f32_cpu, per-row exp/max with OpenMP), CUDA (_cuda: cuBLAS GEMM plus a
-// row kernel; fp32 math). All pointers live on ctx.device; temporaries of the
-// backward are recorded in ctx.tracker (required on CUDA).
+// row kernel; fp32 math; also fp16/bf16 storage). All pointers live on
+// ctx.device; temporaries are recorded in ctx.tracker (required on CUDA), and
+// CUDA calls that use temporaries synchronise ctx.stream before freeing them.
 #pragma once
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
 #include "runtime/exec.h"
 
 namespace pf {
@@ -65,6 +67,20 @@ void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p,
                               const float* X, const float* W, float* Phi, float* log_scale);
 void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                                const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+
+// Reduced-precision storage: X, Phi, dPhi and dX hold `storage` values
+// (DType::f32, f16 or bf16); W and log_scale stay fp32, and the GEMMs,
+// exponentials and sums run in fp32 (X is widened chunk by chunk into fp32
+// scratch, results are rounded once). f16/bf16 run on CUDA only; the
+// dispatchers throw ValueError for them on the CPU.
+void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                         int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
+void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                          int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
+void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                              int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
+void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                               int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
 
 // float64 reference, plain loops, host memory.
 void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,

@@ -213,6 +213,27 @@ TEST(FeatureMap, Fp32ExponentialOfNonPositiveArguments) {
   EXPECT_TRUE(std::isnan(fm_exp_nonpos(NAN)));
 }
 
+TEST(FeatureMap, StorageDispatchOnCpu) {
+  const ExecContext ctx;
+  const Shape3 s{7, 16, 16};
+  const Inputs in = make_inputs(s, 600);
+  const FeatureMapParams p = default_feature_params(FeatureKernel::Softmax, s.d);
+  std::vector<float> phi(s.n * s.m), phi2(s.n * s.m), dx(s.n * s.d), dx2(s.n * s.d);
+  feature_map_forward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), nullptr);
+  feature_map_forward(ctx, p, DType::f32, s.n, s.d, s.m, in.X.data(), in.W.data(), phi2.data(), nullptr);
+  EXPECT_EQ(phi, phi2);
+  feature_map_backward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx.data());
+  feature_map_backward(ctx, p, DType::f32, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx2.data());
+  EXPECT_EQ(dx, dx2);
+  for (DType t : {DType::f16, DType::bf16}) {
+    EXPECT_THROW(feature_map_forward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), phi2.data(), nullptr),
+                 ValueError);
+    EXPECT_THROW(feature_map_backward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(),
+                                      dx2.data()),
+                 ValueError);
+  }
+}
+
 TEST(FeatureMap, RejectsBadArguments) {
   const ExecContext ctx;
   const FeatureMapParams p = default_feature_params(FeatureKernel::Softmax, 4);
