@@ -94,8 +94,8 @@ void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, i
 //   log_scale[i] = |x_i|^2 / 2,  Phi [n, 2m],
 // so E_W[ exp(c_x + c_y) Phi(x) . Phi(y) ] = exp(x . y) as well, but the
 // estimate takes negative values and its variance does not vanish as x.y -> -inf.
-void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m,
-                           const float* X, const float* W, float* Phi, float* log_scale);
+void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m, const float* X,
+                           const float* W, float* Phi, float* log_scale);
 void trig_features_forward_ref(double data_scale, int64_t n, int64_t d, int64_t m, const double* X, const double* W,
                                double* Phi, double* log_scale);
 

@@ -100,8 +100,8 @@ void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p,
     for (int64_t j = 0; j < d; ++j) dX[i * d + j] -= s2 * rowsum[i] * X[i * d + j];
 }
 
-void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m,
-                           const float* X, const float* W, float* Phi, float* log_scale) {
+void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m, const float* X,
+                           const float* W, float* Phi, float* log_scale) {
   FeatureMapParams p;
   p.data_scale = data_scale;
   check_feature_map_args("trig_features_forward", p, n, d, m);

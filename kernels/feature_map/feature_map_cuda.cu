@@ -138,12 +138,11 @@ void finish_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, i
   cudaStream_t st = stream_of(ctx);
   if (p.kernel == FeatureKernel::Softmax) {
     const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)));
-    favor_rows_kernel<Out><<<row_blocks(n), kRowThreads, 0, st>>>(n, d, m, static_cast<float>(p.data_scale),
-                                                                 inv_sqrt_m, X, U, Phi, log_scale);
+    favor_rows_kernel<Out><<<row_blocks(n), kRowThreads, 0, st>>>(n, d, m, static_cast<float>(p.data_scale), inv_sqrt_m,
+                                                                  X, U, Phi, log_scale);
   } else {
     relu_kernel<Out><<<elem_blocks(n * m), kElemThreads, 0, st>>>(n * m, static_cast<float>(p.relu_eps), U, Phi);
-    if (log_scale != nullptr)
-      PF_CUDA_CHECK(cudaMemsetAsync(log_scale, 0, static_cast<size_t>(n) * sizeof(float), st));
+    if (log_scale != nullptr) PF_CUDA_CHECK(cudaMemsetAsync(log_scale, 0, static_cast<size_t>(n) * sizeof(float), st));
   }
   PF_CUDA_CHECK_LAUNCH();
 }
@@ -151,9 +150,8 @@ void finish_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, i
 // Backward of n rows given fp32 X, fp32 scratch T [n, m] (holding U = s X W^T
 // when Phi is nullptr), fp32 scratch rowsum [n] and dXs [n, d] (may be dX for fp32).
 template <typename St>
-void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                   const float* Xf, const float* W, const St* Phi, const St* dPhi, float* T, float* rowsum,
-                   float* dXs, St* dX) {
+void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const float* Xf,
+                   const float* W, const St* Phi, const St* dPhi, float* T, float* rowsum, float* dXs, St* dX) {
   const float s = static_cast<float>(p.data_scale);
   const bool softmax = p.kernel == FeatureKernel::Softmax;
   cudaStream_t st = stream_of(ctx);
@@ -167,8 +165,8 @@ void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n,
     else
       favor_weights_kernel<St, float><<<row_blocks(n), kRowThreads, 0, st>>>(n, m, dPhi, T, T, rowsum);
   } else if (Phi) {
-    relu_weights_kernel<St, St><<<elem_blocks(n * m), kElemThreads, 0, st>>>(
-        n * m, static_cast<float>(p.relu_eps), dPhi, Phi, T);
+    relu_weights_kernel<St, St>
+        <<<elem_blocks(n * m), kElemThreads, 0, st>>>(n * m, static_cast<float>(p.relu_eps), dPhi, Phi, T);
   } else {
     relu_weights_kernel<St, float><<<elem_blocks(n * m), kElemThreads, 0, st>>>(n * m, 0.f, dPhi, T, T);
   }
@@ -203,8 +201,8 @@ void forward_reduced(const ExecContext& ctx, const FeatureMapParams& p, int64_t 
 }
 
 template <typename St>
-void backward_reduced(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                      const St* X, const float* W, const St* Phi, const St* dPhi, St* dX) {
+void backward_reduced(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const St* X,
+                      const float* W, const St* Phi, const St* dPhi, St* dX) {
   const int64_t rows = chunk_rows(n, d, m);
   FeatureScratch buf(ctx, rows * (2 * d + m + 1) * static_cast<int64_t>(sizeof(float)), "feature_map_backward.f32");
   float* Xf = buf.as<float>();
@@ -258,24 +256,22 @@ void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p,
     case DType::f16:
       return forward_reduced(ctx, p, n, d, m, static_cast<const __half*>(X), W, static_cast<__half*>(Phi), log_scale);
     case DType::bf16:
-      return forward_reduced(ctx, p, n, d, m, static_cast<const __nv_bfloat16*>(X), W,
-                             static_cast<__nv_bfloat16*>(Phi), log_scale);
+      return forward_reduced(ctx, p, n, d, m, static_cast<const __nv_bfloat16*>(X), W, static_cast<__nv_bfloat16*>(Phi),
+                             log_scale);
     default:
-      PF_REQUIRE(ValueError, false, "feature_map_forward_cuda: storage must be f32, f16 or bf16, got "
-                                        << dtype_name(storage));
+      PF_REQUIRE(ValueError, false,
+                 "feature_map_forward_cuda: storage must be f32, f16 or bf16, got " << dtype_name(storage));
   }
 }
 
 void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
-                               int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi,
-                               void* dX) {
+                               int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX) {
   check_cuda_args("feature_map_backward_cuda", ctx, p, n, d, m);
   if (n == 0) return;
   switch (storage) {
     case DType::f32:
-      return feature_map_backward_cuda(ctx, p, n, d, m, static_cast<const float*>(X), W,
-                                       static_cast<const float*>(Phi), static_cast<const float*>(dPhi),
-                                       static_cast<float*>(dX));
+      return feature_map_backward_cuda(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<const float*>(Phi),
+                                       static_cast<const float*>(dPhi), static_cast<float*>(dX));
     case DType::f16:
       return backward_reduced(ctx, p, n, d, m, static_cast<const __half*>(X), W, static_cast<const __half*>(Phi),
                               static_cast<const __half*>(dPhi), static_cast<__half*>(dX));
@@ -284,8 +280,8 @@ void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p
                               static_cast<const __nv_bfloat16*>(Phi), static_cast<const __nv_bfloat16*>(dPhi),
                               static_cast<__nv_bfloat16*>(dX));
     default:
-      PF_REQUIRE(ValueError, false, "feature_map_backward_cuda: storage must be f32, f16 or bf16, got "
-                                         << dtype_name(storage));
+      PF_REQUIRE(ValueError, false,
+                 "feature_map_backward_cuda: storage must be f32, f16 or bf16, got " << dtype_name(storage));
   }
 }
 

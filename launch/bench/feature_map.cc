@@ -4,6 +4,8 @@
 // backward with recomputation; the figure is also given as a fraction of the
 // sgemm peak measured in the same run. Each configuration is first checked
 // against the float64 reference on its first rows.
+#include "kernels/feature_map/feature_map.h"
+
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -12,7 +14,6 @@
 #include <cstdio>
 #include <vector>
 
-#include "kernels/feature_map/feature_map.h"
 #include "kernels/random_features/random_features.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
@@ -80,8 +81,8 @@ int run_feature_map(int argc, char** argv) {
         const double err_f = rel_l2(std::vector<float>(Phi.begin(), Phi.begin() + nc * m), phi_ref);
         const double err_b = rel_l2(std::vector<float>(dX.begin(), dX.begin() + nc * d), dx_ref);
 
-        const double tf = best_seconds(
-            [&] { feature_map_forward(ctx, p, n, d, m, X.data(), W.data(), Phi.data(), c.data()); }, reps);
+        const double tf =
+            best_seconds([&] { feature_map_forward(ctx, p, n, d, m, X.data(), W.data(), Phi.data(), c.data()); }, reps);
         const double tb = best_seconds(
             [&] { feature_map_backward(ctx, p, n, d, m, X.data(), W.data(), nullptr, G.data(), dX.data()); }, reps);
         const double ff = 2.0 * n * m * d / tf * 1e-9, fb = 4.0 * n * m * d / tb * 1e-9;

@@ -22,9 +22,8 @@ struct Shape3 {
 };
 
 // Covers every n in {1, 7, 64, 1000, 4099}, d in {16, 32, 64}, m in {16, 64, 100, 256}.
-const Shape3 kShapes[] = {{1, 16, 16},     {7, 32, 100},   {64, 64, 256}, {1000, 16, 64},
-                          {4099, 64, 100}, {64, 32, 16},   {7, 64, 64},   {1000, 32, 256},
-                          {1, 64, 100}};
+const Shape3 kShapes[] = {{1, 16, 16},  {7, 32, 100}, {64, 64, 256},   {1000, 16, 64}, {4099, 64, 100},
+                          {64, 32, 16}, {7, 64, 64},  {1000, 32, 256}, {1, 64, 100}};
 
 const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu};
 
@@ -228,9 +227,9 @@ TEST(FeatureMap, StorageDispatchOnCpu) {
   for (DType t : {DType::f16, DType::bf16}) {
     EXPECT_THROW(feature_map_forward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), phi2.data(), nullptr),
                  ValueError);
-    EXPECT_THROW(feature_map_backward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(),
-                                      dx2.data()),
-                 ValueError);
+    EXPECT_THROW(
+        feature_map_backward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx2.data()),
+        ValueError);
   }
 }
 

@@ -62,7 +62,8 @@ TEST(FeatureMapGpu, CudaMatchesReference) {
     for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
       ++seed;
       const auto X = test::cast_vector<float>(test::normal_vector(c.n * c.d, seed, 1, c.x_scale));
-      const auto W = random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+      const auto W =
+          random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
       const auto G = test::cast_vector<float>(test::normal_vector(c.n * c.m, seed, 2));
       const std::vector<double> Xd(X.begin(), X.end()), Wd(W.begin(), W.end()), Gd(G.begin(), G.end());
       const FeatureMapParams p = default_feature_params(k, c.d);
@@ -161,7 +162,8 @@ TEST(FeatureMapGpu, ReducedPrecisionStorageMatchesReference) {
         std::vector<uint16_t> X16, G16;
         for (double v : test::normal_vector(c.n * c.d, seed, 1)) X16.push_back(to_storage(static_cast<float>(v), t));
         for (double v : test::normal_vector(c.n * c.m, seed, 2)) G16.push_back(to_storage(static_cast<float>(v), t));
-        const auto W = random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+        const auto W =
+            random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
         std::vector<double> Xd, Gd, Wd(W.begin(), W.end());
         for (uint16_t b : X16) Xd.push_back(from_storage(b, t));
         for (uint16_t b : G16) Gd.push_back(from_storage(b, t));
