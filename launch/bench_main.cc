@@ -18,6 +18,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
     {"posops", pf::bench::run_posops, "CPU position-wise ops (layer norm, linear, GELU, embedding, loss, AdamW)"},
+    {"feature_map", pf::bench::run_feature_map, "CPU FAVOR+/ReLU feature maps, forward and backward"},
 };
 
 void usage() {

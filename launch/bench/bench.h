@@ -7,5 +7,6 @@ namespace pf::bench {
 
 int run_gemm(int argc, char** argv);  // sgemm GFLOP/s of each CPU backend
 int run_posops(int argc, char** argv);  // CPU position-wise ops: GB/s, linear GFLOP/s
+int run_feature_map(int argc, char** argv);  // FAVOR+/ReLU feature maps, forward and backward
 
 }  // namespace pf::bench

@@ -1,0 +1,105 @@
+// Random-feature maps of attention queries and keys, per row of X [n, d]
+// (n rows of one head, or n = B*H*N rows when all of them share W):
+//   W   [m, d]  random projection (kernels/random_features), row-major
+//   Phi [n, m]  features, row-major
+//   log_scale [n]  per-row log-scale c_i: the true feature row is exp(c_i) * Phi[i, :]
+//   x_i = data_scale * X[i, :]   (data_scale = d^(-1/4) by default)
+//
+// Softmax (FAVOR+ positive features, Choromanski et al. 2021):
+//   e_il = w_l . x_i - |x_i|^2 / 2,  c_i = max_l e_il,
+//   Phi[i, l] = m^(-1/2) exp(e_il - c_i)        in [0, m^(-1/2)], max attained
+//   E_W[ exp(c_x) Phi(x) . exp(c_y) Phi(y) ] = exp(x . y)
+//   No exponent can overflow for any input norm. The consumer (linear
+//   attention) handles the scales: query scales cancel in the normalised
+//   output, key scales are combined with a running log-scale as in online
+//   softmax, so no max over all keys and no additive epsilon are needed.
+// Relu (generalized kernel): Phi[i, l] = relu(w_l . x_i) + eps, c_i = 0.
+//
+// Backward, with c held constant (exact: the true features exp(c) Phi do not
+// depend on c, so a consumer that treats c as a constant input and returns
+// G = dL/dPhi gets the true gradient):
+//   Softmax: dx = W^T (G . Phi) - x * sum_l (G . Phi)_l
+//   Relu:    dx = W^T (G . 1[w.x > 0])
+//   dX[i, :] = data_scale * dx_i     (overwritten, not accumulated)
+// When Phi is nullptr the backward recomputes it (one GEMM); given Phi, the
+// Relu mask is Phi > eps (identical to w.x > 0 up to the rounding of
+// relu(u) + eps; exact for eps = 0), recomputing uses w.x > 0.
+//
+// Backends: float64 reference (_ref, plain loops), CPU (_cpu: X W^T by
+// gemm_f32_cpu, per-row exp/max with OpenMP), CUDA (_cuda: cuBLAS GEMM plus a
+// row kernel; fp32 math; also fp16/bf16 storage). All pointers live on
+// ctx.device; temporaries are recorded in ctx.tracker (required on CUDA), and
+// CUDA calls that use temporaries synchronise ctx.stream before freeing them.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+#include "runtime/exec.h"
+
+namespace pf {
+
+enum class FeatureKernel { Softmax, Relu };
+
+struct FeatureMapParams {
+  FeatureKernel kernel = FeatureKernel::Softmax;
+  double data_scale = 1.0;  // x = data_scale * row
+  double relu_eps = 1e-3;   // Relu only
+};
+
+// The usual parameters for head dimension d: data_scale = d^(-1/4), eps = 1e-3.
+FeatureMapParams default_feature_params(FeatureKernel kernel, int64_t d);
+const char* feature_kernel_name(FeatureKernel kernel);
+
+// Dispatch on ctx.device. log_scale may be nullptr (callers that do not need
+// it, e.g. queries); it is written as 0 for Relu.
+void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+                         const float* X, const float* W, float* Phi, float* log_scale);
+// dPhi [n, m] (same scaling as Phi); Phi may be nullptr (recomputed); dX [n, d].
+void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+                          const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+
+void feature_map_forward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+                             const float* X, const float* W, float* Phi, float* log_scale);
+void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+                              const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+                              const float* X, const float* W, float* Phi, float* log_scale);
+void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+
+// Reduced-precision storage: X, Phi, dPhi and dX hold `storage` values
+// (DType::f32, f16 or bf16); W and log_scale stay fp32, and the GEMMs,
+// exponentials and sums run in fp32 (X is widened chunk by chunk into fp32
+// scratch, results are rounded once). f16/bf16 run on CUDA only; the
+// dispatchers throw ValueError for them on the CPU.
+void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                         int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
+void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                          int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
+void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                              int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
+void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                               int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
+
+// float64 reference, plain loops, host memory.
+void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,
+                             const double* W, double* Phi, double* log_scale);
+void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,
+                              const double* W, const double* Phi, const double* dPhi, double* dX);
+
+// ANALYSIS ONLY (approximation studies; not used in training, no backward, CPU
+// only): trigonometric random features of the softmax kernel,
+//   Phi[i, l] = m^(-1/2) sin(w_l . x_i),  Phi[i, m + l] = m^(-1/2) cos(w_l . x_i),
+//   log_scale[i] = |x_i|^2 / 2,  Phi [n, 2m],
+// so E_W[ exp(c_x + c_y) Phi(x) . Phi(y) ] = exp(x . y) as well, but the
+// estimate takes negative values and its variance does not vanish as x.y -> -inf.
+void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m, const float* X,
+                           const float* W, float* Phi, float* log_scale);
+void trig_features_forward_ref(double data_scale, int64_t n, int64_t d, int64_t m, const double* X, const double* W,
+                               double* Phi, double* log_scale);
+
+// Shared argument checks (ValueError naming the op and the shapes).
+void check_feature_map_args(const char* op, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m);
+
+}  // namespace pf
