@@ -19,6 +19,11 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
              "data-parallel rank " << o.dp_rank << " outside [0, " << o.dp_size << ")");
   PF_REQUIRE(ValueError, o.batch_size > 0, "batch size must be positive, got " << o.batch_size);
   PF_REQUIRE(ValueError, o.prefetch >= 0, "prefetch must be >= 0, got " << o.prefetch);
+  // Reading ahead touches HDF5 from a second thread: only safe with a
+  // thread-safe HDF5 build. Without one the loader reads inside next(); the
+  // batches are the same, only the overlap with compute is lost.
+  hbool_t threadsafe = 0;
+  if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) options_.prefetch = 0;
   shards_ = std::make_unique<ProteinShards>(o.files, o.split);
   samples_per_epoch_ = sample_count(*shards_, o.mode, o.sample_length);
   const int64_t per_step = o.batch_size * o.dp_size;

@@ -12,9 +12,10 @@
 // epoch; rows past the end of the epoch (last step only) are padding rows
 // (valid = false, all <pad>). Ranks of one sequence group get the same samples.
 // A background thread reads up to `prefetch` batches ahead (bounded queue);
-// its exceptions are rethrown by next(). position() / set_position() save and
-// restore (epoch, step): a restored loader yields exactly the batches the
-// original would have yielded from there.
+// its exceptions are rethrown by next() (and by every later call). It needs a
+// thread-safe HDF5 build (Debian's is); otherwise reads happen inside next().
+// position() / set_position() save and restore (epoch, step): a restored
+// loader yields exactly the batches the original would have yielded from there.
 #pragma once
 
 #include <condition_variable>

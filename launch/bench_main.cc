@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"data", pf::bench::run_data, "data preparation MB/s (gzip and plain FASTA) and loader tokens/s per rank"},
 };
 
 void usage() {

@@ -6,5 +6,6 @@
 namespace pf::bench {
 
 int run_gemm(int argc, char** argv);  // sgemm GFLOP/s of each CPU backend
+int run_data(int argc, char** argv);  // data preparation MB/s and loader tokens/s per rank
 
 }  // namespace pf::bench
