@@ -41,8 +41,9 @@ int64_t DataLoader::sample_at(int64_t epoch, int64_t i) const {
 }
 
 LoaderPosition DataLoader::advance(LoaderPosition p) const {
-  if (++p.step == steps_per_epoch_) {
-    p.step = 0;
+  p.sample += options_.batch_size * options_.dp_size;
+  if (p.sample >= samples_per_epoch_) {
+    p.sample = 0;
     ++p.epoch;
   }
   return p;
@@ -59,7 +60,7 @@ Batch DataLoader::read_batch(LoaderPosition p) {
   b.lookahead.assign(static_cast<size_t>(b.batch_size), Vocab::kPad);
   b.samples.resize(static_cast<size_t>(b.batch_size));
   for (int64_t row = 0; row < o.batch_size; ++row) {
-    const int64_t i = (p.step * o.dp_size + o.dp_rank) * o.batch_size + row;
+    const int64_t i = p.sample + o.dp_rank * o.batch_size + row;
     if (i >= samples_per_epoch_) continue;  // padding row of the last step
     b.samples[static_cast<size_t>(row)] =
         read_sample_slice(*shards_, o.mode, o.sample_length, o.seed, p.epoch, sample_at(p.epoch, i), b.global_offset,
@@ -132,9 +133,9 @@ Batch DataLoader::next() {
 }
 
 void DataLoader::set_position(LoaderPosition position) {
-  PF_REQUIRE(ValueError, position.epoch >= 0 && position.step >= 0 && position.step < steps_per_epoch_,
-             "loader position (epoch " << position.epoch << ", step " << position.step << ") outside an epoch of "
-                                       << steps_per_epoch_ << " steps");
+  PF_REQUIRE(ValueError, position.epoch >= 0 && position.sample >= 0 && position.sample < samples_per_epoch_,
+             "loader position (epoch " << position.epoch << ", sample " << position.sample
+                                       << ") outside an epoch of " << samples_per_epoch_ << " samples");
   stop_worker();
   position_ = position;
   start_worker();

@@ -117,7 +117,7 @@ void check_slices_concatenate(SampleMode mode, int64_t L, int steps) {
           else last_lookahead[r] = s.lookahead[r];
         }
       }
-      ASSERT_EQ(joined, b.tokens) << "sp " << sp << " step " << b.position.step;
+      ASSERT_EQ(joined, b.tokens) << "sp " << sp << " sample " << b.position.sample;
       for (int64_t r = 0; r < b.batch_size; ++r) ASSERT_EQ(last_lookahead[r], b.lookahead[r]);
     }
   }
@@ -243,7 +243,24 @@ TEST(Loader, RestoredPositionSeesExactlyTheSameBatches) {
       for (size_t r = 0; r < got.samples.size(); ++r) ASSERT_EQ(got.samples[r].sample, expect.samples[r].sample);
     }
   }
-  EXPECT_THROW(a.set_position(LoaderPosition{0, a.steps_per_epoch()}), ValueError);
+  // Resuming on twice the data-parallel groups with the same global batch:
+  // the two groups' batches, stacked, are the single group's batches.
+  o.prefetch = 2;
+  o.dp_size = 2;
+  o.batch_size = 8;
+  LoaderOptions o1 = o;
+  o1.dp_rank = 1;
+  DataLoader d0(o), d1(o1);
+  d0.set_position(saved);
+  d1.set_position(saved);
+  for (const Batch& expect : rest) {
+    const Batch b0 = d0.next(), b1 = d1.next();
+    ASSERT_EQ(b0.position, expect.position);
+    std::vector<uint8_t> stacked(b0.tokens);
+    stacked.insert(stacked.end(), b1.tokens.begin(), b1.tokens.end());
+    ASSERT_EQ(stacked, expect.tokens);
+  }
+  EXPECT_THROW(a.set_position(LoaderPosition{0, a.samples_per_epoch()}), ValueError);
 }
 
 TEST(Loader, LongConcatSamplesOfOneMillionTokens) {
