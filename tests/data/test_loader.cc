@@ -90,6 +90,14 @@ void check_slices_concatenate(SampleMode mode, int64_t L, int steps) {
       const auto expect = ref.sample(mode, L, base.seed, b.position.epoch, b.samples[r].sample);
       ASSERT_TRUE(std::equal(expect.begin(), expect.end() - 1, b.tokens.begin() + r * L)) << "sample " << r;
       ASSERT_EQ(b.lookahead[r], expect.back());
+      const SampleInfo& info = b.samples[r];
+      ASSERT_TRUE(info.valid);
+      if (mode == SampleMode::Single) {
+        ASSERT_EQ(info.protein, info.sample);
+        ASSERT_EQ(info.source_length, static_cast<int64_t>(ref.proteins[info.sample].size()));
+      } else {
+        ASSERT_EQ(info.source_start, info.sample * L);
+      }
     }
   for (int64_t sp = 2; sp <= 4; ++sp) {
     std::vector<std::unique_ptr<DataLoader>> ranks;
@@ -126,6 +134,23 @@ void check_slices_concatenate(SampleMode mode, int64_t L, int steps) {
 TEST(Loader, ConcatSlicesOfSp1To4JoinToTheSample) { check_slices_concatenate(SampleMode::Concat, 6144, 4); }
 
 TEST(Loader, SingleSlicesOfSp1To4JoinToTheSample) { check_slices_concatenate(SampleMode::Single, 600, 12); }
+
+TEST(Loader, CropsAreKeyedBySeedEpochAndSampleAndStayInRange) {
+  const int64_t window = 5000, L = 600;
+  std::set<int64_t> starts;
+  for (int64_t epoch = 0; epoch < 50; ++epoch) {
+    const int64_t c = crop_start(3, epoch, 17, window, L);
+    ASSERT_GE(c, 0);
+    ASSERT_LE(c, window - L);
+    ASSERT_EQ(c, crop_start(3, epoch, 17, window, L));
+    starts.insert(c);
+  }
+  EXPECT_GT(starts.size(), 40u);  // 50 draws from 4401 offsets: repeats are rare
+  EXPECT_NE(crop_start(3, 0, 17, window, L), crop_start(4, 0, 17, window, L));
+  EXPECT_NE(crop_start(3, 0, 17, window, L), crop_start(3, 0, 18, window, L));
+  EXPECT_EQ(crop_start(3, 0, 17, L, L), 0);  // fits: no crop
+  EXPECT_LE(crop_start(3, 0, 17, L + 1, L), 1);
+}
 
 TEST(Loader, RanksReadOnlyTheirSlice) {
   for (SampleMode mode : {SampleMode::Concat, SampleMode::Single}) {
