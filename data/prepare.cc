@@ -1,0 +1,274 @@
+// FASTA / Swiss-Prot -> HDF5 preparation: see prepare.h.
+#include "data/prepare.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <unordered_set>
+
+#include "data/h5.h"
+#include "data/schema.h"
+#include "data/sequence_reader.h"
+#include "data/vocab.h"
+#include "runtime/random.h"
+
+namespace pf {
+
+namespace {
+
+uint64_t fnv1a64(const uint8_t* p, int64_t n) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (int64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+  return h;
+}
+
+// A second, independent 64-bit hash (mix64 over 8-byte words and the length):
+// duplicates are detected on the 128-bit pair.
+uint64_t word_hash64(const uint8_t* p, int64_t n) {
+  uint64_t h = mix64(0x5EEDull, static_cast<uint64_t>(n));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = 0;
+    for (int k = 0; k < 8; ++k) w |= static_cast<uint64_t>(p[i + k]) << (8 * k);
+    h = mix64(h, w);
+  }
+  uint64_t w = 0;
+  for (int k = 0; i + k < n; ++k) w |= static_cast<uint64_t>(p[i + k]) << (8 * k);
+  return mix64(h, w);
+}
+
+struct Key128 {
+  uint64_t a, b;
+  bool operator==(const Key128& o) const { return a == o.a && b == o.b; }
+};
+struct Key128Hash {
+  size_t operator()(const Key128& k) const { return static_cast<size_t>(k.a ^ (k.b * 0x9E3779B97F4A7C15ull)); }
+};
+
+// One split group being written: buffered appends to extendible datasets.
+class SplitWriter {
+ public:
+  SplitWriter(hid_t file, const char* name)
+      : group_(h5_create_group(file, std::string("/") + name)),
+        tokens_(group_, "tokens", H5T_NATIVE_UINT8, H5Layout{kTokenChunk, 4, true}),
+        offsets_(group_, "offsets", H5T_NATIVE_INT64, H5Layout{kOffsetChunk, 4, true}),
+        ids_(group_, "ids", 0, H5Layout{4096, 0, false}),
+        headers_(group_, "headers", 0, H5Layout{4096, 0, false}) {
+    offset_buf_.push_back(0);
+  }
+  void add(const SequenceRecord& rec) {
+    token_buf_.insert(token_buf_.end(), rec.tokens.begin(), rec.tokens.end());
+    residues_ += static_cast<int64_t>(rec.tokens.size());
+    offset_buf_.push_back(residues_);
+    ids_buf_.push_back(rec.id);
+    header_buf_.push_back(rec.header);
+    ++sequences_;
+    if (token_buf_.size() >= (8u << 20) || ids_buf_.size() >= 65536) flush();
+  }
+  void flush() {
+    tokens_.append_raw(token_buf_.data(), static_cast<int64_t>(token_buf_.size()));
+    offsets_.append_raw(offset_buf_.data(), static_cast<int64_t>(offset_buf_.size()));
+    ids_.append_strings(ids_buf_);
+    headers_.append_strings(header_buf_);
+    token_buf_.clear();
+    offset_buf_.clear();
+    ids_buf_.clear();
+    header_buf_.clear();
+  }
+  void finish() {
+    flush();
+    h5_write_attr_int64(group_, "sequences", sequences_);
+    h5_write_attr_int64(group_, "residues", residues_);
+  }
+  SplitCounts counts() const { return {sequences_, residues_}; }
+
+ private:
+  H5Id group_;
+  H5Appender tokens_, offsets_, ids_, headers_;
+  std::vector<uint8_t> token_buf_;
+  std::vector<int64_t> offset_buf_;
+  std::vector<std::string> ids_buf_, header_buf_;
+  int64_t sequences_ = 0, residues_ = 0;
+};
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummary* summary) {
+  H5Id file = h5_create_file(tmp);
+  std::unique_ptr<SplitWriter> writers[3];
+  for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s]);
+  std::unordered_set<Key128, Key128Hash> seen;
+  std::vector<int64_t> lengths;
+  SequenceRecord rec;
+  for (const std::string& input : opt.inputs) {
+    SequenceReader reader(input, ReaderOptions{opt.map_unknown_to_x});
+    double last = seconds_now();
+    auto report = [&](const char* tag) {
+      if (!opt.progress) return;
+      char line[512];
+      std::snprintf(line, sizeof(line), "  %s: %lld sequences, %.1f MB read%s\n", input.c_str(),
+                    static_cast<long long>(reader.records_read()), reader.bytes_read() / 1e6, tag);
+      *opt.progress << line << std::flush;
+    };
+    while (reader.next(rec)) {
+      const int64_t n = static_cast<int64_t>(rec.tokens.size());
+      if (!seen.insert(Key128{fnv1a64(rec.tokens.data(), n), word_hash64(rec.tokens.data(), n)}).second) {
+        ++summary->duplicates_dropped;
+        continue;
+      }
+      lengths.push_back(n);
+      writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec);
+      if ((reader.records_read() & 1023) == 0 && seconds_now() - last > 2.0) {
+        last = seconds_now();
+        report("");
+      }
+    }
+    report(" (done)");
+    summary->sequences_read += reader.records_read();
+    summary->bytes_read += reader.bytes_read();
+  }
+  for (int s = 0; s < 3; ++s) {
+    writers[s]->finish();
+    summary->splits[s] = writers[s]->counts();
+    writers[s].reset();
+  }
+  h5_write_attr_string(file, "schema", schema_string());
+  h5_write_attr_int64(file, "schema_version", kSchemaVersion);
+  h5_write_attr_string(file, "vocabulary", Vocab::description());
+  h5_write_attr_strings(file, "sources", opt.inputs);
+  h5_write_attr_int64(file, "seed", static_cast<int64_t>(opt.seed));
+  h5_write_attr_double(file, "val_fraction", opt.val_fraction);
+  h5_write_attr_double(file, "test_fraction", opt.test_fraction);
+  h5_write_attr_int64(file, "map_unknown_to_x", opt.map_unknown_to_x ? 1 : 0);
+  h5_write_attr_int64(file, "sequences_read", summary->sequences_read);
+  h5_write_attr_int64(file, "duplicates_dropped", summary->duplicates_dropped);
+  file.close();
+  summary->lengths = length_stats(std::move(lengths));
+}
+
+}  // namespace
+
+int split_of(const uint8_t* tokens, int64_t n, uint64_t seed, double val_fraction, double test_fraction) {
+  const double u = static_cast<double>(mix64(seed, fnv1a64(tokens, n)) >> 11) * (1.0 / 9007199254740992.0);
+  if (u < test_fraction) return 2;
+  if (u < test_fraction + val_fraction) return 1;
+  return 0;
+}
+
+LengthStats length_stats(std::vector<int64_t> lengths) {
+  LengthStats s;
+  s.count = static_cast<int64_t>(lengths.size());
+  if (lengths.empty()) return s;
+  std::sort(lengths.begin(), lengths.end());
+  auto rank = [&](double p) {
+    const int64_t r = static_cast<int64_t>(std::ceil(p * static_cast<double>(s.count)));
+    return lengths[static_cast<size_t>(std::clamp<int64_t>(r, 1, s.count) - 1)];
+  };
+  for (int64_t n : lengths) {
+    s.residues += n;
+    if (n > 8192) ++s.longer_than_8192;
+  }
+  s.min = lengths.front();
+  s.max = lengths.back();
+  s.p50 = rank(0.50);
+  s.p90 = rank(0.90);
+  s.p99 = rank(0.99);
+  return s;
+}
+
+PrepareSummary prepare_dataset(const PrepareOptions& opt) {
+  PF_REQUIRE(ValueError, !opt.inputs.empty(), "no input files");
+  PF_REQUIRE(ValueError, !opt.output.empty(), "no output file");
+  PF_REQUIRE(ValueError,
+             opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction < 1.0,
+             "split fractions must be >= 0 and sum below 1, got val " << opt.val_fraction << " test "
+                                                                       << opt.test_fraction);
+  for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
+  const std::string tmp = opt.output + ".tmp-" + std::to_string(::getpid());
+  PrepareSummary summary;
+  try {
+    write_file(opt, tmp, &summary);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), opt.output.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    PF_REQUIRE(IoError, false, "cannot rename '" << tmp << "' to '" << opt.output << "'");
+  }
+  return summary;
+}
+
+DatasetInfo read_dataset_info(const std::string& path) {
+  H5Id file = h5_open_file(path);
+  check_schema(file, path);
+  DatasetInfo info;
+  info.path = path;
+  info.schema = h5_read_attr_string(file, "schema");
+  info.vocabulary = h5_read_attr_string(file, "vocabulary");
+  info.sources = h5_read_attr_strings(file, "sources");
+  info.seed = h5_read_attr_int64(file, "seed");
+  info.val_fraction = h5_read_attr_double(file, "val_fraction");
+  info.test_fraction = h5_read_attr_double(file, "test_fraction");
+  info.sequences_read = h5_read_attr_int64(file, "sequences_read");
+  info.duplicates_dropped = h5_read_attr_int64(file, "duplicates_dropped");
+  for (int s = 0; s < 3; ++s) {
+    H5Id group = h5_open_group(file, kSplitNames[s]);
+    const std::vector<int64_t> offsets = h5_read_array<int64_t>(group, "offsets");
+    std::vector<int64_t> lengths(offsets.size() > 0 ? offsets.size() - 1 : 0);
+    for (size_t i = 0; i + 1 < offsets.size(); ++i) lengths[i] = offsets[i + 1] - offsets[i];
+    info.splits[s] = {static_cast<int64_t>(lengths.size()), offsets.empty() ? 0 : offsets.back()};
+    info.lengths[s] = length_stats(std::move(lengths));
+  }
+  return info;
+}
+
+namespace {
+
+std::string format_lengths(const LengthStats& l) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "min %lld, p50 %lld, p90 %lld, p99 %lld, max %lld; %lld longer than 8192",
+                static_cast<long long>(l.min), static_cast<long long>(l.p50), static_cast<long long>(l.p90),
+                static_cast<long long>(l.p99), static_cast<long long>(l.max),
+                static_cast<long long>(l.longer_than_8192));
+  return buf;
+}
+
+}  // namespace
+
+std::string format_summary(const PrepareSummary& s) {
+  std::ostringstream os;
+  const int64_t kept = s.splits[0].sequences + s.splits[1].sequences + s.splits[2].sequences;
+  os << "sequences read: " << s.sequences_read << " (" << s.bytes_read / 1e6 << " MB)\n"
+     << "duplicates dropped: " << s.duplicates_dropped << "\n"
+     << "sequences kept: " << kept << ", residues: " << s.lengths.residues << "\n";
+  for (int i = 0; i < 3; ++i)
+    os << "  " << kSplitNames[i] << ": " << s.splits[i].sequences << " sequences, " << s.splits[i].residues
+       << " residues\n";
+  os << "lengths: " << format_lengths(s.lengths) << "\n";
+  return os.str();
+}
+
+std::string format_info(const DatasetInfo& info) {
+  std::ostringstream os;
+  os << info.path << "\n  schema: " << info.schema << "\n  vocabulary: " << info.vocabulary << "\n  sources:";
+  for (const auto& s : info.sources) os << " " << s;
+  os << "\n  seed " << info.seed << ", val_fraction " << info.val_fraction << ", test_fraction " << info.test_fraction
+     << "\n  sequences read " << info.sequences_read << ", duplicates dropped " << info.duplicates_dropped << "\n";
+  for (int i = 0; i < 3; ++i) {
+    os << "  " << kSplitNames[i] << ": " << info.splits[i].sequences << " sequences, " << info.splits[i].residues
+       << " residues";
+    if (info.splits[i].sequences > 0) os << "; lengths " << format_lengths(info.lengths[i]);
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace pf

@@ -1,0 +1,66 @@
+// Preparation of protein data files: reads FASTA / Swiss-Prot inputs (plain or
+// gzipped), drops exact duplicate sequences, assigns each sequence to
+// train / valid / test by a keyed hash of its residues (so one sequence can
+// never land in two splits), and writes the HDF5 schema of data/schema.h.
+// Output goes to "<output>.tmp-<pid>" and is renamed to <output> only after it
+// is complete and closed; on any error the temporary file is removed.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace pf {
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;
+  std::string output;
+  double val_fraction = 0.01;
+  double test_fraction = 0.01;
+  uint64_t seed = 0;
+  bool map_unknown_to_x = false;
+  std::ostream* progress = nullptr;  // per-file progress lines (stderr in the CLI); nullptr = silent
+};
+
+// Nearest-rank percentiles of sequence lengths (residues, no end token).
+struct LengthStats {
+  int64_t count = 0, residues = 0;
+  int64_t min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  int64_t longer_than_8192 = 0;
+};
+LengthStats length_stats(std::vector<int64_t> lengths);
+
+struct SplitCounts {
+  int64_t sequences = 0, residues = 0;
+};
+
+struct PrepareSummary {
+  int64_t sequences_read = 0;      // records in all inputs
+  int64_t bytes_read = 0;          // uncompressed input bytes
+  int64_t duplicates_dropped = 0;  // exact repeats of an earlier sequence
+  SplitCounts splits[3];           // train, valid, test
+  LengthStats lengths;             // over the kept sequences
+};
+
+PrepareSummary prepare_dataset(const PrepareOptions& options);
+
+// Split of a sequence: 0 train, 1 valid, 2 test; u = mix64(seed, FNV-1a(tokens))
+// as a fraction in [0, 1): test if u < test_fraction, valid if u < test + val.
+int split_of(const uint8_t* tokens, int64_t n, uint64_t seed, double val_fraction, double test_fraction);
+
+// What `performer-data info` prints.
+struct DatasetInfo {
+  std::string path, schema, vocabulary;
+  std::vector<std::string> sources;
+  int64_t seed = 0, sequences_read = 0, duplicates_dropped = 0;
+  double val_fraction = 0, test_fraction = 0;
+  SplitCounts splits[3];
+  LengthStats lengths[3];
+};
+DatasetInfo read_dataset_info(const std::string& path);
+
+std::string format_summary(const PrepareSummary& s);
+std::string format_info(const DatasetInfo& info);
+
+}  // namespace pf

@@ -1,0 +1,74 @@
+// Random access to one split ("train", "valid" or "test") of one or several
+// protein data files (schema in data/schema.h), read by HDF5 hyperslabs only:
+// nothing is loaded whole. Proteins are numbered globally across shards in the
+// order the files are given. Two views of the same tokens:
+//   protein window: protein p as residues, then <end>, then <pad> forever;
+//   stream:         all proteins, each followed by <end>, shards back to back;
+//                   position x of protein p in shard s is
+//                   stream_start(s) + offsets_s[p_local] + p_local + x.
+// Every hyperslab read is counted (ReadCounters) so tests can prove that a
+// rank reads only its slice. Not safe for concurrent use from two threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/h5.h"
+
+namespace pf {
+
+struct ReadCounters {
+  int64_t token_bytes = 0;   // bytes selected from `tokens`
+  int64_t offset_bytes = 0;  // bytes selected from `offsets`
+  int64_t reads = 0;         // hyperslab reads
+};
+
+// Where protein p lives: its shard, first token index in that shard's tokens, length.
+struct ProteinSpan {
+  int64_t shard = 0, first_token = 0, length = 0;
+};
+
+class ProteinShards {
+ public:
+  // Opens every file, checks schema, vocabulary and the split's datasets
+  // (DataError / Hdf5Error naming the file). Reads two offsets per file.
+  ProteinShards(const std::vector<std::string>& paths, const std::string& split);
+
+  int64_t num_shards() const { return static_cast<int64_t>(shards_.size()); }
+  int64_t num_proteins() const { return num_proteins_; }
+  int64_t num_residues() const { return num_residues_; }
+  int64_t stream_length() const { return num_residues_ + num_proteins_; }
+  const std::string& shard_path(int64_t s) const { return shards_[static_cast<size_t>(s)].path; }
+
+  // Reads offsets[p], offsets[p+1] of protein p's shard (16 bytes).
+  ProteinSpan locate(int64_t p);
+  // Tokens [begin, end) of the window view of a located protein into out[end - begin].
+  void read_window(const ProteinSpan& span, int64_t begin, int64_t end, uint8_t* out);
+  // Tokens [begin, end) of the stream into out[end - begin]; <pad> past the end.
+  void read_stream(int64_t begin, int64_t end, uint8_t* out);
+
+  ReadCounters counters() const;
+  void reset_counters();
+
+ private:
+  struct Shard {
+    std::string path;
+    H5Id file, tokens, offsets;
+    int64_t proteins = 0, residues = 0;
+    int64_t first_protein = 0, stream_start = 0;
+    int64_t stream_length() const { return residues + proteins; }
+  };
+  int64_t read_offset(Shard& s, int64_t i);
+  void read_offsets(Shard& s, int64_t first, int64_t count, int64_t* out);
+  void read_tokens(Shard& s, int64_t first, int64_t count, uint8_t* out);
+  int64_t protein_at_stream(Shard& s, int64_t x, int64_t lo);  // local protein holding local stream position x
+  void read_shard_stream(Shard& s, int64_t begin, int64_t end, uint8_t* out);
+
+  std::vector<Shard> shards_;
+  int64_t num_proteins_ = 0, num_residues_ = 0;
+  std::atomic<int64_t> token_bytes_{0}, offset_bytes_{0}, reads_{0};
+};
+
+}  // namespace pf

@@ -1,0 +1,27 @@
+// Schema checks of protein data files: see schema.h.
+#include "data/schema.h"
+
+#include "data/h5.h"
+#include "data/vocab.h"
+
+namespace pf {
+
+std::string schema_string() { return std::string(kSchemaName) + "-v" + std::to_string(kSchemaVersion); }
+
+void check_schema(hid_t file, const std::string& path) {
+  PF_REQUIRE(DataError, h5_has_attr(file, "schema"),
+             "'" << path << "' is not a protein data file: no 'schema' attribute (expected " << schema_string() << ")");
+  const std::string schema = h5_read_attr_string(file, "schema");
+  PF_REQUIRE(DataError, schema.rfind(kSchemaName, 0) == 0,
+             "'" << path << "' has schema '" << schema << "', expected '" << schema_string() << "'");
+  const int64_t version = h5_has_attr(file, "schema_version") ? h5_read_attr_int64(file, "schema_version") : -1;
+  PF_REQUIRE(DataError, version == kSchemaVersion && schema == schema_string(),
+             "'" << path << "' has schema '" << schema << "' version " << version << ", this build reads version "
+                 << kSchemaVersion << " ('" << schema_string() << "') only");
+  const std::string vocab = h5_read_attr_string(file, "vocabulary");
+  PF_REQUIRE(DataError, vocab == Vocab::description(),
+             "'" << path << "' was written with vocabulary '" << vocab << "', this build uses '"
+                 << Vocab::description() << "'");
+}
+
+}  // namespace pf

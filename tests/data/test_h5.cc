@@ -1,0 +1,95 @@
+// HDF5 helpers: round trips of arrays, ranges, strings, appenders and
+// attributes, and errors that carry HDF5's error stack and the file name.
+#include <gtest/gtest.h>
+
+#include "data/h5.h"
+#include "runtime/random.h"
+#include "tests/data/data_test_util.h"
+
+namespace pf {
+namespace {
+
+TEST(H5, ArraysRangesStringsAndAttributesRoundTrip) {
+  test::TempDir dir;
+  const std::string path = dir.file("a.h5");
+  const KeyedRandom rng(11, 0, 0);
+  std::vector<float> w(6 * 7);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(rng.uniform(i));
+  std::vector<int64_t> big(100000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int64_t>(rng.draw(i).v[1]) - (1ll << 31);
+  {
+    H5Id f = h5_create_file(path);
+    H5Id g = h5_create_group(f, "model");
+    h5_write_array(g, "w", w.data(), {6, 7});
+    h5_write_vector(g, "big", big, H5Layout{4096, 4, true});
+    h5_write_strings(f, "names", {"alpha", "", "gamma \xCE\xB3"});
+    H5Appender app(f, "grow", H5T_NATIVE_UINT8, H5Layout{16, 1, false});
+    const std::vector<uint8_t> a{1, 2, 3}, b(40, 9);
+    app.append_raw(a.data(), 3);
+    app.append_raw(b.data(), 40);
+    h5_write_attr_string(f, "s", "text");
+    h5_write_attr_int64(g, "step", -42);
+    h5_write_attr_int64s(g, "shape", {3, 4, 5});
+    h5_write_attr_strings(f, "list", {"x", "yz"});
+    h5_write_attr_double(f, "lr", 0.125);
+    f.close();
+  }
+  H5Id f = h5_open_file(path);
+  std::vector<int64_t> shape;
+  EXPECT_EQ(h5_read_array<float>(f, "model/w", &shape), w);
+  EXPECT_EQ(shape, (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(h5_read_array<int64_t>(f, "model/big"), big);
+  H5Id d = h5_open_dataset(f, "model/big");
+  std::vector<int64_t> part(777);
+  h5_read_range(d, 54321, 777, part.data());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), big.begin() + 54321));
+  EXPECT_EQ(h5_read_strings(f, "names"), (std::vector<std::string>{"alpha", "", "gamma \xCE\xB3"}));
+  const std::vector<uint8_t> grow = h5_read_array<uint8_t>(f, "grow");
+  ASSERT_EQ(grow.size(), 43u);
+  EXPECT_EQ(grow[2], 3);
+  EXPECT_EQ(grow[42], 9);
+  EXPECT_EQ(h5_read_attr_string(f, "s"), "text");
+  H5Id g = h5_open_group(f, "model");
+  EXPECT_EQ(h5_read_attr_int64(g, "step"), -42);
+  EXPECT_EQ(h5_read_attr_int64s(g, "shape"), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(h5_read_attr_strings(f, "list"), (std::vector<std::string>{"x", "yz"}));
+  EXPECT_EQ(h5_read_attr_double(f, "lr"), 0.125);
+  EXPECT_TRUE(h5_exists(f, "model/w"));
+  EXPECT_FALSE(h5_exists(f, "model/nothing/deeper"));
+  EXPECT_THROW(h5_read_range(d, 99999, 2, part.data()), Hdf5Error);
+}
+
+TEST(H5, CheckMacroCarriesTheErrorStack) {
+  h5_quiet();
+  try {
+    PF_H5_CHECK(H5Gopen2(-1, "nowhere", H5P_DEFAULT));
+    FAIL() << "no throw";
+  } catch (const Hdf5Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("H5Gopen2(-1, \"nowhere\""), std::string::npos) << what;
+    EXPECT_NE(what.find("H5Gopen2: "), std::string::npos) << what;  // the stack, walked by H5Ewalk2
+    EXPECT_NE(what.find("test_h5.cc:"), std::string::npos) << what;
+  }
+}
+
+TEST(H5, OpenErrorsNameTheFile) {
+  test::TempDir dir;
+  EXPECT_THROW(h5_open_file(dir.file("missing.h5")), IoError);
+  test::write_text(dir.file("not.h5"), "this is not HDF5");
+  try {
+    h5_open_file(dir.file("not.h5"));
+    FAIL() << "no throw";
+  } catch (const Hdf5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not.h5"), std::string::npos) << e.what();
+  }
+  H5Id f = h5_create_file(dir.file("x.h5"));
+  try {
+    h5_open_dataset(f, "absent");
+    FAIL() << "no throw";
+  } catch (const Hdf5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pf

@@ -1,0 +1,190 @@
+// performer-data prepare: counts against an independent parse of the real
+// files, a full round trip of every sequence, duplicate removal, the split
+// rule, determinism, the temporary-file discipline and schema checks.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "data/h5.h"
+#include "data/schema.h"
+#include "data/vocab.h"
+#include "tests/data/data_test_util.h"
+
+namespace pf {
+namespace {
+
+std::vector<test::RefRecord> all_reference_records() {
+  std::vector<test::RefRecord> all;
+  for (const char* p : {test::kDbFasta, test::kQueryFasta}) {
+    auto r = test::reference_fasta(p);
+    all.insert(all.end(), r.begin(), r.end());
+  }
+  auto sp = test::reference_swissprot(test::kSwissDat);
+  all.insert(all.end(), sp.begin(), sp.end());
+  return all;
+}
+
+struct SplitContents {
+  std::vector<std::string> sequences, ids, headers;
+};
+
+SplitContents read_split(hid_t file, const char* split) {
+  H5Id g = h5_open_group(file, split);
+  const auto tokens = h5_read_array<uint8_t>(g, "tokens");
+  const auto offsets = h5_read_array<int64_t>(g, "offsets");
+  SplitContents c;
+  c.ids = h5_read_strings(g, "ids");
+  c.headers = h5_read_strings(g, "headers");
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+    std::string s;
+    for (int64_t k = offsets[i]; k < offsets[i + 1]; ++k) s += Vocab::residue_letter(tokens[static_cast<size_t>(k)]);
+    c.sequences.push_back(s);
+  }
+  EXPECT_EQ(c.ids.size(), c.sequences.size());
+  EXPECT_EQ(c.headers.size(), c.sequences.size());
+  return c;
+}
+
+TEST(Prepare, CountsMatchAnIndependentCountOfTheRealFiles) {
+  const auto& p = test::prepared_real();
+  const auto ref = all_reference_records();
+  std::set<std::string> unique;
+  int64_t unique_residues = 0;
+  for (const auto& r : ref)
+    if (unique.insert(r.residues).second) unique_residues += static_cast<int64_t>(r.residues.size());
+  EXPECT_EQ(p.summary.sequences_read, 20600);
+  EXPECT_EQ(p.summary.sequences_read, static_cast<int64_t>(ref.size()));
+  EXPECT_EQ(p.summary.duplicates_dropped, static_cast<int64_t>(ref.size() - unique.size()));
+  int64_t kept = 0, residues = 0;
+  for (const auto& s : p.summary.splits) {
+    kept += s.sequences;
+    residues += s.residues;
+  }
+  EXPECT_EQ(kept, static_cast<int64_t>(unique.size()));
+  EXPECT_EQ(residues, unique_residues);
+  EXPECT_EQ(p.summary.lengths.count, kept);
+  EXPECT_EQ(p.summary.lengths.residues, unique_residues);
+  EXPECT_GT(p.summary.splits[1].sequences, 0);
+  EXPECT_GT(p.summary.splits[2].sequences, 0);
+
+  const DatasetInfo info = read_dataset_info(p.path);
+  EXPECT_EQ(info.schema, "performer-protein-v1");
+  EXPECT_EQ(info.sources.size(), 3u);
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(info.splits[s].sequences, p.summary.splits[s].sequences);
+  const std::string text = format_info(info);
+  EXPECT_NE(text.find("performer-protein-v1"), std::string::npos);
+  EXPECT_NE(text.find("p99"), std::string::npos);
+}
+
+TEST(Prepare, RoundTripRestoresEverySequenceInExactlyOneSplit) {
+  const auto& p = test::prepared_real();
+  H5Id file = h5_open_file(p.path);
+  std::map<std::string, std::pair<int, std::string>> stored;  // sequence -> (split, header)
+  for (int s = 0; s < 3; ++s) {
+    const SplitContents c = read_split(file, kSplitNames[s]);
+    for (size_t i = 0; i < c.sequences.size(); ++i) {
+      EXPECT_TRUE(stored.emplace(c.sequences[i], std::make_pair(s, c.headers[i])).second)
+          << "stored twice: " << c.ids[i];
+      EXPECT_EQ(c.ids[i], c.headers[i].substr(0, c.headers[i].find(' ')));
+      std::vector<uint8_t> t;
+      for (char ch : c.sequences[i]) t.push_back(Vocab::encode(static_cast<unsigned char>(ch)));
+      EXPECT_EQ(split_of(t.data(), static_cast<int64_t>(t.size()), 7, 0.05, 0.05), s);
+    }
+  }
+  std::set<std::string> seen;
+  for (const auto& r : all_reference_records()) {
+    const auto it = stored.find(r.residues);
+    ASSERT_NE(it, stored.end()) << "lost: " << r.header;
+    if (seen.insert(r.residues).second && r.header.rfind("ID ", 0) != 0) {  // first occurrence keeps its header
+      EXPECT_EQ(it->second.second, r.header.substr(0, r.header.find_last_not_of(' ') + 1));
+    }
+  }
+  EXPECT_EQ(seen.size(), stored.size());
+}
+
+TEST(Prepare, DeterministicForASeedAndSplitsMoveWithTheSeed) {
+  test::TempDir dir;
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  o.val_fraction = 0.2;
+  o.test_fraction = 0.2;
+  o.seed = 1;
+  o.output = dir.file("a.h5");
+  prepare_dataset(o);
+  o.output = dir.file("b.h5");
+  prepare_dataset(o);
+  o.seed = 2;
+  o.output = dir.file("c.h5");
+  prepare_dataset(o);
+  H5Id a = h5_open_file(dir.file("a.h5")), b = h5_open_file(dir.file("b.h5")), c = h5_open_file(dir.file("c.h5"));
+  int64_t total_a = 0, total_c = 0;
+  for (const char* s : kSplitNames) {
+    const SplitContents sa = read_split(a, s), sb = read_split(b, s), sc = read_split(c, s);
+    EXPECT_EQ(sa.sequences, sb.sequences);
+    EXPECT_EQ(sa.ids, sb.ids);
+    EXPECT_NE(sa.sequences, sc.sequences);
+    total_a += static_cast<int64_t>(sa.sequences.size());
+    total_c += static_cast<int64_t>(sc.sequences.size());
+  }
+  EXPECT_EQ(total_a, total_c);
+}
+
+TEST(Prepare, FailedRunLeavesNoFileAndUnknownLettersNeedTheFlag) {
+  test::TempDir dir;
+  test::write_text(dir.file("good.fa"), ">a\nMKV\n>b\nMKV\n>c\nWWW\n");
+  test::write_text(dir.file("odd.fa"), ">j\nMKJ\n");
+  PrepareOptions o;
+  o.inputs = {dir.file("good.fa"), dir.file("odd.fa")};
+  o.output = dir.file("out.h5");
+  EXPECT_THROW(prepare_dataset(o), DataError);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    ++files;
+    EXPECT_EQ(e.path().extension(), ".fa") << e.path();
+  }
+  EXPECT_EQ(files, 2);
+  o.map_unknown_to_x = true;
+  const PrepareSummary s = prepare_dataset(o);
+  EXPECT_EQ(s.sequences_read, 4);
+  EXPECT_EQ(s.duplicates_dropped, 1);
+  EXPECT_EQ(s.lengths.count, 3);
+  EXPECT_EQ(s.lengths.max, 3);
+  EXPECT_TRUE(std::filesystem::exists(o.output));
+  o.inputs = {dir.file("good.txt.zip")};
+  EXPECT_THROW(prepare_dataset(o), ValueError);
+}
+
+TEST(Prepare, LengthPercentilesAreNearestRank) {
+  std::vector<int64_t> v;
+  for (int64_t i = 1; i <= 1000; ++i) v.push_back(i * 10);
+  v.push_back(9000);
+  const LengthStats s = length_stats(v);
+  EXPECT_EQ(s.count, 1001);
+  EXPECT_EQ(s.p50, 5010);  // nearest rank ceil(0.5 * 1001) = 501 of the sorted values
+  EXPECT_EQ(s.p99, 9900);  // rank 991: the repeated 9000 shifts the tail by one
+  EXPECT_EQ(s.max, 10000);
+  EXPECT_EQ(s.longer_than_8192, 182);
+}
+
+TEST(Prepare, WrongSchemaVersionIsRefused) {
+  test::TempDir dir;
+  {
+    H5Id f = h5_create_file(dir.file("v2.h5"));
+    h5_write_attr_string(f, "schema", "performer-protein-v2");
+    h5_write_attr_int64(f, "schema_version", 2);
+    h5_write_attr_string(f, "vocabulary", Vocab::description());
+  }
+  try {
+    read_dataset_info(dir.file("v2.h5"));
+    FAIL() << "no throw";
+  } catch (const DataError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("performer-protein-v2"), std::string::npos) << w;
+    EXPECT_NE(w.find("performer-protein-v1"), std::string::npos) << w;
+    EXPECT_NE(w.find("v2.h5"), std::string::npos) << w;
+  }
+}
+
+}  // namespace
+}  // namespace pf
