@@ -145,6 +145,7 @@ bool h5_exists(hid_t loc, const std::string& name) {
 }
 
 H5Id h5_open_group(hid_t loc, const std::string& name) {
+  h5_quiet();
   PF_REQUIRE(Hdf5Error, h5_exists(loc, name), "no group '" << name << "' in " << h5_file_name(loc));
   H5Id g(H5Gopen2(loc, name.c_str(), H5P_DEFAULT));
   PF_H5_CHECK_MSG(g.get(), "cannot open group '" << name << "' in " << h5_file_name(loc));
@@ -152,6 +153,7 @@ H5Id h5_open_group(hid_t loc, const std::string& name) {
 }
 
 H5Id h5_open_dataset(hid_t loc, const std::string& name, int64_t cache_bytes) {
+  h5_quiet();
   PF_REQUIRE(Hdf5Error, h5_exists(loc, name),
              "no dataset '" << name << "' under " << object_name(loc) << " in " << h5_file_name(loc));
   H5Id dapl(H5Pcreate(H5P_DATASET_ACCESS));

@@ -19,6 +19,11 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
              "data-parallel rank " << o.dp_rank << " outside [0, " << o.dp_size << ")");
   PF_REQUIRE(ValueError, o.batch_size > 0, "batch size must be positive, got " << o.batch_size);
   PF_REQUIRE(ValueError, o.prefetch >= 0, "prefetch must be >= 0, got " << o.prefetch);
+  // Reading ahead touches HDF5 from a second thread: only safe with a
+  // thread-safe HDF5 build. Without one the loader reads inside next(); the
+  // batches are the same, only the overlap with compute is lost.
+  hbool_t threadsafe = 0;
+  if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) options_.prefetch = 0;
   shards_ = std::make_unique<ProteinShards>(o.files, o.split);
   samples_per_epoch_ = sample_count(*shards_, o.mode, o.sample_length);
   const int64_t per_step = o.batch_size * o.dp_size;
@@ -36,8 +41,9 @@ int64_t DataLoader::sample_at(int64_t epoch, int64_t i) const {
 }
 
 LoaderPosition DataLoader::advance(LoaderPosition p) const {
-  if (++p.step == steps_per_epoch_) {
-    p.step = 0;
+  p.sample += options_.batch_size * options_.dp_size;
+  if (p.sample >= samples_per_epoch_) {
+    p.sample = 0;
     ++p.epoch;
   }
   return p;
@@ -54,7 +60,7 @@ Batch DataLoader::read_batch(LoaderPosition p) {
   b.lookahead.assign(static_cast<size_t>(b.batch_size), Vocab::kPad);
   b.samples.resize(static_cast<size_t>(b.batch_size));
   for (int64_t row = 0; row < o.batch_size; ++row) {
-    const int64_t i = (p.step * o.dp_size + o.dp_rank) * o.batch_size + row;
+    const int64_t i = p.sample + o.dp_rank * o.batch_size + row;
     if (i >= samples_per_epoch_) continue;  // padding row of the last step
     b.samples[static_cast<size_t>(row)] =
         read_sample_slice(*shards_, o.mode, o.sample_length, o.seed, p.epoch, sample_at(p.epoch, i), b.global_offset,
@@ -127,9 +133,9 @@ Batch DataLoader::next() {
 }
 
 void DataLoader::set_position(LoaderPosition position) {
-  PF_REQUIRE(ValueError, position.epoch >= 0 && position.step >= 0 && position.step < steps_per_epoch_,
-             "loader position (epoch " << position.epoch << ", step " << position.step << ") outside an epoch of "
-                                       << steps_per_epoch_ << " steps");
+  PF_REQUIRE(ValueError, position.epoch >= 0 && position.sample >= 0 && position.sample < samples_per_epoch_,
+             "loader position (epoch " << position.epoch << ", sample " << position.sample
+                                       << ") outside an epoch of " << samples_per_epoch_ << " samples");
   stop_worker();
   position_ = position;
   start_worker();

@@ -7,14 +7,18 @@
 //   Batch.samples    [batch_size] per-sample metadata
 // Epoch order: position i of epoch e holds sample perm_e(i), perm_e a keyed
 // permutation of (seed, epoch) (identity with shuffle off), the same on every
-// rank. Step t gives data-parallel rank d the positions
-// t B DP + d B + b, b in [0, B): groups are disjoint and together cover the
-// epoch; rows past the end of the epoch (last step only) are padding rows
-// (valid = false, all <pad>). Ranks of one sequence group get the same samples.
+// rank. A step starting at epoch position i0 gives data-parallel rank d the
+// positions i0 + d B + b, b in [0, B), and the next step starts at
+// i0 + B DP: groups are disjoint and together cover the epoch; rows past the
+// end of the epoch (last step only) are padding rows (valid = false, all
+// <pad>). Ranks of one sequence group get the same samples.
 // A background thread reads up to `prefetch` batches ahead (bounded queue);
-// its exceptions are rethrown by next(). position() / set_position() save and
-// restore (epoch, step): a restored loader yields exactly the batches the
-// original would have yielded from there.
+// its exceptions are rethrown by next() (and by every later call). It needs a
+// thread-safe HDF5 build (Debian's is); otherwise reads happen inside next().
+// position() / set_position() save and restore (epoch, sample): a restored
+// loader yields exactly the batches the original would have yielded from there
+// (and, after a change of batch size or dp size, continues from the first
+// sample of the epoch order that no rank has consumed).
 #pragma once
 
 #include <condition_variable>
@@ -46,8 +50,8 @@ struct LoaderOptions {
 
 struct LoaderPosition {
   int64_t epoch = 0;
-  int64_t step = 0;  // step within the epoch of the next batch
-  bool operator==(const LoaderPosition& o) const { return epoch == o.epoch && step == o.step; }
+  int64_t sample = 0;  // epoch-order position of the first sample of the next step (over all dp groups)
+  bool operator==(const LoaderPosition& o) const { return epoch == o.epoch && sample == o.sample; }
   bool operator!=(const LoaderPosition& o) const { return !(*this == o); }
 };
 
@@ -77,7 +81,7 @@ class DataLoader {
   void set_position(LoaderPosition position);
 
   int64_t samples_per_epoch() const { return samples_per_epoch_; }
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }  // from the start of an epoch
   const LoaderOptions& options() const { return options_; }
   // Bytes this loader has read from the shards (all batches read so far,
   // including read-ahead).

@@ -111,11 +111,21 @@ int64_t ProteinShards::protein_at_stream(Shard& s, int64_t x, int64_t lo) {
 
 void ProteinShards::read_shard_stream(Shard& s, int64_t begin, int64_t end, uint8_t* out) {
   const int64_t p0 = protein_at_stream(s, begin, 0);
-  const int64_t p1 = protein_at_stream(s, end - 1, p0);
-  std::vector<int64_t> off(static_cast<size_t>(p1 - p0 + 2));
-  read_offsets(s, p0, p1 - p0 + 2, off.data());
+  // Offsets from p0 on, in blocks that double until they pass the last
+  // position: the range the slice needs, without a second search.
+  std::vector<int64_t> off;
+  for (int64_t want = 16;; want *= 2) {
+    const int64_t n = std::min(want, s.proteins + 1 - p0);
+    off.resize(static_cast<size_t>(n));
+    read_offsets(s, p0, n, off.data());
+    if (p0 + n - 1 == s.proteins || off.back() + (p0 + n - 1) > end - 1) break;
+  }
   auto start_of = [&](int64_t p) { return off[static_cast<size_t>(p - p0)] + p; };  // stream start of protein p
   auto len_of = [&](int64_t p) { return off[static_cast<size_t>(p - p0 + 1)] - off[static_cast<size_t>(p - p0)]; };
+  // p1: the last protein starting at or before end - 1 (off holds its end too).
+  const int64_t last = p0 + static_cast<int64_t>(off.size()) - 2;
+  int64_t p1 = p0;
+  while (p1 < last && start_of(p1 + 1) <= end - 1) ++p1;
   // Residues of the range are contiguous in `tokens`: one read.
   const int64_t t0 = off[0] + std::min(begin - start_of(p0), len_of(p0));
   const int64_t t1 = off[static_cast<size_t>(p1 - p0)] + std::min(end - start_of(p1), len_of(p1));

@@ -17,6 +17,9 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"posops", pf::bench::run_posops, "CPU position-wise ops (layer norm, linear, GELU, embedding, loss, AdamW)"},
+    {"feature_map", pf::bench::run_feature_map, "CPU FAVOR+/ReLU feature maps, forward and backward"},
+    {"data", pf::bench::run_data, "data preparation MB/s (gzip and plain FASTA) and loader tokens/s per rank"},
 };
 
 void usage() {

@@ -47,9 +47,9 @@ __global__ void embedding_backward_kernel(const int32_t* sorted_keys, const int3
   for (int64_t v = blockIdx.y; v < V; v += gridDim.y) {
     const int64_t lo = lower_bound_key(sorted_keys, T, v), hi = lower_bound_key(sorted_keys, T, v + 1);
     if (lo == hi || c >= C) continue;
-    float acc = 0.f;
+    float acc = dTable[v * C + c];  // added onto in token order, exactly as the CPU path does
     for (int64_t i = lo; i < hi; ++i) acc += dY[int64_t(sorted_index[i]) * C + c];
-    dTable[v * C + c] += acc;
+    dTable[v * C + c] = acc;
   }
 }
 

@@ -51,4 +51,23 @@ void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int
     feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
 }
 
+void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                         int64_t m, const void* X, const float* W, void* Phi, float* log_scale) {
+  if (ctx.device.is_cuda()) return feature_map_forward_cuda(ctx, p, storage, n, d, m, X, W, Phi, log_scale);
+  PF_REQUIRE(ValueError, storage == DType::f32,
+             "feature_map_forward on " << ctx.device.str() << ": storage " << dtype_name(storage)
+                                       << " is supported on CUDA only (the CPU backend stores f32)");
+  feature_map_forward_cpu(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<float*>(Phi), log_scale);
+}
+
+void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                          int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX) {
+  if (ctx.device.is_cuda()) return feature_map_backward_cuda(ctx, p, storage, n, d, m, X, W, Phi, dPhi, dX);
+  PF_REQUIRE(ValueError, storage == DType::f32,
+             "feature_map_backward on " << ctx.device.str() << ": storage " << dtype_name(storage)
+                                        << " is supported on CUDA only (the CPU backend stores f32)");
+  feature_map_backward_cpu(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<const float*>(Phi),
+                           static_cast<const float*>(dPhi), static_cast<float*>(dX));
+}
+
 }  // namespace pf

@@ -27,12 +27,14 @@
 //
 // Backends: float64 reference (_ref, plain loops), CPU (_cpu: X W^T by
 // gemm_f32_cpu, per-row exp/max with OpenMP), CUDA (_cuda: cuBLAS GEMM plus a
-// row kernel; fp32 math). All pointers live on ctx.device; temporaries of the
-// backward are recorded in ctx.tracker (required on CUDA).
+// row kernel; fp32 math; also fp16/bf16 storage). All pointers live on
+// ctx.device; temporaries are recorded in ctx.tracker (required on CUDA), and
+// CUDA calls that use temporaries synchronise ctx.stream before freeing them.
 #pragma once
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
 #include "runtime/exec.h"
 
 namespace pf {
@@ -66,6 +68,20 @@ void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p,
 void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                                const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
 
+// Reduced-precision storage: X, Phi, dPhi and dX hold `storage` values
+// (DType::f32, f16 or bf16); W and log_scale stay fp32, and the GEMMs,
+// exponentials and sums run in fp32 (X is widened chunk by chunk into fp32
+// scratch, results are rounded once). f16/bf16 run on CUDA only; the
+// dispatchers throw ValueError for them on the CPU.
+void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                         int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
+void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                          int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
+void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                              int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
+void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
+                               int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
+
 // float64 reference, plain loops, host memory.
 void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,
                              const double* W, double* Phi, double* log_scale);
@@ -78,8 +94,8 @@ void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, i
 //   log_scale[i] = |x_i|^2 / 2,  Phi [n, 2m],
 // so E_W[ exp(c_x + c_y) Phi(x) . Phi(y) ] = exp(x . y) as well, but the
 // estimate takes negative values and its variance does not vanish as x.y -> -inf.
-void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m,
-                           const float* X, const float* W, float* Phi, float* log_scale);
+void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m, const float* X,
+                           const float* W, float* Phi, float* log_scale);
 void trig_features_forward_ref(double data_scale, int64_t n, int64_t d, int64_t m, const double* X, const double* W,
                                double* Phi, double* log_scale);
 

@@ -15,6 +15,7 @@ namespace {
 
 float half_sq_norm(const float* row, int64_t d, float s) {
   float sq = 0.f;
+#pragma omp simd reduction(+ : sq)
   for (int64_t j = 0; j < d; ++j) sq += row[j] * row[j];
   return 0.5f * s * s * sq;
 }
@@ -33,10 +34,13 @@ void finish_rows(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, con
     if (softmax) {
       const float h = half_sq_norm(X + i * d, d, s);
       c = -INFINITY;
+#pragma omp simd reduction(max : c)
       for (int64_t l = 0; l < m; ++l) {
-        out[l] = favor_exponent(out[l], h);
-        c = std::fmax(c, out[l]);
+        const float e = favor_exponent(out[l], h);
+        out[l] = e;
+        c = e > c ? e : c;
       }
+#pragma omp simd
       for (int64_t l = 0; l < m; ++l) out[l] = favor_feature(out[l], c, inv_sqrt_m);
     } else {
       for (int64_t l = 0; l < m; ++l) out[l] = relu_feature(out[l], eps);
@@ -78,6 +82,7 @@ void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p,
     float* t = T + i * m;
     float sum = 0.f;
     if (softmax) {
+#pragma omp simd reduction(+ : sum)
       for (int64_t l = 0; l < m; ++l) {
         t[l] = favor_grad_weight(g[l], src[l]);
         sum += t[l];
@@ -95,8 +100,8 @@ void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p,
     for (int64_t j = 0; j < d; ++j) dX[i * d + j] -= s2 * rowsum[i] * X[i * d + j];
 }
 
-void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m,
-                           const float* X, const float* W, float* Phi, float* log_scale) {
+void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m, const float* X,
+                           const float* W, float* Phi, float* log_scale) {
   FeatureMapParams p;
   p.data_scale = data_scale;
   check_feature_map_args("trig_features_forward", p, n, d, m);

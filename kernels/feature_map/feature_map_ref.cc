@@ -70,8 +70,7 @@ void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, i
         tsum += t[l];
       }
     } else {
-      for (int64_t l = 0; l < m; ++l)
-        t[l] = relu_grad_weight(g[l], Phi ? Phi[i * m + l] > p.relu_eps : u[l] > 0.0);
+      for (int64_t l = 0; l < m; ++l) t[l] = relu_grad_weight(g[l], Phi ? Phi[i * m + l] > p.relu_eps : u[l] > 0.0);
     }
     for (int64_t j = 0; j < d; ++j) {
       double acc = 0;

@@ -3,7 +3,7 @@
 //   gelu(x)  = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
 //   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 // Evaluated through the identities 0.5 (1 + tanh(u)) = s = 1 / (1 + exp(-2u))
-// and 1 - tanh(u)^2 = 4 s (1 - s), with 1 - s = 1 / (1 + exp(2u)): the same
+// and 1 - tanh(u)^2 = 4 s (1 - s), with 1 - s = exp(-2u) s: the same
 // function without the cancellation of 1 + tanh(u) for negative x (which
 // costs fp32 most of its digits there), and finite for any finite x.
 #pragma once
@@ -26,9 +26,9 @@ PF_HD F gelu_value(F x) {
 
 template <typename F>
 PF_HD F gelu_derivative(F x) {
-  const F u = gelu_inner(x);
-  const F s = F(1) / (F(1) + std::exp(F(-2) * u));  // 0.5 (1 + tanh(u))
-  const F sm = F(1) / (F(1) + std::exp(F(2) * u));  // 0.5 (1 - tanh(u))
+  const F e = std::exp(F(-2) * gelu_inner(x));
+  const F s = F(1) / (F(1) + e);                       // 0.5 (1 + tanh(u))
+  const F sm = e < F(INFINITY) ? e * s : F(1);         // 0.5 (1 - tanh(u)) = e / (1 + e)
   const F ssm = s * sm;  // 0 once |u| is large; skip the term so x^2 overflow gives no 0 * inf
   return ssm == F(0) ? s : s + F(2) * x * ssm * F(0.7978845608028654) * (F(1) + F(3 * 0.044715) * x * x);
 }

@@ -1,14 +1,17 @@
 // OpenMP layer norm: X [T,C] -> Y [T,C], mean/rstd [T]. Rows are independent
-// (one row per iteration, statistics in double). The backward computes dX row
-// by row, then dgamma/dbeta [C] by column blocks summed in row order in double
-// (deterministic for any thread count).
+// (one row per iteration, statistics in double with SIMD partial sums, whose
+// order is fixed by the build, not by the thread count). The backward computes dX row
+// by row, then dgamma/dbeta [C] as fp32 sums over fixed chunks of rows added in
+// chunk order in double (deterministic for any thread count).
+#include <vector>
+
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/layernorm/layernorm_math.h"
 
 namespace pf {
 namespace {
 
-constexpr int64_t kColumnBlock = 128;
+constexpr int64_t kRowChunk = 256;
 
 }  // namespace
 
@@ -18,9 +21,11 @@ void layernorm_forward_cpu(const float* X, const float* gamma, const float* beta
   for (int64_t t = 0; t < T; ++t) {
     const float* x = X + t * C;
     double s = 0.0;
+#pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < C; ++c) s += x[c];
     const double m = s / static_cast<double>(C);
     double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
     for (int64_t c = 0; c < C; ++c) ss += (x[c] - m) * (x[c] - m);
     const float mf = static_cast<float>(m);
     const float r = static_cast<float>(layernorm_rstd(ss / static_cast<double>(C), static_cast<double>(eps)));
@@ -39,6 +44,7 @@ void layernorm_backward_cpu(const float* dY, const float* X, const float* gamma,
     const float* dy = dY + t * C;
     const float m = mean[t], r = rstd[t];
     double sg = 0.0, sgx = 0.0;
+#pragma omp simd reduction(+ : sg, sgx)
     for (int64_t c = 0; c < C; ++c) {
       const float g = dy[c] * gamma[c];
       sg += g;
@@ -49,23 +55,35 @@ void layernorm_backward_cpu(const float* dY, const float* X, const float* gamma,
     float* dx = dX + t * C;
     for (int64_t c = 0; c < C; ++c) dx[c] = layernorm_input_grad(dy[c], x[c], gamma[c], m, r, mg, mgx);
   }
-  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  // dgamma, dbeta: fp32 partial column sums over fixed chunks of kRowChunk
+  // rows (contiguous reads), then the chunks added in order in double.
+  const int64_t chunks = (T + kRowChunk - 1) / kRowChunk;
+  std::vector<float> partial(static_cast<size_t>(2 * chunks * C));
 #pragma omp parallel for schedule(static) if (T * C > 32768)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kColumnBlock, c1 = c0 + kColumnBlock < C ? c0 + kColumnBlock : C;
-    double ag[kColumnBlock] = {}, ab[kColumnBlock] = {};
-    for (int64_t t = 0; t < T; ++t) {
+  for (int64_t k = 0; k < chunks; ++k) {
+    float* pg = partial.data() + 2 * k * C;
+    float* pb = pg + C;
+    for (int64_t c = 0; c < C; ++c) pg[c] = 0.f, pb[c] = 0.f;
+    const int64_t t1 = (k + 1) * kRowChunk < T ? (k + 1) * kRowChunk : T;
+    for (int64_t t = k * kRowChunk; t < t1; ++t) {
       const float m = mean[t], r = rstd[t];
-      for (int64_t c = c0; c < c1; ++c) {
-        const float dy = dY[t * C + c];
-        ag[c - c0] += dy * ((X[t * C + c] - m) * r);
-        ab[c - c0] += dy;
+      const float* x = X + t * C;
+      const float* dy = dY + t * C;
+      for (int64_t c = 0; c < C; ++c) {
+        pg[c] += dy[c] * ((x[c] - m) * r);
+        pb[c] += dy[c];
       }
     }
-    for (int64_t c = c0; c < c1; ++c) {
-      dgamma[c] += static_cast<float>(ag[c - c0]);
-      dbeta[c] += static_cast<float>(ab[c - c0]);
+  }
+#pragma omp parallel for schedule(static) if (chunks * C > 32768)
+  for (int64_t c = 0; c < C; ++c) {
+    double sg = 0.0, sb = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      sg += partial[static_cast<size_t>(2 * k * C + c)];
+      sb += partial[static_cast<size_t>((2 * k + 1) * C + c)];
     }
+    dgamma[c] += static_cast<float>(sg);
+    dbeta[c] += static_cast<float>(sb);
   }
 }
 

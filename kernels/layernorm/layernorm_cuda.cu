@@ -1,7 +1,8 @@
 // CUDA layer norm: X [T,C] -> Y [T,C], mean/rstd [T]. One warp per row
 // (two-pass statistics in fp32 with warp shuffles); the backward computes dX
-// with one warp per row, then dgamma/dbeta [C] with blocks of 32 columns x 8
-// row lanes that sum rows in a fixed order (deterministic, no atomics).
+// with one warp per row, then dgamma/dbeta [C] with blocks of 32 columns x 32
+// row lanes that sum rows in a fixed order (deterministic, no atomics, no
+// scratch memory).
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/layernorm/layernorm_math.h"
 #include "runtime/cuda_check.cuh"
@@ -10,6 +11,7 @@ namespace pf {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+constexpr int kRowLanes = 32;
 
 __device__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -55,14 +57,14 @@ __global__ void layernorm_input_grad_kernel(const float* dY, const float* X, con
   for (int64_t c = lane; c < C; c += 32) dx[c] = layernorm_input_grad(dy[c], x[c], gamma[c], m, r, mg, mgx);
 }
 
-// blockDim = (32, 8): 32 columns, 8 row lanes; grid.x covers the columns.
+// blockDim = (32, kRowLanes): 32 columns, kRowLanes row lanes; grid.x covers the columns.
 __global__ void layernorm_param_grad_kernel(const float* dY, const float* X, const float* mean, const float* rstd,
                                             float* dgamma, float* dbeta, int64_t T, int64_t C) {
-  __shared__ float pg[8][33], pb[8][33];
+  __shared__ float pg[kRowLanes][33], pb[kRowLanes][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
   float ag = 0.f, ab = 0.f;
   if (c < C)
-    for (int64_t t = threadIdx.y; t < T; t += 8) {
+    for (int64_t t = threadIdx.y; t < T; t += kRowLanes) {
       const float dy = dY[t * C + c];
       ag += dy * ((X[t * C + c] - mean[t]) * rstd[t]);
       ab += dy;
@@ -72,7 +74,7 @@ __global__ void layernorm_param_grad_kernel(const float* dY, const float* X, con
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     float sg = 0.f, sb = 0.f;
-    for (int r = 0; r < 8; ++r) {
+    for (int r = 0; r < kRowLanes; ++r) {
       sg += pg[r][threadIdx.x];
       sb += pb[r][threadIdx.x];
     }
@@ -103,7 +105,7 @@ void layernorm_backward_cuda(const ExecContext& ctx, const float* dY, const floa
   layernorm_input_grad_kernel<<<rows, block, 0, stream>>>(dY, X, gamma, mean, rstd, dX, T, C);
   PF_CUDA_CHECK_LAUNCH();
   const unsigned cols = static_cast<unsigned>((C + 31) / 32);
-  layernorm_param_grad_kernel<<<cols, dim3(32, 8), 0, stream>>>(dY, X, mean, rstd, dgamma, dbeta, T, C);
+  layernorm_param_grad_kernel<<<cols, dim3(32, kRowLanes), 0, stream>>>(dY, X, mean, rstd, dgamma, dbeta, T, C);
   PF_CUDA_CHECK_LAUNCH();
 }
 

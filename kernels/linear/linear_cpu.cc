@@ -1,14 +1,16 @@
 // CPU linear layer: X [T,in], W [out,in], b [out], Y [T,out]. The GEMMs use
 // gemm_f32_cpu (oneDNN/OpenBLAS, threaded by the library); the bias broadcast
-// is an OpenMP loop and the bias gradient sums columns in double, in row order,
-// one column block per thread (deterministic for any thread count).
+// is an OpenMP loop and the bias gradient sums fixed chunks of rows in fp32,
+// then the chunks in order in double (deterministic for any thread count).
+#include <vector>
+
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear/linear.h"
 
 namespace pf {
 namespace {
 
-constexpr int64_t kColumnBlock = 256;
+constexpr int64_t kRowChunk = 256;
 
 }  // namespace
 
@@ -28,14 +30,22 @@ void linear_backward_cpu(const float* dY, const float* X, const float* W, float*
   if (dX) gemm_f32_cpu(false, false, T, in, out, 1.0f, dY, out, W, in, 0.0f, dX, in);
   gemm_f32_cpu(true, false, out, in, T, 1.0f, dY, out, X, in, 1.0f, dW, in);
   if (db) {
-    const int64_t blocks = (out + kColumnBlock - 1) / kColumnBlock;
+    // fp32 column sums over fixed chunks of kRowChunk rows (contiguous reads),
+    // then the chunks added in order in double.
+    const int64_t chunks = (T + kRowChunk - 1) / kRowChunk;
+    std::vector<float> partial(static_cast<size_t>(chunks * out));
 #pragma omp parallel for schedule(static) if (T * out > 65536)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t o0 = blk * kColumnBlock, o1 = o0 + kColumnBlock < out ? o0 + kColumnBlock : out;
-      double acc[kColumnBlock] = {};
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t o = o0; o < o1; ++o) acc[o - o0] += dY[t * out + o];
-      for (int64_t o = o0; o < o1; ++o) db[o] += static_cast<float>(acc[o - o0]);
+    for (int64_t k = 0; k < chunks; ++k) {
+      float* p = partial.data() + k * out;
+      for (int64_t o = 0; o < out; ++o) p[o] = 0.f;
+      const int64_t t1 = (k + 1) * kRowChunk < T ? (k + 1) * kRowChunk : T;
+      for (int64_t t = k * kRowChunk; t < t1; ++t)
+        for (int64_t o = 0; o < out; ++o) p[o] += dY[t * out + o];
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < chunks; ++k) acc += partial[static_cast<size_t>(k * out + o)];
+      db[o] += static_cast<float>(acc);
     }
   }
 }

@@ -1,7 +1,8 @@
 // CUDA linear layer: X [T,in], W [out,in], b [out], Y [T,out]. GEMMs through
 // cuBLAS (gemm_f32_cuda on ctx.stream); the bias broadcast is a grid-stride
-// kernel; the bias gradient db[o] += sum_t dY[t,o] is computed by a block of
-// 32 columns x 8 row lanes that sums rows in a fixed order (deterministic).
+// kernel; the bias gradient db[o] += sum_t dY[t,o] is computed by blocks of
+// 32 columns x 32 row lanes that sum rows in a fixed order (deterministic, no
+// atomics, no scratch memory).
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear/linear.h"
 #include "runtime/cuda_check.cuh"
@@ -15,18 +16,20 @@ __global__ void bias_rows_kernel(const float* b, float* Y, int64_t T, int64_t ou
     Y[i] = b[i % out];
 }
 
-// blockDim = (32, 8); grid.x covers columns in tiles of 32.
+constexpr int kRowLanes = 32;
+
+// blockDim = (32, kRowLanes); grid.x covers columns in tiles of 32.
 __global__ void bias_grad_kernel(const float* dY, float* db, int64_t T, int64_t out) {
-  __shared__ float partial[8][33];
+  __shared__ float partial[kRowLanes][33];
   const int64_t o = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.f;
   if (o < out)
-    for (int64_t t = threadIdx.y; t < T; t += 8) acc += dY[t * out + o];
+    for (int64_t t = threadIdx.y; t < T; t += kRowLanes) acc += dY[t * out + o];
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && o < out) {
     float s = 0.f;
-    for (int r = 0; r < 8; ++r) s += partial[r][threadIdx.x];
+    for (int r = 0; r < kRowLanes; ++r) s += partial[r][threadIdx.x];
     db[o] += s;
   }
 }
@@ -51,7 +54,7 @@ void linear_backward_cuda(const ExecContext& ctx, const float* dY, const float* 
   if (dX) gemm_f32_cuda(ctx, false, false, T, in, out, 1.0f, dY, out, W, in, 0.0f, dX, in);
   gemm_f32_cuda(ctx, true, false, out, in, T, 1.0f, dY, out, X, in, 1.0f, dW, in);
   if (db && out > 0) {
-    const dim3 block(32, 8);
+    const dim3 block(32, kRowLanes);
     const unsigned grid = static_cast<unsigned>((out + 31) / 32);
     bias_grad_kernel<<<grid, block, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(dY, db, T, out);
     PF_CUDA_CHECK_LAUNCH();

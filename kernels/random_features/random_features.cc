@@ -48,8 +48,8 @@ void householder_qr(int64_t d, const double* A, double* Q, double* R) {
   PF_REQUIRE(ValueError, d > 0, "householder_qr needs d > 0, got d=" << d);
   const size_t dd = static_cast<size_t>(d);
   std::vector<double> work(A, A + dd * dd);  // becomes R
-  std::vector<double> vs(dd * dd, 0.0);       // Householder vector k in row k, entries k..d-1
-  std::vector<double> vnorm2(dd, 0.0);        // |v_k|^2; 0 means H_k = I
+  std::vector<double> vs(dd * dd, 0.0);      // Householder vector k in row k, entries k..d-1
+  std::vector<double> vnorm2(dd, 0.0);       // |v_k|^2; 0 means H_k = I
   for (int64_t k = 0; k < d; ++k) {
     double norm2 = 0;
     for (int64_t i = k; i < d; ++i) norm2 += work[i * d + k] * work[i * d + k];
@@ -119,7 +119,8 @@ void random_projection_f64(const ProjectionSpec& spec, const ProjectionKey& key,
   for (int64_t r = 0; r < m; ++r) {
     double norm2 = 0;
     for (int64_t j = 0; j < d; ++j) norm2 += W[r * d + j] * W[r * d + j];
-    const double target = spec.scaling == FeatureScaling::SqrtD ? std::sqrt(static_cast<double>(d)) : chi_norm(rng, d, r);
+    const double target =
+        spec.scaling == FeatureScaling::SqrtD ? std::sqrt(static_cast<double>(d)) : chi_norm(rng, d, r);
     const double f = target / std::sqrt(norm2);
     for (int64_t j = 0; j < d; ++j) W[r * d + j] *= f;
   }

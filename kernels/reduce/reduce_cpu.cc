@@ -19,6 +19,7 @@ double sum_of_squares_cpu(const float* x, int64_t n) {
   for (int64_t k = 0; k < chunks; ++k) {
     const int64_t i0 = k * kChunk, i1 = i0 + kChunk < n ? i0 + kChunk : n;
     double s = 0.0;
+#pragma omp simd reduction(+ : s)
     for (int64_t i = i0; i < i1; ++i) s += static_cast<double>(x[i]) * x[i];
     partial[static_cast<size_t>(k)] = s;
   }

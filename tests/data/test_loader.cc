@@ -90,6 +90,14 @@ void check_slices_concatenate(SampleMode mode, int64_t L, int steps) {
       const auto expect = ref.sample(mode, L, base.seed, b.position.epoch, b.samples[r].sample);
       ASSERT_TRUE(std::equal(expect.begin(), expect.end() - 1, b.tokens.begin() + r * L)) << "sample " << r;
       ASSERT_EQ(b.lookahead[r], expect.back());
+      const SampleInfo& info = b.samples[r];
+      ASSERT_TRUE(info.valid);
+      if (mode == SampleMode::Single) {
+        ASSERT_EQ(info.protein, info.sample);
+        ASSERT_EQ(info.source_length, static_cast<int64_t>(ref.proteins[info.sample].size()));
+      } else {
+        ASSERT_EQ(info.source_start, info.sample * L);
+      }
     }
   for (int64_t sp = 2; sp <= 4; ++sp) {
     std::vector<std::unique_ptr<DataLoader>> ranks;
@@ -117,7 +125,7 @@ void check_slices_concatenate(SampleMode mode, int64_t L, int steps) {
           else last_lookahead[r] = s.lookahead[r];
         }
       }
-      ASSERT_EQ(joined, b.tokens) << "sp " << sp << " step " << b.position.step;
+      ASSERT_EQ(joined, b.tokens) << "sp " << sp << " sample " << b.position.sample;
       for (int64_t r = 0; r < b.batch_size; ++r) ASSERT_EQ(last_lookahead[r], b.lookahead[r]);
     }
   }
@@ -126,6 +134,23 @@ void check_slices_concatenate(SampleMode mode, int64_t L, int steps) {
 TEST(Loader, ConcatSlicesOfSp1To4JoinToTheSample) { check_slices_concatenate(SampleMode::Concat, 6144, 4); }
 
 TEST(Loader, SingleSlicesOfSp1To4JoinToTheSample) { check_slices_concatenate(SampleMode::Single, 600, 12); }
+
+TEST(Loader, CropsAreKeyedBySeedEpochAndSampleAndStayInRange) {
+  const int64_t window = 5000, L = 600;
+  std::set<int64_t> starts;
+  for (int64_t epoch = 0; epoch < 50; ++epoch) {
+    const int64_t c = crop_start(3, epoch, 17, window, L);
+    ASSERT_GE(c, 0);
+    ASSERT_LE(c, window - L);
+    ASSERT_EQ(c, crop_start(3, epoch, 17, window, L));
+    starts.insert(c);
+  }
+  EXPECT_GT(starts.size(), 40u);  // 50 draws from 4401 offsets: repeats are rare
+  EXPECT_NE(crop_start(3, 0, 17, window, L), crop_start(4, 0, 17, window, L));
+  EXPECT_NE(crop_start(3, 0, 17, window, L), crop_start(3, 0, 18, window, L));
+  EXPECT_EQ(crop_start(3, 0, 17, L, L), 0);  // fits: no crop
+  EXPECT_LE(crop_start(3, 0, 17, L + 1, L), 1);
+}
 
 TEST(Loader, RanksReadOnlyTheirSlice) {
   for (SampleMode mode : {SampleMode::Concat, SampleMode::Single}) {
@@ -149,8 +174,16 @@ TEST(Loader, RanksReadOnlyTheirSlice) {
       if (mode == SampleMode::Single) {
         EXPECT_EQ(offset_bytes, o.batch_size * 16);  // offsets[p], offsets[p + 1]
       } else {
-        // Two binary searches (about log2(proteins) reads each) and the covered range.
-        EXPECT_LE(offset_bytes, o.batch_size * 8 * (2 * 16 + L / sp / 20 + 2)) << offset_bytes;
+        // One binary search (log2(19,000 proteins) < 15 single reads, twice at a
+        // shard boundary) and the proteins the slice overlaps, read in blocks of
+        // 16, 32, ... entries (at most twice what is needed).
+        int64_t bound = 0;
+        for (int64_t r = 0; r < o.batch_size; ++r) {
+          int64_t proteins = 1;
+          for (int64_t x = 0; x < b.slice_length; ++x) proteins += b.tokens[r * b.slice_length + x] == Vocab::kEnd;
+          bound += 8 * (2 * 15 + 2 * std::max<int64_t>(16, 2 * (proteins + 2)));
+        }
+        EXPECT_LE(offset_bytes, bound);
       }
     }
   }
@@ -243,7 +276,24 @@ TEST(Loader, RestoredPositionSeesExactlyTheSameBatches) {
       for (size_t r = 0; r < got.samples.size(); ++r) ASSERT_EQ(got.samples[r].sample, expect.samples[r].sample);
     }
   }
-  EXPECT_THROW(a.set_position(LoaderPosition{0, a.steps_per_epoch()}), ValueError);
+  // Resuming on twice the data-parallel groups with the same global batch:
+  // the two groups' batches, stacked, are the single group's batches.
+  o.prefetch = 2;
+  o.dp_size = 2;
+  o.batch_size = 8;
+  LoaderOptions o1 = o;
+  o1.dp_rank = 1;
+  DataLoader d0(o), d1(o1);
+  d0.set_position(saved);
+  d1.set_position(saved);
+  for (const Batch& expect : rest) {
+    const Batch b0 = d0.next(), b1 = d1.next();
+    ASSERT_EQ(b0.position, expect.position);
+    std::vector<uint8_t> stacked(b0.tokens);
+    stacked.insert(stacked.end(), b1.tokens.begin(), b1.tokens.end());
+    ASSERT_EQ(stacked, expect.tokens);
+  }
+  EXPECT_THROW(a.set_position(LoaderPosition{0, a.samples_per_epoch()}), ValueError);
 }
 
 TEST(Loader, LongConcatSamplesOfOneMillionTokens) {

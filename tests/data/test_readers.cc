@@ -91,33 +91,73 @@ TEST(Readers, GzipAndPlainAgreeAndCrlfAndLongLinesAreAccepted) {
   }
 }
 
-TEST(Readers, MalformedInputsAreErrorsWithContext) {
-  test::TempDir dir;
-  auto f = [&](const std::string& name, const std::string& text) {
-    test::write_text(dir.file(name), text);
-    return dir.file(name);
-  };
-  expect_error<DataError>(f("empty.fa", ""), {"empty.fa", "no sequences"});
-  expect_error<DataError>(f("blank.fa", "\n\n  \n"), {"blank.fa", "no sequences"});
-  expect_error<DataError>(f("pre.fa", "\nhello\n>a\nMK\n"), {"pre.fa:2:", "before the first FASTA header"});
-  expect_error<DataError>(f("noseq.fa", ">a\nMK\n>b desc\n>c\nMK\n"), {"noseq.fa:3:", "'b' has no sequence"});
-  expect_error<DataError>(f("noseq_end.fa", ">a\nMK\n>b\n"), {"noseq_end.fa:3:", "'b' has no sequence"});
-  expect_error<DataError>(f("digit.fa", ">a\nMK\nMK1V\n"), {"digit.fa:3:", "column 3", "'1'", "'a'"});
-  expect_error<DataError>(f("letter.fa", ">a\nMKJ\n"), {"letter.fa:2:", "column 3", "'J'", "--map-unknown-to-x"});
-  expect_error<DataError>(f("utf8seq.fa", ">a\nMK\xC3\xA9\n"), {"utf8seq.fa:2:", "column 3", "byte 0xC3"});
-  expect_error<DataError>(f("utf8hdr.fa", ">a b\xFF c\nMK\n"), {"utf8hdr.fa:1:", "column 5", "byte 0xFF", "UTF-8"});
-  expect_error<DataError>(f("star.fa", ">a\nMK*\nV\n"), {"star.fa:3:", "after the stop"});
-  expect_error<DataError>(f("sp.dat", "ID   X_Y Reviewed; 3 AA.\nSQ   SEQUENCE\n     MKV\n"),
-                          {"sp.dat:1:", "not terminated"});
-  expect_error<DataError>(f("sp2.dat", "ID   X_Y Reviewed; 3 AA.\nSQ   SEQUENCE\n//\n"), {"sp2.dat:1:", "no sequence"});
-  expect_error<DataError>(f("sp3.dat", "AC   P1;\n"), {"sp3.dat:1:", "expected an ID line"});
-  // Valid UTF-8 in headers is kept; unknown letters map to X on request.
-  const auto ok = read_records(f("map.fa", ">a \xCE\xB1-helix\nMKJb\n"), ReaderOptions{true});
+// Writes `text` to a file named `name` in a fresh temporary directory.
+class BadInput : public ::testing::Test {
+ protected:
+  std::string file(const std::string& name, const std::string& text) {
+    test::write_text(dir_.file(name), text);
+    return dir_.file(name);
+  }
+  test::TempDir dir_;
+};
+
+TEST_F(BadInput, EmptyFileNamesIt) {
+  expect_error<DataError>(file("empty.fa", ""), {"empty.fa", "no sequences"});
+  expect_error<DataError>(file("blank.fa", "\n\n  \n"), {"blank.fa", "no sequences"});
+  expect_error<DataError>(file("empty.dat", ""), {"empty.dat", "no sequences"});
+}
+
+TEST_F(BadInput, TextBeforeTheFirstHeaderGivesTheLine) {
+  expect_error<DataError>(file("pre.fa", "\nhello\n>a\nMK\n"), {"pre.fa:2:", "before the first FASTA header"});
+  expect_error<DataError>(file("pre.dat", "AC   P1;\n"), {"pre.dat:1:", "expected an ID line"});
+}
+
+TEST_F(BadInput, HeaderWithoutSequenceIsAnError) {
+  expect_error<DataError>(file("noseq.fa", ">a\nMK\n>b desc\n>c\nMK\n"), {"noseq.fa:3:", "'b' has no sequence"});
+  expect_error<DataError>(file("noseq_end.fa", ">a\nMK\n>b\n"), {"noseq_end.fa:3:", "'b' has no sequence"});
+  expect_error<DataError>(file("noseq.dat", "ID   X_Y Reviewed; 3 AA.\nSQ   SEQUENCE\n//\n"),
+                          {"noseq.dat:1:", "no sequence"});
+}
+
+TEST_F(BadInput, InvalidCharactersGiveLineColumnAndByte) {
+  expect_error<DataError>(file("digit.fa", ">a\nMK\nMK1V\n"), {"digit.fa:3:", "column 3", "'1'", "'a'"});
+  expect_error<DataError>(file("letter.fa", ">a\nMKJ\n"), {"letter.fa:2:", "column 3", "'J'", "--map-unknown-to-x"});
+  expect_error<DataError>(file("star.fa", ">a\nMK*\nV\n"), {"star.fa:3:", "after the stop"});
+}
+
+TEST_F(BadInput, NonUtf8BytesGiveLineAndByte) {
+  expect_error<DataError>(file("utf8seq.fa", ">a\nMK\xC3\xA9\n"), {"utf8seq.fa:2:", "column 3", "byte 0xC3"});
+  expect_error<DataError>(file("utf8hdr.fa", ">a b\xFF c\nMK\n"), {"utf8hdr.fa:1:", "column 5", "byte 0xFF", "UTF-8"});
+  expect_error<DataError>(file("utf8.dat", "ID   X_Y Reviewed; 3 AA.\nOS   Caf\xE9\nSQ   S\n     MK\n//\n"),
+                          {"utf8.dat:2:", "byte 0xE9"});
+}
+
+TEST_F(BadInput, UnterminatedSwissProtEntry) {
+  expect_error<DataError>(file("open.dat", "ID   X_Y Reviewed; 3 AA.\nSQ   SEQUENCE\n     MKV\n"),
+                          {"open.dat:1:", "not terminated"});
+}
+
+TEST_F(BadInput, UnknownLettersMapToXOnRequestAndValidUtf8HeadersAreKept) {
+  const auto ok = read_records(file("map.fa", ">a \xCE\xB1-helix\nMKJb\n"), ReaderOptions{true});
   ASSERT_EQ(ok.size(), 1u);
   EXPECT_EQ(decode(ok[0].tokens), "MKXB");
   EXPECT_EQ(ok[0].header, "a \xCE\xB1-helix");
-  EXPECT_THROW(SequenceReader(dir.file("x.csv")), ValueError);
-  EXPECT_THROW(SequenceReader(dir.file("missing.fa")), IoError);
+}
+
+TEST_F(BadInput, UnknownExtensionAndMissingFile) {
+  EXPECT_THROW(SequenceReader(dir_.file("x.csv")), ValueError);
+  EXPECT_THROW(SequenceReader(dir_.file("missing.fa")), IoError);
+}
+
+TEST(Readers, GzippedSwissProtReadsLikePlain) {
+  test::TempDir dir;
+  test::write_gz(dir.file("seq.dat.gz"), test::read_all(test::kSwissDat));
+  const auto plain = read_records(test::kSwissDat), gz = read_records(dir.file("seq.dat.gz"));
+  ASSERT_EQ(plain.size(), gz.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].header, gz[i].header);
+    EXPECT_EQ(plain[i].tokens, gz[i].tokens);
+  }
 }
 
 TEST(Readers, TruncatedGzipIsAnErrorNamingTheFile) {

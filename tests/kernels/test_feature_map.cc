@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/feature_map/feature_map.h"
+#include "kernels/feature_map/feature_map_math.h"
 #include "kernels/random_features/random_features.h"
 #include "runtime/errors.h"
 #include "tests/support/numerics.h"
@@ -21,9 +22,8 @@ struct Shape3 {
 };
 
 // Covers every n in {1, 7, 64, 1000, 4099}, d in {16, 32, 64}, m in {16, 64, 100, 256}.
-const Shape3 kShapes[] = {{1, 16, 16},     {7, 32, 100},   {64, 64, 256}, {1000, 16, 64},
-                          {4099, 64, 100}, {64, 32, 16},   {7, 64, 64},   {1000, 32, 256},
-                          {1, 64, 100}};
+const Shape3 kShapes[] = {{1, 16, 16},  {7, 32, 100}, {64, 64, 256},   {1000, 16, 64}, {4099, 64, 100},
+                          {64, 32, 16}, {7, 64, 64},  {1000, 32, 256}, {1, 64, 100}};
 
 const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu};
 
@@ -194,6 +194,42 @@ TEST(FeatureMap, TrigFeaturesCpuMatchesReference) {
     trig_features_forward_ref(scale, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), phi_ref.data(), c_ref.data());
     EXPECT_LE(test::rel_l2(phi, phi_ref), 1e-5) << "n=" << s.n;
     EXPECT_LE(test::rel_l2(c, c_ref), 1e-6) << "n=" << s.n;
+  }
+}
+
+TEST(FeatureMap, Fp32ExponentialOfNonPositiveArguments) {
+  double worst = 0;
+  for (int k = 0; k <= 2000000; ++k) {
+    const float v = -87.3f * static_cast<float>(k) / 2000000.f;
+    const double want = std::exp(static_cast<double>(v));
+    worst = std::max(worst, std::fabs(fm_exp_nonpos(v) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_EQ(fm_exp_nonpos(0.f), 1.f);
+  EXPECT_EQ(fm_exp_nonpos(-88.f), 0.f);
+  EXPECT_EQ(fm_exp_nonpos(-1e30f), 0.f);
+  EXPECT_EQ(fm_exp_nonpos(-INFINITY), 0.f);
+  EXPECT_TRUE(std::isnan(fm_exp_nonpos(NAN)));
+}
+
+TEST(FeatureMap, StorageDispatchOnCpu) {
+  const ExecContext ctx;
+  const Shape3 s{7, 16, 16};
+  const Inputs in = make_inputs(s, 600);
+  const FeatureMapParams p = default_feature_params(FeatureKernel::Softmax, s.d);
+  std::vector<float> phi(s.n * s.m), phi2(s.n * s.m), dx(s.n * s.d), dx2(s.n * s.d);
+  feature_map_forward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), nullptr);
+  feature_map_forward(ctx, p, DType::f32, s.n, s.d, s.m, in.X.data(), in.W.data(), phi2.data(), nullptr);
+  EXPECT_EQ(phi, phi2);
+  feature_map_backward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx.data());
+  feature_map_backward(ctx, p, DType::f32, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx2.data());
+  EXPECT_EQ(dx, dx2);
+  for (DType t : {DType::f16, DType::bf16}) {
+    EXPECT_THROW(feature_map_forward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), phi2.data(), nullptr),
+                 ValueError);
+    EXPECT_THROW(
+        feature_map_backward(ctx, p, t, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx2.data()),
+        ValueError);
   }
 }
 

@@ -14,7 +14,7 @@ using test::random_pair;
 using test::rel_l2;
 
 struct Shape { int64_t T, in, out; };
-const Shape kShapes[] = {{1, 13, 7}, {7, 30, 100}, {64, 100, 13}, {33, 64, 96}};
+const Shape kShapes[] = {{1, 13, 7}, {7, 30, 100}, {64, 100, 13}, {33, 64, 96}, {600, 30, 100}};  // T > 256: several row chunks
 
 TEST(PosopsLinear, CpuMatchesReference) {
   ExecContext ctx;

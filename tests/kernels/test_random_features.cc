@@ -61,8 +61,10 @@ TEST(RandomFeatures, BlockRowsAreOrthogonalInFloat64) {
       for (int64_t a = 0; a < m; ++a)
         for (int64_t b = 0; b < a; ++b) {
           const double cosine = dot(&W[a * d], &W[b * d], d) / (norms[a] * norms[b]);
-          if (a / d == b / d) max_in_block = std::max(max_in_block, std::fabs(cosine));
-          else max_across = std::max(max_across, std::fabs(cosine));
+          if (a / d == b / d)
+            max_in_block = std::max(max_in_block, std::fabs(cosine));
+          else
+            max_across = std::max(max_across, std::fabs(cosine));
         }
       EXPECT_LT(max_in_block, 1e-12) << "m=" << m << " d=" << d;
       // Rows of different blocks are independent, hence not orthogonal.
@@ -123,8 +125,9 @@ TEST(RandomFeatures, RejectsNonPositiveSizes) {
     EXPECT_THROW(random_projection_f64(spec(md.first, md.second, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms),
                                        {1, 0, 0}),
                  ValueError);
-    EXPECT_THROW(random_projection_f32(spec(md.first, md.second, ProjectionKind::Iid, FeatureScaling::SqrtD), {1, 0, 0}),
-                 ValueError);
+    EXPECT_THROW(
+        random_projection_f32(spec(md.first, md.second, ProjectionKind::Iid, FeatureScaling::SqrtD), {1, 0, 0}),
+        ValueError);
   }
   double q = 0;
   EXPECT_THROW(householder_qr(0, &q, &q, nullptr), ValueError);

@@ -1,0 +1,296 @@
+#include "launch/train/train_config.h"
+
+#include <toml++/toml.h>
+
+#include <cctype>
+#include <set>
+#include <sstream>
+
+#include "runtime/check.h"
+
+namespace pf {
+namespace {
+
+// Typed access to "section.key" with defaults; remembers every key it was
+// asked about so that anything else in the file is reported as unknown.
+class Reader {
+ public:
+  explicit Reader(toml::table& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+
+  template <typename T>
+  void get(const char* section, const char* key, T& out) {
+    known_.insert(std::string(section) + "." + key);
+    const toml::node* node = root_[section][key].node();
+    if (!node) return;
+    if constexpr (std::is_same_v<T, bool>) {
+      auto v = node->value_exact<bool>();
+      PF_REQUIRE(ConfigError, v.has_value(), where(section, key) << " must be true or false");
+      out = *v;
+    } else if constexpr (std::is_integral_v<T>) {
+      auto v = node->value_exact<int64_t>();
+      PF_REQUIRE(ConfigError, v.has_value(), where(section, key) << " must be an integer");
+      out = static_cast<T>(*v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      auto v = node->value<double>();
+      PF_REQUIRE(ConfigError, v.has_value() && (node->is_floating_point() || node->is_integer()),
+                 where(section, key) << " must be a number");
+      out = static_cast<T>(*v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      auto v = node->value_exact<std::string>();
+      PF_REQUIRE(ConfigError, v.has_value(), where(section, key) << " must be a string");
+      out = *v;
+    } else {
+      static_assert(std::is_same_v<T, std::vector<std::string>>);
+      out.clear();
+      if (auto s = node->value_exact<std::string>()) {
+        out.push_back(*s);
+        return;
+      }
+      const toml::array* arr = node->as_array();
+      PF_REQUIRE(ConfigError, arr != nullptr, where(section, key) << " must be a string or an array of strings");
+      for (const toml::node& e : *arr) {
+        auto s = e.value_exact<std::string>();
+        PF_REQUIRE(ConfigError, s.has_value(), where(section, key) << " must hold only strings");
+        out.push_back(*s);
+      }
+    }
+  }
+
+  // Byte sizes accept an integer or a string such as "16GiB".
+  void get_bytes(const char* section, const char* key, int64_t& out) {
+    known_.insert(std::string(section) + "." + key);
+    const toml::node* node = root_[section][key].node();
+    if (!node) return;
+    const std::string name = std::string(section) + "." + key;
+    if (auto i = node->value_exact<int64_t>()) out = *i;
+    else if (auto s = node->value_exact<std::string>()) out = parse_byte_size(*s, name);
+    else PF_REQUIRE(ConfigError, false, where(section, key) << " must be a byte count or a string like \"16GiB\"");
+    PF_REQUIRE(ConfigError, out >= 0, where(section, key) << " must be >= 0");
+  }
+
+  void check_unknown() const {
+    for (auto&& [section, node] : root_) {
+      const std::string s(section.str());
+      const toml::table* t = node.as_table();
+      PF_REQUIRE(ConfigError, t != nullptr, origin_ << ": '" << s << "' is not a section (expected [" << s << "])");
+      for (auto&& [key, value] : *t) {
+        (void)value;
+        const std::string full = s + "." + std::string(key.str());
+        PF_REQUIRE(ConfigError, known_.count(full), origin_ << ": unknown key '" << full << "'" << suggestion(full));
+      }
+    }
+  }
+
+ private:
+  std::string where(const char* section, const char* key) const {
+    return origin_ + ": " + section + "." + key;
+  }
+  std::string suggestion(const std::string& full) const {
+    const std::string section = full.substr(0, full.find('.'));
+    std::string keys;
+    for (const auto& k : known_)
+      if (k.compare(0, section.size() + 1, section + ".") == 0) keys += (keys.empty() ? "" : ", ") + k;
+    return keys.empty() ? " (unknown section '" + section + "')" : " (known keys of [" + section + "]: " + keys + ")";
+  }
+
+  toml::table& root_;
+  std::string origin_;
+  std::set<std::string> known_;
+};
+
+void apply_override(toml::table& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  const size_t dot = assignment.find('.');
+  PF_REQUIRE(ConfigError, eq != std::string::npos && dot != std::string::npos && dot < eq,
+             "--set '" << assignment << "': expected section.key=value");
+  const std::string section = assignment.substr(0, dot);
+  const std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  const std::string value = assignment.substr(eq + 1);
+  PF_REQUIRE(ConfigError, !key.empty() && key.find('.') == std::string::npos,
+             "--set '" << assignment << "': expected section.key=value");
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed.insert_or_assign("v", value);  // a bare word is a string
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  toml::table* t = root[section].as_table();
+  PF_REQUIRE(ConfigError, t != nullptr, "--set '" << assignment << "': '" << section << "' is not a section");
+  t->insert_or_assign(key, *parsed.get("v"));
+}
+
+TrainConfig read_config(toml::table& root, const std::string& origin) {
+  TrainConfig c;
+  Reader r(root, origin);
+  ModelConfig& m = c.model;
+  std::string s;
+  r.get("model", "layers", m.layers);
+  r.get("model", "width", m.width);
+  r.get("model", "heads", m.heads);
+  r.get("model", "ffn", m.ffn);
+  r.get("model", "features", m.features);
+  s = attention_kind_name(m.attention);
+  r.get("model", "attention", s);
+  m.attention = parse_attention_kind(s);
+  s = objective_name(m.objective);
+  r.get("model", "objective", s);
+  m.objective = parse_objective(s);
+  s = positional_name(m.positional);
+  r.get("model", "positional", s);
+  m.positional = parse_positional(s);
+  r.get("model", "redraw_interval", m.redraw_interval);
+  s = "orthogonal";
+  r.get("model", "projection", s);
+  PF_REQUIRE(ConfigError, s == "orthogonal" || s == "iid", origin << ": model.projection must be orthogonal or iid, got '" << s << "'");
+  m.projection = s == "iid" ? ProjectionKind::Iid : ProjectionKind::Orthogonal;
+  s = "chi";
+  r.get("model", "feature_scaling", s);
+  PF_REQUIRE(ConfigError, s == "chi" || s == "sqrt_d", origin << ": model.feature_scaling must be chi or sqrt_d, got '" << s << "'");
+  m.feature_scaling = s == "chi" ? FeatureScaling::ChiNorms : FeatureScaling::SqrtD;
+  r.get("model", "chunk", m.chunk);
+  r.get("model", "checkpoint_activations", m.checkpoint_activations);
+  r.get("model", "init_std", m.init_std);
+  r.get("model", "mlm_probability", m.mlm_probability);
+  r.get("model", "seed", m.seed);
+  s = "f32";
+  r.get("model", "dtype", s);
+  PF_REQUIRE(ConfigError, s == "f32", origin << ": model.dtype '" << s << "' is not available: this build trains in f32");
+
+  DataConfig& d = c.data;
+  r.get("data", "files", d.files);
+  r.get("data", "train_split", d.train_split);
+  r.get("data", "valid_split", d.valid_split);
+  s = sample_mode_name(d.mode);
+  r.get("data", "mode", s);
+  d.mode = parse_sample_mode(s);
+  r.get("data", "sample_length", d.sample_length);
+  r.get("data", "batch_size", d.batch_size);
+  r.get("data", "shuffle", d.shuffle);
+  r.get("data", "seed", d.seed);
+  r.get("data", "prefetch", d.prefetch);
+
+  OptimizerConfig& o = c.optimizer;
+  double lr = o.schedule.max_lr, min_lr = o.schedule.min_lr;
+  r.get("optimizer", "lr", lr);
+  r.get("optimizer", "min_lr", min_lr);
+  o.schedule.max_lr = lr;
+  o.schedule.min_lr = min_lr;
+  r.get("optimizer", "warmup_steps", o.schedule.warmup_steps);
+  r.get("optimizer", "beta1", o.adamw.beta1);
+  r.get("optimizer", "beta2", o.adamw.beta2);
+  r.get("optimizer", "eps", o.adamw.eps);
+  o.adamw.weight_decay = 0.01f;
+  r.get("optimizer", "weight_decay", o.adamw.weight_decay);
+  r.get("optimizer", "clip_norm", o.clip_norm);
+
+  RunConfig& run = c.run;
+  r.get("train", "steps", run.steps);
+  r.get("train", "log_interval", run.log_interval);
+  r.get("train", "eval_interval", run.eval_interval);
+  r.get("train", "eval_batches", run.eval_batches);
+  r.get("train", "metrics", run.metrics);
+  o.schedule.total_steps = run.steps;
+
+  CheckpointConfig& ck = c.checkpoint;
+  r.get("checkpoint", "dir", ck.dir);
+  r.get("checkpoint", "interval", ck.interval);
+  r.get("checkpoint", "keep", ck.keep);
+  r.get("checkpoint", "resume", ck.resume);
+
+  ParallelConfig& p = c.parallel;
+  r.get("parallel", "sp", p.sp);
+  s = scan_algorithm_name(p.attention.scan);
+  r.get("parallel", "scan", s);
+  p.attention.scan = parse_scan_algorithm(s);
+  r.get("parallel", "overlap", p.attention.overlap_comm);
+  r.get("parallel", "head_group", p.attention.head_group);
+  r.get("parallel", "bucket_mib", p.bucket_mib);
+
+  r.get("device", "backend", c.device.backend);
+  r.get_bytes("device", "memory_cap", c.device.memory_cap);
+  r.check_unknown();
+
+  auto require = [&](bool ok, const std::string& msg) { PF_REQUIRE(ConfigError, ok, origin << ": " << msg); };
+  require(run.steps >= 1, "train.steps must be >= 1");
+  require(run.log_interval >= 1, "train.log_interval must be >= 1");
+  require(run.eval_interval >= 0 && run.eval_batches >= 0, "train.eval_interval and train.eval_batches must be >= 0");
+  require(o.schedule.warmup_steps >= 0 && o.schedule.warmup_steps <= run.steps,
+          "optimizer.warmup_steps must be in [0, train.steps]");
+  require(lr > 0 && min_lr >= 0 && min_lr <= lr, "optimizer.lr must be > 0 and optimizer.min_lr in [0, lr]");
+  require(d.sample_length >= 1 && d.batch_size >= 1 && d.prefetch >= 0,
+          "data.sample_length and data.batch_size must be >= 1, data.prefetch >= 0");
+  require(ck.interval >= 0 && ck.keep >= 1, "checkpoint.interval must be >= 0 and checkpoint.keep >= 1");
+  require(p.sp >= 1, "parallel.sp must be >= 1");
+  require(p.bucket_mib >= 1, "parallel.bucket_mib must be >= 1");
+  require(c.device.backend == "auto" || c.device.backend == "cpu" || c.device.backend == "cuda",
+          "device.backend must be auto, cpu or cuda, got '" + c.device.backend + "'");
+  try {
+    m.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin + ": " + e.what());
+  }
+  c.source_text = format_train_config(c);
+  return c;
+}
+
+}  // namespace
+
+int64_t parse_byte_size(const std::string& text, const std::string& key) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    PF_REQUIRE(ConfigError, false, key << ": cannot read a byte size from '" << text << "'");
+  }
+  std::string unit = text.substr(pos);
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KiB" || unit == "K") mult = 1024.0;
+  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB" || unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else PF_REQUIRE(ConfigError, false, key << ": unknown unit '" << unit << "' in '" << text << "' (B, KiB, MiB, GiB, TiB)");
+  PF_REQUIRE(ConfigError, v >= 0, key << ": negative size '" << text << "'");
+  return static_cast<int64_t>(v * mult);
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  toml::table root;
+  if (!path.empty()) {
+    try {
+      root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      std::ostringstream os;
+      os << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+      throw ConfigError(os.str());
+    }
+  }
+  for (const std::string& o : overrides) apply_override(root, o);
+  return read_config(root, path.empty() ? std::string("configuration") : path);
+}
+
+TrainConfig parse_train_config_text(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(origin + ": stored configuration does not parse: " + std::string(e.description()));
+  }
+  return read_config(root, origin);
+}
+
+void validate_layout(const TrainConfig& cfg, int world_size) {
+  const int64_t sp = cfg.parallel.sp;
+  PF_REQUIRE(ConfigError, world_size % sp == 0,
+             "parallel.sp = " << sp << " does not divide the " << world_size << " launched ranks");
+  PF_REQUIRE(ConfigError, cfg.data.sample_length % sp == 0,
+             "data.sample_length = " << cfg.data.sample_length << " is not divisible by parallel.sp = " << sp);
+  PF_REQUIRE(ConfigError, cfg.model.attention != AttentionKind::Softmax || sp == 1,
+             "model.attention = softmax needs parallel.sp = 1 (exact attention keeps the whole sequence on one "
+             "rank), got sp = " << sp);
+}
+
+}  // namespace pf

@@ -1,0 +1,79 @@
+// The configuration of a training run, read from TOML with `--set key=value`
+// overrides. Every key is documented in docs/configuration.md; every key has
+// a default that works; an unknown key, a value of the wrong type or an
+// impossible layout is a ConfigError naming the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "model/attention.h"
+#include "model/config.h"
+#include "model/trainer.h"
+
+namespace pf {
+
+struct DataConfig {
+  std::vector<std::string> files;  // shards (performer-protein-v1)
+  std::string train_split = "train";
+  std::string valid_split = "valid";
+  SampleMode mode = SampleMode::Concat;
+  int64_t sample_length = 512;
+  int64_t batch_size = 8;  // samples per step per data-parallel group
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int64_t prefetch = 2;
+};
+
+struct RunConfig {
+  int64_t steps = 1000;
+  int64_t log_interval = 10;
+  int64_t eval_interval = 200;   // 0: only at the end
+  int64_t eval_batches = 16;     // validation batches per evaluation (0: the whole split)
+  std::string metrics;           // JSON-lines file ("" = none)
+};
+
+struct CheckpointConfig {
+  std::string dir;          // "" = no checkpoints
+  int64_t interval = 200;   // steps between checkpoints (0: only at the end)
+  int64_t keep = 3;         // newest files kept
+  std::string resume;       // "" (fresh), "auto" (newest valid in dir, else fresh) or a file
+};
+
+struct ParallelConfig {
+  int64_t sp = 1;  // sequence-parallel group size; dp = ranks / sp
+  AttentionOptions attention;
+  int64_t bucket_mib = 16;  // gradient allreduce bucket
+};
+
+struct DeviceConfig {
+  std::string backend = "auto";  // auto | cpu | cuda
+  int64_t memory_cap = 0;        // bytes per rank, 0 = none ("16GiB" accepted)
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  RunConfig run;
+  CheckpointConfig checkpoint;
+  ParallelConfig parallel;
+  DeviceConfig device;
+  std::string source_text;  // the resolved configuration as TOML (stored in checkpoints)
+};
+
+// Reads `path` ("" = defaults only), applies "section.key=value" overrides.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+// Re-reads a configuration from the TOML text stored in a checkpoint.
+TrainConfig parse_train_config_text(const std::string& text, const std::string& origin);
+// Checks the layout against the launched world: sp divides it, sample length
+// divisible by sp (ConfigError naming the keys and numbers).
+void validate_layout(const TrainConfig& cfg, int world_size);
+// The resolved configuration, every key with its value, as TOML.
+std::string format_train_config(const TrainConfig& cfg);
+// "16GiB", "512MiB", "1000000" -> bytes.
+int64_t parse_byte_size(const std::string& text, const std::string& key);
+
+}  // namespace pf

@@ -1,0 +1,72 @@
+// The resolved configuration as TOML: printed by rank 0 at start-up and
+// stored in checkpoints, and read back by parse_train_config_text.
+#include <toml++/toml.h>
+
+#include <sstream>
+
+#include "launch/train/train_config.h"
+
+namespace pf {
+
+std::string format_train_config(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  toml::array files;
+  for (const auto& f : c.data.files) files.push_back(f);
+  toml::table root{
+      {"model",
+       toml::table{{"layers", m.layers},
+                   {"width", m.width},
+                   {"heads", m.heads},
+                   {"ffn", m.ffn},
+                   {"features", m.features},
+                   {"attention", attention_kind_name(m.attention)},
+                   {"objective", objective_name(m.objective)},
+                   {"positional", positional_name(m.positional)},
+                   {"redraw_interval", m.redraw_interval},
+                   {"projection", m.projection == ProjectionKind::Iid ? "iid" : "orthogonal"},
+                   {"feature_scaling", m.feature_scaling == FeatureScaling::ChiNorms ? "chi" : "sqrt_d"},
+                   {"chunk", m.chunk},
+                   {"checkpoint_activations", m.checkpoint_activations},
+                   {"init_std", m.init_std},
+                   {"mlm_probability", m.mlm_probability},
+                   {"seed", static_cast<int64_t>(m.seed)},
+                   {"dtype", "f32"}}},
+      {"data", toml::table{{"files", files},
+                           {"train_split", c.data.train_split},
+                           {"valid_split", c.data.valid_split},
+                           {"mode", sample_mode_name(c.data.mode)},
+                           {"sample_length", c.data.sample_length},
+                           {"batch_size", c.data.batch_size},
+                           {"shuffle", c.data.shuffle},
+                           {"seed", static_cast<int64_t>(c.data.seed)},
+                           {"prefetch", c.data.prefetch}}},
+      {"optimizer", toml::table{{"lr", c.optimizer.schedule.max_lr},
+                                {"min_lr", c.optimizer.schedule.min_lr},
+                                {"warmup_steps", c.optimizer.schedule.warmup_steps},
+                                {"beta1", static_cast<double>(c.optimizer.adamw.beta1)},
+                                {"beta2", static_cast<double>(c.optimizer.adamw.beta2)},
+                                {"eps", static_cast<double>(c.optimizer.adamw.eps)},
+                                {"weight_decay", static_cast<double>(c.optimizer.adamw.weight_decay)},
+                                {"clip_norm", c.optimizer.clip_norm}}},
+      {"train", toml::table{{"steps", c.run.steps},
+                            {"log_interval", c.run.log_interval},
+                            {"eval_interval", c.run.eval_interval},
+                            {"eval_batches", c.run.eval_batches},
+                            {"metrics", c.run.metrics}}},
+      {"checkpoint", toml::table{{"dir", c.checkpoint.dir},
+                                 {"interval", c.checkpoint.interval},
+                                 {"keep", c.checkpoint.keep},
+                                 {"resume", c.checkpoint.resume}}},
+      {"parallel", toml::table{{"sp", c.parallel.sp},
+                               {"scan", scan_algorithm_name(c.parallel.attention.scan)},
+                               {"overlap", c.parallel.attention.overlap_comm},
+                               {"head_group", c.parallel.attention.head_group},
+                               {"bucket_mib", c.parallel.bucket_mib}}},
+      {"device", toml::table{{"backend", c.device.backend}, {"memory_cap", c.device.memory_cap}}},
+  };
+  std::ostringstream os;
+  os << root << "\n";
+  return os.str();
+}
+
+}  // namespace pf
