@@ -1,0 +1,46 @@
+// What a launched process sets up before it trains or evaluates: MPI with
+// MPI_THREAD_SERIALIZED (the attention scan may run on a worker thread), the
+// device (a GPU chosen from the node-local rank when the build and node have
+// one and the config allows it, else the CPU), the world communicator on that
+// device (NCCL for GPUs, MPI for the CPU), the dp x sp grid, the memory tracker
+// with the configured cap and the execution context.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/loader.h"
+#include "launch/train/train_config.h"
+#include "model/objective.h"
+#include "runtime/exec.h"
+#include "runtime/grid.h"
+
+namespace pf {
+
+class Session {
+ public:
+  Session(const TrainConfig& cfg, int world_size, int world_rank);
+  ParallelGrid& grid() { return *grid_; }
+  const ExecContext& ctx() const { return resources_->ctx(); }
+  MemoryTracker& tracker() { return *tracker_; }
+  Device device() const { return device_; }
+  bool is_root() const { return rank_ == 0; }
+
+ private:
+  int rank_ = 0;
+  Device device_;
+  std::unique_ptr<MemoryTracker> tracker_;
+  std::unique_ptr<ExecResources> resources_;
+  std::unique_ptr<ParallelGrid> grid_;
+};
+
+// Loader options for this rank and a split.
+LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
+                             bool shuffle);
+
+// A loader batch as the model's TokenBatch: int32 tokens, the lookahead token
+// only where it is the next token of the same sample (never across the end
+// of a sample, so every layout predicts the same targets), global sample ids.
+TokenBatch to_token_batch(const Batch& batch, const ParallelGrid& grid);
+
+}  // namespace pf
