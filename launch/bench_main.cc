@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"linattn", pf::bench::run_linattn, "CPU causal linear attention forward + backward GFLOP/s and fraction of sgemm"},
 };
 
 void usage() {

@@ -6,5 +6,6 @@
 namespace pf::bench {
 
 int run_gemm(int argc, char** argv);  // sgemm GFLOP/s of each CPU backend
+int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLOP/s
 
 }  // namespace pf::bench
