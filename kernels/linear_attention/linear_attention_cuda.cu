@@ -21,7 +21,9 @@ constexpr int kThreads = 256;
 
 cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream.handle); }
 
-unsigned blocks_for(int64_t count) { return static_cast<unsigned>(std::max<int64_t>(1, (count + kThreads - 1) / kThreads)); }
+unsigned blocks_for(int64_t count) {
+  return static_cast<unsigned>(std::max<int64_t>(1, (count + kThreads - 1) / kThreads));
+}
 
 // Device temporaries recorded in ctx.tracker, freed on scope exit.
 class Scratch {
@@ -47,11 +49,10 @@ void bmm(const ExecContext& ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t
          int64_t batch) {
   if (M == 0 || N == 0 || batch == 0) return;
   const float one = 1.f;
-  PF_CUBLAS_CHECK(cublasSgemmStridedBatched(static_cast<cublasHandle_t>(ctx.blas), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                            ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                                            static_cast<int>(K), &one, B, static_cast<int>(ldb), sb, A,
-                                            static_cast<int>(lda), sa, &beta, C, static_cast<int>(ldc), sc,
-                                            static_cast<int>(batch)));
+  PF_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      static_cast<cublasHandle_t>(ctx.blas), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &one, B, static_cast<int>(ldb), sb, A,
+      static_cast<int>(lda), sa, &beta, C, static_cast<int>(ldc), sc, static_cast<int>(batch)));
 }
 
 __global__ void k_fill(float* x, int64_t count, float value) {
@@ -187,8 +188,8 @@ void state_update(const ExecContext& ctx, const LinAttnShape& s, SweepState& st,
   cudaStream_t cs = stream_of(ctx);
   k_state_top<<<blocks_for(H), kThreads, 0, cs>>>(st.a, row_log, row_hs, sign, rows, st.top, H);
   k_rescale_state<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, m * D1, st.a, st.top, H);
-  k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(x, x_hs, m, scaled, rows * m, m, rows, m, st.top, 1,
-                                                               -1.f, row_log, row_hs, sign, H);
+  k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(x, x_hs, m, scaled, rows * m, m, rows, m, st.top, 1, -1.f,
+                                                              row_log, row_hs, sign, H);
   PF_CUDA_CHECK_LAUNCH();
   bmm(ctx, true, false, m, D1, rows, scaled, m, rows * m, rhs, D1, rhs_hs, 1.f, st.S, D1, m * D1, H);
   std::swap(st.a, st.top);
@@ -202,8 +203,7 @@ void fill(const ExecContext& ctx, float* x, int64_t count, float value) {
 }
 
 void state_clear(const ExecContext& ctx, const LinAttnShape& s, float* states) {
-  k_state_clear<<<blocks_for(s.heads * s.state_size()), kThreads, 0, stream_of(ctx)>>>(states, s.state_size(),
-                                                                                       s.heads);
+  k_state_clear<<<blocks_for(s.heads * s.state_size()), kThreads, 0, stream_of(ctx)>>>(states, s.state_size(), s.heads);
   PF_CUDA_CHECK_LAUNCH();
 }
 
@@ -235,7 +235,7 @@ void causal_forward_local(const ExecContext& ctx, const LinAttnShape& s, const f
     // inter: Y = diag(exp(a - L_i)) Pq S  (S = 0 while the state is empty)
     bmm(ctx, false, false, rows, D1, m, q, m, n * m, st.S, D1, m * D1, 0.f, Y, D1, n * D1, H);
     k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(Y, n * D1, D1, Y, n * D1, D1, rows, D1, st.a, 1, 1.f,
-                                                                  Lt, n, -1.f, H);
+                                                                 Lt, n, -1.f, H);
     // intra: Y += mask(Pq Pk^T) V'
     bmm(ctx, false, true, rows, rows, m, q, m, n * m, k, m, n * m, 0.f, A, rows, C * C, H);
     k_causal_mask<<<blocks_for(H * rows * rows), kThreads, 0, cs>>>(A, C * C, rows, ct, Lt, n, H);
@@ -255,14 +255,12 @@ void add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
     // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
-    k_prefix_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(y + t0 * D1, row_scale + t0, n, rows, D1, prefix, size,
-                                                             H);
+    k_prefix_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(y + t0 * D1, row_scale + t0, n, rows, D1, prefix, size, H);
     k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(phi_q + t0 * m, n * m, m, scratch.get(), rows * m, m,
-                                                                 rows, m, prefix, size, 1.f, row_scale + t0, n, -1.f,
-                                                                 H);
+                                                                rows, m, prefix, size, 1.f, row_scale + t0, n, -1.f, H);
     PF_CUDA_CHECK_LAUNCH();
-    bmm(ctx, false, false, rows, D1, m, scratch.get(), m, rows * m, prefix + 1, D1, size, 1.f, y + t0 * D1, D1,
-        n * D1, H);
+    bmm(ctx, false, false, rows, D1, m, scratch.get(), m, rows * m, prefix + 1, D1, size, 1.f, y + t0 * D1, D1, n * D1,
+        H);
   }
 }
 
@@ -298,7 +296,7 @@ void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const 
     load_rows(t0, rows);
     bmm(ctx, false, true, rows, m, D1, g, D1, C * D1, st.S, D1, m * D1, 0.f, dQ, m, n * m, H);
     k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(dQ, n * m, m, dQ, n * m, m, rows, m, st.a, 1, 1.f, Lt,
-                                                                 n, -1.f, H);
+                                                                n, -1.f, H);
     bmm(ctx, false, true, rows, rows, D1, g, D1, C * D1, vp, D1, C * D1, 0.f, B, rows, chunks * C * C, H);
     k_causal_mask<<<blocks_for(H * rows * rows), kThreads, 0, cs>>>(B, chunks * C * C, rows, ct, Lt, n, H);
     PF_CUDA_CHECK_LAUNCH();
@@ -316,9 +314,9 @@ void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const 
     bmm(ctx, false, true, rows, m, D1, vp, D1, C * D1, st.S, D1, m * D1, 0.f, dK, m, n * m, H);
     bmm(ctx, false, false, rows, d, m, k, m, n * m, st.S, D1, m * D1, 0.f, dV, d, n * d, H);
     k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(dK, n * m, m, dK, n * m, m, rows, m, st.a, 1, 1.f, ct,
-                                                                 n, 1.f, H);
+                                                                n, 1.f, H);
     k_scale_rows<<<blocks_for(H * rows * d), kThreads, 0, cs>>>(dV, n * d, d, dV, n * d, d, rows, d, st.a, 1, 1.f, ct,
-                                                                 n, 1.f, H);
+                                                                n, 1.f, H);
     bmm(ctx, false, true, rows, rows, m, q, m, n * m, k, m, n * m, 0.f, A, rows, C * C, H);
     k_causal_mask<<<blocks_for(H * rows * rows), kThreads, 0, cs>>>(A, C * C, rows, ct, Lt, n, H);
     PF_CUDA_CHECK_LAUNCH();
@@ -342,8 +340,8 @@ void backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const fl
     k_gradient_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d, g,
                                                                rb * D1, H);
     // rows of G scaled by exp(b - L_i), then d_phi_q += G_scaled Pre^T
-    k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(g, rb * D1, D1, g, rb * D1, D1, rows, D1, prefix,
-                                                                  size, 1.f, row_scale + t0, n, -1.f, H);
+    k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(g, rb * D1, D1, g, rb * D1, D1, rows, D1, prefix, size,
+                                                                 1.f, row_scale + t0, n, -1.f, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, false, true, rows, m, D1, g, D1, rb * D1, prefix + 1, D1, size, 1.f, d_phi_q + t0 * m, m, n * m, H);
   }
@@ -361,9 +359,9 @@ void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const fl
     k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, rb * D1, H);
     // rows scaled by exp(c_j + rho)
     k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(vp, rb * D1, D1, vp, rb * D1, D1, rows, D1, suffix,
-                                                                  size, 1.f, c_k + t0, n, 1.f, H);
+                                                                 size, 1.f, c_k + t0, n, 1.f, H);
     k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(phi_k + t0 * m, n * m, m, scaled, rb * m, m, rows, m,
-                                                                 suffix, size, 1.f, c_k + t0, n, 1.f, H);
+                                                                suffix, size, 1.f, c_k + t0, n, 1.f, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, false, true, rows, m, D1, vp, D1, rb * D1, suffix + 1, D1, size, 1.f, d_phi_k + t0 * m, m, n * m, H);
     bmm(ctx, false, false, rows, d, m, scaled, m, rb * m, suffix + 1, D1, size, 1.f, d_v + t0 * d, d, n * d, H);
@@ -372,7 +370,8 @@ void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const fl
 
 void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k, const float* v,
                float* total) {
-  const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+  const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1,
+                rb = std::min(row_block(s), std::max<int64_t>(n, 1));
   cudaStream_t cs = stream_of(ctx);
   Scratch scratch(ctx, H * (2 + m * D1 + rb * D1 + rb * m));
   float* base = scratch.get();
@@ -391,7 +390,8 @@ void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k
 
 void query_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o, const float* den,
                  const float* row_scale, const float* d_o, float* total) {
-  const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+  const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1,
+                rb = std::min(row_block(s), std::max<int64_t>(n, 1));
   cudaStream_t cs = stream_of(ctx);
   Scratch scratch(ctx, H * (2 + m * D1 + rb * D1 + rb * m));
   float* base = scratch.get();

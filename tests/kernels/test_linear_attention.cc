@@ -23,8 +23,8 @@ struct Case {
 
 // Every n, d, m value appears; chunks that do and do not divide n.
 const Case kCases[] = {
-    {2, 1, 16, 16, 64},   {2, 7, 64, 32, 4},     {3, 64, 100, 64, 16}, {1, 1000, 256, 64, 128},
-    {2, 1000, 64, 16, 200}, {1, 4099, 16, 16, 100},
+    {2, 1, 16, 16, 64},      {2, 7, 64, 32, 4},      {3, 64, 100, 64, 16},
+    {1, 1000, 256, 64, 128}, {2, 1000, 64, 16, 200}, {1, 4099, 16, 16, 100},
 };
 
 std::string describe(const LinAttnProblem& p, bool causal) {
@@ -101,8 +101,8 @@ void check_finite_differences(bool causal) {
   std::vector<double> q(p.pq.begin(), p.pq.end()), k(p.pk.begin(), p.pk.end()), c(p.ck.begin(), p.ck.end()),
       v(p.v.begin(), p.v.end()), g(p.d_o.begin(), p.d_o.end());
   std::vector<double> dq(n * m), dk(n * m), dv(n * d), o(n * d);
-  linear_attention_backward_ref(causal, n, m, d, q.data(), k.data(), c.data(), v.data(), g.data(), dq.data(),
-                                dk.data(), dv.data());
+  linear_attention_backward_ref(causal, n, m, d, q.data(), k.data(), c.data(), v.data(), g.data(), dq.data(), dk.data(),
+                                dv.data());
   auto loss = [&] {
     linear_attention_forward_ref(causal, n, m, d, q.data(), k.data(), c.data(), v.data(), o.data());
     double l = 0;
@@ -152,8 +152,7 @@ TEST(LinearAttention, RejectsBadShapes) {
   std::vector<float> x(64);
   EXPECT_THROW(linear_attention_state_clear(ctx, LinAttnShape{1, 4, 0, 4, 2}, x.data()), ValueError);
   EXPECT_THROW(linear_attention_state_combine(ctx, 1, 4, -1, x.data(), x.data(), x.data()), ValueError);
-  EXPECT_THROW(linear_attention_normalize(ctx, LinAttnShape{1, 4, 4, 4, 0}, x.data(), x.data(), x.data()),
-               ValueError);
+  EXPECT_THROW(linear_attention_normalize(ctx, LinAttnShape{1, 4, 4, 4, 0}, x.data(), x.data(), x.data()), ValueError);
   EXPECT_THROW(causal_linear_attention_forward_local(ctx, LinAttnShape{1, 4, 4, 4, 2}, x.data(), nullptr, x.data(),
                                                      x.data(), x.data(), x.data(), x.data(), nullptr),
                ValueError);

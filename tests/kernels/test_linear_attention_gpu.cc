@@ -89,8 +89,8 @@ TEST(LinearAttentionGpu, MatchesReference) {
   };
   uint64_t seed = 1000;
   for (bool causal : {true, false})
-    for (Case c : {Case{2, 1, 16, 16, 64}, Case{2, 7, 64, 32, 4}, Case{3, 300, 100, 64, 64}, Case{1, 1000, 256, 64, 128},
-                   Case{2, 999, 16, 16, 256}}) {
+    for (Case c : {Case{2, 1, 16, 16, 64}, Case{2, 7, 64, 32, 4}, Case{3, 300, 100, 64, 64},
+                   Case{1, 1000, 256, 64, 128}, Case{2, 999, 16, 16, 256}}) {
       const auto p = test::make_problem(c.heads, c.n, c.m, c.d, c.chunk, seed++, 2.f);
       const auto r = test::reference(p, causal, true);
       const auto got = run_on_device(gpu, p, causal);
@@ -169,8 +169,8 @@ TEST(LinearAttentionGpu, BlocksWithDeviceScansEqualWhole) {
       b.heads = 1;
       b.n = cuts[r + 1] - cuts[r];
       const int64_t row = h * s.n + cuts[r];
-      linear_attention_backward_add_prefix(ctx, b, o + row * s.d, den + row, L + row, g + row * s.d,
-                                           pre[r] + h * size, dq + row * s.m);
+      linear_attention_backward_add_prefix(ctx, b, o + row * s.d, den + row, L + row, g + row * s.d, pre[r] + h * size,
+                                           dq + row * s.m);
       linear_attention_backward_add_suffix(ctx, b, k + row * s.m, c + row, v + row * s.d, suf[r] + h * size,
                                            dk + row * s.m, dv + row * s.d);
     }
