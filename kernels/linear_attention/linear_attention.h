@@ -51,7 +51,7 @@ struct LinAttnShape {
   int64_t n = 0;        // positions in this block
   int64_t m = 0;        // features
   int64_t d = 0;        // head dim
-  int64_t chunk = 128;  // chunk size C of the causal kernels (any n, C need not divide n)
+  int64_t chunk = 64;  // chunk size C of the causal kernels (any n; C need not divide n)
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
 
