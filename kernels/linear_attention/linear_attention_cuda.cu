@@ -2,12 +2,15 @@
 // with every head of a chunk step in one cuBLAS strided-batched GEMM, plus small
 // kernels for V' = [V 1], the running max of log-scales, the causal mask with
 // its log-scale weights, row rescaling, state rescaling and normalisation.
+// The chunk loop runs on the host, one step for all heads at a time.
 // Per head: phi [n, m], c_k [n], v [n, d], y [n, d+1], L [n]; states are packed
 // [heads][1 + m (d+1)]. Log-scales stay on the device: an empty state (log-scale
 // kEmptyLogScale, matrix 0) contributes exact zeros, so no host branch or sync.
 // Temporaries come from ctx.tracker. Plain fp32 CUDA: nothing sm_80-specific.
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "kernels/linear_attention/linear_attention_backend.h"
 #include "kernels/linear_attention/linear_attention_math.h"
@@ -25,22 +28,32 @@ unsigned blocks_for(int64_t count) {
   return static_cast<unsigned>(std::max<int64_t>(1, (count + kThreads - 1) / kThreads));
 }
 
-// Device temporaries recorded in ctx.tracker, freed on scope exit.
+// Device temporaries recorded in ctx.tracker, freed on scope exit (cudaFree
+// synchronises, so kernels still queued on the stream finish first). One
+// allocation split into parts of the given float counts, each part starting
+// on a 256-byte boundary.
 class Scratch {
  public:
-  Scratch(const ExecContext& ctx, int64_t floats) : tracker_(ctx.tracker), bytes_(floats * 4) {
+  Scratch(const ExecContext& ctx, std::initializer_list<int64_t> counts) : tracker_(ctx.tracker) {
     PF_REQUIRE(ValueError, tracker_ != nullptr, "linear attention on " << ctx.device.str() << " needs ctx.tracker");
-    ptr_ = static_cast<float*>(device_allocate(*tracker_, std::max<int64_t>(bytes_, 4), "linear_attention"));
+    int64_t total = 0;
+    for (int64_t c : counts) {
+      offsets_.push_back(total);
+      total += (std::max<int64_t>(c, 1) + 63) / 64 * 64;
+    }
+    bytes_ = total * 4;
+    ptr_ = static_cast<float*>(device_allocate(*tracker_, bytes_, "linear_attention"));
   }
-  ~Scratch() { device_free(*tracker_, ptr_, std::max<int64_t>(bytes_, 4), "linear_attention"); }
+  ~Scratch() { device_free(*tracker_, ptr_, bytes_, "linear_attention"); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  float* get() const { return ptr_; }
+  float* part(size_t i) const { return ptr_ + offsets_[i]; }
 
  private:
   MemoryTracker* tracker_;
-  int64_t bytes_;
-  float* ptr_;
+  std::vector<int64_t> offsets_;
+  int64_t bytes_ = 0;
+  float* ptr_ = nullptr;
 };
 
 // Row-major strided-batched C = op(A) op(B) + beta C over `batch` heads.
@@ -219,10 +232,9 @@ void causal_forward_local(const ExecContext& ctx, const LinAttnShape& s, const f
                           const float* c_k, const float* v, float* y, float* row_scale, float* block_total) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, C = std::min(s.chunk, std::max<int64_t>(n, 1));
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * (2 + m * D1 + C * D1 + C * C + C * m));
-  float* base = scratch.get();
-  SweepState st{base, base + H, base + 2 * H};
-  float *vp = st.S + H * m * D1, *A = vp + H * C * D1, *scaled = A + H * C * C;
+  Scratch scratch(ctx, {H, H, H * m * D1, H * C * D1, H * C * C, H * C * m});
+  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
+  float *vp = scratch.part(3), *A = scratch.part(4), *scaled = scratch.part(5);
   k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
   k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t0 = 0; t0 < n; t0 += C) {
@@ -251,16 +263,16 @@ void add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_
                 float* row_scale) {
   const int64_t H = s.heads, n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), n), size = s.state_size();
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * rb * m);
+  Scratch scratch(ctx, {H * rb * m});
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
     // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
     k_prefix_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(y + t0 * D1, row_scale + t0, n, rows, D1, prefix, size, H);
-    k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(phi_q + t0 * m, n * m, m, scratch.get(), rows * m, m,
+    k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(phi_q + t0 * m, n * m, m, scratch.part(0), rows * m, m,
                                                                 rows, m, prefix, size, 1.f, row_scale + t0, n, -1.f, H);
     PF_CUDA_CHECK_LAUNCH();
-    bmm(ctx, false, false, rows, D1, m, scratch.get(), m, rows * m, prefix + 1, D1, size, 1.f, y + t0 * D1, D1, n * D1,
-        H);
+    bmm(ctx, false, false, rows, D1, m, scratch.part(0), m, rows * m, prefix + 1, D1, size, 1.f, y + t0 * D1, D1,
+        n * D1, H);
   }
 }
 
@@ -275,11 +287,10 @@ void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const 
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, C = std::min(s.chunk, std::max<int64_t>(n, 1));
   const int64_t chunks = (n + C - 1) / C;
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * (2 + m * D1 + 2 * C * D1 + C * C + C * m + chunks * C * C));
-  float* base = scratch.get();
-  SweepState st{base, base + H, base + 2 * H};
-  float *vp = st.S + H * m * D1, *g = vp + H * C * D1, *A = g + H * C * D1, *scaled = A + H * C * C;
-  float* Bs = scaled + H * C * m;  // [heads][chunks][C x C]
+  Scratch scratch(ctx, {H, H, H * m * D1, H * C * D1, H * C * D1, H * C * C, H * C * m, H * chunks * C * C});
+  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
+  float *vp = scratch.part(3), *g = scratch.part(4), *A = scratch.part(5), *scaled = scratch.part(6);
+  float* Bs = scratch.part(7);  // [heads][chunks][C x C]
   auto load_rows = [&](int64_t t0, int64_t rows) {
     k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, C * D1, H);
     k_gradient_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d, g,
@@ -333,8 +344,8 @@ void backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const fl
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
   const int64_t size = s.state_size();
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * rb * D1);
-  float* g = scratch.get();
+  Scratch scratch(ctx, {H * rb * D1});
+  float* g = scratch.part(0);
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
     k_gradient_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d, g,
@@ -352,8 +363,8 @@ void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const fl
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
   const int64_t size = s.state_size();
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * rb * (D1 + m));
-  float *vp = scratch.get(), *scaled = vp + H * rb * D1;
+  Scratch scratch(ctx, {H * rb * D1, H * rb * m});
+  float *vp = scratch.part(0), *scaled = scratch.part(1);
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
     k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, rb * D1, H);
@@ -373,10 +384,9 @@ void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1,
                 rb = std::min(row_block(s), std::max<int64_t>(n, 1));
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * (2 + m * D1 + rb * D1 + rb * m));
-  float* base = scratch.get();
-  SweepState st{base, base + H, base + 2 * H};
-  float *vp = st.S + H * m * D1, *scaled = vp + H * rb * D1;
+  Scratch scratch(ctx, {H, H, H * m * D1, H * rb * D1, H * rb * m});
+  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
+  float *vp = scratch.part(3), *scaled = scratch.part(4);
   k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
   k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
@@ -393,10 +403,9 @@ void query_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1,
                 rb = std::min(row_block(s), std::max<int64_t>(n, 1));
   cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, H * (2 + m * D1 + rb * D1 + rb * m));
-  float* base = scratch.get();
-  SweepState st{base, base + H, base + 2 * H};
-  float *g = st.S + H * m * D1, *scaled = g + H * rb * D1;
+  Scratch scratch(ctx, {H, H, H * m * D1, H * rb * D1, H * rb * m});
+  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
+  float *g = scratch.part(3), *scaled = scratch.part(4);
   k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
   k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
