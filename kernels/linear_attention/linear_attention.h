@@ -47,10 +47,10 @@ constexpr float kEmptyLogScale = -1e30f;
 constexpr float kDenominatorGuard = 1e-30f;
 
 struct LinAttnShape {
-  int64_t heads = 1;    // B*H
-  int64_t n = 0;        // positions in this block
-  int64_t m = 0;        // features
-  int64_t d = 0;        // head dim
+  int64_t heads = 1;   // B*H
+  int64_t n = 0;       // positions in this block
+  int64_t m = 0;       // features
+  int64_t d = 0;       // head dim
   int64_t chunk = 64;  // chunk size C of the causal kernels (any n; C need not divide n)
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
