@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/errors.h"
+#include "runtime/memory.h"
 #include "tests/kernels/test_linear_attention_support.h"
 
 namespace pf {
@@ -150,6 +151,23 @@ TEST(LinearAttention, ChunkSizeInvariance) {
     EXPECT_LE(rel_l2(b.dv, b0.dv), 1e-6) << "chunk " << chunk;
     EXPECT_LE(rel_l2(b.total, b0.total), 1e-6) << "chunk " << chunk;
   }
+}
+
+TEST(LinearAttention, TemporariesAreRecordedInTheTracker) {
+  const auto p = test::make_problem(2, 100, 16, 8, 32, 3);
+  MemoryTracker tracker(Device::cpu(), 1024);
+  ExecContext ctx;
+  ctx.tracker = &tracker;
+  std::vector<float> y(2 * 100 * 9), L(2 * 100), T(2 * p.s.state_size());
+  auto run = [&] {
+    causal_linear_attention_forward_local(ctx, p.s, p.pq.data(), p.pk.data(), p.ck.data(), p.v.data(), y.data(),
+                                          L.data(), T.data(), nullptr);
+  };
+  EXPECT_THROW(run(), MemoryError);  // the workspace does not fit a 1 KiB cap
+  tracker.set_cap(0);
+  run();
+  EXPECT_GT(tracker.stats().peak_bytes, 1024);
+  EXPECT_EQ(tracker.stats().current_bytes, 0);
 }
 
 TEST(LinearAttention, RejectsBadShapes) {
