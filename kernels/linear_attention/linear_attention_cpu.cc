@@ -1,0 +1,376 @@
+// CPU linear attention (OpenMP + sgemm), chunked, one head per task.
+// Per head: phi_q, phi_k [n, m], c_k [n], v [n, d], y [n, d+1], row_scale L [n],
+// o [n, d], den [n], states [1 + m (d+1)]; D1 = d + 1, chunk rows C.
+//
+// Causal forward, chunk t with state (a, S) of all earlier local chunks:
+//   L_i   = max(a, max_{j<=i in t} c_j)                          (running max)
+//   Y_t   = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V'            mask_ij = [j<=i] exp(c_j - L_i)
+//   (a,S) = (a',  exp(a - a') S + (diag(exp(c_j - a')) Pk)^T V'),  a' = max(a, max_t c_j)
+// Causal backward, with G from gradient_row():
+//   sweep 1 (forward order):  dPq_t = diag(exp(a - L_i)) G S^T + B Pk,  B = mask(G V'^T), B kept per chunk
+//   sweep 2 (reverse order):  with the gradient state (rho, R) of later chunks
+//     dPk_t = diag(exp(c_j + rho)) V' R^T + B^T Pq
+//     dV_t  = diag(exp(c_j + rho)) Pk R[:, :d] + A^T G[:, :d],     A = mask(Pq Pk^T)
+//     (rho, R) = (rho', exp(rho - rho') R + (diag(exp(-L_i - rho')) Pq)^T G),  rho' = max(rho, max_t -L_i)
+// Every exponent is <= 0. Heads run in parallel (single-threaded sgemm inside)
+// when there are at least as many heads as threads, else the sgemms are threaded.
+// Memory per head in flight: O(C (m + d)) plus B, n*C floats.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/gemm/gemm.h"
+#include "kernels/linear_attention/linear_attention_backend.h"
+#include "kernels/linear_attention/linear_attention_math.h"
+#include "runtime/memory.h"
+
+namespace pf::linattn_cpu {
+namespace {
+
+void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+        float beta, float* C, int64_t ldc) {
+  gemm_f32_cpu(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
+}
+
+// Host temporaries recorded in ctx.tracker (when there is one) while a call runs.
+class Reservation {
+ public:
+  Reservation(const ExecContext& ctx, int64_t bytes) : tracker_(ctx.tracker), bytes_(bytes) {
+    if (tracker_) tracker_->reserve(bytes_, "linear_attention");
+  }
+  ~Reservation() {
+    if (tracker_) tracker_->release(bytes_, "linear_attention");
+  }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+
+ private:
+  MemoryTracker* tracker_;
+  int64_t bytes_;
+};
+
+// Runs f(h) for every head; `workspace` floats per head in flight are recorded.
+template <typename F>
+void for_each_head(const ExecContext& ctx, int64_t heads, int64_t workspace, F&& f) {
+  const int threads = omp_get_max_threads();
+  const bool parallel = heads >= threads && threads > 1 && !omp_in_parallel();
+  Reservation reserved(ctx, (parallel ? threads : 1) * workspace * static_cast<int64_t>(sizeof(float)));
+  if (parallel) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t h = 0; h < heads; ++h) f(h);
+  } else {
+    for (int64_t h = 0; h < heads; ++h) f(h);
+  }
+}
+
+int64_t row_block(const LinAttnShape& s) { return std::max<int64_t>(s.chunk, 256); }
+
+int64_t chunk_rows(const LinAttnShape& s) { return std::min(s.chunk, std::max<int64_t>(s.n, 1)); }
+
+// Floats per head of forward_head and backward_head below.
+int64_t forward_workspace(const LinAttnShape& s) {
+  const int64_t C = chunk_rows(s), D1 = s.d + 1;
+  return s.m * D1 + C * D1 + C * C + C * s.m;
+}
+int64_t backward_workspace(const LinAttnShape& s) {
+  const int64_t C = chunk_rows(s), D1 = s.d + 1;
+  return s.m * D1 + 2 * C * D1 + C * C + (s.n + C - 1) / C * C * C + C * s.m;
+}
+
+void load_vprime(const float* v, int64_t rows, int64_t d, float* vp) {
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(vp + i * (d + 1), v + i * d, sizeof(float) * d);
+    vp[i * (d + 1) + d] = 1.f;
+  }
+}
+
+void load_gradient_rows(const float* o, const float* den, const float* d_o, int64_t rows, int64_t d, float* g) {
+  for (int64_t i = 0; i < rows; ++i) gradient_row(d, o + i * d, den[i], d_o + i * d, g + i * (d + 1));
+}
+
+// X[i, :] *= w_i for w_i = exp(lhs_i - rhs_i) given per row by `weight(i)`.
+template <typename W>
+void scale_rows(float* x, int64_t rows, int64_t cols, int64_t ld, W&& weight) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float w = weight(i);
+    for (int64_t k = 0; k < cols; ++k) x[i * ld + k] *= w;
+  }
+}
+
+void zero_rows(float* x, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t i = 0; i < rows; ++i) std::fill(x + i * ld, x + i * ld + cols, 0.f);
+}
+
+// a[i, j] <- [j <= i] a[i, j] exp(c_j - L_i)   (rows x rows)
+void causal_mask(float* a, int64_t rows, const float* c, const float* L) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* r = a + i * rows;
+    for (int64_t j = 0; j <= i; ++j) r[j] *= log_scale_weight(c[j], L[i]);
+    std::fill(r + i + 1, r + rows, 0.f);
+  }
+}
+
+// (a, S) (+)= keys rows: S [m, D1].
+void key_state_update(float& a, float* S, int64_t rows, int64_t m, int64_t D1, const float* pk, const float* c,
+                      const float* vp, float* scaled) {
+  float top = a;
+  for (int64_t j = 0; j < rows; ++j) top = max_log_scale(top, c[j]);
+  for (int64_t j = 0; j < rows; ++j) {
+    const float w = log_scale_weight(c[j], top);
+    for (int64_t f = 0; f < m; ++f) scaled[j * m + f] = w * pk[j * m + f];
+  }
+  mm(true, false, m, D1, rows, scaled, m, vp, D1, log_scale_weight(a, top), S, D1);
+  a = top;
+}
+
+// (rho, R) (+)= query rows with log-scales -L_i: R [m, D1].
+void query_state_update(float& rho, float* R, int64_t rows, int64_t m, int64_t D1, const float* pq, const float* L,
+                        const float* g, float* scaled) {
+  float top = rho;
+  for (int64_t i = 0; i < rows; ++i) top = max_log_scale(top, -L[i]);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float w = log_scale_weight(-L[i], top);
+    for (int64_t f = 0; f < m; ++f) scaled[i * m + f] = w * pq[i * m + f];
+  }
+  mm(true, false, m, D1, rows, scaled, m, g, D1, log_scale_weight(rho, top), R, D1);
+  rho = top;
+}
+
+void store_state(float a, const std::vector<float>& S, float* out) {
+  out[0] = a;
+  std::memcpy(out + 1, S.data(), sizeof(float) * S.size());
+}
+
+void forward_head(const LinAttnShape& s, const float* pq, const float* pk, const float* c, const float* v, float* y,
+                  float* L, float* total) {
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = chunk_rows(s);
+  std::vector<float> S(m * D1, 0.f), vp(C * D1), A(C * C), scaled(C * m);
+  float a = kEmptyLogScale;
+  for (int64_t t0 = 0; t0 < n; t0 += C) {
+    const int64_t rows = std::min(C, n - t0);
+    const float *q = pq + t0 * m, *k = pk + t0 * m, *ct = c + t0;
+    float *Y = y + t0 * D1, *Lt = L + t0;
+    load_vprime(v + t0 * d, rows, d, vp.data());
+    float run = a;
+    for (int64_t i = 0; i < rows; ++i) Lt[i] = run = max_log_scale(run, ct[i]);
+    if (is_empty_log_scale(a)) {
+      zero_rows(Y, rows, D1, D1);
+    } else {
+      mm(false, false, rows, D1, m, q, m, S.data(), D1, 0.f, Y, D1);
+      scale_rows(Y, rows, D1, D1, [&](int64_t i) { return log_scale_weight(a, Lt[i]); });
+    }
+    mm(false, true, rows, rows, m, q, m, k, m, 0.f, A.data(), rows);
+    causal_mask(A.data(), rows, ct, Lt);
+    mm(false, false, rows, D1, rows, A.data(), rows, vp.data(), D1, 1.f, Y, D1);
+    key_state_update(a, S.data(), rows, m, D1, k, ct, vp.data(), scaled.data());
+  }
+  store_state(a, S, total);
+}
+
+void backward_head(const LinAttnShape& s, const float* pq, const float* pk, const float* c, const float* v,
+                   const float* o, const float* den, const float* L, const float* d_o, float* dq, float* dk, float* dv,
+                   float* total) {
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = chunk_rows(s);
+  const int64_t chunks = (n + C - 1) / C;
+  std::vector<float> S(m * D1, 0.f), vp(C * D1), g(C * D1), A(C * C), Bs(chunks * C * C), scaled(C * m);
+  // Sweep 1: d_phi_q, forward order, keeping B per chunk for sweep 2.
+  float a = kEmptyLogScale;
+  for (int64_t t = 0; t < chunks; ++t) {
+    const int64_t t0 = t * C, rows = std::min(C, n - t0);
+    const float *k = pk + t0 * m, *ct = c + t0, *Lt = L + t0;
+    float *dQ = dq + t0 * m, *B = Bs.data() + t * C * C;
+    load_vprime(v + t0 * d, rows, d, vp.data());
+    load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, g.data());
+    if (is_empty_log_scale(a)) {
+      zero_rows(dQ, rows, m, m);
+    } else {
+      mm(false, true, rows, m, D1, g.data(), D1, S.data(), D1, 0.f, dQ, m);
+      scale_rows(dQ, rows, m, m, [&](int64_t i) { return log_scale_weight(a, Lt[i]); });
+    }
+    mm(false, true, rows, rows, D1, g.data(), D1, vp.data(), D1, 0.f, B, rows);
+    causal_mask(B, rows, ct, Lt);
+    mm(false, false, rows, m, rows, B, rows, k, m, 1.f, dQ, m);
+    key_state_update(a, S.data(), rows, m, D1, k, ct, vp.data(), scaled.data());
+  }
+  // Sweep 2: d_phi_k, d_v and the gradient state, reverse order. S is reused as R.
+  std::vector<float>& R = S;
+  std::fill(R.begin(), R.end(), 0.f);
+  float rho = kEmptyLogScale;
+  for (int64_t t = chunks - 1; t >= 0; --t) {
+    const int64_t t0 = t * C, rows = std::min(C, n - t0);
+    const float *q = pq + t0 * m, *k = pk + t0 * m, *ct = c + t0, *Lt = L + t0, *B = Bs.data() + t * C * C;
+    float *dK = dk + t0 * m, *dV = dv + t0 * d;
+    load_vprime(v + t0 * d, rows, d, vp.data());
+    load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, g.data());
+    if (is_empty_log_scale(rho)) {
+      zero_rows(dK, rows, m, m);
+      zero_rows(dV, rows, d, d);
+    } else {
+      mm(false, true, rows, m, D1, vp.data(), D1, R.data(), D1, 0.f, dK, m);
+      mm(false, false, rows, d, m, k, m, R.data(), D1, 0.f, dV, d);
+      scale_rows(dK, rows, m, m, [&](int64_t j) { return log_scale_weight(ct[j], -rho); });
+      scale_rows(dV, rows, d, d, [&](int64_t j) { return log_scale_weight(ct[j], -rho); });
+    }
+    mm(false, true, rows, rows, m, q, m, k, m, 0.f, A.data(), rows);
+    causal_mask(A.data(), rows, ct, Lt);
+    mm(true, false, rows, m, rows, B, rows, q, m, 1.f, dK, m);
+    mm(true, false, rows, d, rows, A.data(), rows, g.data(), D1, 1.f, dV, d);
+    query_state_update(rho, R.data(), rows, m, D1, q, Lt, g.data(), scaled.data());
+  }
+  store_state(rho, R, total);
+}
+
+}  // namespace
+
+void fill(const ExecContext&, float* x, int64_t count, float value) { std::fill(x, x + count, value); }
+
+void state_clear(const ExecContext&, const LinAttnShape& s, float* states) {
+  const int64_t size = s.state_size();
+  for (int64_t h = 0; h < s.heads; ++h) {
+    states[h * size] = kEmptyLogScale;
+    std::fill(states + h * size + 1, states + (h + 1) * size, 0.f);
+  }
+}
+
+void state_combine(const ExecContext&, int64_t heads, int64_t m, int64_t d, const float* earlier, const float* later,
+                   float* out) {
+  const int64_t size = 1 + m * (d + 1);
+#pragma omp parallel for if (heads * size > (1 << 16))
+  for (int64_t h = 0; h < heads; ++h) {
+    const float *e = earlier + h * size, *l = later + h * size;
+    float* r = out + h * size;
+    // Element 0 (the log-scale) last: the others read it from the inputs, which out may alias.
+    for (int64_t k = 1; k < size; ++k) state_combine_element(e, l, r, k);
+    state_combine_element(e, l, r, 0);
+  }
+}
+
+void causal_forward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
+                          const float* c_k, const float* v, float* y, float* row_scale, float* block_total) {
+  const int64_t n = s.n, m = s.m, d = s.d;
+  for_each_head(ctx, s.heads, forward_workspace(s), [&](int64_t h) {
+    forward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, y + h * n * (d + 1),
+                 row_scale + h * n, block_total + h * s.state_size());
+  });
+}
+
+void add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* prefix, float* y,
+                float* row_scale) {
+  const int64_t n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), n);
+  for_each_head(ctx, s.heads, rb * m, [&](int64_t h) {
+    const float* pre = prefix + h * s.state_size();
+    const float b = pre[0];
+    if (is_empty_log_scale(b)) return;
+    std::vector<float> scaled(rb * m);
+    for (int64_t t0 = 0; t0 < n; t0 += rb) {
+      const int64_t rows = std::min(rb, n - t0);
+      const float* q = phi_q + (h * n + t0) * m;
+      float *Y = y + (h * n + t0) * D1, *L = row_scale + h * n + t0;
+      // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
+      for (int64_t i = 0; i < rows; ++i) {
+        const float top = max_log_scale(L[i], b), wy = log_scale_weight(L[i], top), wp = log_scale_weight(b, top);
+        for (int64_t k = 0; k < D1; ++k) Y[i * D1 + k] *= wy;
+        for (int64_t f = 0; f < m; ++f) scaled[i * m + f] = wp * q[i * m + f];
+        L[i] = top;
+      }
+      mm(false, false, rows, D1, m, scaled.data(), m, pre + 1, D1, 1.f, Y, D1);
+    }
+  });
+}
+
+void normalize(const ExecContext&, const LinAttnShape& s, const float* y, float* o, float* den) {
+  const int64_t rows = s.heads * s.n, d = s.d;
+#pragma omp parallel for if (rows * d > (1 << 16))
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* yi = y + i * (d + 1);
+    const float inv = 1.0f / guarded_denominator(yi[d]);
+    for (int64_t k = 0; k < d; ++k) o[i * d + k] = yi[k] * inv;
+    den[i] = yi[d];
+  }
+}
+
+void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
+                           const float* c_k, const float* v, const float* o, const float* den, const float* row_scale,
+                           const float* d_o, float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad) {
+  const int64_t n = s.n, m = s.m, d = s.d;
+  for_each_head(ctx, s.heads, backward_workspace(s), [&](int64_t h) {
+    backward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, o + h * n * d, den + h * n,
+                  row_scale + h * n, d_o + h * n * d, d_phi_q + h * n * m, d_phi_k + h * n * m, d_v + h * n * d,
+                  block_total_grad + h * s.state_size());
+  });
+}
+
+void backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* o, const float* den,
+                         const float* row_scale, const float* d_o, const float* prefix, float* d_phi_q) {
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
+  for_each_head(ctx, s.heads, rb * D1, [&](int64_t h) {
+    const float* pre = prefix + h * s.state_size();
+    const float b = pre[0];
+    if (is_empty_log_scale(b)) return;
+    std::vector<float> g(rb * D1);
+    for (int64_t t0 = 0; t0 < n; t0 += rb) {
+      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+      load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
+      // rows of G scaled by exp(b - L_i), then d_phi_q += G_scaled Pre^T
+      scale_rows(g.data(), rows, D1, D1, [&](int64_t i) { return log_scale_weight(b, row_scale[r0 + i]); });
+      mm(false, true, rows, m, D1, g.data(), D1, pre + 1, D1, 1.f, d_phi_q + r0 * m, m);
+    }
+  });
+}
+
+void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
+                         const float* v, const float* suffix, float* d_phi_k, float* d_v) {
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
+  for_each_head(ctx, s.heads, rb * (D1 + m), [&](int64_t h) {
+    const float* suf = suffix + h * s.state_size();
+    const float rho = suf[0];
+    if (is_empty_log_scale(rho)) return;
+    std::vector<float> vp(rb * D1), scaled(rb * m);
+    for (int64_t t0 = 0; t0 < n; t0 += rb) {
+      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+      const float *k = phi_k + r0 * m, *ct = c_k + r0;
+      load_vprime(v + r0 * d, rows, d, vp.data());
+      for (int64_t j = 0; j < rows; ++j) {
+        const float w = log_scale_weight(ct[j], -rho);
+        for (int64_t x = 0; x < D1; ++x) vp[j * D1 + x] *= w;
+        for (int64_t f = 0; f < m; ++f) scaled[j * m + f] = w * k[j * m + f];
+      }
+      mm(false, true, rows, m, D1, vp.data(), D1, suf + 1, D1, 1.f, d_phi_k + r0 * m, m);
+      mm(false, false, rows, d, m, scaled.data(), m, suf + 1, D1, 1.f, d_v + r0 * d, d);
+    }
+  });
+}
+
+void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k, const float* v,
+               float* total) {
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+  for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
+    std::vector<float> S(m * D1, 0.f), vp(rb * D1), scaled(rb * m);
+    float a = kEmptyLogScale;
+    for (int64_t t0 = 0; t0 < n; t0 += rb) {
+      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+      load_vprime(v + r0 * d, rows, d, vp.data());
+      key_state_update(a, S.data(), rows, m, D1, phi_k + r0 * m, c_k + r0, vp.data(), scaled.data());
+    }
+    store_state(a, S, total + h * s.state_size());
+  });
+}
+
+void query_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o, const float* den,
+                 const float* row_scale, const float* d_o, float* total) {
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+  for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
+    std::vector<float> R(m * D1, 0.f), g(rb * D1), scaled(rb * m);
+    float rho = kEmptyLogScale;
+    for (int64_t t0 = 0; t0 < n; t0 += rb) {
+      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+      load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
+      query_state_update(rho, R.data(), rows, m, D1, phi_q + r0 * m, row_scale + r0, g.data(), scaled.data());
+    }
+    store_state(rho, R, total + h * s.state_size());
+  });
+}
+
+}  // namespace pf::linattn_cpu
