@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"comm", pf::bench::run_comm, "scan, allreduce and allgather latency and bandwidth (run under mpirun)"},
 };
 
 void usage() {

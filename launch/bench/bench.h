@@ -6,5 +6,6 @@
 namespace pf::bench {
 
 int run_gemm(int argc, char** argv);  // sgemm GFLOP/s of each CPU backend
+int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
 
 }  // namespace pf::bench

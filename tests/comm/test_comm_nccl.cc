@@ -115,8 +115,9 @@ TEST_F(NcclTest, AllreduceAllgatherBroadcast) {
     for (int r = 1; r < ranks; ++r) {
       const auto other = keyed<float>(n, 1, r);
       for (int64_t i = 0; i < n; ++i)
-        want[i] = op == ReduceOp::Sum ? want[i] + other[i]
-                  : op == ReduceOp::Max ? std::max(want[i], other[i]) : std::min(want[i], other[i]);
+        want[i] = op == ReduceOp::Sum   ? want[i] + other[i]
+                  : op == ReduceOp::Max ? std::max(want[i], other[i])
+                                        : std::min(want[i], other[i]);
     }
     DeviceBuffer<float> in(*tracker_, n), out(*tracker_, n);
     in.upload(keyed<float>(n, 1, rank));
@@ -172,8 +173,8 @@ void check_device_scans(Communicator& comm, MemoryTracker& tracker, const ScanCo
     fill(input.data(), count, seed, comm.rank());
     for (ScanDirection direction : {ScanDirection::Forward, ScanDirection::Reverse}) {
       const auto want = test::expected_scan<T>(host_combine, fill, count, seed, comm.rank(), comm.size(), direction);
-      for (ScanAlgorithm algorithm : {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather,
-                                      ScanAlgorithm::RecursiveDoubling}) {
+      for (ScanAlgorithm algorithm :
+           {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
         for (bool in_place : {false, true}) {
           ScanOptions options;
           options.direction = direction;
