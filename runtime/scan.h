@@ -88,7 +88,7 @@ struct ScanOptions {
   ScanDirection direction = ScanDirection::Forward;
   ScanAlgorithm algorithm = ScanAlgorithm::Auto;
   // The chain algorithm pipelines messages in segments of about this many bytes.
-  int64_t chain_segment_bytes = 1 << 20;
+  int64_t chain_segment_bytes = int64_t{1} << 20;
   // Scratch memory comes from here when given (recommended for repeated
   // scans); otherwise each call allocates it, accounted in `tracker` when
   // given (an uncapped local tracker otherwise), and frees it before
@@ -98,8 +98,11 @@ struct ScanOptions {
 };
 
 // The algorithm Auto runs for P ranks and `bytes` per rank (the same on every
-// rank, so every rank of a group picks the same one). See docs/comm.md.
-ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes);
+// rank, so every rank of a group picks the same one): the chain up to 8 ranks
+// (measured), beyond that recursive doubling while
+// bytes * (ceil(log2 P) - 1) < (P - 2) * chain_segment_bytes (cost model),
+// else the chain. See docs/comm.md.
+ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes, int64_t chain_segment_bytes = int64_t{1} << 20);
 
 // out_r as above, for `count` elements of combine.dtype() per rank. Collective
 // over `comm`: every rank calls it with the same count, combine and options.

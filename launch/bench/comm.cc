@@ -138,7 +138,8 @@ int run_comm_ranks(int argc, char** argv) {
 
     for (ScanAlgorithm algorithm :
          {ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling, ScanAlgorithm::Auto}) {
-      const ScanAlgorithm resolved = algorithm == ScanAlgorithm::Auto ? choose_scan_algorithm(ranks, bytes) : algorithm;
+      const ScanAlgorithm resolved =
+          algorithm == ScanAlgorithm::Auto ? choose_scan_algorithm(ranks, bytes, segment_bytes) : algorithm;
       if (resolved == ScanAlgorithm::Allgather && !gather_fits) continue;
       for (ScanDirection direction : {ScanDirection::Forward, ScanDirection::Reverse}) {
         if (algorithm == ScanAlgorithm::Auto && direction == ScanDirection::Reverse) continue;

@@ -164,12 +164,16 @@ TEST_F(ScanTest, RejectsCountsThatSplitAGranule) {
 }
 
 TEST(ScanAuto, ChoosesTheDocumentedAlgorithms) {
-  EXPECT_EQ(choose_scan_algorithm(2, 4 << 10), ScanAlgorithm::Chain);
-  EXPECT_EQ(choose_scan_algorithm(2, 64 << 20), ScanAlgorithm::Chain);
-  for (int p : {3, 4, 8, 64}) {
-    EXPECT_NE(choose_scan_algorithm(p, 64 << 20), ScanAlgorithm::Auto);
-    EXPECT_NE(choose_scan_algorithm(p, 4 << 10), ScanAlgorithm::Auto);
-  }
+  constexpr int64_t KiB = 1 << 10, MiB = 1 << 20;
+  for (int p : {1, 2, 3, 4, 5, 8})
+    for (int64_t bytes : {4 * KiB, 1 * MiB, 64 * MiB}) EXPECT_EQ(choose_scan_algorithm(p, bytes), ScanAlgorithm::Chain);
+  // Beyond 8 ranks: recursive doubling while bytes (ceil(log2 P) - 1) < (P - 2) segment.
+  EXPECT_EQ(choose_scan_algorithm(16, 4 * KiB), ScanAlgorithm::RecursiveDoubling);
+  EXPECT_EQ(choose_scan_algorithm(16, 4 * MiB), ScanAlgorithm::RecursiveDoubling);   // 12 < 14
+  EXPECT_EQ(choose_scan_algorithm(16, 5 * MiB), ScanAlgorithm::Chain);               // 15 > 14
+  EXPECT_EQ(choose_scan_algorithm(64, 12 * MiB), ScanAlgorithm::RecursiveDoubling);  // 60 < 62
+  EXPECT_EQ(choose_scan_algorithm(64, 13 * MiB), ScanAlgorithm::Chain);              // 65 > 62
+  EXPECT_EQ(choose_scan_algorithm(64, 13 * MiB, 2 * MiB), ScanAlgorithm::RecursiveDoubling);
   EXPECT_EQ(parse_scan_algorithm("recursive_doubling"), ScanAlgorithm::RecursiveDoubling);
   EXPECT_THROW(parse_scan_algorithm("ring"), ValueError);
 }
