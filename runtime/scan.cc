@@ -262,8 +262,10 @@ void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t co
     algorithm = choose_scan_algorithm(ranks, call.bytes(count), options.chain_segment_bytes);
   switch (algorithm) {
     case ScanAlgorithm::Chain: {
+      // Two ranks make one hop: nothing to overlap, so one message.
       const int64_t g = combine.granule();
-      const int64_t segment = std::max<int64_t>(1, options.chain_segment_bytes / call.esize / g) * g;
+      const int64_t segment =
+          ranks == 2 ? count : std::max<int64_t>(1, options.chain_segment_bytes / call.esize / g) * g;
       scan_chain(call, send, recv, segment);
       break;
     }
