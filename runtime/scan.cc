@@ -178,8 +178,14 @@ void scan_allgather(const ScanCall& c, const void* in, void* out) {
 // 0). Rank v sends partial to v+d and receives W = T over [v-2d+1, v-d] from
 // v-d, which precedes both windows: out = W . out, partial = W . partial.
 void scan_recursive_doubling(const ScanCall& c, const void* in, void* out) {
-  Scratch partial(c.workspace, 0, c.tracker, c.v + 1 < c.ranks ? c.bytes(c.count) : 0, c.stream);
-  if (partial.get()) c.copy(partial.get(), in, c.count);
+  // `partial` starts as the input itself; it is copied only in place, where
+  // out (== in) receives before partial is first updated.
+  Scratch partial_buf(c.workspace, 0, c.tracker, c.v + 1 < c.ranks ? c.bytes(c.count) : 0, c.stream);
+  const void* partial = in;
+  if (in == out && partial_buf.get()) {
+    c.copy(partial_buf.get(), in, c.count);
+    partial = partial_buf.get();
+  }
   std::unique_ptr<Scratch> window;  // the received W, once out holds a result
   bool have_result = false;
   for (int64_t d = 1; d < c.ranks; d *= 2) {
@@ -189,11 +195,14 @@ void scan_recursive_doubling(const ScanCall& c, const void* in, void* out) {
       window = std::make_unique<Scratch>(c.workspace, 1, c.tracker, c.bytes(c.count), c.stream);
     void* dst = from < 0 ? nullptr : have_result ? static_cast<void*>(window->get()) : out;
     c.comm.group_begin();
-    if (to >= 0) c.comm.send(partial.get(), c.count, c.dtype, to);
+    if (to >= 0) c.comm.send(partial, c.count, c.dtype, to);
     if (from >= 0) c.comm.recv(dst, c.count, c.dtype, from);
     c.comm.group_end();
     if (from < 0) continue;
-    if (c.v + 2 * d < c.ranks) c.combine.combine(dst, partial.get(), partial.get(), c.count, c.stream);
+    if (c.v + 2 * d < c.ranks) {
+      c.combine.combine(dst, partial, partial_buf.get(), c.count, c.stream);
+      partial = partial_buf.get();
+    }
     if (have_result) c.combine.combine(dst, out, out, c.count, c.stream);
     have_result = true;
   }

@@ -49,13 +49,16 @@ class MpiSession {
 };
 
 // A buffer of `bytes` on the communicator's device, filled with 1.0f.
+// refill() writes it again, as a freshly computed block would be (sending
+// data untouched since the last send is faster than sending new data).
 class BenchBuffer {
  public:
-  BenchBuffer(MemoryTracker& tracker, int64_t bytes) : tracker_(tracker), bytes_(std::max<int64_t>(bytes, 4)) {
+  BenchBuffer(MemoryTracker& tracker, int64_t bytes)
+      : tracker_(tracker), bytes_(std::max<int64_t>(bytes, 4)), ones_(static_cast<size_t>(bytes_ / 4), 1.0f) {
     ptr_ = device_allocate(tracker_, bytes_, "bench buffer");
-    const std::vector<float> ones(static_cast<size_t>(bytes_ / 4), 1.0f);
-    copy_bytes(ptr_, tracker_.device(), ones.data(), Device::cpu(), bytes_);
+    refill();
   }
+  void refill() { copy_bytes(ptr_, tracker_.device(), ones_.data(), Device::cpu(), bytes_); }
   ~BenchBuffer() { device_free(tracker_, ptr_, bytes_, "bench buffer"); }
   BenchBuffer(const BenchBuffer&) = delete;
   BenchBuffer& operator=(const BenchBuffer&) = delete;
@@ -64,6 +67,7 @@ class BenchBuffer {
  private:
   MemoryTracker& tracker_;
   int64_t bytes_;
+  std::vector<float> ones_;
   void* ptr_;
 };
 
@@ -73,9 +77,13 @@ struct Timing {
 };
 
 // The slowest rank's time for `op`, over `reps` runs after one warm-up.
-Timing time_collective(Communicator& comm, const std::function<void()>& op, int reps) {
+// `prepare` runs untimed before each run.
+Timing time_collective(Communicator& comm, const std::function<void()>& prepare, const std::function<void()>& op,
+                       int reps) {
   std::vector<double> runs;
   for (int r = 0; r <= reps; ++r) {
+    prepare();
+    synchronize(comm.stream());
     comm.barrier();
     const double t0 = now_seconds();
     op();
@@ -127,6 +135,7 @@ int run_comm_ranks(int argc, char** argv) {
     std::unique_ptr<BenchBuffer> gathered =
         gather_fits ? std::make_unique<BenchBuffer>(tracker, bytes * ranks) : nullptr;
 
+    auto refill = [&] { in.refill(); };
     auto report = [&](const char* op, const char* algorithm, const char* direction, Timing t) {
       if (rank != 0) return;
       std::fprintf(out, "%s,%d,%s,%s,%s,%ld,f32,%d,%.2f,%.2f,%.3f\n", backend.c_str(), ranks, op, algorithm, direction,
@@ -149,17 +158,18 @@ int run_comm_ranks(int argc, char** argv) {
         options.chain_segment_bytes = segment_bytes;
         options.workspace = &workspace;
         const Timing t = time_collective(
-            *comm, [&] { exclusive_scan(*comm, in.get(), result.get(), count, *sum, options); }, reps);
+            *comm, refill, [&] { exclusive_scan(*comm, in.get(), result.get(), count, *sum, options); }, reps);
         report("scan", scan_algorithm_name(algorithm), scan_direction_name(direction), t);
       }
     }
-    report("allreduce", "sum", "-",
-           time_collective(
-               *comm, [&] { comm->allreduce(in.get(), result.get(), count, DType::f32, ReduceOp::Sum); }, reps));
+    report(
+        "allreduce", "sum", "-",
+        time_collective(
+            *comm, refill, [&] { comm->allreduce(in.get(), result.get(), count, DType::f32, ReduceOp::Sum); }, reps));
     if (gathered) {
       report("allgather", "-", "-",
              time_collective(
-                 *comm, [&] { comm->allgather(in.get(), gathered->get(), count, DType::f32); }, reps));
+                 *comm, refill, [&] { comm->allgather(in.get(), gathered->get(), count, DType::f32); }, reps));
     }
   }
   if (out != stdout) std::fclose(out);
