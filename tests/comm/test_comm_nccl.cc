@@ -168,6 +168,7 @@ TEST_F(NcclTest, GroupedRingExchangeAndSplit) {
 template <typename T, typename Fill>
 void check_device_scans(Communicator& comm, MemoryTracker& tracker, const ScanCombine& combine,
                         const ScanCombine& host_combine, Fill fill, const std::vector<int64_t>& counts, uint64_t seed) {
+  ScanWorkspace workspace(tracker);  // drained by each download before it is reused or freed
   for (int64_t count : counts) {
     std::vector<T> input(static_cast<size_t>(count));
     fill(input.data(), count, seed, comm.rank());
@@ -175,18 +176,20 @@ void check_device_scans(Communicator& comm, MemoryTracker& tracker, const ScanCo
       const auto want = test::expected_scan<T>(host_combine, fill, count, seed, comm.rank(), comm.size(), direction);
       for (ScanAlgorithm algorithm :
            {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
-        for (bool in_place : {false, true}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool in_place = variant & 1, reuse = variant & 2;
           ScanOptions options;
           options.direction = direction;
           options.algorithm = algorithm;
           options.chain_segment_bytes = 4096;
           options.tracker = &tracker;
+          if (reuse) options.workspace = &workspace;
           DeviceBuffer<T> in(tracker, count), out(tracker, count);
           in.upload(input);
           exclusive_scan(comm, in.get(), in_place ? in.get() : out.get(), count, combine, options);
           EXPECT_EQ((in_place ? in : out).download(comm), want)
               << combine.name() << " " << scan_algorithm_name(algorithm) << " " << scan_direction_name(direction)
-              << (in_place ? " in place" : "") << " count " << count;
+              << (in_place ? " in place" : "") << (reuse ? " with a workspace" : "") << " count " << count;
         }
       }
     }
