@@ -21,6 +21,7 @@ const Subcommand kSubcommands[] = {
     {"feature_map", pf::bench::run_feature_map, "CPU FAVOR+/ReLU feature maps, forward and backward"},
     {"data", pf::bench::run_data, "data preparation MB/s (gzip and plain FASTA) and loader tokens/s per rank"},
     {"linattn", pf::bench::run_linattn, "CPU causal linear attention forward + backward GFLOP/s and fraction of sgemm"},
+    {"comm", pf::bench::run_comm, "scan, allreduce and allgather latency and bandwidth (run under mpirun)"},
 };
 
 void usage() {

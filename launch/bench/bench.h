@@ -10,5 +10,6 @@ int run_posops(int argc, char** argv);  // CPU position-wise ops: GB/s, linear G
 int run_feature_map(int argc, char** argv);  // FAVOR+/ReLU feature maps, forward and backward
 int run_data(int argc, char** argv);  // data preparation MB/s and loader tokens/s per rank
 int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLOP/s
+int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
 
 }  // namespace pf::bench

@@ -1,0 +1,100 @@
+// Communicators: point-to-point and collective transfers of typed buffers
+// (void* + int64_t element count + DType) among the ranks of a group.
+//
+// Contract: all collective calls (allgather, allreduce, broadcast, barrier,
+// group_begin/group_end, split, and the scans built on them) are made in the
+// same order on every rank of the group, with the same counts and dtypes.
+//
+// Group semantics (NCCL's, on every backend): between group_begin() and
+// group_end() sends, receives and collectives are only posted; they may
+// complete in any order, and their buffers may be read or reused only after
+// the matching group_end(). Groups nest; only the outermost group_end()
+// completes the operations. Outside a group every call is blocking: it returns
+// once its buffers may be used. So two ranks that exchange data must post the
+// send and the receive inside one group, or the exchange may deadlock, on every
+// backend alike. barrier() and split() are not allowed inside a group.
+//
+// Completion and streams: on host backends (local, MPI) "complete" means the
+// bytes are in place when the call (or group_end) returns. On NCCL, work is
+// enqueued on stream(): work queued afterwards on that stream sees the result,
+// and the host must synchronize(stream()) before reading device memory.
+//
+// Backends:
+//   make_local_comm(device)  one rank; sends to self match receives in a group
+//   make_mpi_comm(comm)      host buffers over a duplicate of an MPI_Comm
+//   make_nccl_comm(comm)     CUDA buffers; NCCL bootstrapped over an MPI_Comm,
+//                            one GPU per rank chosen from the node-local rank
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+
+namespace pf {
+
+enum class ReduceOp { Sum, Max, Min };
+const char* reduce_op_name(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Where the buffers passed to this communicator live.
+  virtual Device device() const = 0;
+  // The stream the communicator's work runs on (a no-op token on host backends).
+  virtual Stream stream() const = 0;
+  // "local", "mpi" or "nccl".
+  virtual const char* backend_name() const = 0;
+
+  // Point to point. Messages between one pair of ranks match in posting order;
+  // the receive's count and dtype must equal the send's.
+  virtual void send(const void* buf, int64_t count, DType dtype, int peer) = 0;
+  virtual void recv(void* buf, int64_t count, DType dtype, int peer) = 0;
+
+  // recv holds size() blocks of count_per_rank elements, block r from rank r.
+  // In place when send == recv + rank() * count_per_rank elements.
+  virtual void allgather(const void* send, void* recv, int64_t count_per_rank, DType dtype) = 0;
+  // Elementwise reduction over ranks; in place when send == recv.
+  virtual void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) = 0;
+  virtual void broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
+  // Returns when every rank has entered it (and, on NCCL, its stream is idle).
+  virtual void barrier() = 0;
+
+  virtual void group_begin() = 0;
+  virtual void group_end() = 0;
+
+  // Collective: ranks with equal color form a new group, ordered by (key,
+  // rank). A negative color means "no group": the result is nullptr.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+};
+
+// Sends and receives `count` elements in one group: the common exchange step.
+// Either peer may be negative (no transfer that side).
+void send_recv(Communicator& comm, const void* send_buf, int send_peer, void* recv_buf, int recv_peer, int64_t count,
+               DType dtype);
+
+// "rank R of P (backend on device)", for error messages.
+std::string comm_description(const Communicator& comm);
+
+// One rank; buffers on `device` (the host by default).
+std::unique_ptr<Communicator> make_local_comm(Device device = Device::cpu());
+// Host buffers over a duplicate of `comm` (errors are returned, then thrown as
+// MpiError/CommError). MPI must be initialised; the result must be destroyed
+// before MPI_Finalize.
+std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm);
+// CUDA buffers, one GPU per rank (the node-local rank picks it). Throws
+// CommError when the build has no CUDA backend or the node has fewer GPUs than
+// ranks.
+std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm);
+
+}  // namespace pf

@@ -1,0 +1,172 @@
+// The MPI communicator: host buffers over a private duplicate of an MPI_Comm
+// whose error handler returns codes (turned into MpiError by PF_MPI_CHECK).
+// Inside a group, operations are posted non-blocking (MPI_Isend, MPI_Irecv,
+// MPI_Iallreduce, ...) and completed by MPI_Waitall at the outermost
+// group_end; outside a group each call is the blocking MPI call.
+#include <vector>
+
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/comm_impl.h"
+
+namespace pf {
+namespace {
+
+constexpr int kTag = 0x5043;  // one tag: point-to-point messages match in posting order per pair
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f64: return MPI_DOUBLE;
+    case DType::f32: return MPI_FLOAT;
+    case DType::f16:
+    case DType::bf16: return MPI_UINT16_T;  // moved as bits; reductions are refused
+    case DType::i64: return MPI_INT64_T;
+    case DType::i32: return MPI_INT32_T;
+    case DType::u8: return MPI_UINT8_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+bool mpi_usable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` (a communicator this library created).
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    PF_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    PF_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    PF_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  }
+
+  ~MpiCommunicator() override {
+    if (!mpi_usable()) return;
+    if (!pending_.empty()) MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+    MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return Device::cpu(); }
+  Stream stream() const override { return Stream{}; }
+  const char* backend_name() const override { return "mpi"; }
+
+  void send(const void* buf, int64_t count, DType dtype, int peer) override {
+    detail::check_peer(*this, peer, "send");
+    detail::check_int_count(*this, count, "send");
+    if (depth_ > 0) {
+      PF_MPI_CHECK(MPI_Isend(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_, post()));
+    } else {
+      PF_MPI_CHECK(MPI_Send(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_));
+    }
+  }
+
+  void recv(void* buf, int64_t count, DType dtype, int peer) override {
+    detail::check_peer(*this, peer, "recv");
+    detail::check_int_count(*this, count, "recv");
+    if (depth_ > 0) {
+      PF_MPI_CHECK(MPI_Irecv(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_, post()));
+    } else {
+      PF_MPI_CHECK(MPI_Recv(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_, MPI_STATUS_IGNORE));
+    }
+  }
+
+  void allgather(const void* send, void* recv, int64_t count_per_rank, DType dtype) override {
+    detail::check_int_count(*this, count_per_rank * size_, "allgather");
+    const int n = static_cast<int>(count_per_rank);
+    const auto* own = static_cast<const char*>(recv) + static_cast<int64_t>(rank_) * count_per_rank * dtype_size(dtype);
+    const void* src = send == own ? MPI_IN_PLACE : send;
+    const MPI_Datatype t = mpi_type(dtype);
+    if (depth_ > 0) {
+      PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, post()));
+    } else {
+      PF_MPI_CHECK(MPI_Allgather(src, n, t, recv, n, t, comm_));
+    }
+  }
+
+  void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) override {
+    detail::check_int_count(*this, count, "allreduce");
+    PF_REQUIRE(CommError, dtype != DType::f16 && dtype != DType::bf16,
+               "allreduce (" << reduce_op_name(op) << ") of " << dtype_name(dtype)
+                             << " is not supported by the MPI backend (no half-precision arithmetic in MPI) on "
+                             << comm_description(*this));
+    const void* src = send == recv ? MPI_IN_PLACE : send;
+    if (depth_ > 0) {
+      PF_MPI_CHECK(MPI_Iallreduce(src, recv, static_cast<int>(count), mpi_type(dtype), mpi_op(op), comm_, post()));
+    } else {
+      PF_MPI_CHECK(MPI_Allreduce(src, recv, static_cast<int>(count), mpi_type(dtype), mpi_op(op), comm_));
+    }
+  }
+
+  void broadcast(void* buf, int64_t count, DType dtype, int root) override {
+    detail::check_peer(*this, root, "broadcast root");
+    detail::check_int_count(*this, count, "broadcast");
+    if (depth_ > 0) {
+      PF_MPI_CHECK(MPI_Ibcast(buf, static_cast<int>(count), mpi_type(dtype), root, comm_, post()));
+    } else {
+      PF_MPI_CHECK(MPI_Bcast(buf, static_cast<int>(count), mpi_type(dtype), root, comm_));
+    }
+  }
+
+  void barrier() override {
+    detail::check_not_in_group(*this, depth_, "barrier");
+    PF_MPI_CHECK(MPI_Barrier(comm_));
+  }
+
+  void group_begin() override { ++depth_; }
+
+  void group_end() override {
+    detail::check_group_open(*this, depth_);
+    if (--depth_ > 0) return;
+    std::vector<MPI_Request> requests;
+    requests.swap(pending_);
+    if (requests.empty()) return;
+    PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    detail::check_not_in_group(*this, depth_, "split");
+    MPI_Comm sub = MPI_COMM_NULL;
+    PF_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
+    if (sub == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiCommunicator>(sub);
+  }
+
+ private:
+  MPI_Request* post() {
+    pending_.push_back(MPI_REQUEST_NULL);
+    return &pending_.back();
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  int depth_ = 0;
+  std::vector<MPI_Request> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm) {
+  PF_REQUIRE(CommError, mpi_usable(),
+             "an MPI communicator was requested, but MPI is not initialised (or is finalised)");
+  PF_REQUIRE(CommError, comm != MPI_COMM_NULL, "make_mpi_comm given MPI_COMM_NULL");
+  MPI_Comm dup = MPI_COMM_NULL;
+  PF_MPI_CHECK(MPI_Comm_dup(comm, &dup));
+  return std::make_unique<MpiCommunicator>(dup);
+}
+
+}  // namespace pf

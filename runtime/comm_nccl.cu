@@ -1,0 +1,178 @@
+// The NCCL communicator: CUDA buffers, work enqueued on the communicator's
+// own stream. Bootstrapped over MPI (never CUDA-aware MPI): rank 0 creates the
+// unique id, MPI_Bcast shares it, and the GPU is the node-local rank (from
+// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)). group_begin/group_end are
+// ncclGroupStart/ncclGroupEnd; barrier() drains the stream and meets on MPI.
+// split() splits the MPI bootstrap communicator and the NCCL one
+// (ncclCommSplit) with the same color and key.
+#include <cuda_runtime.h>
+
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/comm_impl.h"
+#include "runtime/comm_nccl.cuh"
+#include "runtime/cuda_check.cuh"
+
+namespace pf {
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f64: return ncclFloat64;
+    case DType::f32: return ncclFloat32;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i64: return ncclInt64;
+    case DType::i32: return ncclInt32;
+    case DType::u8: return ncclUint8;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+bool mpi_usable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `mpi` and `nccl`, created for `device`.
+  NcclCommunicator(MPI_Comm mpi, ncclComm_t nccl, Device device) : mpi_(mpi), nccl_(nccl), device_(device) {
+    PF_MPI_CHECK(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN));
+    PF_MPI_CHECK(MPI_Comm_rank(mpi_, &rank_));
+    PF_MPI_CHECK(MPI_Comm_size(mpi_, &size_));
+    PF_CUDA_CHECK(cudaSetDevice(device_.index));
+    PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+
+  ~NcclCommunicator() override {
+    if (nccl_) ncclCommDestroy(nccl_);
+    if (stream_) cudaStreamDestroy(stream_);
+    if (mpi_usable()) MPI_Comm_free(&mpi_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return device_; }
+  Stream stream() const override { return Stream{device_, stream_}; }
+  const char* backend_name() const override { return "nccl"; }
+
+  void send(const void* buf, int64_t count, DType dtype, int peer) override {
+    detail::check_peer(*this, peer, "send");
+    detail::check_count(*this, count, "send");
+    PF_NCCL_CHECK(ncclSend(buf, static_cast<size_t>(count), nccl_type(dtype), peer, nccl_, stream_));
+  }
+
+  void recv(void* buf, int64_t count, DType dtype, int peer) override {
+    detail::check_peer(*this, peer, "recv");
+    detail::check_count(*this, count, "recv");
+    PF_NCCL_CHECK(ncclRecv(buf, static_cast<size_t>(count), nccl_type(dtype), peer, nccl_, stream_));
+  }
+
+  void allgather(const void* send, void* recv, int64_t count_per_rank, DType dtype) override {
+    detail::check_count(*this, count_per_rank, "allgather");
+    PF_NCCL_CHECK(ncclAllGather(send, recv, static_cast<size_t>(count_per_rank), nccl_type(dtype), nccl_, stream_));
+  }
+
+  void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) override {
+    detail::check_count(*this, count, "allreduce");
+    PF_NCCL_CHECK(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op), nccl_, stream_));
+  }
+
+  void broadcast(void* buf, int64_t count, DType dtype, int root) override {
+    detail::check_peer(*this, root, "broadcast root");
+    detail::check_count(*this, count, "broadcast");
+    PF_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<size_t>(count), nccl_type(dtype), root, nccl_, stream_));
+  }
+
+  void barrier() override {
+    detail::check_not_in_group(*this, depth_, "barrier");
+    PF_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    PF_MPI_CHECK(MPI_Barrier(mpi_));
+  }
+
+  void group_begin() override {
+    PF_NCCL_CHECK(ncclGroupStart());
+    ++depth_;
+  }
+
+  void group_end() override {
+    detail::check_group_open(*this, depth_);
+    --depth_;
+    PF_NCCL_CHECK(ncclGroupEnd());
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    detail::check_not_in_group(*this, depth_, "split");
+    PF_CUDA_CHECK(cudaSetDevice(device_.index));
+    MPI_Comm sub = MPI_COMM_NULL;
+    PF_MPI_CHECK(MPI_Comm_split(mpi_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
+    ncclComm_t nccl_sub = nullptr;
+    PF_NCCL_CHECK(ncclCommSplit(nccl_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nccl_sub, nullptr));
+    if (sub == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<NcclCommunicator>(sub, nccl_sub, device_);
+  }
+
+ private:
+  MPI_Comm mpi_;
+  ncclComm_t nccl_;
+  Device device_;
+  cudaStream_t stream_ = nullptr;
+  int rank_ = 0;
+  int size_ = 1;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm) {
+  PF_REQUIRE(CommError, mpi_usable(), "an NCCL communicator was requested, but MPI (its bootstrap) is not initialised");
+  PF_REQUIRE(CommError, comm != MPI_COMM_NULL, "make_nccl_comm given MPI_COMM_NULL");
+  MPI_Comm mpi = MPI_COMM_NULL;
+  PF_MPI_CHECK(MPI_Comm_dup(comm, &mpi));
+  PF_MPI_CHECK(MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
+  int rank = 0, size = 1;
+  PF_MPI_CHECK(MPI_Comm_rank(mpi, &rank));
+  PF_MPI_CHECK(MPI_Comm_size(mpi, &size));
+
+  // The GPU comes from the rank among the processes of this node.
+  MPI_Comm node = MPI_COMM_NULL;
+  PF_MPI_CHECK(MPI_Comm_split_type(mpi, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  const int gpus = cuda_device_count();
+  // Every rank decides the same way (node sizes are known everywhere), so a
+  // node without enough GPUs fails on all ranks instead of hanging the others.
+  int short_of_gpus = gpus < local_size ? 1 : 0, any_short = 0;
+  PF_MPI_CHECK(MPI_Allreduce(&short_of_gpus, &any_short, 1, MPI_INT, MPI_MAX, mpi));
+  if (any_short) MPI_Comm_free(&mpi);
+  PF_REQUIRE(CommError, !short_of_gpus,
+             "NCCL needs one GPU per rank, but this node runs "
+                 << local_size << " ranks and has " << gpus << " usable GPUs"
+                 << (gpus == 0 ? " (" + cuda_unavailable_reason() + ")" : std::string()));
+  PF_REQUIRE(CommError, !any_short, "another node has fewer GPUs than ranks; NCCL was not started on any rank");
+  const Device device = Device::cuda(local_rank);
+  PF_CUDA_CHECK(cudaSetDevice(device.index));
+
+  ncclUniqueId id;
+  if (rank == 0) PF_NCCL_CHECK(ncclGetUniqueId(&id));
+  PF_MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, mpi));
+  ncclComm_t nccl = nullptr;
+  PF_NCCL_CHECK(ncclCommInitRank(&nccl, size, id, rank));
+  return std::make_unique<NcclCommunicator>(mpi, nccl, device);
+}
+
+}  // namespace pf

@@ -1,0 +1,14 @@
+// make_nccl_comm for builds without the CUDA backend: a clear CommError.
+#include "runtime/check.h"
+#include "runtime/comm.h"
+
+namespace pf {
+
+std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm) {
+  PF_REQUIRE(CommError, false,
+             "an NCCL communicator was requested, but " << cuda_unavailable_reason()
+                                                        << "; rebuild with CUDA and NCCL, or use the MPI backend");
+  return nullptr;
+}
+
+}  // namespace pf

@@ -1,0 +1,60 @@
+// Device pieces of the scans: the elementwise sum combine on a CUDA device
+// (out[i] = earlier[i] + later[i], identity 0, all on the caller's stream) and
+// a stream-ordered device copy.
+#include <cuda_runtime.h>
+
+#include "runtime/cuda_check.cuh"
+#include "runtime/scan_impl.h"
+#include "runtime/scan_sum_math.h"
+
+namespace pf::detail {
+namespace {
+
+template <typename T>
+__global__ void sum_combine_kernel(const T* earlier, const T* later, T* out, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    scan_sum_element(earlier, later, out, i);
+}
+
+cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
+
+template <typename T>
+class CudaSumCombine final : public ScanCombine {
+ public:
+  explicit CudaSumCombine(Device device) : device_(device) {}
+  DType dtype() const override { return dtype_of<T>::value; }
+  Device device() const override { return device_; }
+  const char* name() const override { return "sum"; }
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    PF_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(count) * sizeof(T), raw(stream)));
+  }
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
+    if (count == 0) return;
+    constexpr int kThreads = 256;
+    const int64_t want = (count + kThreads - 1) / kThreads;
+    const int blocks = static_cast<int>(want < 4096 ? want : 4096);
+    sum_combine_kernel<T><<<blocks, kThreads, 0, raw(stream)>>>(
+        static_cast<const T*>(earlier), static_cast<const T*>(later), static_cast<T*>(out), count);
+    PF_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  Device device_;
+};
+
+}  // namespace
+
+std::unique_ptr<ScanCombine> make_sum_combine_cuda(DType dtype, Device device) {
+  switch (dtype) {
+    case DType::f32: return std::make_unique<CudaSumCombine<float>>(device);
+    case DType::f64: return std::make_unique<CudaSumCombine<double>>(device);
+    default: return std::make_unique<CudaSumCombine<int64_t>>(device);
+  }
+}
+
+void copy_on_stream_cuda(void* dst, const void* src, int64_t bytes, const Stream& stream) {
+  PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, raw(stream)));
+}
+
+}  // namespace pf::detail

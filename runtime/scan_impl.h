@@ -1,0 +1,19 @@
+// Device pieces of the scans, defined in scan_cuda.cu (CUDA builds) or
+// scan_nocuda.cc (host-only builds, where a CUDA device is an error).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+#include "runtime/scan.h"
+
+namespace pf::detail {
+
+// Elementwise sum combine on a CUDA device (f32, f64, i64).
+std::unique_ptr<ScanCombine> make_sum_combine_cuda(DType dtype, Device device);
+// dst = src on a CUDA device, ordered on `stream`.
+void copy_on_stream_cuda(void* dst, const void* src, int64_t bytes, const Stream& stream);
+
+}  // namespace pf::detail

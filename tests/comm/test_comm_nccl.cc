@@ -1,0 +1,215 @@
+// The NCCL communicator on device buffers: allreduce sum/max/min, allgather,
+// broadcast, a grouped ring exchange, split, and every scan algorithm in both
+// directions, in place and out of place, with the device sum combine and with
+// a non-commutative combine (2x2 matrices mod a prime, staged through the
+// host). Inputs are keyed by (seed, rank, index) as in the MPI tests. Skipped
+// (reported as skipped) unless every rank of the node has its own GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/comm.h"
+#include "runtime/memory.h"
+#include "runtime/scan.h"
+#include "tests/comm/comm_test_util.h"
+
+namespace pf {
+namespace {
+
+using test::MatrixModCombine;
+
+// True on every rank when every node has at least as many GPUs as ranks.
+bool enough_gpus() {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  int ok = cuda_device_count() >= local ? 1 : 0, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+// A device buffer of n elements of T, filled from / read back to the host.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer(MemoryTracker& tracker, int64_t n)
+      : tracker_(tracker), n_(n), ptr_(device_allocate(tracker, bytes(), "test buffer")) {}
+  ~DeviceBuffer() { device_free(tracker_, ptr_, bytes(), "test buffer"); }
+  T* get() const { return static_cast<T*>(ptr_); }
+  void upload(const std::vector<T>& host) {
+    copy_bytes(ptr_, tracker_.device(), host.data(), Device::cpu(), bytes());
+    synchronize(Stream{tracker_.device(), nullptr});
+  }
+  std::vector<T> download(const Communicator& comm) const {
+    synchronize(comm.stream());
+    std::vector<T> host(static_cast<size_t>(n_));
+    copy_bytes(host.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
+    return host;
+  }
+
+ private:
+  int64_t bytes() const { return std::max<int64_t>(1, n_) * static_cast<int64_t>(sizeof(T)); }
+  MemoryTracker& tracker_;
+  int64_t n_;
+  void* ptr_;
+};
+
+// Runs a host combine on device memory: drains the stream, copies through
+// the host, and waits for the copies (which run on the default stream).
+class StagedCombine final : public ScanCombine {
+ public:
+  StagedCombine(const ScanCombine& host, Device device) : host_(host), device_(device) {}
+  DType dtype() const override { return host_.dtype(); }
+  Device device() const override { return device_; }
+  int64_t granule() const override { return host_.granule(); }
+  const char* name() const override { return host_.name(); }
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    std::vector<char> h(static_cast<size_t>(count * dtype_size(dtype())));
+    host_.fill_identity(h.data(), count, Stream{});
+    synchronize(stream);
+    copy_bytes(out, device_, h.data(), Device::cpu(), static_cast<int64_t>(h.size()));
+    synchronize(Stream{device_, nullptr});
+  }
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
+    const int64_t bytes = count * dtype_size(dtype());
+    std::vector<char> e(static_cast<size_t>(bytes)), l(static_cast<size_t>(bytes));
+    synchronize(stream);
+    copy_bytes(e.data(), Device::cpu(), earlier, device_, bytes);
+    copy_bytes(l.data(), Device::cpu(), later, device_, bytes);
+    host_.combine(e.data(), l.data(), e.data(), count, Stream{});
+    copy_bytes(out, device_, e.data(), Device::cpu(), bytes);
+    synchronize(Stream{device_, nullptr});
+  }
+
+ private:
+  const ScanCombine& host_;
+  Device device_;
+};
+
+class NcclTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!enough_gpus()) GTEST_SKIP() << "NCCL needs one GPU per rank: " << cuda_unavailable_reason();
+    comm_ = make_nccl_comm(MPI_COMM_WORLD);
+    tracker_ = std::make_unique<MemoryTracker>(comm_->device());
+  }
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<MemoryTracker> tracker_;
+};
+
+template <typename T>
+std::vector<T> keyed(int64_t n, uint64_t seed, int rank) {
+  std::vector<T> v(static_cast<size_t>(n));
+  test::fill_sum_input(v.data(), n, seed, rank);
+  return v;
+}
+
+TEST_F(NcclTest, AllreduceAllgatherBroadcast) {
+  const int rank = comm_->rank(), ranks = comm_->size();
+  const int64_t n = 4099;
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    std::vector<float> want = keyed<float>(n, 1, 0);
+    for (int r = 1; r < ranks; ++r) {
+      const auto other = keyed<float>(n, 1, r);
+      for (int64_t i = 0; i < n; ++i)
+        want[i] = op == ReduceOp::Sum   ? want[i] + other[i]
+                  : op == ReduceOp::Max ? std::max(want[i], other[i])
+                                        : std::min(want[i], other[i]);
+    }
+    DeviceBuffer<float> in(*tracker_, n), out(*tracker_, n);
+    in.upload(keyed<float>(n, 1, rank));
+    comm_->allreduce(in.get(), out.get(), n, DType::f32, op);
+    EXPECT_EQ(out.download(*comm_), want) << reduce_op_name(op);
+    comm_->allreduce(in.get(), in.get(), n, DType::f32, op);
+    EXPECT_EQ(in.download(*comm_), want) << "in place " << reduce_op_name(op);
+  }
+  std::vector<int64_t> gathered_want;
+  for (int r = 0; r < ranks; ++r) {
+    const auto b = keyed<int64_t>(n, 2, r);
+    gathered_want.insert(gathered_want.end(), b.begin(), b.end());
+  }
+  DeviceBuffer<int64_t> mine(*tracker_, n), all(*tracker_, n * ranks);
+  mine.upload(keyed<int64_t>(n, 2, rank));
+  comm_->allgather(mine.get(), all.get(), n, DType::i64);
+  EXPECT_EQ(all.download(*comm_), gathered_want);
+  for (int root = 0; root < ranks; ++root) {
+    DeviceBuffer<double> buf(*tracker_, n);
+    buf.upload(keyed<double>(n, 3, rank));
+    comm_->broadcast(buf.get(), n, DType::f64, root);
+    EXPECT_EQ(buf.download(*comm_), keyed<double>(n, 3, root)) << "root " << root;
+  }
+}
+
+TEST_F(NcclTest, GroupedRingExchangeAndSplit) {
+  const int rank = comm_->rank(), ranks = comm_->size();
+  const int64_t n = 1 << 18;
+  DeviceBuffer<double> mine(*tracker_, n), got(*tracker_, n);
+  mine.upload(keyed<double>(n, 4, rank));
+  comm_->group_begin();
+  comm_->send(mine.get(), n, DType::f64, (rank + 1) % ranks);
+  comm_->recv(got.get(), n, DType::f64, (rank + ranks - 1) % ranks);
+  comm_->group_end();
+  EXPECT_EQ(got.download(*comm_), keyed<double>(n, 4, (rank + ranks - 1) % ranks));
+
+  auto sub = comm_->split(rank % 2, rank);
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->size(), (ranks + 1 - rank % 2) / 2);
+  EXPECT_EQ(sub->rank(), rank / 2);
+  DeviceBuffer<int32_t> one(*tracker_, 1);
+  one.upload({1});
+  sub->allreduce(one.get(), one.get(), 1, DType::i32, ReduceOp::Sum);
+  EXPECT_EQ(one.download(*sub)[0], sub->size());
+  comm_->barrier();
+}
+
+template <typename T, typename Fill>
+void check_device_scans(Communicator& comm, MemoryTracker& tracker, const ScanCombine& combine,
+                        const ScanCombine& host_combine, Fill fill, const std::vector<int64_t>& counts, uint64_t seed) {
+  ScanWorkspace workspace(tracker);  // drained by each download before it is reused or freed
+  for (int64_t count : counts) {
+    std::vector<T> input(static_cast<size_t>(count));
+    fill(input.data(), count, seed, comm.rank());
+    for (ScanDirection direction : {ScanDirection::Forward, ScanDirection::Reverse}) {
+      const auto want = test::expected_scan<T>(host_combine, fill, count, seed, comm.rank(), comm.size(), direction);
+      for (ScanAlgorithm algorithm :
+           {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool in_place = variant & 1, reuse = variant & 2;
+          ScanOptions options;
+          options.direction = direction;
+          options.algorithm = algorithm;
+          options.chain_segment_bytes = 4096;
+          options.tracker = &tracker;
+          if (reuse) options.workspace = &workspace;
+          DeviceBuffer<T> in(tracker, count), out(tracker, count);
+          in.upload(input);
+          exclusive_scan(comm, in.get(), in_place ? in.get() : out.get(), count, combine, options);
+          EXPECT_EQ((in_place ? in : out).download(comm), want)
+              << combine.name() << " " << scan_algorithm_name(algorithm) << " " << scan_direction_name(direction)
+              << (in_place ? " in place" : "") << (reuse ? " with a workspace" : "") << " count " << count;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(NcclTest, SumScansOnTheDevice) {
+  auto sum = make_sum_combine(DType::f32, comm_->device());
+  auto host_sum = make_sum_combine(DType::f32);
+  check_device_scans<float>(*comm_, *tracker_, *sum, *host_sum, test::fill_sum_input<float>, {1, 1000, 5000}, 5);
+  auto sum64 = make_sum_combine(DType::i64, comm_->device());
+  auto host_sum64 = make_sum_combine(DType::i64);
+  check_device_scans<int64_t>(*comm_, *tracker_, *sum64, *host_sum64, test::fill_sum_input<int64_t>, {3, 2049}, 6);
+}
+
+TEST_F(NcclTest, NonCommutativeScansOnTheDevice) {
+  MatrixModCombine host;
+  StagedCombine staged(host, comm_->device());
+  check_device_scans<int64_t>(*comm_, *tracker_, staged, host, MatrixModCombine::fill_input, {4, 2052}, 7);
+}
+
+}  // namespace
+}  // namespace pf
