@@ -17,6 +17,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"gemm", pf::bench::run_gemm, "CPU sgemm GFLOP/s per backend (the peak other figures are measured against)"},
+    {"softmax", pf::bench::run_softmax, "exact softmax attention forward+backward on the CPU, causal and bidirectional"},
 };
 
 void usage() {

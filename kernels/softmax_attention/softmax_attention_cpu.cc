@@ -80,16 +80,16 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
     for (int64_t r = 0; r < rows; ++r) {
       float* s = S + r * bk;
       const int64_t vis = softmax_visible_count(p.causal, i0 + r, j0, cols);
+      // Separate max, exp and sum loops: each one vectorises.
       float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < vis; ++c) mx = std::max(mx, s[c]);
+#pragma omp simd reduction(max : mx)
+      for (int64_t c = 0; c < vis; ++c) mx = s[c] > mx ? s[c] : mx;
       const float m_new = std::max(m[r], mx);
       const float alpha = softmax_rescale(m[r], m_new);
+      for (int64_t c = 0; c < vis; ++c) s[c] = softmax_exp(s[c] - m_new);
       float sum = 0.f;
-      for (int64_t c = 0; c < vis; ++c) {
-        const float e = softmax_exp(s[c] - m_new);
-        s[c] = e;
-        sum += e;
-      }
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < vis; ++c) sum += s[c];
       std::fill(s + vis, s + cols, 0.f);
       l[r] = l[r] * alpha + sum;
       m[r] = m_new;

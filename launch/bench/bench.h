@@ -6,5 +6,6 @@
 namespace pf::bench {
 
 int run_gemm(int argc, char** argv);  // sgemm GFLOP/s of each CPU backend
+int run_softmax(int argc, char** argv);  // exact softmax attention forward/backward on the CPU
 
 }  // namespace pf::bench
