@@ -58,7 +58,9 @@ int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& 
 int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
 
 // CUDA (fp32, one block per (head, query tile) forward and per (head, key tile)
-// backward; d <= 128). Throws CudaError in a build without CUDA.
+// backward; d <= 128). The backward allocates D [heads, n] through ctx.tracker
+// (required) and synchronises ctx.stream before freeing it. Throws CudaError in
+// a build without CUDA.
 void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                     const float* K, const float* V, float* O, float* lse);
 void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
