@@ -22,9 +22,9 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kFwdQ = 32;   // forward query-tile rows
+constexpr int kFwdQ = 32;     // forward query-tile rows
 constexpr int kKeyTile = 32;  // key-tile rows (= warp size: one lane per key)
-constexpr int kBwdQ = 16;   // backward query-tile rows
+constexpr int kBwdQ = 16;     // backward query-tile rows
 constexpr int kMaxD = 128;
 static_assert(kKeyTile == 32, "the row softmax maps one key per lane");
 
@@ -122,9 +122,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // D [heads*n] = rowwise dO . O, one warp per row.
-__global__ void __launch_bounds__(kThreads)
-    row_dot_kernel(int64_t rows, int d, const float* __restrict__ dO, const float* __restrict__ O,
-                   float* __restrict__ D) {
+__global__ void __launch_bounds__(kThreads) row_dot_kernel(int64_t rows, int d, const float* __restrict__ dO,
+                                                           const float* __restrict__ O, float* __restrict__ D) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -243,17 +242,17 @@ void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttenti
   auto stream = static_cast<cudaStream_t>(ctx.stream.handle);
   const int d = static_cast<int>(p.d);
   const size_t smem = static_cast<size_t>(forward_smem_floats(d)) * sizeof(float);
-  PF_CUDA_CHECK(cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(smem)));
+  PF_CUDA_CHECK(
+      cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t q_tiles = (p.n + kFwdQ - 1) / kFwdQ;
-  forward_kernel<<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(p.n, d, p.causal, scale,
-                                                                                      q_tiles, Q, K, V, O, lse);
+  forward_kernel<<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(p.n, d, p.causal, scale, q_tiles,
+                                                                                       Q, K, V, O, lse);
   PF_CUDA_CHECK_LAUNCH();
 }
 
 void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                                     const float* K, const float* V, const float* O, const float* lse,
-                                     const float* dO, float* dQ, float* dK, float* dV) {
+                                     const float* K, const float* V, const float* O, const float* lse, const float* dO,
+                                     float* dQ, float* dK, float* dV) {
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
@@ -269,8 +268,8 @@ void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttent
     PF_CUDA_CHECK_LAUNCH();
     PF_CUDA_CHECK(cudaMemsetAsync(dQ, 0, static_cast<size_t>(rows * d) * sizeof(float), stream));
     const size_t smem = static_cast<size_t>(backward_smem_floats(d)) * sizeof(float);
-    PF_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+    PF_CUDA_CHECK(
+        cudaFuncSetAttribute(backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const int64_t k_tiles = (p.n + kKeyTile - 1) / kKeyTile;
     backward_kernel<<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
         p.n, d, p.causal, scale, k_tiles, Q, K, V, lse, D, dO, dQ, dK, dV);

@@ -78,9 +78,7 @@ PF_HD float softmax_exp(float x) {
 
 // Online softmax: factor that rescales the running sum and output when the row
 // max moves from m_old to m_new >= m_old (0 when nothing was accumulated yet).
-PF_HD float softmax_rescale(float m_old, float m_new) {
-  return m_old == m_new ? 1.f : softmax_exp(m_old - m_new);
-}
+PF_HD float softmax_rescale(float m_old, float m_new) { return m_old == m_new ? 1.f : softmax_exp(m_old - m_new); }
 
 // Row log-sum-exp from the running max m and sum l (l >= 1 whenever a key is
 // visible; every row sees at least key 0 in causal mode, any key otherwise).

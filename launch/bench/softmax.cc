@@ -50,8 +50,9 @@ int run_softmax(int argc, char** argv) {
 
   const double peak = peak_sgemm_gflops();
   std::fprintf(stderr, "sgemm peak %.1f GFLOP/s on %d threads\n", peak, omp_get_max_threads());
-  std::printf("mode,n,batch,heads,d,threads,fwd_s,bwd_s,fwd_gflops,bwd_gflops,fwd_bwd_s,tokens_per_s,gflops,"
-              "fraction_of_peak,peak_sgemm_gflops\n");
+  std::printf(
+      "mode,n,batch,heads,d,threads,fwd_s,bwd_s,fwd_gflops,bwd_gflops,fwd_bwd_s,tokens_per_s,gflops,"
+      "fraction_of_peak,peak_sgemm_gflops\n");
   for (int64_t n : sizes) {
     const int64_t size = batch * heads * n * dim;
     const auto Q = random_normal(size, 1), K = random_normal(size, 2), V = random_normal(size, 3),
@@ -69,8 +70,8 @@ int run_softmax(int argc, char** argv) {
           [&] { softmax_attention_forward_cpu(p, Q.data(), K.data(), V.data(), O.data(), lse.data()); }, reps);
       const double bwd_s = best_seconds(
           [&] {
-            softmax_attention_backward_cpu(p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
-                                           dQ.data(), dK.data(), dV.data());
+            softmax_attention_backward_cpu(p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
+                                           dK.data(), dV.data());
           },
           reps);
       const double pairs = static_cast<double>(p.heads) * n * n * (causal ? 0.5 : 1.0);
@@ -78,8 +79,8 @@ int run_softmax(int argc, char** argv) {
       const double total_s = fwd_s + bwd_s, gflops = (fwd_gf + bwd_gf) / total_s;
       std::printf("%s,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.1f,%.1f,%.4f,%.0f,%.1f,%.3f,%.1f\n",
                   causal ? "causal" : "bidirectional", static_cast<long>(n), static_cast<long>(batch),
-                  static_cast<long>(heads), static_cast<long>(dim), omp_get_max_threads(), fwd_s, bwd_s,
-                  fwd_gf / fwd_s, bwd_gf / bwd_s, total_s, batch * n / total_s, gflops, gflops / peak, peak);
+                  static_cast<long>(heads), static_cast<long>(dim), omp_get_max_threads(), fwd_s, bwd_s, fwd_gf / fwd_s,
+                  bwd_gf / bwd_s, total_s, batch * n / total_s, gflops, gflops / peak, peak);
       std::fflush(stdout);
     }
   }
