@@ -10,8 +10,6 @@
 // Uses only sm_70-level features (no cp.async, no tensor-core intrinsics).
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/check.h"

@@ -51,8 +51,8 @@ int run_softmax(int argc, char** argv) {
   const double peak = peak_sgemm_gflops();
   std::fprintf(stderr, "sgemm peak %.1f GFLOP/s on %d threads\n", peak, omp_get_max_threads());
   std::printf(
-      "mode,n,batch,heads,d,threads,fwd_s,bwd_s,fwd_gflops,bwd_gflops,fwd_bwd_s,tokens_per_s,gflops,"
-      "fraction_of_peak,peak_sgemm_gflops\n");
+      "mode,n,batch,heads,d,threads,fwd_s,bwd_s,fwd_gflops,bwd_gflops,fwd_fraction,bwd_fraction,fwd_bwd_s,"
+      "tokens_per_s,gflops,fraction_of_peak,peak_sgemm_gflops\n");
   for (int64_t n : sizes) {
     const int64_t size = batch * heads * n * dim;
     const auto Q = random_normal(size, 1), K = random_normal(size, 2), V = random_normal(size, 3),
@@ -77,10 +77,11 @@ int run_softmax(int argc, char** argv) {
       const double pairs = static_cast<double>(p.heads) * n * n * (causal ? 0.5 : 1.0);
       const double fwd_gf = 4.0 * pairs * dim * 1e-9, bwd_gf = 10.0 * pairs * dim * 1e-9;
       const double total_s = fwd_s + bwd_s, gflops = (fwd_gf + bwd_gf) / total_s;
-      std::printf("%s,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.1f,%.1f,%.4f,%.0f,%.1f,%.3f,%.1f\n",
+      std::printf("%s,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.1f,%.1f,%.3f,%.3f,%.4f,%.0f,%.1f,%.3f,%.1f\n",
                   causal ? "causal" : "bidirectional", static_cast<long>(n), static_cast<long>(batch),
                   static_cast<long>(heads), static_cast<long>(dim), omp_get_max_threads(), fwd_s, bwd_s, fwd_gf / fwd_s,
-                  bwd_gf / bwd_s, total_s, batch * n / total_s, gflops, gflops / peak, peak);
+                  bwd_gf / bwd_s, fwd_gf / fwd_s / peak, bwd_gf / bwd_s / peak, total_s, batch * n / total_s, gflops,
+                  gflops / peak, peak);
       std::fflush(stdout);
     }
   }
