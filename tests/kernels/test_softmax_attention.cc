@@ -6,9 +6,11 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/errors.h"
 #include "tests/support/numerics.h"
 
@@ -286,6 +288,24 @@ TEST(SoftmaxAttention, ScratchIsLinearInSequenceLength) {
     EXPECT_EQ(softmax_attention_backward_workspace_bytes(twice, threads) - bwd, int64_t{4} * threads * n) << "n=" << n;
     EXPECT_LT(bwd, int64_t{4} * threads * (n * big.d + 2 * 64 * 128 + n)) << "n=" << n;
   }
+}
+
+// The shared exp: relative error against std::exp over its whole range, the
+// clamp above ln(2)/2, and exact zeros for underflow and -inf.
+TEST(SoftmaxAttention, SharedExpIsAccurate) {
+  double worst = 0;
+  const int64_t points = int64_t{1} << 21;
+  for (int64_t i = 0; i <= points; ++i) {
+    const float x = static_cast<float>(-87.29 + (87.29 + 0.34) * static_cast<double>(i) / points);
+    worst = std::max(worst, std::fabs(softmax_exp(x) / std::exp(static_cast<double>(x)) - 1.0));
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(softmax_exp(0.f), 1.f);
+  EXPECT_EQ(softmax_exp(-87.31f), 0.f);
+  EXPECT_EQ(softmax_exp(-1e30f), 0.f);
+  EXPECT_EQ(softmax_exp(-std::numeric_limits<float>::infinity()), 0.f);
+  EXPECT_EQ(softmax_rescale(-std::numeric_limits<float>::infinity(), 2.f), 0.f);
+  EXPECT_EQ(softmax_rescale(3.f, 3.f), 1.f);
 }
 
 TEST(SoftmaxAttention, EmptyAndInvalidShapes) {
