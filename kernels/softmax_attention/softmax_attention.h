@@ -9,7 +9,7 @@
 // Every backend is tiled (online softmax over key tiles): no n x n matrix is
 // ever stored, so memory is O(n d) per head for the tensors plus O(n) row
 // statistics plus O(tile^2) scratch per thread (CPU) or per block (CUDA).
-// The float64 reference materialises n x n and is for tests only.
+// The float64 reference (plain loops, O(n^2 d) time) is for tests only.
 // Single sequence-group rank: the whole sequence of each head is local.
 #pragma once
 
@@ -67,7 +67,7 @@ void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttent
                                      const float* K, const float* V, const float* O, const float* lse, const float* dO,
                                      float* dQ, float* dK, float* dV);
 
-// float64 reference: materialises the n x n scores per head (tests, small n).
+// float64 reference: plain loops, one row of P at a time, O(n^2 d) time (tests).
 // The backward recomputes everything from Q, K, V, dO (it takes no forward
 // outputs, so it checks the CPU/CUDA use of O and lse independently).
 void softmax_attention_forward_ref(const SoftmaxAttentionParams& p, const double* Q, const double* K, const double* V,
