@@ -1,0 +1,41 @@
+// Dispatch of exact softmax attention by ctx.device, and the shared parameter
+// checks. Shapes: Q, K, V, O, dO, dQ, dK, dV [heads, n, d]; lse [heads, n].
+#include "kernels/softmax_attention/softmax_attention.h"
+
+#include <cmath>
+
+#include "runtime/check.h"
+
+namespace pf {
+
+void softmax_attention_check(const SoftmaxAttentionParams& p) {
+  PF_REQUIRE(ValueError, p.heads >= 0 && p.n >= 0 && p.d >= 1,
+             "softmax attention: bad shape heads=" << p.heads << " n=" << p.n << " d=" << p.d);
+  PF_REQUIRE(ValueError, p.q_tile >= 1 && p.k_tile >= 1,
+             "softmax attention: tiles must be positive, got q_tile=" << p.q_tile << " k_tile=" << p.k_tile);
+  PF_REQUIRE(ValueError, std::isfinite(p.scale), "softmax attention: scale must be finite, got " << p.scale);
+}
+
+float softmax_attention_scale(const SoftmaxAttentionParams& p) {
+  softmax_attention_check(p);
+  return p.scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.d))) : p.scale;
+}
+
+void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
+                               const float* V, float* O, float* lse) {
+  if (ctx.device.is_cuda())
+    softmax_attention_forward_cuda(ctx, p, Q, K, V, O, lse);
+  else
+    softmax_attention_forward_cpu(p, Q, K, V, O, lse, ctx.tracker);
+}
+
+void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
+                                const float* V, const float* O, const float* lse, const float* dO, float* dQ, float* dK,
+                                float* dV) {
+  if (ctx.device.is_cuda())
+    softmax_attention_backward_cuda(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
+  else
+    softmax_attention_backward_cpu(p, Q, K, V, O, lse, dO, dQ, dK, dV, ctx.tracker);
+}
+
+}  // namespace pf

@@ -1,0 +1,332 @@
+// Exact softmax attention: CPU tiled kernel against the float64 reference
+// (forward O and lse, backward dQ, dK, dV) over n, d, tile sizes that do and
+// do not divide n, causal and bidirectional; finite-difference checks of the
+// reference backward; strict causality; large input norms; O(n d) scratch.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/softmax_attention/softmax_attention.h"
+#include "kernels/softmax_attention/softmax_attention_math.h"
+#include "runtime/errors.h"
+#include "tests/support/numerics.h"
+
+namespace pf {
+namespace {
+
+using test::cast_vector;
+using test::normal_vector;
+using test::rel_l2;
+
+struct Inputs {
+  std::vector<double> Q, K, V, dO;
+};
+
+Inputs make_inputs(const SoftmaxAttentionParams& p, uint64_t seed, double scale = 1.0) {
+  const int64_t size = p.heads * p.n * p.d;
+  return {normal_vector(size, seed, 1, scale), normal_vector(size, seed, 2, scale), normal_vector(size, seed, 3),
+          normal_vector(size, seed, 4)};
+}
+
+struct Outputs {
+  std::vector<float> O, lse, dQ, dK, dV;
+};
+
+Outputs run_cpu(const SoftmaxAttentionParams& p, const Inputs& in) {
+  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
+             dO = cast_vector<float>(in.dO);
+  const size_t size = Q.size();
+  Outputs out{std::vector<float>(size), std::vector<float>(p.heads * p.n), std::vector<float>(size),
+              std::vector<float>(size), std::vector<float>(size)};
+  ExecContext ctx;
+  softmax_attention_forward(ctx, p, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
+  softmax_attention_backward(ctx, p, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
+                             out.dQ.data(), out.dK.data(), out.dV.data());
+  return out;
+}
+
+struct Reference {
+  std::vector<double> O, lse, dQ, dK, dV;
+};
+
+Reference run_ref(const SoftmaxAttentionParams& p, const Inputs& in) {
+  const size_t size = in.Q.size();
+  Reference r{std::vector<double>(size), std::vector<double>(p.heads * p.n), std::vector<double>(size),
+              std::vector<double>(size), std::vector<double>(size)};
+  softmax_attention_forward_ref(p, in.Q.data(), in.K.data(), in.V.data(), r.O.data(), r.lse.data());
+  softmax_attention_backward_ref(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), r.dQ.data(), r.dK.data(),
+                                 r.dV.data());
+  return r;
+}
+
+double norm(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+// Relative L2 error; where the reference is exactly zero (dQ and dK when every
+// row sees one key, n = 1), the error is taken relative to `fallback`.
+double rel_error(const std::vector<float>& got, const std::vector<double>& want, double fallback) {
+  if (norm(want) > 0) return rel_l2(got, want);
+  double s = 0;
+  for (float x : got) s += static_cast<double>(x) * x;
+  return std::sqrt(s) / fallback;
+}
+
+void expect_close(const Outputs& got, const Reference& want, double tol, const std::string& what) {
+  const double grad_norm = norm(want.dV);
+  EXPECT_LE(rel_l2(got.O, want.O), tol) << what << " O";
+  EXPECT_LE(rel_l2(got.lse, want.lse), tol) << what << " lse";
+  EXPECT_LE(rel_error(got.dQ, want.dQ, grad_norm), tol) << what << " dQ";
+  EXPECT_LE(rel_error(got.dK, want.dK, grad_norm), tol) << what << " dK";
+  EXPECT_LE(rel_l2(got.dV, want.dV), tol) << what << " dV";
+}
+
+std::string describe(const SoftmaxAttentionParams& p) {
+  return "heads=" + std::to_string(p.heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
+         " causal=" + std::to_string(p.causal) + " q_tile=" + std::to_string(p.q_tile) +
+         " k_tile=" + std::to_string(p.k_tile);
+}
+
+TEST(SoftmaxAttention, CpuMatchesFloat64Reference) {
+  struct Tiles {
+    int64_t q, k;
+  };
+  uint64_t seed = 100;
+  for (int64_t n : {1, 7, 64, 1000})
+    for (int64_t d : {16, 32, 64})
+      for (bool causal : {false, true}) {
+        SoftmaxAttentionParams p;
+        p.heads = n < 1000 ? 3 : 1;
+        p.n = n;
+        p.d = d;
+        p.causal = causal;
+        const Inputs in = make_inputs(p, ++seed);
+        const Reference want = run_ref(p, in);
+        // Defaults (64 x 128), tiles dividing n = 64, and tiles dividing nothing.
+        for (Tiles t : {Tiles{64, 128}, Tiles{16, 32}, Tiles{7, 5}, Tiles{48, 80}}) {
+          p.q_tile = t.q;
+          p.k_tile = t.k;
+          expect_close(run_cpu(p, in), want, 1e-5, describe(p));
+        }
+      }
+}
+
+TEST(SoftmaxAttention, LongSequenceMatchesReference) {
+  SoftmaxAttentionParams p;
+  p.n = 4099;
+  for (bool causal : {true, false}) {
+    p.causal = causal;
+    p.d = causal ? 16 : 32;
+    p.q_tile = causal ? 64 : 128;
+    p.k_tile = causal ? 96 : 256;
+    const Inputs in = make_inputs(p, 7);
+    expect_close(run_cpu(p, in), run_ref(p, in), 1e-5, describe(p));
+  }
+}
+
+TEST(SoftmaxAttention, ExplicitScale) {
+  for (bool causal : {false, true}) {
+    SoftmaxAttentionParams p;
+    p.heads = 2;
+    p.n = 50;
+    p.d = 24;
+    p.causal = causal;
+    p.scale = 0.37f;
+    p.q_tile = 16;
+    p.k_tile = 20;
+    const Inputs in = make_inputs(p, 8);
+    const Reference want = run_ref(p, in);
+    expect_close(run_cpu(p, in), want, 1e-5, describe(p));
+    // The reference must really use the given scale, not 1/sqrt(d).
+    p.scale = 0.f;
+    EXPECT_GT(rel_l2(run_ref(p, in).O, want.O), 1e-3);
+  }
+}
+
+// Loss L = sum(O * G): dL/dX from the reference backward against central
+// differences of the reference forward, every entry, in float64.
+TEST(SoftmaxAttention, ReferenceBackwardMatchesFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    SoftmaxAttentionParams p;
+    p.heads = 2;
+    p.n = 6;
+    p.d = 4;
+    p.causal = causal;
+    Inputs in = make_inputs(p, 9);
+    const Reference ref = run_ref(p, in);
+    auto loss = [&](const Inputs& x) {
+      std::vector<double> O(x.Q.size()), lse(p.heads * p.n);
+      softmax_attention_forward_ref(p, x.Q.data(), x.K.data(), x.V.data(), O.data(), lse.data());
+      double s = 0;
+      for (size_t i = 0; i < O.size(); ++i) s += O[i] * x.dO[i];
+      return s;
+    };
+    const double h = 1e-6;
+    std::vector<double>* vars[] = {&in.Q, &in.K, &in.V};
+    const std::vector<double>* grads[] = {&ref.dQ, &ref.dK, &ref.dV};
+    for (int v = 0; v < 3; ++v) {
+      std::vector<double> fd(in.Q.size());
+      for (size_t i = 0; i < fd.size(); ++i) {
+        const double x0 = (*vars[v])[i];
+        (*vars[v])[i] = x0 + h;
+        const double lp = loss(in);
+        (*vars[v])[i] = x0 - h;
+        const double lm = loss(in);
+        (*vars[v])[i] = x0;
+        fd[i] = (lp - lm) / (2 * h);
+      }
+      EXPECT_LE(rel_l2(*grads[v], fd), 1e-7) << "variable " << v << " causal=" << causal;
+    }
+  }
+}
+
+// Changing q, k, v after position i leaves O and lse at positions <= i
+// bit-for-bit unchanged: masked scores never enter the row max or the sums.
+TEST(SoftmaxAttention, StrictCausality) {
+  SoftmaxAttentionParams p;
+  p.heads = 2;
+  p.n = 200;
+  p.d = 32;
+  p.causal = true;
+  p.q_tile = 24;
+  p.k_tile = 40;
+  const Inputs base = make_inputs(p, 10);
+  const Outputs o0 = run_cpu(p, base);
+  for (int64_t i : {0, 23, 24, 117, 198}) {
+    Inputs changed = base;
+    const std::vector<double> noise = normal_vector(p.heads * p.n * p.d, 11 + i, 0, 3.0);
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t j = i + 1; j < p.n; ++j)
+        for (int64_t k = 0; k < p.d; ++k) {
+          const int64_t at = (h * p.n + j) * p.d + k;
+          changed.Q[at] += noise[at];
+          changed.K[at] -= noise[at];
+          changed.V[at] *= noise[at];
+        }
+    const Outputs o1 = run_cpu(p, changed);
+    int64_t differing = 0, changed_after = 0;
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t j = 0; j < p.n; ++j) {
+        bool same = o0.lse[h * p.n + j] == o1.lse[h * p.n + j];
+        for (int64_t k = 0; k < p.d; ++k) same = same && o0.O[(h * p.n + j) * p.d + k] == o1.O[(h * p.n + j) * p.d + k];
+        if (j <= i)
+          differing += !same;
+        else
+          changed_after += !same;
+      }
+    EXPECT_EQ(differing, 0) << "positions <= " << i << " changed";
+    EXPECT_EQ(changed_after, p.heads * (p.n - 1 - i)) << "the perturbation after " << i << " had no effect";
+  }
+}
+
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// Inputs 10x the unit scale give scores in the hundreds: no overflow, and the
+// result still follows the reference. Scores of size ~|s| carry fp32 rounding
+// ~|s| * 6e-8 into every exponent, so the tolerance grows with the norms
+// (measured: ~2e-6 on O, ~2e-5 on dQ and dK at 10x).
+TEST(SoftmaxAttention, LargeNormsStayFinite) {
+  for (bool causal : {false, true}) {
+    SoftmaxAttentionParams p;
+    p.heads = 2;
+    p.n = 129;
+    p.d = 64;
+    p.causal = causal;
+    p.q_tile = 32;
+    p.k_tile = 48;
+    const Inputs in = make_inputs(p, 12, 10.0);
+    const Outputs got = run_cpu(p, in);
+    for (const auto* v : {&got.O, &got.lse, &got.dQ, &got.dK, &got.dV}) EXPECT_TRUE(all_finite(*v)) << describe(p);
+    expect_close(got, run_ref(p, in), 2e-4, describe(p));
+  }
+}
+
+// The tracked scratch is exactly the workspace formula, and that formula does
+// not grow with n (forward) or grows linearly, by one float per row and
+// thread (backward): never O(n^2).
+TEST(SoftmaxAttention, ScratchIsLinearInSequenceLength) {
+  SoftmaxAttentionParams p;
+  p.heads = 2;
+  p.n = 2048;
+  p.d = 32;
+  p.causal = true;
+  const Inputs in = make_inputs(p, 13);
+  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
+             dO = cast_vector<float>(in.dO);
+  std::vector<float> O(Q.size()), lse(p.heads * p.n), dQ(Q.size()), dK(Q.size()), dV(Q.size());
+  MemoryTracker tracker(Device::cpu());
+  ExecContext ctx;
+  ctx.tracker = &tracker;
+  const int threads = omp_get_max_threads();
+  softmax_attention_forward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data());
+  EXPECT_EQ(tracker.stats().peak_bytes, softmax_attention_forward_workspace_bytes(p, threads));
+  EXPECT_EQ(tracker.stats().current_bytes, 0);
+  tracker.reset_peak();
+  softmax_attention_backward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
+                             dK.data(), dV.data());
+  EXPECT_EQ(tracker.stats().peak_bytes, softmax_attention_backward_workspace_bytes(p, threads));
+  EXPECT_EQ(tracker.stats().current_bytes, 0);
+
+  SoftmaxAttentionParams big = p;
+  big.d = 64;
+  for (int64_t n = 1024; n <= (int64_t{1} << 20); n *= 4) {
+    big.n = n;
+    const int64_t fwd = softmax_attention_forward_workspace_bytes(big, threads);
+    const int64_t bwd = softmax_attention_backward_workspace_bytes(big, threads);
+    SoftmaxAttentionParams twice = big;
+    twice.n = 2 * n;
+    EXPECT_EQ(softmax_attention_forward_workspace_bytes(twice, threads), fwd) << "n=" << n;
+    EXPECT_EQ(softmax_attention_backward_workspace_bytes(twice, threads) - bwd, int64_t{4} * threads * n) << "n=" << n;
+    EXPECT_LT(bwd, int64_t{4} * threads * (n * big.d + 2 * 64 * 128 + n)) << "n=" << n;
+  }
+}
+
+// The shared exp: relative error against std::exp over its whole range, the
+// clamp above ln(2)/2, and exact zeros for underflow and -inf.
+TEST(SoftmaxAttention, SharedExpIsAccurate) {
+  double worst = 0;
+  const int64_t points = int64_t{1} << 21;
+  for (int64_t i = 0; i <= points; ++i) {
+    const float x = static_cast<float>(-87.29 + (87.29 + 0.34) * static_cast<double>(i) / points);
+    worst = std::max(worst, std::fabs(softmax_exp(x) / std::exp(static_cast<double>(x)) - 1.0));
+  }
+  EXPECT_LT(worst, 2e-7);
+  EXPECT_EQ(softmax_exp(0.f), 1.f);
+  EXPECT_EQ(softmax_exp(-87.31f), 0.f);
+  EXPECT_EQ(softmax_exp(-1e30f), 0.f);
+  EXPECT_EQ(softmax_exp(-std::numeric_limits<float>::infinity()), 0.f);
+  EXPECT_EQ(softmax_rescale(-std::numeric_limits<float>::infinity(), 2.f), 0.f);
+  EXPECT_EQ(softmax_rescale(3.f, 3.f), 1.f);
+}
+
+TEST(SoftmaxAttention, EmptyAndInvalidShapes) {
+  SoftmaxAttentionParams p;
+  p.heads = 2;
+  p.n = 0;
+  p.d = 8;
+  ExecContext ctx;
+  softmax_attention_forward(ctx, p, nullptr, nullptr, nullptr, nullptr, nullptr);  // nothing to do
+  p.n = 4;
+  p.d = 0;
+  EXPECT_THROW(softmax_attention_forward(ctx, p, nullptr, nullptr, nullptr, nullptr, nullptr), ValueError);
+  p.d = 8;
+  p.k_tile = 0;
+  EXPECT_THROW(softmax_attention_forward(ctx, p, nullptr, nullptr, nullptr, nullptr, nullptr), ValueError);
+  p.k_tile = 16;
+  p.scale = std::nanf("");
+  EXPECT_THROW(softmax_attention_scale(p), ValueError);
+  p.scale = 0.f;
+  EXPECT_FLOAT_EQ(softmax_attention_scale(p), 1.f / std::sqrt(8.f));
+}
+
+}  // namespace
+}  // namespace pf
