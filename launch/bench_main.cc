@@ -20,6 +20,9 @@ const Subcommand kSubcommands[] = {
     {"posops", pf::bench::run_posops, "CPU position-wise ops (layer norm, linear, GELU, embedding, loss, AdamW)"},
     {"feature_map", pf::bench::run_feature_map, "CPU FAVOR+/ReLU feature maps, forward and backward"},
     {"data", pf::bench::run_data, "data preparation MB/s (gzip and plain FASTA) and loader tokens/s per rank"},
+    {"linattn", pf::bench::run_linattn, "CPU causal linear attention forward + backward GFLOP/s and fraction of sgemm"},
+    {"comm", pf::bench::run_comm, "scan, allreduce and allgather latency and bandwidth (run under mpirun)"},
+    {"softmax", pf::bench::run_softmax, "exact softmax attention forward+backward on the CPU, causal and bidirectional"},
 };
 
 void usage() {

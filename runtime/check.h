@@ -2,7 +2,8 @@
 // conditions). PF_CHECK_GEN evaluates `stmt` once; when `ok(status)` is false it
 // throws `ErrType` with the statement text, `describe(status)`, function,
 // file:line and rank. The library-specific macros live beside their headers:
-// cuda_check.cuh (CUDA, cuBLAS, NCCL), comm_mpi.h (MPI), data/h5.h (HDF5).
+// runtime/cuda_check.cuh (CUDA, cuBLAS), runtime/comm_nccl.cuh (NCCL),
+// data/h5.h (HDF5); PF_MPI_CHECK is below.
 #pragma once
 
 #include <sstream>

@@ -21,8 +21,8 @@ const char* reduce_op_name(ReduceOp op) {
 
 std::string comm_description(const Communicator& comm) {
   std::ostringstream os;
-  os << "rank " << comm.rank() << " of " << comm.size() << " (" << comm.backend_name() << " on "
-     << comm.device().str() << ")";
+  os << "rank " << comm.rank() << " of " << comm.size() << " (" << comm.backend_name() << " on " << comm.device().str()
+     << ")";
   return os.str();
 }
 

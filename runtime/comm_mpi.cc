@@ -161,7 +161,8 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm) {
-  PF_REQUIRE(CommError, mpi_usable(), "an MPI communicator was requested, but MPI is not initialised (or is finalised)");
+  PF_REQUIRE(CommError, mpi_usable(),
+             "an MPI communicator was requested, but MPI is not initialised (or is finalised)");
   PF_REQUIRE(CommError, comm != MPI_COMM_NULL, "make_mpi_comm given MPI_COMM_NULL");
   MPI_Comm dup = MPI_COMM_NULL;
   PF_MPI_CHECK(MPI_Comm_dup(comm, &dup));

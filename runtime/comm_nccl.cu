@@ -160,10 +160,9 @@ std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm) {
   PF_MPI_CHECK(MPI_Allreduce(&short_of_gpus, &any_short, 1, MPI_INT, MPI_MAX, mpi));
   if (any_short) MPI_Comm_free(&mpi);
   PF_REQUIRE(CommError, !short_of_gpus,
-             "NCCL needs one GPU per rank, but this node runs " << local_size << " ranks and has " << gpus
-                                                               << " usable GPUs"
-                                                               << (gpus == 0 ? " (" + cuda_unavailable_reason() + ")"
-                                                                             : std::string()));
+             "NCCL needs one GPU per rank, but this node runs "
+                 << local_size << " ranks and has " << gpus << " usable GPUs"
+                 << (gpus == 0 ? " (" + cuda_unavailable_reason() + ")" : std::string()));
   PF_REQUIRE(CommError, !any_short, "another node has fewer GPUs than ranks; NCCL was not started on any rank");
   const Device device = Device::cuda(local_rank);
   PF_CUDA_CHECK(cudaSetDevice(device.index));

@@ -18,4 +18,5 @@ inline std::string nccl_error_text(ncclResult_t r) {
 }  // namespace pf
 
 #define PF_NCCL_CHECK(stmt) \
-  PF_CHECK_GEN(::pf::NcclError, stmt, [](ncclResult_t r) { return r == ncclSuccess; }, ::pf::nccl_error_text)
+  PF_CHECK_GEN(             \
+      ::pf::NcclError, stmt, [](ncclResult_t r) { return r == ncclSuccess; }, ::pf::nccl_error_text)

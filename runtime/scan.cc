@@ -30,39 +30,49 @@ const char* scan_algorithm_name(ScanAlgorithm algorithm) {
 }
 
 ScanAlgorithm parse_scan_algorithm(const std::string& name) {
-  for (ScanAlgorithm a : {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather,
-                          ScanAlgorithm::RecursiveDoubling})
+  for (ScanAlgorithm a :
+       {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling})
     if (name == scan_algorithm_name(a)) return a;
   PF_REQUIRE(ValueError, false,
              "unknown scan algorithm '" << name << "' (expected auto, chain, allgather or recursive_doubling)");
   return ScanAlgorithm::Auto;
 }
 
-// Thresholds from the measurements in docs/comm.md (Open MPI, shared memory):
-// two ranks exchange one message whatever the algorithm and the chain needs no
-// workspace; small blocks are latency-bound, where allgather (one collective,
-// then local combines) wins; large blocks are bandwidth-bound, where the
-// pipelined chain moves each byte once per hop while recursive doubling moves
-// n bytes per round and allgather P n.
-ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes) {
-  constexpr int64_t kLatencyBoundBytes = 64 << 10;
-  if (ranks <= 2) return ScanAlgorithm::Chain;
-  if (bytes <= kLatencyBoundBytes) return ScanAlgorithm::Allgather;
-  return ScanAlgorithm::Chain;
+// Auto (docs/comm.md has the measurements and the argument):
+//  - up to 8 ranks, measured here (Open MPI, shared memory, P = 2, 4, 8, 4 KiB
+//    to 64 MiB): the chain was fastest or tied at every size, and needs the
+//    least memory; at P = 2 every algorithm is one message.
+//  - beyond, from the cost model: recursive doubling pays ceil(log2 P) rounds
+//    of n bytes, the pipelined chain about P-2 segment hops plus n bytes once,
+//    so recursive doubling wins while n (ceil(log2 P) - 1) < (P - 2) S.
+ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes, int64_t chain_segment_bytes) {
+  constexpr int kMeasuredRanks = 8;
+  if (ranks <= kMeasuredRanks) return ScanAlgorithm::Chain;
+  int rounds = 0;
+  while ((int64_t{1} << rounds) < ranks) ++rounds;
+  const bool latency_bound = bytes * (rounds - 1) < static_cast<int64_t>(ranks - 2) * chain_segment_bytes;
+  return latency_bound ? ScanAlgorithm::RecursiveDoubling : ScanAlgorithm::Chain;
 }
 
 namespace {
 
-// Scratch memory on the communicator's device. Freed only once the stream has
-// drained, since queued transfers may still use it.
-class Workspace {
+// One scratch buffer for one scan call: a slot of the caller's ScanWorkspace,
+// or memory of its own, freed once the stream has drained (queued transfers
+// may still use it).
+class Scratch {
  public:
-  Workspace(MemoryTracker& tracker, int64_t bytes, const Stream& stream)
+  Scratch(ScanWorkspace* workspace, int slot, MemoryTracker& tracker, int64_t bytes, const Stream& stream)
       : tracker_(tracker), bytes_(bytes), stream_(stream) {
-    ptr_ = bytes > 0 ? device_allocate(tracker, bytes, "scan workspace") : nullptr;
+    if (bytes <= 0) return;
+    if (workspace) {
+      ptr_ = workspace->buffer(slot, bytes, stream);
+    } else {
+      ptr_ = device_allocate(tracker, bytes, "scan workspace");
+      owned_ = true;
+    }
   }
-  ~Workspace() {
-    if (!ptr_) return;
+  ~Scratch() {
+    if (!owned_) return;
     try {
       synchronize(stream_);
     } catch (const Error&) {
@@ -70,8 +80,8 @@ class Workspace {
     }
     device_free(tracker_, ptr_, bytes_, "scan workspace");
   }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   char* get() const { return static_cast<char*>(ptr_); }
 
  private:
@@ -79,12 +89,14 @@ class Workspace {
   int64_t bytes_;
   Stream stream_;
   void* ptr_ = nullptr;
+  bool owned_ = false;
 };
 
 // Everything one scan call needs, with byte offsets of element ranges.
 struct ScanCall {
   Communicator& comm;
   const ScanCombine& combine;
+  ScanWorkspace* workspace;
   MemoryTracker& tracker;
   Stream stream;
   DType dtype;
@@ -119,8 +131,7 @@ void scan_chain(const ScanCall& c, const void* in, void* out, int64_t segment) {
   auto seg_len = [&](int64_t s) { return std::min(segment, c.count - s * segment); };
 
   if (prev < 0) {  // v == 0: send T_0 on, then take the identity (in place: after the sends)
-    for (int64_t s = 0; s < segments; ++s)
-      c.comm.send(at(in, c.bytes(s * segment)), seg_len(s), c.dtype, next);
+    for (int64_t s = 0; s < segments; ++s) c.comm.send(at(in, c.bytes(s * segment)), seg_len(s), c.dtype, next);
     c.combine.fill_identity(out, c.count, c.stream);
     return;
   }
@@ -128,7 +139,7 @@ void scan_chain(const ScanCall& c, const void* in, void* out, int64_t segment) {
     for (int64_t s = 0; s < segments; ++s) c.comm.recv(at(out, c.bytes(s * segment)), seg_len(s), c.dtype, prev);
     return;
   }
-  Workspace work(c.tracker, c.bytes(c.count), c.stream);
+  Scratch work(c.workspace, 0, c.tracker, c.bytes(c.count), c.stream);
   const void* mine = in;
   if (in == out) {  // out is about to receive the prefix: keep T_v in the workspace
     c.copy(work.get(), in, c.count);
@@ -149,7 +160,7 @@ void scan_chain(const ScanCall& c, const void* in, void* out, int64_t segment) {
 // Allgather: every rank gets every block total and combines blocks 0..v-1 in
 // order.
 void scan_allgather(const ScanCall& c, const void* in, void* out) {
-  Workspace gathered(c.tracker, c.bytes(c.count) * c.ranks, c.stream);
+  Scratch gathered(c.workspace, 0, c.tracker, c.bytes(c.count) * c.ranks, c.stream);
   c.comm.allgather(in, gathered.get(), c.count, c.dtype);
   auto block = [&](int virtual_rank) { return at(gathered.get(), c.bytes(c.count) * c.real(virtual_rank)); };
   if (c.v == 0) {
@@ -167,21 +178,31 @@ void scan_allgather(const ScanCall& c, const void* in, void* out) {
 // 0). Rank v sends partial to v+d and receives W = T over [v-2d+1, v-d] from
 // v-d, which precedes both windows: out = W . out, partial = W . partial.
 void scan_recursive_doubling(const ScanCall& c, const void* in, void* out) {
-  Workspace partial(c.tracker, c.v + 1 < c.ranks ? c.bytes(c.count) : 0, c.stream);
-  if (partial.get()) c.copy(partial.get(), in, c.count);
-  std::unique_ptr<Workspace> window;  // the received W, once out holds a result
+  // `partial` starts as the input itself; it is copied only in place, where
+  // out (== in) receives before partial is first updated.
+  Scratch partial_buf(c.workspace, 0, c.tracker, c.v + 1 < c.ranks ? c.bytes(c.count) : 0, c.stream);
+  const void* partial = in;
+  if (in == out && partial_buf.get()) {
+    c.copy(partial_buf.get(), in, c.count);
+    partial = partial_buf.get();
+  }
+  std::unique_ptr<Scratch> window;  // the received W, once out holds a result
   bool have_result = false;
   for (int64_t d = 1; d < c.ranks; d *= 2) {
     const int to = c.v + d < c.ranks ? c.real(static_cast<int>(c.v + d)) : -1;
     const int from = c.v - d >= 0 ? c.real(static_cast<int>(c.v - d)) : -1;
-    if (from >= 0 && have_result && !window) window = std::make_unique<Workspace>(c.tracker, c.bytes(c.count), c.stream);
+    if (from >= 0 && have_result && !window)
+      window = std::make_unique<Scratch>(c.workspace, 1, c.tracker, c.bytes(c.count), c.stream);
     void* dst = from < 0 ? nullptr : have_result ? static_cast<void*>(window->get()) : out;
     c.comm.group_begin();
-    if (to >= 0) c.comm.send(partial.get(), c.count, c.dtype, to);
+    if (to >= 0) c.comm.send(partial, c.count, c.dtype, to);
     if (from >= 0) c.comm.recv(dst, c.count, c.dtype, from);
     c.comm.group_end();
     if (from < 0) continue;
-    if (c.v + 2 * d < c.ranks) c.combine.combine(dst, partial.get(), partial.get(), c.count, c.stream);
+    if (c.v + 2 * d < c.ranks) {
+      c.combine.combine(dst, partial, partial_buf.get(), c.count, c.stream);
+      partial = partial_buf.get();
+    }
     if (have_result) c.combine.combine(dst, out, out, c.count, c.stream);
     have_result = true;
   }
@@ -190,6 +211,26 @@ void scan_recursive_doubling(const ScanCall& c, const void* in, void* out) {
 
 }  // namespace
 
+ScanWorkspace::~ScanWorkspace() {
+  for (int s = 0; s < 2; ++s)
+    if (ptr_[s]) device_free(tracker_, ptr_[s], bytes_[s], "scan workspace");
+}
+
+void* ScanWorkspace::buffer(int slot, int64_t bytes, const Stream& stream) {
+  PF_REQUIRE(ValueError, slot == 0 || slot == 1, "scan workspace slot " << slot << " (0 or 1)");
+  if (bytes_[slot] < bytes) {
+    if (ptr_[slot]) {
+      synchronize(stream);
+      device_free(tracker_, ptr_[slot], bytes_[slot], "scan workspace");
+    }
+    ptr_[slot] = nullptr;
+    bytes_[slot] = 0;
+    ptr_[slot] = device_allocate(tracker_, bytes, "scan workspace");
+    bytes_[slot] = bytes;
+  }
+  return ptr_[slot];
+}
+
 void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t count, const ScanCombine& combine,
                     const ScanOptions& options) {
   PF_REQUIRE(CommError, combine.device() == comm.device(),
@@ -197,8 +238,9 @@ void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t co
                               << " but the communicator's buffers are on " << comm.device().str() << " ("
                               << comm_description(comm) << ")");
   PF_REQUIRE(CommError, count >= 0 && count % combine.granule() == 0,
-             "scan of " << count << " elements: the combine '" << combine.name() << "' needs a non-negative multiple of "
-                        << combine.granule() << " (" << comm_description(comm) << ")");
+             "scan of " << count << " elements: the combine '" << combine.name()
+                        << "' needs a non-negative multiple of " << combine.granule() << " (" << comm_description(comm)
+                        << ")");
   PF_REQUIRE(CommError, options.chain_segment_bytes > 0,
              "chain_segment_bytes must be positive, got " << options.chain_segment_bytes);
   if (count == 0) return;
@@ -206,8 +248,12 @@ void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t co
   MemoryTracker local_tracker(comm.device());
   const int ranks = comm.size();
   const bool reverse = options.direction == ScanDirection::Reverse;
+  PF_REQUIRE(
+      CommError, !options.workspace || options.workspace->device() == comm.device(),
+      "scan workspace on " << options.workspace->device().str() << " given for buffers on " << comm.device().str());
   const ScanCall call{comm,
                       combine,
+                      options.workspace,
                       options.tracker ? *options.tracker : local_tracker,
                       comm.stream(),
                       combine.dtype(),
@@ -221,11 +267,14 @@ void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t co
     return;
   }
   ScanAlgorithm algorithm = options.algorithm;
-  if (algorithm == ScanAlgorithm::Auto) algorithm = choose_scan_algorithm(ranks, call.bytes(count));
+  if (algorithm == ScanAlgorithm::Auto)
+    algorithm = choose_scan_algorithm(ranks, call.bytes(count), options.chain_segment_bytes);
   switch (algorithm) {
     case ScanAlgorithm::Chain: {
+      // Two ranks make one hop: nothing to overlap, so one message.
       const int64_t g = combine.granule();
-      const int64_t segment = std::max<int64_t>(1, options.chain_segment_bytes / call.esize / g) * g;
+      const int64_t segment =
+          ranks == 2 ? count : std::max<int64_t>(1, options.chain_segment_bytes / call.esize / g) * g;
       scan_chain(call, send, recv, segment);
       break;
     }
@@ -235,8 +284,8 @@ void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t co
   }
 }
 
-void reverse_exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t count,
-                            const ScanCombine& combine, ScanOptions options) {
+void reverse_exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t count, const ScanCombine& combine,
+                            ScanOptions options) {
   options.direction = ScanDirection::Reverse;
   exclusive_scan(comm, send, recv, count, combine, options);
 }

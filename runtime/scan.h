@@ -46,7 +46,8 @@ class ScanCombine {
   // out = the identity of the combine.
   virtual void fill_identity(void* out, int64_t count, const Stream& stream) const = 0;
   // out = earlier . later; `out` may alias either input.
-  virtual void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const = 0;
+  virtual void combine(const void* earlier, const void* later, void* out, int64_t count,
+                       const Stream& stream) const = 0;
 };
 
 // Elementwise sum (identity 0) of f32, f64 or i64 on `device` (the host, or a
@@ -57,21 +58,51 @@ enum class ScanDirection { Forward, Reverse };
 enum class ScanAlgorithm { Auto, Chain, Allgather, RecursiveDoubling };
 
 const char* scan_direction_name(ScanDirection direction);
-const char* scan_algorithm_name(ScanAlgorithm algorithm);  // "auto", "chain", "allgather", "recursive_doubling"
+const char* scan_algorithm_name(ScanAlgorithm algorithm);     // "auto", "chain", "allgather", "recursive_doubling"
 ScanAlgorithm parse_scan_algorithm(const std::string& name);  // throws ValueError naming the text
+
+// Scratch memory for scans, kept between calls (a scan per layer and step
+// would otherwise allocate and free, which on CUDA also synchronises). Grows
+// to the largest request; freed on destruction. Holds at most two buffers.
+// Not thread safe: one workspace per stream of scans. Destroy it only after
+// the stream of the last scan that used it has drained.
+class ScanWorkspace {
+ public:
+  explicit ScanWorkspace(MemoryTracker& tracker) : tracker_(tracker) {}
+  ~ScanWorkspace();
+  ScanWorkspace(const ScanWorkspace&) = delete;
+  ScanWorkspace& operator=(const ScanWorkspace&) = delete;
+  Device device() const { return tracker_.device(); }
+  // Buffer `slot` (0 or 1) of at least `bytes`; previous contents are lost
+  // when it grows (after draining `stream`, which may still use the old one).
+  void* buffer(int slot, int64_t bytes, const Stream& stream);
+  int64_t bytes() const { return bytes_[0] + bytes_[1]; }
+
+ private:
+  MemoryTracker& tracker_;
+  void* ptr_[2] = {nullptr, nullptr};
+  int64_t bytes_[2] = {0, 0};
+};
 
 struct ScanOptions {
   ScanDirection direction = ScanDirection::Forward;
   ScanAlgorithm algorithm = ScanAlgorithm::Auto;
   // The chain algorithm pipelines messages in segments of about this many bytes.
-  int64_t chain_segment_bytes = 1 << 20;
-  // Workspace is accounted here when given (a local, uncapped tracker otherwise).
+  int64_t chain_segment_bytes = int64_t{1} << 20;
+  // Scratch memory comes from here when given (recommended for repeated
+  // scans); otherwise each call allocates it, accounted in `tracker` when
+  // given (an uncapped local tracker otherwise), and frees it before
+  // returning, after draining comm.stream() on CUDA.
+  ScanWorkspace* workspace = nullptr;
   MemoryTracker* tracker = nullptr;
 };
 
 // The algorithm Auto runs for P ranks and `bytes` per rank (the same on every
-// rank, so every rank of a group picks the same one). See docs/comm.md.
-ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes);
+// rank, so every rank of a group picks the same one): the chain up to 8 ranks
+// (measured), beyond that recursive doubling while
+// bytes * (ceil(log2 P) - 1) < (P - 2) * chain_segment_bytes (cost model),
+// else the chain. See docs/comm.md.
+ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes, int64_t chain_segment_bytes = int64_t{1} << 20);
 
 // out_r as above, for `count` elements of combine.dtype() per rank. Collective
 // over `comm`: every rank calls it with the same count, combine and options.
@@ -79,7 +110,7 @@ void exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t co
                     const ScanOptions& options = {});
 
 // Shorthand for options.direction = Reverse.
-void reverse_exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t count,
-                            const ScanCombine& combine, ScanOptions options = {});
+void reverse_exclusive_scan(Communicator& comm, const void* send, void* recv, int64_t count, const ScanCombine& combine,
+                            ScanOptions options = {});
 
 }  // namespace pf

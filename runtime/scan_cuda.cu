@@ -34,9 +34,8 @@ class CudaSumCombine final : public ScanCombine {
     constexpr int kThreads = 256;
     const int64_t want = (count + kThreads - 1) / kThreads;
     const int blocks = static_cast<int>(want < 4096 ? want : 4096);
-    sum_combine_kernel<T><<<blocks, kThreads, 0, raw(stream)>>>(static_cast<const T*>(earlier),
-                                                                static_cast<const T*>(later), static_cast<T*>(out),
-                                                                count);
+    sum_combine_kernel<T><<<blocks, kThreads, 0, raw(stream)>>>(
+        static_cast<const T*>(earlier), static_cast<const T*>(later), static_cast<T*>(out), count);
     PF_CUDA_CHECK_LAUNCH();
   }
 

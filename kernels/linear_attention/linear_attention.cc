@@ -10,21 +10,21 @@ namespace pf {
 namespace {
 
 void check_shape(const LinAttnShape& s, const char* op) {
-  PF_REQUIRE(ValueError, s.heads >= 0 && s.n >= 0 && s.m > 0 && s.d > 0 && s.chunk > 0,
-             op << ": bad shape heads=" << s.heads << " n=" << s.n << " m=" << s.m << " d=" << s.d
-                << " chunk=" << s.chunk);
+  PF_REQUIRE(
+      ValueError, s.heads >= 0 && s.n >= 0 && s.m > 0 && s.d > 0 && s.chunk > 0,
+      op << ": bad shape heads=" << s.heads << " n=" << s.n << " m=" << s.m << " d=" << s.d << " chunk=" << s.chunk);
 }
 
 void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": " << what << " must not be null");
 }
 
-#define PF_LINATTN_DISPATCH(fn, ...)       \
-  do {                                     \
-    if (ctx.device.is_cuda())              \
-      linattn_cuda::fn(ctx, __VA_ARGS__);  \
-    else                                   \
-      linattn_cpu::fn(ctx, __VA_ARGS__);   \
+#define PF_LINATTN_DISPATCH(fn, ...)      \
+  do {                                    \
+    if (ctx.device.is_cuda())             \
+      linattn_cuda::fn(ctx, __VA_ARGS__); \
+    else                                  \
+      linattn_cpu::fn(ctx, __VA_ARGS__);  \
   } while (0)
 
 }  // namespace
@@ -54,8 +54,8 @@ void causal_linear_attention_forward_local(const ExecContext& ctx, const LinAttn
   if (initial_state) linear_attention_add_prefix(ctx, s, phi_q, initial_state, y, row_scale);
 }
 
-void linear_attention_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
-                                 const float* prefix, float* y, float* row_scale) {
+void linear_attention_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* prefix,
+                                 float* y, float* row_scale) {
   check_shape(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(phi_q && prefix && y && row_scale, __func__, "phi_q, prefix, y and row_scale");
@@ -71,14 +71,14 @@ void linear_attention_normalize(const ExecContext& ctx, const LinAttnShape& s, c
 
 void causal_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
                                             const float* phi_k, const float* c_k, const float* v, const float* o,
-                                            const float* den, const float* row_scale, const float* d_o,
-                                            float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad,
-                                            const float* prefix, const float* suffix) {
+                                            const float* den, const float* row_scale, const float* d_o, float* d_phi_q,
+                                            float* d_phi_k, float* d_v, float* block_total_grad, const float* prefix,
+                                            const float* suffix) {
   check_shape(s, __func__);
   check_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
-  check_ptrs((phi_q && phi_k && c_k && v && o && den && row_scale && d_o && d_phi_q && d_phi_k && d_v) ||
-                 s.heads * s.n == 0,
-             __func__, "inputs and gradients");
+  check_ptrs(
+      (phi_q && phi_k && c_k && v && o && den && row_scale && d_o && d_phi_q && d_phi_k && d_v) || s.heads * s.n == 0,
+      __func__, "inputs and gradients");
   PF_LINATTN_DISPATCH(causal_backward_local, s, phi_q, phi_k, c_k, v, o, den, row_scale, d_o, d_phi_q, d_phi_k, d_v,
                       block_total_grad);
   if (prefix) linear_attention_backward_add_prefix(ctx, s, o, den, row_scale, d_o, prefix, d_phi_q);
@@ -111,9 +111,8 @@ void bidirectional_linear_attention_local_state(const ExecContext& ctx, const Li
   PF_LINATTN_DISPATCH(key_state, s, phi_k, c_k, v, local_total);
 }
 
-void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const LinAttnShape& s,
-                                                   const float* phi_q, const float* total, float* y,
-                                                   float* row_scale) {
+void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                   const float* total, float* y, float* row_scale) {
   check_shape(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(phi_q && total && y && row_scale, __func__, "phi_q, total, y and row_scale");
@@ -122,10 +121,10 @@ void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const
   PF_LINATTN_DISPATCH(add_prefix, s, phi_q, total, y, row_scale);
 }
 
-void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s,
-                                                   const float* phi_q, const float* o, const float* den,
-                                                   const float* row_scale, const float* d_o, const float* total,
-                                                   float* d_phi_q, float* local_grad_total) {
+void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                   const float* o, const float* den, const float* row_scale,
+                                                   const float* d_o, const float* total, float* d_phi_q,
+                                                   float* local_grad_total) {
   check_shape(s, __func__);
   check_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
   if (s.heads * s.n == 0) {
@@ -139,9 +138,9 @@ void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const
   PF_LINATTN_DISPATCH(query_state, s, phi_q, o, den, row_scale, d_o, local_grad_total);
 }
 
-void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, const LinAttnShape& s,
-                                                    const float* phi_k, const float* c_k, const float* v,
-                                                    const float* grad_total, float* d_phi_k, float* d_v) {
+void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
+                                                    const float* c_k, const float* v, const float* grad_total,
+                                                    float* d_phi_k, float* d_v) {
   check_shape(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(phi_k && c_k && v && grad_total && d_phi_k && d_v, __func__, "phi_k, c_k, v, grad_total, d_phi_k, d_v");

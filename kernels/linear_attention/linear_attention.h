@@ -47,11 +47,11 @@ constexpr float kEmptyLogScale = -1e30f;
 constexpr float kDenominatorGuard = 1e-30f;
 
 struct LinAttnShape {
-  int64_t heads = 1;    // B*H
-  int64_t n = 0;        // positions in this block
-  int64_t m = 0;        // features
-  int64_t d = 0;        // head dim
-  int64_t chunk = 128;  // chunk size C of the causal kernels (any n, C need not divide n)
+  int64_t heads = 1;   // B*H
+  int64_t n = 0;       // positions in this block
+  int64_t m = 0;       // features
+  int64_t d = 0;       // head dim
+  int64_t chunk = 64;  // chunk size C of the causal kernels (any n; C need not divide n)
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
 
@@ -71,8 +71,8 @@ void causal_linear_attention_forward_local(const ExecContext& ctx, const LinAttn
                                            float* row_scale, float* block_total, const float* initial_state);
 // y_i (+)= phi_q[i] @ prefix, rescaled: row_scale_i <- max(row_scale_i, a_prefix).
 // Also the bidirectional finish (on a cleared y, see below).
-void linear_attention_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
-                                 const float* prefix, float* y, float* row_scale);
+void linear_attention_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* prefix,
+                                 float* y, float* row_scale);
 // o = y[:, :d] / max(y[:, d], kDenominatorGuard), den = y[:, d].
 void linear_attention_normalize(const ExecContext& ctx, const LinAttnShape& s, const float* y, float* o, float* den);
 
@@ -83,9 +83,9 @@ void linear_attention_normalize(const ExecContext& ctx, const LinAttnShape& s, c
 // their contributions are added as by the two functions below.
 void causal_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
                                             const float* phi_k, const float* c_k, const float* v, const float* o,
-                                            const float* den, const float* row_scale, const float* d_o,
-                                            float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad,
-                                            const float* prefix, const float* suffix);
+                                            const float* den, const float* row_scale, const float* d_o, float* d_phi_q,
+                                            float* d_phi_k, float* d_v, float* block_total_grad, const float* prefix,
+                                            const float* suffix);
 // d_phi_q[i] += exp(a - L_i) * Pre @ G_i   (forward prefix state (a, Pre)).
 void linear_attention_backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* o,
                                           const float* den, const float* row_scale, const float* d_o,
@@ -101,18 +101,17 @@ void linear_attention_backward_add_suffix(const ExecContext& ctx, const LinAttnS
 // then finish with the global total and normalise.
 void bidirectional_linear_attention_local_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
                                                 const float* c_k, const float* v, float* local_total);
-void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const LinAttnShape& s,
-                                                   const float* phi_q, const float* total, float* y,
-                                                   float* row_scale);
+void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                   const float* total, float* y, float* row_scale);
 // Backward: d_phi_q (written) and the local gradient total; allreduce it with
 // the combine; then finish with the global gradient total (writes d_phi_k, d_v).
-void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s,
-                                                   const float* phi_q, const float* o, const float* den,
-                                                   const float* row_scale, const float* d_o, const float* total,
-                                                   float* d_phi_q, float* local_grad_total);
-void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, const LinAttnShape& s,
-                                                    const float* phi_k, const float* c_k, const float* v,
-                                                    const float* grad_total, float* d_phi_k, float* d_v);
+void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                   const float* o, const float* den, const float* row_scale,
+                                                   const float* d_o, const float* total, float* d_phi_q,
+                                                   float* local_grad_total);
+void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
+                                                    const float* c_k, const float* v, const float* grad_total,
+                                                    float* d_phi_k, float* d_v);
 
 // ---- float64 reference, straight from the definition (one head, O(n^2)) -----------
 // o_i = sum_{j in J(i)} w_ij v_j / sum_{j in J(i)} w_ij,  w_ij = exp(c_k[j]) phi_q[i].phi_k[j],

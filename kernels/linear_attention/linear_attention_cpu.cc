@@ -24,6 +24,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear_attention/linear_attention_backend.h"
 #include "kernels/linear_attention/linear_attention_math.h"
+#include "runtime/memory.h"
 
 namespace pf::linattn_cpu {
 namespace {
@@ -33,10 +34,30 @@ void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64
   gemm_f32_cpu(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
 }
 
+// Host temporaries recorded in ctx.tracker (when there is one) while a call runs.
+class Reservation {
+ public:
+  Reservation(const ExecContext& ctx, int64_t bytes) : tracker_(ctx.tracker), bytes_(bytes) {
+    if (tracker_) tracker_->reserve(bytes_, "linear_attention");
+  }
+  ~Reservation() {
+    if (tracker_) tracker_->release(bytes_, "linear_attention");
+  }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+
+ private:
+  MemoryTracker* tracker_;
+  int64_t bytes_;
+};
+
+// Runs f(h) for every head; `workspace` floats per head in flight are recorded.
 template <typename F>
-void for_each_head(int64_t heads, F&& f) {
+void for_each_head(const ExecContext& ctx, int64_t heads, int64_t workspace, F&& f) {
   const int threads = omp_get_max_threads();
-  if (heads >= threads && threads > 1 && !omp_in_parallel()) {
+  const bool parallel = heads >= threads && threads > 1 && !omp_in_parallel();
+  Reservation reserved(ctx, (parallel ? threads : 1) * workspace * static_cast<int64_t>(sizeof(float)));
+  if (parallel) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t h = 0; h < heads; ++h) f(h);
   } else {
@@ -45,6 +66,18 @@ void for_each_head(int64_t heads, F&& f) {
 }
 
 int64_t row_block(const LinAttnShape& s) { return std::max<int64_t>(s.chunk, 256); }
+
+int64_t chunk_rows(const LinAttnShape& s) { return std::min(s.chunk, std::max<int64_t>(s.n, 1)); }
+
+// Floats per head of forward_head and backward_head below.
+int64_t forward_workspace(const LinAttnShape& s) {
+  const int64_t C = chunk_rows(s), D1 = s.d + 1;
+  return s.m * D1 + C * D1 + C * C + C * s.m;
+}
+int64_t backward_workspace(const LinAttnShape& s) {
+  const int64_t C = chunk_rows(s), D1 = s.d + 1;
+  return s.m * D1 + 2 * C * D1 + C * C + (s.n + C - 1) / C * C * C + C * s.m;
+}
 
 void load_vprime(const float* v, int64_t rows, int64_t d, float* vp) {
   for (int64_t i = 0; i < rows; ++i) {
@@ -112,7 +145,7 @@ void store_state(float a, const std::vector<float>& S, float* out) {
 
 void forward_head(const LinAttnShape& s, const float* pq, const float* pk, const float* c, const float* v, float* y,
                   float* L, float* total) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = std::min(s.chunk, std::max<int64_t>(n, 1));
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = chunk_rows(s);
   std::vector<float> S(m * D1, 0.f), vp(C * D1), A(C * C), scaled(C * m);
   float a = kEmptyLogScale;
   for (int64_t t0 = 0; t0 < n; t0 += C) {
@@ -139,7 +172,7 @@ void forward_head(const LinAttnShape& s, const float* pq, const float* pk, const
 void backward_head(const LinAttnShape& s, const float* pq, const float* pk, const float* c, const float* v,
                    const float* o, const float* den, const float* L, const float* d_o, float* dq, float* dk, float* dv,
                    float* total) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = std::min(s.chunk, std::max<int64_t>(n, 1));
+  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = chunk_rows(s);
   const int64_t chunks = (n + C - 1) / C;
   std::vector<float> S(m * D1, 0.f), vp(C * D1), g(C * D1), A(C * C), Bs(chunks * C * C), scaled(C * m);
   // Sweep 1: d_phi_q, forward order, keeping B per chunk for sweep 2.
@@ -214,19 +247,19 @@ void state_combine(const ExecContext&, int64_t heads, int64_t m, int64_t d, cons
   }
 }
 
-void causal_forward_local(const ExecContext&, const LinAttnShape& s, const float* phi_q, const float* phi_k,
+void causal_forward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
                           const float* c_k, const float* v, float* y, float* row_scale, float* block_total) {
   const int64_t n = s.n, m = s.m, d = s.d;
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, forward_workspace(s), [&](int64_t h) {
     forward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, y + h * n * (d + 1),
                  row_scale + h * n, block_total + h * s.state_size());
   });
 }
 
-void add_prefix(const ExecContext&, const LinAttnShape& s, const float* phi_q, const float* prefix, float* y,
+void add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* prefix, float* y,
                 float* row_scale) {
   const int64_t n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), n);
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, rb * m, [&](int64_t h) {
     const float* pre = prefix + h * s.state_size();
     const float b = pre[0];
     if (is_empty_log_scale(b)) return;
@@ -258,21 +291,21 @@ void normalize(const ExecContext&, const LinAttnShape& s, const float* y, float*
   }
 }
 
-void causal_backward_local(const ExecContext&, const LinAttnShape& s, const float* phi_q, const float* phi_k,
+void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
                            const float* c_k, const float* v, const float* o, const float* den, const float* row_scale,
                            const float* d_o, float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad) {
   const int64_t n = s.n, m = s.m, d = s.d;
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, backward_workspace(s), [&](int64_t h) {
     backward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, o + h * n * d, den + h * n,
                   row_scale + h * n, d_o + h * n * d, d_phi_q + h * n * m, d_phi_k + h * n * m, d_v + h * n * d,
                   block_total_grad + h * s.state_size());
   });
 }
 
-void backward_add_prefix(const ExecContext&, const LinAttnShape& s, const float* o, const float* den,
+void backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* o, const float* den,
                          const float* row_scale, const float* d_o, const float* prefix, float* d_phi_q) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, rb * D1, [&](int64_t h) {
     const float* pre = prefix + h * s.state_size();
     const float b = pre[0];
     if (is_empty_log_scale(b)) return;
@@ -287,10 +320,10 @@ void backward_add_prefix(const ExecContext&, const LinAttnShape& s, const float*
   });
 }
 
-void backward_add_suffix(const ExecContext&, const LinAttnShape& s, const float* phi_k, const float* c_k,
+void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
                          const float* v, const float* suffix, float* d_phi_k, float* d_v) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, rb * (D1 + m), [&](int64_t h) {
     const float* suf = suffix + h * s.state_size();
     const float rho = suf[0];
     if (is_empty_log_scale(rho)) return;
@@ -310,10 +343,10 @@ void backward_add_suffix(const ExecContext&, const LinAttnShape& s, const float*
   });
 }
 
-void key_state(const ExecContext&, const LinAttnShape& s, const float* phi_k, const float* c_k, const float* v,
+void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k, const float* v,
                float* total) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
     std::vector<float> S(m * D1, 0.f), vp(rb * D1), scaled(rb * m);
     float a = kEmptyLogScale;
     for (int64_t t0 = 0; t0 < n; t0 += rb) {
@@ -325,10 +358,10 @@ void key_state(const ExecContext&, const LinAttnShape& s, const float* phi_k, co
   });
 }
 
-void query_state(const ExecContext&, const LinAttnShape& s, const float* phi_q, const float* o, const float* den,
+void query_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o, const float* den,
                  const float* row_scale, const float* d_o, float* total) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-  for_each_head(s.heads, [&](int64_t h) {
+  for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
     std::vector<float> R(m * D1, 0.f), g(rb * D1), scaled(rb * m);
     float rho = kEmptyLogScale;
     for (int64_t t0 = 0; t0 < n; t0 += rb) {

@@ -25,8 +25,8 @@ void add_prefix(const ExecContext& ctx, const LinAttnShape&, const float*, const
 }
 void normalize(const ExecContext& ctx, const LinAttnShape&, const float*, float*, float*) { unavailable(ctx); }
 void causal_backward_local(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*,
-                           const float*, const float*, const float*, const float*, const float*, float*, float*,
-                           float*, float*) {
+                           const float*, const float*, const float*, const float*, const float*, float*, float*, float*,
+                           float*) {
   unavailable(ctx);
 }
 void backward_add_prefix(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*,

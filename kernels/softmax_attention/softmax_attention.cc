@@ -21,17 +21,17 @@ float softmax_attention_scale(const SoftmaxAttentionParams& p) {
   return p.scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.d))) : p.scale;
 }
 
-void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                               const float* K, const float* V, float* O, float* lse) {
+void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
+                               const float* V, float* O, float* lse) {
   if (ctx.device.is_cuda())
     softmax_attention_forward_cuda(ctx, p, Q, K, V, O, lse);
   else
     softmax_attention_forward_cpu(p, Q, K, V, O, lse, ctx.tracker);
 }
 
-void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                                const float* K, const float* V, const float* O, const float* lse,
-                                const float* dO, float* dQ, float* dK, float* dV) {
+void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
+                                const float* V, const float* O, const float* lse, const float* dO, float* dQ, float* dK,
+                                float* dV) {
   if (ctx.device.is_cuda())
     softmax_attention_backward_cuda(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
   else

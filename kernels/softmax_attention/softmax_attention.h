@@ -9,7 +9,7 @@
 // Every backend is tiled (online softmax over key tiles): no n x n matrix is
 // ever stored, so memory is O(n d) per head for the tensors plus O(n) row
 // statistics plus O(tile^2) scratch per thread (CPU) or per block (CUDA).
-// The float64 reference materialises n x n and is for tests only.
+// The float64 reference (plain loops, O(n^2 d) time) is for tests only.
 // Single sequence-group rank: the whole sequence of each head is local.
 #pragma once
 
@@ -36,21 +36,21 @@ void softmax_attention_check(const SoftmaxAttentionParams& p);
 
 // Dispatching forward: Q, K, V, O [heads, n, d]; lse [heads, n]. Pointers live on
 // ctx.device; CUDA work is queued on ctx.stream.
-void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                               const float* K, const float* V, float* O, float* lse);
+void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
+                               const float* V, float* O, float* lse);
 // Dispatching backward: given the forward's O and lse and dO [heads, n, d],
 // writes dQ, dK, dV [heads, n, d] (overwritten, not accumulated).
-void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                                const float* K, const float* V, const float* O, const float* lse,
-                                const float* dO, float* dQ, float* dK, float* dV);
+void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
+                                const float* V, const float* O, const float* lse, const float* dO, float* dQ, float* dK,
+                                float* dV);
 
 // CPU (OpenMP over heads and query tiles, GEMM tiles through gemm_f32_cpu).
 // Scratch is recorded in `tracker` under "softmax_attention" when non-null.
 void softmax_attention_forward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
                                    float* O, float* lse, MemoryTracker* tracker = nullptr);
 void softmax_attention_backward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
-                                    const float* O, const float* lse, const float* dO, float* dQ, float* dK,
-                                    float* dV, MemoryTracker* tracker = nullptr);
+                                    const float* O, const float* lse, const float* dO, float* dQ, float* dK, float* dV,
+                                    MemoryTracker* tracker = nullptr);
 // Scratch bytes the CPU kernels allocate with `threads` OpenMP threads: tile
 // buffers per thread (independent of n) plus, in the backward, one O(n) row
 // statistic per thread. Never O(n^2).
@@ -58,19 +58,21 @@ int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& 
 int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
 
 // CUDA (fp32, one block per (head, query tile) forward and per (head, key tile)
-// backward; d <= 128). Throws CudaError in a build without CUDA.
+// backward; d <= 128). The backward allocates D [heads, n] through ctx.tracker
+// (required) and synchronises ctx.stream before freeing it. Throws CudaError in
+// a build without CUDA.
 void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                     const float* K, const float* V, float* O, float* lse);
 void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                                     const float* K, const float* V, const float* O, const float* lse,
-                                     const float* dO, float* dQ, float* dK, float* dV);
+                                     const float* K, const float* V, const float* O, const float* lse, const float* dO,
+                                     float* dQ, float* dK, float* dV);
 
-// float64 reference: materialises the n x n scores per head (tests, small n).
+// float64 reference: plain loops, one row of P at a time, O(n^2 d) time (tests).
 // The backward recomputes everything from Q, K, V, dO (it takes no forward
 // outputs, so it checks the CPU/CUDA use of O and lse independently).
-void softmax_attention_forward_ref(const SoftmaxAttentionParams& p, const double* Q, const double* K,
-                                   const double* V, double* O, double* lse);
-void softmax_attention_backward_ref(const SoftmaxAttentionParams& p, const double* Q, const double* K,
-                                    const double* V, const double* dO, double* dQ, double* dK, double* dV);
+void softmax_attention_forward_ref(const SoftmaxAttentionParams& p, const double* Q, const double* K, const double* V,
+                                   double* O, double* lse);
+void softmax_attention_backward_ref(const SoftmaxAttentionParams& p, const double* Q, const double* K, const double* V,
+                                    const double* dO, double* dQ, double* dK, double* dV);
 
 }  // namespace pf

@@ -80,16 +80,16 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
     for (int64_t r = 0; r < rows; ++r) {
       float* s = S + r * bk;
       const int64_t vis = softmax_visible_count(p.causal, i0 + r, j0, cols);
+      // Separate max, exp and sum loops: each one vectorises.
       float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < vis; ++c) mx = std::max(mx, s[c]);
+#pragma omp simd reduction(max : mx)
+      for (int64_t c = 0; c < vis; ++c) mx = s[c] > mx ? s[c] : mx;
       const float m_new = std::max(m[r], mx);
       const float alpha = softmax_rescale(m[r], m_new);
+      for (int64_t c = 0; c < vis; ++c) s[c] = softmax_exp(s[c] - m_new);
       float sum = 0.f;
-      for (int64_t c = 0; c < vis; ++c) {
-        const float e = softmax_exp(s[c] - m_new);
-        s[c] = e;
-        sum += e;
-      }
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < vis; ++c) sum += s[c];
       std::fill(s + vis, s + cols, 0.f);
       l[r] = l[r] * alpha + sum;
       m[r] = m_new;
@@ -106,9 +106,9 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
 }
 
 // All gradients of one head. D holds n floats, P and dS bq x bk each.
-void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int64_t bk, const float* Q,
-                   const float* K, const float* V, const float* O, const float* lse, const float* dO, float* dQ,
-                   float* dK, float* dV, float* P, float* dS, float* D) {
+void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int64_t bk, const float* Q, const float* K,
+                   const float* V, const float* O, const float* lse, const float* dO, float* dQ, float* dK, float* dV,
+                   float* P, float* dS, float* D) {
   const int64_t n = p.n, d = p.d;
   std::fill(dQ, dQ + n * d, 0.f);
   std::fill(dK, dK + n * d, 0.f);
@@ -136,7 +136,8 @@ void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int
       gemm_f32_cpu(false, true, rows, cols, d, 1.f, dO + i0 * d, d, V + j0 * d, d, 0.f, dS, bk);
       for (int64_t r = 0; r < rows; ++r) {
         const float Di = D[i0 + r];
-        for (int64_t c = 0; c < cols; ++c) dS[r * bk + c] = softmax_score_grad(P[r * bk + c], dS[r * bk + c], Di, scale);
+        for (int64_t c = 0; c < cols; ++c)
+          dS[r * bk + c] = softmax_score_grad(P[r * bk + c], dS[r * bk + c], Di, scale);
       }
       gemm_f32_cpu(false, false, rows, d, cols, 1.f, dS, bk, K + j0 * d, d, 1.f, dQ + i0 * d, d);
       gemm_f32_cpu(true, false, cols, d, rows, 1.f, dS, bk, Q + i0 * d, d, 1.f, dK + j0 * d, d);
@@ -183,8 +184,8 @@ void softmax_attention_forward_cpu(const SoftmaxAttentionParams& p, const float*
 }
 
 void softmax_attention_backward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
-                                    const float* O, const float* lse, const float* dO, float* dQ, float* dK,
-                                    float* dV, MemoryTracker* tracker) {
+                                    const float* O, const float* lse, const float* dO, float* dQ, float* dK, float* dV,
+                                    MemoryTracker* tracker) {
   const float scale = softmax_attention_scale(p);
   if (p.heads == 0 || p.n == 0) return;
   const int64_t n = p.n, d = p.d;
@@ -202,8 +203,8 @@ void softmax_attention_backward_cpu(const SoftmaxAttentionParams& p, const float
 #pragma omp for schedule(dynamic, 1)
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t off = h * n * d;
-      backward_head(p, scale, bq, bk, Q + off, K + off, V + off, O + off, lse + h * n, dO + off, dQ + off,
-                    dK + off, dV + off, P, dS, D);
+      backward_head(p, scale, bq, bk, Q + off, K + off, V + off, O + off, lse + h * n, dO + off, dQ + off, dK + off,
+                    dV + off, P, dS, D);
     }
   }
 }

@@ -23,9 +23,9 @@ PF_HD int64_t softmax_visible_count(bool causal, int64_t i, int64_t j0, int64_t 
   return v < 0 ? 0 : (v > cols ? cols : v);
 }
 
-PF_HD float softmax_bits_to_float(int32_t bits) {
+PF_HD float softmax_bits_to_float(uint32_t bits) {
 #if defined(__CUDA_ARCH__)
-  return __int_as_float(bits);
+  return __uint_as_float(bits);
 #else
   float f;
   std::memcpy(&f, &bits, sizeof f);
@@ -33,17 +33,35 @@ PF_HD float softmax_bits_to_float(int32_t bits) {
 #endif
 }
 
-// exp(x) for x <= ln(2)/2 (a score minus its row max or its log-sum-exp, which
-// rounding may leave slightly positive), relative error ~2e-7 (Cephes
-// polynomial), 0 below -87.3 and for -inf. Branch-free so that the CPU loops
-// vectorise; identical on the GPU.
+PF_HD uint32_t softmax_float_to_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+#endif
+}
+
+// exp(x) for x <= ln(2)/2 (a score minus its row max or its log-sum-exp,
+// which rounding may leave slightly positive), relative error ~2e-7 (Cephes
+// polynomial); exactly 0 for x < -87.3, -inf included.
+// No float compares: the upper clamp is x - relu(x - 0.34) with
+// relu(v) = (v + |v|) / 2 (exact when nothing is clamped) and the underflow
+// is a bit mask from an integer compare, so the CPU loops that call this
+// vectorise (GCC keeps a float select as a branch).
 PF_HD float softmax_exp(float x) {
-  const bool underflow = !(x > -87.3f);  // also true for -inf
-  x = underflow ? -87.3f : (x > 0.34f ? 0.34f : x);
-  // n = round(x / ln 2) for x in [-87.3, 0.34]: truncation toward zero of x*log2e - 0.5.
-  const int32_t n = static_cast<int32_t>(x * 1.44269504088896341f - 0.5f);
-  const float fn = static_cast<float>(n);
-  float r = x - fn * 0.693359375f;  // ln 2 split in two for exact reduction
+  // As unsigned, exactly the floats below -87.3 (and -inf, and negative NaNs)
+  // have patterns above that of -87.3.
+  const uint32_t keep = 0u - static_cast<uint32_t>(softmax_float_to_bits(x) <= 0xC2AE999Au);
+  const float d = x - 0.34f;
+  const float xc = x - 0.5f * (d + fabsf(d));
+  // round(xc / ln 2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold
+  // the rounded integer, and subtracting the constant back gives it as a float.
+  const float shifted = xc * 1.44269504088896341f + 12582912.f;
+  const float fn = shifted - 12582912.f;
+  const uint32_t n_biased = softmax_float_to_bits(shifted) - 0x4B400000u + 127u;  // n + 127
+  float r = xc - fn * 0.693359375f;  // ln 2 split in two for an exact reduction
   r = r + fn * 2.12194440e-4f;
   const float r2 = r * r;
   float y = 1.9875691500e-4f;
@@ -53,15 +71,14 @@ PF_HD float softmax_exp(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * r2 + r + 1.0f;
-  const float pow2n = softmax_bits_to_float((n + 127) << 23);
-  return underflow ? 0.f : y * pow2n;
+  // For x < -87.3 the pattern n + 127 is garbage (or NaN came through): masked to 0.
+  const float value = y * softmax_bits_to_float(n_biased << 23);
+  return softmax_bits_to_float(softmax_float_to_bits(value) & keep);
 }
 
 // Online softmax: factor that rescales the running sum and output when the row
 // max moves from m_old to m_new >= m_old (0 when nothing was accumulated yet).
-PF_HD float softmax_rescale(float m_old, float m_new) {
-  return m_old == m_new ? 1.f : softmax_exp(m_old - m_new);
-}
+PF_HD float softmax_rescale(float m_old, float m_new) { return m_old == m_new ? 1.f : softmax_exp(m_old - m_new); }
 
 // Row log-sum-exp from the running max m and sum l (l >= 1 whenever a key is
 // visible; every row sees at least key 0 in causal mode, any key otherwise).

@@ -4,14 +4,13 @@
 
 namespace pf {
 
-void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, const float*,
-                                    const float*, const float*, float*, float*) {
+void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, const float*, const float*,
+                                    const float*, float*, float*) {
   PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
 }
 
-void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, const float*,
-                                     const float*, const float*, const float*, const float*, const float*, float*,
-                                     float*, float*) {
+void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, const float*, const float*,
+                                     const float*, const float*, const float*, const float*, float*, float*, float*) {
   PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
 }
 

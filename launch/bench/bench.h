@@ -9,5 +9,8 @@ int run_gemm(int argc, char** argv);  // sgemm GFLOP/s of each CPU backend
 int run_posops(int argc, char** argv);  // CPU position-wise ops: GB/s, linear GFLOP/s
 int run_feature_map(int argc, char** argv);  // FAVOR+/ReLU feature maps, forward and backward
 int run_data(int argc, char** argv);  // data preparation MB/s and loader tokens/s per rank
+int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLOP/s
+int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
+int run_softmax(int argc, char** argv);  // exact softmax attention forward/backward on the CPU
 
 }  // namespace pf::bench

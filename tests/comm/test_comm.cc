@@ -118,6 +118,9 @@ void check_ring_exchange(Communicator& comm) {
   comm.recv(got.data(), n, DType::f64, (rank + ranks - 1) % ranks);
   comm.group_end();
   EXPECT_EQ(got, keyed<double>(n, 7, (rank + ranks - 1) % ranks));
+  // The same exchange the other way round through the send_recv helper.
+  send_recv(comm, mine.data(), (rank + ranks - 1) % ranks, got.data(), (rank + 1) % ranks, n, DType::f64);
+  EXPECT_EQ(got, keyed<double>(n, 7, (rank + 1) % ranks));
 }
 
 TEST(Comm, GroupedRingExchangeDoesNotDeadlock) {

@@ -115,8 +115,9 @@ TEST_F(NcclTest, AllreduceAllgatherBroadcast) {
     for (int r = 1; r < ranks; ++r) {
       const auto other = keyed<float>(n, 1, r);
       for (int64_t i = 0; i < n; ++i)
-        want[i] = op == ReduceOp::Sum ? want[i] + other[i]
-                  : op == ReduceOp::Max ? std::max(want[i], other[i]) : std::min(want[i], other[i]);
+        want[i] = op == ReduceOp::Sum   ? want[i] + other[i]
+                  : op == ReduceOp::Max ? std::max(want[i], other[i])
+                                        : std::min(want[i], other[i]);
     }
     DeviceBuffer<float> in(*tracker_, n), out(*tracker_, n);
     in.upload(keyed<float>(n, 1, rank));
@@ -167,25 +168,28 @@ TEST_F(NcclTest, GroupedRingExchangeAndSplit) {
 template <typename T, typename Fill>
 void check_device_scans(Communicator& comm, MemoryTracker& tracker, const ScanCombine& combine,
                         const ScanCombine& host_combine, Fill fill, const std::vector<int64_t>& counts, uint64_t seed) {
+  ScanWorkspace workspace(tracker);  // drained by each download before it is reused or freed
   for (int64_t count : counts) {
     std::vector<T> input(static_cast<size_t>(count));
     fill(input.data(), count, seed, comm.rank());
     for (ScanDirection direction : {ScanDirection::Forward, ScanDirection::Reverse}) {
       const auto want = test::expected_scan<T>(host_combine, fill, count, seed, comm.rank(), comm.size(), direction);
-      for (ScanAlgorithm algorithm : {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather,
-                                      ScanAlgorithm::RecursiveDoubling}) {
-        for (bool in_place : {false, true}) {
+      for (ScanAlgorithm algorithm :
+           {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool in_place = variant & 1, reuse = variant & 2;
           ScanOptions options;
           options.direction = direction;
           options.algorithm = algorithm;
           options.chain_segment_bytes = 4096;
           options.tracker = &tracker;
+          if (reuse) options.workspace = &workspace;
           DeviceBuffer<T> in(tracker, count), out(tracker, count);
           in.upload(input);
           exclusive_scan(comm, in.get(), in_place ? in.get() : out.get(), count, combine, options);
           EXPECT_EQ((in_place ? in : out).download(comm), want)
               << combine.name() << " " << scan_algorithm_name(algorithm) << " " << scan_direction_name(direction)
-              << (in_place ? " in place" : "") << " count " << count;
+              << (in_place ? " in place" : "") << (reuse ? " with a workspace" : "") << " count " << count;
         }
       }
     }

@@ -31,47 +31,57 @@ template <typename T, typename Fill>
 void check_all_scans(Communicator& comm, const ScanCombine& combine, Fill fill, const std::vector<int64_t>& counts,
                      uint64_t seed) {
   const int rank = comm.rank(), ranks = comm.size();
-  for (int64_t count : counts) {
-    std::vector<T> input(static_cast<size_t>(count));
-    fill(input.data(), count, seed, rank);
-    for (ScanDirection direction : kDirections) {
-      const std::vector<T> want = test::expected_scan<T>(combine, fill, count, seed, rank, ranks, direction);
-      for (ScanAlgorithm algorithm : kAlgorithms) {
-        for (bool in_place : {false, true}) {
-          MemoryTracker tracker(comm.device());
-          ScanOptions options;
-          options.direction = direction;
-          options.algorithm = algorithm;
-          options.chain_segment_bytes = 64;
-          options.tracker = &tracker;
-          std::vector<T> out(input.size(), T(-7));
-          std::vector<T> buf = input;
-          if (in_place) {
-            exclusive_scan(comm, buf.data(), buf.data(), count, combine, options);
-            out = buf;
-          } else {
-            exclusive_scan(comm, input.data(), out.data(), count, combine, options);
-          }
-          int64_t mismatches = 0, first = -1;
-          for (int64_t i = 0; i < count; ++i) {
-            if (out[i] != want[i]) {
-              if (first < 0) first = i;
-              ++mismatches;
+  MemoryTracker tracker(comm.device());
+  {
+    ScanWorkspace workspace(tracker);  // reused (and grown) across the cases that take it
+    for (int64_t count : counts) {
+      std::vector<T> input(static_cast<size_t>(count));
+      fill(input.data(), count, seed, rank);
+      for (ScanDirection direction : kDirections) {
+        const std::vector<T> want = test::expected_scan<T>(combine, fill, count, seed, rank, ranks, direction);
+        for (ScanAlgorithm algorithm : kAlgorithms) {
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool in_place = variant & 1, reuse = variant & 2;
+            const int64_t workspace_bytes = workspace.bytes(), live_before = tracker.stats().current_bytes;
+            ScanOptions options;
+            options.direction = direction;
+            options.algorithm = algorithm;
+            options.chain_segment_bytes = 64;
+            options.tracker = &tracker;
+            if (reuse) options.workspace = &workspace;
+            std::vector<T> out(input.size(), T(-7));
+            std::vector<T> buf = input;
+            if (in_place) {
+              exclusive_scan(comm, buf.data(), buf.data(), count, combine, options);
+              out = buf;
+            } else {
+              exclusive_scan(comm, input.data(), out.data(), count, combine, options);
             }
+            int64_t mismatches = 0, first = -1;
+            for (int64_t i = 0; i < count; ++i) {
+              if (out[i] != want[i]) {
+                if (first < 0) first = i;
+                ++mismatches;
+              }
+            }
+            EXPECT_EQ(mismatches, 0) << combine.name() << " " << dtype_name(combine.dtype()) << " "
+                                     << scan_algorithm_name(algorithm) << " " << scan_direction_name(direction)
+                                     << (in_place ? " in place" : " out of place") << (reuse ? " with a workspace" : "")
+                                     << " count " << count << " on rank " << rank << " of " << ranks
+                                     << ": first bad index " << first << " got " << (first >= 0 ? out[first] : T(0))
+                                     << " want " << (first >= 0 ? want[first] : T(0));
+            if (!in_place) {
+              EXPECT_EQ(buf, input) << "out-of-place scan changed its input";
+            }
+            // Per-call scratch is freed; only the reusable workspace may grow.
+            EXPECT_EQ(tracker.stats().current_bytes - live_before, workspace.bytes() - workspace_bytes)
+                << "scan scratch leaked";
           }
-          EXPECT_EQ(mismatches, 0) << combine.name() << " " << dtype_name(combine.dtype()) << " "
-                                   << scan_algorithm_name(algorithm) << " " << scan_direction_name(direction)
-                                   << (in_place ? " in place" : " out of place") << " count " << count << " on rank "
-                                   << rank << " of " << ranks << ": first bad index " << first << " got "
-                                   << (first >= 0 ? out[first] : T(0)) << " want " << (first >= 0 ? want[first] : T(0));
-          if (!in_place) {
-            EXPECT_EQ(buf, input) << "out-of-place scan changed its input";
-          }
-          EXPECT_EQ(tracker.stats().current_bytes, 0) << "scan workspace leaked";
         }
       }
     }
   }
+  EXPECT_EQ(tracker.stats().current_bytes, 0) << "scan workspace not freed";
 }
 
 template <typename T>
@@ -154,12 +164,16 @@ TEST_F(ScanTest, RejectsCountsThatSplitAGranule) {
 }
 
 TEST(ScanAuto, ChoosesTheDocumentedAlgorithms) {
-  EXPECT_EQ(choose_scan_algorithm(2, 4 << 10), ScanAlgorithm::Chain);
-  EXPECT_EQ(choose_scan_algorithm(2, 64 << 20), ScanAlgorithm::Chain);
-  for (int p : {3, 4, 8, 64}) {
-    EXPECT_NE(choose_scan_algorithm(p, 64 << 20), ScanAlgorithm::Auto);
-    EXPECT_NE(choose_scan_algorithm(p, 4 << 10), ScanAlgorithm::Auto);
-  }
+  constexpr int64_t KiB = 1 << 10, MiB = 1 << 20;
+  for (int p : {1, 2, 3, 4, 5, 8})
+    for (int64_t bytes : {4 * KiB, 1 * MiB, 64 * MiB}) EXPECT_EQ(choose_scan_algorithm(p, bytes), ScanAlgorithm::Chain);
+  // Beyond 8 ranks: recursive doubling while bytes (ceil(log2 P) - 1) < (P - 2) segment.
+  EXPECT_EQ(choose_scan_algorithm(16, 4 * KiB), ScanAlgorithm::RecursiveDoubling);
+  EXPECT_EQ(choose_scan_algorithm(16, 4 * MiB), ScanAlgorithm::RecursiveDoubling);   // 12 < 14
+  EXPECT_EQ(choose_scan_algorithm(16, 5 * MiB), ScanAlgorithm::Chain);               // 15 > 14
+  EXPECT_EQ(choose_scan_algorithm(64, 12 * MiB), ScanAlgorithm::RecursiveDoubling);  // 60 < 62
+  EXPECT_EQ(choose_scan_algorithm(64, 13 * MiB), ScanAlgorithm::Chain);              // 65 > 62
+  EXPECT_EQ(choose_scan_algorithm(64, 13 * MiB, 2 * MiB), ScanAlgorithm::RecursiveDoubling);
   EXPECT_EQ(parse_scan_algorithm("recursive_doubling"), ScanAlgorithm::RecursiveDoubling);
   EXPECT_THROW(parse_scan_algorithm("ring"), ValueError);
 }

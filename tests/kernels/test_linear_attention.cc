@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/errors.h"
+#include "runtime/memory.h"
 #include "tests/kernels/test_linear_attention_support.h"
 
 namespace pf {
@@ -23,8 +24,8 @@ struct Case {
 
 // Every n, d, m value appears; chunks that do and do not divide n.
 const Case kCases[] = {
-    {2, 1, 16, 16, 64},   {2, 7, 64, 32, 4},     {3, 64, 100, 64, 16}, {1, 1000, 256, 64, 128},
-    {2, 1000, 64, 16, 200}, {1, 4099, 16, 16, 100},
+    {2, 1, 16, 16, 64},      {2, 7, 64, 32, 4},      {3, 64, 100, 64, 16},
+    {1, 1000, 256, 64, 128}, {2, 1000, 64, 16, 200}, {1, 4099, 16, 16, 100},
 };
 
 std::string describe(const LinAttnProblem& p, bool causal) {
@@ -93,7 +94,8 @@ TEST(LinearAttention, ExtremeLogScalesStayFiniteAndAccurate) {
   }
 }
 
-// float64 reference backward vs central differences of the reference forward,
+// float64 reference backward (to 1e-6) and the fp32 CPU backward (chunk 4, not
+// dividing n; to 1e-4) vs central differences of the reference forward,
 // loss = sum(d_o * o), every input entry.
 void check_finite_differences(bool causal) {
   const int64_t n = 9, m = 5, d = 3;
@@ -101,15 +103,17 @@ void check_finite_differences(bool causal) {
   std::vector<double> q(p.pq.begin(), p.pq.end()), k(p.pk.begin(), p.pk.end()), c(p.ck.begin(), p.ck.end()),
       v(p.v.begin(), p.v.end()), g(p.d_o.begin(), p.d_o.end());
   std::vector<double> dq(n * m), dk(n * m), dv(n * d), o(n * d);
-  linear_attention_backward_ref(causal, n, m, d, q.data(), k.data(), c.data(), v.data(), g.data(), dq.data(),
-                                dk.data(), dv.data());
+  linear_attention_backward_ref(causal, n, m, d, q.data(), k.data(), c.data(), v.data(), g.data(), dq.data(), dk.data(),
+                                dv.data());
+  const auto cpu = test::backward_cpu(p, test::forward_cpu(p, causal), causal);
   auto loss = [&] {
     linear_attention_forward_ref(causal, n, m, d, q.data(), k.data(), c.data(), v.data(), o.data());
     double l = 0;
     for (int64_t i = 0; i < n * d; ++i) l += g[i] * o[i];
     return l;
   };
-  auto check = [&](std::vector<double>& x, const std::vector<double>& grad, const char* name) {
+  auto check = [&](std::vector<double>& x, const std::vector<double>& grad, const std::vector<float>& got,
+                   const char* name) {
     for (size_t i = 0; i < x.size(); ++i) {
       const double h = 1e-6 * std::max(1.0, std::abs(x[i])), keep = x[i];
       x[i] = keep + h;
@@ -119,15 +123,17 @@ void check_finite_differences(bool causal) {
       x[i] = keep;
       const double fd = (up - down) / (2 * h);
       EXPECT_NEAR(grad[i], fd, 1e-6 * std::max(1.0, std::abs(fd))) << name << "[" << i << "] causal=" << causal;
+      EXPECT_NEAR(got[i], fd, 1e-4 * std::max(1.0, std::abs(fd)))
+          << "cpu " << name << "[" << i << "] causal=" << causal;
     }
   };
-  check(q, dq, "d_phi_q");
-  check(k, dk, "d_phi_k");
-  check(v, dv, "d_v");
+  check(q, dq, cpu.dq, "d_phi_q");
+  check(k, dk, cpu.dk, "d_phi_k");
+  check(v, dv, cpu.dv, "d_v");
 }
 
-TEST(LinearAttention, ReferenceBackwardMatchesFiniteDifferencesCausal) { check_finite_differences(true); }
-TEST(LinearAttention, ReferenceBackwardMatchesFiniteDifferencesBidirectional) { check_finite_differences(false); }
+TEST(LinearAttention, BackwardMatchesFiniteDifferencesCausal) { check_finite_differences(true); }
+TEST(LinearAttention, BackwardMatchesFiniteDifferencesBidirectional) { check_finite_differences(false); }
 
 TEST(LinearAttention, ChunkSizeInvariance) {
   auto p = test::make_problem(2, 333, 64, 32, 64, 500);
@@ -147,13 +153,29 @@ TEST(LinearAttention, ChunkSizeInvariance) {
   }
 }
 
+TEST(LinearAttention, TemporariesAreRecordedInTheTracker) {
+  const auto p = test::make_problem(2, 100, 16, 8, 32, 3);
+  MemoryTracker tracker(Device::cpu(), 1024);
+  ExecContext ctx;
+  ctx.tracker = &tracker;
+  std::vector<float> y(2 * 100 * 9), L(2 * 100), T(2 * p.s.state_size());
+  auto run = [&] {
+    causal_linear_attention_forward_local(ctx, p.s, p.pq.data(), p.pk.data(), p.ck.data(), p.v.data(), y.data(),
+                                          L.data(), T.data(), nullptr);
+  };
+  EXPECT_THROW(run(), MemoryError);  // the workspace does not fit a 1 KiB cap
+  tracker.set_cap(0);
+  run();
+  EXPECT_GT(tracker.stats().peak_bytes, 1024);
+  EXPECT_EQ(tracker.stats().current_bytes, 0);
+}
+
 TEST(LinearAttention, RejectsBadShapes) {
   const ExecContext ctx;
   std::vector<float> x(64);
   EXPECT_THROW(linear_attention_state_clear(ctx, LinAttnShape{1, 4, 0, 4, 2}, x.data()), ValueError);
   EXPECT_THROW(linear_attention_state_combine(ctx, 1, 4, -1, x.data(), x.data(), x.data()), ValueError);
-  EXPECT_THROW(linear_attention_normalize(ctx, LinAttnShape{1, 4, 4, 4, 0}, x.data(), x.data(), x.data()),
-               ValueError);
+  EXPECT_THROW(linear_attention_normalize(ctx, LinAttnShape{1, 4, 4, 4, 0}, x.data(), x.data(), x.data()), ValueError);
   EXPECT_THROW(causal_linear_attention_forward_local(ctx, LinAttnShape{1, 4, 4, 4, 2}, x.data(), nullptr, x.data(),
                                                      x.data(), x.data(), x.data(), x.data(), nullptr),
                ValueError);

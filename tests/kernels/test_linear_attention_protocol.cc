@@ -121,17 +121,16 @@ void check_split_causal(int P, bool one_call) {
     gr.dk.resize(b.s.heads * b.s.n * b.s.m);
     gr.dv.resize(b.s.heads * b.s.n * b.s.d);
     gr.total.resize(b.s.heads * b.s.state_size());
-    causal_linear_attention_backward_local(ctx, b.s, b.pq.data(), b.pk.data(), b.ck.data(), b.v.data(),
-                                           f[r].o.data(), f[r].den.data(), f[r].row_scale.data(), b.d_o.data(),
-                                           gr.dq.data(), gr.dk.data(), gr.dv.data(), gr.total.data(), nullptr,
-                                           nullptr);
+    causal_linear_attention_backward_local(ctx, b.s, b.pq.data(), b.pk.data(), b.ck.data(), b.v.data(), f[r].o.data(),
+                                           f[r].den.data(), f[r].row_scale.data(), b.d_o.data(), gr.dq.data(),
+                                           gr.dk.data(), gr.dv.data(), gr.total.data(), nullptr, nullptr);
   }
   suffix[P - 1] = empty_states(p.s);
   for (int r = P - 2; r >= 0; --r) suffix[r] = combined(p.s, g[r + 1].total, suffix[r + 1]);
   for (int r = 0; r < P; ++r) {
     const auto& b = blocks[r];
-    linear_attention_backward_add_prefix(ctx, b.s, f[r].o.data(), f[r].den.data(), f[r].row_scale.data(),
-                                         b.d_o.data(), prefix[r].data(), g[r].dq.data());
+    linear_attention_backward_add_prefix(ctx, b.s, f[r].o.data(), f[r].den.data(), f[r].row_scale.data(), b.d_o.data(),
+                                         prefix[r].data(), g[r].dq.data());
     linear_attention_backward_add_suffix(ctx, b.s, b.pk.data(), b.ck.data(), b.v.data(), suffix[r].data(),
                                          g[r].dk.data(), g[r].dv.data());
   }
@@ -196,8 +195,8 @@ TEST(LinearAttentionProtocol, BidirectionalBlocksWithAllreduceEqualWhole) {
     for (int r = 0; r < P; ++r) {
       const auto& b = blocks[r];
       std::vector<float> k(b.s.heads * b.s.n * b.s.m), v(b.s.heads * b.s.n * b.s.d);
-      bidirectional_linear_attention_backward_finish(ctx, b.s, b.pk.data(), b.ck.data(), b.v.data(),
-                                                     grad_total.data(), k.data(), v.data());
+      bidirectional_linear_attention_backward_finish(ctx, b.s, b.pk.data(), b.ck.data(), b.v.data(), grad_total.data(),
+                                                     k.data(), v.data());
       dk.push_back(k);
       dv.push_back(v);
     }

@@ -70,8 +70,7 @@ inline LinAttnForward forward_cpu(const LinAttnProblem& p, bool causal, const fl
                                           f.row_scale.data(), f.total.data(), initial);
   } else {
     bidirectional_linear_attention_local_state(ctx, s, p.pk.data(), p.ck.data(), p.v.data(), f.total.data());
-    bidirectional_linear_attention_forward_finish(ctx, s, p.pq.data(), f.total.data(), f.y.data(),
-                                                  f.row_scale.data());
+    bidirectional_linear_attention_forward_finish(ctx, s, p.pq.data(), f.total.data(), f.y.data(), f.row_scale.data());
   }
   linear_attention_normalize(ctx, s, f.y.data(), f.o.data(), f.den.data());
   return f;
@@ -91,9 +90,8 @@ inline LinAttnBackward backward_cpu(const LinAttnProblem& p, const LinAttnForwar
                                            f.den.data(), f.row_scale.data(), p.d_o.data(), b.dq.data(), b.dk.data(),
                                            b.dv.data(), b.total.data(), nullptr, nullptr);
   } else {
-    bidirectional_linear_attention_backward_local(ctx, s, p.pq.data(), f.o.data(), f.den.data(),
-                                                  f.row_scale.data(), p.d_o.data(), f.total.data(), b.dq.data(),
-                                                  b.total.data());
+    bidirectional_linear_attention_backward_local(ctx, s, p.pq.data(), f.o.data(), f.den.data(), f.row_scale.data(),
+                                                  p.d_o.data(), f.total.data(), b.dq.data(), b.total.data());
     bidirectional_linear_attention_backward_finish(ctx, s, p.pk.data(), p.ck.data(), p.v.data(), b.total.data(),
                                                    b.dk.data(), b.dv.data());
   }

@@ -59,8 +59,7 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
                    Vd = normal_vector(size, seed, 3), dOd = normal_vector(size, seed, 4);
         std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
         softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
-        softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
-                                       dV.data());
+        softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(), dV.data());
         DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * n),
             dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
         q.upload(cast_vector<float>(Qd));
@@ -68,11 +67,11 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
         v.upload(cast_vector<float>(Vd));
         dout.upload(cast_vector<float>(dOd));
         softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
-        softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
-                                   dk.get(), dv.get());
+        softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(), dk.get(),
+                                   dv.get());
         synchronize(ctx.stream);
-        const std::string what = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                 " causal=" + std::to_string(causal);
+        const std::string what =
+            "n=" + std::to_string(n) + " d=" + std::to_string(d) + " causal=" + std::to_string(causal);
         EXPECT_LE(rel_l2(o.download(), O), 1e-5) << what << " O";
         EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
         EXPECT_LE(rel_l2(dq.download(), dQ), 1e-5) << what << " dQ";

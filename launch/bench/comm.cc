@@ -1,0 +1,194 @@
+// performer-bench comm: latency and bandwidth of the distributed scans (each
+// algorithm, forward and reverse), allreduce and allgather, at the launched
+// rank count, over message sizes from --min-bytes to --max-bytes (per rank).
+//   mpirun -np 4 performer-bench comm [--backend mpi|nccl] [--csv FILE]
+// One row per (op, algorithm, direction, bytes): the best and the median over
+// the repetitions of the slowest rank's time (each run starts after a
+// barrier), and the algorithm bandwidth bytes / median (nccl-tests' algbw,
+// bytes per rank). Rank 0 writes the CSV.
+#include "runtime/comm.h"
+
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launch/bench/bench.h"
+#include "launch/bench/timing.h"
+#include "runtime/check.h"
+#include "runtime/memory.h"
+#include "runtime/scan.h"
+
+namespace pf::bench {
+namespace {
+
+// MPI_Init for the duration of the benchmark unless the caller already did.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      MPI_Init(argc, argv);
+      owned_ = true;
+    }
+  }
+  ~MpiSession() {
+    if (owned_) MPI_Finalize();
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+ private:
+  bool owned_ = false;
+};
+
+// A buffer of `bytes` on the communicator's device, filled with 1.0f.
+// refill() writes it again, as a freshly computed block would be (sending
+// data untouched since the last send is faster than sending new data).
+class BenchBuffer {
+ public:
+  BenchBuffer(MemoryTracker& tracker, int64_t bytes)
+      : tracker_(tracker), bytes_(std::max<int64_t>(bytes, 4)), ones_(static_cast<size_t>(bytes_ / 4), 1.0f) {
+    ptr_ = device_allocate(tracker_, bytes_, "bench buffer");
+    refill();
+  }
+  void refill() { copy_bytes(ptr_, tracker_.device(), ones_.data(), Device::cpu(), bytes_); }
+  ~BenchBuffer() { device_free(tracker_, ptr_, bytes_, "bench buffer"); }
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  MemoryTracker& tracker_;
+  int64_t bytes_;
+  std::vector<float> ones_;
+  void* ptr_;
+};
+
+struct Timing {
+  double best = 0;    // fastest run
+  double median = 0;  // typical run (oversubscribed ranks make the spread wide)
+};
+
+// The slowest rank's time for `op`, over `reps` runs after one warm-up.
+// `prepare` runs untimed before each run.
+Timing time_collective(Communicator& comm, const std::function<void()>& prepare, const std::function<void()>& op,
+                       int reps) {
+  std::vector<double> runs;
+  for (int r = 0; r <= reps; ++r) {
+    prepare();
+    synchronize(comm.stream());
+    comm.barrier();
+    const double t0 = now_seconds();
+    op();
+    synchronize(comm.stream());
+    double t = now_seconds() - t0, slowest = 0;
+    PF_MPI_CHECK(MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    if (r > 0) runs.push_back(slowest);
+  }
+  std::sort(runs.begin(), runs.end());
+  return Timing{runs.front(), runs[runs.size() / 2]};
+}
+
+int run_comm_ranks(int argc, char** argv) {
+  CLI::App app{"latency and bandwidth of scans, allreduce and allgather (run under mpirun)"};
+  std::string backend = "mpi", csv_path;
+  int64_t min_bytes = 4 << 10, max_bytes = 64 << 20, max_gather_bytes = 256 << 20, segment_bytes = 1 << 20;
+  int factor = 4, max_reps = 30;
+  app.add_option("--backend", backend, "mpi (host buffers) or nccl (device buffers)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
+  app.add_option("--min-bytes", min_bytes, "smallest message per rank");
+  app.add_option("--max-bytes", max_bytes, "largest message per rank");
+  app.add_option("--factor", factor, "size step (multiplier)")->check(CLI::Range(2, 1024));
+  app.add_option("--max-gather-bytes", max_gather_bytes,
+                 "skip allgather-based ops whose gathered buffer (ranks x bytes) would pass this");
+  app.add_option("--segment-bytes", segment_bytes, "pipeline segment of the chain scan");
+  app.add_option("--reps", max_reps, "timed repetitions for the smallest messages (fewer for large ones)");
+  app.add_option("--csv", csv_path, "write the CSV here instead of stdout");
+  CLI11_PARSE(app, argc, argv);
+
+  auto comm = backend == "nccl" ? make_nccl_comm(MPI_COMM_WORLD) : make_mpi_comm(MPI_COMM_WORLD);
+  const int rank = comm->rank(), ranks = comm->size();
+  MemoryTracker tracker(comm->device());
+  ScanWorkspace workspace(tracker);  // as the trainer does: scratch kept between scans
+  auto sum = make_sum_combine(DType::f32, comm->device());
+
+  FILE* out = stdout;
+  if (rank == 0 && !csv_path.empty()) {
+    out = std::fopen(csv_path.c_str(), "w");
+    PF_REQUIRE(IoError, out != nullptr, "cannot open --csv file '" << csv_path << "' for writing");
+  }
+  if (rank == 0)
+    std::fprintf(out, "backend,ranks,op,algorithm,direction,bytes,dtype,reps,best_us,median_us,algbw_GBps\n");
+
+  for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
+    const int64_t count = bytes / 4;
+    const int reps = static_cast<int>(std::clamp<int64_t>((int64_t{8} << 20) / bytes, 3, max_reps));
+    const bool gather_fits = bytes * ranks <= max_gather_bytes;
+    BenchBuffer in(tracker, bytes), result(tracker, bytes);
+    std::unique_ptr<BenchBuffer> gathered =
+        gather_fits ? std::make_unique<BenchBuffer>(tracker, bytes * ranks) : nullptr;
+
+    auto refill = [&] { in.refill(); };
+    auto report = [&](const char* op, const char* algorithm, const char* direction, Timing t) {
+      if (rank != 0) return;
+      std::fprintf(out, "%s,%d,%s,%s,%s,%ld,f32,%d,%.2f,%.2f,%.3f\n", backend.c_str(), ranks, op, algorithm, direction,
+                   static_cast<long>(bytes), reps, t.best * 1e6, t.median * 1e6, bytes / t.median * 1e-9);
+      std::fflush(out);
+      std::fprintf(stderr, "  %-9s %-18s %-7s %10ld B  best %10.1f us  median %10.1f us\n", op, algorithm, direction,
+                   static_cast<long>(bytes), t.best * 1e6, t.median * 1e6);
+    };
+
+    for (ScanAlgorithm algorithm :
+         {ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling, ScanAlgorithm::Auto}) {
+      const ScanAlgorithm resolved =
+          algorithm == ScanAlgorithm::Auto ? choose_scan_algorithm(ranks, bytes, segment_bytes) : algorithm;
+      if (resolved == ScanAlgorithm::Allgather && !gather_fits) continue;
+      for (ScanDirection direction : {ScanDirection::Forward, ScanDirection::Reverse}) {
+        if (algorithm == ScanAlgorithm::Auto && direction == ScanDirection::Reverse) continue;
+        ScanOptions options;
+        options.algorithm = algorithm;
+        options.direction = direction;
+        options.chain_segment_bytes = segment_bytes;
+        options.workspace = &workspace;
+        const Timing t = time_collective(
+            *comm, refill, [&] { exclusive_scan(*comm, in.get(), result.get(), count, *sum, options); }, reps);
+        report("scan", scan_algorithm_name(algorithm), scan_direction_name(direction), t);
+      }
+    }
+    report(
+        "allreduce", "sum", "-",
+        time_collective(
+            *comm, refill, [&] { comm->allreduce(in.get(), result.get(), count, DType::f32, ReduceOp::Sum); }, reps));
+    if (gathered) {
+      report("allgather", "-", "-",
+             time_collective(
+                 *comm, refill, [&] { comm->allgather(in.get(), gathered->get(), count, DType::f32); }, reps));
+    }
+  }
+  if (out != stdout) std::fclose(out);
+  comm.reset();
+  return 0;
+}
+
+}  // namespace
+
+int run_comm(int argc, char** argv) {
+  MpiSession mpi(&argc, &argv);
+  try {
+    return run_comm_ranks(argc, argv);
+  } catch (const std::exception& e) {
+    // One failing rank must end the job, not leave the others in a collective.
+    std::fprintf(stderr, "performer-bench comm: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 1;
+}
+
+}  // namespace pf::bench
