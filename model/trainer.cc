@@ -65,7 +65,7 @@ StepStats Trainer::train_step(const TokenBatch& local) {
 
   double ta = seconds_now();
   int64_t global_count = in.predicted();
-  world.allreduce(&global_count, &global_count, 1, DType::i64, ReduceOp::Sum);
+  allreduce_host_values(world, &global_count, 1, DType::i64, ReduceOp::Sum, *ctx_.tracker);
   st.allreduce += seconds_now() - ta;
   PF_REQUIRE(DataError, global_count > 0,
              "step " << step_ << ": the global batch has no token to predict (all padding?)");
@@ -77,7 +77,7 @@ StepStats Trainer::train_step(const TokenBatch& local) {
   ta = seconds_now();
   allreduce_gradients();
   double sums[2] = {fr.loss_sum, static_cast<double>(fr.correct)};
-  world.allreduce(sums, sums, 2, DType::f64, ReduceOp::Sum);
+  allreduce_host_values(world, sums, 2, DType::f64, ReduceOp::Sum, *ctx_.tracker);
   st.allreduce += seconds_now() - ta;
 
   const double to = seconds_now();
@@ -98,14 +98,16 @@ StepStats Trainer::train_step(const TokenBatch& local) {
 }
 
 EvalStats Trainer::evaluate(const TokenBatch& local) {
-  const ModelInput in = make_model_input(model_.config(), local, step_);
+  // MLM masks of evaluations are keyed by a fixed step, so every evaluation of
+  // every checkpoint scores the same positions.
+  const ModelInput in = make_model_input(model_.config(), local, kEvalMaskStep);
   const ForwardResult fr = model_.forward(in, step_);
   return reduce(EvalStats{fr.loss_sum, fr.count, fr.correct});
 }
 
 EvalStats Trainer::reduce(const EvalStats& local) const {
   double v[3] = {local.loss_sum, static_cast<double>(local.tokens), static_cast<double>(local.correct)};
-  grid_.world().allreduce(v, v, 3, DType::f64, ReduceOp::Sum);
+  allreduce_host_values(grid_.world(), v, 3, DType::f64, ReduceOp::Sum, *ctx_.tracker);
   return EvalStats{v[0], static_cast<int64_t>(std::llround(v[1])), static_cast<int64_t>(std::llround(v[2]))};
 }
 

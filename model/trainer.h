@@ -49,6 +49,9 @@ struct EvalStats {
   double accuracy() const { return tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0; }
 };
 
+// The step key of evaluation MLM masks (never reached by training).
+constexpr int64_t kEvalMaskStep = int64_t{1} << 62;
+
 class Trainer {
  public:
   Trainer(const ModelConfig& cfg, const OptimizerConfig& opt, ParallelGrid& grid, const ExecContext& ctx,

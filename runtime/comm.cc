@@ -62,4 +62,24 @@ void check_group_open(const Communicator& comm, int group_depth) {
 }
 
 }  // namespace detail
+void allreduce_host_values(Communicator& comm, void* values, int64_t count, DType dtype, ReduceOp op,
+                           MemoryTracker& tracker) {
+  if (comm.device().is_cpu()) {
+    comm.allreduce(values, values, count, dtype, op);
+    return;
+  }
+  const int64_t bytes = count * dtype_size(dtype);
+  void* staged = device_allocate(tracker, bytes, "comm.host_values");
+  try {
+    copy_bytes(staged, comm.device(), values, Device::cpu(), bytes);
+    comm.allreduce(staged, staged, count, dtype, op);
+    synchronize(comm.stream());
+    copy_bytes(values, Device::cpu(), staged, comm.device(), bytes);
+  } catch (...) {
+    device_free(tracker, staged, bytes, "comm.host_values");
+    throw;
+  }
+  device_free(tracker, staged, bytes, "comm.host_values");
+}
+
 }  // namespace pf

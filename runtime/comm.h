@@ -34,6 +34,7 @@
 
 #include "runtime/device.h"
 #include "runtime/dtype.h"
+#include "runtime/memory.h"
 
 namespace pf {
 
@@ -82,6 +83,12 @@ class Communicator {
 // Either peer may be negative (no transfer that side).
 void send_recv(Communicator& comm, const void* send_buf, int send_peer, void* recv_buf, int recv_peer, int64_t count,
                DType dtype);
+
+// Allreduce of a few values that live on the host, on any backend: NCCL
+// communicators (device buffers) stage them through `tracker`'s device.
+// Blocking: the result is in `values` on return.
+void allreduce_host_values(Communicator& comm, void* values, int64_t count, DType dtype, ReduceOp op,
+                           MemoryTracker& tracker);
 
 // "rank R of P (backend on device)", for error messages.
 std::string comm_description(const Communicator& comm);

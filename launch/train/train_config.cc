@@ -272,13 +272,15 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   return read_config(root, path.empty() ? std::string("configuration") : path);
 }
 
-TrainConfig parse_train_config_text(const std::string& text, const std::string& origin) {
+TrainConfig parse_train_config_text(const std::string& text, const std::string& origin,
+                                    const std::vector<std::string>& overrides) {
   toml::table root;
   try {
     root = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
     throw ConfigError(origin + ": stored configuration does not parse: " + std::string(e.description()));
   }
+  for (const std::string& o : overrides) apply_override(root, o);
   return read_config(root, origin);
 }
 

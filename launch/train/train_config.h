@@ -66,8 +66,10 @@ struct TrainConfig {
 
 // Reads `path` ("" = defaults only), applies "section.key=value" overrides.
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
-// Re-reads a configuration from the TOML text stored in a checkpoint.
-TrainConfig parse_train_config_text(const std::string& text, const std::string& origin);
+// Re-reads a configuration from the TOML text stored in a checkpoint, with
+// optional "section.key=value" overrides on top.
+TrainConfig parse_train_config_text(const std::string& text, const std::string& origin,
+                                    const std::vector<std::string>& overrides = {});
 // Checks the layout against the launched world: sp divides it, sample length
 // divisible by sp (ConfigError naming the keys and numbers).
 void validate_layout(const TrainConfig& cfg, int world_size);

@@ -1,0 +1,38 @@
+// The training loop of performer-train, run on every rank:
+//   resume (config.checkpoint.resume) -> for each step: next batch, train
+//   step, progress line and metrics (rank 0), validation and checkpoints at
+//   their intervals -> final validation and checkpoint.
+// SIGTERM/SIGINT on any rank stop every rank at the same step, after a
+// checkpoint. Progress goes to `log` on rank 0 only.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "launch/train/session.h"
+#include "launch/train/train_config.h"
+#include "model/trainer.h"
+
+namespace pf {
+
+struct TrainOutcome {
+  int64_t first_step = 0;     // step the run started from (after a resume)
+  int64_t last_step = 0;      // updates taken when the loop ended
+  bool stopped_by_signal = false;
+  EvalStats validation;       // the last validation
+  double last_loss = 0;
+  std::string checkpoint;     // the last checkpoint written ("" when none)
+};
+
+TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log);
+
+// Validation over the config's validation split: the first eval_batches
+// batches in file order (all batches when 0), identical for every layout.
+EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer);
+
+// Loads a checkpoint into the trainer (parameters, moments, step) after
+// checking it belongs to the same model; returns the loader position to
+// continue from.
+LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
+
+}  // namespace pf

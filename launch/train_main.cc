@@ -1,0 +1,59 @@
+// performer-train: trains a Performer protein language model.
+//   mpirun -np N performer-train --config run.toml [--set key=value ...] [--resume auto|FILE] [--plan]
+// The dp x sp layout comes from parallel.sp (dp = N / sp). See docs/usage.md
+// and docs/configuration.md.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "launch/train/mpi_program.h"
+#include "launch/train/session.h"
+#include "launch/train/train_config.h"
+#include "launch/train/train_loop.h"
+#include "model/planner.h"
+#include "runtime/memory.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a Performer protein language model (launch under mpirun for several ranks)"};
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string resume;
+  bool plan = false, print_config = false;
+  app.add_option("--config", config_path, "TOML configuration (docs/configuration.md)")->check(CLI::ExistingFile);
+  app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
+  app.add_option("--resume", resume, "auto (newest valid checkpoint in checkpoint.dir) or a checkpoint file");
+  app.add_flag("--plan", plan, "print the memory plan of one rank and exit");
+  app.add_flag("--print-config", print_config, "print the resolved configuration and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (!resume.empty()) overrides.push_back("checkpoint.resume=\"" + resume + "\"");
+
+  return pf::run_mpi_program("performer-train", argc, argv, [&](int size, int rank) {
+    const pf::TrainConfig cfg = pf::load_train_config(config_path, overrides);
+    pf::validate_layout(cfg, size);
+    const int64_t sp = cfg.parallel.sp, dp = size / sp;
+    if (print_config || plan) {
+      if (rank == 0) {
+        if (print_config) std::cout << cfg.source_text;
+        if (plan) {
+          const pf::MemoryPlan p = pf::plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / sp,
+                                                   cfg.parallel.attention);
+          std::cout << "memory plan per rank (dp " << dp << " x sp " << sp << ", " << cfg.data.batch_size << " x "
+                    << cfg.data.sample_length / sp << " tokens): " << p.summary() << "\n";
+          if (cfg.device.memory_cap > 0)
+            std::cout << (p.peak <= cfg.device.memory_cap ? "fits under" : "EXCEEDS") << " the cap of "
+                      << pf::format_bytes(cfg.device.memory_cap) << "\n";
+        }
+      }
+      return 0;
+    }
+    pf::Session session(cfg, size, rank);
+    if (rank == 0) {
+      std::cout << "performer-train: " << size << " rank(s) as dp " << dp << " x sp " << sp << " on "
+                << session.device().str() << "\n"
+                << "# resolved configuration\n"
+                << cfg.source_text << std::flush;
+    }
+    const pf::TrainOutcome out = pf::run_training(cfg, session, std::cout);
+    (void)out;
+    return 0;
+  });
+}
