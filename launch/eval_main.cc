@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     cfg.run.eval_batches = batches;
     cfg.checkpoint.resume.clear();
     pf::validate_layout(cfg, size);
-    pf::Session session(cfg, size, rank);
+    pf::Session session(cfg, MPI_COMM_WORLD);
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     pf::restore_checkpoint(checkpoint, cfg, trainer);
     const pf::EvalStats e = pf::run_validation(cfg, session, trainer);

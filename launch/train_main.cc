@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    pf::Session session(cfg, size, rank);
+    pf::Session session(cfg, MPI_COMM_WORLD);
     if (rank == 0) {
       std::cout << "performer-train: " << size << " rank(s) as dp " << dp << " x sp " << sp << " on "
                 << session.device().str() << "\n"

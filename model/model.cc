@@ -1,12 +1,14 @@
 #include "model/model.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
 #include "kernels/positional/positional.h"
+#include "kernels/reduce/reduce.h"
 #include "kernels/random_features/random_features.h"
 #include "runtime/check.h"
 
@@ -96,6 +98,11 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   std::vector<Tensor> xs;
   xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
   embedding_forward(ctx, ids.data<int32_t>(), p + layout_.embedding(), xs[0].data<float>(), T, V, C);
+  // Token embeddings enter scaled by sqrt(C) so that they are not drowned by
+  // the unit-amplitude positional encoding (the tied output head uses the
+  // unscaled table).
+  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
+  scale_values(ctx, xs[0].data<float>(), T * C, embed_scale);
   if (cfg_.positional == PositionalEncoding::Sinusoidal) sinusoidal_add(ctx, xs[0].data<float>(), B, n, C, in.offset);
 
   std::vector<LayerActs> acts(static_cast<size_t>(L));
@@ -155,6 +162,7 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
     acts[l].clear();
     add_attention(lt.attention_bwd);
   }
+  scale_values(ctx, d_x.data<float>(), T * C, embed_scale);
   embedding_backward(ctx, ids.data<int32_t>(), d_x.data<float>(), g + layout_.embedding(), T, V, C);
   synchronize(ctx.stream);
   finish_timing();

@@ -1,5 +1,5 @@
 // The Performer protein language model on one rank of a sequence group:
-//   ids [B, n] -> embedding [T, C] (+ sinusoidal encoding of GLOBAL positions)
+//   ids [B, n] -> sqrt(C) * embedding [T, C] (+ sinusoidal encoding of GLOBAL positions)
 //   -> layers -> final LayerNorm -> logits [T, V] = h E^T (head tied to the
 //   embedding) -> cross-entropy against targets (sums; the caller divides by
 //   the global count through `loss_scale`).

@@ -30,8 +30,12 @@ void fsync_path(const std::string& path, bool directory) {
 }
 
 void write_tensors(hid_t group, const ParamLayout& layout, const std::vector<float>& flat) {
-  for (const ParamSlice& s : layout.slices())
-    h5_write_array<float>(group, s.name, flat.data() + s.offset, s.shape, H5Layout{0, 0, true});
+  // Chunked (required for Fletcher-32 checksums), about 1 MiB per chunk.
+  for (const ParamSlice& s : layout.slices()) {
+    const int64_t row = s.numel / s.shape[0];
+    const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(s.shape[0], (int64_t{1} << 18) / std::max<int64_t>(row, 1)));
+    h5_write_array<float>(group, s.name, flat.data() + s.offset, s.shape, H5Layout{rows, 0, true});
+  }
 }
 
 std::vector<float> read_tensors(hid_t group, const ParamLayout& layout, const std::string& path,

@@ -9,9 +9,9 @@ namespace pf {
 
 namespace {
 
-int node_local_rank() {
+int node_local_rank(MPI_Comm comm) {
   MPI_Comm local;
-  PF_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  PF_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
   int r = 0;
   MPI_Comm_rank(local, &r);
   MPI_Comm_free(&local);
@@ -20,7 +20,10 @@ int node_local_rank() {
 
 }  // namespace
 
-Session::Session(const TrainConfig& cfg, int world_size, int world_rank) : rank_(world_rank) {
+Session::Session(const TrainConfig& cfg, MPI_Comm comm) {
+  int world_size = 1;
+  MPI_Comm_size(comm, &world_size);
+  MPI_Comm_rank(comm, &rank_);
   validate_layout(cfg, world_size);
   const std::string& backend = cfg.device.backend;
   const int gpus = cuda_device_count();
@@ -28,10 +31,10 @@ Session::Session(const TrainConfig& cfg, int world_size, int world_rank) : rank_
     PF_REQUIRE(ConfigError, gpus > 0, "device.backend = cuda, but " << cuda_unavailable_reason());
   }
   const bool use_gpu = backend == "cuda" || (backend == "auto" && gpus > 0);
-  device_ = use_gpu ? Device::cuda(node_local_rank() % gpus) : Device::cpu();
+  device_ = use_gpu ? Device::cuda(node_local_rank(comm) % gpus) : Device::cpu();
   tracker_ = std::make_unique<MemoryTracker>(device_, cfg.device.memory_cap);
   resources_ = std::make_unique<ExecResources>(device_, *tracker_);
-  std::unique_ptr<Communicator> world = use_gpu ? make_nccl_comm(MPI_COMM_WORLD) : make_mpi_comm(MPI_COMM_WORLD);
+  std::unique_ptr<Communicator> world = use_gpu ? make_nccl_comm(comm) : make_mpi_comm(comm);
   grid_ = std::make_unique<ParallelGrid>(std::move(world), static_cast<int>(cfg.parallel.sp));
 }
 

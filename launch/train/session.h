@@ -6,6 +6,8 @@
 // with the configured cap and the execution context.
 #pragma once
 
+#include <mpi.h>
+
 #include <memory>
 #include <string>
 
@@ -19,7 +21,8 @@ namespace pf {
 
 class Session {
  public:
-  Session(const TrainConfig& cfg, int world_size, int world_rank);
+  // The ranks of `comm` (MPI_COMM_WORLD for a launched program) form the world.
+  Session(const TrainConfig& cfg, MPI_Comm comm);
   ParallelGrid& grid() { return *grid_; }
   const ExecContext& ctx() const { return resources_->ctx(); }
   MemoryTracker& tracker() { return *tracker_; }

@@ -190,6 +190,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("train", "eval_interval", run.eval_interval);
   r.get("train", "eval_batches", run.eval_batches);
   r.get("train", "metrics", run.metrics);
+  r.get("train", "stop_at", run.stop_at);
   o.schedule.total_steps = run.steps;
 
   CheckpointConfig& ck = c.checkpoint;
@@ -214,6 +215,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   auto require = [&](bool ok, const std::string& msg) { PF_REQUIRE(ConfigError, ok, origin << ": " << msg); };
   require(run.steps >= 1, "train.steps must be >= 1");
   require(run.log_interval >= 1, "train.log_interval must be >= 1");
+  require(run.stop_at >= 0, "train.stop_at must be >= 0");
   require(run.eval_interval >= 0 && run.eval_batches >= 0, "train.eval_interval and train.eval_batches must be >= 0");
   require(o.schedule.warmup_steps >= 0 && o.schedule.warmup_steps <= run.steps,
           "optimizer.warmup_steps must be in [0, train.steps]");

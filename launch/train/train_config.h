@@ -33,6 +33,7 @@ struct RunConfig {
   int64_t eval_interval = 200;   // 0: only at the end
   int64_t eval_batches = 16;     // validation batches per evaluation (0: the whole split)
   std::string metrics;           // JSON-lines file ("" = none)
+  int64_t stop_at = 0;           // stop at this step with a checkpoint, as if preempted (0: never)
 };
 
 struct CheckpointConfig {

@@ -165,6 +165,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     const StepStats st = trainer.train_step(to_token_batch(batch, grid));
     out.last_loss = st.loss;
     int stop = stop_requested() ? 1 : 0;
+    if (cfg.run.stop_at > 0 && trainer.step() >= cfg.run.stop_at && trainer.step() < cfg.run.steps) stop = 2;
     allreduce_host_values(grid.world(), &stop, 1, DType::i32, ReduceOp::Max, session.tracker());
     const double step_time = seconds_now() - t0;
     avg_step = avg_step == 0 ? step_time : 0.9 * avg_step + 0.1 * step_time;
@@ -199,7 +200,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                      .dump()
               << "\n";
     if (stop) {
-      if (root) log << "stop requested (signal " << stop_signal_number() << "): saving a checkpoint at step " << done << "\n";
+      if (root) {
+        if (stop == 2) log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";
+        else log << "stop requested (signal " << stop_signal_number() << "): saving a checkpoint at step " << done << "\n";
+      }
       if (!cfg.checkpoint.dir.empty()) out.checkpoint = save_checkpoint(cfg, session, trainer, loader);
       out.stopped_by_signal = true;
       break;

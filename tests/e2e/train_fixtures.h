@@ -1,0 +1,78 @@
+// Shared set-up of the training tests: real proteins (QUERY.fasta.gz from the
+// mmseqs2 examples) prepared once per test process into a temporary folder,
+// and a tiny configuration built from key=value overrides.
+#pragma once
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/prepare.h"
+#include "launch/train/train_config.h"
+
+namespace pf::test {
+
+inline const char* kQueryFasta = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
+
+// A folder shared by the ranks of `comm` (named after rank 0's pid), created
+// by rank 0.
+inline std::string shared_temp_dir(MPI_Comm comm, const std::string& tag) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  long pid = static_cast<long>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("pf-" + tag + "-" + std::to_string(pid))).string();
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  MPI_Barrier(comm);
+  return dir;
+}
+
+inline std::string prepared_proteins(MPI_Comm comm, const std::string& dir) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::string out = dir + "/proteins.h5";
+  if (rank == 0) {
+    PrepareOptions o;
+    o.inputs = {kQueryFasta};
+    o.output = out;
+    o.val_fraction = 0.1;
+    o.test_fraction = 0.05;
+    prepare_dataset(o);
+  }
+  MPI_Barrier(comm);
+  return out;
+}
+
+inline std::vector<std::string> tiny_run(const std::string& data, const std::string& dir, int sp, int batch) {
+  return {"model.layers=2",        "model.width=32",       "model.heads=2",
+          "model.ffn=64",          "model.features=16",    "model.chunk=16",
+          "data.files=[\"" + data + "\"]", "data.sample_length=48", "data.batch_size=" + std::to_string(batch),
+          "optimizer.lr=3e-3",     "optimizer.warmup_steps=2", "train.steps=8",
+          "train.log_interval=100", "train.eval_interval=0", "train.eval_batches=2",
+          "train.metrics=\"" + dir + "/metrics.jsonl\"", "checkpoint.dir=\"" + dir + "/ckpt\"",
+          "checkpoint.interval=0", "parallel.sp=" + std::to_string(sp)};
+}
+
+// Losses of the metrics file, one per step line.
+inline std::vector<double> metric_losses(const std::string& path) {
+  std::vector<double> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("\"eval\"") != std::string::npos) continue;
+    const size_t k = line.find("\"loss\":");
+    if (k != std::string::npos) out.push_back(std::stod(line.substr(k + 7)));
+  }
+  return out;
+}
+
+}  // namespace pf::test
