@@ -68,8 +68,9 @@ void check_layout(AttentionKind kind, Objective obj, int sp) {
   // therefore zero up to rounding; Adam turns that rounding into lr-sized
   // steps of arbitrary sign, so parameters are compared for the kernels whose
   // every gradient is meaningful (loss and gradients are compared for all).
-  if (kind != AttentionKind::Softmax)
+  if (kind != AttentionKind::Softmax) {
     EXPECT_LT(test::rel_l2(got.final_params, want.final_params), 1e-5) << what;
+  }
 }
 
 int world_size() {
