@@ -23,6 +23,7 @@ const Subcommand kSubcommands[] = {
     {"linattn", pf::bench::run_linattn, "CPU causal linear attention forward + backward GFLOP/s and fraction of sgemm"},
     {"comm", pf::bench::run_comm, "scan, allreduce and allgather latency and bandwidth (run under mpirun)"},
     {"softmax", pf::bench::run_softmax, "exact softmax attention forward+backward on the CPU, causal and bidirectional"},
+    {"train", pf::bench::run_train, "training-step tokens/s with its breakdown (under mpirun); longest length under a cap"},
 };
 
 void usage() {

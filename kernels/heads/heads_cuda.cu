@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/heads/heads.h"
 #include "kernels/heads/heads_math.h"
 #include "runtime/cuda_check.cuh"
@@ -6,8 +8,7 @@ namespace pf {
 namespace {
 
 template <bool kSplit>
-__global__ void heads_move_kernel(HeadsShape s, const float* __restrict__ in, float* __restrict__ out) {
-  const int64_t total = s.numel();
+__global__ void heads_move_kernel(HeadsShape s, int64_t total, const float* __restrict__ in, float* __restrict__ out) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = heads_row_index(e, s.groups, s.batch, s.heads, s.n, s.dim);
@@ -22,7 +23,7 @@ void launch(const ExecContext& ctx, const HeadsShape& s, const float* in, float*
   if (total == 0) return;
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65535));
-  heads_move_kernel<kSplit><<<blocks, threads, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(s, in, out);
+  heads_move_kernel<kSplit><<<blocks, threads, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(s, total, in, out);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/positional/positional.h"
 #include "kernels/positional/positional_math.h"
 #include "runtime/cuda_check.cuh"

@@ -11,6 +11,7 @@ int run_feature_map(int argc, char** argv);  // FAVOR+/ReLU feature maps, forwar
 int run_data(int argc, char** argv);  // data preparation MB/s and loader tokens/s per rank
 int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLOP/s
 int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
-int run_softmax(int argc, char** argv);  // exact softmax attention forward/backward on the CPU
+int run_softmax(int argc, char** argv);
+int run_train(int argc, char** argv);  // training-step tokens/s and breakdown; longest length under a cap  // exact softmax attention forward/backward on the CPU
 
 }  // namespace pf::bench

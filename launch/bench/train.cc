@@ -1,0 +1,185 @@
+// performer-bench train: training-step throughput and its breakdown, under
+// mpirun at any rank count (strong and weak scaling drivers call it), and the
+// longest local length under a memory cap.
+//   mpirun -np N performer-bench train --preset small|medium|paper [--length n_local] [--batch B]
+//          [--sp S] [--steps K] [--set model.key=value ...] [--cap 16GiB] [--data FILE] [--csv FILE]
+//   performer-bench train --preset paper --longest --cap 16GiB [--confirm]
+// Each timed step reports tokens/s (all ranks) and seconds split into
+// attention compute, scan (its exposed part separately), other compute,
+// gradient and scalar allreduce, optimizer and data; plus the peak bytes of
+// rank 0 and the planner's prediction for the same configuration.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "data/loader.h"
+#include "launch/bench/bench.h"
+#include "launch/bench/timing.h"
+#include "launch/train/session.h"
+#include "launch/train/train_config.h"
+#include "model/planner.h"
+#include "model/trainer.h"
+#include "runtime/check.h"
+#include "runtime/random.h"
+
+namespace pf::bench {
+namespace {
+
+std::vector<std::string> preset(const std::string& name) {
+  if (name == "small")
+    return {"model.layers=2", "model.width=128", "model.heads=4", "model.ffn=512", "model.features=64"};
+  if (name == "medium")
+    return {"model.layers=4", "model.width=256", "model.heads=8", "model.ffn=1024", "model.features=128"};
+  if (name == "paper")  // the Performer paper's speed study
+    return {"model.layers=6", "model.width=512", "model.heads=8", "model.ffn=2048", "model.features=256"};
+  PF_REQUIRE(ConfigError, false, "--preset must be small, medium or paper, got '" << name << "'");
+  return {};
+}
+
+TokenBatch synthetic_batch(int64_t B, int64_t L, int64_t begin, int64_t end, int64_t first_sample) {
+  TokenBatch b;
+  b.batch = B;
+  b.n = end - begin;
+  b.offset = begin;
+  for (int64_t s = 0; s < B; ++s) {
+    const KeyedRandom r(7, 11, static_cast<uint64_t>(first_sample + s));
+    for (int64_t p = begin; p < end; ++p) b.tokens.push_back(4 + static_cast<int32_t>(r.draw(p).v[0] % 20));
+    b.lookahead.push_back(end < L ? 4 + static_cast<int32_t>(r.draw(end).v[0] % 20) : -1);
+    b.sample_ids.push_back(static_cast<uint64_t>(first_sample + s));
+  }
+  return b;
+}
+
+struct Args {
+  std::string preset = "small", data, csv;
+  std::vector<std::string> sets;
+  int64_t length = 1024, batch = 1, sp = 0, steps = 3;
+  std::string cap;
+  bool longest = false, confirm = false;
+};
+
+int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
+  PF_REQUIRE(ConfigError, !a.cap.empty(), "--longest needs --cap (e.g. 16GiB)");
+  const int64_t cap = parse_byte_size(a.cap, "--cap");
+  std::fprintf(out, "preset,checkpointing,batch,longest_local_length,planned_peak_bytes,cap_bytes\n");
+  int rc = 0;
+  for (bool ckpt : {false, true}) {
+    ModelConfig m = base.model;
+    m.checkpoint_activations = ckpt;
+    const int64_t n = longest_local_length(m, a.batch, cap, 1024, base.parallel.attention);
+    const MemoryPlan plan = plan_memory(m, a.batch, n, base.parallel.attention);
+    std::fprintf(out, "%s,%d,%lld,%lld,%lld,%lld\n", a.preset.c_str(), ckpt, static_cast<long long>(a.batch),
+                 static_cast<long long>(n), static_cast<long long>(plan.peak), static_cast<long long>(cap));
+    std::fflush(out);
+    std::fprintf(stderr, "%s, checkpointing %s: longest local length %lld under %s (%s)\n", a.preset.c_str(),
+                 ckpt ? "on" : "off", static_cast<long long>(n), format_bytes(cap).c_str(), plan.summary().c_str());
+    if (a.confirm && n > 0) {
+      // One real step at that length with the cap enforced by the allocator.
+      MemoryTracker tracker(Device::cpu(), cap);
+      ExecResources res(Device::cpu(), tracker);
+      ParallelGrid grid(make_local_comm(), 1);
+      Trainer trainer(m, base.optimizer, grid, res.ctx(), base.parallel.attention);
+      const double t0 = now_seconds();
+      const StepStats st = trainer.train_step(synthetic_batch(a.batch, n, 0, n, 0));
+      std::fprintf(stderr, "  confirmed: one step at %lld tokens in %.1f s, measured peak %s (planned %s)\n",
+                   static_cast<long long>(n), now_seconds() - t0, format_bytes(st.peak_bytes).c_str(),
+                   format_bytes(plan.peak).c_str());
+      std::fprintf(out, "# confirmed,%d,%lld,%lld,%.3f\n", ckpt, static_cast<long long>(n),
+                   static_cast<long long>(st.peak_bytes), now_seconds() - t0);
+      if (st.peak_bytes > cap) rc = 1;
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+int run_train(int argc, char** argv) {
+  CLI::App app{"training-step throughput and breakdown (run under mpirun for several ranks)"};
+  Args a;
+  app.add_option("--preset", a.preset, "small, medium or paper (6 layers, width 512, 8 heads, FFN 2048, m 256)");
+  app.add_option("--set", a.sets, "override: model.key=value, parallel.key=value, optimizer.key=value");
+  app.add_option("--length", a.length, "tokens per rank per sample (local length)");
+  app.add_option("--batch", a.batch, "samples per data-parallel group");
+  app.add_option("--sp", a.sp, "sequence-parallel group size (default: all ranks)");
+  app.add_option("--steps", a.steps, "timed steps (after one warm-up step)");
+  app.add_option("--cap", a.cap, "per-rank memory cap, e.g. 16GiB");
+  app.add_option("--data", a.data, "prepared HDF5 file: read batches with the loader (else synthetic tokens)");
+  app.add_option("--csv", a.csv, "write CSV here (default: stdout)");
+  app.add_flag("--longest", a.longest, "find the longest local length under --cap with the planner");
+  app.add_flag("--confirm", a.confirm, "with --longest: run one real step at that length under the cap");
+  CLI11_PARSE(app, argc, argv);
+
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  }
+  int size = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<std::string> sets = preset(a.preset);
+  sets.insert(sets.end(), a.sets.begin(), a.sets.end());
+  const int64_t sp = a.sp > 0 ? a.sp : size;
+  sets.push_back("parallel.sp=" + std::to_string(sp));
+  sets.push_back("data.sample_length=" + std::to_string(a.length * sp));
+  sets.push_back("data.batch_size=" + std::to_string(a.batch));
+  if (!a.cap.empty()) sets.push_back("device.memory_cap=\"" + a.cap + "\"");
+  if (!a.data.empty()) sets.push_back("data.files=[\"" + a.data + "\"]");
+  const TrainConfig cfg = load_train_config("", sets);
+
+  std::FILE* out = stdout;
+  if (rank == 0 && !a.csv.empty()) {
+    out = std::fopen(a.csv.c_str(), "w");
+    PF_REQUIRE(IoError, out != nullptr, "cannot write --csv file '" << a.csv << "'");
+  }
+  int rc = 0;
+  if (a.longest) {
+    if (rank == 0) rc = longest_length(a, cfg, out);
+  } else {
+    Session session(cfg, MPI_COMM_WORLD);
+    ParallelGrid& grid = session.grid();
+    Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention,
+                    cfg.parallel.bucket_mib << 20);
+    std::unique_ptr<DataLoader> loader;
+    if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", true));
+    const int64_t n = a.length, L = n * sp;
+    const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, cfg.parallel.attention);
+    if (rank == 0)
+      std::fprintf(out,
+                   "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
+                   "scan_exposed_s,other_s,allreduce_s,optimizer_s,data_s,peak_bytes,planned_bytes\n");
+    for (int64_t s = 0; s <= a.steps; ++s) {
+      const double t0 = now_seconds();
+      TokenBatch batch;
+      if (loader) {
+        batch = to_token_batch(loader->next(), grid);
+      } else {
+        batch = synthetic_batch(a.batch, L, grid.sp_rank() * n, (grid.sp_rank() + 1) * n,
+                                (s * grid.dp_size() + grid.dp_rank()) * a.batch);
+      }
+      const double data_s = now_seconds() - t0;
+      const StepStats st = trainer.train_step(batch);
+      const double secs = now_seconds() - t0;
+      if (rank == 0 && s > 0) {
+        std::fprintf(out, "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld\n",
+                     a.preset.c_str(), attention_kind_name(cfg.model.attention), size, grid.dp_size(),
+                     grid.sp_size(), static_cast<long long>(a.batch), static_cast<long long>(n),
+                     static_cast<long long>(s), secs,
+                     static_cast<double>(grid.world_size() * a.batch * n) / secs, st.model.attention, st.model.scan,
+                     st.model.scan_exposed, st.model.other, st.allreduce, st.optimizer, data_s,
+                     static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak));
+        std::fflush(out);
+      }
+    }
+  }
+  if (out != stdout) std::fclose(out);
+  if (!initialized) MPI_Finalize();
+  return rc;
+}
+
+}  // namespace pf::bench
