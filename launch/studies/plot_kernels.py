@@ -2,7 +2,8 @@
 """Plot of `performer-bench kernels --csv`: forward+backward time vs n (log-log)
 of FAVOR+ attention and exact softmax attention, causal and bidirectional.
 
-    python3 launch/studies/plot_kernels.py docs/results/kernels.csv docs/results/kernels_time_vs_n.png
+    python3 launch/studies/plot_kernels.py OUT.png CSV [CSV ...]
+    e.g. plot_kernels.py docs/results/kernels_time_vs_n.png docs/results/kernels.csv docs/results/kernels_short.csv
 """
 import csv
 import sys
@@ -14,10 +15,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    with open(sys.argv[1]) as f:
-        rows = list(csv.DictReader(f))
+    out = sys.argv[1]
+    rows = []
+    for path in sys.argv[2:]:
+        with open(path) as f:
+            rows += list(csv.DictReader(f))
     fig, ax = plt.subplots(figsize=(7, 5))
     styles = {
         ("favor", "causal"): dict(color="C0", marker="o", label="FAVOR+ causal"),
@@ -38,8 +42,8 @@ def main():
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=110)
-    print("wrote", sys.argv[2])
+    fig.savefig(out, dpi=110)
+    print("wrote", out)
 
 
 if __name__ == "__main__":
