@@ -91,7 +91,7 @@ int run(const Options& opt) {
   const bool softmax = opt.kernel == "softmax";
   const pf::Device device = opt.backend == "cuda" ? pf::Device::cuda(0) : pf::Device::cpu();
   if (device.is_cuda() && pf::cuda_device_count() == 0)
-    throw ToolError("--backend cuda: no usable CUDA device (" + pf::cuda_unavailable_reason() + ")");
+    throw ToolError("--backend cuda: " + pf::cuda_unavailable_reason());
 
   // ---- read and check the input -------------------------------------------------
   pf::H5Id file = pf::h5_open_file(opt.input);
