@@ -23,6 +23,8 @@ const Subcommand kSubcommands[] = {
     {"linattn", pf::bench::run_linattn, "CPU causal linear attention forward + backward GFLOP/s and fraction of sgemm"},
     {"comm", pf::bench::run_comm, "scan, allreduce and allgather latency and bandwidth (run under mpirun)"},
     {"softmax", pf::bench::run_softmax, "exact softmax attention forward+backward on the CPU, causal and bidirectional"},
+    {"approx", pf::bench::run_approx, "random-feature attention vs exact softmax: error, top-1 agreement, time, memory"},
+    {"kernels", pf::bench::run_kernels, "FAVOR+ attention vs exact softmax forward+backward time, GFLOP/s, crossover"},
 };
 
 void usage() {

@@ -12,5 +12,7 @@ int run_data(int argc, char** argv);  // data preparation MB/s and loader tokens
 int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLOP/s
 int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
 int run_softmax(int argc, char** argv);  // exact softmax attention forward/backward on the CPU
+int run_approx(int argc, char** argv);  // random-feature vs exact softmax attention: errors, top-1, time, memory
+int run_kernels(int argc, char** argv);  // FAVOR+ composite vs exact softmax: fwd+bwd time, GFLOP/s, crossover
 
 }  // namespace pf::bench
