@@ -24,6 +24,8 @@ const Subcommand kSubcommands[] = {
     {"comm", pf::bench::run_comm, "scan, allreduce and allgather latency and bandwidth (run under mpirun)"},
     {"softmax", pf::bench::run_softmax, "exact softmax attention forward+backward on the CPU, causal and bidirectional"},
     {"train", pf::bench::run_train, "training-step tokens/s with its breakdown (under mpirun); longest length under a cap"},
+    {"approx", pf::bench::run_approx, "random-feature attention vs exact softmax: error, top-1 agreement, time, memory"},
+    {"kernels", pf::bench::run_kernels, "FAVOR+ attention vs exact softmax forward+backward time, GFLOP/s, crossover"},
 };
 
 void usage() {

@@ -13,5 +13,8 @@ int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLO
 int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
 int run_softmax(int argc, char** argv);
 int run_train(int argc, char** argv);  // training-step tokens/s and breakdown; longest length under a cap  // exact softmax attention forward/backward on the CPU
+int run_softmax(int argc, char** argv);  // exact softmax attention forward/backward on the CPU
+int run_approx(int argc, char** argv);  // random-feature vs exact softmax attention: errors, top-1, time, memory
+int run_kernels(int argc, char** argv);  // FAVOR+ composite vs exact softmax: fwd+bwd time, GFLOP/s, crossover
 
 }  // namespace pf::bench

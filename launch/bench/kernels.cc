@@ -1,0 +1,144 @@
+// performer-bench kernels: forward + backward time, tokens/s and GFLOP/s of the
+// FAVOR+ attention composite (favor_attention_forward/backward: features of q
+// and k, linear attention, feature backward) and of exact softmax attention
+// (softmax_attention_forward/backward_cpu), causal and bidirectional, over
+// sequence lengths n at B=1, H=8, d=64, m=256 (the defaults), on the CPU.
+// Exact softmax is skipped above --softmax-max (16384) unless --all.
+//
+// FLOP counts per head (GEMM-shaped work only; exps not counted). FAVOR+, per
+// position, chunk C, D1 = d+1:
+//   forward   features 2 * 2 m d  +  linear attention 4 m D1 + 2 C (m + D1) (causal)
+//                                                    or 4 m D1 (bidirectional)
+//   backward  features recomputed 2 * 2 m d + linear attention backward
+//             8 m D1 + 2 m d + 2 C (3 m + D1 + d) (causal) or 8 m D1 (bidirectional)
+//             + feature backward 2 * 2 m d
+// (the causal C x C intra-chunk products are counted in full, as computed).
+// Softmax: forward 4 n^2 d, backward 10 n^2 d per head; causal counts half.
+// The sgemm peak (peak_sgemm_gflops) is measured at the start of the run and
+// again before each length, and every figure is given as a fraction of it.
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/favor_attention/favor_attention.h"
+#include "kernels/random_features/random_features.h"
+#include "kernels/softmax_attention/softmax_attention.h"
+#include "launch/bench/bench.h"
+#include "launch/bench/timing.h"
+#include "runtime/random.h"
+
+namespace pf::bench {
+namespace {
+
+std::vector<float> gaussian(int64_t size, uint64_t stream) {
+  KeyedRandom rng(99, stream, 0);
+  std::vector<float> v(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; i += 2) {
+    double z0, z1;
+    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
+    v[i] = static_cast<float>(z0);
+    if (i + 1 < size) v[i + 1] = static_cast<float>(z1);
+  }
+  return v;
+}
+
+double favor_flop(int64_t heads, int64_t n, int64_t d, int64_t m, int64_t C, bool causal) {
+  const double D1 = static_cast<double>(d + 1), md = static_cast<double>(m) * d;
+  const double fwd = 4 * md + 4 * m * D1 + (causal ? 2.0 * C * (m + D1) : 0.0);
+  const double bwd = 4 * md + 8 * m * D1 + (causal ? 2 * md + 2.0 * C * (3 * m + D1 + d) : 0.0) + 4 * md;
+  return (fwd + bwd) * static_cast<double>(n) * heads;
+}
+
+}  // namespace
+
+int run_kernels(int argc, char** argv) {
+  CLI::App app{"FAVOR+ attention vs exact softmax attention (CPU), forward + backward"};
+  std::vector<int64_t> sizes{1024, 2048, 4096, 8192, 16384, 32768, 65536};
+  int64_t batch = 1, heads = 8, d = 64, m = 256, chunk = 64, softmax_max = 16384;
+  int reps = 2;
+  bool all = false;
+  std::string csv;
+  app.add_option("--sizes", sizes, "sequence lengths n");
+  app.add_option("--batch", batch, "B")->capture_default_str();
+  app.add_option("--heads", heads, "H")->capture_default_str();
+  app.add_option("-d", d, "head dim")->capture_default_str();
+  app.add_option("-m", m, "random features")->capture_default_str();
+  app.add_option("--chunk", chunk, "causal chunk")->capture_default_str();
+  app.add_option("--softmax-max", softmax_max, "longest n timed for exact softmax")->capture_default_str();
+  app.add_flag("--all", all, "time exact softmax at every n");
+  app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->capture_default_str();
+  app.add_option("--csv", csv, "write the CSV here instead of stdout");
+  CLI11_PARSE(app, argc, argv);
+
+  FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
+  if (!out) throw std::runtime_error("cannot open " + csv + " for writing");
+  const int64_t bh = batch * heads;
+  std::fprintf(out,
+               "kernel,mode,n,batch,heads,d,m,threads,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,gflop,gflops,"
+               "peak_sgemm_gflops,fraction_of_peak\n");
+  const std::vector<float> W =
+      random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {1, 0, 0});
+  for (int64_t n : sizes) {
+    const double peak = peak_sgemm_gflops();
+    std::fprintf(stderr, "kernels: n=%ld, sgemm peak %.1f GFLOP/s on %d threads\n", static_cast<long>(n), peak,
+                 omp_get_max_threads());
+    const int64_t size = bh * n * d;
+    const auto q = gaussian(size, 1), k = gaussian(size, 2), v = gaussian(size, 3), g = gaussian(size, 4);
+    std::vector<float> o(size), dq(size), dk(size), dv(size), den(bh * n), rs(bh * n);
+    auto row = [&](const char* kernel, bool causal, double tf, double tb, double gflop) {
+      const double t = tf + tb;
+      std::fprintf(out, "%s,%s,%ld,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.4f,%.0f,%.2f,%.1f,%.1f,%.3f\n", kernel,
+                   causal ? "causal" : "bidirectional", static_cast<long>(n), static_cast<long>(batch),
+                   static_cast<long>(heads), static_cast<long>(d), static_cast<long>(m), omp_get_max_threads(), tf,
+                   tb, t, static_cast<double>(batch * n) / t, gflop, gflop / t, peak, gflop / t / peak);
+      std::fflush(out);
+    };
+    for (bool causal : {true, false}) {
+      const FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
+      std::vector<float> total(favor_attention_total_floats(p));
+      float* tp = causal ? nullptr : total.data();
+      const ExecContext ctx;
+      const double tf = best_seconds(
+          [&] {
+            favor_attention_forward(ctx, p, q.data(), k.data(), v.data(), W.data(), o.data(), den.data(), rs.data(),
+                                    tp);
+          },
+          reps);
+      const double tb = best_seconds(
+          [&] {
+            favor_attention_backward(ctx, p, q.data(), k.data(), v.data(), W.data(), o.data(), den.data(), rs.data(),
+                                     tp, g.data(), dq.data(), dk.data(), dv.data());
+          },
+          reps);
+      row("favor", causal, tf, tb, favor_flop(bh, n, d, m, chunk, causal) * 1e-9);
+    }
+    if (n > softmax_max && !all) continue;
+    std::vector<float> lse(bh * n);
+    for (bool causal : {true, false}) {
+      SoftmaxAttentionParams p;
+      p.heads = bh;
+      p.n = n;
+      p.d = d;
+      p.causal = causal;
+      const int sreps = n >= 8192 ? 1 : reps;
+      const double tf =
+          best_seconds([&] { softmax_attention_forward_cpu(p, q.data(), k.data(), v.data(), o.data(), lse.data()); },
+                       sreps);
+      const double tb = best_seconds(
+          [&] {
+            softmax_attention_backward_cpu(p, q.data(), k.data(), v.data(), o.data(), lse.data(), g.data(), dq.data(),
+                                           dk.data(), dv.data());
+          },
+          sreps);
+      const double pairs = static_cast<double>(bh) * n * n * (causal ? 0.5 : 1.0);
+      row("softmax", causal, tf, tb, 14.0 * pairs * d * 1e-9);
+    }
+  }
+  if (out != stdout) std::fclose(out);
+  return 0;
+}
+
+}  // namespace pf::bench
