@@ -65,8 +65,10 @@ std::string format_train_config(const TrainConfig& c) {
                                {"bucket_mib", c.parallel.bucket_mib}}},
       {"device", toml::table{{"backend", c.device.backend}, {"memory_cap", c.device.memory_cap}}},
   };
+  // Floats with the precision they were written with (0.9, not 0.899999976).
   std::ostringstream os;
-  os << root << "\n";
+  os << toml::toml_formatter{root, toml::toml_formatter::default_flags | toml::format_flags::relaxed_float_precision}
+     << "\n";
   return os.str();
 }
 
