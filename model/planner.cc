@@ -1,5 +1,7 @@
 #include "model/planner.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -26,8 +28,17 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, const Atten
   const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved);
   // Inside the attention forward: features of one head group, unnormalised
   // outputs, block totals, scan workspace.
-  const int64_t att_fwd = linear ? f * (2 * G * n * m + G * n + T * (C + H) + 3 * BH * ss + G * ss) : 0;
-  const int64_t att_bwd = linear ? f * (4 * G * n * m + G * n + 2 * BH * ss + G * n * D) : 0;
+  // Kernel workspaces: the linear-attention kernels hold per-thread chunk
+  // buffers (the backward also one C x C block per chunk of the sequence); the
+  // feature-map backward holds one [rows, m] buffer.
+  const int64_t threads = omp_get_max_threads();
+  const int64_t Ck = std::min(cfg.chunk, std::max<int64_t>(n, 1)), D1 = D + 1;
+  const int64_t la_fwd = threads * (m * D1 + Ck * D1 + Ck * Ck + Ck * m);
+  const int64_t la_bwd = threads * (m * D1 + 2 * Ck * D1 + Ck * Ck + (n + Ck - 1) / Ck * Ck * Ck + Ck * m);
+  const int64_t att_fwd =
+      linear ? f * (2 * G * n * m + G * n + T * (C + H) + 3 * BH * ss + G * ss + la_fwd) : 0;
+  const int64_t att_bwd =
+      linear ? f * (4 * G * n * m + G * n + 2 * BH * ss + G * n * D + std::max(la_bwd, G * n * m + G * n)) : 0;
   const int64_t layer_fwd = std::max(f * 3 * T * C, att_fwd);
   const int64_t layer_bwd =
       f * T * C + std::max({f * (T * F + T * C), f * (5 * T * C) + att_bwd, f * 6 * T * C, f * 5 * T * C});
@@ -57,7 +68,9 @@ std::string MemoryPlan::summary() const {
 
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple,
                              const AttentionOptions& options) {
-  auto fits = [&](int64_t k) { return plan_memory(cfg, batch, k * multiple, options).peak <= cap_bytes; };
+  // 3% headroom for what the plan does not see (allocator rounding, library buffers).
+  const double budget = 0.97 * static_cast<double>(cap_bytes);
+  auto fits = [&](int64_t k) { return static_cast<double>(plan_memory(cfg, batch, k * multiple, options).peak) <= budget; };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 2;
   while (fits(hi) && hi < (int64_t{1} << 40) / multiple) {

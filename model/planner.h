@@ -35,7 +35,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t batch, int64_t n_local, c
                        bool training = true);
 
 // The largest local length (a multiple of `multiple`) whose planned peak fits
-// under `cap_bytes`, or 0 when even `multiple` does not fit.
+// under 97% of `cap_bytes` (3% headroom), or 0 when even `multiple` does not fit.
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple = 1024,
                              const AttentionOptions& options = {});
 

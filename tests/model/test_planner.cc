@@ -48,8 +48,8 @@ TEST(Planner, LongestLengthFitsTheCap) {
   const int64_t cap = int64_t{64} << 20;
   const int64_t n = longest_local_length(cfg, 1, cap, 256);
   ASSERT_GT(n, 0);
-  EXPECT_LE(plan_memory(cfg, 1, n).peak, cap);
-  EXPECT_GT(plan_memory(cfg, 1, n + 256).peak, cap);
+  EXPECT_LE(plan_memory(cfg, 1, n).peak, 0.97 * cap);
+  EXPECT_GT(plan_memory(cfg, 1, n + 256).peak, 0.97 * cap);
 }
 
 }  // namespace
