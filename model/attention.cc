@@ -100,6 +100,20 @@ class GroupFeatures {
   bool q_ready_ = false;
 };
 
+SoftmaxAttentionParams softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
+  SoftmaxAttentionParams p;
+  p.heads = heads;
+  p.n = n;
+  p.d = cfg.head_dim();
+  p.causal = cfg.causal();
+  return p;
+}
+
+FeatureMapParams feature_params(const ModelConfig& cfg) {
+  return default_feature_params(cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu,
+                                cfg.head_dim());
+}
+
 }  // namespace
 
 SequenceAttention::SequenceAttention(const ModelConfig& cfg, Communicator* sp, AttentionOptions options)
@@ -119,21 +133,16 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
     PF_REQUIRE(ConfigError, !distributed,
                "model.attention = softmax needs the whole sequence on one rank, but the sequence group has "
                    << sp_->size() << " ranks (use favor or relu, or sp = 1)");
-    SoftmaxAttentionParams p;
-    p.heads = heads;
-    p.n = n;
-    p.d = D;
-    p.causal = cfg_.causal();
     saved.lse = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.lse");
-    softmax_attention_forward(ctx, p, q, k, v, saved.o.data<float>(), saved.lse.data<float>());
+    softmax_attention_forward(ctx, softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
+                              saved.lse.data<float>());
     t.compute = seconds_now() - t0;
     if (timing) *timing = t;
     return;
   }
 
   const int64_t m = cfg_.features;
-  const FeatureMapParams fp = default_feature_params(
-      cfg_.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu, D);
+  const FeatureMapParams fp = feature_params(cfg_);
   const int64_t G = opt_.head_group > 0 ? std::min(opt_.head_group, heads) : heads;
   LinAttnShape full{heads, n, m, D, cfg_.chunk};
   const int64_t ss = full.state_size();
@@ -226,20 +235,15 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
   AttentionTiming t;
   const double t0 = seconds_now();
   if (cfg_.attention == AttentionKind::Softmax) {
-    SoftmaxAttentionParams p;
-    p.heads = heads;
-    p.n = n;
-    p.d = D;
-    p.causal = cfg_.causal();
-    softmax_attention_backward(ctx, p, q, k, v, saved.o.data<float>(), saved.lse.data<float>(), d_o, dq, dk, dv);
+    softmax_attention_backward(ctx, softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
+                               saved.lse.data<float>(), d_o, dq, dk, dv);
     t.compute = seconds_now() - t0;
     if (timing) *timing = t;
     return;
   }
 
   const int64_t m = cfg_.features;
-  const FeatureMapParams fp = default_feature_params(
-      cfg_.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu, D);
+  const FeatureMapParams fp = feature_params(cfg_);
   const int64_t G = opt_.head_group > 0 ? std::min(opt_.head_group, heads) : heads;
   const int64_t ss = 1 + m * (D + 1);
   const StateCombine combine(ctx, m, D);

@@ -70,13 +70,7 @@ void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* p
     } else {
       const bool residual = ends_with(s.name, "out.weight") || ends_with(s.name, "ffn2.weight");
       const double std = residual ? residual_std : cfg.init_std;
-      KeyedRandom rng(cfg.seed, 0x9a7a3e7e5ull, si);
-      for (int64_t i = 0; i < s.numel; i += 2) {
-        double z0, z1;
-        rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
-        p[i] = static_cast<float>(std * z0);
-        if (i + 1 < s.numel) p[i + 1] = static_cast<float>(std * z1);
-      }
+      fill_normal(p, s.numel, KeyedRandom(cfg.seed, 0x9a7a3e7e5ull, si), std);
     }
   }
 }

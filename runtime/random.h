@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/hd.h"
 
@@ -69,5 +70,23 @@ struct KeyedRandom {
     *z1 = radius * std::sin(angle);
   }
 };
+
+// `n` standard normals times `scale`, draw i/2 of `rng` giving values i and i+1.
+template <typename T>
+void fill_normal(T* out, int64_t n, const KeyedRandom& rng, double scale = 1.0) {
+  for (int64_t i = 0; i < n; i += 2) {
+    double z0, z1;
+    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
+    out[i] = static_cast<T>(scale * z0);
+    if (i + 1 < n) out[i + 1] = static_cast<T>(scale * z1);
+  }
+}
+
+template <typename T>
+std::vector<T> keyed_normals(int64_t n, uint64_t seed, uint64_t a, uint64_t b, double scale = 1.0) {
+  std::vector<T> out(static_cast<size_t>(n));
+  fill_normal(out.data(), n, KeyedRandom(seed, a, b), scale);
+  return out;
+}
 
 }  // namespace pf

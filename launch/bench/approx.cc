@@ -40,17 +40,7 @@
 namespace pf::bench {
 namespace {
 
-std::vector<float> gaussian(int64_t size, uint64_t stream) {
-  KeyedRandom rng(4242, stream, 0);
-  std::vector<float> v(static_cast<size_t>(size));
-  for (int64_t i = 0; i < size; i += 2) {
-    double z0, z1;
-    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
-    v[i] = static_cast<float>(z0);
-    if (i + 1 < size) v[i + 1] = static_cast<float>(z1);
-  }
-  return v;
-}
+std::vector<float> gaussian(int64_t size, uint64_t stream) { return keyed_normals<float>(size, 4242, stream, 0); }
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   double num = 0, den = 0;

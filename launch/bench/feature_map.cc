@@ -22,17 +22,7 @@
 namespace pf::bench {
 namespace {
 
-std::vector<float> normals(int64_t count, uint64_t seed) {
-  const KeyedRandom rng(seed, 0, 0);
-  std::vector<float> out(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; i += 2) {
-    double z0, z1;
-    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
-    out[i] = static_cast<float>(z0);
-    if (i + 1 < count) out[i + 1] = static_cast<float>(z1);
-  }
-  return out;
-}
+std::vector<float> normals(int64_t count, uint64_t seed) { return keyed_normals<float>(count, seed, 0, 0); }
 
 double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
   double num = 0, den = 0;

@@ -33,17 +33,7 @@
 namespace pf::bench {
 namespace {
 
-std::vector<float> gaussian(int64_t size, uint64_t stream) {
-  KeyedRandom rng(99, stream, 0);
-  std::vector<float> v(static_cast<size_t>(size));
-  for (int64_t i = 0; i < size; i += 2) {
-    double z0, z1;
-    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
-    v[i] = static_cast<float>(z0);
-    if (i + 1 < size) v[i + 1] = static_cast<float>(z1);
-  }
-  return v;
-}
+std::vector<float> gaussian(int64_t size, uint64_t stream) { return keyed_normals<float>(size, 99, stream, 0); }
 
 double favor_flop(int64_t heads, int64_t n, int64_t d, int64_t m, int64_t C, bool causal) {
   const double D1 = static_cast<double>(d + 1), md = static_cast<double>(m) * d;

@@ -28,15 +28,7 @@ double rel_l2(const std::vector<A>& got, const std::vector<B>& want) {
 
 // Standard normal values scaled by `scale`, keyed by (seed, stream).
 inline std::vector<double> normal_vector(int64_t n, uint64_t seed, uint64_t stream = 0, double scale = 1.0) {
-  KeyedRandom rng(seed, stream, 0x7e57);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; i += 2) {
-    double z0, z1;
-    rng.normal2(static_cast<uint64_t>(i / 2), &z0, &z1);
-    out[i] = scale * z0;
-    if (i + 1 < n) out[i + 1] = scale * z1;
-  }
-  return out;
+  return keyed_normals<double>(n, seed, stream, 0x7e57, scale);
 }
 
 template <typename T>
