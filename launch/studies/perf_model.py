@@ -15,7 +15,7 @@ then the gradient allreduce over all ranks):
     T = C(n) + layers * (max(0, scan_fwd - overlap) + scan_rev) + allreduce(params)
     C(n) = flops_per_token * n / (achieved fraction * peak)        (GPU)
 Scan costs (runtime/scan.h), n bytes per rank, a latency, b s/byte, g combine s/byte:
-    chain              sum over the P-1 hops of (a_h + s (b_h + g)) + (k - 1) max_h(...),
+    chain              sum over the P-1 hops of (a_h + s b_h) + (P-2) s g + (k - 1) max_h(...),
                        k = ceil(n / S) segments of s = n / k bytes (one message at P = 2)
     allgather          (P - 1)(a + n b) (ring) + (P - 2) n g
     recursive doubling ceil(log2 P) (a + n b + 2 n g)
@@ -117,7 +117,8 @@ def scan_time(alg, P, n, net, segment=SEGMENT):
     if alg == "chain":
         k = 1 if P == 2 else max(1, math.ceil(n / segment))
         s = n / k
-        hops = [L["a"] + s * (L["b"] + g) for L in hop_links(P, net)]
+        # every hop moves s bytes; every middle rank combines before forwarding
+        hops = [L["a"] + s * L["b"] + (s * g if v > 0 else 0.0) for v, L in enumerate(hop_links(P, net))]
         return sum(hops) + (k - 1) * max(hops)
     L = slowest(P, net)
     if alg == "allgather":
@@ -142,9 +143,15 @@ def allreduce_time(P, nbytes, net):
     return 2 * (P - 1) / P * nbytes * L["b"] + 2 * math.ceil(math.log2(P)) * L["a"]
 
 
-def step_time(c, P, n, alg, gpu, batch=1):
+def scaled_net(net, lat=1.0, bw=1.0):
+    """net with every latency multiplied by lat and every bandwidth by bw."""
+    f = lambda L: dict(a=L["a"] * lat, b=L["b"] / bw)  # noqa: E731
+    return dict(net, intra=f(net["intra"]), inter=f(net["inter"]))
+
+
+def step_time(c, P, n, alg, gpu, batch=1, net=None):
     g = GPUS[gpu]
-    net = gpu_net(gpu)
+    net = net or gpu_net(gpu)
     compute = flops_per_token(c) * batch * n / (g["frac"] * g["peak"])
     overlap = attention_flops_fwd(c) * batch * n / (g["frac"] * g["peak"])  # one layer's forward attention
     s = scan_time(alg, P, scan_bytes(c, batch), net)
@@ -284,40 +291,58 @@ CORES = 2
 
 
 def check(d, preset):
+    """Model against this machine: one-scan times against performer-bench comm at
+    the training payload and against the scans inside training steps; step times
+    with the compute of N ranks spread over `cores` cores (nominal 2, and the
+    effective number fitted to the runs)."""
     c = PRESETS[preset]
-    rows = fastest(read(os.path.join(d, "strong.csv")) + read(os.path.join(d, "weak.csv")) +
+    layers = c["layers"]
+    res = dict(scan=[], step=[], fit=None)
+    comm = [r for r in read(os.path.join(d, "comm.csv")) if r["op"] == "scan" and r["algorithm"] != "auto"]
+    runs = fastest(read(os.path.join(d, "strong.csv")) + read(os.path.join(d, "weak.csv")) +
                    read(os.path.join(d, "scan_algorithms.csv")) + read(os.path.join(d, "attention.csv")))
-    one = [r for r in rows if r["ranks"] == "1" and r["attention"] == "favor"]
+    nb = scan_bytes(c)
+    for P in sorted({int(r["ranks"]) for r in comm}):
+        for alg in ALGS:
+            meas = [float(r["median_us"]) * 1e-6 for r in comm if int(r["ranks"]) == P and r["algorithm"] == alg]
+            step = [float(r["scan_s"]) / (2 * layers) for r in runs
+                    if int(r["ranks"]) == P and (r["scan"] == alg or (r["scan"] == "auto" and choose(P, nb) == alg))]
+            if not meas:
+                continue
+            pred = scan_time(alg, P, nb, CPU_NET)
+            m = sum(meas) / len(meas)
+            res["scan"].append(dict(P=P, alg=alg, pred_us=pred * 1e6, alone_us=m * 1e6, err=pred / m - 1,
+                                    in_step_us=[x * 1e6 for x in step]))
+    one = [r for r in runs if r["ranks"] == "1" and r["attention"] == "favor"]
     if len(one) < 2:
-        return [], None
+        return res
     comp = lambda r: float(r["attention_s"]) + float(r["other_s"]) + float(r["optimizer_s"])  # noqa: E731
-    xs = [float(r["local_length"]) for r in one]
-    beta, alpha = fit_line(xs, [comp(r) for r in one])
-    fit = dict(beta=beta, alpha=alpha, n=len(one),
-               gflops=flops_per_token(c) / alpha / 1e9 if alpha > 0 else float("nan"))
-    out = []
-    for r in rows:
-        P = int(r["ranks"])
-        if P < 2:
-            continue
-        n = int(r["local_length"])
-        alg = r["scan"] if r["scan"] != "auto" else choose(P, scan_bytes(c))
-        s = scan_time(alg, P, scan_bytes(c), CPU_NET)
-        over = max(1.0, P / CORES)
-        compute = (beta + alpha * n) * over
-        pred_scan = c["layers"] * 2 * s
-        pred_step = compute + c["layers"] * s + allreduce_time(P, 4 * params(c), CPU_NET) + float(r["data_s"])
-        out.append(dict(study=r["study"], alg=alg, P=P, local=n, load1=r["load1"],
-                        scan_pred_ms=1e3 * pred_scan, scan_meas_ms=1e3 * float(r["scan_s"]),
-                        scan_err=pred_scan / float(r["scan_s"]) - 1 if float(r["scan_s"]) > 0 else float("nan"),
-                        step_pred_s=pred_step, step_meas_s=float(r["seconds"]),
-                        step_err=pred_step / float(r["seconds"]) - 1))
-    if out:
-        with open(os.path.join(d, "model_check.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(out[0].keys()))
-            w.writeheader()
-            w.writerows(out)
-    return out, fit
+    beta, alpha = fit_line([float(r["local_length"]) for r in one], [comp(r) for r in one])
+    multi = [r for r in runs if int(r["ranks"]) >= 2]
+
+    def predict(r, cores):
+        P, n = int(r["ranks"]), int(r["local_length"])
+        alg = r["scan"] if r["scan"] != "auto" else choose(P, nb)
+        s = scan_time(alg, P, nb, CPU_NET)
+        return ((beta + alpha * n) * max(1.0, P / cores) + layers * s +
+                allreduce_time(P, 4 * params(c), CPU_NET) + float(r["data_s"]))
+
+    # effective cores: least squares over the multi-rank runs of log(pred / meas)
+    best = min((sum(math.log(predict(r, k / 100) / float(r["seconds"])) ** 2 for r in multi), k / 100)
+               for k in range(50, 201))[1] if multi else CORES
+    res["fit"] = dict(beta=beta, alpha=alpha, n=len(one), cores=best,
+                      gflops=flops_per_token(c) / alpha / 1e9 if alpha > 0 else float("nan"))
+    for r in multi:
+        m = float(r["seconds"])
+        p2, pe = predict(r, CORES), predict(r, best)
+        res["step"].append(dict(study=r["study"], alg=r["scan"], P=int(r["ranks"]), local=int(r["local_length"]),
+                                load1=r["load1"], meas_s=m, pred_nominal_s=p2, err_nominal=p2 / m - 1,
+                                pred_eff_s=pe, err_eff=pe / m - 1))
+    with open(os.path.join(d, "model_check.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(res["step"][0].keys()))
+        w.writeheader()
+        w.writerows(res["step"])
+    return res
 
 
 def main():
@@ -347,6 +372,16 @@ def main():
             md.append(f"| {gpu} | {name} | {r['scan'] / 12 * 1e3:.3f} ms | {r['scan'] * 1e3:.2f} ms | "
                       f"{r['scan_exposed'] * 1e3:.2f} ms | {r['allreduce'] * 1e3:.2f} ms | {r['step'] * 1e3:.0f} ms | "
                       f"{r['scan_share']:.2%} | {r['efficiency']:.3f} |")
+    md += ["", "### Sensitivity of the target (512 GPUs, 65,536 tokens per GPU, auto) to the network figures", "",
+           "| GPU | latency x | bandwidth x | auto runs | scans per step | scan share | efficiency |",
+           "|---|---:|---:|---|---:|---:|---:|"]
+    for gpu in GPUS:
+        for lat, bw in ((1, 1), (4, 1), (1, 0.5), (4, 0.5), (10, 0.25)):
+            net = scaled_net(gpu_net(gpu), lat, bw)
+            a = choose(512, scan_bytes(c))
+            t = step_time(c, 512, 65536, a, gpu, net=net)
+            md.append(f"| {gpu} | {lat} | {bw} | {a} | {t['scan'] * 1e3:.2f} ms | {t['scan'] / t['step']:.2%} | "
+                      f"{t['compute'] / t['step']:.3f} |")
     md += ["", "### Strong scaling of one sequence (auto), parallel efficiency", "",
            "| GPU | global length | " + " | ".join(f"P={2**k}" for k in range(3, 11)) + " |",
            "|---|---:|" + "---:|" * 8]
@@ -363,20 +398,33 @@ def main():
         t = {a: scan_time(a, P, n, net) for a in ALGS}
         md.append(f"| {P} | " + " | ".join(f"{t[a] * 1e6:.0f} us" for a in ALGS) +
                   f" | {min(t, key=t.get)} | {choose(P, n)} |")
-    check_rows, fit = check(d, preset)
+    chk = check(d, preset)
+    if chk["scan"]:
+        md += ["", f"### Model against this machine: one scan ({preset} preset payload, {scan_bytes(PRESETS[preset])} "
+               "bytes per rank)", "",
+               f"Network of this machine: a = {CPU_LINK['a'] * 1e6:.1f} us, 1/b = {1 / CPU_LINK['b'] / 1e9:.1f} GB/s "
+               f"(fitted to the 2-rank chain of docs/comm.md, 4 KiB to 1 MiB), g = {CPU_NET['g'] * 1e9:.2f} ns/byte "
+               "(assumed). 'alone': performer-bench comm median (forward and reverse averaged); 'in step': the "
+               "scan time inside the training steps divided by the scans per step (2 per layer).", "",
+               "| N | algorithm | predicted | alone (measured) | error | in step (measured) |",
+               "|---:|---|---:|---:|---:|---:|"]
+        for r in chk["scan"]:
+            ins = ", ".join(f"{x:.0f} us" for x in r["in_step_us"]) or "-"
+            md.append(f"| {r['P']} | {r['alg']} | {r['pred_us']:.1f} us | {r['alone_us']:.1f} us | {r['err']:+.0%} | "
+                      f"{ins} |")
+    fit = chk["fit"]
     if fit:
-        md += ["", f"### Model against the CPU measurements (preset {preset})", "",
-               f"compute fit from {fit['n']} one-rank FAVOR+ steps: C(n) = {fit['beta']:.4f} s + "
-               f"{fit['alpha'] * 1e6:.2f} us x n (= {fit['gflops']:.1f} GFLOP/s achieved on one core); "
-               f"scaled by N / {CORES} when N > {CORES} ranks share the cores. Network: a = "
-               f"{CPU_LINK['a'] * 1e6:.1f} us, 1/b = {1 / CPU_LINK['b'] / 1e9:.1f} GB/s, g = "
-               f"{CPU_NET['g'] * 1e9:.2f} ns/byte (from docs/comm.md, 2 ranks).", "",
-               "| study | scan | N | local length | load | scan pred. ms | scan meas. ms | scan error | step pred. s | "
-               "step meas. s | step error |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in check_rows:
-            md.append(f"| {r['study']} | {r['alg']} | {r['P']} | {r['local']} | {r['load1']} | {r['scan_pred_ms']:.2f} | "
-                      f"{r['scan_meas_ms']:.2f} | {r['scan_err']:+.0%} | {r['step_pred_s']:.3f} | "
-                      f"{r['step_meas_s']:.3f} | {r['step_err']:+.0%} |")
+        md += ["", f"### Model against this machine: step time ({preset} preset)", "",
+               f"Compute fit from {fit['n']} one-rank FAVOR+ steps: C(n) = {fit['beta']:.4f} s + "
+               f"{fit['alpha'] * 1e6:.2f} us x n (= {fit['gflops']:.1f} GFLOP/s by the FLOP count above); N ranks "
+               f"on k cores multiply it by max(1, N / k): k = {CORES} (nominal) and k = {fit['cores']:.2f} "
+               "(effective, fitted to these runs).", "",
+               "| study | scan | N | local length | load | measured s | predicted, 2 cores | error | "
+               f"predicted, {fit['cores']:.2f} cores | error |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in chk["step"]:
+            md.append(f"| {r['study']} | {r['alg']} | {r['P']} | {r['local']} | {r['load1']} | {r['meas_s']:.3f} | "
+                      f"{r['pred_nominal_s']:.3f} | {r['err_nominal']:+.0%} | {r['pred_eff_s']:.3f} | "
+                      f"{r['err_eff']:+.0%} |")
     with open(os.path.join(d, "perf_model.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))

@@ -99,6 +99,7 @@ def scaling_plot(strong, weak, out):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("ranks N")
         ax.set_ylabel("MiB per rank")
+        ax.set_ylim(bottom=0)
         ax.set_title(f"{name} scaling: peak memory per rank")
         ax.legend(fontsize=8)
     fig.tight_layout()

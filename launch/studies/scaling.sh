@@ -9,12 +9,13 @@
 # Environment (defaults keep the whole run at ~10-15 minutes on 2 cores):
 #   BUILD=build          build folder holding launch/performer-bench
 #   PRESET=small         model preset of the scaling runs (small, medium, paper)
-#   STRONG_LENGTH=8192   global sample length of strong scaling (split over N ranks)
-#   WEAK_LENGTH=2048     local length per rank of weak scaling (global = N x this)
-#   SCAN_LENGTH=2048     local length of the scan-algorithm comparison (N = 4, 8)
+#   STRONG_LENGTH=16384  global sample length of strong scaling (split over N ranks)
+#   WEAK_LENGTH=4096     local length per rank of weak scaling (global = N x this)
+#   SCAN_LENGTH=4096     local length of the scan-algorithm comparison (N = 4, 8)
 #   RANKS="1 2 4 8"      rank counts (sp = N: one sequence over all ranks)
-#   ATTN_LENGTHS="512 1024 2048 4096 8192"  one-rank FAVOR+ vs softmax lengths
-#   STEPS=2              timed steps per run (after one warm-up step)
+#   ATTN_LENGTHS="512 1024 2048 4096 8192 16384"
+#                        one-rank FAVOR+ vs exact softmax lengths
+#   STEPS=3              timed steps per run (after one warm-up step)
 #   CAP=16GiB            memory cap of the longest-length search (preset paper)
 #   CONFIRM=0            1: also run one real step of preset paper at the longest
 #                        length under CAP (minutes and ~CAP of host memory)
@@ -27,12 +28,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/docs/results/scaling}
 BUILD=${BUILD:-$ROOT/build}
 PRESET=${PRESET:-small}
-STRONG_LENGTH=${STRONG_LENGTH:-8192}
-WEAK_LENGTH=${WEAK_LENGTH:-2048}
-SCAN_LENGTH=${SCAN_LENGTH:-2048}
+STRONG_LENGTH=${STRONG_LENGTH:-16384}
+WEAK_LENGTH=${WEAK_LENGTH:-4096}
+SCAN_LENGTH=${SCAN_LENGTH:-4096}
 RANKS=${RANKS:-"1 2 4 8"}
-ATTN_LENGTHS=${ATTN_LENGTHS:-"512 1024 2048 4096 8192"}
-STEPS=${STEPS:-2}
+ATTN_LENGTHS=${ATTN_LENGTHS:-"512 1024 2048 4096 8192 16384"}
+STEPS=${STEPS:-3}
 CAP=${CAP:-16GiB}
 CONFIRM=${CONFIRM:-0}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -79,6 +80,24 @@ for n in 4 8; do
     run "$n" scan_algorithms "$scan" --preset "$PRESET" --length "$SCAN_LENGTH" --batch 1 --sp "$n"
   done
 done
+# The same scans alone (performer-bench comm) at the payload of one training
+# scan: B*H*(1 + m*(D+1)) f32 per rank, for the model preset.
+case $PRESET in
+  small) H=4 D=32 M=64 ;;
+  medium) H=8 D=32 M=128 ;;
+  paper) H=8 D=64 M=256 ;;
+  *) echo "unknown PRESET $PRESET" >&2; exit 1 ;;
+esac
+SCAN_BYTES=$((4 * H * (1 + M * (D + 1))))
+rm -f "$OUT/comm.csv"
+for n in 2 4 8; do
+  tmp=$(mktemp)
+  echo "[$(date -u +%H:%M:%S)] comm N=$n: $SCAN_BYTES bytes per rank" >&2
+  "${MPIRUN[@]}" -np "$n" "$BENCH" comm --min-bytes "$SCAN_BYTES" --max-bytes "$SCAN_BYTES" --csv "$tmp"
+  if [ ! -s "$OUT/comm.csv" ]; then head -1 "$tmp" > "$OUT/comm.csv"; fi
+  tail -n +2 "$tmp" >> "$OUT/comm.csv"
+  rm -f "$tmp"
+done
 # FAVOR+ against exact softmax attention, same model, one rank.
 for len in $ATTN_LENGTHS; do
   for kind in favor softmax; do
@@ -92,5 +111,5 @@ confirm=()
 "$BENCH" train --preset paper --longest --cap "$CAP" --batch 1 --csv "$OUT/longest.csv" "${confirm[@]}"
 
 "$PYTHON" "$ROOT/launch/studies/plot_scaling.py" "$OUT"
-"$PYTHON" "$ROOT/launch/studies/perf_model.py" "$OUT"
+PRESET=$PRESET "$PYTHON" "$ROOT/launch/studies/perf_model.py" "$OUT"
 echo "wrote $OUT" >&2
