@@ -64,7 +64,7 @@ run() {  # run N study scan [bench args...]
 }
 
 rm -f "$OUT"/strong.csv "$OUT"/weak.csv "$OUT"/scan_algorithms.csv "$OUT"/attention.csv
-echo "machine: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" > "$OUT/machine.txt"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" > "$OUT/machine.txt"
 
 # Strong scaling: one sample of STRONG_LENGTH tokens split over N ranks.
 for n in $RANKS; do
