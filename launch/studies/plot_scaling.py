@@ -189,7 +189,8 @@ def main():
     longest = read(os.path.join(d, "longest.csv"))
     if longest:
         md.append("### Longest local length under the cap (planner, preset paper)\n\n"
-                  "| checkpointing | batch | longest local length | planned peak GiB | cap GiB |\n|---|---:|---:|---:|---:|\n"
+                  "| checkpointing | batch | longest local length | planned peak GiB | cap GiB |\n"
+                  "|---|---:|---:|---:|---:|\n"
                   + "\n".join(f"| {'on' if r['checkpointing'] == '1' else 'off'} | {r['batch']} | "
                               f"{r['longest_local_length']} | {float(r['planned_peak_bytes']) / 2**30:.2f} | "
                               f"{float(r['cap_bytes']) / 2**30:.0f} |" for r in longest) + "\n")

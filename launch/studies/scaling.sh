@@ -6,7 +6,7 @@
 #
 #   launch/studies/scaling.sh [OUT_DIR]        (default docs/results/scaling)
 #
-# Environment (defaults keep the whole run at ~10-15 minutes on 2 cores):
+# Environment (the defaults run in 5-7 minutes on 2 shared cores):
 #   BUILD=build          build folder holding launch/performer-bench
 #   PRESET=small         model preset of the scaling runs (small, medium, paper)
 #   STRONG_LENGTH=16384  global sample length of strong scaling (split over N ranks)
@@ -38,7 +38,10 @@ CAP=${CAP:-16GiB}
 CONFIRM=${CONFIRM:-0}
 PYTHON=${PYTHON:-/usr/bin/python3}
 BENCH=$BUILD/launch/performer-bench
-[ -x "$BENCH" ] || { echo "no $BENCH: build first (cmake -S . -B build -DPF_CUDA=OFF && cmake --build build -j2)" >&2; exit 1; }
+if [ ! -x "$BENCH" ]; then
+  echo "no $BENCH: build first (cmake -S . -B build -DPF_CUDA=OFF && cmake --build build -j2)" >&2
+  exit 1
+fi
 mkdir -p "$OUT"
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1)
 export OMP_NUM_THREADS=1
@@ -64,7 +67,8 @@ run() {  # run N study scan [bench args...]
 }
 
 rm -f "$OUT"/strong.csv "$OUT"/weak.csv "$OUT"/scan_algorithms.csv "$OUT"/attention.csv
-echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)" > "$OUT/machine.txt"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(uname -m)," \
+  "load $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min, at the start of the run)" > "$OUT/machine.txt"
 
 # Strong scaling: one sample of STRONG_LENGTH tokens split over N ranks.
 for n in $RANKS; do
