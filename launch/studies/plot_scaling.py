@@ -45,10 +45,15 @@ def mib(x):
     return float(x) / 2**20
 
 
+def max_peak(r):
+    """' / max' of the largest peak over the ranks, when the CSV has it."""
+    return f" / {mib(r['max_peak_bytes']):.0f}" if r.get("max_peak_bytes") else ""
+
+
 def table(rows, title, lead=("ranks", "N")):
     out = [f"### {title}", "",
            f"| {lead[1]} | local length | global length | step s | tokens/s | attention s | other s | scan s "
-           "| scan exposed s | allreduce s | optimizer s | data s | peak MiB/rank (planned) | load |",
+           "| scan exposed s | allreduce s | optimizer s | data s | peak MiB rank 0 [/ max over ranks] (planned) | load |",
            "|" + "---:|" * 14]
     for r in rows:
         glob = int(r["local_length"]) * int(r["sp"])
@@ -56,7 +61,7 @@ def table(rows, title, lead=("ranks", "N")):
                    f"{float(r['tokens_per_s']):.0f} | {float(r['attention_s']):.3f} | {float(r['other_s']):.3f} | "
                    f"{float(r['scan_s']):.4f} | {float(r['scan_exposed_s']):.4f} | {float(r['allreduce_s']):.4f} | "
                    f"{float(r['optimizer_s']):.4f} | {float(r['data_s']):.4f} | "
-                   f"{mib(r['peak_bytes']):.0f} ({mib(r['planned_bytes']):.0f}) | {r['load1']} |")
+                   f"{mib(r['peak_bytes']):.0f}{max_peak(r)} ({mib(r['planned_bytes']):.0f}) | {r['load1']} |")
     return "\n".join(out) + "\n"
 
 
