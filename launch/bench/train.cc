@@ -7,7 +7,8 @@
 // Each timed step reports tokens/s (all ranks) and seconds split into
 // attention compute, scan (its exposed part separately), other compute,
 // gradient and scalar allreduce, optimizer and data; plus the peak bytes of
-// rank 0 and the planner's prediction for the same configuration.
+// rank 0, the largest peak of any rank and the planner's prediction for the
+// same configuration.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -152,7 +153,7 @@ int run_train(int argc, char** argv) {
     if (rank == 0)
       std::fprintf(out,
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
-                   "scan_exposed_s,other_s,allreduce_s,optimizer_s,data_s,peak_bytes,planned_bytes\n");
+                   "scan_exposed_s,other_s,allreduce_s,optimizer_s,data_s,peak_bytes,planned_bytes,max_peak_bytes\n");
     for (int64_t s = 0; s <= a.steps; ++s) {
       const double t0 = now_seconds();
       TokenBatch batch;
@@ -165,14 +166,16 @@ int run_train(int argc, char** argv) {
       const double data_s = now_seconds() - t0;
       const StepStats st = trainer.train_step(batch);
       const double secs = now_seconds() - t0;
+      long long max_peak = static_cast<long long>(st.peak_bytes);  // over all ranks (untimed)
+      MPI_Allreduce(MPI_IN_PLACE, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
       if (rank == 0 && s > 0) {
-        std::fprintf(out, "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld\n",
+        std::fprintf(out, "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld\n",
                      a.preset.c_str(), attention_kind_name(cfg.model.attention), size, grid.dp_size(),
                      grid.sp_size(), static_cast<long long>(a.batch), static_cast<long long>(n),
                      static_cast<long long>(s), secs,
                      static_cast<double>(grid.world_size() * a.batch * n) / secs, st.model.attention, st.model.scan,
                      st.model.scan_exposed, st.model.other, st.allreduce, st.optimizer, data_s,
-                     static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak));
+                     static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak), max_peak);
         std::fflush(out);
       }
     }
