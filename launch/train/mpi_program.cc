@@ -21,7 +21,7 @@ int run_mpi_program(const char* program, int argc, char** argv,
     code = body(size, rank);
   } catch (const ConfigError& e) {
     // Every rank reads the same configuration and fails the same way.
-    if (rank == 0) std::fprintf(stderr, "%s: configuration error: %s\n", program, e.what());
+    if (rank == 0) std::fprintf(stderr, "%s: %s\n", program, e.what());
     code = 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error on rank %d: %s\n", program, rank, e.what());

@@ -212,7 +212,9 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get_bytes("device", "memory_cap", c.device.memory_cap);
   r.check_unknown();
 
-  auto require = [&](bool ok, const std::string& msg) { PF_REQUIRE(ConfigError, ok, origin << ": " << msg); };
+  auto require = [&](bool ok, const std::string& msg) {
+    if (!ok) throw ConfigError(origin + ": " + msg);
+  };
   require(run.steps >= 1, "train.steps must be >= 1");
   require(run.log_interval >= 1, "train.log_interval must be >= 1");
   require(run.stop_at >= 0, "train.stop_at must be >= 0");
