@@ -12,17 +12,19 @@
 #      at test time, SEEDS independent draws each (model.feature_draw);
 #   6. unigram baselines, CSV tables and PNG curves (protein_table_report.py).
 # Variables (defaults in brackets):
-#   STEPS [1500] training steps per run     FT_STEPS [STEPS/4] drop-in fine-tune steps
+#   STEPS [1000] training steps per run     FT_STEPS [STEPS/4] drop-in fine-tune steps
 #   FEATURES ["32 64 128 256 512"]         SEEDS [3] feature draws per m
+#   OBJECTIVES ["clm mlm"] objectives trained (clm is needed by the drop-in and sweep)
 #   OOD_ORGANISMS ["Drosophila Mycobacterium"]   OS= substrings held out
 #   OUT [out/protein-study] work folder    RESULTS [$OUT/results] tables and plots
 #   BUILD_DIR [build]                      OMP_NUM_THREADS [2]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-STEPS=${STEPS:-1500}
+STEPS=${STEPS:-1000}
 FT_STEPS=${FT_STEPS:-$((STEPS / 4))}
 FEATURES=${FEATURES:-"32 64 128 256 512"}
 SEEDS=${SEEDS:-3}
+OBJECTIVES=${OBJECTIVES:-"clm mlm"}
 OOD_ORGANISMS=${OOD_ORGANISMS:-"Drosophila Mycobacterium"}
 OUT=${OUT:-out/protein-study}
 RESULTS=${RESULTS:-$OUT/results}
@@ -88,7 +90,7 @@ train() {
 
 last_checkpoint() { ls "$OUT/$1/checkpoints"/ckpt-*.h5 | tail -1; }
 
-for obj in clm mlm; do
+for obj in $OBJECTIVES; do
   for att in softmax favor relu; do
     train "$att-$obj" "$att" "$obj" "$STEPS"
     ck=$(last_checkpoint "$att-$obj")
@@ -116,4 +118,4 @@ done
 
 echo "== unigram baselines, tables and plots -> $RESULTS"
 "$PY" launch/studies/protein_table_report.py --out "$OUT" --data "$data" --results "$RESULTS"
-echo "study: $(( $(date +%s) - study_start )) s, STEPS=$STEPS FT_STEPS=$FT_STEPS"
+echo "study: $(( $(date +%s) - study_start )) s, STEPS=$STEPS FT_STEPS=$FT_STEPS OBJECTIVES=$OBJECTIVES"

@@ -3,7 +3,7 @@
 
 Reads OUT/runs.csv, OUT/evals.csv and OUT/<run>/metrics.jsonl, computes the
 unigram baselines of each split from the HDF5 data file, and writes to RESULTS:
-  table.csv      per run and split: loss, perplexity, accuracy (+ wall time, memory)
+  table.csv      per run: test and ood loss, perplexity, accuracy, and the baselines
   baselines.csv  unigram loss / perplexity / accuracy per split and objective
   dropin.csv     softmax-clm as trained, with FAVOR+ unchanged, after the fine-tune
   features.csv   features sweep: per m, mean / std / min / max over draws
@@ -11,7 +11,10 @@ unigram baselines of each split from the HDF5 data file, and writes to RESULTS:
   curves_clm.png, curves_mlm.png, features.png
 Unigram baselines: token frequencies of /train, evaluated on the split's
 targets. Causal LM targets are residues and <end> (each sequence ends with
-<end> in concat samples); masked LM targets are residues only.
+<end> in concat samples); masked LM targets are residues only. The masked LM
+table uses the best context-free predictor instead (mlm_context_free): 20% of
+MLM targets show their own or a random residue at the input, which a model
+exploits without learning anything about proteins.
 """
 import argparse
 import csv
@@ -52,6 +55,31 @@ def unigram(h5, split, with_end):
     loss = -(t * logp).sum() / t.sum()
     acc = t[int(np.argmax(p))] / t.sum()
     return loss, math.exp(loss), acc, int(t.sum())
+
+
+def mlm_context_free(h5, split, mask_p=0.8, random_p=0.1, residues=25):
+    """The best context-free masked-LM predictor under the corruption rule
+    (80% <mask>, 10% random residue, 10% unchanged): unigram at <mask>
+    inputs; at other inputs x, q(t | x) ~ p(t) (keep [x = t] + rand / R), so
+    the visible token is predicted with high probability. Returns loss, ppl,
+    accuracy over the split's residues (expected over the corruption)."""
+    train = counts(h5, "train", False)[FIRST_RESIDUE:FIRST_RESIDUE + residues]
+    target = counts(h5, split, False)[FIRST_RESIDUE:FIRST_RESIDUE + residues]
+    p = train / train.sum()
+    t = target / target.sum()
+    keep = 1.0 - mask_p - random_p
+    loss_mask = -(t * np.log(np.maximum(p, 1e-300))).sum()
+    acc_mask = t[int(np.argmax(p))]
+    # Non-mask input x given true t: P(x | t) = (keep [x = t] + random_p / R) / (keep + random_p).
+    lik = (keep * np.eye(residues) + random_p / residues) / (keep + random_p)  # [t, x]
+    joint = p[:, None] * lik
+    q = joint / joint.sum(axis=0, keepdims=True)  # q[t, x] = q(t | x)
+    loss_vis = -(t[:, None] * lik * np.log(np.maximum(q, 1e-300))).sum()
+    best = np.argmax(q, axis=0)  # predicted t for each x
+    acc_vis = sum(t[ti] * lik[ti, x] for x in range(residues) for ti in range(residues) if best[x] == ti)
+    vis = 1.0 - mask_p
+    loss = mask_p * loss_mask + vis * loss_vis
+    return loss, math.exp(loss), mask_p * acc_mask + vis * acc_vis
 
 
 def read_metrics(path):
@@ -95,7 +123,8 @@ def main():
         for split in ("test", "ood"):
             base[("clm", split)] = unigram(h5, split, True)
             base[("mlm", split)] = unigram(h5, split, False)
-    write_csv(os.path.join(a.results, "baselines.csv"), ["objective", "split", "loss", "ppl", "accuracy", "targets"],
+            base[("mlm-context-free", split)] = mlm_context_free(h5, split) + (base[("mlm", split)][3],)
+    write_csv(os.path.join(a.results, "baselines.csv"), ["baseline", "split", "loss", "ppl", "accuracy", "targets"],
               [[o, s, f"{v[0]:.4f}", f"{v[1]:.3f}", f"{v[2]:.4f}", v[3]] for (o, s), v in sorted(base.items())])
 
     runs = list(csv.DictReader(open(os.path.join(a.out, "runs.csv"))))
@@ -122,12 +151,12 @@ def main():
             e = trained.get((r["run"], split))
             row += [e["loss"], e["ppl"], e["accuracy"]] if e else ["", "", ""]
         for split in ("test", "ood"):
-            b = base[(obj, split)]
+            b = base[("mlm-context-free" if obj == "mlm" else obj, split)]
             row += [f"{b[1]:.3f}", f"{b[2]:.4f}"]
         table.append(row)
     write_csv(os.path.join(a.results, "table.csv"),
               ["run", "attention", "objective", "test_loss", "test_ppl", "test_acc", "ood_loss", "ood_ppl", "ood_acc",
-               "unigram_test_ppl", "unigram_test_acc", "unigram_ood_ppl", "unigram_ood_acc"], table)
+               "baseline_test_ppl", "baseline_test_acc", "baseline_ood_ppl", "baseline_ood_acc"], table)
 
     drop = []
     for run, variant, label in (("softmax-clm", "trained", "softmax (as trained)"),
@@ -155,6 +184,8 @@ def main():
 
     colors = {"softmax": "C0", "favor": "C1", "relu": "C2"}
     for obj in ("clm", "mlm"):
+        if not any(r["objective"] == obj for r in runs):
+            continue
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for r in runs:
             if r["objective"] != obj or r["run"].startswith("favor-ft"):
@@ -163,9 +194,10 @@ def main():
             c = colors[r["attention"]]
             ax[0].plot([s["step"] for s in steps], smooth([s["loss"] for s in steps]), color=c, label=r["attention"])
             ax[1].plot([e["step"] for e in ev], [e["ppl"] for e in ev], "o-", color=c, label=r["attention"])
-        b = base[(obj, "test")]
-        ax[0].axhline(b[0], color="gray", ls="--", lw=1, label="unigram (test)")
-        ax[1].axhline(b[1], color="gray", ls="--", lw=1, label="unigram (test)")
+        b = base[("mlm-context-free" if obj == "mlm" else obj, "test")]
+        label = "context-free baseline (test)" if obj == "mlm" else "unigram (test)"
+        ax[0].axhline(b[0], color="gray", ls="--", lw=1, label=label)
+        ax[1].axhline(b[1], color="gray", ls="--", lw=1, label=label)
         ax[0].set(xlabel="step", ylabel="training loss (25-step mean)", title=f"{obj}: training loss")
         ax[1].set(xlabel="step", ylabel="validation perplexity", title=f"{obj}: validation perplexity")
         for x in ax:
