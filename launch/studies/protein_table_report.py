@@ -120,7 +120,7 @@ def main():
 
     with h5py.File(a.data, "r") as h5:
         base = {}
-        for split in ("test", "ood"):
+        for split in ("valid", "test", "ood"):
             base[("clm", split)] = unigram(h5, split, True)
             base[("mlm", split)] = unigram(h5, split, False)
             base[("mlm-context-free", split)] = mlm_context_free(h5, split) + (base[("mlm", split)][3],)
@@ -194,8 +194,8 @@ def main():
             c = colors[r["attention"]]
             ax[0].plot([s["step"] for s in steps], smooth([s["loss"] for s in steps]), color=c, label=r["attention"])
             ax[1].plot([e["step"] for e in ev], [e["ppl"] for e in ev], "o-", color=c, label=r["attention"])
-        b = base[("mlm-context-free" if obj == "mlm" else obj, "test")]
-        label = "context-free baseline (test)" if obj == "mlm" else "unigram (test)"
+        b = base[("mlm-context-free" if obj == "mlm" else obj, "valid")]
+        label = "context-free baseline (valid)" if obj == "mlm" else "unigram (valid)"
         ax[0].axhline(b[0], color="gray", ls="--", lw=1, label=label)
         ax[1].axhline(b[1], color="gray", ls="--", lw=1, label=label)
         ax[0].set(xlabel="step", ylabel="training loss (25-step mean)", title=f"{obj}: training loss")
