@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -104,6 +105,8 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   H5Id file = h5_create_file(tmp);
   std::unique_ptr<SplitWriter> writers[3];
   for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s]);
+  std::unique_ptr<SplitWriter> ood;
+  if (!opt.ood_organisms.empty()) ood = std::make_unique<SplitWriter>(file, kOodSplitName);
   std::unordered_set<Key128, Key128Hash> seen;
   std::vector<int64_t> lengths;
   SequenceRecord rec;
@@ -124,7 +127,10 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
         continue;
       }
       lengths.push_back(n);
-      writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec);
+      if (ood && is_ood_organism(rec.header, opt.ood_organisms))
+        ood->add(rec);
+      else
+        writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec);
       if ((reader.records_read() & 1023) == 0 && seconds_now() - last > 2.0) {
         last = seconds_now();
         report("");
@@ -138,6 +144,12 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
     writers[s]->finish();
     summary->splits[s] = writers[s]->counts();
     writers[s].reset();
+  }
+  if (ood) {
+    ood->finish();
+    summary->ood = ood->counts();
+    ood.reset();
+    h5_write_attr_strings(file, "ood_organisms", opt.ood_organisms);
   }
   h5_write_attr_string(file, "schema", schema_string());
   h5_write_attr_int64(file, "schema_version", kSchemaVersion);
@@ -160,6 +172,41 @@ int split_of(const uint8_t* tokens, int64_t n, uint64_t seed, double val_fractio
   if (u < test_fraction) return 2;
   if (u < test_fraction + val_fraction) return 1;
   return 0;
+}
+
+std::string organism_of(const std::string& header) {
+  size_t start = std::string::npos;
+  for (size_t p = header.find("OS="); p != std::string::npos; p = header.find("OS=", p + 1))
+    if (p == 0 || header[p - 1] == ' ') {
+      start = p + 3;
+      break;
+    }
+  if (start == std::string::npos) return "";
+  // The value ends where the next " XX=" field (two upper-case letters) begins.
+  size_t end = header.size();
+  for (size_t p = start; p + 3 < header.size(); ++p)
+    if (header[p] == ' ' && std::isupper(static_cast<unsigned char>(header[p + 1])) &&
+        std::isupper(static_cast<unsigned char>(header[p + 2])) && header[p + 3] == '=') {
+      end = p;
+      break;
+    }
+  while (end > start && std::isspace(static_cast<unsigned char>(header[end - 1]))) --end;
+  while (start < end && std::isspace(static_cast<unsigned char>(header[start]))) ++start;
+  return header.substr(start, end - start);
+}
+
+bool is_ood_organism(const std::string& header, const std::vector<std::string>& names) {
+  if (names.empty()) return false;
+  std::string os = organism_of(header);
+  if (os.empty()) return false;
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  os = lower(os);
+  for (const std::string& name : names)
+    if (!name.empty() && os.find(lower(name)) != std::string::npos) return true;
+  return false;
 }
 
 LengthStats length_stats(std::vector<int64_t> lengths) {
@@ -191,6 +238,8 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
              "split fractions must be >= 0 and sum below 1, got val " << opt.val_fraction << " test "
                                                                        << opt.test_fraction);
   for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
+  for (const std::string& name : opt.ood_organisms)
+    PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
   const std::string tmp = opt.output + ".tmp-" + std::to_string(::getpid());
   PrepareSummary summary;
   try {
@@ -227,6 +276,11 @@ DatasetInfo read_dataset_info(const std::string& path) {
     info.splits[s] = {static_cast<int64_t>(lengths.size()), offsets.empty() ? 0 : offsets.back()};
     info.lengths[s] = length_stats(std::move(lengths));
   }
+  if (h5_exists(file, kOodSplitName)) {
+    H5Id group = h5_open_group(file, kOodSplitName);
+    info.ood = {h5_read_attr_int64(group, "sequences"), h5_read_attr_int64(group, "residues")};
+    if (h5_has_attr(file, "ood_organisms")) info.ood_organisms = h5_read_attr_strings(file, "ood_organisms");
+  }
   return info;
 }
 
@@ -245,13 +299,16 @@ std::string format_lengths(const LengthStats& l) {
 
 std::string format_summary(const PrepareSummary& s) {
   std::ostringstream os;
-  const int64_t kept = s.splits[0].sequences + s.splits[1].sequences + s.splits[2].sequences;
+  const int64_t kept = s.splits[0].sequences + s.splits[1].sequences + s.splits[2].sequences + s.ood.sequences;
   os << "sequences read: " << s.sequences_read << " (" << s.bytes_read / 1e6 << " MB)\n"
      << "duplicates dropped: " << s.duplicates_dropped << "\n"
      << "sequences kept: " << kept << ", residues: " << s.lengths.residues << "\n";
   for (int i = 0; i < 3; ++i)
     os << "  " << kSplitNames[i] << ": " << s.splits[i].sequences << " sequences, " << s.splits[i].residues
        << " residues\n";
+  if (s.ood.sequences > 0 || s.ood.residues > 0)
+    os << "  " << kOodSplitName << ": " << s.ood.sequences << " sequences, " << s.ood.residues
+       << " residues (held-out organisms)\n";
   os << "lengths: " << format_lengths(s.lengths) << "\n";
   return os.str();
 }
@@ -266,6 +323,12 @@ std::string format_info(const DatasetInfo& info) {
     os << "  " << kSplitNames[i] << ": " << info.splits[i].sequences << " sequences, " << info.splits[i].residues
        << " residues";
     if (info.splits[i].sequences > 0) os << "; lengths " << format_lengths(info.lengths[i]);
+    os << "\n";
+  }
+  if (!info.ood_organisms.empty()) {
+    os << "  " << kOodSplitName << ": " << info.ood.sequences << " sequences, " << info.ood.residues
+       << " residues; organisms:";
+    for (const auto& o : info.ood_organisms) os << " '" << o << "'";
     os << "\n";
   }
   return os.str();

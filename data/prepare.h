@@ -2,6 +2,9 @@
 // gzipped), drops exact duplicate sequences, assigns each sequence to
 // train / valid / test by a keyed hash of its residues (so one sequence can
 // never land in two splits), and writes the HDF5 schema of data/schema.h.
+// With ood_organisms, sequences whose header's OS= value contains one of the
+// names (case-insensitive) go to a fourth split /ood instead: whole organisms
+// held out of training, for out-of-distribution evaluation.
 // Output goes to "<output>.tmp-<pid>" and is renamed to <output> only after it
 // is complete and closed; on any error the temporary file is removed.
 #pragma once
@@ -20,6 +23,7 @@ struct PrepareOptions {
   double test_fraction = 0.01;
   uint64_t seed = 0;
   bool map_unknown_to_x = false;
+  std::vector<std::string> ood_organisms;  // OS= substrings routed to /ood; empty = no /ood group
   std::ostream* progress = nullptr;  // per-file progress lines (stderr in the CLI); nullptr = silent
 };
 
@@ -40,6 +44,7 @@ struct PrepareSummary {
   int64_t bytes_read = 0;          // uncompressed input bytes
   int64_t duplicates_dropped = 0;  // exact repeats of an earlier sequence
   SplitCounts splits[3];           // train, valid, test
+  SplitCounts ood;                 // /ood (zero when no ood_organisms)
   LengthStats lengths;             // over the kept sequences
 };
 
@@ -49,6 +54,13 @@ PrepareSummary prepare_dataset(const PrepareOptions& options);
 // as a fraction in [0, 1): test if u < test_fraction, valid if u < test + val.
 int split_of(const uint8_t* tokens, int64_t n, uint64_t seed, double val_fraction, double test_fraction);
 
+// The OS= value of a UniProt header ("Homo sapiens" from "... OS=Homo sapiens
+// OX=9606 GN=..."): the text after "OS=" up to the next " XX=" field or the
+// end, trimmed; "" when the header has no OS= field.
+std::string organism_of(const std::string& header);
+// True when organism_of(header) contains one of `names` (ASCII case-insensitive).
+bool is_ood_organism(const std::string& header, const std::vector<std::string>& names);
+
 // What `performer-data info` prints.
 struct DatasetInfo {
   std::string path, schema, vocabulary;
@@ -57,6 +69,8 @@ struct DatasetInfo {
   double val_fraction = 0, test_fraction = 0;
   SplitCounts splits[3];
   LengthStats lengths[3];
+  std::vector<std::string> ood_organisms;  // empty when the file has no /ood group
+  SplitCounts ood;
 };
 DatasetInfo read_dataset_info(const std::string& path);
 

@@ -14,8 +14,8 @@ constexpr int64_t kChunkCacheBytes = 8 << 20;  // per dataset: a few decompresse
 
 ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::string& split) {
   PF_REQUIRE(ValueError, !paths.empty(), "no data files given");
-  PF_REQUIRE(ValueError, split == "train" || split == "valid" || split == "test",
-             "unknown split '" << split << "': expected train, valid or test");
+  PF_REQUIRE(ValueError, split == "train" || split == "valid" || split == "test" || split == kOodSplitName,
+             "unknown split '" << split << "': expected train, valid, test or ood");
   shards_.reserve(paths.size());
   for (const std::string& path : paths) {
     Shard s;

@@ -8,6 +8,9 @@
 //     offsets  int64   [sequences + 1]   sequence i is tokens[offsets[i], offsets[i+1]); offsets[0] = 0
 //     ids      vlen UTF-8 string [sequences]   first word of each header
 //     headers  vlen UTF-8 string [sequences]   full header text (FASTA '>' line, or built from Swiss-Prot ID/AC/DE/OS)
+//   /ood              optional, same layout: sequences of held-out organisms
+//                     (root attr ood_organisms, string[]); readers that do not
+//                     know it ignore it, so the version stays 1
 // docs/data.md is the reference; change kSchemaVersion with any layout change.
 #pragma once
 
@@ -22,6 +25,7 @@ namespace pf {
 constexpr const char* kSchemaName = "performer-protein";
 constexpr int64_t kSchemaVersion = 1;
 constexpr const char* kSplitNames[3] = {"train", "valid", "test"};
+constexpr const char* kOodSplitName = "ood";  // optional fourth split: held-out organisms
 
 // "performer-protein-v1"
 std::string schema_string();

@@ -1,6 +1,6 @@
 // performer-data: protein data preparation and inspection.
 //   performer-data prepare --output OUT.h5 [--val-fraction F] [--test-fraction F]
-//                          [--seed S] [--map-unknown-to-x] INPUT...
+//                          [--seed S] [--map-unknown-to-x] [--ood-organism NAME ...] INPUT...
 //   performer-data info FILE.h5
 // Inputs: FASTA (.fa .fasta .faa .fas) or Swiss-Prot flat files (.dat .txt .sp),
 // each optionally gzipped (.gz). The file schema is in docs/data.md.
@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   prepare->add_option("--seed", prep.seed, "key of the split hash")->capture_default_str();
   prepare->add_flag("--map-unknown-to-x", prep.map_unknown_to_x, "read unknown letters as X instead of failing");
+  prepare->add_option("--ood-organism", prep.ood_organisms,
+                      "hold out sequences whose OS= organism contains NAME (case-insensitive) in /ood (repeatable)")
+      ->allow_extra_args(false);
   prepare->add_option("inputs", prep.inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
 
   std::string info_path;

@@ -2,7 +2,11 @@
 // prepared HDF5 data, with the same launch options as performer-train.
 //   mpirun -np N performer-eval --checkpoint FILE [--split valid|test|train] [--set key=value ...]
 // The model configuration comes from the checkpoint; data and layout keys can
-// be overridden (e.g. --set data.files=[\"other.h5\"] --set parallel.sp=2).
+// be overridden (e.g. --set data.files=[\"other.h5\"] --set parallel.sp=2),
+// and so can the keys that choose how attention is computed from the same
+// parameters: --set model.attention=favor evaluates a softmax-trained model
+// with FAVOR+, --set model.features=256 --set model.feature_draw=3 another
+// number and draw of random features (load_parameters in train_loop.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -38,11 +42,11 @@ int main(int argc, char** argv) {
     pf::validate_layout(cfg, size);
     pf::Session session(cfg, MPI_COMM_WORLD);
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
-    pf::restore_checkpoint(checkpoint, cfg, trainer);
+    const int64_t step = pf::load_parameters(checkpoint, cfg, trainer);
     const pf::EvalStats e = pf::run_validation(cfg, session, trainer);
     if (rank == 0) {
       std::printf("checkpoint %s (step %lld), split %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
-                  checkpoint.c_str(), static_cast<long long>(trainer.step()), split.c_str(), e.loss(),
+                  checkpoint.c_str(), static_cast<long long>(step), split.c_str(), e.loss(),
                   e.perplexity(), e.accuracy(), static_cast<long long>(e.tokens));
     }
     return 0;

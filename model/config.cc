@@ -48,6 +48,8 @@ void ModelConfig::validate() const {
   PF_REQUIRE(ConfigError, attention == AttentionKind::Softmax || features >= 1,
              "model.features must be >= 1, got " << features);
   PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
+  PF_REQUIRE(ConfigError, feature_draw >= 0 && feature_draw < (int64_t{1} << 31),
+             "model.feature_draw must be in [0, 2^31), got " << feature_draw);
   PF_REQUIRE(ConfigError, chunk >= 1, "model.chunk must be >= 1, got " << chunk);
   PF_REQUIRE(ConfigError, init_std > 0, "model.init_std must be > 0, got " << init_std);
   PF_REQUIRE(ConfigError, mlm_probability > 0 && mlm_probability < 1,

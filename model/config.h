@@ -41,6 +41,11 @@ struct ModelConfig {
   Objective objective = Objective::CausalLM;  // causal LM -> causal attention; MLM -> bidirectional
   PositionalEncoding positional = PositionalEncoding::Sinusoidal;
   int64_t redraw_interval = 0;  // redraw random features every k steps (0: never)
+  // Which independent draw of random features to use: the projection of layer
+  // l at redraw index r is keyed (seed, l, r + feature_draw * 2^32). 0 in
+  // training; other values re-draw the features of a trained model at
+  // evaluation without touching the parameters (which seed also keys).
+  int64_t feature_draw = 0;
   ProjectionKind projection = ProjectionKind::Orthogonal;
   FeatureScaling feature_scaling = FeatureScaling::ChiNorms;
   int64_t chunk = 128;          // chunk size of the causal linear-attention kernels

@@ -46,7 +46,8 @@ const float* PerformerModel::projection(int64_t layer, int64_t step) {
     projections_.clear();
     for (int64_t l = 0; l < cfg_.layers; ++l) {
       const std::vector<float> w = random_projection_f32(
-          spec, ProjectionKey{cfg_.seed, static_cast<uint64_t>(l), static_cast<uint64_t>(redraw)});
+          spec, ProjectionKey{cfg_.seed, static_cast<uint64_t>(l),
+                              static_cast<uint64_t>(redraw) + (static_cast<uint64_t>(cfg_.feature_draw) << 32)});
       Tensor t = Tensor::empty({spec.m, spec.d}, DType::f32, *ctx_.tracker, "model.projection");
       copy_bytes(t.raw(), ctx_.device, w.data(), Device::cpu(), t.nbytes());
       projections_.push_back(t);

@@ -5,7 +5,8 @@
 //   the global count through `loss_scale`).
 // Parameters and gradients are flat buffers (model/params.h) on the model's
 // device. Random projections are regenerated from (seed, layer, redraw index)
-// when the step crosses a redraw boundary, identically on every rank.
+// when the step crosses a redraw boundary, identically on every rank
+// (model.feature_draw selects another independent draw, for evaluation).
 #pragma once
 
 #include <cstdint>

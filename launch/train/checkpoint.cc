@@ -144,7 +144,8 @@ CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layo
   return st;
 }
 
-std::vector<std::string> model_incompatibilities(const ModelConfig& a, const ModelConfig& b) {
+std::vector<std::string> model_incompatibilities(const ModelConfig& a, const ModelConfig& b,
+                                                 bool attention_may_differ) {
   std::vector<std::string> out;
   auto cmp = [&](const char* key, const std::string& x, const std::string& y) {
     if (x != y) out.push_back(std::string("model.") + key + ": " + x + " in the checkpoint, " + y + " now");
@@ -155,14 +156,17 @@ std::vector<std::string> model_incompatibilities(const ModelConfig& a, const Mod
   cmp("width", num(a.width), num(b.width));
   cmp("heads", num(a.heads), num(b.heads));
   cmp("ffn", num(a.ffn), num(b.ffn));
-  cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
   cmp("objective", objective_name(a.objective), objective_name(b.objective));
   cmp("positional", positional_name(a.positional), positional_name(b.positional));
-  if (a.attention != AttentionKind::Softmax) {
-    cmp("features", num(a.features), num(b.features));
-    cmp("redraw_interval", num(a.redraw_interval), num(b.redraw_interval));
-    cmp("projection", num(static_cast<int>(a.projection)), num(static_cast<int>(b.projection)));
-    cmp("feature_scaling", num(static_cast<int>(a.feature_scaling)), num(static_cast<int>(b.feature_scaling)));
+  if (!attention_may_differ) {
+    cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
+    if (a.attention != AttentionKind::Softmax) {
+      cmp("features", num(a.features), num(b.features));
+      cmp("redraw_interval", num(a.redraw_interval), num(b.redraw_interval));
+      cmp("projection", num(static_cast<int>(a.projection)), num(static_cast<int>(b.projection)));
+      cmp("feature_scaling", num(static_cast<int>(a.feature_scaling)), num(static_cast<int>(b.feature_scaling)));
+      cmp("feature_draw", num(a.feature_draw), num(b.feature_draw));
+    }
   }
   cmp("seed", num(a.seed), num(b.seed));
   return out;

@@ -43,8 +43,13 @@ CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layo
 
 // Differences between two model configurations that change the function a
 // checkpoint computes ("model.width: 128 in the checkpoint, 256 now"); empty
-// when compatible. chunk and activation checkpointing may differ.
-std::vector<std::string> model_incompatibilities(const ModelConfig& stored, const ModelConfig& current);
+// when compatible. chunk and activation checkpointing may differ. With
+// attention_may_differ, the keys that choose how attention is computed from
+// the same parameters (attention, features, redraw_interval, projection,
+// feature_scaling, feature_draw) are not compared: loading the parameters of a
+// softmax model into a FAVOR+ one, or evaluating with other random features.
+std::vector<std::string> model_incompatibilities(const ModelConfig& stored, const ModelConfig& current,
+                                                 bool attention_may_differ = false);
 
 // Checkpoint files in `dir`, newest step first.
 std::vector<std::string> list_checkpoints(const std::string& dir);

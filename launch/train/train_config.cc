@@ -140,6 +140,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("model", "positional", s);
   m.positional = parse_positional(s);
   r.get("model", "redraw_interval", m.redraw_interval);
+  r.get("model", "feature_draw", m.feature_draw);
   s = "orthogonal";
   r.get("model", "projection", s);
   PF_REQUIRE(ConfigError, s == "orthogonal" || s == "iid", origin << ": model.projection must be orthogonal or iid, got '" << s << "'");
@@ -198,6 +199,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("checkpoint", "interval", ck.interval);
   r.get("checkpoint", "keep", ck.keep);
   r.get("checkpoint", "resume", ck.resume);
+  r.get("checkpoint", "init_from", ck.init_from);
 
   ParallelConfig& p = c.parallel;
   r.get("parallel", "sp", p.sp);

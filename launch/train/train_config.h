@@ -41,6 +41,11 @@ struct CheckpointConfig {
   int64_t interval = 200;   // steps between checkpoints (0: only at the end)
   int64_t keep = 3;         // newest files kept
   std::string resume;       // "" (fresh), "auto" (newest valid in dir, else fresh) or a file
+  // A checkpoint whose parameters start a fresh run (step 0, zero moments)
+  // when there is nothing to resume; its attention keys (model.attention,
+  // features, ...) may differ from this run's: e.g. fine-tuning a softmax
+  // model with FAVOR+. "" = initialise from model.seed.
+  std::string init_from;
 };
 
 struct ParallelConfig {

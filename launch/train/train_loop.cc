@@ -77,6 +77,19 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   return st.loader;
 }
 
+int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+  const CheckpointState st = read_checkpoint(path, trainer.model().layout());
+  const TrainConfig stored = parse_train_config_text(st.config_text, path + " (stored configuration)");
+  const std::vector<std::string> diff = model_incompatibilities(stored.model, cfg.model, true);
+  if (!diff.empty()) {
+    std::string msg = path + ": cannot load these parameters into this model:";
+    for (const auto& d : diff) msg += "\n  " + d;
+    throw ConfigError(msg);
+  }
+  to_device(trainer.model().params(), st.params);
+  return st.step;
+}
+
 EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer) {
   LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, false);
   o.prefetch = 0;
@@ -118,6 +131,11 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     if (root)
       log << "resumed from " << resume_path << " at step " << trainer.step() << " (data epoch " << start.epoch
           << ", sample " << start.sample << ")\n";
+  } else if (!cfg.checkpoint.init_from.empty()) {
+    const int64_t from = load_parameters(cfg.checkpoint.init_from, cfg, trainer);
+    if (root)
+      log << "parameters from " << cfg.checkpoint.init_from << " (step " << from << "): starting at step 0 with "
+          << attention_kind_name(cfg.model.attention) << " attention\n";
   } else if (root && cfg.checkpoint.resume == "auto") {
     log << "no checkpoint to resume from in '" << cfg.checkpoint.dir << "': starting at step 0\n";
   }

@@ -35,4 +35,11 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
 // continue from.
 LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
 
+// Loads only the parameters of a checkpoint (the trainer keeps its step and
+// moments), checking model_incompatibilities with attention_may_differ: the
+// attention kind and random features of `cfg` replace the stored ones. For
+// checkpoint.init_from and for evaluating a checkpoint with another attention
+// (performer-eval). Returns the checkpoint's step.
+int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
+
 }  // namespace pf
