@@ -33,10 +33,21 @@
 // Gradients are with respect to phi_q, phi_k (the scaled features, c_k held
 // constant) and v; they are written (not accumulated) by the *_local and
 // bidirectional functions and accumulated by the add_* functions.
+//
+// Storage types: every entry point below except the state functions has an
+// overload taking `DType storage` (f32 on every backend; f16, bf16 on CUDA
+// only, ValueError naming the dtype on the CPU) for phi_q, phi_k, v, o, d_o,
+// d_phi_q, d_phi_k, d_v. c_k, y, row_scale, den and all states stay fp32.
+// f16/bf16 on CUDA are staged: each low-precision input is widened into an
+// fp32 device temporary (recorded in ctx.tracker), the fp32 kernels run, and
+// the outputs are rounded once back to the storage type (the add_* functions
+// widen, accumulate in fp32 and round again); ctx.stream is synchronised
+// before the temporaries are freed. So every GEMM, exponential and sum is fp32.
 #pragma once
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
 #include "runtime/exec.h"
 
 namespace pf {
@@ -112,6 +123,39 @@ void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const
 void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
                                                     const float* c_k, const float* v, const float* grad_total,
                                                     float* d_phi_k, float* d_v);
+
+// ---- storage-typed overloads (see the top of this file) ---------------------------
+void causal_linear_attention_forward_local(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                           const void* phi_q, const void* phi_k, const float* c_k, const void* v,
+                                           float* y, float* row_scale, float* block_total,
+                                           const float* initial_state);
+void linear_attention_add_prefix(const ExecContext& ctx, const LinAttnShape& s, DType storage, const void* phi_q,
+                                 const float* prefix, float* y, float* row_scale);
+void linear_attention_normalize(const ExecContext& ctx, const LinAttnShape& s, DType storage, const float* y, void* o,
+                                float* den);
+void causal_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                            const void* phi_q, const void* phi_k, const float* c_k, const void* v,
+                                            const void* o, const float* den, const float* row_scale, const void* d_o,
+                                            void* d_phi_q, void* d_phi_k, void* d_v, float* block_total_grad,
+                                            const float* prefix, const float* suffix);
+void linear_attention_backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, DType storage, const void* o,
+                                          const float* den, const float* row_scale, const void* d_o,
+                                          const float* prefix, void* d_phi_q);
+void linear_attention_backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                          const void* phi_k, const float* c_k, const void* v, const float* suffix,
+                                          void* d_phi_k, void* d_v);
+void bidirectional_linear_attention_local_state(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                                const void* phi_k, const float* c_k, const void* v,
+                                                float* local_total);
+void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                                   const void* phi_q, const float* total, float* y, float* row_scale);
+void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                                   const void* phi_q, const void* o, const float* den,
+                                                   const float* row_scale, const void* d_o, const float* total,
+                                                   void* d_phi_q, float* local_grad_total);
+void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, const LinAttnShape& s, DType storage,
+                                                    const void* phi_k, const float* c_k, const void* v,
+                                                    const float* grad_total, void* d_phi_k, void* d_v);
 
 // ---- float64 reference, straight from the definition (one head, O(n^2)) -----------
 // o_i = sum_{j in J(i)} w_ij v_j / sum_{j in J(i)} w_ij,  w_ij = exp(c_k[j]) phi_q[i].phi_k[j],

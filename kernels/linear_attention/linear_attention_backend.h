@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/linear_attention/linear_attention.h"
+#include "runtime/dtype.h"
 
 #define PF_LINATTN_BACKEND_DECLS                                                                                      \
   void fill(const ExecContext& ctx, float* x, int64_t count, float value);                                            \
@@ -35,4 +36,8 @@ PF_LINATTN_BACKEND_DECLS
 
 namespace pf::linattn_cuda {
 PF_LINATTN_BACKEND_DECLS
+// Storage conversions on ctx.stream (linear_attention_storage_cuda.cu):
+// widen f16/bf16 -> fp32, narrow fp32 -> f16/bf16, `count` elements.
+void widen(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count);
+void narrow(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count);
 }  // namespace pf::linattn_cuda

@@ -1,5 +1,6 @@
 // Dispatch of exact softmax attention by ctx.device, and the shared parameter
-// checks. Shapes: Q, K, V, O, dO, dQ, dK, dV [heads, n, d]; lse [heads, n].
+// checks. Shapes: Q, K, V, O, dO, dQ, dK, dV [heads, n, d]; lse [heads, n]; f16/bf16
+// storage is CUDA-only (ValueError on the CPU).
 #include "kernels/softmax_attention/softmax_attention.h"
 
 #include <cmath>
@@ -36,6 +37,29 @@ void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionPa
     softmax_attention_backward_cuda(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
   else
     softmax_attention_backward_cpu(p, Q, K, V, O, lse, dO, dQ, dK, dV, ctx.tracker);
+}
+
+void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,
+                               const void* K, const void* V, void* O, float* lse) {
+  if (ctx.device.is_cuda()) return softmax_attention_forward_cuda(ctx, p, storage, Q, K, V, O, lse);
+  PF_REQUIRE(ValueError, storage == DType::f32,
+             "softmax_attention_forward on " << ctx.device.str() << ": storage " << dtype_name(storage)
+                                             << " is supported on CUDA only (the CPU backend stores f32)");
+  softmax_attention_forward_cpu(p, static_cast<const float*>(Q), static_cast<const float*>(K),
+                                static_cast<const float*>(V), static_cast<float*>(O), lse, ctx.tracker);
+}
+
+void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,
+                                const void* K, const void* V, const void* O, const float* lse, const void* dO, void* dQ,
+                                void* dK, void* dV) {
+  if (ctx.device.is_cuda()) return softmax_attention_backward_cuda(ctx, p, storage, Q, K, V, O, lse, dO, dQ, dK, dV);
+  PF_REQUIRE(ValueError, storage == DType::f32,
+             "softmax_attention_backward on " << ctx.device.str() << ": storage " << dtype_name(storage)
+                                              << " is supported on CUDA only (the CPU backend stores f32)");
+  softmax_attention_backward_cpu(p, static_cast<const float*>(Q), static_cast<const float*>(K),
+                                 static_cast<const float*>(V), static_cast<const float*>(O), lse,
+                                 static_cast<const float*>(dO), static_cast<float*>(dQ), static_cast<float*>(dK),
+                                 static_cast<float*>(dV), ctx.tracker);
 }
 
 }  // namespace pf

@@ -11,10 +11,17 @@
 // statistics plus O(tile^2) scratch per thread (CPU) or per block (CUDA).
 // The float64 reference (plain loops, O(n^2 d) time) is for tests only.
 // Single sequence-group rank: the whole sequence of each head is local.
+//
+// Storage types: the overloads taking `DType storage` hold Q, K, V, O, dO, dQ,
+// dK, dV as f32, f16 or bf16 (lse stays f32). On CUDA the kernels widen every
+// tile to fp32 on load; scores, exponentials, row statistics and all sums run
+// in fp32 and results are rounded once on store. The CPU backend stores f32
+// only: f16/bf16 there throw ValueError naming the dtype.
 #pragma once
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
 #include "runtime/exec.h"
 
 namespace pf {
@@ -44,6 +51,14 @@ void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionPa
                                 const float* V, const float* O, const float* lse, const float* dO, float* dQ, float* dK,
                                 float* dV);
 
+// The same with `storage` (f32 on every backend; f16, bf16 on CUDA only) for
+// Q, K, V, O, dO, dQ, dK, dV; lse is f32.
+void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,
+                               const void* K, const void* V, void* O, float* lse);
+void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,
+                                const void* K, const void* V, const void* O, const float* lse, const void* dO, void* dQ,
+                                void* dK, void* dV);
+
 // CPU (OpenMP over heads and query tiles, GEMM tiles through gemm_f32_cpu).
 // Scratch is recorded in `tracker` under "softmax_attention" when non-null.
 void softmax_attention_forward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
@@ -57,15 +72,21 @@ void softmax_attention_backward_cpu(const SoftmaxAttentionParams& p, const float
 int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
 int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
 
-// CUDA (fp32, one block per (head, query tile) forward and per (head, key tile)
-// backward; d <= 128). The backward allocates D [heads, n] through ctx.tracker
-// (required) and synchronises ctx.stream before freeing it. Throws CudaError in
-// a build without CUDA.
+// CUDA (fp32 math, one block per (head, query tile) forward and per (head, key
+// tile) backward; d <= 128). The backward allocates D [heads, n] (and, for
+// f16/bf16 storage, an fp32 dQ accumulator [heads, n, d]) through ctx.tracker
+// (required) and synchronises ctx.stream before freeing them. Throws CudaError
+// in a build without CUDA.
 void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                     const float* K, const float* V, float* O, float* lse);
 void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                      const float* K, const float* V, const float* O, const float* lse, const float* dO,
                                      float* dQ, float* dK, float* dV);
+void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage,
+                                    const void* Q, const void* K, const void* V, void* O, float* lse);
+void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage,
+                                     const void* Q, const void* K, const void* V, const void* O, const float* lse,
+                                     const void* dO, void* dQ, void* dK, void* dV);
 
 // float64 reference: plain loops, one row of P at a time, O(n^2 d) time (tests).
 // The backward recomputes everything from Q, K, V, dO (it takes no forward

@@ -1,5 +1,10 @@
-// CUDA exact softmax attention, fp32 storage and math, per head of
-// [heads, n, d] row-major (d <= 128); lse [heads, n].
+// CUDA exact softmax attention per head of [heads, n, d] row-major (d <= 128);
+// lse [heads, n]. Q, K, V, O, dO, dQ, dK, dV are stored as f32, f16 or bf16
+// (the kernels are templated on the storage type); tiles are widened to fp32
+// in shared memory on load, so scores, exponentials, row statistics and all
+// accumulations run in fp32 and results are rounded once on store. lse stays
+// fp32. With f16/bf16 storage dQ is accumulated (atomics) in an fp32 scratch
+// buffer recorded in ctx.tracker and rounded to the storage type at the end.
 // Forward: one block per (head, 32-row query tile); Q, the running output and
 // the row statistics stay in shared memory while 32-row key tiles stream
 // through (causal: tiles right of the diagonal are skipped, the diagonal tile
@@ -8,7 +13,12 @@
 // 32-row key tile) accumulating dK, dV in shared memory over 16-row query
 // tiles, P rebuilt from lse; dQ is accumulated across key tiles with atomics.
 // Uses only sm_70-level features (no cp.async, no tensor-core intrinsics).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
 
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
@@ -25,6 +35,13 @@ constexpr int kKeyTile = 32;  // key-tile rows (= warp size: one lane per key)
 constexpr int kBwdQ = 16;     // backward query-tile rows
 constexpr int kMaxD = 128;
 static_assert(kKeyTile == 32, "the row softmax maps one key per lane");
+
+__device__ __forceinline__ float load_f32(const float* p) { return *p; }
+__device__ __forceinline__ float load_f32(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store_f32(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_f32(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -43,10 +60,10 @@ int64_t forward_smem_floats(int d) {
   return 2 * kFwdQ * d + 2 * kKeyTile * (d + 1) + kFwdQ * (kKeyTile + 1) + 3 * kFwdQ;
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(int64_t n, int d, bool causal, float scale, int64_t q_tiles, const float* __restrict__ Q,
-                   const float* __restrict__ K, const float* __restrict__ V, float* __restrict__ O,
-                   float* __restrict__ lse) {
+    forward_kernel(int64_t n, int d, bool causal, float scale, int64_t q_tiles, const T* __restrict__ Q,
+                   const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
   extern __shared__ float smem[];
   const int ld = d + 1, lds = kKeyTile + 1;
   float* sQ = smem;
@@ -66,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int e = tid; e < kFwdQ * d; e += kThreads) {
     const int r = e / d;
-    sQ[e] = r < rows ? Q[base + (i0 + r) * d + e % d] * scale : 0.f;
+    sQ[e] = r < rows ? load_f32(Q + base + (i0 + r) * d + e % d) * scale : 0.f;
     sO[e] = 0.f;
   }
   if (tid < kFwdQ) {
@@ -80,8 +97,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = tid; e < kKeyTile * d; e += kThreads) {
       const int c = e / d, k = e % d;
       const bool in = c < cols;
-      sK[c * ld + k] = in ? K[base + (j0 + c) * d + k] : 0.f;
-      sV[c * ld + k] = in ? V[base + (j0 + c) * d + k] : 0.f;
+      sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
+      sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
     }
     __syncthreads();
     for (int e = tid; e < kFwdQ * kKeyTile; e += kThreads) {
@@ -115,18 +132,19 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  for (int e = tid; e < rows * d; e += kThreads) O[base + i0 * d + e] = sO[e] / sL[e / d];
+  for (int e = tid; e < rows * d; e += kThreads) store_f32(O + base + i0 * d + e, sO[e] / sL[e / d]);
   if (tid < rows) lse[head * n + i0 + tid] = softmax_lse(sM[tid], sL[tid]);
 }
 
 // D [heads*n] = rowwise dO . O, one warp per row.
-__global__ void __launch_bounds__(kThreads) row_dot_kernel(int64_t rows, int d, const float* __restrict__ dO,
-                                                           const float* __restrict__ O, float* __restrict__ D) {
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    row_dot_kernel(int64_t rows, int d, const T* __restrict__ dO, const T* __restrict__ O, float* __restrict__ D) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
   float acc = 0.f;
-  for (int k = lane; k < d; k += 32) acc += dO[row * d + k] * O[row * d + k];
+  for (int k = lane; k < d; k += 32) acc += load_f32(dO + row * d + k) * load_f32(O + row * d + k);
   acc = warp_sum(acc);
   if (lane == 0) D[row] = acc;
 }
@@ -137,11 +155,13 @@ int64_t backward_smem_floats(int d) {
   return 2 * kKeyTile * (d + 1) + 2 * kKeyTile * d + 2 * kBwdQ * d + 2 * kBwdQ * (kKeyTile + 1) + 2 * kBwdQ;
 }
 
+// dQ is fp32 whatever the storage: it is accumulated across key tiles.
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(int64_t n, int d, bool causal, float scale, int64_t k_tiles, const float* __restrict__ Q,
-                    const float* __restrict__ K, const float* __restrict__ V, const float* __restrict__ lse,
-                    const float* __restrict__ D, const float* __restrict__ dO, float* __restrict__ dQ,
-                    float* __restrict__ dK, float* __restrict__ dV) {
+    backward_kernel(int64_t n, int d, bool causal, float scale, int64_t k_tiles, const T* __restrict__ Q,
+                    const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
+                    const float* __restrict__ D, const T* __restrict__ dO, float* __restrict__ dQ,
+                    T* __restrict__ dK, T* __restrict__ dV) {
   extern __shared__ float smem[];
   const int ld = d + 1, lds = kKeyTile + 1;
   float* sK = smem;
@@ -164,8 +184,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int e = tid; e < kKeyTile * d; e += kThreads) {
     const int c = e / d, k = e % d;
     const bool in = c < cols;
-    sK[c * ld + k] = in ? K[base + (j0 + c) * d + k] : 0.f;
-    sV[c * ld + k] = in ? V[base + (j0 + c) * d + k] : 0.f;
+    sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
+    sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
     sdK[e] = 0.f;
     sdV[e] = 0.f;
   }
@@ -175,8 +195,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the previous query tile is no longer read
     for (int e = tid; e < kBwdQ * d; e += kThreads) {
       const bool in = e / d < rows;
-      sQ[e] = in ? Q[base + i0 * d + e] : 0.f;
-      sdO[e] = in ? dO[base + i0 * d + e] : 0.f;
+      sQ[e] = in ? load_f32(Q + base + i0 * d + e) : 0.f;
+      sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
     }
     if (tid < kBwdQ) {
       sLse[tid] = tid < rows ? lse[head * n + i0 + tid] : 0.f;
@@ -218,9 +238,17 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   for (int e = tid; e < cols * d; e += kThreads) {
-    dK[base + j0 * d + e] = sdK[e];
-    dV[base + j0 * d + e] = sdV[e];
+    store_f32(dK + base + j0 * d + e, sdK[e]);
+    store_f32(dV + base + j0 * d + e, sdV[e]);
   }
+}
+
+// Rounds the fp32 dQ accumulator to the storage type.
+template <typename T>
+__global__ void narrow_kernel(int64_t count, const float* __restrict__ in, T* __restrict__ out) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < count;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store_f32(out + k, in[k]);
 }
 
 void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
@@ -230,10 +258,9 @@ void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) 
              "softmax attention on CUDA: too many tiles for one grid (heads=" << p.heads << " n=" << p.n << ")");
 }
 
-}  // namespace
-
-void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                                    const float* K, const float* V, float* O, float* lse) {
+template <typename T>
+void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V, T* O,
+                  float* lse) {
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
@@ -241,44 +268,110 @@ void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttenti
   const int d = static_cast<int>(p.d);
   const size_t smem = static_cast<size_t>(forward_smem_floats(d)) * sizeof(float);
   PF_CUDA_CHECK(
-      cudaFuncSetAttribute(forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      cudaFuncSetAttribute(forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t q_tiles = (p.n + kFwdQ - 1) / kFwdQ;
-  forward_kernel<<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(p.n, d, p.causal, scale, q_tiles,
-                                                                                       Q, K, V, O, lse);
+  forward_kernel<T><<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(p.n, d, p.causal, scale,
+                                                                                          q_tiles, Q, K, V, O, lse);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
-                                     const float* K, const float* V, const float* O, const float* lse, const float* dO,
-                                     float* dQ, float* dK, float* dV) {
+// Scratch of the backward, recorded in ctx.tracker: D [heads*n] and, for
+// f16/bf16 storage, the fp32 dQ accumulator [heads*n*d]. The stream is
+// synchronised before the scratch is freed.
+template <typename T>
+void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V,
+                   const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
   auto stream = static_cast<cudaStream_t>(ctx.stream.handle);
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n;
-  // D lives for the duration of the call: allocated through the tracker so
-  // that it counts against the device cap (O(n) per head).
-  PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for D");
-  float* D = static_cast<float*>(device_allocate(*ctx.tracker, rows * 4, "softmax_attention"));
+  constexpr bool kNarrow = !std::is_same<T, float>::value;
+  PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
+  const int64_t scratch_bytes = rows * 4 + (kNarrow ? rows * d * 4 : 0);
+  float* D = static_cast<float*>(device_allocate(*ctx.tracker, scratch_bytes, "softmax_attention"));
+  float* dQ32 = kNarrow ? D + rows : reinterpret_cast<float*>(dQ);
   try {
-    row_dot_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(rows, d, dO, O, D);
+    row_dot_kernel<T><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(rows, d, dO, O, D);
     PF_CUDA_CHECK_LAUNCH();
-    PF_CUDA_CHECK(cudaMemsetAsync(dQ, 0, static_cast<size_t>(rows * d) * sizeof(float), stream));
+    PF_CUDA_CHECK(cudaMemsetAsync(dQ32, 0, static_cast<size_t>(rows * d) * sizeof(float), stream));
     const size_t smem = static_cast<size_t>(backward_smem_floats(d)) * sizeof(float);
     PF_CUDA_CHECK(
-        cudaFuncSetAttribute(backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        cudaFuncSetAttribute(backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const int64_t k_tiles = (p.n + kKeyTile - 1) / kKeyTile;
-    backward_kernel<<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
-        p.n, d, p.causal, scale, k_tiles, Q, K, V, lse, D, dO, dQ, dK, dV);
+    backward_kernel<T><<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
+        p.n, d, p.causal, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
     PF_CUDA_CHECK_LAUNCH();
-    // D must outlive the kernels before it is returned to the allocator.
+    if (kNarrow) {
+      const int64_t count = rows * d;
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 1 << 20));
+      narrow_kernel<T><<<blocks, 256, 0, stream>>>(count, dQ32, dQ);
+      PF_CUDA_CHECK_LAUNCH();
+    }
+    // The scratch must outlive the kernels before it is returned to the allocator.
     PF_CUDA_CHECK(cudaStreamSynchronize(stream));
   } catch (...) {
-    device_free(*ctx.tracker, D, rows * 4, "softmax_attention");
+    device_free(*ctx.tracker, D, scratch_bytes, "softmax_attention");
     throw;
   }
-  device_free(*ctx.tracker, D, rows * 4, "softmax_attention");
+  device_free(*ctx.tracker, D, scratch_bytes, "softmax_attention");
+}
+
+}  // namespace
+
+void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
+                                    const float* K, const float* V, float* O, float* lse) {
+  forward_impl<float>(ctx, p, Q, K, V, O, lse);
+}
+
+void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
+                                     const float* K, const float* V, const float* O, const float* lse, const float* dO,
+                                     float* dQ, float* dK, float* dV) {
+  backward_impl<float>(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
+}
+
+void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage,
+                                    const void* Q, const void* K, const void* V, void* O, float* lse) {
+  switch (storage) {
+    case DType::f32:
+      return forward_impl(ctx, p, static_cast<const float*>(Q), static_cast<const float*>(K),
+                          static_cast<const float*>(V), static_cast<float*>(O), lse);
+    case DType::f16:
+      return forward_impl(ctx, p, static_cast<const __half*>(Q), static_cast<const __half*>(K),
+                          static_cast<const __half*>(V), static_cast<__half*>(O), lse);
+    case DType::bf16:
+      return forward_impl(ctx, p, static_cast<const __nv_bfloat16*>(Q), static_cast<const __nv_bfloat16*>(K),
+                          static_cast<const __nv_bfloat16*>(V), static_cast<__nv_bfloat16*>(O), lse);
+    default: break;
+  }
+  PF_REQUIRE(ValueError, false, "softmax_attention_forward on CUDA: unsupported storage " << dtype_name(storage)
+                                                                                          << " (f32, f16 or bf16)");
+}
+
+void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage,
+                                     const void* Q, const void* K, const void* V, const void* O, const float* lse,
+                                     const void* dO, void* dQ, void* dK, void* dV) {
+  switch (storage) {
+    case DType::f32:
+      return backward_impl(ctx, p, static_cast<const float*>(Q), static_cast<const float*>(K),
+                           static_cast<const float*>(V), static_cast<const float*>(O), lse,
+                           static_cast<const float*>(dO), static_cast<float*>(dQ), static_cast<float*>(dK),
+                           static_cast<float*>(dV));
+    case DType::f16:
+      return backward_impl(ctx, p, static_cast<const __half*>(Q), static_cast<const __half*>(K),
+                           static_cast<const __half*>(V), static_cast<const __half*>(O), lse,
+                           static_cast<const __half*>(dO), static_cast<__half*>(dQ), static_cast<__half*>(dK),
+                           static_cast<__half*>(dV));
+    case DType::bf16:
+      return backward_impl(ctx, p, static_cast<const __nv_bfloat16*>(Q), static_cast<const __nv_bfloat16*>(K),
+                           static_cast<const __nv_bfloat16*>(V), static_cast<const __nv_bfloat16*>(O), lse,
+                           static_cast<const __nv_bfloat16*>(dO), static_cast<__nv_bfloat16*>(dQ),
+                           static_cast<__nv_bfloat16*>(dK), static_cast<__nv_bfloat16*>(dV));
+    default: break;
+  }
+  PF_REQUIRE(ValueError, false, "softmax_attention_backward on CUDA: unsupported storage " << dtype_name(storage)
+                                                                                           << " (f32, f16 or bf16)");
 }
 
 }  // namespace pf

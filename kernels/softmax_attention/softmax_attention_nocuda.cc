@@ -14,4 +14,15 @@ void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttent
   PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
 }
 
+void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, DType, const void*,
+                                    const void*, const void*, void*, float*) {
+  PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
+}
+
+void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, DType, const void*,
+                                     const void*, const void*, const void*, const float*, const void*, void*, void*,
+                                     void*) {
+  PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
+}
+
 }  // namespace pf

@@ -2,11 +2,14 @@
 // bidirectional forward and backward over every n, d, m class (n not a multiple
 // of the chunk, m not a multiple of d, n = 1), the reference backward against
 // central differences of the reference forward, chunk-size invariance, and
-// extreme key log-scales.
+// extreme key log-scales; the storage-typed overloads (f32 on the CPU equals
+// the fp32 entry points; f16/bf16 refused there).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/errors.h"
 #include "runtime/memory.h"
@@ -179,6 +182,97 @@ TEST(LinearAttention, RejectsBadShapes) {
   EXPECT_THROW(causal_linear_attention_forward_local(ctx, LinAttnShape{1, 4, 4, 4, 2}, x.data(), nullptr, x.data(),
                                                      x.data(), x.data(), x.data(), x.data(), nullptr),
                ValueError);
+}
+
+// The f32 storage overloads are the fp32 entry points: same bits, causal and
+// bidirectional, including the accumulating add_prefix / add_suffix forms.
+TEST(LinearAttention, F32StorageOverloadsMatchFp32) {
+  const auto p = test::make_problem(2, 77, 16, 8, 16, 31);
+  const LinAttnShape& s = p.s;
+  const ExecContext ctx;
+  const DType t = DType::f32;
+  for (bool causal : {true, false}) {
+    const auto f = test::forward_cpu(p, causal);
+    const auto b = test::backward_cpu(p, f, causal);
+    std::vector<float> y(f.y.size()), L(f.row_scale.size()), T(f.total.size()), o(f.o.size()), den(f.den.size()),
+        dq(b.dq.size()), dk(b.dk.size()), dv(b.dv.size()), U(b.total.size());
+    if (causal) {
+      causal_linear_attention_forward_local(ctx, s, t, p.pq.data(), p.pk.data(), p.ck.data(), p.v.data(), y.data(),
+                                            L.data(), T.data(), nullptr);
+      linear_attention_normalize(ctx, s, t, y.data(), o.data(), den.data());
+      causal_linear_attention_backward_local(ctx, s, t, p.pq.data(), p.pk.data(), p.ck.data(), p.v.data(), o.data(),
+                                             den.data(), L.data(), p.d_o.data(), dq.data(), dk.data(), dv.data(),
+                                             U.data(), nullptr, nullptr);
+    } else {
+      bidirectional_linear_attention_local_state(ctx, s, t, p.pk.data(), p.ck.data(), p.v.data(), T.data());
+      bidirectional_linear_attention_forward_finish(ctx, s, t, p.pq.data(), T.data(), y.data(), L.data());
+      linear_attention_normalize(ctx, s, t, y.data(), o.data(), den.data());
+      bidirectional_linear_attention_backward_local(ctx, s, t, p.pq.data(), o.data(), den.data(), L.data(),
+                                                    p.d_o.data(), T.data(), dq.data(), U.data());
+      bidirectional_linear_attention_backward_finish(ctx, s, t, p.pk.data(), p.ck.data(), p.v.data(), U.data(),
+                                                     dk.data(), dv.data());
+    }
+    EXPECT_EQ(o, f.o) << causal;
+    EXPECT_EQ(den, f.den) << causal;
+    EXPECT_EQ(T, f.total) << causal;
+    EXPECT_EQ(dq, b.dq) << causal;
+    EXPECT_EQ(dk, b.dk) << causal;
+    EXPECT_EQ(dv, b.dv) << causal;
+    // The accumulating forms, fp32 and f32-storage side by side.
+    std::vector<float> y1 = f.y, L1 = f.row_scale, dq1 = b.dq, dk1 = b.dk, dv1 = b.dv;
+    std::vector<float> y2 = f.y, L2 = f.row_scale, dq2 = b.dq, dk2 = b.dk, dv2 = b.dv;
+    linear_attention_add_prefix(ctx, s, p.pq.data(), f.total.data(), y1.data(), L1.data());
+    linear_attention_add_prefix(ctx, s, t, p.pq.data(), f.total.data(), y2.data(), L2.data());
+    linear_attention_backward_add_prefix(ctx, s, f.o.data(), f.den.data(), f.row_scale.data(), p.d_o.data(),
+                                         f.total.data(), dq1.data());
+    linear_attention_backward_add_prefix(ctx, s, t, f.o.data(), f.den.data(), f.row_scale.data(), p.d_o.data(),
+                                         f.total.data(), dq2.data());
+    linear_attention_backward_add_suffix(ctx, s, p.pk.data(), p.ck.data(), p.v.data(), b.total.data(), dk1.data(),
+                                         dv1.data());
+    linear_attention_backward_add_suffix(ctx, s, t, p.pk.data(), p.ck.data(), p.v.data(), b.total.data(), dk2.data(),
+                                         dv2.data());
+    EXPECT_EQ(y1, y2);
+    EXPECT_EQ(L1, L2);
+    EXPECT_EQ(dq1, dq2);
+    EXPECT_EQ(dk1, dk2);
+    EXPECT_EQ(dv1, dv2);
+  }
+}
+
+// f16/bf16 storage is CUDA-only: every storage overload refuses it on the CPU
+// with a ValueError naming the dtype, before touching any buffer.
+TEST(LinearAttention, CpuRefusesHalfStorage) {
+  const auto p = test::make_problem(1, 5, 4, 4, 2, 32);
+  const LinAttnShape& s = p.s;
+  const ExecContext ctx;
+  std::vector<float> buf(static_cast<size_t>(s.state_size() + s.n * (s.m + s.d + 1)), 0.f);
+  float* x = buf.data();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const std::string name = dtype_name(t);
+    const std::vector<std::function<void()>> calls = {
+        [&] { causal_linear_attention_forward_local(ctx, s, t, x, x, x, x, x, x, x, nullptr); },
+        [&] { linear_attention_add_prefix(ctx, s, t, x, x, x, x); },
+        [&] { linear_attention_normalize(ctx, s, t, x, x, x); },
+        [&] {
+          causal_linear_attention_backward_local(ctx, s, t, x, x, x, x, x, x, x, x, x, x, x, x, nullptr, nullptr);
+        },
+        [&] { linear_attention_backward_add_prefix(ctx, s, t, x, x, x, x, x, x); },
+        [&] { linear_attention_backward_add_suffix(ctx, s, t, x, x, x, x, x, x); },
+        [&] { bidirectional_linear_attention_local_state(ctx, s, t, x, x, x, x); },
+        [&] { bidirectional_linear_attention_forward_finish(ctx, s, t, x, x, x, x); },
+        [&] { bidirectional_linear_attention_backward_local(ctx, s, t, x, x, x, x, x, x, x, x); },
+        [&] { bidirectional_linear_attention_backward_finish(ctx, s, t, x, x, x, x, x, x); },
+    };
+    for (size_t i = 0; i < calls.size(); ++i) {
+      try {
+        calls[i]();
+        ADD_FAILURE() << "overload " << i << " accepted " << name << " on the CPU";
+      } catch (const ValueError& e) {
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << i << ": " << e.what();
+      }
+    }
+    for (float e : buf) ASSERT_EQ(e, 0.f) << name;
+  }
 }
 
 }  // namespace

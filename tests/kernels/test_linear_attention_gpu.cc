@@ -1,11 +1,16 @@
 // Linear attention on CUDA against the float64 reference (causal and
 // bidirectional, forward and backward, n not a multiple of the chunk), the
 // causal protocol over three blocks with the scans combined on the device, and
-// the device state combine against the host one. Skipped without a GPU.
+// the device state combine against the host one; f16/bf16 storage against
+// the reference on inputs rounded to the storage type (whole blocks and the
+// two-block causal protocol with the accumulating add_* forms). Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +26,38 @@ namespace {
 using test::LinAttnProblem;
 using test::rel_l2;
 
+// Host rounding to the storage types (IEEE binary16 via _Float16; bfloat16 by
+// round-to-nearest-even on the top 16 bits), as raw 16-bit words.
+uint16_t to_storage(float v, DType t) {
+  if (t == DType::f16) {
+    const _Float16 h = static_cast<_Float16>(v);
+    uint16_t bits;
+    std::memcpy(&bits, &h, sizeof(bits));
+    return bits;
+  }
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof(b));
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+float from_storage(uint16_t bits, DType t) {
+  if (t == DType::f16) {
+    _Float16 h;
+    std::memcpy(&h, &bits, sizeof(h));
+    return static_cast<float>(h);
+  }
+  const uint32_t b = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &b, sizeof(v));
+  return v;
+}
+
+std::vector<float> rounded(const std::vector<float>& x, DType t) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = from_storage(to_storage(x[i], t), t);
+  return r;
+}
+
 class Gpu {
  public:
   Gpu() : tracker_(Device::cuda(0)), res_(Device::cuda(0), tracker_) {}
@@ -32,6 +69,27 @@ class Gpu {
     buffers_.push_back({p, bytes});
     return p;
   }
+  // A buffer of `count` 16-bit storage elements holding x rounded to t.
+  void* upload_storage(const std::vector<float>& x, DType t) {
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) bits[i] = to_storage(x[i], t);
+    const int64_t bytes = std::max<int64_t>(static_cast<int64_t>(x.size()), 1) * 2;
+    void* p = device_allocate(tracker_, bytes, "test");
+    fill_zero(p, Device::cuda(0), bytes);
+    buffers_.push_back({p, bytes});
+    copy_bytes(p, Device::cuda(0), bits.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 2);
+    return p;
+  }
+  void* alloc_storage(int64_t count) { return upload_storage(std::vector<float>(count, 0.f), DType::f16); }
+  std::vector<float> download_storage(const void* p, int64_t count, DType t) {
+    synchronize(ctx().stream);
+    std::vector<uint16_t> bits(count);
+    copy_bytes(bits.data(), Device::cpu(), p, Device::cuda(0), count * 2);
+    std::vector<float> x(count);
+    for (int64_t i = 0; i < count; ++i) x[i] = from_storage(bits[i], t);
+    return x;
+  }
+  int64_t tracked_bytes() const { return tracker_.stats().current_bytes; }
   float* upload(const std::vector<float>& x) {
     float* p = alloc(static_cast<int64_t>(x.size()));
     copy_bytes(p, Device::cuda(0), x.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 4);
@@ -50,7 +108,7 @@ class Gpu {
  private:
   MemoryTracker tracker_;
   ExecResources res_;
-  std::vector<std::pair<float*, int64_t>> buffers_;
+  std::vector<std::pair<void*, int64_t>> buffers_;
 };
 
 struct DeviceRun {
@@ -195,6 +253,117 @@ TEST(LinearAttentionGpu, StateCombineMatchesHost) {
   float *dx = gpu.upload(x), *dy = gpu.upload(y);
   linear_attention_state_combine(gpu.ctx(), s.heads, s.m, s.d, dx, dy, dx);  // aliased output
   EXPECT_LE(rel_l2(gpu.download(dx, static_cast<int64_t>(x.size())), want), 1e-6);
+}
+
+// The problem with phi_q, phi_k, v, d_o rounded to the storage type (c_k stays fp32).
+LinAttnProblem rounded_problem(const LinAttnProblem& p, DType t) {
+  LinAttnProblem r = p;
+  r.pq = rounded(p.pq, t);
+  r.pk = rounded(p.pk, t);
+  r.v = rounded(p.v, t);
+  r.d_o = rounded(p.d_o, t);
+  return r;
+}
+
+// Whole block with every storage tensor in t (the same calls as run_on_device).
+DeviceRun run_storage_on_device(Gpu& gpu, const LinAttnProblem& p, bool causal, DType t) {
+  const LinAttnShape& s = p.s;
+  const ExecContext& ctx = gpu.ctx();
+  const int64_t rm = s.heads * s.n * s.m, rd = s.heads * s.n * s.d;
+  void *q = gpu.upload_storage(p.pq, t), *k = gpu.upload_storage(p.pk, t), *v = gpu.upload_storage(p.v, t),
+       *g = gpu.upload_storage(p.d_o, t), *o = gpu.alloc_storage(rd), *dq = gpu.alloc_storage(rm),
+       *dk = gpu.alloc_storage(rm), *dv = gpu.alloc_storage(rd);
+  float *c = gpu.upload(p.ck), *y = gpu.alloc(s.heads * s.n * (s.d + 1)), *L = gpu.alloc(s.heads * s.n),
+        *den = gpu.alloc(s.heads * s.n), *T = gpu.alloc(s.heads * s.state_size()),
+        *U = gpu.alloc(s.heads * s.state_size());
+  if (causal) {
+    causal_linear_attention_forward_local(ctx, s, t, q, k, c, v, y, L, T, nullptr);
+    linear_attention_normalize(ctx, s, t, y, o, den);
+    causal_linear_attention_backward_local(ctx, s, t, q, k, c, v, o, den, L, g, dq, dk, dv, U, nullptr, nullptr);
+  } else {
+    bidirectional_linear_attention_local_state(ctx, s, t, k, c, v, T);
+    bidirectional_linear_attention_forward_finish(ctx, s, t, q, T, y, L);
+    linear_attention_normalize(ctx, s, t, y, o, den);
+    bidirectional_linear_attention_backward_local(ctx, s, t, q, o, den, L, g, T, dq, U);
+    bidirectional_linear_attention_backward_finish(ctx, s, t, k, c, v, U, dk, dv);
+  }
+  return {gpu.download_storage(o, rd, t), gpu.download_storage(dq, rm, t), gpu.download_storage(dk, rm, t),
+          gpu.download_storage(dv, rd, t)};
+}
+
+// Tolerances for f16/bf16 storage (fp32 math; reference on the rounded
+// inputs): each stored output is rounded once (unit roundoff 2^-11 for f16,
+// 2^-8 for bf16, rel L2 ~ u/sqrt(3)); the backward also reads the rounded o
+// (in G = [dO/den, -(dO.o)/den]) and the add_* forms round the gradients
+// twice. rel L2 <= 2e-3 (f16) and 1e-2 (bf16) leave a few times that.
+double storage_tolerance(DType t) { return t == DType::f16 ? 2e-3 : 1e-2; }
+
+TEST(LinearAttentionGpu, HalfStorageMatchesReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  Gpu gpu;
+  struct Case {
+    int64_t heads, n, m, d, chunk;
+  };
+  uint64_t seed = 1300;
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool causal : {true, false})
+      for (Case c : {Case{2, 7, 64, 32, 4}, Case{3, 300, 100, 64, 64}}) {
+        const auto p = rounded_problem(test::make_problem(c.heads, c.n, c.m, c.d, c.chunk, seed++, 2.f), t);
+        const auto r = test::reference(p, causal, true);
+        const auto got = run_storage_on_device(gpu, p, causal, t);
+        const std::string tag = std::string(dtype_name(t)) + (causal ? " causal" : " bidirectional") +
+                                " n=" + std::to_string(c.n) + " m=" + std::to_string(c.m) + " d=" + std::to_string(c.d);
+        const double tol = storage_tolerance(t);
+        EXPECT_LE(rel_l2(got.o, r.o), tol) << tag << " o";
+        EXPECT_LE(rel_l2(got.dq, r.dq), tol) << tag << " dq";
+        EXPECT_LE(rel_l2(got.dk, r.dk), tol) << tag << " dk";
+        EXPECT_LE(rel_l2(got.dv, r.dv), tol) << tag << " dv";
+      }
+}
+
+// Two causal blocks of one head in f16/bf16: the later block gets the earlier
+// block's total through add_prefix / backward_add_prefix, the earlier one the
+// later block's gradient total through backward_add_suffix (the accumulating
+// storage overloads); together they equal the whole sequence's reference.
+TEST(LinearAttentionGpu, HalfStorageTwoBlocksMatchReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  Gpu gpu;
+  const ExecContext& ctx = gpu.ctx();
+  for (DType t : {DType::f16, DType::bf16}) {
+    const auto p = rounded_problem(test::make_problem(1, 200, 64, 32, 32, 1400, 2.f), t);
+    const auto r = test::reference(p, true, true);
+    const LinAttnShape& s = p.s;
+    const int64_t cut = 77, rm = s.n * s.m, rd = s.n * s.d;
+    void *q = gpu.upload_storage(p.pq, t), *k = gpu.upload_storage(p.pk, t), *v = gpu.upload_storage(p.v, t),
+         *g = gpu.upload_storage(p.d_o, t), *o = gpu.alloc_storage(rd), *dq = gpu.alloc_storage(rm),
+         *dk = gpu.alloc_storage(rm), *dv = gpu.alloc_storage(rd);
+    float *c = gpu.upload(p.ck), *y = gpu.alloc(s.n * (s.d + 1)), *L = gpu.alloc(s.n), *den = gpu.alloc(s.n),
+          *T0 = gpu.alloc(s.state_size()), *T1 = gpu.alloc(s.state_size()), *U0 = gpu.alloc(s.state_size()),
+          *U1 = gpu.alloc(s.state_size());
+    const int64_t es = 2;  // bytes per storage element
+    auto at = [&](void* base, int64_t row, int64_t width) { return static_cast<char*>(base) + row * width * es; };
+    LinAttnShape b0 = s, b1 = s;
+    b0.n = cut;
+    b1.n = s.n - cut;
+    causal_linear_attention_forward_local(ctx, b0, t, q, k, c, v, y, L, T0, nullptr);
+    causal_linear_attention_forward_local(ctx, b1, t, at(q, cut, s.m), at(k, cut, s.m), c + cut, at(v, cut, s.d),
+                                          y + cut * (s.d + 1), L + cut, T1, nullptr);
+    linear_attention_add_prefix(ctx, b1, t, at(q, cut, s.m), T0, y + cut * (s.d + 1), L + cut);
+    linear_attention_normalize(ctx, s, t, y, o, den);
+    causal_linear_attention_backward_local(ctx, b0, t, q, k, c, v, o, den, L, g, dq, dk, dv, U0, nullptr, nullptr);
+    causal_linear_attention_backward_local(ctx, b1, t, at(q, cut, s.m), at(k, cut, s.m), c + cut, at(v, cut, s.d),
+                                           at(o, cut, s.d), den + cut, L + cut, at(g, cut, s.d), at(dq, cut, s.m),
+                                           at(dk, cut, s.m), at(dv, cut, s.d), U1, nullptr, nullptr);
+    linear_attention_backward_add_prefix(ctx, b1, t, at(o, cut, s.d), den + cut, L + cut, at(g, cut, s.d), T0,
+                                         at(dq, cut, s.m));
+    linear_attention_backward_add_suffix(ctx, b0, t, k, c, v, U1, dk, dv);
+    const double tol = storage_tolerance(t);
+    const std::string tag = dtype_name(t);
+    EXPECT_LE(rel_l2(gpu.download_storage(o, rd, t), r.o), tol) << tag << " o";
+    EXPECT_LE(rel_l2(gpu.download_storage(dq, rm, t), r.dq), tol) << tag << " dq";
+    EXPECT_LE(rel_l2(gpu.download_storage(dk, rm, t), r.dk), tol) << tag << " dk";
+    EXPECT_LE(rel_l2(gpu.download_storage(dv, rd, t), r.dv), tol) << tag << " dv";
+  }
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // Exact softmax attention: CPU tiled kernel against the float64 reference
 // (forward O and lse, backward dQ, dK, dV) over n, d, tile sizes that do and
 // do not divide n, causal and bidirectional; finite-difference checks of the
-// reference backward; strict causality; large input norms; O(n d) scratch.
+// reference backward; strict causality; large input norms; O(n d) scratch;
+// the storage-typed overloads (f32 on the CPU; f16/bf16 refused there).
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention.h"
@@ -326,6 +328,50 @@ TEST(SoftmaxAttention, EmptyAndInvalidShapes) {
   EXPECT_THROW(softmax_attention_scale(p), ValueError);
   p.scale = 0.f;
   EXPECT_FLOAT_EQ(softmax_attention_scale(p), 1.f / std::sqrt(8.f));
+}
+
+// The storage overloads: f32 is the fp32 path exactly; f16/bf16 are CUDA-only
+// and the CPU refuses them with a ValueError naming the dtype.
+TEST(SoftmaxAttention, StorageOverloadsOnCpu) {
+  SoftmaxAttentionParams p;
+  p.heads = 2;
+  p.n = 37;
+  p.d = 16;
+  p.causal = true;
+  const Inputs in = make_inputs(p, 4242);
+  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
+             dO = cast_vector<float>(in.dO);
+  const int64_t size = p.heads * p.n * p.d;
+  std::vector<float> O(size), O2(size), lse(p.heads * p.n), lse2(p.heads * p.n), dQ(size), dK(size), dV(size),
+      dQ2(size), dK2(size), dV2(size);
+  ExecContext ctx;
+  softmax_attention_forward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data());
+  softmax_attention_forward(ctx, p, DType::f32, Q.data(), K.data(), V.data(), O2.data(), lse2.data());
+  EXPECT_EQ(O, O2);
+  EXPECT_EQ(lse, lse2);
+  softmax_attention_backward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
+                             dK.data(), dV.data());
+  softmax_attention_backward(ctx, p, DType::f32, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
+                             dQ2.data(), dK2.data(), dV2.data());
+  EXPECT_EQ(dQ, dQ2);
+  EXPECT_EQ(dK, dK2);
+  EXPECT_EQ(dV, dV2);
+  for (DType t : {DType::f16, DType::bf16}) {
+    const std::string name = dtype_name(t);
+    try {
+      softmax_attention_forward(ctx, p, t, Q.data(), K.data(), V.data(), O2.data(), lse2.data());
+      ADD_FAILURE() << "forward accepted " << name << " on the CPU";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    try {
+      softmax_attention_backward(ctx, p, t, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ2.data(),
+                                 dK2.data(), dV2.data());
+      ADD_FAILURE() << "backward accepted " << name << " on the CPU";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 // Exact softmax attention on CUDA against the float64 reference (forward O and
 // lse, backward dQ, dK, dV), causal and bidirectional, n not a multiple of the
-// kernels' tiles, d in {16, 64, 128}. Skipped without a GPU.
+// kernels' tiles, d in {16, 64, 128}; and with f16/bf16 storage against the
+// reference on inputs rounded to the storage type. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention.h"
@@ -78,6 +82,114 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
         EXPECT_LE(rel_l2(dk.download(), dK), 1e-5) << what << " dK";
         EXPECT_LE(rel_l2(dv.download(), dV), 1e-5) << what << " dV";
       }
+}
+
+// Host rounding to the storage types (IEEE binary16 via _Float16; bfloat16 by
+// round-to-nearest-even on the top 16 bits), as raw 16-bit words.
+uint16_t to_storage(float v, DType t) {
+  if (t == DType::f16) {
+    const _Float16 h = static_cast<_Float16>(v);
+    uint16_t bits;
+    std::memcpy(&bits, &h, sizeof(bits));
+    return bits;
+  }
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof(b));
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+float from_storage(uint16_t bits, DType t) {
+  if (t == DType::f16) {
+    _Float16 h;
+    std::memcpy(&h, &bits, sizeof(h));
+    return static_cast<float>(h);
+  }
+  const uint32_t b = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &b, sizeof(v));
+  return v;
+}
+
+// A 16-bit device buffer of `count` elements.
+class DeviceHalves {
+ public:
+  DeviceHalves(MemoryTracker& tracker, int64_t count) : tracker_(tracker), count_(count) {
+    ptr_ = device_allocate(tracker_, 2 * count_, "test");
+  }
+  ~DeviceHalves() { device_free(tracker_, ptr_, 2 * count_, "test"); }
+  DeviceHalves(const DeviceHalves&) = delete;
+  DeviceHalves& operator=(const DeviceHalves&) = delete;
+  void* get() { return ptr_; }
+  // Uploads x rounded to t; returns the rounded values (as doubles).
+  std::vector<double> upload(const std::vector<double>& x, DType t) {
+    std::vector<uint16_t> bits(x.size());
+    std::vector<double> rounded(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      bits[i] = to_storage(static_cast<float>(x[i]), t);
+      rounded[i] = from_storage(bits[i], t);
+    }
+    copy_bytes(ptr_, tracker_.device(), bits.data(), Device::cpu(), 2 * count_);
+    return rounded;
+  }
+  std::vector<float> download(DType t) {
+    std::vector<uint16_t> bits(static_cast<size_t>(count_));
+    copy_bytes(bits.data(), Device::cpu(), ptr_, tracker_.device(), 2 * count_);
+    std::vector<float> x(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) x[i] = from_storage(bits[i], t);
+    return x;
+  }
+
+ private:
+  MemoryTracker& tracker_;
+  int64_t count_;
+  void* ptr_;
+};
+
+// f16/bf16 storage, fp32 math: against the float64 reference evaluated on the
+// rounded inputs. Every stored output is rounded once (unit roundoff 2^-11 for
+// f16, 2^-8 for bf16, i.e. rel L2 ~ u/sqrt(3) per tensor), and the backward
+// also sees the rounded O (in D = dO . O); the tolerances (rel L2 2e-3 for f16,
+// 1e-2 for bf16) leave a few times that. lse is fp32 from the same rounded
+// inputs, so it keeps the fp32 tolerance.
+TEST(SoftmaxAttentionGpu, HalfStorageMatchesFloat64Reference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  MemoryTracker tracker(Device::cuda(0));
+  ExecResources res(Device::cuda(0), tracker);
+  const ExecContext& ctx = res.ctx();
+  uint64_t seed = 700;
+  for (DType t : {DType::f16, DType::bf16})
+    for (int64_t n : {7, 333})
+      for (int64_t d : {16, 64})
+        for (bool causal : {false, true}) {
+          SoftmaxAttentionParams p;
+          p.heads = 2;
+          p.n = n;
+          p.d = d;
+          p.causal = causal;
+          const int64_t size = p.heads * n * d;
+          DeviceHalves q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), dout(tracker, size),
+              dq(tracker, size), dk(tracker, size), dv(tracker, size);
+          DeviceBuffer l(tracker, p.heads * n);
+          const auto Qd = q.upload(normal_vector(size, ++seed, 1), t), Kd = k.upload(normal_vector(size, seed, 2), t),
+                     Vd = v.upload(normal_vector(size, seed, 3), t), dOd = dout.upload(normal_vector(size, seed, 4), t);
+          std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
+          softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
+          softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
+                                         dV.data());
+          softmax_attention_forward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get());
+          softmax_attention_backward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
+                                     dk.get(), dv.get());
+          synchronize(ctx.stream);
+          const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) + " d=" +
+                                   std::to_string(d) + " causal=" + std::to_string(causal);
+          const double tol = t == DType::f16 ? 2e-3 : 1e-2;
+          EXPECT_LE(rel_l2(o.download(t), O), tol) << what << " O";
+          EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
+          EXPECT_LE(rel_l2(dq.download(t), dQ), tol) << what << " dQ";
+          EXPECT_LE(rel_l2(dk.download(t), dK), tol) << what << " dK";
+          EXPECT_LE(rel_l2(dv.download(t), dV), tol) << what << " dV";
+        }
+  EXPECT_EQ(tracker.stats().current_bytes, 0);
 }
 
 }  // namespace
