@@ -216,7 +216,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                   {"allreduce", st.allreduce},
                                   {"optimizer", st.optimizer}}}}
                      .dump()
-              << "\n";
+              << "\n"
+              << std::flush;
     if (stop) {
       if (root) {
         if (stop == 2) log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";

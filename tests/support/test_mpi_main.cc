@@ -11,6 +11,21 @@
 
 namespace {
 
+// On ranks other than 0 the default printer is removed; this prints their
+// failed assertions, labelled with the rank, so a failure on any rank shows.
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                 r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
 
 [[noreturn]] void abort_job() {
   try {
@@ -43,6 +58,7 @@ int main(int argc, char** argv) {
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(rank));
   }
   const int local = RUN_ALL_TESTS();
   int any = 0;
