@@ -230,7 +230,9 @@ TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
   // Steps of the fine-tune are counted from 0 in its metrics (written by rank 0).
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) EXPECT_EQ(test::metric_losses(dir + "/metrics.jsonl").size(), 3u);
+  if (rank == 0) {
+    EXPECT_EQ(test::metric_losses(dir + "/metrics.jsonl").size(), 3u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Objectives, EvalPath, ::testing::Values("clm", "mlm"));
