@@ -15,6 +15,7 @@
 #include "runtime/exec.h"
 #include "runtime/memory.h"
 #include "tests/support/numerics.h"
+#include "tests/support/storage.h"
 
 namespace pf {
 namespace {
@@ -96,31 +97,8 @@ TEST(FeatureMapGpu, CudaMatchesReference) {
     }
 }
 
-// Host rounding to the storage types (IEEE binary16 via _Float16; bfloat16 by
-// round-to-nearest-even on the top 16 bits), as raw 16-bit words.
-uint16_t to_storage(float v, DType t) {
-  if (t == DType::f16) {
-    const _Float16 h = static_cast<_Float16>(v);
-    uint16_t bits;
-    std::memcpy(&bits, &h, sizeof(bits));
-    return bits;
-  }
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof(b));
-  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-}
-
-float from_storage(uint16_t bits, DType t) {
-  if (t == DType::f16) {
-    _Float16 h;
-    std::memcpy(&h, &bits, sizeof(h));
-    return static_cast<float>(h);
-  }
-  const uint32_t b = static_cast<uint32_t>(bits) << 16;
-  float v;
-  std::memcpy(&v, &b, sizeof(v));
-  return v;
-}
+using test::from_storage;
+using test::to_storage;
 
 // A 16-bit buffer on the device.
 class DeviceHalves {
