@@ -15,42 +15,12 @@
 #include "runtime/exec.h"
 #include "runtime/memory.h"
 #include "tests/support/numerics.h"
+#include "tests/support/gpu_harness.h"
 
 namespace pf {
 namespace {
 
-class Gpu {
- public:
-  Gpu() : tracker_(Device::cuda(0)), res_(Device::cuda(0), tracker_) {}
-  const ExecContext& ctx() const { return res_.ctx(); }
-  MemoryTracker& tracker() { return tracker_; }
-  float* alloc(int64_t count) {
-    const int64_t bytes = std::max<int64_t>(count, 1) * 4;
-    float* p = static_cast<float*>(device_allocate(tracker_, bytes, "test"));
-    fill_zero(p, Device::cuda(0), bytes);
-    buffers_.push_back({p, bytes});
-    return p;
-  }
-  float* upload(const std::vector<float>& x) {
-    float* p = alloc(static_cast<int64_t>(x.size()));
-    copy_bytes(p, Device::cuda(0), x.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 4);
-    return p;
-  }
-  std::vector<float> download(const float* p, int64_t count) {
-    synchronize(ctx().stream);
-    std::vector<float> x(count);
-    copy_bytes(x.data(), Device::cpu(), p, Device::cuda(0), count * 4);
-    return x;
-  }
-  ~Gpu() {
-    for (auto& b : buffers_) device_free(tracker_, b.first, b.second, "test");
-  }
-
- private:
-  MemoryTracker tracker_;
-  ExecResources res_;
-  std::vector<std::pair<float*, int64_t>> buffers_;
-};
+using test::Gpu;
 
 TEST(FavorAttentionGpu, MatchesReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
