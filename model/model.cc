@@ -59,16 +59,17 @@ const float* PerformerModel::projection(int64_t layer, int64_t step) {
 
 ForwardResult PerformerModel::forward(const ModelInput& in, int64_t step, std::vector<float>* logits_out,
                                       ModelTiming* timing) {
-  return run(in, step, false, 0.0, logits_out, timing);
+  return run(in, step, false, 0.0, logits_out, timing, {});
 }
 
 ForwardResult PerformerModel::forward_backward(const ModelInput& in, int64_t step, double loss_scale,
-                                               ModelTiming* timing) {
-  return run(in, step, true, loss_scale, nullptr, timing);
+                                               ModelTiming* timing, const GradientsReady& ready) {
+  return run(in, step, true, loss_scale, nullptr, timing, ready);
 }
 
 ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
-                                  std::vector<float>* logits_out, ModelTiming* timing) {
+                                  std::vector<float>* logits_out, ModelTiming* timing,
+                                  const GradientsReady& ready) {
   const double t_start = seconds_now();
   const ExecContext& ctx = ctx_;
   const int64_t B = in.batch, n = in.n, T = B * n, C = cfg_.width, V = cfg_.vocab, L = cfg_.layers;
@@ -150,6 +151,15 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
                      rf.data<float>(), d_x.data<float>(), g + layout_.final_ln_g(), g + layout_.final_ln_b(), T, C);
   d_h = Tensor();
   hf = Tensor();
+  // The layout ends with the final LayerNorm, then the layers from the top
+  // down: each block's gradients are final once its backward is done (the
+  // embedding, tied to the head, only at the very end).
+  auto announce = [&](int64_t from) {
+    if (!ready) return;
+    synchronize(ctx.stream);
+    ready(from);
+  };
+  announce(layout_.final_ln_g());
   for (int64_t l = L - 1; l >= 0; --l) {
     xs[l + 1] = Tensor();
     const float* W = projection(l, step);
@@ -162,9 +172,11 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
     layers_[l].backward(ctx, B, n, p, W, xs[l].data<float>(), acts[l], d_x.data<float>(), d_x.data<float>(), g, &lt);
     acts[l].clear();
     add_attention(lt.attention_bwd);
+    announce(layout_.layer(l).begin);
   }
   scale_values(ctx, d_x.data<float>(), T * C, embed_scale);
   embedding_backward(ctx, ids.data<int32_t>(), d_x.data<float>(), g + layout_.embedding(), T, V, C);
+  announce(0);
   synchronize(ctx.stream);
   finish_timing();
   return result;

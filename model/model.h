@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,6 +37,11 @@ struct ModelTiming {
   double other = 0;        // embedding, projections, FFN, norms, loss
 };
 
+// Called during the backward, from the last parameters to the first: every
+// gradient element in [from, layout().total()) is final (and its device work
+// finished). The trainer starts the gradient allreduce of that range.
+using GradientsReady = std::function<void(int64_t from)>;
+
 class PerformerModel {
  public:
   // `sp` may be nullptr (the whole sequence on this rank).
@@ -53,8 +59,10 @@ class PerformerModel {
   ForwardResult forward(const ModelInput& in, int64_t step, std::vector<float>* logits_out = nullptr,
                         ModelTiming* timing = nullptr);
   // Forward and backward; accumulates dL/dparams into grads() for the loss
-  // sum(token losses) * loss_scale.
-  ForwardResult forward_backward(const ModelInput& in, int64_t step, double loss_scale, ModelTiming* timing = nullptr);
+  // sum(token losses) * loss_scale. `ready`, when set, hears of each final
+  // range of gradients as the backward walks down the layers.
+  ForwardResult forward_backward(const ModelInput& in, int64_t step, double loss_scale, ModelTiming* timing = nullptr,
+                                 const GradientsReady& ready = {});
 
   // The random projection of `layer` used at `step` ([m, D] on the device).
   const float* projection(int64_t layer, int64_t step);
@@ -62,7 +70,7 @@ class PerformerModel {
 
  private:
   ForwardResult run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
-                    std::vector<float>* logits_out, ModelTiming* timing);
+                    std::vector<float>* logits_out, ModelTiming* timing, const GradientsReady& ready);
 
   ModelConfig cfg_;
   ExecContext ctx_;

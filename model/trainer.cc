@@ -19,26 +19,14 @@ double seconds_now() {
 double EvalStats::perplexity() const { return std::exp(loss()); }
 
 Trainer::Trainer(const ModelConfig& cfg, const OptimizerConfig& opt, ParallelGrid& grid, const ExecContext& ctx,
-                 AttentionOptions attention, int64_t bucket_bytes)
+                 AttentionOptions attention, int64_t bucket_bytes, bool overlap_allreduce)
     : opt_(opt),
       grid_(grid),
       ctx_(ctx),
       model_(cfg, ctx, grid.sp_size() > 1 ? &grid.sp_group() : nullptr, attention),
-      bucket_elems_(std::max<int64_t>(1, bucket_bytes / 4)) {
+      grad_allreduce_(grid.world(), std::max<int64_t>(1, bucket_bytes / 4), overlap_allreduce) {
   m_ = Tensor::zeros({model_.layout().total()}, DType::f32, *ctx.tracker, "optimizer.m");
   v_ = Tensor::zeros({model_.layout().total()}, DType::f32, *ctx.tracker, "optimizer.v");
-}
-
-void Trainer::allreduce_gradients() {
-  Communicator& world = grid_.world();
-  if (world.size() == 1) return;
-  float* g = model_.grads().data<float>();
-  const int64_t total = model_.layout().total();
-  world.group_begin();
-  for (int64_t b = 0; b < total; b += bucket_elems_)
-    world.allreduce(g + b, g + b, std::min(bucket_elems_, total - b), DType::f32, ReduceOp::Sum);
-  world.group_end();
-  synchronize(world.stream());
 }
 
 void Trainer::apply_update(double lr, float grad_scale) {
@@ -71,14 +59,19 @@ StepStats Trainer::train_step(const TokenBatch& local) {
              "step " << step_ << ": the global batch has no token to predict (all padding?)");
 
   model_.zero_grads();
+  grad_allreduce_.begin(model_.grads().data<float>(), model_.layout().total());
   const ForwardResult fr =
-      model_.forward_backward(in, step_, 1.0 / static_cast<double>(global_count), &st.model);
+      model_.forward_backward(in, step_, 1.0 / static_cast<double>(global_count), &st.model,
+                              [this](int64_t from) { grad_allreduce_.ready(from); });
+  const GradientAllreduceTiming gt = grad_allreduce_.finish();
 
   ta = seconds_now();
-  allreduce_gradients();
   double sums[2] = {fr.loss_sum, static_cast<double>(fr.correct)};
   allreduce_host_values(world, sums, 2, DType::f64, ReduceOp::Sum, *ctx_.tracker);
-  st.allreduce += seconds_now() - ta;
+  const double scalars = seconds_now() - ta;
+  st.allreduce += gt.busy + scalars;
+  st.allreduce_exposed = gt.exposed + scalars;
+  st.allreduce_overlapped = gt.overlapped;
 
   const double to = seconds_now();
   st.grad_norm = std::sqrt(sum_of_squares(ctx_, model_.grads().data<float>(), model_.layout().total()));

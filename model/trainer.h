@@ -4,7 +4,8 @@
 //   2. forward and backward of this rank's block (attention states scanned
 //      over the sequence group inside each layer);
 //   3. gradients summed over the world (each rank's gradients are partial sums
-//      over its tokens), in buckets;
+//      over its tokens), in buckets started while the backward still runs
+//      (model/gradient_allreduce.h);
 //   4. global-norm clipping and AdamW with decoupled weight decay (none on
 //      biases and layer-norm parameters), learning rate from the schedule.
 // Every rank ends the step with identical parameters.
@@ -15,6 +16,7 @@
 
 #include "kernels/adamw/adamw.h"
 #include "kernels/adamw/lr_schedule.h"
+#include "model/gradient_allreduce.h"
 #include "model/model.h"
 #include "runtime/grid.h"
 
@@ -35,7 +37,9 @@ struct StepStats {
   double grad_norm = 0;     // before clipping
   double seconds = 0;       // wall time of the step
   ModelTiming model;        // attention, scan, other compute
-  double allreduce = 0;     // gradient and scalar allreduces
+  double allreduce = 0;     // gradient and scalar allreduces (the gradient part may overlap the backward)
+  double allreduce_exposed = 0;  // part of `allreduce` the step waited for after the backward
+  bool allreduce_overlapped = false;
   double optimizer = 0;
   int64_t peak_bytes = 0;   // this rank's tracked peak during the step
 };
@@ -55,7 +59,7 @@ constexpr int64_t kEvalMaskStep = int64_t{1} << 62;
 class Trainer {
  public:
   Trainer(const ModelConfig& cfg, const OptimizerConfig& opt, ParallelGrid& grid, const ExecContext& ctx,
-          AttentionOptions attention = {}, int64_t bucket_bytes = 16 << 20);
+          AttentionOptions attention = {}, int64_t bucket_bytes = 16 << 20, bool overlap_allreduce = true);
 
   // One optimizer step on this rank's slice of the global batch.
   StepStats train_step(const TokenBatch& local);
@@ -72,7 +76,6 @@ class Trainer {
   const OptimizerConfig& optimizer_config() const { return opt_; }
 
  private:
-  void allreduce_gradients();
   void apply_update(double lr, float grad_scale);
 
   OptimizerConfig opt_;
@@ -80,7 +83,7 @@ class Trainer {
   ExecContext ctx_;
   PerformerModel model_;
   Tensor m_, v_;
-  int64_t bucket_elems_;
+  GradientAllreduce grad_allreduce_;
   int64_t step_ = 0;
 };
 

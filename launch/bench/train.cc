@@ -118,7 +118,7 @@ int run_train(int argc, char** argv) {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   }
   int size = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -145,7 +145,7 @@ int run_train(int argc, char** argv) {
     Session session(cfg, MPI_COMM_WORLD);
     ParallelGrid& grid = session.grid();
     Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention,
-                    cfg.parallel.bucket_mib << 20);
+                    cfg.parallel.bucket_mib << 20, cfg.parallel.overlap_allreduce);
     std::unique_ptr<DataLoader> loader;
     if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", true));
     const int64_t n = a.length, L = n * sp;
@@ -153,7 +153,7 @@ int run_train(int argc, char** argv) {
     if (rank == 0)
       std::fprintf(out,
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
-                   "scan_exposed_s,other_s,allreduce_s,optimizer_s,data_s,peak_bytes,planned_bytes,max_peak_bytes\n");
+                   "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,max_peak_bytes\n");
     for (int64_t s = 0; s <= a.steps; ++s) {
       const double t0 = now_seconds();
       TokenBatch batch;
@@ -169,12 +169,12 @@ int run_train(int argc, char** argv) {
       long long max_peak = static_cast<long long>(st.peak_bytes);  // over all ranks (untimed)
       MPI_Allreduce(MPI_IN_PLACE, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
       if (rank == 0 && s > 0) {
-        std::fprintf(out, "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld\n",
+        std::fprintf(out, "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld\n",
                      a.preset.c_str(), attention_kind_name(cfg.model.attention), size, grid.dp_size(),
                      grid.sp_size(), static_cast<long long>(a.batch), static_cast<long long>(n),
                      static_cast<long long>(s), secs,
                      static_cast<double>(grid.world_size() * a.batch * n) / secs, st.model.attention, st.model.scan,
-                     st.model.scan_exposed, st.model.other, st.allreduce, st.optimizer, data_s,
+                     st.model.scan_exposed, st.model.other, st.allreduce, st.allreduce_exposed, st.optimizer, data_s,
                      static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak), max_peak);
         std::fflush(out);
       }

@@ -1,4 +1,5 @@
-// The frame of an MPI program: MPI_Init_thread (SERIALIZED), the body, and
+// The frame of an MPI program: MPI_Init_thread (MULTIPLE: the
+// attention scan and the gradient allreduce run on worker threads), the body, and
 // error handling that ends the whole job with the message instead of leaving
 // other ranks waiting in a collective: the failing rank prints
 // "<program>: error on rank R: ..." and calls MPI_Abort when there are

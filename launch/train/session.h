@@ -1,5 +1,6 @@
 // What a launched process sets up before it trains or evaluates: MPI with
-// MPI_THREAD_SERIALIZED (the attention scan may run on a worker thread), the
+// MPI_THREAD_MULTIPLE (the attention scan and the gradient allreduce run on
+// worker threads while the main thread computes and communicates), the
 // device (a GPU chosen from the node-local rank when the build and node have
 // one and the config allows it, else the CPU), the world communicator on that
 // device (NCCL for GPUs, MPI for the CPU), the dp x sp grid, the memory tracker

@@ -209,6 +209,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("parallel", "overlap", p.attention.overlap_comm);
   r.get("parallel", "head_group", p.attention.head_group);
   r.get("parallel", "bucket_mib", p.bucket_mib);
+  r.get("parallel", "overlap_allreduce", p.overlap_allreduce);
 
   r.get("device", "backend", c.device.backend);
   r.get_bytes("device", "memory_cap", c.device.memory_cap);

@@ -52,6 +52,7 @@ struct ParallelConfig {
   int64_t sp = 1;  // sequence-parallel group size; dp = ranks / sp
   AttentionOptions attention;
   int64_t bucket_mib = 16;  // gradient allreduce bucket
+  bool overlap_allreduce = true;  // sum gradient buckets while the backward runs
 };
 
 struct DeviceConfig {

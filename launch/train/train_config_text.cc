@@ -64,7 +64,8 @@ std::string format_train_config(const TrainConfig& c) {
                                {"scan", scan_algorithm_name(c.parallel.attention.scan)},
                                {"overlap", c.parallel.attention.overlap_comm},
                                {"head_group", c.parallel.attention.head_group},
-                               {"bucket_mib", c.parallel.bucket_mib}}},
+                               {"bucket_mib", c.parallel.bucket_mib},
+                               {"overlap_allreduce", c.parallel.overlap_allreduce}}},
       {"device", toml::table{{"backend", c.device.backend}, {"memory_cap", c.device.memory_cap}}},
   };
   // Floats with the precision they were written with (0.9, not 0.899999976).

@@ -110,7 +110,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
   Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention,
-                  cfg.parallel.bucket_mib << 20);
+                  cfg.parallel.bucket_mib << 20, cfg.parallel.overlap_allreduce);
   TrainOutcome out;
 
   // Resume.
@@ -214,6 +214,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                   {"scan_exposed", st.model.scan_exposed},
                                   {"other", st.model.other},
                                   {"allreduce", st.allreduce},
+                                  {"allreduce_exposed", st.allreduce_exposed},
                                   {"optimizer", st.optimizer}}}}
                      .dump()
               << "\n"

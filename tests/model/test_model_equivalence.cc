@@ -1,7 +1,8 @@
 // Rank invariance of the whole training step: the same model and global batch
 // on sp = 1 (computed on every rank with a local communicator) and on the
 // launched world split as dp x sp give the same loss (relative 1e-6), the same
-// gradients (relative 1e-5) and the same parameters after three steps.
+// gradients (relative 1e-5) and the same parameters after three steps; and
+// the overlapped gradient allreduce gives the bits of the deferred one.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -32,9 +33,10 @@ struct RunResult {
   std::vector<float> final_params;
 };
 
-RunResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker, int steps) {
+RunResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker, int steps,
+               int64_t bucket_bytes = 16 << 20, bool overlap_allreduce = true) {
   ExecResources res(Device::cpu(), tracker);
-  Trainer trainer(cfg, test_optimizer(), grid, res.ctx());
+  Trainer trainer(cfg, test_optimizer(), grid, res.ctx(), AttentionOptions{}, bucket_bytes, overlap_allreduce);
   const int64_t per_dp = kSamples / grid.dp_size();
   const int64_t n = kLength / grid.sp_size();
   const TokenBatch local = test::synthetic_slice(kDataSeed, grid.dp_rank() * per_dp, per_dp, kLength,
@@ -88,6 +90,22 @@ TEST(ModelEquivalence, DataTimesSequenceParallel) {
   if (world_size() != 4) GTEST_SKIP() << "the 2 x 2 layout needs 4 ranks";
   check_layout(AttentionKind::Favor, Objective::CausalLM, 2);
   check_layout(AttentionKind::Favor, Objective::MaskedLM, 2);
+}
+
+// The gradient allreduce overlapped with the backward (small buckets, so each
+// layer is cut into several) against the same buckets summed after it: the
+// same bits in losses and parameters.
+TEST(ModelEquivalence, OverlappedGradientAllreduceGivesTheSameBits) {
+  const int P = world_size();
+  if (P != 2 && P != 4) GTEST_SKIP() << "needs dp = 2 (2 or 4 ranks)";
+  const ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  MemoryTracker tracker(Device::cpu());
+  ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), P / 2);
+  const RunResult overlapped = train(cfg, grid, tracker, 3, 4096, true);
+  const RunResult after = train(cfg, grid, tracker, 3, 4096, false);
+  EXPECT_EQ(overlapped.losses, after.losses);
+  EXPECT_EQ(overlapped.first_grads, after.first_grads);
+  EXPECT_EQ(overlapped.final_params, after.final_params);
 }
 
 TEST(ModelEquivalence, DataParallelOnly) {

@@ -44,9 +44,9 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   int provided = 0;
-  // SERIALIZED: the attention scan may run on a worker thread while the main
-  // thread computes (never two threads in MPI at once).
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  // MULTIPLE: the attention scan and the gradient allreduce run on worker
+  // threads while the main thread computes and communicates.
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   std::set_terminate(abort_job);
   ::testing::InitGoogleTest(&argc, argv);
   // Exceptions must reach std::terminate (and so MPI_Abort) rather than be
