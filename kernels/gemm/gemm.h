@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "runtime/dtype.h"
 #include "runtime/exec.h"
 
 namespace pf {
@@ -15,6 +16,12 @@ void gemm_f32(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm_f32_cuda(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// 16-bit operands (f16 or bf16 words, `storage`), fp32 C and fp32
+// accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F: tensor cores on sm_70+).
+void gemm_lowp_cuda(const ExecContext& ctx, DType storage, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                    float alpha, const void* A, int64_t lda, const void* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc);
 
 enum class GemmBackend { OneDNN, OpenBLAS };
 

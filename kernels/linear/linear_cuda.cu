@@ -2,10 +2,16 @@
 // cuBLAS (gemm_f32_cuda on ctx.stream); the bias broadcast is a grid-stride
 // kernel; the bias gradient db[o] += sum_t dY[t,o] is computed by blocks of
 // 32 columns x 32 row lanes that sum rows in a fixed order (deterministic, no
-// atomics, no scratch memory).
+// atomics, no scratch memory). The 16-bit-operand variants use
+// gemm_lowp_cuda (fp32 accumulation) and round dY into a scratch tensor.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cast/cast.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear/linear.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -18,13 +24,18 @@ __global__ void bias_rows_kernel(const float* b, float* Y, int64_t T, int64_t ou
 
 constexpr int kRowLanes = 32;
 
+__device__ __forceinline__ float as_f32(float v) { return v; }
+__device__ __forceinline__ float as_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float as_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
 // blockDim = (32, kRowLanes); grid.x covers columns in tiles of 32.
-__global__ void bias_grad_kernel(const float* dY, float* db, int64_t T, int64_t out) {
+template <typename T_in>
+__global__ void bias_grad_kernel(const T_in* dY, float* db, int64_t T, int64_t out) {
   __shared__ float partial[kRowLanes][33];
   const int64_t o = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.f;
   if (o < out)
-    for (int64_t t = threadIdx.y; t < T; t += kRowLanes) acc += dY[t * out + o];
+    for (int64_t t = threadIdx.y; t < T; t += kRowLanes) acc += as_f32(dY[t * out + o]);
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && o < out) {
@@ -34,17 +45,28 @@ __global__ void bias_grad_kernel(const float* dY, float* db, int64_t T, int64_t 
   }
 }
 
+template <typename T_in>
+void bias_grad(const ExecContext& ctx, const T_in* dY, float* db, int64_t T, int64_t out) {
+  if (!db || out == 0) return;
+  const dim3 block(32, kRowLanes);
+  const unsigned grid = static_cast<unsigned>((out + 31) / 32);
+  bias_grad_kernel<<<grid, block, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(dY, db, T, out);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
+void bias_rows(const ExecContext& ctx, const float* b, float* Y, int64_t T, int64_t out) {
+  const int64_t n = T * out;
+  const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
+  bias_rows_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(b, Y, T, out);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void linear_forward_cuda(const ExecContext& ctx, const float* X, const float* W, const float* b, float* Y, int64_t T,
                          int64_t in, int64_t out) {
   if (T == 0 || out == 0) return;
-  if (b) {
-    const int64_t n = T * out;
-    const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
-    bias_rows_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(b, Y, T, out);
-    PF_CUDA_CHECK_LAUNCH();
-  }
+  if (b) bias_rows(ctx, b, Y, T, out);
   gemm_f32_cuda(ctx, false, true, T, out, in, 1.0f, X, in, W, in, b ? 1.0f : 0.0f, Y, out);
 }
 
@@ -53,12 +75,27 @@ void linear_backward_cuda(const ExecContext& ctx, const float* dY, const float* 
   if (T == 0) return;
   if (dX) gemm_f32_cuda(ctx, false, false, T, in, out, 1.0f, dY, out, W, in, 0.0f, dX, in);
   gemm_f32_cuda(ctx, true, false, out, in, T, 1.0f, dY, out, X, in, 1.0f, dW, in);
-  if (db && out > 0) {
-    const dim3 block(32, kRowLanes);
-    const unsigned grid = static_cast<unsigned>((out + 31) / 32);
-    bias_grad_kernel<<<grid, block, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(dY, db, T, out);
-    PF_CUDA_CHECK_LAUNCH();
-  }
+  bias_grad(ctx, dY, db, T, out);
+}
+
+void linear_forward_lowp_cuda(const ExecContext& ctx, DType storage, const void* X, const void* W, const float* b,
+                              float* Y, int64_t T, int64_t in, int64_t out) {
+  if (T == 0 || out == 0) return;
+  if (b) bias_rows(ctx, b, Y, T, out);
+  gemm_lowp_cuda(ctx, storage, false, true, T, out, in, 1.0f, X, in, W, in, b ? 1.0f : 0.0f, Y, out);
+}
+
+void linear_backward_lowp_cuda(const ExecContext& ctx, DType storage, const float* dY, const void* X, const void* W,
+                               float* dX, float* dW, float* db, int64_t T, int64_t in, int64_t out) {
+  if (T == 0) return;
+  Tensor dy = Tensor::empty({T * out}, storage, *ctx.tracker, "linear.lowp_dy");
+  cast_narrow_cuda(ctx, storage, dY, dy.raw(), T * out);
+  if (dX) gemm_lowp_cuda(ctx, storage, false, false, T, in, out, 1.0f, dy.raw(), out, W, in, 0.0f, dX, in);
+  gemm_lowp_cuda(ctx, storage, true, false, out, in, T, 1.0f, dy.raw(), out, X, in, 1.0f, dW, in);
+  if (storage == DType::f16) bias_grad(ctx, static_cast<const __half*>(dy.raw()), db, T, out);
+  else bias_grad(ctx, static_cast<const __nv_bfloat16*>(dy.raw()), db, T, out);
+  // The scratch returns to the tracker only once the stream is done with it.
+  synchronize(ctx.stream);
 }
 
 }  // namespace pf

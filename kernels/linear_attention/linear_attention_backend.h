@@ -36,8 +36,4 @@ PF_LINATTN_BACKEND_DECLS
 
 namespace pf::linattn_cuda {
 PF_LINATTN_BACKEND_DECLS
-// Storage conversions on ctx.stream (linear_attention_storage_cuda.cu):
-// widen f16/bf16 -> fp32, narrow fp32 -> f16/bf16, `count` elements.
-void widen(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count);
-void narrow(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count);
 }  // namespace pf::linattn_cuda

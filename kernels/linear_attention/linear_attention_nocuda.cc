@@ -45,7 +45,5 @@ void query_state(const ExecContext& ctx, const LinAttnShape&, const float*, cons
   unavailable(ctx);
 }
 
-void widen(const ExecContext& ctx, DType, const void*, float*, int64_t) { unavailable(ctx); }
-void narrow(const ExecContext& ctx, DType, const float*, void*, int64_t) { unavailable(ctx); }
 
 }  // namespace pf::linattn_cuda

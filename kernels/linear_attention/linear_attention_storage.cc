@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cast/cast.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "kernels/linear_attention/linear_attention_backend.h"
 #include "runtime/check.h"
@@ -50,7 +51,7 @@ class Fp32Staging {
   const float* in(const void* p, int64_t count) {
     if (storage_ == DType::f32 || p == nullptr) return static_cast<const float*>(p);
     float* f = allocate(count, nullptr);
-    linattn_cuda::widen(ctx_, storage_, p, f, count);
+    cast_widen_cuda(ctx_, storage_, p, f, count);
     return f;
   }
   // An output of `count` elements, rounded back by finish(); with `accumulate`
@@ -58,14 +59,14 @@ class Fp32Staging {
   float* out(void* p, int64_t count, bool accumulate) {
     if (storage_ == DType::f32 || p == nullptr) return static_cast<float*>(p);
     float* f = allocate(count, p);
-    if (accumulate) linattn_cuda::widen(ctx_, storage_, p, f, count);
+    if (accumulate) cast_widen_cuda(ctx_, storage_, p, f, count);
     return f;
   }
   // Rounds the outputs back and waits for the stream.
   void finish() {
     if (buffers_.empty()) return;
     for (const Buffer& b : buffers_)
-      if (b.target != nullptr) linattn_cuda::narrow(ctx_, storage_, b.fp32, b.target, b.count);
+      if (b.target != nullptr) cast_narrow_cuda(ctx_, storage_, b.fp32, b.target, b.count);
     synchronize(ctx_.stream);
     finished_ = true;
   }

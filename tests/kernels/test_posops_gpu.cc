@@ -1,6 +1,7 @@
 // CUDA position-wise ops against the float64 references: linear, layer norm,
 // GELU, residual add, embedding (with repeated ids), cross-entropy (ignored
-// targets, huge logits), AdamW, sum of squares. Skipped without a GPU.
+// targets, huge logits), AdamW, sum of squares, f16/bf16 conversions and the
+// 16-bit-operand linear layer. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/cast/cast.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/gelu/gelu.h"
@@ -93,6 +95,43 @@ TEST_F(PosopsGpu, Linear) {
     EXPECT_LE(rel_l2(dW_->host(), dW.d), 1e-5);
     EXPECT_LE(rel_l2(db_->host(), db.d), 1e-5);
   }
+}
+
+// 16-bit operands with fp32 accumulation (cublasGemmEx) against the float64
+// reference on the rounded operands; the conversions against the reference
+// rounding.
+TEST_F(PosopsGpu, CastAndLowpLinear) {
+  for (DType t : {DType::f16, DType::bf16})
+    for (auto [T, in, out] : {std::tuple<int64_t, int64_t, int64_t>{1, 13, 7}, {300, 100, 13}, {256, 64, 192}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " T=" << T << " in=" << in << " out=" << out);
+      Pair X = random_pair(T * in, 2, 1), W = random_pair(out * in, 2, 2, 0.2), b = random_pair(out, 2, 3),
+           dY = random_pair(T * out, 2, 4, 1e-3), dW = random_pair(out * in, 2, 5), db = random_pair(out, 2, 6);
+      auto X_ = up(X.f), W_ = up(W.f), b_ = up(b.f), dY_ = up(dY.f), dW_ = up(dW.f), db_ = up(db.f);
+      auto X16 = up(std::vector<uint16_t>(T * in)), W16 = up(std::vector<uint16_t>(out * in));
+      auto Xw = up(std::vector<float>(T * in)), Y_ = up(std::vector<float>(T * out)), dX_ = up(std::vector<float>(T * in));
+      cast_narrow(ctx(), t, X_->get(), X16->get(), T * in);
+      cast_narrow(ctx(), t, W_->get(), W16->get(), out * in);
+      cast_widen(ctx(), t, X16->get(), Xw->get(), T * in);
+      linear_forward_lowp(ctx(), t, X16->get(), W16->get(), b_->get(), Y_->get(), T, in, out);
+      linear_backward_lowp(ctx(), t, dY_->get(), X16->get(), W16->get(), dX_->get(), dW_->get(), db_->get(), T, in,
+                           out);
+      synchronize(ctx().stream);
+      auto rounded = [t](const std::vector<double>& v) {
+        std::vector<double> r(v.size());
+        for (size_t i = 0; i < v.size(); ++i) r[i] = round_to_storage_ref(static_cast<float>(v[i]), t);
+        return r;
+      };
+      const std::vector<double> Xr = rounded(X.d), Wr = rounded(W.d), dYr = rounded(dY.d);
+      const std::vector<float> xw = Xw->host();
+      for (size_t i = 0; i < xw.size(); ++i) ASSERT_EQ(static_cast<double>(xw[i]), Xr[i]) << "element " << i;
+      std::vector<double> Y(T * out), dX(T * in);
+      linear_forward_ref(Xr.data(), Wr.data(), b.d.data(), Y.data(), T, in, out);
+      linear_backward_ref(dYr.data(), Xr.data(), Wr.data(), dX.data(), dW.d.data(), db.d.data(), T, in, out);
+      EXPECT_LE(rel_l2(Y_->host(), Y), 1e-6);
+      EXPECT_LE(rel_l2(dX_->host(), dX), 1e-6);
+      EXPECT_LE(rel_l2(dW_->host(), dW.d), 1e-6);
+      EXPECT_LE(rel_l2(db_->host(), db.d), 1e-6);
+    }
 }
 
 TEST_F(PosopsGpu, LayerNorm) {
