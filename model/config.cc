@@ -38,6 +38,14 @@ PositionalEncoding parse_positional(const std::string& s) {
   return PositionalEncoding::None;
 }
 
+DType parse_model_dtype(const std::string& s) {
+  if (s == "f32") return DType::f32;
+  if (s == "bf16") return DType::bf16;
+  if (s == "f16") return DType::f16;
+  PF_REQUIRE(ConfigError, false, "model.dtype: unknown type '" << s << "' (expected f32, bf16 or f16)");
+  return DType::f32;
+}
+
 void ModelConfig::validate() const {
   PF_REQUIRE(ConfigError, vocab >= 2, "model.vocab must be >= 2, got " << vocab);
   PF_REQUIRE(ConfigError, layers >= 1, "model.layers must be >= 1, got " << layers);
@@ -50,6 +58,8 @@ void ModelConfig::validate() const {
   PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
   PF_REQUIRE(ConfigError, feature_draw >= 0 && feature_draw < (int64_t{1} << 31),
              "model.feature_draw must be in [0, 2^31), got " << feature_draw);
+  PF_REQUIRE(ConfigError, dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+             "model.dtype must be f32, bf16 or f16, got " << dtype_name(dtype));
   PF_REQUIRE(ConfigError, chunk >= 1, "model.chunk must be >= 1, got " << chunk);
   PF_REQUIRE(ConfigError, init_std > 0, "model.init_std must be > 0, got " << init_std);
   PF_REQUIRE(ConfigError, mlm_probability > 0 && mlm_probability < 1,

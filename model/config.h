@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/random_features/random_features.h"
+#include "runtime/dtype.h"
 
 namespace pf {
 
@@ -20,6 +21,7 @@ const char* positional_name(PositionalEncoding p);  // "sinusoidal", "none"
 AttentionKind parse_attention_kind(const std::string& s);  // ConfigError naming the text
 Objective parse_objective(const std::string& s);
 PositionalEncoding parse_positional(const std::string& s);
+DType parse_model_dtype(const std::string& s);  // f32, bf16, f16; ConfigError otherwise
 
 // Token ids the objectives need (they come from the data vocabulary, which the
 // model does not depend on).
@@ -50,6 +52,12 @@ struct ModelConfig {
   FeatureScaling feature_scaling = FeatureScaling::ChiNorms;
   int64_t chunk = 128;          // chunk size of the causal linear-attention kernels
   bool checkpoint_activations = false;  // keep only each layer's input; recompute in the backward
+  // Mixed precision: f32 (default), bf16 or f16. With bf16/f16 the GEMMs take
+  // 16-bit operands (a 16-bit copy of the fp32 master weights, refreshed every
+  // step, and 16-bit copies of their activation inputs, which are what the
+  // backward keeps) and accumulate in fp32; layer norms, softmax/feature maps,
+  // attention states, residuals, the loss and every gradient stay fp32.
+  DType dtype = DType::f32;
   double init_std = 0.02;       // std of weight initialisation
   double mlm_probability = 0.15;
   uint64_t seed = 1234;         // parameters, random features and MLM masks

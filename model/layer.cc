@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "kernels/cast/cast.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/heads/heads.h"
 #include "kernels/layernorm/layernorm.h"
@@ -19,21 +20,72 @@ Tensor make(const ExecContext& ctx, const Shape& shape, const char* tag) {
   return Tensor::empty(shape, DType::f32, *ctx.tracker, tag);
 }
 
+// The layer's GEMMs and kept activations in the model dtype: f32 runs the
+// fp32 linear layer on the master weights and keeps fp32 activations;
+// bf16/f16 keep 16-bit activations and run the 16-bit-operand linear layer
+// on the weight copy.
+class Precision {
+ public:
+  Precision(const ExecContext& ctx, DType dtype, const float* params, const void* params_lp)
+      : ctx_(ctx), dtype_(dtype), p_(params), p_lp_(params_lp) {}
+
+  // `x` as kept for the backward (rounded to the model dtype).
+  Tensor keep(const Tensor& x, const char* tag) const {
+    if (dtype_ == DType::f32) return x;
+    Tensor t = Tensor::empty(x.shape(), dtype_, *ctx_.tracker, tag);
+    cast_narrow(ctx_, dtype_, x.data<float>(), t.raw(), x.numel());
+    return t;
+  }
+  // A kept tensor as fp32 (the tensor itself for f32, a widened copy otherwise).
+  Tensor widen(const Tensor& kept, const char* tag) const {
+    if (dtype_ == DType::f32) return kept;
+    Tensor t = Tensor::empty(kept.shape(), DType::f32, *ctx_.tracker, tag);
+    cast_widen(ctx_, dtype_, kept.raw(), t.data<float>(), kept.numel());
+    return t;
+  }
+  // Y [T, out] = X W^T + b with X kept [T, in]; w, b offsets into the parameters.
+  void forward(const Tensor& X, int64_t w, int64_t b, float* Y, int64_t T, int64_t in, int64_t out) const {
+    if (dtype_ == DType::f32) linear_forward(ctx_, X.data<float>(), p_ + w, p_ + b, Y, T, in, out);
+    else linear_forward_lowp(ctx_, dtype_, X.raw(), weight_lp(w), p_ + b, Y, T, in, out);
+  }
+  void backward(const float* dY, const Tensor& X, int64_t w, int64_t b, float* dX, float* grads, int64_t T, int64_t in,
+                int64_t out) const {
+    if (dtype_ == DType::f32)
+      linear_backward(ctx_, dY, X.data<float>(), p_ + w, dX, grads + w, grads + b, T, in, out);
+    else
+      linear_backward_lowp(ctx_, dtype_, dY, X.raw(), weight_lp(w), dX, grads + w, grads + b, T, in, out);
+  }
+
+ private:
+  const void* weight_lp(int64_t offset) const {
+    return static_cast<const char*>(p_lp_) + offset * dtype_size(dtype_);
+  }
+  const ExecContext& ctx_;
+  DType dtype_;
+  const float* p_;
+  const void* p_lp_;
+};
+
 }  // namespace
 
-void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const float* W,
-                               const float* x, float* out, LayerActs& a, LayerTiming* timing) const {
+void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
+                               const void* params_lp, const float* W, const float* x, float* out, LayerActs& a,
+                               LayerTiming* timing) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
   const float* p = params;
-  a.ln1 = make(ctx, {T, C}, "layer.ln1");
+  const Precision pr(ctx, cfg_.dtype, params, params_lp);
   a.mean1 = make(ctx, {T}, "layer.ln_stats");
   a.rstd1 = make(ctx, {T}, "layer.ln_stats");
-  layernorm_forward(ctx, x, p + off_.ln1_g, p + off_.ln1_b, a.ln1.data<float>(), a.mean1.data<float>(),
-                    a.rstd1.data<float>(), T, C);
+  {
+    Tensor ln = make(ctx, {T, C}, "layer.ln1");
+    layernorm_forward(ctx, x, p + off_.ln1_g, p + off_.ln1_b, ln.data<float>(), a.mean1.data<float>(),
+                      a.rstd1.data<float>(), T, C);
+    a.ln1 = pr.keep(ln, "layer.ln1");
+  }
   {
     Tensor qkv = make(ctx, {T, 3 * C}, "layer.qkv");
-    linear_forward(ctx, a.ln1.data<float>(), p + off_.qkv_w, p + off_.qkv_b, qkv.data<float>(), T, C, 3 * C);
+    pr.forward(a.ln1, off_.qkv_w, off_.qkv_b, qkv.data<float>(), T, C, 3 * C);
     a.qkv_heads = make(ctx, {3, B * H, n, D}, "layer.qkv_heads");
     heads_split(ctx, HeadsShape{3, B, n, H, D}, qkv.data<float>(), a.qkv_heads.data<float>());
   }
@@ -42,21 +94,33 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
   AttentionTiming at;
   attention_.forward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, &at);
   const double tb = seconds_now();
-  a.merged = make(ctx, {T, C}, "layer.merged");
-  heads_merge(ctx, HeadsShape{1, B, n, H, D}, a.att.o.data<float>(), a.merged.data<float>());
+  {
+    Tensor merged = make(ctx, {T, C}, "layer.merged");
+    heads_merge(ctx, HeadsShape{1, B, n, H, D}, a.att.o.data<float>(), merged.data<float>());
+    a.merged = pr.keep(merged, "layer.merged");
+  }
   a.mid = make(ctx, {T, C}, "layer.mid");
-  linear_forward(ctx, a.merged.data<float>(), p + off_.out_w, p + off_.out_b, a.mid.data<float>(), T, C, C);
+  pr.forward(a.merged, off_.out_w, off_.out_b, a.mid.data<float>(), T, C, C);
   residual_add(ctx, a.mid.data<float>(), x, a.mid.data<float>(), T * C);
-  a.ln2 = make(ctx, {T, C}, "layer.ln2");
   a.mean2 = make(ctx, {T}, "layer.ln_stats");
   a.rstd2 = make(ctx, {T}, "layer.ln_stats");
-  layernorm_forward(ctx, a.mid.data<float>(), p + off_.ln2_g, p + off_.ln2_b, a.ln2.data<float>(),
-                    a.mean2.data<float>(), a.rstd2.data<float>(), T, C);
-  a.h1 = make(ctx, {T, F}, "layer.ffn_hidden");
-  linear_forward(ctx, a.ln2.data<float>(), p + off_.ffn1_w, p + off_.ffn1_b, a.h1.data<float>(), T, C, F);
-  a.g = make(ctx, {T, F}, "layer.ffn_hidden");
-  gelu_forward(ctx, a.h1.data<float>(), a.g.data<float>(), T * F);
-  linear_forward(ctx, a.g.data<float>(), p + off_.ffn2_w, p + off_.ffn2_b, out, T, F, C);
+  {
+    Tensor ln = make(ctx, {T, C}, "layer.ln2");
+    layernorm_forward(ctx, a.mid.data<float>(), p + off_.ln2_g, p + off_.ln2_b, ln.data<float>(),
+                      a.mean2.data<float>(), a.rstd2.data<float>(), T, C);
+    a.ln2 = pr.keep(ln, "layer.ln2");
+  }
+  {
+    Tensor h1 = make(ctx, {T, F}, "layer.ffn_hidden");
+    pr.forward(a.ln2, off_.ffn1_w, off_.ffn1_b, h1.data<float>(), T, C, F);
+    a.h1 = pr.keep(h1, "layer.ffn_hidden");
+    // GELU of the kept (rounded) pre-activation, the one its backward sees.
+    const Tensor h1_kept = pr.widen(a.h1, "layer.ffn_hidden");
+    Tensor g = make(ctx, {T, F}, "layer.ffn_hidden");
+    gelu_forward(ctx, h1_kept.data<float>(), g.data<float>(), T * F);
+    a.g = pr.keep(g, "layer.ffn_hidden");
+  }
+  pr.forward(a.g, off_.ffn2_w, off_.ffn2_b, out, T, F, C);
   residual_add(ctx, out, a.mid.data<float>(), out, T * C);
   synchronize(ctx.stream);
   if (timing) {
@@ -65,23 +129,25 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
   }
 }
 
-void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const float* W,
-                                const float* x, const LayerActs& a, const float* d_out, float* d_x, float* grads,
-                                LayerTiming* timing) const {
+void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
+                                const void* params_lp, const float* W, const float* x, const LayerActs& a,
+                                const float* d_out, float* d_x, float* grads, LayerTiming* timing) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
   const float* p = params;
   float* g = grads;
+  const Precision pr(ctx, cfg_.dtype, params, params_lp);
   // FFN branch: d_out flows to the FFN output and, through the residual, to mid.
   Tensor d_mid = make(ctx, {T, C}, "layer.grad_mid");
   {
     Tensor d_g = make(ctx, {T, F}, "layer.grad_ffn_hidden");
-    linear_backward(ctx, d_out, a.g.data<float>(), p + off_.ffn2_w, d_g.data<float>(), g + off_.ffn2_w,
-                    g + off_.ffn2_b, T, F, C);
-    gelu_backward(ctx, d_g.data<float>(), a.h1.data<float>(), d_g.data<float>(), T * F);
+    pr.backward(d_out, a.g, off_.ffn2_w, off_.ffn2_b, d_g.data<float>(), g, T, F, C);
+    {
+      const Tensor h1 = pr.widen(a.h1, "layer.ffn_hidden");
+      gelu_backward(ctx, d_g.data<float>(), h1.data<float>(), d_g.data<float>(), T * F);
+    }
     Tensor d_ln2 = make(ctx, {T, C}, "layer.grad_ln");
-    linear_backward(ctx, d_g.data<float>(), a.ln2.data<float>(), p + off_.ffn1_w, d_ln2.data<float>(),
-                    g + off_.ffn1_w, g + off_.ffn1_b, T, C, F);
+    pr.backward(d_g.data<float>(), a.ln2, off_.ffn1_w, off_.ffn1_b, d_ln2.data<float>(), g, T, C, F);
     layernorm_backward(ctx, d_ln2.data<float>(), a.mid.data<float>(), p + off_.ln2_g, a.mean2.data<float>(),
                        a.rstd2.data<float>(), d_mid.data<float>(), g + off_.ln2_g, g + off_.ln2_b, T, C);
     residual_add(ctx, d_mid.data<float>(), d_out, d_mid.data<float>(), T * C);
@@ -92,8 +158,7 @@ void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, co
   double ta = 0, tb = 0;
   {
     Tensor d_merged = make(ctx, {T, C}, "layer.grad_merged");
-    linear_backward(ctx, d_mid.data<float>(), a.merged.data<float>(), p + off_.out_w, d_merged.data<float>(),
-                    g + off_.out_w, g + off_.out_b, T, C, C);
+    pr.backward(d_mid.data<float>(), a.merged, off_.out_w, off_.out_b, d_merged.data<float>(), g, T, C, C);
     Tensor d_o = make(ctx, {B * H, n, D}, "layer.grad_attention_out");
     heads_split(ctx, HeadsShape{1, B, n, H, D}, d_merged.data<float>(), d_o.data<float>());
     const float* q = a.qkv_heads.data<float>();
@@ -108,8 +173,7 @@ void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, co
     heads_merge(ctx, HeadsShape{3, B, n, H, D}, d_qkv_heads.data<float>(), d_qkv.data<float>());
     d_qkv_heads = Tensor();
     Tensor d_ln1 = make(ctx, {T, C}, "layer.grad_ln");
-    linear_backward(ctx, d_qkv.data<float>(), a.ln1.data<float>(), p + off_.qkv_w, d_ln1.data<float>(),
-                    g + off_.qkv_w, g + off_.qkv_b, T, C, 3 * C);
+    pr.backward(d_qkv.data<float>(), a.ln1, off_.qkv_w, off_.qkv_b, d_ln1.data<float>(), g, T, C, 3 * C);
     d_qkv = Tensor();
     Tensor d_x_ln = make(ctx, {T, C}, "layer.grad_ln_in");
     layernorm_backward(ctx, d_ln1.data<float>(), x, p + off_.ln1_g, a.mean1.data<float>(), a.rstd1.data<float>(),

@@ -5,6 +5,9 @@
 // The activations the backward needs are kept in LayerActs; with activation
 // checkpointing the model keeps only the layer input and calls forward again
 // inside the backward (recompute), trading compute for memory.
+// Mixed precision (model.dtype bf16/f16): the four GEMMs take the 16-bit copy
+// of the weights and 16-bit activations; ln1, merged, ln2, h1 and g are kept
+// in 16 bits (the GEMM inputs, and the GELU input), everything else in fp32.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +21,13 @@
 namespace pf {
 
 struct LayerActs {
-  Tensor ln1, mean1, rstd1;  // [T, C], [T], [T]
+  Tensor ln1, mean1, rstd1;  // [T, C] (model dtype), [T], [T]
   Tensor qkv_heads;          // [3, B, H, n, D]
   AttentionSaved att;        // attention output [B*H, n, D] and statistics
-  Tensor merged;             // [T, C]
+  Tensor merged;             // [T, C] (model dtype)
   Tensor mid;                // [T, C]   x + attention branch
-  Tensor ln2, mean2, rstd2;  // [T, C], [T], [T]
-  Tensor h1, g;              // [T, F]   pre- and post-GELU
+  Tensor ln2, mean2, rstd2;  // [T, C] (model dtype), [T], [T]
+  Tensor h1, g;              // [T, F]   pre- and post-GELU (model dtype)
   void clear() { *this = LayerActs{}; }
 };
 
@@ -38,14 +41,16 @@ class TransformerLayer {
   TransformerLayer(const ModelConfig& cfg, const LayerOffsets& offsets, const SequenceAttention& attention)
       : cfg_(cfg), off_(offsets), attention_(attention) {}
 
-  // out [T, C] = block(x). `params` is the model's flat parameter buffer; W the
-  // layer's random projection [m, D] (unused for softmax).
-  void forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const float* W, const float* x,
-               float* out, LayerActs& acts, LayerTiming* timing) const;
+  // out [T, C] = block(x). `params` is the model's flat parameter buffer (and
+  // `params_lp` its copy in the model dtype, nullptr for f32); W the layer's
+  // random projection [m, D] (unused for softmax).
+  void forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
+               const float* W, const float* x, float* out, LayerActs& acts, LayerTiming* timing) const;
   // Given d_out, writes d_x (may alias d_out) and accumulates parameter
   // gradients into `grads` (same layout as params).
-  void backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const float* W, const float* x,
-                const LayerActs& acts, const float* d_out, float* d_x, float* grads, LayerTiming* timing) const;
+  void backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
+                const float* W, const float* x, const LayerActs& acts, const float* d_out, float* d_x, float* grads,
+                LayerTiming* timing) const;
 
  private:
   const ModelConfig& cfg_;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kernels/cast/cast.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/layernorm/layernorm.h"
@@ -29,6 +30,8 @@ PerformerModel::PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, C
   for (int64_t l = 0; l < cfg_.layers; ++l) layers_.emplace_back(cfg_, layout_.layer(l), attention_);
   params_ = Tensor::empty({layout_.total()}, DType::f32, *ctx_.tracker, "model.params");
   grads_ = Tensor::zeros({layout_.total()}, DType::f32, *ctx_.tracker, "model.grads");
+  if (cfg_.dtype != DType::f32)
+    params_lp_ = Tensor::empty({layout_.total()}, cfg_.dtype, *ctx_.tracker, "model.params_lowp");
   std::vector<float> host(static_cast<size_t>(layout_.total()));
   init_parameters(cfg_, layout_, host.data());
   copy_bytes(params_.raw(), ctx_.device, host.data(), Device::cpu(), params_.nbytes());
@@ -78,6 +81,11 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
                                << in.targets.size() << " targets");
   const float* p = params_.data<float>();
   float* g = grads_.data<float>();
+  const bool lowp = cfg_.dtype != DType::f32;
+  if (lowp) cast_narrow(ctx, cfg_.dtype, p, params_lp_.raw(), layout_.total());
+  const void* p_lp = lowp ? params_lp_.raw() : nullptr;
+  const void* embedding_lp =
+      lowp ? static_cast<const char*>(p_lp) + layout_.embedding() * dtype_size(cfg_.dtype) : nullptr;
   MemoryTracker& tr = *ctx.tracker;
   ModelTiming mt;
   auto add_attention = [&mt](const AttentionTiming& a) {
@@ -111,8 +119,8 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   LayerTiming lt;
   for (int64_t l = 0; l < L; ++l) {
     xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
-    layers_[l].forward(ctx, B, n, p, projection(l, step), xs[l].data<float>(), xs[l + 1].data<float>(), acts[l],
-                       &lt);
+    layers_[l].forward(ctx, B, n, p, p_lp, projection(l, step), xs[l].data<float>(), xs[l + 1].data<float>(),
+                       acts[l], &lt);
     add_attention(lt.attention_fwd);
     if (cfg_.checkpoint_activations || !backward) acts[l].clear();
   }
@@ -123,8 +131,17 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   Tensor rf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
   layernorm_forward(ctx, xs[L].data<float>(), p + layout_.final_ln_g(), p + layout_.final_ln_b(), hf.data<float>(),
                     mf.data<float>(), rf.data<float>(), T, C);
+  if (lowp) {
+    // The head GEMM reads the 16-bit copy of the final LayerNorm output.
+    Tensor h16 = Tensor::empty({T, C}, cfg_.dtype, tr, "model.final_ln");
+    cast_narrow(ctx, cfg_.dtype, hf.data<float>(), h16.raw(), T * C);
+    hf = h16;
+  }
   Tensor logits = Tensor::empty({T, V}, DType::f32, tr, "model.logits");
-  linear_forward(ctx, hf.data<float>(), p + layout_.embedding(), nullptr, logits.data<float>(), T, C, V);
+  if (lowp)
+    linear_forward_lowp(ctx, cfg_.dtype, hf.raw(), embedding_lp, nullptr, logits.data<float>(), T, C, V);
+  else
+    linear_forward(ctx, hf.data<float>(), p + layout_.embedding(), nullptr, logits.data<float>(), T, C, V);
   if (logits_out) {
     logits_out->resize(static_cast<size_t>(T * V));
     copy_bytes(logits_out->data(), Device::cpu(), logits.raw(), ctx.device, logits.nbytes());
@@ -143,8 +160,12 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   cross_entropy_backward(ctx, logits.data<float>(), targets.data<int32_t>(), logits.data<float>(), T, V,
                          static_cast<float>(loss_scale));
   Tensor d_h = Tensor::empty({T, C}, DType::f32, tr, "model.grad_final_ln");
-  linear_backward(ctx, logits.data<float>(), hf.data<float>(), p + layout_.embedding(), d_h.data<float>(),
-                  g + layout_.embedding(), nullptr, T, C, V);
+  if (lowp)
+    linear_backward_lowp(ctx, cfg_.dtype, logits.data<float>(), hf.raw(), embedding_lp, d_h.data<float>(),
+                         g + layout_.embedding(), nullptr, T, C, V);
+  else
+    linear_backward(ctx, logits.data<float>(), hf.data<float>(), p + layout_.embedding(), d_h.data<float>(),
+                    g + layout_.embedding(), nullptr, T, C, V);
   logits = Tensor();
   Tensor d_x = Tensor::empty({T, C}, DType::f32, tr, "model.grad_x");
   layernorm_backward(ctx, d_h.data<float>(), xs[L].data<float>(), p + layout_.final_ln_g(), mf.data<float>(),
@@ -166,10 +187,11 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
     if (cfg_.checkpoint_activations) {
       // Recompute this layer's activations from its saved input.
       Tensor scratch = Tensor::empty({T, C}, DType::f32, tr, "model.recompute_out");
-      layers_[l].forward(ctx, B, n, p, W, xs[l].data<float>(), scratch.data<float>(), acts[l], &lt);
+      layers_[l].forward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), scratch.data<float>(), acts[l], &lt);
       add_attention(lt.attention_fwd);
     }
-    layers_[l].backward(ctx, B, n, p, W, xs[l].data<float>(), acts[l], d_x.data<float>(), d_x.data<float>(), g, &lt);
+    layers_[l].backward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), acts[l], d_x.data<float>(), d_x.data<float>(), g,
+                        &lt);
     acts[l].clear();
     add_attention(lt.attention_bwd);
     announce(layout_.layer(l).begin);

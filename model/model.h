@@ -3,8 +3,10 @@
 //   -> layers -> final LayerNorm -> logits [T, V] = h E^T (head tied to the
 //   embedding) -> cross-entropy against targets (sums; the caller divides by
 //   the global count through `loss_scale`).
-// Parameters and gradients are flat buffers (model/params.h) on the model's
-// device. Random projections are regenerated from (seed, layer, redraw index)
+// Parameters and gradients are flat fp32 buffers (model/params.h) on the
+// model's device; with model.dtype bf16/f16 every forward first rounds the
+// parameters into a 16-bit copy for the GEMMs (the fp32 buffer stays the
+// master copy the optimizer updates). Random projections are regenerated from (seed, layer, redraw index)
 // when the step crosses a redraw boundary, identically on every rank
 // (model.feature_draw selects another independent draw, for evaluation).
 #pragma once
@@ -78,6 +80,7 @@ class PerformerModel {
   SequenceAttention attention_;
   std::vector<TransformerLayer> layers_;
   Tensor params_, grads_;
+  Tensor params_lp_;  // model.dtype bf16/f16: the 16-bit copy of params_ the GEMMs read
   std::vector<Tensor> projections_;
   int64_t projection_redraw_ = -1;
 };

@@ -154,9 +154,13 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("model", "init_std", m.init_std);
   r.get("model", "mlm_probability", m.mlm_probability);
   r.get("model", "seed", m.seed);
-  s = "f32";
+  s = dtype_name(m.dtype);
   r.get("model", "dtype", s);
-  PF_REQUIRE(ConfigError, s == "f32", origin << ": model.dtype '" << s << "' is not available: this build trains in f32");
+  try {
+    m.dtype = parse_model_dtype(s);
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin + ": " + e.what());
+  }
 
   DataConfig& d = c.data;
   r.get("data", "files", d.files);

@@ -31,7 +31,7 @@ std::string format_train_config(const TrainConfig& c) {
                    {"init_std", m.init_std},
                    {"mlm_probability", m.mlm_probability},
                    {"seed", static_cast<int64_t>(m.seed)},
-                   {"dtype", "f32"}}},
+                   {"dtype", dtype_name(c.model.dtype)}}},
       {"data", toml::table{{"files", files},
                            {"train_split", c.data.train_split},
                            {"valid_split", c.data.valid_split},
