@@ -28,6 +28,17 @@ inline ModelConfig tiny_config(AttentionKind attention, Objective objective) {
   return c;
 }
 
+// Smaller still, for the float64 finite-difference check of every parameter
+// element (4944 parameters): D = 8, and m = 12 is not a multiple of D (a
+// partial orthogonal block).
+inline ModelConfig gradcheck_config(AttentionKind attention, Objective objective) {
+  ModelConfig c = tiny_config(attention, objective);
+  c.width = 16;
+  c.ffn = 32;
+  c.features = 12;
+  return c;
+}
+
 // Global sample s, position p: a residue token (ids 4..28), with a padding
 // tail on odd samples so the ignore path is exercised.
 inline int32_t synthetic_token(uint64_t seed, int64_t s, int64_t p, int64_t L) {
