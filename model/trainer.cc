@@ -24,7 +24,8 @@ Trainer::Trainer(const ModelConfig& cfg, const OptimizerConfig& opt, ParallelGri
       grid_(grid),
       ctx_(ctx),
       model_(cfg, ctx, grid.sp_size() > 1 ? &grid.sp_group() : nullptr, attention),
-      grad_allreduce_(grid.world(), std::max<int64_t>(1, bucket_bytes / 4), overlap_allreduce) {
+      grad_allreduce_(grid.world(), std::max<int64_t>(1, bucket_bytes / 4), overlap_allreduce),
+      scaler_(opt.loss_scale, cfg.dtype) {
   m_ = Tensor::zeros({model_.layout().total()}, DType::f32, *ctx.tracker, "optimizer.m");
   v_ = Tensor::zeros({model_.layout().total()}, DType::f32, *ctx.tracker, "optimizer.v");
 }
@@ -60,8 +61,9 @@ StepStats Trainer::train_step(const TokenBatch& local) {
 
   model_.zero_grads();
   grad_allreduce_.begin(model_.grads().data<float>(), model_.layout().total());
+  st.loss_scale = scaler_.scale();
   const ForwardResult fr =
-      model_.forward_backward(in, step_, 1.0 / static_cast<double>(global_count), &st.model,
+      model_.forward_backward(in, step_, st.loss_scale / static_cast<double>(global_count), &st.model,
                               [this](int64_t from) { grad_allreduce_.ready(from); });
   const GradientAllreduceTiming gt = grad_allreduce_.finish();
 
@@ -74,10 +76,17 @@ StepStats Trainer::train_step(const TokenBatch& local) {
   st.allreduce_overlapped = gt.overlapped;
 
   const double to = seconds_now();
-  st.grad_norm = std::sqrt(sum_of_squares(ctx_, model_.grads().data<float>(), model_.layout().total()));
-  const float scale = static_cast<float>(clip_coefficient(st.grad_norm, opt_.clip_norm));
+  // Every rank holds the same summed gradients, so every rank decides alike.
+  const double ss = sum_of_squares(ctx_, model_.grads().data<float>(), model_.layout().total());
   st.lr = learning_rate_at(opt_.schedule, step_);
-  apply_update(st.lr, scale);
+  st.skipped = !scaler_.update(std::isfinite(ss));
+  if (st.skipped) {
+    st.grad_norm = std::nan("");
+  } else {
+    st.grad_norm = std::sqrt(ss) / st.loss_scale;
+    const double clip = clip_coefficient(st.grad_norm, opt_.clip_norm);
+    apply_update(st.lr, static_cast<float>(clip / st.loss_scale));
+  }
   synchronize(ctx_.stream);
   st.optimizer = seconds_now() - to;
 

@@ -7,7 +7,9 @@
 //      over its tokens), in buckets started while the backward still runs
 //      (model/gradient_allreduce.h);
 //   4. global-norm clipping and AdamW with decoupled weight decay (none on
-//      biases and layer-norm parameters), learning rate from the schedule.
+//      biases and layer-norm parameters), learning rate from the schedule;
+//      the loss is scaled for the backward (model/loss_scaler.h) and a step
+//      whose summed gradients are not finite is skipped.
 // Every rank ends the step with identical parameters.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "kernels/adamw/adamw.h"
 #include "kernels/adamw/lr_schedule.h"
 #include "model/gradient_allreduce.h"
+#include "model/loss_scaler.h"
 #include "model/model.h"
 #include "runtime/grid.h"
 
@@ -26,6 +29,7 @@ struct OptimizerConfig {
   AdamWConfig adamw;      // lr is taken from the schedule at each step
   LrSchedule schedule;
   double clip_norm = 1.0;  // <= 0 disables clipping
+  LossScaleConfig loss_scale;
 };
 
 struct StepStats {
@@ -34,7 +38,9 @@ struct StepStats {
   int64_t tokens = 0;       // global predicted tokens
   double accuracy = 0;      // top-1 over them
   double lr = 0;
-  double grad_norm = 0;     // before clipping
+  double grad_norm = 0;     // before clipping (unscaled; NaN on a skipped step)
+  double loss_scale = 1;    // the scale this step's backward used
+  bool skipped = false;     // non-finite gradients: no update was applied
   double seconds = 0;       // wall time of the step
   ModelTiming model;        // attention, scan, other compute
   double allreduce = 0;     // gradient and scalar allreduces (the gradient part may overlap the backward)
@@ -74,6 +80,7 @@ class Trainer {
   Tensor& moment1() { return m_; }
   Tensor& moment2() { return v_; }
   const OptimizerConfig& optimizer_config() const { return opt_; }
+  LossScaler& loss_scaler() { return scaler_; }
 
  private:
   void apply_update(double lr, float grad_scale);
@@ -84,6 +91,7 @@ class Trainer {
   PerformerModel model_;
   Tensor m_, v_;
   GradientAllreduce grad_allreduce_;
+  LossScaler scaler_;
   int64_t step_ = 0;
 };
 

@@ -20,6 +20,7 @@ const char* error_kind_name(ErrorKind kind) {
     case ErrorKind::Io: return "I/O";
     case ErrorKind::Data: return "data";
     case ErrorKind::Value: return "value";
+    case ErrorKind::Training: return "training";
     case ErrorKind::Comm: return "communication";
   }
   return "unknown";

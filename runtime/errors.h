@@ -8,7 +8,7 @@
 
 namespace pf {
 
-enum class ErrorKind { Cuda, Cublas, Nccl, Mpi, Hdf5, Memory, Config, Io, Data, Value, Comm };
+enum class ErrorKind { Cuda, Cublas, Nccl, Mpi, Hdf5, Memory, Config, Io, Data, Value, Comm, Training };
 
 const char* error_kind_name(ErrorKind kind);
 
@@ -37,6 +37,7 @@ PF_DEFINE_ERROR(IoError, Io);
 PF_DEFINE_ERROR(DataError, Data);
 PF_DEFINE_ERROR(ValueError, Value);
 PF_DEFINE_ERROR(CommError, Comm);
+PF_DEFINE_ERROR(TrainingError, Training);  // the run cannot go on (e.g. gradients never finite)
 #undef PF_DEFINE_ERROR
 
 // The MPI rank of this process in MPI_COMM_WORLD, or -1 before MPI_Init / after

@@ -90,6 +90,8 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
       write_tensors(params, layout, st.params);
       H5Id opt = h5_create_group(file, "optimizer");
       h5_write_attr_int64(opt, "step", st.step);
+      h5_write_attr_double(opt, "loss_scale", st.loss_scale);
+      h5_write_attr_int64(opt, "loss_scale_good_steps", st.loss_scale_good_steps);
       H5Id gm = h5_create_group(opt, "m");
       write_tensors(gm, layout, st.m);
       H5Id gv = h5_create_group(opt, "v");
@@ -134,6 +136,13 @@ CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layo
   try {
     H5Id params = h5_open_group(file, "params");
     st.params = read_tensors(params, layout, path, "/params");
+    H5Id opt = h5_open_group(file, "optimizer");
+    // Absent in checkpoints written before loss scaling existed (f32 runs,
+    // whose scale is a fixed 1).
+    if (h5_has_attr(opt, "loss_scale")) {
+      st.loss_scale = h5_read_attr_double(opt, "loss_scale");
+      st.loss_scale_good_steps = h5_read_attr_int64(opt, "loss_scale_good_steps");
+    }
     H5Id gm = h5_open_group(file, "optimizer/m");
     st.m = read_tensors(gm, layout, path, "/optimizer/m");
     H5Id gv = h5_open_group(file, "optimizer/v");

@@ -29,6 +29,8 @@ struct CheckpointState {
   std::string config_text;
   int64_t dp = 1, sp = 1;  // layout that wrote it (informative)
   std::vector<float> params, m, v;  // flat, ParamLayout order
+  double loss_scale = 0;             // the loss scaler's state (model/loss_scaler.h); 0: not stored
+  int64_t loss_scale_good_steps = 0;
 };
 
 std::string checkpoint_path(const std::string& dir, int64_t step);

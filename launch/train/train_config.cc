@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <cctype>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -188,6 +189,16 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   o.adamw.weight_decay = 0.01f;
   r.get("optimizer", "weight_decay", o.adamw.weight_decay);
   r.get("optimizer", "clip_norm", o.clip_norm);
+  s = loss_scale_mode_name(o.loss_scale.mode);
+  r.get("optimizer", "loss_scale", s);
+  try {
+    o.loss_scale.mode = parse_loss_scale_mode(s);
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin + ": " + e.what());
+  }
+  r.get("optimizer", "loss_scale_init", o.loss_scale.init);
+  r.get("optimizer", "loss_scale_window", o.loss_scale.window);
+  r.get("optimizer", "max_skipped_steps", o.loss_scale.max_skips);
 
   RunConfig& run = c.run;
   r.get("train", "steps", run.steps);
@@ -234,6 +245,9 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   require(ck.interval >= 0 && ck.keep >= 1, "checkpoint.interval must be >= 0 and checkpoint.keep >= 1");
   require(p.sp >= 1, "parallel.sp must be >= 1");
   require(p.bucket_mib >= 1, "parallel.bucket_mib must be >= 1");
+  require(std::isfinite(o.loss_scale.init) && o.loss_scale.init > 0, "optimizer.loss_scale_init must be > 0");
+  require(o.loss_scale.window >= 1 && o.loss_scale.max_skips >= 1,
+          "optimizer.loss_scale_window and optimizer.max_skipped_steps must be >= 1");
   require(c.device.backend == "auto" || c.device.backend == "cpu" || c.device.backend == "cuda",
           "device.backend must be auto, cpu or cuda, got '" + c.device.backend + "'");
   try {

@@ -50,6 +50,8 @@ std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& t
     st.params = to_host(trainer.model().params());
     st.m = to_host(trainer.moment1());
     st.v = to_host(trainer.moment2());
+    st.loss_scale = trainer.loss_scaler().scale();
+    st.loss_scale_good_steps = trainer.loss_scaler().good_steps();
     write_checkpoint(path, st, trainer.model().layout(), cfg.model);
     prune_checkpoints(cfg.checkpoint.dir, cfg.checkpoint.keep);
   }
@@ -74,6 +76,7 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   to_device(trainer.moment1(), st.m);
   to_device(trainer.moment2(), st.v);
   trainer.set_step(st.step);
+  if (st.loss_scale > 0) trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
   return st.loader;
 }
 
@@ -188,6 +191,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     const double step_time = seconds_now() - t0;
     avg_step = avg_step == 0 ? step_time : 0.9 * avg_step + 0.1 * step_time;
     const int64_t done = trainer.step();
+    if (root && st.skipped)
+      log << "step " << done << ": gradients not finite at loss scale " << st.loss_scale
+          << ": update skipped, loss scale now " << trainer.loss_scaler().scale() << "\n"
+          << std::flush;
     if (root && (done % cfg.run.log_interval == 0 || done == out.first_step + 1 || done == cfg.run.steps)) {
       char line[320];
       std::snprintf(line, sizeof line,
@@ -205,6 +212,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                 {"tokens_per_s", tokens_per_step / step_time},
                                 {"lr", st.lr},
                                 {"grad_norm", st.grad_norm},
+                                {"loss_scale", st.loss_scale},
+                                {"skipped", st.skipped},
                                 {"peak_bytes", st.peak_bytes},
                                 {"seconds", step_time},
                                 {"time",
