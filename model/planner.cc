@@ -19,13 +19,22 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, const Atten
   const int64_t ss = 1 + m * (D + 1);
   const int64_t f = 4;  // bytes per float
 
+  // Mixed precision: a 16-bit weight copy, and ln1, merged, ln2 and the two
+  // FFN hidden tensors kept in 16 bits; the CPU widens GEMM operands into
+  // fp32 scratch (the largest: the FFN's [T, F] input and [C, F] weight).
+  const bool lowp = cfg.dtype != DType::f32;
+  const int64_t h = dtype_size(cfg.dtype);
+  const int64_t kept16 = 3 * T * C + 2 * T * F;
+  const int64_t lowp_fwd = lowp ? f * (3 * T * F + C * F) : 0;
+  const int64_t lowp_bwd = lowp ? f * (2 * T * F + C * F + T * C) + h * T * C : 0;
+
   MemoryPlan plan;
   const int64_t P = ParamLayout(cfg).total();
-  plan.persistent = f * P * (training ? 4 : 1) + (linear ? f * L * m * D : 0);
+  plan.persistent = f * P * (training ? 4 : 1) + (linear ? f * L * m * D : 0) + (lowp ? h * P : 0);
 
   // Kept per layer for its backward.
   const int64_t att_saved = linear ? (T * C + 2 * T * H + BH * ss) : (T * C + T * H);
-  const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved);
+  const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved) - (f - h) * kept16;
   // Inside the attention forward: features of one head group, unnormalised
   // outputs, block totals, scan workspace.
   // Kernel workspaces: the linear-attention kernels hold per-thread chunk
@@ -39,11 +48,11 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, const Atten
       linear ? f * (2 * G * n * m + G * n + T * (C + H) + 3 * BH * ss + G * ss + la_fwd) : 0;
   const int64_t att_bwd =
       linear ? f * (4 * G * n * m + G * n + 2 * BH * ss + G * n * D + std::max(la_bwd, G * n * m + G * n)) : 0;
-  const int64_t layer_fwd = std::max(f * 3 * T * C, att_fwd);
+  const int64_t layer_fwd = std::max({f * 3 * T * C, att_fwd, lowp_fwd});
   const int64_t layer_bwd =
-      f * T * C + std::max({f * (T * F + T * C), f * (5 * T * C) + att_bwd, f * 6 * T * C, f * 5 * T * C});
+      f * T * C + std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd, f * 6 * T * C, f * 5 * T * C});
   const int64_t ids = 8 * T;
-  const int64_t head = f * (T * V + 2 * T * C + 3 * T);
+  const int64_t head = f * (T * V + 2 * T * C + 3 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
 
   if (!training) {
     plan.activations = f * 2 * T * C + ids;

@@ -2,11 +2,13 @@
 // (or a forward-only evaluation) of a config at a local length, before
 // running it, from the same buffer inventory the model allocates:
 //   persistent   parameters, gradients, two AdamW moments (16 bytes per
-//                parameter) and the random projections
+//                parameter), the random projections and, with model.dtype
+//                bf16/f16, the 16-bit weight copy (2 more bytes per parameter)
 //   activations  per layer: LayerNorm outputs and statistics, q/k/v heads,
 //                the attention output with its statistics and state, the
 //                merged heads, the residual stream, the FFN hidden layer
-//                twice; plus the layer inputs of every layer
+//                twice (LayerNorm outputs, merged heads and FFN hidden in
+//                16 bits under bf16/f16); plus the layer inputs of every layer
 //   transient    the largest working set inside one layer's forward or
 //                backward (features of one head group, unnormalised outputs,
 //                scan workspace, gradient buffers) and the output head

@@ -5,6 +5,7 @@
 // training to fp32 rounding.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "launch/train/checkpoint.h"
@@ -39,33 +40,68 @@ CheckpointState final_state(const std::string& dir, const TrainConfig& cfg) {
   return read_checkpoint(checkpoint_path(dir + "/ckpt", 8), ParamLayout(cfg.model));
 }
 
-TEST(TrainResume, StopAndResumeIsBitIdentical) {
+// Count of lines of a metrics file that contain `text`.
+int metric_lines_with(const std::string& path, const std::string& text) {
+  std::ifstream in(path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n += line.find(text) != std::string::npos;
+  return n;
+}
+
+// N steps against N/2 + stop + resume on the same layout, with `extra`
+// overrides. Returns the work folder (uninterrupted run in a/, resumed in b/).
+std::string check_stop_and_resume(const std::string& tag, const std::vector<std::string>& extra) {
   const int P = world_size();
-  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "resume");
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, tag);
   const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
   const std::string a = root + "/a", b = root + "/b";
-  train(test::tiny_run(data, a, P, 4));
-  std::vector<std::string> stop = test::tiny_run(data, b, P, 4);
+  auto run = [&](const std::string& dir) {
+    std::vector<std::string> o = test::tiny_run(data, dir, P, 4);
+    o.insert(o.end(), extra.begin(), extra.end());
+    return o;
+  };
+  train(run(a));
+  std::vector<std::string> stop = run(b);
   stop.push_back("train.stop_at=4");
   const TrainOutcome first = train(stop);
   EXPECT_EQ(first.last_step, 4);
   EXPECT_FALSE(first.checkpoint.empty());
-  std::vector<std::string> resume = test::tiny_run(data, b, P, 4);
+  std::vector<std::string> resume = run(b);
   resume.push_back("checkpoint.resume=\"auto\"");
   const TrainOutcome second = train(resume);
   EXPECT_EQ(second.first_step, 4);
   EXPECT_EQ(second.last_step, 8);
   if (world_rank() == 0) {
-    const TrainConfig cfg = load_train_config("", test::tiny_run(data, a, P, 4));
+    const TrainConfig cfg = load_train_config("", run(a));
     const std::vector<double> la = test::metric_losses(a + "/metrics.jsonl");
     const std::vector<double> lb = test::metric_losses(b + "/metrics.jsonl");
-    ASSERT_EQ(la.size(), 8u);
+    EXPECT_EQ(la.size(), 8u);
     EXPECT_EQ(la, lb);  // exact
     const CheckpointState sa = final_state(a, cfg), sb = final_state(b, cfg);
     EXPECT_EQ(sa.params, sb.params);
     EXPECT_EQ(sa.m, sb.m);
     EXPECT_EQ(sa.v, sb.v);
     EXPECT_EQ(sa.loader, sb.loader);
+    EXPECT_EQ(sa.loss_scale, sb.loss_scale);
+    EXPECT_EQ(sa.loss_scale_good_steps, sb.loss_scale_good_steps);
+  }
+  return root;
+}
+
+TEST(TrainResume, StopAndResumeIsBitIdentical) { check_stop_and_resume("resume", {}); }
+
+// f16 with a dynamic loss scale that starts too high (the first steps overflow
+// and are skipped, halving it) and grows again after 2 finite steps, so the
+// scale moves across the stop: the resumed run must still match bit for bit.
+TEST(TrainResume, StopAndResumeIsBitIdenticalInF16WithAMovingLossScale) {
+  const std::vector<std::string> f16 = {"model.dtype=\"f16\"", "optimizer.loss_scale=\"dynamic\"",
+                                        "optimizer.loss_scale_init=3e7", "optimizer.loss_scale_window=2"};
+  const std::string root = check_stop_and_resume("resume-f16", f16);
+  if (world_rank() == 0) {
+    const int skipped = metric_lines_with(root + "/a/metrics.jsonl", "\"skipped\":true");
+    EXPECT_GE(skipped, 1) << "the initial scale should overflow f16";
+    EXPECT_LT(skipped, 8) << "the scale should come down to a usable value";
   }
 }
 

@@ -1,0 +1,172 @@
+// Mixed precision on one rank: the loss scaler's rules, the bf16/f16 model
+// against the fp32 model with the same parameters (loss and gradients within
+// the rounding of 16-bit operands), the lower peak memory of 16-bit
+// activations with the planner's prediction, and a trainer step with
+// overflowing gradients that is skipped without touching the parameters or
+// the moments.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "model/loss_scaler.h"
+#include "model/planner.h"
+#include "model/trainer.h"
+#include "runtime/comm.h"
+#include "tests/model/model_fixtures.h"
+#include "tests/support/numerics.h"
+
+namespace pf {
+namespace {
+
+TEST(LossScaler, DynamicHalvesOnOverflowAndDoublesAfterAWindow) {
+  LossScaleConfig c;
+  c.init = 1024;
+  c.window = 3;
+  LossScaler s(c, DType::f16);  // auto -> dynamic for f16
+  EXPECT_TRUE(s.dynamic());
+  EXPECT_FALSE(s.update(false));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 512);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 1024);
+  EXPECT_EQ(s.good_steps(), 0);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_FALSE(s.update(false));  // an overflow resets the count
+  EXPECT_EQ(s.good_steps(), 0);
+  EXPECT_EQ(s.scale(), 512);
+  s.restore(64, 2);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 128);
+}
+
+TEST(LossScaler, AutoIsFixedAtOneForBf16AndF32AndSkipsStillCount) {
+  LossScaleConfig c;
+  c.max_skips = 3;
+  for (DType t : {DType::f32, DType::bf16}) {
+    LossScaler s(c, t);
+    EXPECT_FALSE(s.dynamic());
+    EXPECT_EQ(s.scale(), 1.0);
+    EXPECT_FALSE(s.update(false));
+    EXPECT_EQ(s.scale(), 1.0);
+    EXPECT_FALSE(s.update(false));
+    EXPECT_THROW(s.update(false), TrainingError);  // the third skip in a row
+  }
+  c.mode = LossScaleMode::Fixed;
+  c.init = 8;
+  LossScaler fixed(c, DType::f16);
+  EXPECT_EQ(fixed.scale(), 8.0);
+  EXPECT_EQ(parse_loss_scale_mode("dynamic"), LossScaleMode::Dynamic);
+  EXPECT_THROW(parse_loss_scale_mode("sometimes"), ConfigError);
+  c.window = 0;
+  EXPECT_THROW(LossScaler(c, DType::f16), ConfigError);
+}
+
+struct Harness {
+  MemoryTracker tracker{Device::cpu()};
+  ExecResources res{Device::cpu(), tracker};
+};
+
+struct Pass {
+  double loss = 0;
+  std::vector<float> grads;
+  int64_t peak = 0;
+};
+
+// One forward and backward of `cfg` with the parameters of the fp32 model.
+Pass run_pass(ModelConfig cfg, DType dtype, int64_t B, int64_t n) {
+  Harness h;
+  cfg.dtype = dtype;
+  PerformerModel model(cfg, h.res.ctx(), nullptr);
+  const ModelInput in = make_model_input(cfg, test::synthetic_slice(9, 0, B, n, 0, n), 0);
+  model.zero_grads();
+  h.tracker.reset_peak();
+  Pass p;
+  p.loss = model.forward_backward(in, 0, 1.0).loss_sum;
+  p.peak = h.tracker.stats().peak_bytes;
+  p.grads.assign(model.grads().data<float>(), model.grads().data<float>() + model.grads().numel());
+  return p;
+}
+
+TEST(MixedPrecision, LossAndGradientsFollowTheFp32Model) {
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+      const ModelConfig cfg = test::tiny_config(kind, obj);
+      const Pass ref = run_pass(cfg, DType::f32, 2, 24);
+      // Relative rounding of one 16-bit value: 2^-8 (bf16), 2^-11 (f16).
+      for (auto [t, loss_tol, grad_tol] : {std::tuple<DType, double, double>{DType::bf16, 2e-3, 1e-2},
+                                           {DType::f16, 2e-4, 2e-3}}) {
+        SCOPED_TRACE(testing::Message() << attention_kind_name(kind) << "/" << objective_name(obj) << " "
+                                        << dtype_name(t));
+        const Pass got = run_pass(cfg, t, 2, 24);
+        const double dl = std::abs(got.loss - ref.loss) / std::abs(ref.loss);
+        const double dg = test::rel_l2(got.grads, ref.grads);
+        EXPECT_LT(dl, loss_tol);
+        EXPECT_LT(dg, grad_tol);
+        // Rounding does change the result (the 16-bit path is really taken).
+        EXPECT_GT(dl + dg, 1e-7);
+        std::printf("[ mixed    ] %s/%s %s: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
+                    objective_name(obj), dtype_name(t), dl, dg);
+      }
+    }
+}
+
+TEST(MixedPrecision, SixteenBitActivationsLowerThePeakAsPlanned) {
+  ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  cfg.width = 64;
+  cfg.heads = 4;
+  cfg.ffn = 256;
+  cfg.layers = 3;
+  const int64_t B = 2, n = 512;
+  const Pass f32 = run_pass(cfg, DType::f32, B, n);
+  const Pass bf16 = run_pass(cfg, DType::bf16, B, n);
+  EXPECT_LT(bf16.peak, 0.85 * f32.peak) << "f32 peak " << f32.peak << ", bf16 peak " << bf16.peak;
+  ModelConfig planned = cfg;
+  planned.dtype = DType::bf16;
+  const double plan = static_cast<double>(plan_memory(planned, B, n).peak);
+  // Only the model's own bytes were measured (no optimizer moments here).
+  const double moments = 8.0 * ParamLayout(planned).total();
+  EXPECT_NEAR(plan - moments, static_cast<double>(bf16.peak), 0.15 * bf16.peak);
+  std::printf("[ mixed    ] peak f32 %lld, bf16 %lld, bf16 planned %.0f (without moments)\n",
+              static_cast<long long>(f32.peak), static_cast<long long>(bf16.peak), plan - moments);
+}
+
+TEST(MixedPrecision, OverflowingStepIsSkippedAndTheScaleLowered) {
+  const ModelConfig base = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  ModelConfig cfg = base;
+  cfg.dtype = DType::f16;
+  OptimizerConfig opt;
+  opt.schedule = LrSchedule{1e-2, 1e-3, 0, 10};
+  opt.loss_scale.mode = LossScaleMode::Dynamic;
+  opt.loss_scale.init = 1e30;  // any gradient rounded to f16 overflows
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  ParallelGrid grid(make_local_comm(), 1);
+  Trainer trainer(cfg, opt, grid, res.ctx());
+  const Tensor& p = trainer.model().params();
+  const std::vector<float> before(p.data<float>(), p.data<float>() + p.numel());
+  const TokenBatch batch = test::synthetic_slice(3, 0, 2, 24, 0, 24);
+  const StepStats st = trainer.train_step(batch);
+  EXPECT_TRUE(st.skipped);
+  EXPECT_TRUE(std::isfinite(st.loss));
+  EXPECT_EQ(st.loss_scale, 1e30);
+  EXPECT_EQ(trainer.loss_scaler().scale(), 5e29);
+  EXPECT_EQ(trainer.step(), 1);
+  const std::vector<float> after(p.data<float>(), p.data<float>() + p.numel());
+  EXPECT_EQ(after, before);
+  for (int64_t i = 0; i < trainer.moment1().numel(); ++i) ASSERT_EQ(trainer.moment1().data<float>()[i], 0.f);
+  // A usable scale trains: the update is applied and finite.
+  trainer.loss_scaler().restore(1024, 0);
+  const StepStats ok = trainer.train_step(batch);
+  EXPECT_FALSE(ok.skipped);
+  EXPECT_TRUE(std::isfinite(ok.grad_norm));
+  const std::vector<float> moved(p.data<float>(), p.data<float>() + p.numel());
+  EXPECT_NE(moved, before);
+  for (float x : moved) ASSERT_TRUE(std::isfinite(x));
+}
+
+}  // namespace
+}  // namespace pf
