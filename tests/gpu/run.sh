@@ -2,8 +2,9 @@
 # On a machine with an NVIDIA GPU: build with CUDA for the local GPU, run the
 # GPU tests (each CUDA kernel against its float64 reference, NCCL
 # communicators), the whole suite, and the training-step benchmark of the
-# paper's speed-study model at 65,536 tokens under a 16 GiB cap (the trainer
-# picks the GPU by itself); print a short table.
+# paper's speed-study model at 65,536 tokens under a 16 GiB cap, in fp32 and
+# in bf16 mixed precision (the trainer picks the GPU by itself); print a short
+# table.
 #   BUILD_DIR (default build-gpu), OUT (default out/gpu)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,8 +20,11 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=ON -DCMAKE_CUDA_
 bench=$BUILD_DIR/launch/performer-bench
 timeout 300 "$bench" train --preset paper --length 65536 --steps 2 --cap 16GiB --csv "$OUT/train_gpu.csv" \
   > "$OUT/train_gpu.log" 2>&1; t_rc=$?
+timeout 300 "$bench" train --preset paper --length 65536 --steps 2 --cap 16GiB --set 'model.dtype="bf16"' \
+  --csv "$OUT/train_gpu_bf16.csv" > "$OUT/train_gpu_bf16.log" 2>&1; b_rc=$?
 echo
 echo "== summary"
 printf '%-28s %s\n' "gpu tests (ctest -L gpu)" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) rc=$gpu_rc"
 printf '%-28s %s\n' "whole suite" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) rc=$all_rc"
-printf '%-28s %s\n' "bench train paper 64k" "rc=$t_rc $(tail -1 "$OUT/train_gpu.csv" 2>/dev/null)"
+printf '%-28s %s\n' "bench train paper 64k f32" "rc=$t_rc $(tail -1 "$OUT/train_gpu.csv" 2>/dev/null)"
+printf '%-28s %s\n' "bench train paper 64k bf16" "rc=$b_rc $(tail -1 "$OUT/train_gpu_bf16.csv" 2>/dev/null)"
