@@ -10,11 +10,15 @@
 #      fine-tuned briefly with FAVOR+ (checkpoint.init_from) and evaluated again;
 #   5. features sweep: the FAVOR+ causal model evaluated with m random features
 #      at test time, SEEDS independent draws each (model.feature_draw);
-#   6. unigram baselines, CSV tables and PNG curves (protein_table_report.py).
+#   6. run-to-run spread: the causal runs of all three kinds repeated with
+#      other model seeds (initialisation, random features; same data order);
+#   7. unigram baselines, CSV tables and PNG curves (protein_table_report.py).
 # Variables (defaults in brackets):
 #   STEPS [1000] training steps per run     FT_STEPS [STEPS/4] drop-in fine-tune steps
 #   FEATURES ["32 64 128 256 512"]         SEEDS [3] feature draws per m
 #   OBJECTIVES ["clm mlm"] objectives trained (clm is needed by the drop-in and sweep)
+#   REPEAT_SEEDS ["2 3"] extra model.seed values of the repeated runs (model.seed = 1234 + k)
+#   REPEAT_OBJECTIVES ["clm"] objectives repeated with those seeds ("" for none)
 #   OOD_ORGANISMS ["Drosophila Mycobacterium"]   OS= substrings held out
 #   OUT [out/protein-study] work folder    RESULTS [$OUT/results] tables and plots
 #   BUILD_DIR [build]                      OMP_NUM_THREADS [2]
@@ -25,6 +29,8 @@ FT_STEPS=${FT_STEPS:-$((STEPS / 4))}
 FEATURES=${FEATURES:-"32 64 128 256 512"}
 SEEDS=${SEEDS:-3}
 OBJECTIVES=${OBJECTIVES:-"clm mlm"}
+REPEAT_SEEDS=${REPEAT_SEEDS-"2 3"}
+REPEAT_OBJECTIVES=${REPEAT_OBJECTIVES-"clm"}
 OOD_ORGANISMS=${OOD_ORGANISMS:-"Drosophila Mycobacterium"}
 OUT=${OUT:-out/protein-study}
 RESULTS=${RESULTS:-$OUT/results}
@@ -116,6 +122,18 @@ for m in $FEATURES; do
   done
 done
 
+for obj in $REPEAT_OBJECTIVES; do
+  for k in $REPEAT_SEEDS; do
+    echo "== repeat: $obj runs with model.seed $((1234 + k))"
+    for att in softmax favor relu; do
+      train "$att-$obj-seed$k" "$att" "$obj" "$STEPS" --set model.seed=$((1234 + k))
+      ck=$(last_checkpoint "$att-$obj-seed$k")
+      for split in test ood; do evaluate "$att-$obj-seed$k" "$split" trained "" "" "$ck"; done
+    done
+  done
+done
+
 echo "== unigram baselines, tables and plots -> $RESULTS"
 "$PY" launch/studies/protein_table_report.py --out "$OUT" --data "$data" --results "$RESULTS"
-echo "study: $(( $(date +%s) - study_start )) s, STEPS=$STEPS FT_STEPS=$FT_STEPS OBJECTIVES=$OBJECTIVES"
+echo "study: $(( $(date +%s) - study_start )) s, STEPS=$STEPS FT_STEPS=$FT_STEPS OBJECTIVES=$OBJECTIVES" \
+  "REPEAT_SEEDS=$REPEAT_SEEDS REPEAT_OBJECTIVES=$REPEAT_OBJECTIVES"

@@ -8,6 +8,8 @@ unigram baselines of each split from the HDF5 data file, and writes to RESULTS:
   dropin.csv     softmax-clm as trained, with FAVOR+ unchanged, after the fine-tune
   features.csv   features sweep: per m, mean / std / min / max over draws
   runs.csv       wall time, peak tracked bytes, max RSS, tokens/s per run
+  seeds.csv      per attention kind and objective repeated with other seeds:
+                 mean, std, min, max of test perplexity, ood mean and std
   curves_clm.png, curves_mlm.png, features.png
 Unigram baselines: token frequencies of /train, evaluated on the split's
 targets. Causal LM targets are residues and <end> (each sequence ends with
@@ -169,6 +171,30 @@ def main():
                     drop.append([label, split, e["loss"], e["ppl"], e["accuracy"]])
     write_csv(os.path.join(a.results, "dropin.csv"), ["model", "split", "loss", "ppl", "accuracy"], drop)
 
+    # Run-to-run spread: "<kind>-<obj>" (model.seed 1234) and "<kind>-<obj>-seed<k>".
+    spread = defaultdict(list)
+    for r in runs:
+        name = r["run"]
+        base_name = name.split("-seed")[0]
+        if base_name != f"{r['attention']}-{r['objective']}":
+            continue
+        t, o = trained.get((name, "test")), trained.get((name, "ood"))
+        if t and o:
+            spread[(r["attention"], r["objective"])].append((float(t["ppl"]), float(o["ppl"]),
+                                                             float(t["accuracy"]), float(o["accuracy"])))
+    seed_rows = []
+    for (att, obj), v in sorted(spread.items()):
+        if len(v) < 2:
+            continue
+        v = np.array(v)
+        seed_rows.append([att, obj, len(v)] + [f"{x:.3f}" for x in (v[:, 0].mean(), v[:, 0].std(ddof=1),
+                                                                     v[:, 0].min(), v[:, 0].max(),
+                                                                     v[:, 1].mean(), v[:, 1].std(ddof=1))]
+                         + [f"{v[:, 2].mean():.4f}", f"{v[:, 3].mean():.4f}"])
+    write_csv(os.path.join(a.results, "seeds.csv"),
+              ["attention", "objective", "seeds", "test_ppl_mean", "test_ppl_std", "test_ppl_min", "test_ppl_max",
+               "ood_ppl_mean", "ood_ppl_std", "test_acc_mean", "ood_acc_mean"], seed_rows)
+
     sweep = defaultdict(list)
     for e in evals:
         if e["variant"] == "sweep":
@@ -188,7 +214,7 @@ def main():
             continue
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for r in runs:
-            if r["objective"] != obj or r["run"].startswith("favor-ft"):
+            if r["objective"] != obj or r["run"].startswith("favor-ft") or "-seed" in r["run"]:
                 continue
             steps, ev = metrics[r["run"]]
             c = colors[r["attention"]]
