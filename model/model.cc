@@ -27,6 +27,12 @@ PerformerModel::PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, C
     : cfg_(cfg), ctx_(ctx), layout_(cfg), attention_(cfg_, sp, options) {
   cfg_.validate();
   PF_REQUIRE(ValueError, ctx_.tracker != nullptr, "the model needs a memory tracker in its context");
+  // bf16 GEMMs run on tensor cores from sm_80 (A100) on; V100 has f16 ones.
+  PF_REQUIRE(ConfigError,
+             cfg_.dtype != DType::bf16 || ctx_.device.is_cpu() || compute_capability(ctx_.device) >= 80,
+             "model.dtype = \"bf16\" needs a GPU of compute capability 8.0 or newer, but "
+                 << ctx_.device.str() << " is " << compute_capability(ctx_.device) / 10 << "."
+                 << compute_capability(ctx_.device) % 10 << ": use \"f16\" (with its dynamic loss scale) or \"f32\"");
   for (int64_t l = 0; l < cfg_.layers; ++l) layers_.emplace_back(cfg_, layout_.layer(l), attention_);
   params_ = Tensor::empty({layout_.total()}, DType::f32, *ctx_.tracker, "model.params");
   grads_ = Tensor::zeros({layout_.total()}, DType::f32, *ctx_.tracker, "model.grads");

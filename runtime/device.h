@@ -28,6 +28,9 @@ bool cuda_compiled();
 int cuda_device_count();
 // Why cuda_device_count() is 0, for one-line user messages ("" when GPUs exist).
 std::string cuda_unavailable_reason();
+// Compute capability as major * 10 + minor (70 for V100, 90 for H100); 0 for
+// the CPU.
+int compute_capability(Device device);
 // Makes `device` current for this thread (no-op for the CPU).
 void set_current_device(Device device);
 

@@ -32,6 +32,14 @@ std::string cuda_unavailable_reason() {
   return n == 0 ? "no CUDA device present" : "";
 }
 
+int compute_capability(Device device) {
+  if (device.is_cpu()) return 0;
+  int major = 0, minor = 0;
+  PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index));
+  PF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index));
+  return major * 10 + minor;
+}
+
 void set_current_device(Device device) {
   if (device.is_cpu()) return;
   PF_CUDA_CHECK(cudaSetDevice(device.index));
