@@ -3,7 +3,7 @@
 // longest local length under a memory cap.
 //   mpirun -np N performer-bench train --preset small|medium|paper [--length n_local] [--batch B]
 //          [--sp S] [--steps K] [--set model.key=value ...] [--cap 16GiB] [--data FILE] [--csv FILE]
-//   performer-bench train --preset paper --longest --cap 16GiB [--confirm]
+//   performer-bench train --preset paper --longest --cap 16GiB [--confirm] [--checkpointing both|on|off]
 // Each timed step reports tokens/s (all ranks) and seconds split into
 // attention compute, scan (its exposed part separately), other compute,
 // gradient and scalar allreduce, optimizer and data; plus the peak bytes of
@@ -58,7 +58,7 @@ struct Args {
   std::string preset = "small", data, csv;
   std::vector<std::string> sets;
   int64_t length = 1024, batch = 1, sp = 0, steps = 3;
-  std::string cap;
+  std::string cap, checkpointing = "both";
   bool longest = false, confirm = false;
 };
 
@@ -67,7 +67,10 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
   const int64_t cap = parse_byte_size(a.cap, "--cap");
   std::fprintf(out, "preset,checkpointing,batch,longest_local_length,planned_peak_bytes,cap_bytes\n");
   int rc = 0;
+  PF_REQUIRE(ConfigError, a.checkpointing == "both" || a.checkpointing == "on" || a.checkpointing == "off",
+             "--checkpointing must be both, on or off, got '" << a.checkpointing << "'");
   for (bool ckpt : {false, true}) {
+    if (a.checkpointing != "both" && ckpt != (a.checkpointing == "on")) continue;
     ModelConfig m = base.model;
     m.checkpoint_activations = ckpt;
     const int64_t n = longest_local_length(m, a.batch, cap, 1024, base.parallel.attention);
@@ -112,6 +115,7 @@ int run_train(int argc, char** argv) {
   app.add_option("--csv", a.csv, "write CSV here (default: stdout)");
   app.add_flag("--longest", a.longest, "find the longest local length under --cap with the planner");
   app.add_flag("--confirm", a.confirm, "with --longest: run one real step at that length under the cap");
+  app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off");
   CLI11_PARSE(app, argc, argv);
 
   int initialized = 0;
