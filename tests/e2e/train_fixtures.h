@@ -19,11 +19,14 @@ namespace pf::test {
 
 inline const char* kQueryFasta = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
 
-// A folder shared by the ranks of `comm` (named after rank 0's pid), created
-// by rank 0.
+// A folder shared by the ranks of `comm` (named after rank 0's pid), emptied
+// and created by rank 0. The first barrier keeps rank 0 from removing a folder
+// of the same tag that another rank is still reading (a broadcast does not
+// wait for its receivers).
 inline std::string shared_temp_dir(MPI_Comm comm, const std::string& tag) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
+  MPI_Barrier(comm);
   long pid = static_cast<long>(::getpid());
   MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
   const std::string dir =
