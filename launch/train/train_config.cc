@@ -157,11 +157,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("model", "seed", m.seed);
   s = dtype_name(m.dtype);
   r.get("model", "dtype", s);
-  try {
-    m.dtype = parse_model_dtype(s);
-  } catch (const ConfigError& e) {
-    throw ConfigError(origin + ": " + e.what());
-  }
+  m.dtype = parse_model_dtype(s);
 
   DataConfig& d = c.data;
   r.get("data", "files", d.files);
@@ -191,11 +187,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("optimizer", "clip_norm", o.clip_norm);
   s = loss_scale_mode_name(o.loss_scale.mode);
   r.get("optimizer", "loss_scale", s);
-  try {
-    o.loss_scale.mode = parse_loss_scale_mode(s);
-  } catch (const ConfigError& e) {
-    throw ConfigError(origin + ": " + e.what());
-  }
+  o.loss_scale.mode = parse_loss_scale_mode(s);
   r.get("optimizer", "loss_scale_init", o.loss_scale.init);
   r.get("optimizer", "loss_scale_window", o.loss_scale.window);
   r.get("optimizer", "max_skipped_steps", o.loss_scale.max_skips);
