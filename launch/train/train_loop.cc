@@ -76,7 +76,11 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   to_device(trainer.moment1(), st.m);
   to_device(trainer.moment2(), st.v);
   trainer.set_step(st.step);
-  if (st.loss_scale > 0) trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
+  // The checkpoint holds fp32 master weights, so a run may resume in another
+  // model.dtype; the loss scale carries over only within the same dtype (an
+  // f32 run's scale of 1 is no start for f16).
+  if (st.loss_scale > 0 && stored.model.dtype == cfg.model.dtype)
+    trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
   return st.loader;
 }
 

@@ -105,6 +105,27 @@ TEST(TrainResume, StopAndResumeIsBitIdenticalInF16WithAMovingLossScale) {
   }
 }
 
+// An f32 checkpoint resumed in f16: the master weights carry over, the loss
+// scale starts from the configured one (not the f32 run's 1).
+TEST(TrainResume, ResumesInAnotherPrecisionWithItsOwnLossScale) {
+  const int P = world_size();
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "resume-dtype");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  std::vector<std::string> stop = test::tiny_run(data, root, P, 4);
+  stop.push_back("train.stop_at=4");
+  EXPECT_EQ(train(stop).last_step, 4);
+  std::vector<std::string> resume = test::tiny_run(data, root, P, 4);
+  for (const char* o : {"checkpoint.resume=\"auto\"", "model.dtype=\"f16\"", "optimizer.loss_scale_init=1024"})
+    resume.push_back(o);
+  const TrainOutcome second = train(resume);
+  EXPECT_EQ(second.first_step, 4);
+  EXPECT_EQ(second.last_step, 8);
+  if (world_rank() == 0) {
+    EXPECT_EQ(metric_lines_with(root + "/metrics.jsonl", "\"loss_scale\":1.0,"), 4);
+    EXPECT_EQ(metric_lines_with(root + "/metrics.jsonl", "\"loss_scale\":1024.0,"), 4);
+  }
+}
+
 TEST(TrainResume, ResumesOnAnotherLayout) {
   const int P = world_size();
   if (P < 2) GTEST_SKIP() << "a change of layout needs at least 2 ranks";
