@@ -21,16 +21,14 @@
 #include "launch/train/session.h"
 #include "launch/train/train_loop.h"
 #include "tests/e2e/train_fixtures.h"
+#include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
 
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using test::world_rank;
+using test::world_size;
 
 struct Reference {
   double loss_sum = 0;
@@ -228,9 +226,7 @@ TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
   EXPECT_EQ(fresh_out.checkpoint, checkpoint_path(dir + "-fresh", 3));
   EXPECT_GT(test::rel_l2(read_checkpoint(fresh_out.checkpoint, layout).params, src), 0.01);
   // Steps of the fine-tune are counted from 0 in its metrics (written by rank 0).
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) {
+  if (world_rank() == 0) {
     EXPECT_EQ(test::metric_losses(dir + "/metrics.jsonl").size(), 3u);
   }
 }

@@ -13,21 +13,14 @@
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"
+#include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
 
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using test::world_rank;
+using test::world_size;
 
 TrainOutcome train(const std::vector<std::string>& overrides, MPI_Comm comm = MPI_COMM_WORLD) {
   const TrainConfig cfg = load_train_config("", overrides);

@@ -10,10 +10,13 @@
 #include "model/trainer.h"
 #include "runtime/comm.h"
 #include "tests/model/model_fixtures.h"
+#include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
+
+using test::world_size;
 
 constexpr int64_t kSamples = 2;
 constexpr int64_t kLength = 24;  // divisible by 1, 2, 3, 4
@@ -73,12 +76,6 @@ void check_layout(AttentionKind kind, Objective obj, int sp) {
   if (kind != AttentionKind::Softmax) {
     EXPECT_LT(test::rel_l2(got.final_params, want.final_params), 1e-5) << what;
   }
-}
-
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
 }
 
 TEST(ModelEquivalence, FavorCausalSequenceParallel) { check_layout(AttentionKind::Favor, Objective::CausalLM, world_size()); }
