@@ -16,16 +16,18 @@ pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(PF_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)
-find_package(dnnl CONFIG QUIET)
-if(NOT dnnl_FOUND)
-  find_path(PF_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
-  find_library(PF_DNNL_LIBRARY dnnl)
-  if(PF_DNNL_INCLUDE_DIR AND PF_DNNL_LIBRARY)
-    add_library(DNNL::dnnl UNKNOWN IMPORTED)
-    set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION "${PF_DNNL_LIBRARY}"
-                          INTERFACE_INCLUDE_DIRECTORIES "${PF_DNNL_INCLUDE_DIR}")
-    set(dnnl_FOUND TRUE)
-  endif()
+# oneDNN is found by its header and library, never by its CMake config:
+# Debian's dnnl-config.cmake is built with the OpenCL GPU runtime and makes
+# OpenCL's development files REQUIRED, which a QUIET find cannot soften, so an
+# optional piece we do not use would stop the whole configure.
+find_path(PF_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
+find_library(PF_DNNL_LIBRARY dnnl)
+set(dnnl_FOUND FALSE)
+if(PF_DNNL_INCLUDE_DIR AND PF_DNNL_LIBRARY)
+  add_library(DNNL::dnnl UNKNOWN IMPORTED)
+  set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION "${PF_DNNL_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${PF_DNNL_INCLUDE_DIR}")
+  set(dnnl_FOUND TRUE)
 endif()
 message(STATUS "performer: oneDNN sgemm ${dnnl_FOUND}, CBLAS at ${PF_CBLAS_INCLUDE_DIR}")
 

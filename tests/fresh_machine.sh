@@ -66,6 +66,7 @@ fi
 flock -u 9
 
 root=$(mktemp -d "$cache/roots/root.XXXXXX")
+chmod 755 "$root"   # mktemp makes it 0700: the root's "/" must be readable by its users (_apt)
 cleanup() {
   if [ "${PF_FRESH_KEEP:-0}" = 1 ]; then
     say "root kept at $root"
