@@ -63,7 +63,7 @@ class DeviceBuffer {
   DeviceBuffer(pf::MemoryTracker& tracker, pf::Device device, int64_t count, const float* host = nullptr)
       : tracker_(tracker), device_(device), bytes_(count * static_cast<int64_t>(sizeof(float))) {
     ptr_ = static_cast<float*>(pf::device_allocate(tracker_, bytes_ > 0 ? bytes_ : 4, "performer-attn"));
-    if (host != nullptr && bytes_ > 0) pf::copy_bytes(ptr_, device_, host, pf::Device::cpu(), bytes_);
+    if (host != nullptr && bytes_ > 0) pf::copy_bytes_blocking(ptr_, device_, host, pf::Device::cpu(), bytes_);
   }
   ~DeviceBuffer() { pf::device_free(tracker_, ptr_, bytes_ > 0 ? bytes_ : 4, "performer-attn"); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -71,7 +71,7 @@ class DeviceBuffer {
   float* get() const { return ptr_; }
   std::vector<float> to_host() const {
     std::vector<float> out(static_cast<size_t>(bytes_ / sizeof(float)));
-    if (bytes_ > 0) pf::copy_bytes(out.data(), pf::Device::cpu(), ptr_, device_, bytes_);
+    if (bytes_ > 0) pf::copy_bytes_blocking(out.data(), pf::Device::cpu(), ptr_, device_, bytes_);
     return out;
   }
 

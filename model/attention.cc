@@ -1,10 +1,9 @@
 #include "model/attention.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <memory>
 
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/linear_attention/linear_attention.h"
@@ -19,7 +18,8 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The log-scale state combine of the linear-attention kernels as a scan operator.
+// The log-scale state combine of the linear-attention kernels as a scan
+// operator: its kernels run on the stream the scan gives (the communicator's).
 class StateCombine : public ScanCombine {
  public:
   StateCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
@@ -27,15 +27,16 @@ class StateCombine : public ScanCombine {
   Device device() const override { return ctx_.device; }
   int64_t granule() const override { return 1 + m_ * (d_ + 1); }
   const char* name() const override { return "linear_attention_state"; }
-  void fill_identity(void* out, int64_t count, const Stream&) const override {
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
     LinAttnShape s;
     s.heads = count / granule();
     s.m = m_;
     s.d = d_;
-    linear_attention_state_clear(ctx_, s, static_cast<float*>(out));
+    linear_attention_state_clear(ctx_.on(stream), s, static_cast<float*>(out));
   }
-  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream&) const override {
-    linear_attention_state_combine(ctx_, count / granule(), m_, d_, static_cast<const float*>(earlier),
+  void combine(const void* earlier, const void* later, void* out, int64_t count,
+               const Stream& stream) const override {
+    linear_attention_state_combine(ctx_.on(stream), count / granule(), m_, d_, static_cast<const float*>(earlier),
                                    static_cast<const float*>(later), static_cast<float*>(out));
   }
 
@@ -44,23 +45,51 @@ class StateCombine : public ScanCombine {
   int64_t m_, d_;
 };
 
-// out = T_0 (+) T_1 (+) ... (+) T_{P-1} over the group, identical bits on every rank.
-void allgather_combine(const ExecContext& ctx, Communicator& comm, const StateCombine& combine, const float* local,
-                       float* out, int64_t count) {
+// Communication of one attention layer on the sequence group's stream, ordered
+// after the work already queued on the compute stream (which wrote its
+// inputs); join() makes later compute work wait for it. Times come from
+// events, so they mean the same on the host, on CPU streams and on CUDA.
+class CommPhase {
+ public:
+  CommPhase(const ExecContext& ctx, const Communicator& comm) : ctx_(ctx), comm_stream_(comm.stream()) {
+    stream_wait_stream(comm_stream_, ctx.stream);
+    start_ = record_event(comm_stream_);
+  }
+  const Stream& stream() const { return comm_stream_; }
+  // Everything of the phase is issued.
+  void issued() { end_ = record_event(comm_stream_); }
+  void join(bool omit_wait = false) {
+    wait_from_ = record_event(ctx_.stream);
+    if (!omit_wait) wait_event(ctx_.stream, end_);
+    wait_to_ = record_event(ctx_.stream);
+  }
+  // After the compute stream has reached the join.
+  void times(AttentionTiming& t) const {
+    t.comm = event_elapsed_seconds(start_, end_);
+    // A host-blocking communicator held the launching thread for all of it.
+    t.comm_wait = stream_is_async(comm_stream_) ? event_elapsed_seconds(wait_from_, wait_to_) : t.comm;
+  }
+
+ private:
+  const ExecContext& ctx_;
+  Stream comm_stream_;
+  Event start_, end_, wait_from_, wait_to_;
+};
+
+// out = T_0 (+) T_1 (+) ... (+) T_{P-1} over the group, identical bits on every
+// rank, on the phase's stream; joined to the compute stream before the
+// gathered blocks are released there.
+void allgather_combine(const ExecContext& ctx, Communicator& comm, CommPhase& phase, const StateCombine& combine,
+                       const float* local, float* out, int64_t count) {
   const int P = comm.size();
   Tensor all = Tensor::empty({P, count}, DType::f32, *ctx.tracker, "attention.allgather");
+  stream_wait_stream(phase.stream(), ctx.stream);  // the allocation is in the compute stream's order
   comm.allgather(local, all.raw(), count, DType::f32);
-  synchronize(comm.stream());
   const float* a = all.data<float>();
-  copy_bytes(out, ctx.device, a, ctx.device, count * 4);
-  for (int r = 1; r < P; ++r) combine.combine(out, a + r * count, out, count, ctx.stream);
-}
-
-bool can_overlap(const Communicator& comm) {
-  if (std::string(comm.backend_name()) != "mpi") return std::string(comm.backend_name()) == "nccl";
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  return provided >= MPI_THREAD_SERIALIZED;
+  copy_bytes(phase.stream(), out, ctx.device, a, ctx.device, count * 4);
+  for (int r = 1; r < P; ++r) combine.combine(out, a + r * count, out, count, phase.stream());
+  phase.issued();
+  phase.join();
 }
 
 // Features of one group of heads, kept while the same group is asked for again.
@@ -162,8 +191,16 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
     for (int64_t h0 = 0; h0 < heads; h0 += G) body(h0, std::min(G, heads - h0));
   };
 
+  std::unique_ptr<CommPhase> phase;
+  ScanOptions so;
+  so.algorithm = opt_.scan;
+  so.tracker = ctx.tracker;
   if (cfg_.causal()) {
-    std::future<double> scan;
+    auto issue_scan = [&] {
+      phase = std::make_unique<CommPhase>(ctx, *sp_);
+      exclusive_scan(*sp_, Tp, state, heads * ss, combine, so);
+      phase->issued();
+    };
     if (distributed) {
       // Block totals first, so the scan runs while the local chunks are computed.
       for_groups([&](int64_t h0, int64_t hg) {
@@ -171,17 +208,7 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
         bidirectional_linear_attention_local_state(ctx, shape_of(hg), feats.phi_k(), feats.c_k(), v + h0 * n * D,
                                                    Tp + h0 * ss);
       });
-      Communicator* sp = sp_;
-      ScanOptions so;
-      so.algorithm = opt_.scan;
-      so.tracker = ctx.tracker;
-      auto run_scan = [sp, Tp, state, heads, ss, &combine, so] {
-        const double s0 = seconds_now();
-        exclusive_scan(*sp, Tp, state, heads * ss, combine, so);
-        synchronize(sp->stream());
-        return seconds_now() - s0;
-      };
-      scan = std::async(opt_.overlap_comm && can_overlap(*sp_) ? std::launch::async : std::launch::deferred, run_scan);
+      if (opt_.overlap_comm) issue_scan();
     }
     Tensor local_total = Tensor::empty({G, ss}, DType::f32, *ctx.tracker, "attention.local_total");
     for_groups([&](int64_t h0, int64_t hg) {
@@ -191,9 +218,8 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
                                             local_total.data<float>(), nullptr);
     });
     if (distributed) {
-      const double w0 = seconds_now();
-      t.comm = scan.get();
-      t.comm_wait = seconds_now() - w0;
+      if (!phase) issue_scan();
+      phase->join(opt_.test_omit_scan_wait);
       for_groups([&](int64_t h0, int64_t hg) {
         feats.load(h0, hg, true);
         linear_attention_add_prefix(ctx, shape_of(hg), feats.phi_q(), state + h0 * ss, yp + h0 * n * (D + 1),
@@ -209,11 +235,10 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
                                                  Tp + h0 * ss);
     });
     if (distributed) {
-      const double c0 = seconds_now();
-      allgather_combine(ctx, *sp_, combine, Tp, state, heads * ss);
-      t.comm = t.comm_wait = seconds_now() - c0;
+      phase = std::make_unique<CommPhase>(ctx, *sp_);
+      allgather_combine(ctx, *sp_, *phase, combine, Tp, state, heads * ss);
     } else {
-      copy_bytes(state, ctx.device, Tp, ctx.device, heads * ss * 4);
+      copy_bytes(ctx.stream, state, ctx.device, Tp, ctx.device, heads * ss * 4);
     }
     for_groups([&](int64_t h0, int64_t hg) {
       feats.load(h0, hg, true);
@@ -223,6 +248,7 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
   }
   linear_attention_normalize(ctx, full, yp, saved.o.data<float>(), saved.den.data<float>());
   synchronize(ctx.stream);
+  if (phase) phase->times(t);
   t.compute = seconds_now() - t0 - t.comm_wait;
   if (timing) *timing = t;
 }
@@ -248,6 +274,10 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
   const int64_t ss = 1 + m * (D + 1);
   const StateCombine combine(ctx, m, D);
   GroupFeatures feats(ctx, fp, G, n, D, m, W, q, k);
+  std::unique_ptr<CommPhase> phase;
+  ScanOptions so;
+  so.algorithm = opt_.scan;
+  so.tracker = ctx.tracker;
   Tensor d_phi_q = Tensor::empty({G * n, m}, DType::f32, *ctx.tracker, "attention.d_phi_q");
   Tensor d_phi_k = Tensor::empty({G * n, m}, DType::f32, *ctx.tracker, "attention.d_phi_k");
   Tensor U = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total");
@@ -277,18 +307,15 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
     });
     if (distributed) {
       Tensor suffix = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.suffix");
-      ScanOptions so;
-      so.algorithm = opt_.scan;
-      so.tracker = ctx.tracker;
-      const double c0 = seconds_now();
+      phase = std::make_unique<CommPhase>(ctx, *sp_);
       reverse_exclusive_scan(*sp_, Up, suffix.raw(), heads * ss, combine, so);
-      synchronize(sp_->stream());
-      t.comm = t.comm_wait = seconds_now() - c0;
+      phase->issued();
+      phase->join();
       Tensor dk_extra = Tensor::empty({G * n, D}, DType::f32, *ctx.tracker, "attention.dk_suffix");
       for_groups([&](int64_t h0, int64_t hg) {
         feats.load(h0, hg, false);
         const int64_t r = h0 * n;
-        fill_zero(d_phi_k.raw(), ctx.device, hg * n * m * 4);
+        fill_zero(ctx.stream, d_phi_k.raw(), ctx.device, hg * n * m * 4);
         linear_attention_backward_add_suffix(ctx, shape_of(hg), feats.phi_k(), feats.c_k(), v + r * D,
                                              suffix.data<float>() + h0 * ss, d_phi_k.data<float>(), dv + r * D);
         fm_back(k + r * D, feats.phi_k(), d_phi_k.data<float>(), dk_extra.data<float>(), hg);
@@ -307,9 +334,8 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
     Tensor total = U;
     if (distributed) {
       total = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total_all");
-      const double c0 = seconds_now();
-      allgather_combine(ctx, *sp_, combine, Up, total.data<float>(), heads * ss);
-      t.comm = t.comm_wait = seconds_now() - c0;
+      phase = std::make_unique<CommPhase>(ctx, *sp_);
+      allgather_combine(ctx, *sp_, *phase, combine, Up, total.data<float>(), heads * ss);
     }
     for_groups([&](int64_t h0, int64_t hg) {
       feats.load(h0, hg, false);
@@ -321,6 +347,7 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
     });
   }
   synchronize(ctx.stream);
+  if (phase) phase->times(t);
   t.compute = seconds_now() - t0 - t.comm_wait;
   if (timing) *timing = t;
 }

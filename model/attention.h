@@ -33,8 +33,8 @@ namespace pf {
 // Seconds spent in one call, for the step's timing breakdown.
 struct AttentionTiming {
   double compute = 0;    // local kernels (features, chunks, prefix, normalise)
-  double comm = 0;       // scan/allgather time (on the worker thread when overlapped)
-  double comm_wait = 0;  // time the compute thread waited for communication (exposed)
+  double comm = 0;       // scan/allgather time on the communicator's stream
+  double comm_wait = 0;  // time the compute stream waited for it (exposed)
 };
 
 struct AttentionSaved {
@@ -47,7 +47,12 @@ struct AttentionSaved {
 
 struct AttentionOptions {
   int64_t head_group = 0;          // heads per feature batch (0: all heads at once)
-  bool overlap_comm = true;        // run the forward scan on a worker thread
+  // Issue the forward scan before the local chunks, so that it runs during
+  // them on a stream-ordered communicator (NCCL, MPI with async CPU streams).
+  bool overlap_comm = true;
+  // Test only: leaves out the compute stream's wait for the forward scan, so
+  // that a test can prove the asynchronous CPU streams detect a missing wait.
+  bool test_omit_scan_wait = false;
   ScanAlgorithm scan = ScanAlgorithm::Auto;
 };
 

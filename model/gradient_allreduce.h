@@ -3,31 +3,36 @@
 //
 // The backward walks the parameter layout from the end to the start (final
 // LayerNorm, layer L-1, ..., layer 0, embedding), so after each block it
-// announces ready(from): every element of [from, total) is final. The
-// announcing thread cuts the newly final range into buckets of at most
-// `bucket_elems` elements, from its end down. The buckets depend only on the
-// sequence of ready() calls, never on timing, so every rank posts the same
-// allreduces in the same order. A worker thread sums each bucket over a
-// private duplicate of the communicator while the backward goes on; finish()
-// cuts whatever was not announced and waits for the last bucket.
+// announces ready(from): every element of [from, total) is final. ready() cuts
+// the newly final range into buckets of at most `bucket_elems` elements, from
+// its end down, and issues their allreduces on the communicator's stream,
+// ordered after the compute stream's work so far (an event). The buckets
+// depend only on the sequence of ready() calls, never on timing, and every
+// collective of a rank is issued by the one thread that runs the step, in
+// program order, so every rank issues the same collectives (these and the
+// sequence group's scans) in the same order: no cross-thread or
+// cross-communicator order hazard (docs/comm.md). finish() issues what was
+// not announced and makes the compute stream wait for the last bucket.
 //
-// Overlap needs a communicator that two threads may use at once: NCCL, or MPI
-// initialised with MPI_THREAD_MULTIPLE. Otherwise (or with overlap off) the
-// same buckets are summed inside finish(), after the backward, so the result
-// is bit-identical either way.
+// Overlap needs a stream-ordered communicator (NCCL, or MPI with asynchronous
+// CPU streams), whose work runs while the backward goes on. On a host-blocking
+// one (or with overlap off) the same buckets are summed inside finish(), after
+// the backward, so the result is bit-identical either way.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <thread>
+#include <utility>
+#include <vector>
 
 #include "runtime/comm.h"
+#include "runtime/device.h"
 
 namespace pf {
 
 struct GradientAllreduceTiming {
-  double busy = 0;     // seconds the reductions took (on the worker when overlapped)
-  double exposed = 0;  // seconds finish() waited for them (the part not hidden by the backward)
+  double busy = 0;     // seconds the reductions took on the communicator's stream
+  double exposed = 0;  // seconds the compute stream (or the host) waited for them
   int64_t buckets = 0;
   bool overlapped = false;
 };
@@ -37,38 +42,37 @@ class GradientAllreduce {
   // `comm` is duplicated (collective over its ranks). bucket_elems >= 1 is the
   // largest bucket.
   GradientAllreduce(Communicator& comm, int64_t bucket_elems, bool overlap);
-  // Stops the worker. If a step is being abandoned (an exception during the
-  // backward) with buckets still in flight, the worker is detached rather than
-  // waited for: it may be blocked in a collective that the other ranks will
-  // never join, and the error must reach the program's handler (which aborts
-  // the job).
-  ~GradientAllreduce();
   GradientAllreduce(const GradientAllreduce&) = delete;
   GradientAllreduce& operator=(const GradientAllreduce&) = delete;
 
-  // True when reductions run on the worker thread during the backward.
-  bool overlapping() const { return worker_.joinable(); }
+  // True when the buckets are reduced during the backward.
+  bool overlapping() const { return overlap_; }
 
-  // Starts one step's reduction of grads [total] (on the communicator's device).
-  void begin(float* grads, int64_t total);
+  // Starts one step's reduction of grads [total] (on the communicator's
+  // device), written by the backward on `compute`.
+  void begin(const Stream& compute, float* grads, int64_t total);
   // [from, total) is final. `from` never increases within a step.
   void ready(int64_t from);
-  // Reduces whatever is left, waits for every bucket and returns the step's
-  // timing. Rethrows an error of the worker (with its context).
+  // Issues whatever is left, makes the compute stream wait for every bucket,
+  // drains it, and returns the step's timing (rethrowing a failed reduction
+  // with its context).
   GradientAllreduceTiming finish();
 
  private:
-  struct State;  // shared with the worker thread
   void post(int64_t from, int64_t to);  // cuts [from, to) into buckets
+  void issue();                         // issues the buckets cut so far
 
-  std::shared_ptr<State> s_;
+  std::unique_ptr<Communicator> comm_;  // private duplicate; nullptr for one rank
   int64_t bucket_elems_;
+  bool overlap_ = false;
+  Stream compute_;
   float* grads_ = nullptr;
   int64_t total_ = 0;
   int64_t final_from_ = 0;   // [final_from_, total_) announced final
-  int64_t posted_from_ = 0;  // [posted_from_, total_) already cut into buckets
+  int64_t posted_from_ = 0;  // [posted_from_, total_) already issued
   bool in_step_ = false;
-  std::thread worker_;
+  std::vector<std::pair<int64_t, int64_t>> cut_;  // buckets [first, end) not issued yet
+  std::vector<Event> bucket_events_;  // start and end of each bucket on the comm stream
 };
 
 }  // namespace pf

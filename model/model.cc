@@ -40,7 +40,8 @@ PerformerModel::PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, C
     params_lp_ = Tensor::empty({layout_.total()}, cfg_.dtype, *ctx_.tracker, "model.params_lowp");
   std::vector<float> host(static_cast<size_t>(layout_.total()));
   init_parameters(cfg_, layout_, host.data());
-  copy_bytes(params_.raw(), ctx_.device, host.data(), Device::cpu(), params_.nbytes());
+  copy_bytes(ctx_.stream, params_.raw(), ctx_.device, host.data(), Device::cpu(), params_.nbytes());
+  synchronize(ctx_.stream);  // `host` goes out of scope
 }
 
 int64_t PerformerModel::redraw_index(int64_t step) const {
@@ -58,7 +59,8 @@ const float* PerformerModel::projection(int64_t layer, int64_t step) {
           spec, ProjectionKey{cfg_.seed, static_cast<uint64_t>(l),
                               static_cast<uint64_t>(redraw) + (static_cast<uint64_t>(cfg_.feature_draw) << 32)});
       Tensor t = Tensor::empty({spec.m, spec.d}, DType::f32, *ctx_.tracker, "model.projection");
-      copy_bytes(t.raw(), ctx_.device, w.data(), Device::cpu(), t.nbytes());
+      copy_bytes(ctx_.stream, t.raw(), ctx_.device, w.data(), Device::cpu(), t.nbytes());
+      synchronize(ctx_.stream);  // `w` goes out of scope
       projections_.push_back(t);
     }
     projection_redraw_ = redraw;
@@ -106,8 +108,9 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
 
   Tensor ids = Tensor::empty({T}, DType::i32, tr, "model.ids");
   Tensor targets = Tensor::empty({T}, DType::i32, tr, "model.targets");
-  copy_bytes(ids.raw(), ctx.device, in.inputs.data(), Device::cpu(), T * 4);
-  copy_bytes(targets.raw(), ctx.device, in.targets.data(), Device::cpu(), T * 4);
+  // `in` outlives the step's work: the forward ends with the stream drained.
+  copy_bytes(ctx.stream, ids.raw(), ctx.device, in.inputs.data(), Device::cpu(), T * 4);
+  copy_bytes(ctx.stream, targets.raw(), ctx.device, in.targets.data(), Device::cpu(), T * 4);
 
   // Layer inputs x_0 .. x_L, each [T, C]; with checkpointing, the only
   // activations kept across layers.
@@ -150,7 +153,8 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
     linear_forward(ctx, hf.data<float>(), p + layout_.embedding(), nullptr, logits.data<float>(), T, C, V);
   if (logits_out) {
     logits_out->resize(static_cast<size_t>(T * V));
-    copy_bytes(logits_out->data(), Device::cpu(), logits.raw(), ctx.device, logits.nbytes());
+    copy_bytes(ctx.stream, logits_out->data(), Device::cpu(), logits.raw(), ctx.device, logits.nbytes());
+    synchronize(ctx.stream);
   }
   Tensor token_loss = Tensor::empty({T}, DType::f32, tr, "model.token_loss");
   const CrossEntropySums ce =
@@ -182,9 +186,7 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   // down: each block's gradients are final once its backward is done (the
   // embedding, tied to the head, only at the very end).
   auto announce = [&](int64_t from) {
-    if (!ready) return;
-    synchronize(ctx.stream);
-    ready(from);
+    if (ready) ready(from);  // ordered after the compute stream's work by an event
   };
   announce(layout_.final_ln_g());
   for (int64_t l = L - 1; l >= 0; --l) {

@@ -60,7 +60,7 @@ StepStats Trainer::train_step(const TokenBatch& local) {
              "step " << step_ << ": the global batch has no token to predict (all padding?)");
 
   model_.zero_grads();
-  grad_allreduce_.begin(model_.grads().data<float>(), model_.layout().total());
+  grad_allreduce_.begin(ctx_.stream, model_.grads().data<float>(), model_.layout().total());
   st.loss_scale = scaler_.scale();
   const ForwardResult fr =
       model_.forward_backward(in, step_, st.loss_scale / static_cast<double>(global_count), &st.model,

@@ -66,20 +66,23 @@ void allreduce_host_values(Communicator& comm, void* values, int64_t count, DTyp
                            MemoryTracker& tracker) {
   if (comm.device().is_cpu()) {
     comm.allreduce(values, values, count, dtype, op);
+    synchronize(comm.stream());
     return;
   }
   const int64_t bytes = count * dtype_size(dtype);
+  const Stream s = comm.stream();
   void* staged = device_allocate(tracker, bytes, "comm.host_values");
+  stream_wait_stream(s, tracker.stream());  // the allocation is ordered on the tracker's stream
   try {
-    copy_bytes(staged, comm.device(), values, Device::cpu(), bytes);
+    copy_bytes(s, staged, comm.device(), values, Device::cpu(), bytes);
     comm.allreduce(staged, staged, count, dtype, op);
-    synchronize(comm.stream());
-    copy_bytes(values, Device::cpu(), staged, comm.device(), bytes);
+    copy_bytes(s, values, Device::cpu(), staged, comm.device(), bytes);
+    synchronize(s);
   } catch (...) {
-    device_free(tracker, staged, bytes, "comm.host_values");
+    device_free(tracker, staged, bytes, "comm.host_values", &s);
     throw;
   }
-  device_free(tracker, staged, bytes, "comm.host_values");
+  device_free(tracker, staged, bytes, "comm.host_values", &s);
 }
 
 }  // namespace pf

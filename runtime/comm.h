@@ -14,19 +14,23 @@
 // send and the receive inside one group, or the exchange may deadlock, on every
 // backend alike. barrier() and split() are not allowed inside a group.
 //
-// Completion and streams: on host backends (local, MPI) "complete" means the
-// bytes are in place when the call (or group_end) returns. On NCCL, work is
-// enqueued on stream(): work queued afterwards on that stream sees the result,
-// and the host must synchronize(stream()) before reading device memory.
+// Completion and streams (stream_ordered()): a host-blocking communicator
+// (local; MPI with synchronous CPU streams) has the bytes in place when the
+// call (or group_end) returns, and reads its inputs at the call. A
+// stream-ordered one (NCCL; MPI with asynchronous CPU streams) queues its work
+// on stream() and completes it there. For both, a caller whose inputs were
+// written on another stream first makes stream() wait for that stream
+// (stream_wait_stream, which on a host-blocking communicator makes the host
+// wait), and work on another stream that needs a result waits for stream()
+// the same way; the host must synchronize(stream()) before reading results.
 //
 // Backends:
 //   make_local_comm(device)  one rank; sends to self match receives in a group
 //   make_mpi_comm(comm)      host buffers over a duplicate of an MPI_Comm
 //   make_nccl_comm(comm)     CUDA buffers; NCCL bootstrapped over an MPI_Comm,
 //                            one GPU per rank chosen from the node-local rank
+// (the last two are declared in runtime/comm_mpi.h, which includes <mpi.h>).
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <memory>
@@ -39,6 +43,11 @@
 namespace pf {
 
 enum class ReduceOp { Sum, Max, Min };
+
+// The MPI thread level a communicator needs: only the thread that made MPI
+// (Funneled), or several threads at once (Multiple: MPI calls on stream
+// workers while the main thread makes others).
+enum class ThreadSupport { Funneled, Multiple };
 const char* reduce_op_name(ReduceOp op);
 
 class Communicator {
@@ -54,8 +63,11 @@ class Communicator {
   virtual Device device() const = 0;
   // The stream the communicator's work runs on (a no-op token on host backends).
   virtual Stream stream() const = 0;
-  // "local", "mpi" or "nccl".
+  // "local", "mpi" or "nccl", for messages.
   virtual const char* backend_name() const = 0;
+  // True when work is queued on stream() and completes there (see the top).
+  virtual bool stream_ordered() const = 0;
+  virtual ThreadSupport thread_support_needed() const = 0;
 
   // Point to point. Messages between one pair of ranks match in posting order;
   // the receive's count and dtype must equal the send's.
@@ -95,13 +107,5 @@ std::string comm_description(const Communicator& comm);
 
 // One rank; buffers on `device` (the host by default).
 std::unique_ptr<Communicator> make_local_comm(Device device = Device::cpu());
-// Host buffers over a duplicate of `comm` (errors are returned, then thrown as
-// MpiError/CommError). MPI must be initialised; the result must be destroyed
-// before MPI_Finalize.
-std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm);
-// CUDA buffers, one GPU per rank (the node-local rank picks it). Throws
-// CommError when the build has no CUDA backend or the node has fewer GPUs than
-// ranks.
-std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm);
 
 }  // namespace pf

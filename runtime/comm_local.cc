@@ -23,6 +23,8 @@ class LocalCommunicator final : public Communicator {
   Device device() const override { return device_; }
   Stream stream() const override { return Stream{device_, nullptr}; }
   const char* backend_name() const override { return "local"; }
+  bool stream_ordered() const override { return false; }
+  ThreadSupport thread_support_needed() const override { return ThreadSupport::Funneled; }
 
   void send(const void* buf, int64_t count, DType dtype, int peer) override {
     detail::check_peer(*this, peer, "send");
@@ -93,7 +95,7 @@ class LocalCommunicator final : public Communicator {
 
   void copy(void* dst, const void* src, int64_t bytes) const {
     if (dst == src || bytes == 0) return;
-    copy_bytes(dst, device_, src, device_, bytes);
+    copy_bytes_blocking(dst, device_, src, device_, bytes);  // host-blocking: in place on return
   }
 
   Device device_;

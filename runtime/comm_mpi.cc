@@ -3,11 +3,18 @@
 // Inside a group, operations are posted non-blocking (MPI_Isend, MPI_Irecv,
 // MPI_Iallreduce, ...) and completed by MPI_Waitall at the outermost
 // group_end; outside a group each call is the blocking MPI call.
+//
+// Every MPI call of an operation runs on the communicator's stream: at once
+// on the calling thread with synchronous host streams (complete on return),
+// or queued on its own HostStream worker with asynchronous ones, where it
+// completes in stream order exactly as NCCL's work does on its CUDA stream.
+// Only that worker touches pending requests; argument checks run at the call.
 #include <vector>
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_impl.h"
+#include "runtime/comm_mpi.h"
 
 namespace pf {
 namespace {
@@ -46,13 +53,15 @@ bool mpi_usable() {
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (a communicator this library created).
-  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+  MpiCommunicator(MPI_Comm comm, const HostStreamConfig& streams) : comm_(comm), streams_(streams) {
     PF_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     PF_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     PF_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    stream_ = create_stream(Device::cpu(), streams_);
   }
 
   ~MpiCommunicator() override {
+    destroy_stream(stream_);  // runs what is queued
     if (!mpi_usable()) return;
     if (!pending_.empty()) MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
     MPI_Comm_free(&comm_);
@@ -61,26 +70,34 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Device device() const override { return Device::cpu(); }
-  Stream stream() const override { return Stream{}; }
+  Stream stream() const override { return stream_; }
   const char* backend_name() const override { return "mpi"; }
+  bool stream_ordered() const override { return stream_is_async(stream_); }
+  ThreadSupport thread_support_needed() const override {
+    return stream_ordered() ? ThreadSupport::Multiple : ThreadSupport::Funneled;
+  }
 
   void send(const void* buf, int64_t count, DType dtype, int peer) override {
     detail::check_peer(*this, peer, "send");
     detail::check_int_count(*this, count, "send");
+    const int n = static_cast<int>(count);
+    const MPI_Datatype t = mpi_type(dtype);
     if (depth_ > 0) {
-      PF_MPI_CHECK(MPI_Isend(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_, post()));
+      run([=] { PF_MPI_CHECK(MPI_Isend(buf, n, t, peer, kTag, comm_, post())); });
     } else {
-      PF_MPI_CHECK(MPI_Send(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_));
+      run([=] { PF_MPI_CHECK(MPI_Send(buf, n, t, peer, kTag, comm_)); });
     }
   }
 
   void recv(void* buf, int64_t count, DType dtype, int peer) override {
     detail::check_peer(*this, peer, "recv");
     detail::check_int_count(*this, count, "recv");
+    const int n = static_cast<int>(count);
+    const MPI_Datatype t = mpi_type(dtype);
     if (depth_ > 0) {
-      PF_MPI_CHECK(MPI_Irecv(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_, post()));
+      run([=] { PF_MPI_CHECK(MPI_Irecv(buf, n, t, peer, kTag, comm_, post())); });
     } else {
-      PF_MPI_CHECK(MPI_Recv(buf, static_cast<int>(count), mpi_type(dtype), peer, kTag, comm_, MPI_STATUS_IGNORE));
+      run([=] { PF_MPI_CHECK(MPI_Recv(buf, n, t, peer, kTag, comm_, MPI_STATUS_IGNORE)); });
     }
   }
 
@@ -91,9 +108,9 @@ class MpiCommunicator final : public Communicator {
     const void* src = send == own ? MPI_IN_PLACE : send;
     const MPI_Datatype t = mpi_type(dtype);
     if (depth_ > 0) {
-      PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, post()));
+      run([=] { PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, post())); });
     } else {
-      PF_MPI_CHECK(MPI_Allgather(src, n, t, recv, n, t, comm_));
+      run([=] { PF_MPI_CHECK(MPI_Allgather(src, n, t, recv, n, t, comm_)); });
     }
   }
 
@@ -104,25 +121,31 @@ class MpiCommunicator final : public Communicator {
                              << " is not supported by the MPI backend (no half-precision arithmetic in MPI) on "
                              << comm_description(*this));
     const void* src = send == recv ? MPI_IN_PLACE : send;
+    const int n = static_cast<int>(count);
+    const MPI_Datatype t = mpi_type(dtype);
+    const MPI_Op o = mpi_op(op);
     if (depth_ > 0) {
-      PF_MPI_CHECK(MPI_Iallreduce(src, recv, static_cast<int>(count), mpi_type(dtype), mpi_op(op), comm_, post()));
+      run([=] { PF_MPI_CHECK(MPI_Iallreduce(src, recv, n, t, o, comm_, post())); });
     } else {
-      PF_MPI_CHECK(MPI_Allreduce(src, recv, static_cast<int>(count), mpi_type(dtype), mpi_op(op), comm_));
+      run([=] { PF_MPI_CHECK(MPI_Allreduce(src, recv, n, t, o, comm_)); });
     }
   }
 
   void broadcast(void* buf, int64_t count, DType dtype, int root) override {
     detail::check_peer(*this, root, "broadcast root");
     detail::check_int_count(*this, count, "broadcast");
+    const int n = static_cast<int>(count);
+    const MPI_Datatype t = mpi_type(dtype);
     if (depth_ > 0) {
-      PF_MPI_CHECK(MPI_Ibcast(buf, static_cast<int>(count), mpi_type(dtype), root, comm_, post()));
+      run([=] { PF_MPI_CHECK(MPI_Ibcast(buf, n, t, root, comm_, post())); });
     } else {
-      PF_MPI_CHECK(MPI_Bcast(buf, static_cast<int>(count), mpi_type(dtype), root, comm_));
+      run([=] { PF_MPI_CHECK(MPI_Bcast(buf, n, t, root, comm_)); });
     }
   }
 
   void barrier() override {
     detail::check_not_in_group(*this, depth_, "barrier");
+    synchronize(stream_);
     PF_MPI_CHECK(MPI_Barrier(comm_));
   }
 
@@ -131,27 +154,35 @@ class MpiCommunicator final : public Communicator {
   void group_end() override {
     detail::check_group_open(*this, depth_);
     if (--depth_ > 0) return;
-    std::vector<MPI_Request> requests;
-    requests.swap(pending_);
-    if (requests.empty()) return;
-    PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    run([this] {
+      std::vector<MPI_Request> requests;
+      requests.swap(pending_);
+      if (requests.empty()) return;
+      PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    });
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     detail::check_not_in_group(*this, depth_, "split");
+    synchronize(stream_);
     MPI_Comm sub = MPI_COMM_NULL;
     PF_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
     if (sub == MPI_COMM_NULL) return nullptr;
-    return std::make_unique<MpiCommunicator>(sub);
+    return std::make_unique<MpiCommunicator>(sub, streams_);
   }
 
  private:
+  // One operation's MPI calls, on the stream (see the top of the file).
+  void run(std::function<void()> op) { host_launch(stream_, std::move(op)); }
+
   MPI_Request* post() {
     pending_.push_back(MPI_REQUEST_NULL);
     return &pending_.back();
   }
 
   MPI_Comm comm_;
+  HostStreamConfig streams_;
+  Stream stream_;
   int rank_ = 0;
   int size_ = 1;
   int depth_ = 0;
@@ -160,13 +191,19 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm) {
+std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfig& streams) {
   PF_REQUIRE(CommError, mpi_usable(),
              "an MPI communicator was requested, but MPI is not initialised (or is finalised)");
   PF_REQUIRE(CommError, comm != MPI_COMM_NULL, "make_mpi_comm given MPI_COMM_NULL");
+  int provided = MPI_THREAD_SINGLE;
+  PF_MPI_CHECK(MPI_Query_thread(&provided));
+  PF_REQUIRE(CommError, !streams.async || provided >= MPI_THREAD_MULTIPLE,
+             "CPU streams '" << host_streams_name(streams)
+                             << "' run MPI on stream worker threads, which needs MPI_THREAD_MULTIPLE; MPI "
+                                "was initialised with a lower level (use CPU streams 'sync')");
   MPI_Comm dup = MPI_COMM_NULL;
   PF_MPI_CHECK(MPI_Comm_dup(comm, &dup));
-  return std::make_unique<MpiCommunicator>(dup);
+  return std::make_unique<MpiCommunicator>(dup, streams);
 }
 
 }  // namespace pf

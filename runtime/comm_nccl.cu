@@ -9,6 +9,7 @@
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/comm_impl.h"
 #include "runtime/comm_nccl.cuh"
 #include "runtime/cuda_check.cuh"
@@ -67,6 +68,9 @@ class NcclCommunicator final : public Communicator {
   Device device() const override { return device_; }
   Stream stream() const override { return Stream{device_, stream_}; }
   const char* backend_name() const override { return "nccl"; }
+  bool stream_ordered() const override { return true; }
+  // MPI only bootstraps, on the creating thread.
+  ThreadSupport thread_support_needed() const override { return ThreadSupport::Funneled; }
 
   void send(const void* buf, int64_t count, DType dtype, int peer) override {
     detail::check_peer(*this, peer, "send");

@@ -1,6 +1,7 @@
 // make_nccl_comm for builds without the CUDA backend: a clear CommError.
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 
 namespace pf {
 

@@ -2,6 +2,7 @@
 // a normal answer (0 devices), not an error.
 #include "runtime/cuda_check.cuh"
 #include "runtime/device.h"
+#include "runtime/stream_cuda.h"
 
 namespace pf {
 
@@ -40,29 +41,52 @@ int compute_capability(Device device) {
   return major * 10 + minor;
 }
 
-void set_current_device(Device device) {
-  if (device.is_cpu()) return;
-  PF_CUDA_CHECK(cudaSetDevice(device.index));
+namespace detail {
+
+void cuda_bind_device(Device device) { PF_CUDA_CHECK(cudaSetDevice(device.index)); }
+
+void* cuda_stream_create(Device device) {
+  cuda_bind_device(device);
+  cudaStream_t h = nullptr;
+  PF_CUDA_CHECK(cudaStreamCreateWithFlags(&h, cudaStreamNonBlocking));
+  return h;
 }
 
-Stream create_stream(Device device) {
-  Stream s{device, nullptr};
-  if (device.is_cuda()) {
-    set_current_device(device);
-    cudaStream_t h = nullptr;
-    PF_CUDA_CHECK(cudaStreamCreateWithFlags(&h, cudaStreamNonBlocking));
-    s.handle = h;
-  }
-  return s;
+void cuda_stream_destroy(void* handle) {
+  cudaStreamSynchronize(static_cast<cudaStream_t>(handle));
+  cudaStreamDestroy(static_cast<cudaStream_t>(handle));
 }
 
-void destroy_stream(Stream& stream) {
-  if (stream.device.is_cuda() && stream.handle) cudaStreamDestroy(static_cast<cudaStream_t>(stream.handle));
-  stream.handle = nullptr;
+void cuda_stream_synchronize(const Stream& stream) {
+  PF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
 }
 
-void synchronize(const Stream& stream) {
-  if (stream.device.is_cuda()) PF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
+std::shared_ptr<void> cuda_event_record(const Stream& stream) {
+  cuda_bind_device(stream.device);
+  cudaEvent_t e = nullptr;
+  PF_CUDA_CHECK(cudaEventCreate(&e));  // with timing: event_elapsed_seconds reads it
+  std::shared_ptr<void> owned(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  PF_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream.handle)));
+  return owned;
 }
+
+void cuda_event_wait(const Stream& stream, const Event& event) {
+  PF_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle),
+                                    static_cast<cudaEvent_t>(event.impl().get()), 0));
+}
+
+void cuda_event_synchronize(const Event& event) {
+  PF_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event.impl().get())));
+}
+
+double cuda_event_elapsed(const Event& start, const Event& end) {
+  cuda_event_synchronize(end);
+  float ms = 0;
+  PF_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.impl().get()),
+                                     static_cast<cudaEvent_t>(end.impl().get())));
+  return ms / 1e3;
+}
+
+}  // namespace detail
 
 }  // namespace pf

@@ -1,6 +1,8 @@
-// Device functions for builds without the CUDA backend.
+// Device functions for builds without the CUDA backend: CUDA devices do not
+// exist, and every CUDA stream or event call is a clear error.
 #include "runtime/check.h"
 #include "runtime/device.h"
+#include "runtime/stream_cuda.h"
 
 namespace pf {
 
@@ -11,14 +13,22 @@ int compute_capability(Device device) {
   PF_REQUIRE(CudaError, device.is_cpu(), "device " << device.str() << " queried, but " << cuda_unavailable_reason());
   return 0;
 }
-void set_current_device(Device device) {
-  PF_REQUIRE(CudaError, device.is_cpu(), "device " << device.str() << " requested, but " << cuda_unavailable_reason());
+
+namespace detail {
+namespace {
+[[noreturn]] void no_cuda(Device device) {
+  PF_REQUIRE(CudaError, false, "device " << device.str() << " requested, but " << cuda_unavailable_reason());
+  throw;  // unreachable
 }
-Stream create_stream(Device device) {
-  set_current_device(device);
-  return Stream{device, nullptr};
-}
-void destroy_stream(Stream& stream) { stream.handle = nullptr; }
-void synchronize(const Stream&) {}
+}  // namespace
+void cuda_bind_device(Device device) { no_cuda(device); }
+void* cuda_stream_create(Device device) { no_cuda(device); }
+void cuda_stream_destroy(void*) {}
+void cuda_stream_synchronize(const Stream& stream) { no_cuda(stream.device); }
+std::shared_ptr<void> cuda_event_record(const Stream& stream) { no_cuda(stream.device); }
+void cuda_event_wait(const Stream& stream, const Event&) { no_cuda(stream.device); }
+void cuda_event_synchronize(const Event& event) { no_cuda(event.device()); }
+double cuda_event_elapsed(const Event& start, const Event&) { no_cuda(start.device()); }
+}  // namespace detail
 
 }  // namespace pf

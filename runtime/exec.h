@@ -13,13 +13,28 @@ struct ExecContext {
   Stream stream;
   void* blas = nullptr;             // cublasHandle_t on CUDA, unused on the CPU
   MemoryTracker* tracker = nullptr;  // temporaries are recorded here
+
+  // The same context with its work on another stream (a communicator's). The
+  // BLAS handle stays bound to the owner's stream: only for kernels without BLAS.
+  ExecContext on(const Stream& other) const {
+    ExecContext c = *this;
+    c.stream = other;
+    return c;
+  }
 };
 
-// Owns an ExecContext: creates the stream and BLAS handle for CUDA devices and
-// releases them on destruction.
+// Runs host work on ctx.stream (see host_launch): the CPU half of every op.
+// Checks that the stream belongs to the context's device.
+void host_launch(const ExecContext& ctx, std::function<void()> work);
+
+// Owns an ExecContext: creates the stream (asynchronous on CUDA; on the CPU as
+// `host_streams` says) and the BLAS handle, makes the stream the tracker's
+// (tensors are released on it), and releases them on destruction. The
+// creating thread binds the device.
 class ExecResources {
  public:
-  ExecResources(Device device, MemoryTracker& tracker);
+  ExecResources(Device device, MemoryTracker& tracker,
+                const HostStreamConfig& host_streams = host_streams_from_env());
   ~ExecResources();
   ExecResources(const ExecResources&) = delete;
   ExecResources& operator=(const ExecResources&) = delete;

@@ -11,10 +11,12 @@
 namespace pf {
 
 // Defined in memory_cuda.cu or memory_nocuda.cc.
-void* cuda_raw_allocate(Device device, int64_t bytes);
-void cuda_raw_free(Device device, void* ptr);
-void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes);
-void cuda_fill_zero(void* dst, Device device, int64_t bytes);
+void* cuda_raw_allocate(const Stream& stream, int64_t bytes);
+void cuda_raw_free(const Stream& stream, void* ptr);
+void cuda_copy_bytes(const Stream& stream, void* dst, Device dst_device, const void* src, Device src_device,
+                     int64_t bytes);
+void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes);
+void cuda_device_synchronize(Device device);
 
 std::string format_bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -27,6 +29,18 @@ std::string format_bytes(int64_t bytes) {
   char buf[48];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
   return buf;
+}
+
+void MemoryTracker::set_stream(const Stream& stream) {
+  PF_REQUIRE(ValueError, stream.device == device_,
+             "memory tracker of " << device_.str() << " given a stream of " << stream.device.str());
+  std::lock_guard<std::mutex> lock(mu_);
+  stream_ = stream;
+}
+
+Stream MemoryTracker::stream() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stream_;
 }
 
 void MemoryTracker::set_cap(int64_t cap_bytes) {
@@ -93,8 +107,9 @@ void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& 
       const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
       p = std::aligned_alloc(64, rounded);
       PF_REQUIRE(MemoryError, p != nullptr, "host allocation of " << format_bytes(bytes) << " for '" << tag << "' failed");
+      if (stream_poisons_memory(tracker.stream())) std::memset(p, 0xff, rounded);  // NaN in every float
     } else {
-      p = cuda_raw_allocate(tracker.device(), bytes);
+      p = cuda_raw_allocate(tracker.stream(), bytes);
     }
   } catch (...) {
     tracker.release(bytes, tag);
@@ -103,24 +118,53 @@ void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& 
   return p;
 }
 
-void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::string& tag) {
-  if (ptr) {
-    if (tracker.device().is_cpu()) std::free(ptr);
-    else cuda_raw_free(tracker.device(), ptr);
-  }
+void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::string& tag, const Stream* stream) {
   tracker.release(bytes, tag);
+  if (!ptr) return;
+  const Stream on = stream ? *stream : tracker.stream();
+  if (tracker.device().is_cpu()) {
+    // With jitter, released memory turns to NaN first: a use after release shows.
+    const size_t poison = stream_poisons_memory(on) ? static_cast<size_t>(bytes) : 0;
+    host_launch(on, [ptr, poison] {
+      if (poison) std::memset(ptr, 0xff, poison);
+      std::free(ptr);
+    });
+  }
+  else cuda_raw_free(on, ptr);
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes) {
+void copy_bytes(const Stream& stream, void* dst, Device dst_device, const void* src, Device src_device,
+                int64_t bytes) {
   if (bytes == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) std::memcpy(dst, src, static_cast<size_t>(bytes));
-  else cuda_copy_bytes(dst, dst_device, src, src_device, bytes);
+  if (stream.device.is_cpu()) {
+    PF_REQUIRE(ValueError, dst_device.is_cpu() && src_device.is_cpu(),
+               "copy between " << src_device.str() << " and " << dst_device.str() << " on a CPU stream");
+    host_launch(stream, [=] { std::memcpy(dst, src, static_cast<size_t>(bytes)); });
+  } else {
+    cuda_copy_bytes(stream, dst, dst_device, src, src_device, bytes);
+  }
 }
 
-void fill_zero(void* dst, Device device, int64_t bytes) {
+void fill_zero(const Stream& stream, void* dst, Device device, int64_t bytes) {
   if (bytes == 0) return;
-  if (device.is_cpu()) std::memset(dst, 0, static_cast<size_t>(bytes));
-  else cuda_fill_zero(dst, device, bytes);
+  PF_REQUIRE(ValueError, stream.device == device,
+             "clear of " << device.str() << " memory on a " << stream.device.str() << " stream");
+  if (device.is_cpu()) host_launch(stream, [=] { std::memset(dst, 0, static_cast<size_t>(bytes)); });
+  else cuda_fill_zero(stream, dst, bytes);
+}
+
+void copy_bytes_blocking(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes) {
+  const Device device = dst_device.is_cuda() ? dst_device : src_device;
+  if (device.is_cuda()) cuda_device_synchronize(device);
+  const Stream now{device, nullptr};  // synchronous on the CPU, the legacy stream on CUDA (after the idle device)
+  copy_bytes(now, dst, dst_device, src, src_device, bytes);
+  if (device.is_cuda()) cuda_device_synchronize(device);
+}
+
+void fill_zero_blocking(void* dst, Device device, int64_t bytes) {
+  if (device.is_cuda()) cuda_device_synchronize(device);
+  fill_zero(Stream{device, nullptr}, dst, device, bytes);
+  if (device.is_cuda()) cuda_device_synchronize(device);
 }
 
 }  // namespace pf

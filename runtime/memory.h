@@ -25,11 +25,16 @@ struct MemoryStats {
 
 class MemoryTracker {
  public:
-  explicit MemoryTracker(Device device, int64_t cap_bytes = 0) : device_(device), cap_(cap_bytes) {}
+  explicit MemoryTracker(Device device, int64_t cap_bytes = 0) : device_(device), stream_{device, nullptr}, cap_(cap_bytes) {}
   MemoryTracker(const MemoryTracker&) = delete;
   MemoryTracker& operator=(const MemoryTracker&) = delete;
 
   Device device() const { return device_; }
+  // The stream on which this device's tensors are allocated and released in
+  // stream order (the owner's compute stream; ExecResources sets it and clears
+  // it before destroying the stream). Default: a synchronous stream.
+  void set_stream(const Stream& stream);
+  Stream stream() const;
   void set_cap(int64_t cap_bytes);
   // Records `bytes` under `tag`; throws MemoryError when the cap would be passed.
   void reserve(int64_t bytes, const std::string& tag);
@@ -42,6 +47,7 @@ class MemoryTracker {
  private:
   Device device_;
   mutable std::mutex mu_;
+  Stream stream_;
   int64_t cap_ = 0;
   int64_t current_ = 0;
   int64_t peak_ = 0;
@@ -50,13 +56,26 @@ class MemoryTracker {
 };
 
 // Raw allocation on a device, recorded in `tracker` (which must outlive it).
-// Host memory is 64-byte aligned; CUDA memory comes from cudaMalloc.
+// Stream ordered, as cudaMallocAsync / cudaFreeAsync: the memory may be used by
+// work on the tracker's stream (and, after an event, on other streams); the
+// release is queued on `stream` (the tracker's when null), so work already
+// queued there still sees the memory. The tracker counts it as free at once.
+// Host memory is 64-byte aligned; CUDA memory comes from the device's pool.
 void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& tag);
-void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::string& tag);
+void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::string& tag,
+                 const Stream* stream = nullptr);
 
-// Copies between any two places (host<->device, device<->device, host<->host).
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes);
-void fill_zero(void* dst, Device device, int64_t bytes);
+// Copies between any two places (host<->device, device<->device, host<->host)
+// and clears, in the order of `stream` (queued on asynchronous streams: the
+// host may read `dst` only after synchronize(stream)).
+void copy_bytes(const Stream& stream, void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes);
+void fill_zero(const Stream& stream, void* dst, Device device, int64_t bytes);
+
+// For tools and tests: waits until the device is idle (every stream), then
+// copies or clears and returns with the bytes in place. On the CPU it copies
+// at once: the caller synchronises the stream that wrote the source first.
+void copy_bytes_blocking(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes);
+void fill_zero_blocking(void* dst, Device device, int64_t bytes);
 
 // "1.50 GiB" style text.
 std::string format_bytes(int64_t bytes);

@@ -1,31 +1,42 @@
-// CUDA memory: plain cudaMalloc (never managed memory) and cudaMemcpy.
+// CUDA memory, stream ordered: cudaMallocAsync / cudaFreeAsync from the
+// device's memory pool (no free synchronises the device), cudaMemcpyAsync and
+// cudaMemsetAsync on the caller's stream (never the legacy stream, which does
+// not wait for the non-blocking compute and communication streams).
 #include "runtime/cuda_check.cuh"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 
 namespace pf {
 
-void* cuda_raw_allocate(Device device, int64_t bytes) {
-  set_current_device(device);
+namespace {
+cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
+}  // namespace
+
+void* cuda_raw_allocate(const Stream& stream, int64_t bytes) {
+  DeviceGuard bind(stream.device);
   void* p = nullptr;
-  PF_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)));
+  PF_CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(bytes), raw(stream)));
   return p;
 }
 
-void cuda_raw_free(Device device, void* ptr) {
-  set_current_device(device);
-  cudaFree(ptr);
+void cuda_raw_free(const Stream& stream, void* ptr) {
+  DeviceGuard bind(stream.device);
+  cudaFreeAsync(ptr, raw(stream));
 }
 
-void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes) {
-  if (dst_device.is_cuda()) set_current_device(dst_device);
-  else set_current_device(src_device);
-  PF_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault));
+void cuda_copy_bytes(const Stream& stream, void* dst, Device, const void* src, Device, int64_t bytes) {
+  DeviceGuard bind(stream.device);
+  PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, raw(stream)));
 }
 
-void cuda_fill_zero(void* dst, Device device, int64_t bytes) {
-  set_current_device(device);
-  PF_CUDA_CHECK(cudaMemset(dst, 0, static_cast<size_t>(bytes)));
+void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes) {
+  DeviceGuard bind(stream.device);
+  PF_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), raw(stream)));
+}
+
+void cuda_device_synchronize(Device device) {
+  DeviceGuard bind(device);
+  PF_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace pf

@@ -5,15 +5,16 @@
 
 namespace pf {
 
-void* cuda_raw_allocate(Device device, int64_t) {
-  set_current_device(device);  // throws with the reason
+void* cuda_raw_allocate(const Stream& stream, int64_t) {
+  set_current_device(stream.device);  // throws with the reason
   return nullptr;
 }
-void cuda_raw_free(Device, void*) {}
-void cuda_copy_bytes(void*, Device dst_device, const void*, Device src_device, int64_t) {
-  set_current_device(dst_device);
-  set_current_device(src_device);
+void cuda_raw_free(const Stream&, void*) {}
+void cuda_copy_bytes(const Stream& stream, void*, Device, const void*, Device, int64_t) {
+  set_current_device(stream.device);
 }
-void cuda_fill_zero(void*, Device device, int64_t) { set_current_device(device); }
+void cuda_fill_zero(const Stream& stream, void*, int64_t) { set_current_device(stream.device); }
+
+void cuda_device_synchronize(Device device) { set_current_device(device); }
 
 }  // namespace pf

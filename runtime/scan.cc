@@ -57,8 +57,8 @@ ScanAlgorithm choose_scan_algorithm(int ranks, int64_t bytes, int64_t chain_segm
 namespace {
 
 // One scratch buffer for one scan call: a slot of the caller's ScanWorkspace,
-// or memory of its own, freed once the stream has drained (queued transfers
-// may still use it).
+// or memory of its own, released in the order of the scan's stream (queued
+// transfers may still use it).
 class Scratch {
  public:
   Scratch(ScanWorkspace* workspace, int slot, MemoryTracker& tracker, int64_t bytes, const Stream& stream)
@@ -68,17 +68,12 @@ class Scratch {
       ptr_ = workspace->buffer(slot, bytes, stream);
     } else {
       ptr_ = device_allocate(tracker, bytes, "scan workspace");
+      stream_wait_stream(stream, tracker.stream());  // allocated in the tracker's stream order
       owned_ = true;
     }
   }
   ~Scratch() {
-    if (!owned_) return;
-    try {
-      synchronize(stream_);
-    } catch (const Error&) {
-      // The stream's error was (or will be) reported by the call that failed.
-    }
-    device_free(tracker_, ptr_, bytes_, "scan workspace");
+    if (owned_) device_free(tracker_, ptr_, bytes_, "scan workspace", &stream_);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -110,11 +105,7 @@ struct ScanCall {
   int64_t bytes(int64_t elements) const { return elements * esize; }
   void copy(void* dst, const void* src, int64_t elements) const {
     if (dst == src || elements == 0) return;
-    if (stream.device.is_cuda()) {
-      detail::copy_on_stream_cuda(dst, src, bytes(elements), stream);
-    } else {
-      std::memcpy(dst, src, static_cast<size_t>(bytes(elements)));
-    }
+    copy_bytes(stream, dst, stream.device, src, stream.device, bytes(elements));
   }
 };
 
@@ -212,20 +203,19 @@ void scan_recursive_doubling(const ScanCall& c, const void* in, void* out) {
 }  // namespace
 
 ScanWorkspace::~ScanWorkspace() {
+  const Stream drained{tracker_.device(), nullptr};  // the owner let the scans' stream drain
   for (int s = 0; s < 2; ++s)
-    if (ptr_[s]) device_free(tracker_, ptr_[s], bytes_[s], "scan workspace");
+    if (ptr_[s]) device_free(tracker_, ptr_[s], bytes_[s], "scan workspace", &drained);
 }
 
 void* ScanWorkspace::buffer(int slot, int64_t bytes, const Stream& stream) {
   PF_REQUIRE(ValueError, slot == 0 || slot == 1, "scan workspace slot " << slot << " (0 or 1)");
   if (bytes_[slot] < bytes) {
-    if (ptr_[slot]) {
-      synchronize(stream);
-      device_free(tracker_, ptr_[slot], bytes_[slot], "scan workspace");
-    }
+    if (ptr_[slot]) device_free(tracker_, ptr_[slot], bytes_[slot], "scan workspace", &stream);
     ptr_[slot] = nullptr;
     bytes_[slot] = 0;
     ptr_[slot] = device_allocate(tracker_, bytes, "scan workspace");
+    stream_wait_stream(stream, tracker_.stream());
     bytes_[slot] = bytes;
   }
   return ptr_[slot];

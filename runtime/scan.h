@@ -19,7 +19,10 @@
 //                      distance-2^k exchanges): ceil(log2 P)(a + n b + 2 n g).
 //   Auto               chosen from P and n by choose_scan_algorithm().
 // In place is allowed (send == recv). Buffers live on comm.device(); the
-// combine's work runs on comm.stream().
+// combine's work and every copy run on comm.stream(), so the scan is ordered
+// like the communicator's own operations: the caller makes comm.stream() wait
+// for the stream that wrote `send`, and waits for comm.stream() before using
+// `recv` elsewhere (see the completion rules in runtime/comm.h).
 #pragma once
 
 #include <cstdint>

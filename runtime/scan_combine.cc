@@ -16,14 +16,16 @@ class HostSumCombine final : public ScanCombine {
   DType dtype() const override { return dtype_of<T>::value; }
   Device device() const override { return Device::cpu(); }
   const char* name() const override { return "sum"; }
-  void fill_identity(void* out, int64_t count, const Stream&) const override {
-    std::memset(out, 0, static_cast<size_t>(count) * sizeof(T));
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    fill_zero(stream, out, Device::cpu(), count * static_cast<int64_t>(sizeof(T)));
   }
-  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream&) const override {
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
     const T* a = static_cast<const T*>(earlier);
     const T* b = static_cast<const T*>(later);
     T* o = static_cast<T*>(out);
-    for (int64_t i = 0; i < count; ++i) scan_sum_element(a, b, o, i);
+    host_launch(stream, [=] {
+      for (int64_t i = 0; i < count; ++i) scan_sum_element(a, b, o, i);
+    });
   }
 };
 

@@ -1,6 +1,5 @@
 // Device pieces of the scans: the elementwise sum combine on a CUDA device
-// (out[i] = earlier[i] + later[i], identity 0, all on the caller's stream) and
-// a stream-ordered device copy.
+// (out[i] = earlier[i] + later[i], identity 0, all on the caller's stream).
 #include <cuda_runtime.h>
 
 #include "runtime/cuda_check.cuh"
@@ -51,10 +50,6 @@ std::unique_ptr<ScanCombine> make_sum_combine_cuda(DType dtype, Device device) {
     case DType::f64: return std::make_unique<CudaSumCombine<double>>(device);
     default: return std::make_unique<CudaSumCombine<int64_t>>(device);
   }
-}
-
-void copy_on_stream_cuda(void* dst, const void* src, int64_t bytes, const Stream& stream) {
-  PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, raw(stream)));
 }
 
 }  // namespace pf::detail

@@ -13,7 +13,5 @@ namespace pf::detail {
 
 // Elementwise sum combine on a CUDA device (f32, f64, i64).
 std::unique_ptr<ScanCombine> make_sum_combine_cuda(DType dtype, Device device);
-// dst = src on a CUDA device, ordered on `stream`.
-void copy_on_stream_cuda(void* dst, const void* src, int64_t bytes, const Stream& stream);
 
 }  // namespace pf::detail

@@ -12,6 +12,4 @@ std::unique_ptr<ScanCombine> make_sum_combine_cuda(DType dtype, Device device) {
   return nullptr;
 }
 
-void copy_on_stream_cuda(void*, const void*, int64_t, const Stream& stream) { set_current_device(stream.device); }
-
 }  // namespace pf::detail

@@ -61,14 +61,15 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 }
 
 void Tensor::zero_() {
-  if (defined()) fill_zero(raw(), device(), nbytes());
+  if (defined()) fill_zero(stream(), raw(), device(), nbytes());
 }
 
 void Tensor::copy_from(const Tensor& src) {
   PF_REQUIRE(ValueError, src.dtype_ == dtype_ && src.numel() == numel(),
              "copy of " << dtype_name(src.dtype_) << shape_str(src.shape_) << " into " << dtype_name(dtype_)
                         << shape_str(shape_));
-  copy_bytes(raw(), device(), src.raw(), src.device(), nbytes());
+  copy_bytes(device().is_cuda() || src.device().is_cpu() ? stream() : src.stream(), raw(), device(), src.raw(),
+             src.device(), nbytes());
 }
 
 }  // namespace pf

@@ -29,6 +29,8 @@ class Storage {
   void* data() const { return ptr_; }
   int64_t bytes() const { return bytes_; }
   Device device() const { return tracker_.device(); }
+  // The stream the storage is released on (its tracker's).
+  Stream stream() const { return tracker_.stream(); }
   const std::string& tag() const { return tag_; }
 
  private:
@@ -53,6 +55,8 @@ class Tensor {
   int64_t numel() const { return shape_numel(shape_); }
   int64_t nbytes() const { return numel() * dtype_size(dtype_); }
   Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  // Its tracker's stream: zero_() and copy_from() are ordered on it.
+  Stream stream() const { return storage_ ? storage_->stream() : Stream{}; }
 
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_bytes_; }
   template <typename T>
@@ -67,7 +71,8 @@ class Tensor {
   // Rows [begin, end) along the first dimension, sharing storage.
   Tensor slice_rows(int64_t begin, int64_t end) const;
   void zero_();
-  // Copies contents from `src` (same dtype and numel), across devices if needed.
+  // Copies contents from `src` (same dtype and numel), across devices if
+  // needed, on the stream of the device side (this tensor's when both are).
   void copy_from(const Tensor& src);
 
  private:

@@ -40,7 +40,7 @@ void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int6
   if (ctx.device.is_cuda())
     feature_map_forward_cuda(ctx, p, n, d, m, X, W, Phi, log_scale);
   else
-    feature_map_forward_cpu(ctx, p, n, d, m, X, W, Phi, log_scale);
+    host_launch(ctx, [=] { feature_map_forward_cpu(ctx, p, n, d, m, X, W, Phi, log_scale); });
 }
 
 void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
@@ -48,7 +48,7 @@ void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int
   if (ctx.device.is_cuda())
     feature_map_backward_cuda(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
   else
-    feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
+    host_launch(ctx, [=] { feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX); });
 }
 
 void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
@@ -57,7 +57,7 @@ void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DTyp
   PF_REQUIRE(ValueError, storage == DType::f32,
              "feature_map_forward on " << ctx.device.str() << ": storage " << dtype_name(storage)
                                        << " is supported on CUDA only (the CPU backend stores f32)");
-  feature_map_forward_cpu(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<float*>(Phi), log_scale);
+  feature_map_forward(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<float*>(Phi), log_scale);
 }
 
 void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
@@ -66,8 +66,8 @@ void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DTy
   PF_REQUIRE(ValueError, storage == DType::f32,
              "feature_map_backward on " << ctx.device.str() << ": storage " << dtype_name(storage)
                                         << " is supported on CUDA only (the CPU backend stores f32)");
-  feature_map_backward_cpu(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<const float*>(Phi),
-                           static_cast<const float*>(dPhi), static_cast<float*>(dX));
+  feature_map_backward(ctx, p, n, d, m, static_cast<const float*>(X), W, static_cast<const float*>(Phi),
+                       static_cast<const float*>(dPhi), static_cast<float*>(dX));
 }
 
 }  // namespace pf

@@ -6,12 +6,12 @@ namespace pf {
 
 void heads_split(const ExecContext& ctx, const HeadsShape& s, const float* rows, float* heads) {
   if (ctx.device.is_cuda()) heads_split_cuda(ctx, s, rows, heads);
-  else heads_split_cpu(s, rows, heads);
+  else host_launch(ctx, [=] { heads_split_cpu(s, rows, heads); });
 }
 
 void heads_merge(const ExecContext& ctx, const HeadsShape& s, const float* heads, float* rows) {
   if (ctx.device.is_cuda()) heads_merge_cuda(ctx, s, heads, rows);
-  else heads_merge_cpu(s, heads, rows);
+  else host_launch(ctx, [=] { heads_merge_cpu(s, heads, rows); });
 }
 
 // Row-contiguous copies of D floats: (g, b, h, i) -> (b, i, g, h).

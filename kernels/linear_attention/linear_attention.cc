@@ -24,7 +24,7 @@ void check_ptrs(bool ok, const char* op, const char* what) {
     if (ctx.device.is_cuda())             \
       linattn_cuda::fn(ctx, __VA_ARGS__); \
     else                                  \
-      linattn_cpu::fn(ctx, __VA_ARGS__);  \
+      host_launch(ctx, [=] { linattn_cpu::fn(ctx, __VA_ARGS__); }); \
   } while (0)
 
 }  // namespace

@@ -6,7 +6,7 @@ namespace pf {
 
 void sinusoidal_add(const ExecContext& ctx, float* x, int64_t B, int64_t n, int64_t C, int64_t offset) {
   if (ctx.device.is_cuda()) sinusoidal_add_cuda(ctx, x, B, n, C, offset);
-  else sinusoidal_add_cpu(x, B, n, C, offset);
+  else host_launch(ctx, [=] { sinusoidal_add_cpu(x, B, n, C, offset); });
 }
 
 void sinusoidal_add_cpu(float* x, int64_t B, int64_t n, int64_t C, int64_t offset) {

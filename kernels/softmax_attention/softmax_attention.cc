@@ -27,7 +27,7 @@ void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionPar
   if (ctx.device.is_cuda())
     softmax_attention_forward_cuda(ctx, p, Q, K, V, O, lse);
   else
-    softmax_attention_forward_cpu(p, Q, K, V, O, lse, ctx.tracker);
+    host_launch(ctx, [=] { softmax_attention_forward_cpu(p, Q, K, V, O, lse, ctx.tracker); });
 }
 
 void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
@@ -36,7 +36,7 @@ void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionPa
   if (ctx.device.is_cuda())
     softmax_attention_backward_cuda(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
   else
-    softmax_attention_backward_cpu(p, Q, K, V, O, lse, dO, dQ, dK, dV, ctx.tracker);
+    host_launch(ctx, [=] { softmax_attention_backward_cpu(p, Q, K, V, O, lse, dO, dQ, dK, dV, ctx.tracker); });
 }
 
 void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,
@@ -45,8 +45,8 @@ void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionPar
   PF_REQUIRE(ValueError, storage == DType::f32,
              "softmax_attention_forward on " << ctx.device.str() << ": storage " << dtype_name(storage)
                                              << " is supported on CUDA only (the CPU backend stores f32)");
-  softmax_attention_forward_cpu(p, static_cast<const float*>(Q), static_cast<const float*>(K),
-                                static_cast<const float*>(V), static_cast<float*>(O), lse, ctx.tracker);
+  softmax_attention_forward(ctx, p, static_cast<const float*>(Q), static_cast<const float*>(K),
+                            static_cast<const float*>(V), static_cast<float*>(O), lse);
 }
 
 void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,
@@ -56,10 +56,10 @@ void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionPa
   PF_REQUIRE(ValueError, storage == DType::f32,
              "softmax_attention_backward on " << ctx.device.str() << ": storage " << dtype_name(storage)
                                               << " is supported on CUDA only (the CPU backend stores f32)");
-  softmax_attention_backward_cpu(p, static_cast<const float*>(Q), static_cast<const float*>(K),
-                                 static_cast<const float*>(V), static_cast<const float*>(O), lse,
-                                 static_cast<const float*>(dO), static_cast<float*>(dQ), static_cast<float*>(dK),
-                                 static_cast<float*>(dV), ctx.tracker);
+  softmax_attention_backward(ctx, p, static_cast<const float*>(Q), static_cast<const float*>(K),
+                             static_cast<const float*>(V), static_cast<const float*>(O), lse,
+                             static_cast<const float*>(dO), static_cast<float*>(dQ), static_cast<float*>(dK),
+                             static_cast<float*>(dV));
 }
 
 }  // namespace pf

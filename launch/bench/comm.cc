@@ -7,6 +7,7 @@
 // barrier), and the algorithm bandwidth bytes / median (nccl-tests' algbw,
 // bytes per rank). Rank 0 writes the CSV.
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 
 #include <mpi.h>
 
@@ -58,7 +59,7 @@ class BenchBuffer {
     ptr_ = device_allocate(tracker_, bytes_, "bench buffer");
     refill();
   }
-  void refill() { copy_bytes(ptr_, tracker_.device(), ones_.data(), Device::cpu(), bytes_); }
+  void refill() { copy_bytes_blocking(ptr_, tracker_.device(), ones_.data(), Device::cpu(), bytes_); }
   ~BenchBuffer() { device_free(tracker_, ptr_, bytes_, "bench buffer"); }
   BenchBuffer(const BenchBuffer&) = delete;
   BenchBuffer& operator=(const BenchBuffer&) = delete;

@@ -4,6 +4,7 @@
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 
 namespace pf {
 
@@ -33,8 +34,9 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) {
   const bool use_gpu = backend == "cuda" || (backend == "auto" && gpus > 0);
   device_ = use_gpu ? Device::cuda(node_local_rank(comm) % gpus) : Device::cpu();
   tracker_ = std::make_unique<MemoryTracker>(device_, cfg.device.memory_cap);
-  resources_ = std::make_unique<ExecResources>(device_, *tracker_);
-  std::unique_ptr<Communicator> world = use_gpu ? make_nccl_comm(comm) : make_mpi_comm(comm);
+  const HostStreamConfig streams = host_streams_from_env(parse_host_streams(cfg.device.cpu_streams));
+  resources_ = std::make_unique<ExecResources>(device_, *tracker_, streams);
+  std::unique_ptr<Communicator> world = use_gpu ? make_nccl_comm(comm) : make_mpi_comm(comm, streams);
   grid_ = std::make_unique<ParallelGrid>(std::move(world), static_cast<int>(cfg.parallel.sp));
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/check.h"
+#include "runtime/device.h"
 
 namespace pf {
 namespace {
@@ -220,6 +221,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
 
   r.get("device", "backend", c.device.backend);
   r.get_bytes("device", "memory_cap", c.device.memory_cap);
+  r.get("device", "cpu_streams", c.device.cpu_streams);
   r.check_unknown();
 
   auto require = [&](bool ok, const std::string& msg) {
@@ -242,6 +244,11 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
           "optimizer.loss_scale_window and optimizer.max_skipped_steps must be >= 1");
   require(c.device.backend == "auto" || c.device.backend == "cpu" || c.device.backend == "cuda",
           "device.backend must be auto, cpu or cuda, got '" + c.device.backend + "'");
+  try {
+    parse_host_streams(c.device.cpu_streams);
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin + ": device.cpu_streams: " + e.what());
+  }
   try {
     m.validate();
   } catch (const ConfigError& e) {

@@ -58,6 +58,8 @@ struct ParallelConfig {
 struct DeviceConfig {
   std::string backend = "auto";  // auto | cpu | cuda
   int64_t memory_cap = 0;        // bytes per rank, 0 = none ("16GiB" accepted)
+  // CPU streams: sync | async | async+jitter[=SEED] (PF_CPU_STREAMS overrides)
+  std::string cpu_streams = "sync";
 };
 
 struct TrainConfig {

@@ -70,7 +70,9 @@ std::string format_train_config(const TrainConfig& c) {
                                {"head_group", c.parallel.attention.head_group},
                                {"bucket_mib", c.parallel.bucket_mib},
                                {"overlap_allreduce", c.parallel.overlap_allreduce}}},
-      {"device", toml::table{{"backend", c.device.backend}, {"memory_cap", c.device.memory_cap}}},
+      {"device", toml::table{{"backend", c.device.backend},
+                              {"memory_cap", c.device.memory_cap},
+                              {"cpu_streams", c.device.cpu_streams}}},
   };
   // Floats with the precision they were written with (0.9, not 0.899999976).
   std::ostringstream os;

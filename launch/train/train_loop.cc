@@ -28,14 +28,17 @@ std::string format_duration(double s) {
   return buf;
 }
 
+// On the tensor's stream, after the work queued there (the last step's update).
 std::vector<float> to_host(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
-  copy_bytes(v.data(), Device::cpu(), t.raw(), t.device(), t.nbytes());
+  copy_bytes(t.stream(), v.data(), Device::cpu(), t.raw(), t.device(), t.nbytes());
+  synchronize(t.stream());
   return v;
 }
 
 void to_device(Tensor& t, const std::vector<float>& v) {
-  copy_bytes(t.raw(), t.device(), v.data(), Device::cpu(), t.nbytes());
+  copy_bytes(t.stream(), t.raw(), t.device(), v.data(), Device::cpu(), t.nbytes());
+  synchronize(t.stream());
 }
 
 std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& trainer, const DataLoader& loader) {

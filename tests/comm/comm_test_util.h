@@ -36,6 +36,8 @@ inline int world_size() {
   return p;
 }
 
+// Test combines run on the scan's stream, as a device kernel would.
+
 // Composition of affine maps f(x) = a x + b stored as [a, b]; `earlier` is
 // applied first: (earlier . later)(x) = later(earlier(x)).
 template <typename T>
@@ -45,22 +47,26 @@ class AffineCombine final : public ScanCombine {
   Device device() const override { return Device::cpu(); }
   int64_t granule() const override { return 2; }
   const char* name() const override { return "affine"; }
-  void fill_identity(void* out, int64_t count, const Stream&) const override {
-    T* o = static_cast<T*>(out);
-    for (int64_t i = 0; i < count; i += 2) {
-      o[i] = T(1);
-      o[i + 1] = T(0);
-    }
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    host_launch(stream, [=] {
+      T* o = static_cast<T*>(out);
+      for (int64_t i = 0; i < count; i += 2) {
+        o[i] = T(1);
+        o[i + 1] = T(0);
+      }
+    });
   }
-  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream&) const override {
-    const T* e = static_cast<const T*>(earlier);
-    const T* l = static_cast<const T*>(later);
-    T* o = static_cast<T*>(out);
-    for (int64_t i = 0; i < count; i += 2) {
-      const T a = l[i] * e[i], b = l[i] * e[i + 1] + l[i + 1];
-      o[i] = a;
-      o[i + 1] = b;
-    }
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
+    host_launch(stream, [=] {
+      const T* e = static_cast<const T*>(earlier);
+      const T* l = static_cast<const T*>(later);
+      T* o = static_cast<T*>(out);
+      for (int64_t i = 0; i < count; i += 2) {
+        const T a = l[i] * e[i], b = l[i] * e[i + 1] + l[i + 1];
+        o[i] = a;
+        o[i + 1] = b;
+      }
+    });
   }
   // A keyed map with a in {-2, -1, 1, 2} (never 0, so no information is lost)
   // and b in [-3, 3]: P = 8 compositions stay below 2^24, exact in f32.
@@ -82,29 +88,33 @@ class MatrixModCombine final : public ScanCombine {
   Device device() const override { return Device::cpu(); }
   int64_t granule() const override { return 4; }
   const char* name() const override { return "matrix_mod_p"; }
-  void fill_identity(void* out, int64_t count, const Stream&) const override {
-    int64_t* o = static_cast<int64_t*>(out);
-    for (int64_t i = 0; i < count; i += 4) {
-      o[i] = 1;
-      o[i + 1] = 0;
-      o[i + 2] = 0;
-      o[i + 3] = 1;
-    }
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    host_launch(stream, [=] {
+      int64_t* o = static_cast<int64_t*>(out);
+      for (int64_t i = 0; i < count; i += 4) {
+        o[i] = 1;
+        o[i + 1] = 0;
+        o[i + 2] = 0;
+        o[i + 3] = 1;
+      }
+    });
   }
-  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream&) const override {
-    const int64_t* x = static_cast<const int64_t*>(earlier);
-    const int64_t* y = static_cast<const int64_t*>(later);
-    int64_t* o = static_cast<int64_t*>(out);
-    for (int64_t i = 0; i < count; i += 4) {
-      const int64_t m00 = (x[i] * y[i] + x[i + 1] * y[i + 2]) % kPrime;
-      const int64_t m01 = (x[i] * y[i + 1] + x[i + 1] * y[i + 3]) % kPrime;
-      const int64_t m10 = (x[i + 2] * y[i] + x[i + 3] * y[i + 2]) % kPrime;
-      const int64_t m11 = (x[i + 2] * y[i + 1] + x[i + 3] * y[i + 3]) % kPrime;
-      o[i] = m00;
-      o[i + 1] = m01;
-      o[i + 2] = m10;
-      o[i + 3] = m11;
-    }
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
+    host_launch(stream, [=] {
+      const int64_t* x = static_cast<const int64_t*>(earlier);
+      const int64_t* y = static_cast<const int64_t*>(later);
+      int64_t* o = static_cast<int64_t*>(out);
+      for (int64_t i = 0; i < count; i += 4) {
+        const int64_t m00 = (x[i] * y[i] + x[i + 1] * y[i + 2]) % kPrime;
+        const int64_t m01 = (x[i] * y[i + 1] + x[i + 1] * y[i + 3]) % kPrime;
+        const int64_t m10 = (x[i + 2] * y[i] + x[i + 3] * y[i + 2]) % kPrime;
+        const int64_t m11 = (x[i + 2] * y[i + 1] + x[i + 3] * y[i + 3]) % kPrime;
+        o[i] = m00;
+        o[i + 1] = m01;
+        o[i + 2] = m10;
+        o[i + 3] = m11;
+      }
+    });
   }
   static void fill_input(int64_t* out, int64_t count, uint64_t seed, int rank) {
     for (int64_t i = 0; i < count; ++i) out[i] = keyed_int(seed, rank, i, 0, kPrime - 1);

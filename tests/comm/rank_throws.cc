@@ -6,6 +6,7 @@
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 
 namespace pf {
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/errors.h"
 #include "runtime/grid.h"
 #include "runtime/scan.h"
@@ -45,9 +46,11 @@ void check_allreduce(Communicator& comm, int64_t n, uint64_t seed) {
     const std::vector<T> input = keyed<T>(n, seed, rank);
     std::vector<T> out(input.size());
     comm.allreduce(input.data(), out.data(), n, dtype_of<T>::value, op);
+    synchronize(comm.stream());
     EXPECT_EQ(out, want) << reduce_op_name(op) << " " << dtype_name(dtype_of<T>::value) << " n=" << n;
     std::vector<T> inplace = input;
     comm.allreduce(inplace.data(), inplace.data(), n, dtype_of<T>::value, op);
+    synchronize(comm.stream());
     EXPECT_EQ(inplace, want) << "in place " << reduce_op_name(op) << " " << dtype_name(dtype_of<T>::value);
   }
 }
@@ -88,10 +91,12 @@ TEST(Comm, AllgatherOutOfPlaceAndInPlace) {
       const auto mine = keyed<float>(n, 5, rank);
       std::vector<float> out(want.size(), -1.f);
       comm->allgather(mine.data(), out.data(), n, DType::f32);
+      synchronize(comm->stream());
       EXPECT_EQ(out, want) << "n=" << n;
       std::vector<float> inplace(want.size(), -1.f);
       std::copy(mine.begin(), mine.end(), inplace.begin() + rank * n);
       comm->allgather(inplace.data() + rank * n, inplace.data(), n, DType::f32);
+      synchronize(comm->stream());
       EXPECT_EQ(inplace, want) << "in place n=" << n;
     }
   }
@@ -102,6 +107,7 @@ TEST(Comm, BroadcastFromEveryRoot) {
   for (int root = 0; root < world->size(); ++root) {
     std::vector<int64_t> buf = keyed<int64_t>(257, 6, world->rank());
     world->broadcast(buf.data(), 257, DType::i64, root);
+    synchronize(world->stream());
     EXPECT_EQ(buf, keyed<int64_t>(257, 6, root)) << "root " << root;
   }
 }
@@ -117,9 +123,11 @@ void check_ring_exchange(Communicator& comm) {
   comm.send(mine.data(), n, DType::f64, (rank + 1) % ranks);
   comm.recv(got.data(), n, DType::f64, (rank + ranks - 1) % ranks);
   comm.group_end();
+  synchronize(comm.stream());
   EXPECT_EQ(got, keyed<double>(n, 7, (rank + ranks - 1) % ranks));
   // The same exchange the other way round through the send_recv helper.
   send_recv(comm, mine.data(), (rank + ranks - 1) % ranks, got.data(), (rank + 1) % ranks, n, DType::f64);
+  synchronize(comm.stream());
   EXPECT_EQ(got, keyed<double>(n, 7, (rank + 1) % ranks));
 }
 
@@ -146,6 +154,7 @@ TEST(Comm, NestedGroupsCompleteAtTheOutermostEnd) {
   world->allreduce(&one, sum.data(), 1, DType::i32, ReduceOp::Sum);
   world->group_end();
   const int l = (rank + ranks - 1) % ranks, r = (rank + 1) % ranks;
+  synchronize(world->stream());
   EXPECT_EQ(left, (std::vector<int32_t>{l, 10 * l, 100 * l}));
   EXPECT_EQ(right, (std::vector<int32_t>{r, 10 * r, 100 * r}));
   EXPECT_EQ(sum[0], ranks);
@@ -171,6 +180,7 @@ TEST(Comm, SplitFormsGroupsOrderedByKey) {
   std::vector<int32_t> all(members.size());
   const int32_t me = rank;
   sub->allgather(&me, all.data(), 1, DType::i32);
+  synchronize(sub->stream());
   EXPECT_EQ(all, std::vector<int32_t>(members.begin(), members.end()));
 }
 
@@ -194,6 +204,8 @@ TEST(Grid, EveryFactorisationOfTheWorld) {
     const int32_t me = rank;
     grid.sp_group().allgather(&me, sp_members.data(), 1, DType::i32);
     grid.dp_group().allgather(&me, dp_members.data(), 1, DType::i32);
+    synchronize(grid.sp_group().stream());
+    synchronize(grid.dp_group().stream());
     for (int i = 0; i < sp; ++i) EXPECT_EQ(sp_members[i], grid.dp_rank() * sp + i) << "sp=" << sp;
     for (int i = 0; i < ranks / sp; ++i) EXPECT_EQ(dp_members[i], i * sp + grid.sp_rank()) << "sp=" << sp;
     // A scan over the sequence group sums the world ranks before this one in its group.
@@ -202,6 +214,7 @@ TEST(Grid, EveryFactorisationOfTheWorld) {
     int64_t prefix = -1;
     exclusive_scan(grid.sp_group(), &mine, &prefix, 1, *sum);
     const int64_t first = grid.dp_rank() * sp;
+    synchronize(grid.sp_group().stream());
     EXPECT_EQ(prefix, (first + rank - 1) * (rank - first) / 2) << "sp=" << sp;
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/memory.h"
 #include "runtime/scan.h"
 #include "tests/comm/comm_test_util.h"
@@ -40,13 +41,13 @@ class DeviceBuffer {
   ~DeviceBuffer() { device_free(tracker_, ptr_, bytes(), "test buffer"); }
   T* get() const { return static_cast<T*>(ptr_); }
   void upload(const std::vector<T>& host) {
-    copy_bytes(ptr_, tracker_.device(), host.data(), Device::cpu(), bytes());
+    copy_bytes_blocking(ptr_, tracker_.device(), host.data(), Device::cpu(), bytes());
     synchronize(Stream{tracker_.device(), nullptr});
   }
   std::vector<T> download(const Communicator& comm) const {
     synchronize(comm.stream());
     std::vector<T> host(static_cast<size_t>(n_));
-    copy_bytes(host.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
+    copy_bytes_blocking(host.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
     return host;
   }
 
@@ -70,17 +71,17 @@ class StagedCombine final : public ScanCombine {
     std::vector<char> h(static_cast<size_t>(count * dtype_size(dtype())));
     host_.fill_identity(h.data(), count, Stream{});
     synchronize(stream);
-    copy_bytes(out, device_, h.data(), Device::cpu(), static_cast<int64_t>(h.size()));
+    copy_bytes_blocking(out, device_, h.data(), Device::cpu(), static_cast<int64_t>(h.size()));
     synchronize(Stream{device_, nullptr});
   }
   void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
     const int64_t bytes = count * dtype_size(dtype());
     std::vector<char> e(static_cast<size_t>(bytes)), l(static_cast<size_t>(bytes));
     synchronize(stream);
-    copy_bytes(e.data(), Device::cpu(), earlier, device_, bytes);
-    copy_bytes(l.data(), Device::cpu(), later, device_, bytes);
+    copy_bytes_blocking(e.data(), Device::cpu(), earlier, device_, bytes);
+    copy_bytes_blocking(l.data(), Device::cpu(), later, device_, bytes);
     host_.combine(e.data(), l.data(), e.data(), count, Stream{});
-    copy_bytes(out, device_, e.data(), Device::cpu(), bytes);
+    copy_bytes_blocking(out, device_, e.data(), Device::cpu(), bytes);
     synchronize(Stream{device_, nullptr});
   }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/errors.h"
 #include "runtime/scan.h"
 #include "tests/comm/comm_test_util.h"
@@ -53,9 +54,11 @@ void check_all_scans(Communicator& comm, const ScanCombine& combine, Fill fill, 
             std::vector<T> buf = input;
             if (in_place) {
               exclusive_scan(comm, buf.data(), buf.data(), count, combine, options);
+              synchronize(comm.stream());  // the scan completes on the communicator's stream
               out = buf;
             } else {
               exclusive_scan(comm, input.data(), out.data(), count, combine, options);
+              synchronize(comm.stream());
             }
             int64_t mismatches = 0, first = -1;
             for (int64_t i = 0; i < count; ++i) {
@@ -148,6 +151,7 @@ TEST_F(ScanTest, ZeroCountIsANoOp) {
     ScanOptions options;
     options.algorithm = algorithm;
     exclusive_scan(*world_, &sentinel, &sentinel, 0, *combine, options);
+    synchronize(world_->stream());
   }
   EXPECT_EQ(sentinel, 5);
 }

@@ -54,7 +54,7 @@ std::vector<int32_t> split_stream(const std::string& file, const std::string& sp
 Reference reference_eval(const ModelConfig& model_cfg, const std::vector<float>& params, int64_t step,
                          const std::string& file, const std::string& split, int64_t L, const ExecContext& ctx) {
   PerformerModel model(model_cfg, ctx, nullptr);
-  copy_bytes(model.params().raw(), model.params().device(), params.data(), Device::cpu(), model.params().nbytes());
+  copy_bytes_blocking(model.params().raw(), model.params().device(), params.data(), Device::cpu(), model.params().nbytes());
   const std::vector<int32_t> stream = split_stream(file, split);
   const int64_t V = model_cfg.vocab;
   Reference r;

@@ -27,7 +27,7 @@ class DeviceFloats {
     ptr_ = static_cast<float*>(device_allocate(tracker_, bytes(), "test"));
   }
   DeviceFloats(MemoryTracker& tracker, const std::vector<float>& host) : DeviceFloats(tracker, host.size()) {
-    copy_bytes(ptr_, tracker_.device(), host.data(), Device::cpu(), bytes());
+    copy_bytes_blocking(ptr_, tracker_.device(), host.data(), Device::cpu(), bytes());
   }
   ~DeviceFloats() { device_free(tracker_, ptr_, bytes(), "test"); }
   DeviceFloats(const DeviceFloats&) = delete;
@@ -35,7 +35,7 @@ class DeviceFloats {
   float* get() const { return ptr_; }
   std::vector<float> host() const {
     std::vector<float> out(static_cast<size_t>(n_));
-    copy_bytes(out.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
+    copy_bytes_blocking(out.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
     return out;
   }
 
@@ -107,7 +107,7 @@ class DeviceHalves {
     ptr_ = device_allocate(tracker_, 2 * n_, "test");
   }
   DeviceHalves(MemoryTracker& tracker, const std::vector<uint16_t>& host) : DeviceHalves(tracker, host.size()) {
-    copy_bytes(ptr_, tracker_.device(), host.data(), Device::cpu(), 2 * n_);
+    copy_bytes_blocking(ptr_, tracker_.device(), host.data(), Device::cpu(), 2 * n_);
   }
   ~DeviceHalves() { device_free(tracker_, ptr_, 2 * n_, "test"); }
   DeviceHalves(const DeviceHalves&) = delete;
@@ -115,7 +115,7 @@ class DeviceHalves {
   void* get() const { return ptr_; }
   std::vector<uint16_t> host() const {
     std::vector<uint16_t> out(static_cast<size_t>(n_));
-    copy_bytes(out.data(), Device::cpu(), ptr_, tracker_.device(), 2 * n_);
+    copy_bytes_blocking(out.data(), Device::cpu(), ptr_, tracker_.device(), 2 * n_);
     return out;
   }
 

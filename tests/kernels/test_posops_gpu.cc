@@ -35,7 +35,7 @@ class DeviceVector {
   DeviceVector(MemoryTracker& tracker, const std::vector<T>& host)
       : tracker_(tracker), n_(static_cast<int64_t>(host.size())),
         ptr_(static_cast<T*>(device_allocate(tracker, bytes(), "test"))) {
-    copy_bytes(ptr_, tracker.device(), host.data(), Device::cpu(), bytes());
+    copy_bytes_blocking(ptr_, tracker.device(), host.data(), Device::cpu(), bytes());
   }
   ~DeviceVector() { device_free(tracker_, ptr_, bytes(), "test"); }
   DeviceVector(const DeviceVector&) = delete;
@@ -43,7 +43,7 @@ class DeviceVector {
   T* get() { return ptr_; }
   std::vector<T> host() const {
     std::vector<T> out(static_cast<size_t>(n_));
-    copy_bytes(out.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
+    copy_bytes_blocking(out.data(), Device::cpu(), ptr_, tracker_.device(), bytes());
     return out;
   }
 

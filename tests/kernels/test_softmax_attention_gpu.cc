@@ -32,10 +32,10 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   float* get() { return ptr_; }
-  void upload(const std::vector<float>& v) { copy_bytes(ptr_, tracker_.device(), v.data(), Device::cpu(), bytes_); }
+  void upload(const std::vector<float>& v) { copy_bytes_blocking(ptr_, tracker_.device(), v.data(), Device::cpu(), bytes_); }
   std::vector<float> download() {
     std::vector<float> v(static_cast<size_t>(bytes_ / 4));
-    copy_bytes(v.data(), Device::cpu(), ptr_, tracker_.device(), bytes_);
+    copy_bytes_blocking(v.data(), Device::cpu(), ptr_, tracker_.device(), bytes_);
     return v;
   }
 
@@ -106,12 +106,12 @@ class DeviceHalves {
       bits[i] = to_storage(static_cast<float>(x[i]), t);
       rounded[i] = from_storage(bits[i], t);
     }
-    copy_bytes(ptr_, tracker_.device(), bits.data(), Device::cpu(), 2 * count_);
+    copy_bytes_blocking(ptr_, tracker_.device(), bits.data(), Device::cpu(), 2 * count_);
     return rounded;
   }
   std::vector<float> download(DType t) {
     std::vector<uint16_t> bits(static_cast<size_t>(count_));
-    copy_bytes(bits.data(), Device::cpu(), ptr_, tracker_.device(), 2 * count_);
+    copy_bytes_blocking(bits.data(), Device::cpu(), ptr_, tracker_.device(), 2 * count_);
     std::vector<float> x(bits.size());
     for (size_t i = 0; i < bits.size(); ++i) x[i] = from_storage(bits[i], t);
     return x;

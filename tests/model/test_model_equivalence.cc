@@ -5,10 +5,14 @@
 // the overlapped gradient allreduce gives the bits of the deferred one.
 #include <gtest/gtest.h>
 
+#include <mpi.h>
+
+#include <cmath>
 #include <vector>
 
 #include "model/trainer.h"
 #include "runtime/comm.h"
+#include "runtime/comm_mpi.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
@@ -37,9 +41,10 @@ struct RunResult {
 };
 
 RunResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker, int steps,
-               int64_t bucket_bytes = 16 << 20, bool overlap_allreduce = true) {
-  ExecResources res(Device::cpu(), tracker);
-  Trainer trainer(cfg, test_optimizer(), grid, res.ctx(), AttentionOptions{}, bucket_bytes, overlap_allreduce);
+               int64_t bucket_bytes = 16 << 20, bool overlap_allreduce = true, AttentionOptions attention = {},
+               const HostStreamConfig& streams = host_streams_from_env()) {
+  ExecResources res(Device::cpu(), tracker, streams);
+  Trainer trainer(cfg, test_optimizer(), grid, res.ctx(), attention, bucket_bytes, overlap_allreduce);
   const int64_t per_dp = kSamples / grid.dp_size();
   const int64_t n = kLength / grid.sp_size();
   const TokenBatch local = test::synthetic_slice(kDataSeed, grid.dp_rank() * per_dp, per_dp, kLength,
@@ -109,6 +114,34 @@ TEST(ModelEquivalence, DataParallelOnly) {
   if (world_size() != 2) GTEST_SKIP() << "the 2 x 1 layout needs 2 ranks";
   check_layout(AttentionKind::Favor, Objective::CausalLM, 1);
   check_layout(AttentionKind::Softmax, Objective::CausalLM, 1);
+}
+
+// Proof that the asynchronous CPU streams see what they are for: the same
+// sequence-parallel run with the compute stream's wait for the forward scan
+// left out (a test-only switch) is caught in async+jitter mode (new memory is
+// NaN there, and the scan is delayed), while the run with the wait matches
+// sp = 1. Runs in async+jitter mode whatever PF_CPU_STREAMS says.
+TEST(AsyncStreams, DetectAMissingWaitForTheForwardScan) {
+  const int P = world_size();
+  if (P < 2) GTEST_SKIP() << "the forward scan needs a sequence group of 2 or more ranks";
+  const HostStreamConfig streams = parse_host_streams("async+jitter=11");
+  const ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  MemoryTracker tracker(Device::cpu());
+  ParallelGrid local(make_local_comm(), 1);
+  const RunResult want = train(cfg, local, tracker, 1, 16 << 20, true, {}, streams);
+  ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD, streams), P);
+  auto matches = [&](const RunResult& got) {
+    return std::abs(got.losses[0] - want.losses[0]) <= 1e-6 * std::abs(want.losses[0]) &&
+           test::rel_l2(got.first_grads, want.first_grads) < 1e-5;
+  };
+  EXPECT_TRUE(matches(train(cfg, grid, tracker, 1, 16 << 20, true, {}, streams))) << "with the wait";
+  AttentionOptions omit;
+  omit.test_omit_scan_wait = true;
+  int caught = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) caught += !matches(train(cfg, grid, tracker, 1, 16 << 20, true, omit, streams));
+  int caught_anywhere = 0;
+  MPI_Allreduce(&caught, &caught_anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_GT(caught_anywhere, 0) << "3 runs without the wait all matched: the async mode did not see it";
 }
 
 }  // namespace

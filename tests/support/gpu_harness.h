@@ -22,7 +22,7 @@ class Gpu {
   float* alloc(int64_t count) {
     const int64_t bytes = std::max<int64_t>(count, 1) * 4;
     float* p = static_cast<float*>(device_allocate(tracker_, bytes, "test"));
-    fill_zero(p, Device::cuda(0), bytes);
+    fill_zero_blocking(p, Device::cuda(0), bytes);
     buffers_.push_back({p, bytes});
     return p;
   }
@@ -32,16 +32,16 @@ class Gpu {
     for (size_t i = 0; i < x.size(); ++i) bits[i] = to_storage(x[i], t);
     const int64_t bytes = std::max<int64_t>(static_cast<int64_t>(x.size()), 1) * 2;
     void* p = device_allocate(tracker_, bytes, "test");
-    fill_zero(p, Device::cuda(0), bytes);
+    fill_zero_blocking(p, Device::cuda(0), bytes);
     buffers_.push_back({p, bytes});
-    copy_bytes(p, Device::cuda(0), bits.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 2);
+    copy_bytes_blocking(p, Device::cuda(0), bits.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 2);
     return p;
   }
   void* alloc_storage(int64_t count) { return upload_storage(std::vector<float>(count, 0.f), DType::f16); }
   std::vector<float> download_storage(const void* p, int64_t count, DType t) {
     synchronize(ctx().stream);
     std::vector<uint16_t> bits(count);
-    copy_bytes(bits.data(), Device::cpu(), p, Device::cuda(0), count * 2);
+    copy_bytes_blocking(bits.data(), Device::cpu(), p, Device::cuda(0), count * 2);
     std::vector<float> x(count);
     for (int64_t i = 0; i < count; ++i) x[i] = from_storage(bits[i], t);
     return x;
@@ -49,13 +49,13 @@ class Gpu {
   int64_t tracked_bytes() const { return tracker_.stats().current_bytes; }
   float* upload(const std::vector<float>& x) {
     float* p = alloc(static_cast<int64_t>(x.size()));
-    copy_bytes(p, Device::cuda(0), x.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 4);
+    copy_bytes_blocking(p, Device::cuda(0), x.data(), Device::cpu(), static_cast<int64_t>(x.size()) * 4);
     return p;
   }
   std::vector<float> download(const float* p, int64_t count) {
     synchronize(ctx().stream);
     std::vector<float> x(count);
-    copy_bytes(x.data(), Device::cpu(), p, Device::cuda(0), count * 4);
+    copy_bytes_blocking(x.data(), Device::cpu(), p, Device::cuda(0), count * 4);
     return x;
   }
   ~Gpu() {

@@ -134,7 +134,7 @@ std::vector<std::vector<double>> reference_projections(PerformerModel& model, in
   const int64_t count = cfg.features * cfg.head_dim();
   std::vector<float> host(static_cast<size_t>(count));
   for (int64_t l = 0; l < cfg.layers; ++l) {
-    copy_bytes(host.data(), Device::cpu(), model.projection(l, step), model.params().device(), count * 4);
+    copy_bytes_blocking(host.data(), Device::cpu(), model.projection(l, step), model.params().device(), count * 4);
     out[static_cast<size_t>(l)].assign(host.begin(), host.end());
   }
   return out;
