@@ -116,6 +116,30 @@ TEST(ModelEquivalence, DataParallelOnly) {
   check_layout(AttentionKind::Softmax, Objective::CausalLM, 1);
 }
 
+// The asynchronous CPU streams run the same kernels in the same order on each
+// stream, so they must give the bits of the synchronous ones: sp = P, and
+// dp x sp = 2 x 2 with the gradient allreduce overlapped (4 ranks).
+TEST(AsyncStreams, GiveTheBitsOfSyncStreams) {
+  const int P = world_size();
+  const HostStreamConfig sync = parse_host_streams("sync");
+  const HostStreamConfig async = parse_host_streams("async+jitter=5");
+  for (int sp : {P, P == 4 ? 2 : 0}) {
+    if (sp == 0) continue;
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+      const ModelConfig cfg = test::tiny_config(AttentionKind::Favor, obj);
+      MemoryTracker tracker(Device::cpu());
+      ParallelGrid grid_sync(make_mpi_comm(MPI_COMM_WORLD, sync), sp);
+      const RunResult a = train(cfg, grid_sync, tracker, 3, 4096, true, {}, sync);
+      ParallelGrid grid_async(make_mpi_comm(MPI_COMM_WORLD, async), sp);
+      const RunResult b = train(cfg, grid_async, tracker, 3, 4096, true, {}, async);
+      const std::string what = std::string(objective_name(obj)) + " sp=" + std::to_string(sp);
+      EXPECT_EQ(a.losses, b.losses) << what;
+      EXPECT_EQ(a.first_grads, b.first_grads) << what;
+      EXPECT_EQ(a.final_params, b.final_params) << what;
+    }
+  }
+}
+
 // Proof that the asynchronous CPU streams see what they are for: the same
 // sequence-parallel run with the compute stream's wait for the forward scan
 // left out (a test-only switch) is caught in async+jitter mode (new memory is
