@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "data/schema.h"
 #include "data/sequence_reader.h"
 #include "data/vocab.h"
+#include "runtime/clock.h"
 #include "runtime/random.h"
 
 namespace pf {
@@ -96,10 +96,6 @@ class SplitWriter {
   std::vector<std::string> ids_buf_, header_buf_;
   int64_t sequences_ = 0, residues_ = 0;
 };
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummary* summary) {
   H5Id file = h5_create_file(tmp);

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
   CLI11_PARSE(app, argc, argv);
 
-  return pf::run_mpi_program("performer-eval", argc, argv, [&](int size, int rank) {
+  return pf::run_mpi_program(argc, argv, "performer-eval", [&](int size, int rank) {
     std::string text;
     {
       pf::H5Id f = pf::h5_open_file(checkpoint);

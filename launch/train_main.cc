@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (!resume.empty()) overrides.push_back("checkpoint.resume=\"" + resume + "\"");
 
-  return pf::run_mpi_program("performer-train", argc, argv, [&](int size, int rank) {
+  return pf::run_mpi_program(argc, argv, "performer-train", [&](int size, int rank) {
     const pf::TrainConfig cfg = pf::load_train_config(config_path, overrides);
     pf::validate_layout(cfg, size);
     const int64_t sp = cfg.parallel.sp, dp = size / sp;

@@ -1,7 +1,6 @@
 #include "model/attention.h"
 
 #include <algorithm>
-#include <chrono>
 #include <future>
 #include <memory>
 
@@ -10,13 +9,10 @@
 #include "kernels/residual/residual.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 
 namespace pf {
 namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The log-scale state combine of the linear-attention kernels as a scan
 // operator: its kernels run on the stream the scan gives (the communicator's).

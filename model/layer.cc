@@ -1,20 +1,15 @@
 #include "model/layer.h"
 
-#include <chrono>
-
 #include "kernels/cast/cast.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/heads/heads.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
 #include "kernels/residual/residual.h"
+#include "runtime/clock.h"
 
 namespace pf {
 namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 Tensor make(const ExecContext& ctx, const Shape& shape, const char* tag) {
   return Tensor::empty(shape, DType::f32, *ctx.tracker, tag);

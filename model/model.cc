@@ -1,6 +1,5 @@
 #include "model/model.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "kernels/cast/cast.h"
@@ -9,18 +8,12 @@
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
 #include "kernels/positional/positional.h"
-#include "kernels/reduce/reduce.h"
 #include "kernels/random_features/random_features.h"
+#include "kernels/reduce/reduce.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 
 namespace pf {
-namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 PerformerModel::PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, Communicator* sp,
                                AttentionOptions options)

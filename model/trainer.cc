@@ -1,20 +1,13 @@
 #include "model/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "kernels/reduce/reduce.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 
 namespace pf {
-namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 double EvalStats::perplexity() const { return std::exp(loss()); }
 

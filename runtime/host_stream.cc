@@ -2,17 +2,15 @@
 
 #include <chrono>
 
-namespace pf::detail {
+#include "runtime/clock.h"
 
-double host_seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+namespace pf::detail {
 
 void HostEvent::complete() {
   {
     std::lock_guard<std::mutex> lock(mu);
     done = true;
-    seconds = host_seconds_now();
+    seconds = seconds_now();
   }
   cv.notify_all();
 }

@@ -22,7 +22,7 @@ struct HostEvent {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  double seconds = 0;  // host clock when it completed
+  double seconds = 0;  // seconds_now() (runtime/clock.h) when it completed
   void complete();
   void wait();
 };
@@ -64,7 +64,5 @@ class HostStream {
   std::thread worker_;
   std::thread::id worker_id_;
 };
-
-double host_seconds_now();
 
 }  // namespace pf::detail

@@ -123,7 +123,7 @@ Approx approximate(const Config& c, const Setting& st, const Exact& e, const std
     feature_map_forward(ctx, fp, n, d, st.m, e.q.data(), W.data(), pq.data(), cq.data());
     feature_map_forward(ctx, fp, n, d, st.m, e.k.data(), W.data(), pk.data(), ck.data());
   }
-  gemm_f32_cpu(false, true, n, n, mf, 1.f, pq.data(), mf, pk.data(), mf, 0.f, A.data(), n);
+  gemm_f32(ctx, false, true, n, n, mf, 1.f, pq.data(), mf, pk.data(), mf, 0.f, A.data(), n);
   const double ck_max = *std::max_element(ck.begin(), ck.end());
   std::vector<double> ek(n);
   for (int64_t j = 0; j < n; ++j) ek[j] = std::exp(ck[j] - ck_max);
@@ -146,7 +146,7 @@ Approx approximate(const Config& c, const Setting& st, const Exact& e, const std
     a.den_ratio += s * std::exp(cq[i] + ck_max - e.lse[i]) / n;
   }
   a.top1 = static_cast<double>(agree) / n;
-  gemm_f32_cpu(false, false, n, d, n, 1.f, A.data(), n, e.v.data(), d, 0.f, num.data(), d);
+  gemm_f32(ctx, false, false, n, d, n, 1.f, A.data(), n, e.v.data(), d, 0.f, num.data(), d);
   a.out.resize(n * d);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t t = 0; t < d; ++t)
@@ -231,13 +231,15 @@ int run_approx(int argc, char** argv) {
       exact_key = key;
       // The exact kernel's own row: time and workspace of the tiled CPU softmax.
       MemoryTracker tracker(Device::cpu());
+      ExecContext host;  // a synchronous CPU stream: the kernel runs inside the timed call
+      host.tracker = &tracker;
       SoftmaxAttentionParams p;
       p.n = n;
       p.d = d;
       p.causal = st.causal;
       std::vector<float> o(n * d), lse(n);
       const double t = best_seconds(
-          [&] { softmax_attention_forward_cpu(p, exact.q.data(), exact.k.data(), exact.v.data(), o.data(), lse.data(), &tracker); },
+          [&] { softmax_attention_forward(host, p, exact.q.data(), exact.k.data(), exact.v.data(), o.data(), lse.data()); },
           reps);
       const bool planted = st.alpha > 0;
       std::fprintf(out, "%s,%s,exact,none,0,%g,%g,1,0,0,0,0,1,1,%s,%s,%.3f,softmax_attention_forward_cpu,%ld\n",

@@ -1,6 +1,7 @@
 // performer-bench subcommands. Each lives in launch/bench/<name>.cc and takes
 // the arguments after its name; it prints progress to stderr and CSV to stdout
-// or to --csv FILE. Timings live here, never in tests.
+// or to --csv FILE. Timings live here, never in tests. Those that use MPI
+// (comm, train) run in the frame of launch/train/mpi_program.h.
 #pragma once
 
 namespace pf::bench {
@@ -11,9 +12,8 @@ int run_feature_map(int argc, char** argv);  // FAVOR+/ReLU feature maps, forwar
 int run_data(int argc, char** argv);  // data preparation MB/s and loader tokens/s per rank
 int run_linattn(int argc, char** argv);  // causal linear attention fwd+bwd GFLOP/s
 int run_comm(int argc, char** argv);  // scan/allreduce/allgather latency and bandwidth (under mpirun)
-int run_softmax(int argc, char** argv);
-int run_train(int argc, char** argv);  // training-step tokens/s and breakdown; longest length under a cap  // exact softmax attention forward/backward on the CPU
 int run_softmax(int argc, char** argv);  // exact softmax attention forward/backward on the CPU
+int run_train(int argc, char** argv);  // training-step tokens/s, breakdown (under mpirun); longest length under a cap
 int run_approx(int argc, char** argv);  // random-feature vs exact softmax attention: errors, top-1, time, memory
 int run_kernels(int argc, char** argv);  // FAVOR+ composite vs exact softmax: fwd+bwd time, GFLOP/s, crossover
 

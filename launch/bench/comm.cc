@@ -7,7 +7,6 @@
 // barrier), and the algorithm bandwidth bytes / median (nccl-tests' algbw,
 // bytes per rank). Rank 0 writes the CSV.
 #include "runtime/comm.h"
-#include "runtime/comm_mpi.h"
 
 #include <mpi.h>
 
@@ -21,33 +20,14 @@
 
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
+#include "launch/train/mpi_program.h"
 #include "runtime/check.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/memory.h"
 #include "runtime/scan.h"
 
 namespace pf::bench {
 namespace {
-
-// MPI_Init for the duration of the benchmark unless the caller already did.
-class MpiSession {
- public:
-  MpiSession(int* argc, char*** argv) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      MPI_Init(argc, argv);
-      owned_ = true;
-    }
-  }
-  ~MpiSession() {
-    if (owned_) MPI_Finalize();
-  }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
- private:
-  bool owned_ = false;
-};
 
 // A buffer of `bytes` on the communicator's device, filled with 1.0f.
 // refill() writes it again, as a freshly computed block would be (sending
@@ -86,10 +66,10 @@ Timing time_collective(Communicator& comm, const std::function<void()>& prepare,
     prepare();
     synchronize(comm.stream());
     comm.barrier();
-    const double t0 = now_seconds();
+    const double t0 = seconds_now();
     op();
     synchronize(comm.stream());
-    double t = now_seconds() - t0, slowest = 0;
+    double t = seconds_now() - t0, slowest = 0;
     PF_MPI_CHECK(MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     if (r > 0) runs.push_back(slowest);
   }
@@ -181,15 +161,8 @@ int run_comm_ranks(int argc, char** argv) {
 }  // namespace
 
 int run_comm(int argc, char** argv) {
-  MpiSession mpi(&argc, &argv);
-  try {
-    return run_comm_ranks(argc, argv);
-  } catch (const std::exception& e) {
-    // One failing rank must end the job, not leave the others in a collective.
-    std::fprintf(stderr, "performer-bench comm: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 1;
+  return run_mpi_program(
+      argc, argv, "performer-bench comm", [&](int, int) { return run_comm_ranks(argc, argv); }, MpiErrorReport::Plain);
 }
 
 }  // namespace pf::bench

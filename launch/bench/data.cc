@@ -50,9 +50,9 @@ std::pair<double, double> best_wall_and_cpu(F&& fn, int reps) {
   fn();
   double best = 1e30, cpu = 0;
   for (int r = 0; r < reps; ++r) {
-    const double w0 = now_seconds(), c0 = cpu_now();
+    const double w0 = seconds_now(), c0 = cpu_now();
     fn();
-    const double w = now_seconds() - w0, c = cpu_now() - c0;
+    const double w = seconds_now() - w0, c = cpu_now() - c0;
     if (w < best) {
       best = w;
       cpu = c;

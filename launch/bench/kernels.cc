@@ -108,6 +108,9 @@ int run_kernels(int argc, char** argv) {
     if (n > softmax_max && !all) continue;
     std::vector<float> lse(bh * n);
     for (bool causal : {true, false}) {
+      MemoryTracker softmax_tracker(Device::cpu());
+      ExecContext host;  // a synchronous CPU stream: the kernel runs inside the timed call
+      host.tracker = &softmax_tracker;
       SoftmaxAttentionParams p;
       p.heads = bh;
       p.n = n;
@@ -115,11 +118,11 @@ int run_kernels(int argc, char** argv) {
       p.causal = causal;
       const int sreps = n >= 8192 ? 1 : reps;
       const double tf =
-          best_seconds([&] { softmax_attention_forward_cpu(p, q.data(), k.data(), v.data(), o.data(), lse.data()); },
+          best_seconds([&] { softmax_attention_forward(host, p, q.data(), k.data(), v.data(), o.data(), lse.data()); },
                        sreps);
       const double tb = best_seconds(
           [&] {
-            softmax_attention_backward_cpu(p, q.data(), k.data(), v.data(), o.data(), lse.data(), g.data(), dq.data(),
+            softmax_attention_backward(host, p, q.data(), k.data(), v.data(), o.data(), lse.data(), g.data(), dq.data(),
                                            dk.data(), dv.data());
           },
           sreps);

@@ -49,6 +49,9 @@ int run_softmax(int argc, char** argv) {
                dO = random_normal(size, 4);
     std::vector<float> O(size), lse(batch * heads * n), dQ(size), dK(size), dV(size);
     for (bool causal : {true, false}) {
+      MemoryTracker softmax_tracker(Device::cpu());
+      ExecContext host;  // a synchronous CPU stream: the kernel runs inside the timed call
+      host.tracker = &softmax_tracker;
       SoftmaxAttentionParams p;
       p.heads = batch * heads;
       p.n = n;
@@ -57,10 +60,10 @@ int run_softmax(int argc, char** argv) {
       p.q_tile = q_tile;
       p.k_tile = k_tile;
       const double fwd_s = best_seconds(
-          [&] { softmax_attention_forward_cpu(p, Q.data(), K.data(), V.data(), O.data(), lse.data()); }, reps);
+          [&] { softmax_attention_forward(host, p, Q.data(), K.data(), V.data(), O.data(), lse.data()); }, reps);
       const double bwd_s = best_seconds(
           [&] {
-            softmax_attention_backward_cpu(p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
+            softmax_attention_backward(host, p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
                                            dK.data(), dV.data());
           },
           reps);

@@ -1,15 +1,13 @@
-// Timing helpers for benchmarks: wall-clock seconds, best of N after a warm-up.
+// Timing helpers for benchmarks: best of N after a warm-up, on seconds_now()
+// (runtime/clock.h), the trainer's own clock.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <limits>
 
-namespace pf::bench {
+#include "runtime/clock.h"
 
-inline double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+namespace pf::bench {
 
 // Runs `fn` once to warm up, then `reps` times; returns the fastest run.
 template <typename F>
@@ -17,9 +15,9 @@ double best_seconds(F&& fn, int reps) {
   fn();
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r < reps; ++r) {
-    const double t0 = now_seconds();
+    const double t0 = seconds_now();
     fn();
-    const double t = now_seconds() - t0;
+    const double t = seconds_now() - t0;
     if (t < best) best = t;
   }
   return best;

@@ -19,6 +19,7 @@
 #include "data/loader.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
+#include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
 #include "launch/train/train_config.h"
 #include "model/planner.h"
@@ -86,47 +87,21 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
       ExecResources res(Device::cpu(), tracker);
       ParallelGrid grid(make_local_comm(), 1);
       Trainer trainer(m, base.optimizer, grid, res.ctx(), base.parallel.attention);
-      const double t0 = now_seconds();
+      const double t0 = seconds_now();
       const StepStats st = trainer.train_step(synthetic_batch(a.batch, n, 0, n, 0));
       std::fprintf(stderr, "  confirmed: one step at %lld tokens in %.1f s, measured peak %s (planned %s)\n",
-                   static_cast<long long>(n), now_seconds() - t0, format_bytes(st.peak_bytes).c_str(),
+                   static_cast<long long>(n), seconds_now() - t0, format_bytes(st.peak_bytes).c_str(),
                    format_bytes(plan.peak).c_str());
       std::fprintf(out, "# confirmed,%d,%lld,%lld,%.3f\n", ckpt, static_cast<long long>(n),
-                   static_cast<long long>(st.peak_bytes), now_seconds() - t0);
+                   static_cast<long long>(st.peak_bytes), seconds_now() - t0);
       if (st.peak_bytes > cap) rc = 1;
     }
   }
   return rc;
 }
 
-}  // namespace
-
-int run_train(int argc, char** argv) {
-  CLI::App app{"training-step throughput and breakdown (run under mpirun for several ranks)"};
-  Args a;
-  app.add_option("--preset", a.preset, "small, medium or paper (6 layers, width 512, 8 heads, FFN 2048, m 256)");
-  app.add_option("--set", a.sets, "override: model.key=value, parallel.key=value, optimizer.key=value");
-  app.add_option("--length", a.length, "tokens per rank per sample (local length)");
-  app.add_option("--batch", a.batch, "samples per data-parallel group");
-  app.add_option("--sp", a.sp, "sequence-parallel group size (default: all ranks)");
-  app.add_option("--steps", a.steps, "timed steps (after one warm-up step)");
-  app.add_option("--cap", a.cap, "per-rank memory cap, e.g. 16GiB");
-  app.add_option("--data", a.data, "prepared HDF5 file: read batches with the loader (else synthetic tokens)");
-  app.add_option("--csv", a.csv, "write CSV here (default: stdout)");
-  app.add_flag("--longest", a.longest, "find the longest local length under --cap with the planner");
-  app.add_flag("--confirm", a.confirm, "with --longest: run one real step at that length under the cap");
-  app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off");
-  CLI11_PARSE(app, argc, argv);
-
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  }
-  int size = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+// One rank of the benchmark, inside the MPI frame.
+int run_train_ranks(const Args& a, int size, int rank) {
   std::vector<std::string> sets = preset(a.preset);
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
   const int64_t sp = a.sp > 0 ? a.sp : size;
@@ -159,7 +134,7 @@ int run_train(int argc, char** argv) {
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
                    "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,max_peak_bytes\n");
     for (int64_t s = 0; s <= a.steps; ++s) {
-      const double t0 = now_seconds();
+      const double t0 = seconds_now();
       TokenBatch batch;
       if (loader) {
         batch = to_token_batch(loader->next(), grid);
@@ -167,9 +142,9 @@ int run_train(int argc, char** argv) {
         batch = synthetic_batch(a.batch, L, grid.sp_rank() * n, (grid.sp_rank() + 1) * n,
                                 (s * grid.dp_size() + grid.dp_rank()) * a.batch);
       }
-      const double data_s = now_seconds() - t0;
+      const double data_s = seconds_now() - t0;
       const StepStats st = trainer.train_step(batch);
-      const double secs = now_seconds() - t0;
+      const double secs = seconds_now() - t0;
       long long max_peak = static_cast<long long>(st.peak_bytes);  // over all ranks (untimed)
       MPI_Allreduce(MPI_IN_PLACE, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
       if (rank == 0 && s > 0) {
@@ -185,8 +160,31 @@ int run_train(int argc, char** argv) {
     }
   }
   if (out != stdout) std::fclose(out);
-  if (!initialized) MPI_Finalize();
   return rc;
+}
+
+}  // namespace
+
+int run_train(int argc, char** argv) {
+  CLI::App app{"training-step throughput and breakdown (run under mpirun for several ranks)"};
+  Args a;
+  app.add_option("--preset", a.preset, "small, medium or paper (6 layers, width 512, 8 heads, FFN 2048, m 256)");
+  app.add_option("--set", a.sets, "override: model.key=value, parallel.key=value, optimizer.key=value");
+  app.add_option("--length", a.length, "tokens per rank per sample (local length)");
+  app.add_option("--batch", a.batch, "samples per data-parallel group");
+  app.add_option("--sp", a.sp, "sequence-parallel group size (default: all ranks)");
+  app.add_option("--steps", a.steps, "timed steps (after one warm-up step)");
+  app.add_option("--cap", a.cap, "per-rank memory cap, e.g. 16GiB");
+  app.add_option("--data", a.data, "prepared HDF5 file: read batches with the loader (else synthetic tokens)");
+  app.add_option("--csv", a.csv, "write CSV here (default: stdout)");
+  app.add_flag("--longest", a.longest, "find the longest local length under --cap with the planner");
+  app.add_flag("--confirm", a.confirm, "with --longest: run one real step at that length under the cap");
+  app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off");
+  CLI11_PARSE(app, argc, argv);
+
+  return run_mpi_program(
+      argc, argv, "performer-bench train", [&](int size, int rank) { return run_train_ranks(a, size, rank); },
+      MpiErrorReport::Plain);
 }
 
 }  // namespace pf::bench

@@ -1,16 +1,33 @@
-// The frame of an MPI program: MPI_Init_thread (MULTIPLE: the
-// attention scan and the gradient allreduce run on worker threads), the body, and
-// error handling that ends the whole job with the message instead of leaving
-// other ranks waiting in a collective: the failing rank prints
-// "<program>: error on rank R: ..." and calls MPI_Abort when there are
-// several ranks. Returns the exit code (0 ok, 1 error, 2 usage/config error).
+// The frame of every MPI program in launch/ (performer-train, performer-eval,
+// performer-bench comm and train): MPI_Init_thread with MPI_THREAD_MULTIPLE
+// (the attention scan, the gradient allreduce and the asynchronous CPU
+// streams call MPI from worker threads), the body, and error handling that
+// ends the whole job with the message instead of leaving other ranks waiting
+// in a collective: a failing rank prints its message and calls MPI_Abort when
+// there are several ranks. Then MPI_Finalize. When MPI is already initialised
+// (a caller running the body in its own MPI process), the frame neither
+// initialises nor finalises it.
 #pragma once
 
 #include <functional>
 
 namespace pf {
 
-int run_mpi_program(const char* program, int argc, char** argv,
-                    const std::function<int(int world_size, int world_rank)>& body);
+// How the frame reports an exception that leaves the body.
+enum class MpiErrorReport {
+  // A ConfigError: "<name>: <message>" from rank 0 only (every rank reads the
+  // same configuration and fails the same way), exit code 2, no abort.
+  // Any other error: "<name>: error on rank R: <message>", exit code 1.
+  Ranked,
+  // Any error: "<name>: <message>" from the failing rank, exit code 1
+  // (the performer-bench subcommands).
+  Plain,
+};
+
+// Runs body(world_size, world_rank) in the frame. Returns the exit code: the
+// body's, or the error's (see MpiErrorReport).
+int run_mpi_program(int argc, char** argv, const char* name,
+                    const std::function<int(int world_size, int world_rank)>& body,
+                    MpiErrorReport report = MpiErrorReport::Ranked);
 
 }  // namespace pf

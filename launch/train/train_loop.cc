@@ -1,6 +1,5 @@
 #include "launch/train/train_loop.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,14 +9,11 @@
 #include "launch/train/checkpoint.h"
 #include "launch/train/stop_signal.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 #include "runtime/comm.h"
 
 namespace pf {
 namespace {
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string format_duration(double s) {
   char buf[32];
