@@ -1,6 +1,7 @@
 // Device functions for builds with the CUDA backend. A missing driver or GPU is
 // a normal answer (0 devices), not an error.
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 #include "runtime/device.h"
 #include "runtime/stream_cuda.h"
 
@@ -57,22 +58,19 @@ void cuda_stream_destroy(void* handle) {
   cudaStreamDestroy(static_cast<cudaStream_t>(handle));
 }
 
-void cuda_stream_synchronize(const Stream& stream) {
-  PF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)));
-}
+void cuda_stream_synchronize(const Stream& stream) { PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(stream))); }
 
 std::shared_ptr<void> cuda_event_record(const Stream& stream) {
   cuda_bind_device(stream.device);
   cudaEvent_t e = nullptr;
   PF_CUDA_CHECK(cudaEventCreate(&e));  // with timing: event_elapsed_seconds reads it
   std::shared_ptr<void> owned(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
-  PF_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream.handle)));
+  PF_CUDA_CHECK(cudaEventRecord(e, cuda_stream(stream)));
   return owned;
 }
 
 void cuda_event_wait(const Stream& stream, const Event& event) {
-  PF_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle),
-                                    static_cast<cudaEvent_t>(event.impl().get()), 0));
+  PF_CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(stream), static_cast<cudaEvent_t>(event.impl().get()), 0));
 }
 
 void cuda_event_synchronize(const Event& event) {

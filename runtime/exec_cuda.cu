@@ -1,4 +1,5 @@
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 #include "runtime/exec.h"
 
 namespace pf {
@@ -19,7 +20,7 @@ ExecResources::ExecResources(Device device, MemoryTracker& tracker, const HostSt
     PF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     cublasHandle_t h = nullptr;
     PF_CUBLAS_CHECK(cublasCreate(&h));
-    PF_CUBLAS_CHECK(cublasSetStream(h, static_cast<cudaStream_t>(ctx_.stream.handle)));
+    PF_CUBLAS_CHECK(cublasSetStream(h, cuda_stream(ctx_)));
     ctx_.blas = h;
   }
 }

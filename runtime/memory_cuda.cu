@@ -3,35 +3,32 @@
 // cudaMemsetAsync on the caller's stream (never the legacy stream, which does
 // not wait for the non-blocking compute and communication streams).
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 
 namespace pf {
 
-namespace {
-cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
-}  // namespace
-
 void* cuda_raw_allocate(const Stream& stream, int64_t bytes) {
   DeviceGuard bind(stream.device);
   void* p = nullptr;
-  PF_CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(bytes), raw(stream)));
+  PF_CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(bytes), cuda_stream(stream)));
   return p;
 }
 
 void cuda_raw_free(const Stream& stream, void* ptr) {
   DeviceGuard bind(stream.device);
-  cudaFreeAsync(ptr, raw(stream));
+  cudaFreeAsync(ptr, cuda_stream(stream));
 }
 
 void cuda_copy_bytes(const Stream& stream, void* dst, Device, const void* src, Device, int64_t bytes) {
   DeviceGuard bind(stream.device);
-  PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, raw(stream)));
+  PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, cuda_stream(stream)));
 }
 
 void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes) {
   DeviceGuard bind(stream.device);
-  PF_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), raw(stream)));
+  PF_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), cuda_stream(stream)));
 }
 
 void cuda_device_synchronize(Device device) {

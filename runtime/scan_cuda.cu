@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 #include "runtime/scan_impl.h"
 #include "runtime/scan_sum_math.h"
 
@@ -16,8 +17,6 @@ __global__ void sum_combine_kernel(const T* earlier, const T* later, T* out, int
     scan_sum_element(earlier, later, out, i);
 }
 
-cudaStream_t raw(const Stream& s) { return static_cast<cudaStream_t>(s.handle); }
-
 template <typename T>
 class CudaSumCombine final : public ScanCombine {
  public:
@@ -26,14 +25,12 @@ class CudaSumCombine final : public ScanCombine {
   Device device() const override { return device_; }
   const char* name() const override { return "sum"; }
   void fill_identity(void* out, int64_t count, const Stream& stream) const override {
-    PF_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(count) * sizeof(T), raw(stream)));
+    PF_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(count) * sizeof(T), cuda_stream(stream)));
   }
   void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
     if (count == 0) return;
     constexpr int kThreads = 256;
-    const int64_t want = (count + kThreads - 1) / kThreads;
-    const int blocks = static_cast<int>(want < 4096 ? want : 4096);
-    sum_combine_kernel<T><<<blocks, kThreads, 0, raw(stream)>>>(
+    sum_combine_kernel<T><<<grid_size(count, kThreads, 4096), kThreads, 0, cuda_stream(stream)>>>(
         static_cast<const T*>(earlier), static_cast<const T*>(later), static_cast<T*>(out), count);
     PF_CUDA_CHECK_LAUNCH();
   }

@@ -9,7 +9,7 @@ void adamw_update(const ExecContext& ctx, float* params, const float* grads, flo
                   int64_t step, const AdamWConfig& cfg, float grad_scale) {
   PF_REQUIRE(ValueError, step >= 1, "adamw_update: step must be >= 1 (1-based), got " << step);
   if (ctx.device.is_cuda()) adamw_update_cuda(ctx, params, grads, m, v, n, step, cfg, grad_scale);
-  else host_launch(ctx, [=] { adamw_update_cpu(params, grads, m, v, n, step, cfg, grad_scale); });
+  else adamw_update_cpu(ctx, params, grads, m, v, n, step, cfg, grad_scale);
 }
 
 double clip_coefficient(double norm, double max_norm) {

@@ -24,8 +24,8 @@ struct AdamWConfig {
 void adamw_update(const ExecContext& ctx, float* params, const float* grads, float* m, float* v, int64_t n,
                   int64_t step, const AdamWConfig& cfg, float grad_scale = 1.0f);
 
-void adamw_update_cpu(float* params, const float* grads, float* m, float* v, int64_t n, int64_t step,
-                      const AdamWConfig& cfg, float grad_scale);
+void adamw_update_cpu(const ExecContext& ctx, float* params, const float* grads, float* m, float* v, int64_t n,
+                      int64_t step, const AdamWConfig& cfg, float grad_scale);
 void adamw_update_cuda(const ExecContext& ctx, float* params, const float* grads, float* m, float* v, int64_t n,
                        int64_t step, const AdamWConfig& cfg, float grad_scale);
 void adamw_update_ref(double* params, const double* grads, double* m, double* v, int64_t n, int64_t step,

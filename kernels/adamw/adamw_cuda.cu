@@ -4,6 +4,7 @@
 #include "kernels/adamw/adamw.h"
 #include "kernels/adamw/adamw_math.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
@@ -24,9 +25,7 @@ void adamw_update_cuda(const ExecContext& ctx, float* params, const float* grads
   if (n == 0) return;
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(cfg.beta1), static_cast<double>(step)));
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(cfg.beta2), static_cast<double>(step)));
-  const int64_t b = (n + 255) / 256;
-  const int blocks = static_cast<int>(b < 65536 ? b : 65536);
-  adamw_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(
+  adamw_kernel<<<grid_size(n, 256, 65536), 256, 0, cuda_stream(ctx)>>>(
       params, grads, m, v, n, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, bc1, bc2, grad_scale);
   PF_CUDA_CHECK_LAUNCH();
 }

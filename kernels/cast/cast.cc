@@ -13,13 +13,13 @@ void require_16bit_storage(DType storage, const char* what) {
 void cast_narrow(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count) {
   require_16bit_storage(storage, "cast_narrow");
   if (ctx.device.is_cuda()) cast_narrow_cuda(ctx, storage, in, out, count);
-  else host_launch(ctx, [=] { cast_narrow_cpu(storage, in, out, count); });
+  else cast_narrow_cpu(ctx, storage, in, out, count);
 }
 
 void cast_widen(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count) {
   require_16bit_storage(storage, "cast_widen");
   if (ctx.device.is_cuda()) cast_widen_cuda(ctx, storage, in, out, count);
-  else host_launch(ctx, [=] { cast_widen_cpu(storage, in, out, count); });
+  else cast_widen_cpu(ctx, storage, in, out, count);
 }
 
 }  // namespace pf

@@ -16,8 +16,8 @@ namespace pf {
 void cast_narrow(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count);
 void cast_widen(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count);
 
-void cast_narrow_cpu(DType storage, const float* in, void* out, int64_t count);
-void cast_widen_cpu(DType storage, const void* in, float* out, int64_t count);
+void cast_narrow_cpu(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count);
+void cast_widen_cpu(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count);
 void cast_narrow_cuda(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count);
 void cast_widen_cuda(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count);
 

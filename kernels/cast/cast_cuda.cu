@@ -3,19 +3,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
-
 #include "kernels/cast/cast.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
 
 constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t count) {
-  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(1, (count + kThreads - 1) / kThreads), 65536));
-}
+constexpr int64_t kMaxBlocks = 65536;
 
 __device__ __forceinline__ float load_f32(const __half* p) { return __half2float(*p); }
 __device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
@@ -40,21 +36,23 @@ __global__ void narrow_kernel(int64_t count, const float* __restrict__ in, T* __
 
 void cast_narrow_cuda(const ExecContext& ctx, DType storage, const float* in, void* out, int64_t count) {
   if (count == 0) return;
-  auto stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const cudaStream_t stream = cuda_stream(ctx);
+  const unsigned blocks = grid_size(count, kThreads, kMaxBlocks);
   if (storage == DType::f16)
-    narrow_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, in, static_cast<__half*>(out));
+    narrow_kernel<<<blocks, kThreads, 0, stream>>>(count, in, static_cast<__half*>(out));
   else
-    narrow_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, in, static_cast<__nv_bfloat16*>(out));
+    narrow_kernel<<<blocks, kThreads, 0, stream>>>(count, in, static_cast<__nv_bfloat16*>(out));
   PF_CUDA_CHECK_LAUNCH();
 }
 
 void cast_widen_cuda(const ExecContext& ctx, DType storage, const void* in, float* out, int64_t count) {
   if (count == 0) return;
-  auto stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const cudaStream_t stream = cuda_stream(ctx);
+  const unsigned blocks = grid_size(count, kThreads, kMaxBlocks);
   if (storage == DType::f16)
-    widen_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, static_cast<const __half*>(in), out);
+    widen_kernel<<<blocks, kThreads, 0, stream>>>(count, static_cast<const __half*>(in), out);
   else
-    widen_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, static_cast<const __nv_bfloat16*>(in), out);
+    widen_kernel<<<blocks, kThreads, 0, stream>>>(count, static_cast<const __nv_bfloat16*>(in), out);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -6,18 +6,13 @@ namespace pf {
 CrossEntropySums cross_entropy_forward(const ExecContext& ctx, const float* logits, const int32_t* targets,
                                        float* losses, int64_t T, int64_t V) {
   if (ctx.device.is_cuda()) return cross_entropy_forward_cuda(ctx, logits, targets, losses, T, V);
-  CrossEntropySums sums;  // a host result: wait for the stream, as the CUDA twin does
-  host_launch(ctx, [&sums, logits, targets, losses, T, V] {
-    sums = cross_entropy_forward_cpu(logits, targets, losses, T, V);
-  });
-  synchronize(ctx.stream);
-  return sums;
+  return cross_entropy_forward_cpu(ctx, logits, targets, losses, T, V);
 }
 
 void cross_entropy_backward(const ExecContext& ctx, const float* logits, const int32_t* targets, float* dlogits,
                             int64_t T, int64_t V, float scale) {
   if (ctx.device.is_cuda()) cross_entropy_backward_cuda(ctx, logits, targets, dlogits, T, V, scale);
-  else host_launch(ctx, [=] { cross_entropy_backward_cpu(logits, targets, dlogits, T, V, scale); });
+  else cross_entropy_backward_cpu(ctx, logits, targets, dlogits, T, V, scale);
 }
 
 }  // namespace pf

@@ -26,17 +26,17 @@ struct CrossEntropySums {
   int64_t correct = 0;    // predicted tokens whose argmax logit is the target
 };
 
-// On CUDA this synchronises ctx.stream to return the sums and uses 4 T bytes
-// of temporary device memory recorded in ctx.tracker (required).
+// Returns host sums, so it synchronises ctx.stream (both backends); on CUDA it
+// uses 4 T bytes of temporary device memory recorded in ctx.tracker (required).
 CrossEntropySums cross_entropy_forward(const ExecContext& ctx, const float* logits, const int32_t* targets,
                                        float* losses, int64_t T, int64_t V);
 void cross_entropy_backward(const ExecContext& ctx, const float* logits, const int32_t* targets, float* dlogits,
                             int64_t T, int64_t V, float scale);
 
-CrossEntropySums cross_entropy_forward_cpu(const float* logits, const int32_t* targets, float* losses, int64_t T,
-                                           int64_t V);
-void cross_entropy_backward_cpu(const float* logits, const int32_t* targets, float* dlogits, int64_t T, int64_t V,
-                                float scale);
+CrossEntropySums cross_entropy_forward_cpu(const ExecContext& ctx, const float* logits, const int32_t* targets,
+                                           float* losses, int64_t T, int64_t V);
+void cross_entropy_backward_cpu(const ExecContext& ctx, const float* logits, const int32_t* targets, float* dlogits,
+                                int64_t T, int64_t V, float scale);
 CrossEntropySums cross_entropy_forward_cuda(const ExecContext& ctx, const float* logits, const int32_t* targets,
                                             float* losses, int64_t T, int64_t V);
 void cross_entropy_backward_cuda(const ExecContext& ctx, const float* logits, const int32_t* targets, float* dlogits,

@@ -5,6 +5,8 @@
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/cross_entropy/cross_entropy_math.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -105,25 +107,19 @@ CrossEntropySums cross_entropy_forward_cuda(const ExecContext& ctx, const float*
                                             float* losses, int64_t T, int64_t V) {
   if (T == 0 || V == 0) return {};
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "cross_entropy_forward on " << ctx.device.str() << " needs ctx.tracker");
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.handle);
-  const int64_t bytes = 3 * 8 + T * 4;
-  void* scratch = device_allocate(*ctx.tracker, bytes, "cross_entropy_forward");
+  const cudaStream_t stream = cuda_stream(ctx);
+  // The 3 sums (double), then one flag per row (int32).
+  const Tensor scratch = Tensor::empty({3 * 8 + T * 4}, DType::u8, *ctx.tracker, "cross_entropy_forward");
+  double* out = static_cast<double*>(scratch.raw());
+  int32_t* flags = reinterpret_cast<int32_t*>(out + 3);
   double host[3] = {0, 0, 0};
-  try {
-    double* out = static_cast<double*>(scratch);
-    int32_t* flags = reinterpret_cast<int32_t*>(out + 3);
-    const unsigned grid = static_cast<unsigned>((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    cross_entropy_forward_kernel<<<grid, dim3(32, kWarpsPerBlock), 0, stream>>>(logits, targets, losses, flags, T, V);
-    PF_CUDA_CHECK_LAUNCH();
-    cross_entropy_sums_kernel<<<1, kReduceThreads, 0, stream>>>(losses, flags, T, out);
-    PF_CUDA_CHECK_LAUNCH();
-    PF_CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof(host), cudaMemcpyDeviceToHost, stream));
-    PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-  } catch (...) {
-    device_free(*ctx.tracker, scratch, bytes, "cross_entropy_forward");
-    throw;
-  }
-  device_free(*ctx.tracker, scratch, bytes, "cross_entropy_forward");
+  const unsigned grid = static_cast<unsigned>(ceil_div(T, kWarpsPerBlock));
+  cross_entropy_forward_kernel<<<grid, dim3(32, kWarpsPerBlock), 0, stream>>>(logits, targets, losses, flags, T, V);
+  PF_CUDA_CHECK_LAUNCH();
+  cross_entropy_sums_kernel<<<1, kReduceThreads, 0, stream>>>(losses, flags, T, out);
+  PF_CUDA_CHECK_LAUNCH();
+  PF_CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  PF_CUDA_CHECK(cudaStreamSynchronize(stream));
   CrossEntropySums sums;
   sums.loss_sum = host[0];
   sums.count = static_cast<int64_t>(host[1]);
@@ -134,9 +130,9 @@ CrossEntropySums cross_entropy_forward_cuda(const ExecContext& ctx, const float*
 void cross_entropy_backward_cuda(const ExecContext& ctx, const float* logits, const int32_t* targets, float* dlogits,
                                  int64_t T, int64_t V, float scale) {
   if (T == 0 || V == 0) return;
-  const unsigned grid = static_cast<unsigned>((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  cross_entropy_backward_kernel<<<grid, dim3(32, kWarpsPerBlock), 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(
-      logits, targets, dlogits, T, V, scale);
+  const unsigned grid = static_cast<unsigned>(ceil_div(T, kWarpsPerBlock));
+  cross_entropy_backward_kernel<<<grid, dim3(32, kWarpsPerBlock), 0, cuda_stream(ctx)>>>(logits, targets, dlogits, T, V,
+                                                                                         scale);
   PF_CUDA_CHECK_LAUNCH();
 }
 

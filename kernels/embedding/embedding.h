@@ -22,8 +22,10 @@ void embedding_forward(const ExecContext& ctx, const int32_t* ids, const float* 
 void embedding_backward(const ExecContext& ctx, const int32_t* ids, const float* dY, float* dTable, int64_t T,
                         int64_t V, int64_t C);
 
-void embedding_forward_cpu(const int32_t* ids, const float* table, float* Y, int64_t T, int64_t V, int64_t C);
-void embedding_backward_cpu(const int32_t* ids, const float* dY, float* dTable, int64_t T, int64_t V, int64_t C);
+void embedding_forward_cpu(const ExecContext& ctx, const int32_t* ids, const float* table, float* Y, int64_t T,
+                           int64_t V, int64_t C);
+void embedding_backward_cpu(const ExecContext& ctx, const int32_t* ids, const float* dY, float* dTable, int64_t T,
+                            int64_t V, int64_t C);
 // The CUDA backward sorts the ids (stable radix sort) in temporary device
 // memory recorded in ctx.tracker (required): about 16 T bytes plus sort scratch.
 void embedding_forward_cuda(const ExecContext& ctx, const int32_t* ids, const float* table, float* Y, int64_t T,

@@ -8,6 +8,8 @@
 
 #include "kernels/embedding/embedding.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -53,29 +55,16 @@ __global__ void embedding_backward_kernel(const int32_t* sorted_keys, const int3
   }
 }
 
-int grid_for(int64_t n) {
-  const int64_t b = (n + 255) / 256;
-  return static_cast<int>(b < 65536 ? (b > 0 ? b : 1) : 65536);
-}
-
-// Temporary device memory recorded in the context's tracker, freed on scope exit.
-struct DeviceScratch {
-  MemoryTracker* tracker;
-  int64_t bytes;
-  void* ptr;
-  DeviceScratch(MemoryTracker* tr, int64_t n) : tracker(tr), bytes(n), ptr(device_allocate(*tr, n, "embedding_backward")) {}
-  ~DeviceScratch() { device_free(*tracker, ptr, bytes, "embedding_backward"); }
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-};
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65536;
 
 }  // namespace
 
 void embedding_forward_cuda(const ExecContext& ctx, const int32_t* ids, const float* table, float* Y, int64_t T,
                             int64_t V, int64_t C) {
   if (T == 0 || C == 0) return;
-  embedding_forward_kernel<<<grid_for(T * C), 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(ids, table, Y,
-                                                                                                      T, V, C);
+  embedding_forward_kernel<<<grid_size(T * C, kThreads, kMaxBlocks), kThreads, 0, cuda_stream(ctx)>>>(ids, table, Y, T,
+                                                                                                      V, C);
   PF_CUDA_CHECK_LAUNCH();
 }
 
@@ -85,7 +74,7 @@ void embedding_backward_cuda(const ExecContext& ctx, const int32_t* ids, const f
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "embedding_backward on " << ctx.device.str() << " needs ctx.tracker");
   PF_REQUIRE(ValueError, T < (int64_t(1) << 31) && V < (int64_t(1) << 31) - 1,
              "embedding_backward: T=" << T << " V=" << V << " exceed int32 sort keys");
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const cudaStream_t stream = cuda_stream(ctx);
   int end_bit = 1;
   while (end_bit < 32 && (int64_t(1) << end_bit) <= V) ++end_bit;  // keys lie in [0, V]
   size_t sort_bytes = 0;
@@ -93,20 +82,23 @@ void embedding_backward_cuda(const ExecContext& ctx, const int32_t* ids, const f
                                                 static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
                                                 static_cast<int32_t*>(nullptr), static_cast<int>(T), 0, end_bit,
                                                 stream));
-  const int64_t array_bytes = (T * 4 + 255) / 256 * 256;
-  DeviceScratch scratch(ctx.tracker, 4 * array_bytes + static_cast<int64_t>(sort_bytes));
-  char* base = static_cast<char*>(scratch.ptr);
+  const int64_t array_bytes = ceil_div(T * 4, 256) * 256;
+  // keys and indices in and out (256-byte aligned), then cub's temporary storage
+  const Tensor scratch = Tensor::empty({4 * array_bytes + static_cast<int64_t>(sort_bytes)}, DType::u8, *ctx.tracker,
+                                       "embedding_backward");
+  char* base = static_cast<char*>(scratch.raw());
   int32_t* keys_in = reinterpret_cast<int32_t*>(base);
   int32_t* keys_out = reinterpret_cast<int32_t*>(base + array_bytes);
   int32_t* index_in = reinterpret_cast<int32_t*>(base + 2 * array_bytes);
   int32_t* index_out = reinterpret_cast<int32_t*>(base + 3 * array_bytes);
   void* sort_scratch = base + 4 * array_bytes;
 
-  embedding_sort_input_kernel<<<grid_for(T), 256, 0, stream>>>(ids, keys_in, index_in, T, V);
+  embedding_sort_input_kernel<<<grid_size(T, kThreads, kMaxBlocks), kThreads, 0, stream>>>(ids, keys_in, index_in, T,
+                                                                                           V);
   PF_CUDA_CHECK_LAUNCH();
   PF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch, sort_bytes, keys_in, keys_out, index_in, index_out,
                                                 static_cast<int>(T), 0, end_bit, stream));
-  const dim3 grid(static_cast<unsigned>((C + 127) / 128), static_cast<unsigned>(V < 65535 ? V : 65535));
+  const dim3 grid(static_cast<unsigned>(ceil_div(C, 128)), static_cast<unsigned>(V < 65535 ? V : 65535));
   embedding_backward_kernel<<<grid, 128, 0, stream>>>(keys_out, index_out, dY, dTable, T, V, C);
   PF_CUDA_CHECK_LAUNCH();
   PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return

@@ -4,11 +4,12 @@
 #include "kernels/favor_attention/favor_attention.h"
 
 #include <cmath>
+#include <memory>
 
-#include "kernels/feature_map/feature_map_scratch.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "runtime/check.h"
 #include "runtime/device.h"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -25,14 +26,19 @@ void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
 
-// Declared after the scratch buffers, so it is destroyed first: CUDA work queued
-// on the stream finishes before the buffers it reads are freed.
-struct SyncBeforeFree {
-  const ExecContext& ctx;
-  ~SyncBeforeFree() {
-    if (ctx.device.is_cuda()) synchronize(ctx.stream);
-  }
-};
+// Where the composite's scratch tensors are recorded: ctx.tracker, or (a CPU
+// context without one) a private tracker on ctx.stream, so that releases stay
+// in the stream's order after the queued kernels that read the buffers.
+MemoryTracker& scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own) {
+  if (ctx.tracker != nullptr) return *ctx.tracker;
+  PF_REQUIRE(ValueError, ctx.device.is_cpu(),
+             kTag << ": an ExecContext on " << ctx.device.str() << " needs a MemoryTracker for temporaries");
+  own = std::make_unique<MemoryTracker>(Device::cpu());
+  own->set_stream(ctx.stream);
+  return *own;
+}
+
+Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
 
 }  // namespace
 
@@ -84,19 +90,20 @@ void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams&
   check_ptrs(q && k && v && W && out && den && row_scale, __func__, "q, k, v, W, out, den, row_scale");
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
   const LinAttnShape s = lin_shape(p);
-  FeatureScratch phi_q(ctx, r * m * 4, kTag), phi_k(ctx, r * m * 4, kTag), c_k(ctx, r * 4, kTag);
-  FeatureScratch y(ctx, r * (d + 1) * 4, kTag), block_total(ctx, s.heads * s.state_size() * 4, kTag);
-  const SyncBeforeFree sync{ctx};
-  feature_map_forward(ctx, p.features, r, d, m, q, W, phi_q.as<float>(), nullptr);
-  feature_map_forward(ctx, p.features, r, d, m, k, W, phi_k.as<float>(), c_k.as<float>());
+  std::unique_ptr<MemoryTracker> own;
+  MemoryTracker& tr = scratch_tracker(ctx, own);
+  const Tensor phi_q = scratch(tr, r * m), phi_k = scratch(tr, r * m), c_k = scratch(tr, r);
+  const Tensor y = scratch(tr, r * (d + 1)), block_total = scratch(tr, s.heads * s.state_size());
+  feature_map_forward(ctx, p.features, r, d, m, q, W, phi_q.data<float>(), nullptr);
+  feature_map_forward(ctx, p.features, r, d, m, k, W, phi_k.data<float>(), c_k.data<float>());
   if (p.causal) {
-    causal_linear_attention_forward_local(ctx, s, phi_q.as<float>(), phi_k.as<float>(), c_k.as<float>(), v,
-                                          y.as<float>(), row_scale, block_total.as<float>(), nullptr);
+    causal_linear_attention_forward_local(ctx, s, phi_q.data<float>(), phi_k.data<float>(), c_k.data<float>(), v,
+                                          y.data<float>(), row_scale, block_total.data<float>(), nullptr);
   } else {
-    bidirectional_linear_attention_local_state(ctx, s, phi_k.as<float>(), c_k.as<float>(), v, total);
-    bidirectional_linear_attention_forward_finish(ctx, s, phi_q.as<float>(), total, y.as<float>(), row_scale);
+    bidirectional_linear_attention_local_state(ctx, s, phi_k.data<float>(), c_k.data<float>(), v, total);
+    bidirectional_linear_attention_forward_finish(ctx, s, phi_q.data<float>(), total, y.data<float>(), row_scale);
   }
-  linear_attention_normalize(ctx, s, y.as<float>(), out, den);
+  linear_attention_normalize(ctx, s, y.data<float>(), out, den);
 }
 
 void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
@@ -110,24 +117,25 @@ void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams
              "q, k, v, W, out, den, row_scale, dout, dq, dk, dv");
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
   const LinAttnShape s = lin_shape(p);
-  FeatureScratch phi_q(ctx, r * m * 4, kTag), phi_k(ctx, r * m * 4, kTag), c_k(ctx, r * 4, kTag);
-  FeatureScratch d_phi_q(ctx, r * m * 4, kTag), d_phi_k(ctx, r * m * 4, kTag);
-  FeatureScratch grad_total(ctx, s.heads * s.state_size() * 4, kTag);
-  const SyncBeforeFree sync{ctx};
-  feature_map_forward(ctx, p.features, r, d, m, q, W, phi_q.as<float>(), nullptr);
-  feature_map_forward(ctx, p.features, r, d, m, k, W, phi_k.as<float>(), c_k.as<float>());
+  std::unique_ptr<MemoryTracker> own;
+  MemoryTracker& tr = scratch_tracker(ctx, own);
+  const Tensor phi_q = scratch(tr, r * m), phi_k = scratch(tr, r * m), c_k = scratch(tr, r);
+  const Tensor d_phi_q = scratch(tr, r * m), d_phi_k = scratch(tr, r * m);
+  const Tensor grad_total = scratch(tr, s.heads * s.state_size());
+  feature_map_forward(ctx, p.features, r, d, m, q, W, phi_q.data<float>(), nullptr);
+  feature_map_forward(ctx, p.features, r, d, m, k, W, phi_k.data<float>(), c_k.data<float>());
   if (p.causal) {
-    causal_linear_attention_backward_local(ctx, s, phi_q.as<float>(), phi_k.as<float>(), c_k.as<float>(), v, out,
-                                           den, row_scale, dout, d_phi_q.as<float>(), d_phi_k.as<float>(), dv,
-                                           grad_total.as<float>(), nullptr, nullptr);
+    causal_linear_attention_backward_local(ctx, s, phi_q.data<float>(), phi_k.data<float>(), c_k.data<float>(), v, out,
+                                           den, row_scale, dout, d_phi_q.data<float>(), d_phi_k.data<float>(), dv,
+                                           grad_total.data<float>(), nullptr, nullptr);
   } else {
-    bidirectional_linear_attention_backward_local(ctx, s, phi_q.as<float>(), out, den, row_scale, dout, total,
-                                                  d_phi_q.as<float>(), grad_total.as<float>());
-    bidirectional_linear_attention_backward_finish(ctx, s, phi_k.as<float>(), c_k.as<float>(), v,
-                                                   grad_total.as<float>(), d_phi_k.as<float>(), dv);
+    bidirectional_linear_attention_backward_local(ctx, s, phi_q.data<float>(), out, den, row_scale, dout, total,
+                                                  d_phi_q.data<float>(), grad_total.data<float>());
+    bidirectional_linear_attention_backward_finish(ctx, s, phi_k.data<float>(), c_k.data<float>(), v,
+                                                   grad_total.data<float>(), d_phi_k.data<float>(), dv);
   }
-  feature_map_backward(ctx, p.features, r, d, m, q, W, phi_q.as<float>(), d_phi_q.as<float>(), dq);
-  feature_map_backward(ctx, p.features, r, d, m, k, W, phi_k.as<float>(), d_phi_k.as<float>(), dk);
+  feature_map_backward(ctx, p.features, r, d, m, q, W, phi_q.data<float>(), d_phi_q.data<float>(), dq);
+  feature_map_backward(ctx, p.features, r, d, m, k, W, phi_k.data<float>(), d_phi_k.data<float>(), dk);
 }
 
 }  // namespace pf

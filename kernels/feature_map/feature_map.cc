@@ -40,7 +40,7 @@ void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int6
   if (ctx.device.is_cuda())
     feature_map_forward_cuda(ctx, p, n, d, m, X, W, Phi, log_scale);
   else
-    host_launch(ctx, [=] { feature_map_forward_cpu(ctx, p, n, d, m, X, W, Phi, log_scale); });
+    feature_map_forward_cpu(ctx, p, n, d, m, X, W, Phi, log_scale);
 }
 
 void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
@@ -48,7 +48,7 @@ void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int
   if (ctx.device.is_cuda())
     feature_map_backward_cuda(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
   else
-    host_launch(ctx, [=] { feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX); });
+    feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
 }
 
 void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,

@@ -26,8 +26,8 @@
 // relu(u) + eps; exact for eps = 0), recomputing uses w.x > 0.
 //
 // Backends: float64 reference (_ref, plain loops), CPU (_cpu: X W^T by
-// gemm_f32_cpu, per-row exp/max with OpenMP), CUDA (_cuda: cuBLAS GEMM plus a
-// row kernel; fp32 math; also fp16/bf16 storage). All pointers live on
+// gemm_f32_cpu, per-row exp/max with OpenMP, on ctx.stream), CUDA (_cuda:
+// cuBLAS GEMM plus a row kernel on ctx.stream; fp32 math; also fp16/bf16 storage). All pointers live on
 // ctx.device; temporaries are recorded in ctx.tracker (required on CUDA), and
 // CUDA calls that use temporaries synchronise ctx.stream before freeing them.
 #pragma once
@@ -89,7 +89,7 @@ void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, i
                               const double* W, const double* Phi, const double* dPhi, double* dX);
 
 // ANALYSIS ONLY (approximation studies; not used in training, no backward, CPU
-// only): trigonometric random features of the softmax kernel,
+// only, on ctx.stream): trigonometric random features of the softmax kernel,
 //   Phi[i, l] = m^(-1/2) sin(w_l . x_i),  Phi[i, m + l] = m^(-1/2) cos(w_l . x_i),
 //   log_scale[i] = |x_i|^2 / 2,  Phi [n, 2m],
 // so E_W[ exp(c_x + c_y) Phi(x) . Phi(y) ] = exp(x . y) as well, but the

@@ -1,4 +1,5 @@
-// CPU backend of the feature maps (feature_map.h), fp32:
+// CPU backend of the feature maps (feature_map.h), fp32, on ctx.stream (the
+// argument checks run at the call, as on CUDA):
 //   forward:  U = s X W^T by gemm_f32_cpu straight into Phi [n, m], then per
 //             row (OpenMP) the exponent, the row max c_i and the features in place;
 //   backward: T = G . Phi (or the Relu mask) [n, m] with the row sums,
@@ -7,8 +8,8 @@
 
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/feature_map/feature_map_math.h"
-#include "kernels/feature_map/feature_map_scratch.h"
 #include "kernels/gemm/gemm.h"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -51,53 +52,59 @@ void finish_rows(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, con
 
 }  // namespace
 
-void feature_map_forward_cpu(const ExecContext&, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
+void feature_map_forward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                              const float* X, const float* W, float* Phi, float* log_scale) {
   check_feature_map_args("feature_map_forward_cpu", p, n, d, m);
   if (n == 0) return;
-  gemm_f32_cpu(false, true, n, m, d, static_cast<float>(p.data_scale), X, d, W, d, 0.f, Phi, m);
-  finish_rows(p, n, d, m, X, Phi, log_scale);
+  host_launch(ctx, [=] {
+    gemm_f32_cpu(ctx, false, true, n, m, d, static_cast<float>(p.data_scale), X, d, W, d, 0.f, Phi, m);
+    finish_rows(p, n, d, m, X, Phi, log_scale);
+  });
 }
 
 void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX) {
   check_feature_map_args("feature_map_backward_cpu", p, n, d, m);
   if (n == 0) return;
-  const float s = static_cast<float>(p.data_scale);
-  const bool softmax = p.kernel == FeatureKernel::Softmax;
-  FeatureScratch t_buf(ctx, n * m * static_cast<int64_t>(sizeof(float)), "feature_map_backward.t");
-  FeatureScratch sum_buf(ctx, n * static_cast<int64_t>(sizeof(float)), "feature_map_backward.rowsum");
-  float* T = t_buf.as<float>();
-  float* rowsum = sum_buf.as<float>();
-  // Without Phi: T holds the recomputed features (Softmax) or U = s X W^T (Relu mask u > 0).
-  if (!Phi) {
-    gemm_f32_cpu(false, true, n, m, d, s, X, d, W, d, 0.f, T, m);
-    if (softmax) finish_rows(p, n, d, m, X, T, nullptr);
-  }
-  const float eps = static_cast<float>(p.relu_eps);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* g = dPhi + i * m;
-    const float* src = Phi ? Phi + i * m : T + i * m;
-    float* t = T + i * m;
-    float sum = 0.f;
-    if (softmax) {
-#pragma omp simd reduction(+ : sum)
-      for (int64_t l = 0; l < m; ++l) {
-        t[l] = favor_grad_weight(g[l], src[l]);
-        sum += t[l];
-      }
-    } else {
-      for (int64_t l = 0; l < m; ++l) t[l] = relu_grad_weight(g[l], Phi ? src[l] > eps : src[l] > 0.f);
+  host_launch(ctx, [=] {
+    const float s = static_cast<float>(p.data_scale);
+    const bool softmax = p.kernel == FeatureKernel::Softmax;
+    MemoryTracker untracked(Device::cpu());  // holds the scratch when the context has no tracker
+    MemoryTracker& tracker = ctx.tracker ? *ctx.tracker : untracked;
+    const Tensor t_buf = Tensor::empty({n * m}, DType::f32, tracker, "feature_map_backward.t");
+    const Tensor sum_buf = Tensor::empty({n}, DType::f32, tracker, "feature_map_backward.rowsum");
+    float* T = t_buf.data<float>();
+    float* rowsum = sum_buf.data<float>();
+    // Without Phi: T holds the recomputed features (Softmax) or U = s X W^T (Relu mask u > 0).
+    if (!Phi) {
+      gemm_f32_cpu(ctx, false, true, n, m, d, s, X, d, W, d, 0.f, T, m);
+      if (softmax) finish_rows(p, n, d, m, X, T, nullptr);
     }
-    rowsum[i] = sum;
-  }
-  gemm_f32_cpu(false, false, n, d, m, s, T, m, W, d, 0.f, dX, d);
-  if (!softmax) return;
-  const float s2 = s * s;
+    const float eps = static_cast<float>(p.relu_eps);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < d; ++j) dX[i * d + j] -= s2 * rowsum[i] * X[i * d + j];
+    for (int64_t i = 0; i < n; ++i) {
+      const float* g = dPhi + i * m;
+      const float* src = Phi ? Phi + i * m : T + i * m;
+      float* t = T + i * m;
+      float sum = 0.f;
+      if (softmax) {
+#pragma omp simd reduction(+ : sum)
+        for (int64_t l = 0; l < m; ++l) {
+          t[l] = favor_grad_weight(g[l], src[l]);
+          sum += t[l];
+        }
+      } else {
+        for (int64_t l = 0; l < m; ++l) t[l] = relu_grad_weight(g[l], Phi ? src[l] > eps : src[l] > 0.f);
+      }
+      rowsum[i] = sum;
+    }
+    gemm_f32_cpu(ctx, false, false, n, d, m, s, T, m, W, d, 0.f, dX, d);
+    if (!softmax) return;
+    const float s2 = s * s;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < d; ++j) dX[i * d + j] -= s2 * rowsum[i] * X[i * d + j];
+  });
 }
 
 void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n, int64_t d, int64_t m, const float* X,
@@ -108,20 +115,22 @@ void trig_features_forward(const ExecContext& ctx, double data_scale, int64_t n,
   PF_REQUIRE(ValueError, ctx.device.is_cpu(),
              "trig_features_forward is an analysis-only CPU kernel; called on " << ctx.device.str());
   if (n == 0) return;
-  const float s = static_cast<float>(data_scale);
-  const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)));
-  // U lands in the sin half of each row (ldc = 2m); each entry then fills both halves.
-  gemm_f32_cpu(false, true, n, m, d, s, X, d, W, d, 0.f, Phi, 2 * m);
+  host_launch(ctx, [=] {
+    const float s = static_cast<float>(data_scale);
+    const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)));
+    // U lands in the sin half of each row (ldc = 2m); each entry then fills both halves.
+    gemm_f32_cpu(ctx, false, true, n, m, d, s, X, d, W, d, 0.f, Phi, 2 * m);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float* out = Phi + i * 2 * m;
-    for (int64_t l = 0; l < m; ++l) {
-      const float u = out[l];
-      out[l] = inv_sqrt_m * std::sin(u);
-      out[m + l] = inv_sqrt_m * std::cos(u);
+    for (int64_t i = 0; i < n; ++i) {
+      float* out = Phi + i * 2 * m;
+      for (int64_t l = 0; l < m; ++l) {
+        const float u = out[l];
+        out[l] = inv_sqrt_m * std::sin(u);
+        out[m + l] = inv_sqrt_m * std::cos(u);
+      }
+      if (log_scale) log_scale[i] = half_sq_norm(X + i * d, d, s);
     }
-    if (log_scale) log_scale[i] = half_sq_norm(X + i * d, d, s);
-  }
+  });
 }
 
 }  // namespace pf

@@ -19,22 +19,24 @@
 
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/feature_map/feature_map_math.h"
-#include "kernels/feature_map/feature_map_scratch.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
 
 constexpr int kRowThreads = 128;
 constexpr int kElemThreads = 256;
+constexpr int64_t kMaxBlocks = 1 << 20;             // grid cap of every launch (all kernels loop grid-stride)
 constexpr int64_t kChunkFloats = int64_t{1} << 24;  // fp32 scratch per chunk (64 MiB) for fp16/bf16 storage
 
-cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream.handle); }
-
-unsigned row_blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(n, 1 << 20)); }
-unsigned elem_blocks(int64_t count) {
-  return static_cast<unsigned>(std::min<int64_t>((count + kElemThreads - 1) / kElemThreads, 1 << 20));
+// An fp32 temporary of `count` floats recorded in ctx.tracker (required on CUDA).
+Tensor scratch_f32(const ExecContext& ctx, int64_t count, const char* tag) {
+  PF_REQUIRE(ValueError, ctx.tracker != nullptr,
+             tag << ": an ExecContext on " << ctx.device.str() << " needs a MemoryTracker for temporaries");
+  return Tensor::empty({count}, DType::f32, *ctx.tracker, tag);
 }
 
 __device__ __forceinline__ float load_f32(const float* p) { return *p; }
@@ -135,13 +137,14 @@ __global__ void dx_finish_kernel(int64_t n, int64_t d, float s2, bool softmax, c
 template <typename Out>
 void finish_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const float* X,
                  const float* U, Out* Phi, float* log_scale) {
-  cudaStream_t st = stream_of(ctx);
+  cudaStream_t st = cuda_stream(ctx);
   if (p.kernel == FeatureKernel::Softmax) {
     const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)));
-    favor_rows_kernel<Out><<<row_blocks(n), kRowThreads, 0, st>>>(n, d, m, static_cast<float>(p.data_scale), inv_sqrt_m,
-                                                                  X, U, Phi, log_scale);
+    favor_rows_kernel<Out><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(
+        n, d, m, static_cast<float>(p.data_scale), inv_sqrt_m, X, U, Phi, log_scale);
   } else {
-    relu_kernel<Out><<<elem_blocks(n * m), kElemThreads, 0, st>>>(n * m, static_cast<float>(p.relu_eps), U, Phi);
+    relu_kernel<Out><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(
+        n * m, static_cast<float>(p.relu_eps), U, Phi);
     if (log_scale != nullptr) PF_CUDA_CHECK(cudaMemsetAsync(log_scale, 0, static_cast<size_t>(n) * sizeof(float), st));
   }
   PF_CUDA_CHECK_LAUNCH();
@@ -154,25 +157,27 @@ void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n,
                    const float* W, const St* Phi, const St* dPhi, float* T, float* rowsum, float* dXs, St* dX) {
   const float s = static_cast<float>(p.data_scale);
   const bool softmax = p.kernel == FeatureKernel::Softmax;
-  cudaStream_t st = stream_of(ctx);
+  cudaStream_t st = cuda_stream(ctx);
   if (Phi == nullptr) {
     gemm_f32_cuda(ctx, false, true, n, m, d, s, Xf, d, W, d, 0.f, T, m);
     if (softmax) finish_rows<float>(ctx, p, n, d, m, Xf, T, T, nullptr);
   }
   if (softmax) {
     if (Phi)
-      favor_weights_kernel<St, St><<<row_blocks(n), kRowThreads, 0, st>>>(n, m, dPhi, Phi, T, rowsum);
+      favor_weights_kernel<St, St><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(n, m, dPhi, Phi, T, rowsum);
     else
-      favor_weights_kernel<St, float><<<row_blocks(n), kRowThreads, 0, st>>>(n, m, dPhi, T, T, rowsum);
+      favor_weights_kernel<St, float><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(n, m, dPhi, T, T, rowsum);
   } else if (Phi) {
-    relu_weights_kernel<St, St>
-        <<<elem_blocks(n * m), kElemThreads, 0, st>>>(n * m, static_cast<float>(p.relu_eps), dPhi, Phi, T);
+    relu_weights_kernel<St, St><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(
+        n * m, static_cast<float>(p.relu_eps), dPhi, Phi, T);
   } else {
-    relu_weights_kernel<St, float><<<elem_blocks(n * m), kElemThreads, 0, st>>>(n * m, 0.f, dPhi, T, T);
+    relu_weights_kernel<St, float>
+        <<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n * m, 0.f, dPhi, T, T);
   }
   PF_CUDA_CHECK_LAUNCH();
   gemm_f32_cuda(ctx, false, false, n, d, m, s, T, m, W, d, 0.f, dXs, d);
-  dx_finish_kernel<St><<<elem_blocks(n * d), kElemThreads, 0, st>>>(n, d, s * s, softmax, dXs, Xf, rowsum, dX);
+  dx_finish_kernel<St>
+      <<<grid_size(n * d, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n, d, s * s, softmax, dXs, Xf, rowsum, dX);
   PF_CUDA_CHECK_LAUNCH();
 }
 
@@ -186,37 +191,39 @@ template <typename St>
 void forward_reduced(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const St* X,
                      const float* W, St* Phi, float* log_scale) {
   const int64_t rows = chunk_rows(n, d, m);
-  FeatureScratch x_buf(ctx, rows * d * static_cast<int64_t>(sizeof(float)), "feature_map_forward.x_f32");
-  FeatureScratch u_buf(ctx, rows * m * static_cast<int64_t>(sizeof(float)), "feature_map_forward.u");
-  float* Xf = x_buf.as<float>();
-  float* U = u_buf.as<float>();
+  const Tensor x_buf = scratch_f32(ctx, rows * d, "feature_map_forward.x_f32");
+  const Tensor u_buf = scratch_f32(ctx, rows * m, "feature_map_forward.u");
+  float* Xf = x_buf.data<float>();
+  float* U = u_buf.data<float>();
   for (int64_t r0 = 0; r0 < n; r0 += rows) {
     const int64_t nr = std::min(rows, n - r0);
-    widen_kernel<St><<<elem_blocks(nr * d), kElemThreads, 0, stream_of(ctx)>>>(nr * d, X + r0 * d, Xf);
+    widen_kernel<St>
+        <<<grid_size(nr * d, kElemThreads, kMaxBlocks), kElemThreads, 0, cuda_stream(ctx)>>>(nr * d, X + r0 * d, Xf);
     PF_CUDA_CHECK_LAUNCH();
     gemm_f32_cuda(ctx, false, true, nr, m, d, static_cast<float>(p.data_scale), Xf, d, W, d, 0.f, U, m);
     finish_rows<St>(ctx, p, nr, d, m, Xf, U, Phi + r0 * m, log_scale ? log_scale + r0 : nullptr);
   }
-  PF_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));  // the scratch is freed on return
+  PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // the scratch is freed on return
 }
 
 template <typename St>
 void backward_reduced(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const St* X,
                       const float* W, const St* Phi, const St* dPhi, St* dX) {
   const int64_t rows = chunk_rows(n, d, m);
-  FeatureScratch buf(ctx, rows * (2 * d + m + 1) * static_cast<int64_t>(sizeof(float)), "feature_map_backward.f32");
-  float* Xf = buf.as<float>();
+  const Tensor buf = scratch_f32(ctx, rows * (2 * d + m + 1), "feature_map_backward.f32");
+  float* Xf = buf.data<float>();
   float* dXs = Xf + rows * d;
   float* T = dXs + rows * d;
   float* rowsum = T + rows * m;
   for (int64_t r0 = 0; r0 < n; r0 += rows) {
     const int64_t nr = std::min(rows, n - r0);
-    widen_kernel<St><<<elem_blocks(nr * d), kElemThreads, 0, stream_of(ctx)>>>(nr * d, X + r0 * d, Xf);
+    widen_kernel<St>
+        <<<grid_size(nr * d, kElemThreads, kMaxBlocks), kElemThreads, 0, cuda_stream(ctx)>>>(nr * d, X + r0 * d, Xf);
     PF_CUDA_CHECK_LAUNCH();
     backward_rows<St>(ctx, p, nr, d, m, Xf, W, Phi ? Phi + r0 * m : nullptr, dPhi + r0 * m, T, rowsum, dXs,
                       dX + r0 * d);
   }
-  PF_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));  // the scratch is freed on return
+  PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // the scratch is freed on return
 }
 
 void check_cuda_args(const char* op, const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d,
@@ -239,10 +246,10 @@ void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p
                                const float* X, const float* W, const float* Phi, const float* dPhi, float* dX) {
   check_cuda_args("feature_map_backward_cuda", ctx, p, n, d, m);
   if (n == 0) return;
-  FeatureScratch t_buf(ctx, n * m * static_cast<int64_t>(sizeof(float)), "feature_map_backward.t");
-  FeatureScratch sum_buf(ctx, n * static_cast<int64_t>(sizeof(float)), "feature_map_backward.rowsum");
-  backward_rows<float>(ctx, p, n, d, m, X, W, Phi, dPhi, t_buf.as<float>(), sum_buf.as<float>(), dX, dX);
-  PF_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));  // the scratch is freed on return
+  const Tensor t_buf = scratch_f32(ctx, n * m, "feature_map_backward.t");
+  const Tensor sum_buf = scratch_f32(ctx, n, "feature_map_backward.rowsum");
+  backward_rows<float>(ctx, p, n, d, m, X, W, Phi, dPhi, t_buf.data<float>(), sum_buf.data<float>(), dX, dX);
+  PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // the scratch is freed on return
 }
 
 void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,

@@ -14,8 +14,8 @@ namespace pf {
 void gelu_forward(const ExecContext& ctx, const float* X, float* Y, int64_t n);
 void gelu_backward(const ExecContext& ctx, const float* dY, const float* X, float* dX, int64_t n);
 
-void gelu_forward_cpu(const float* X, float* Y, int64_t n);
-void gelu_backward_cpu(const float* dY, const float* X, float* dX, int64_t n);
+void gelu_forward_cpu(const ExecContext& ctx, const float* X, float* Y, int64_t n);
+void gelu_backward_cpu(const ExecContext& ctx, const float* dY, const float* X, float* dX, int64_t n);
 void gelu_forward_cuda(const ExecContext& ctx, const float* X, float* Y, int64_t n);
 void gelu_backward_cuda(const ExecContext& ctx, const float* dY, const float* X, float* dX, int64_t n);
 

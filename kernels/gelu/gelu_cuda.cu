@@ -3,6 +3,7 @@
 #include "kernels/gelu/gelu.h"
 #include "kernels/gelu/gelu_math.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
@@ -17,22 +18,17 @@ __global__ void gelu_backward_kernel(const float* dY, const float* X, float* dX,
     dX[i] = dY[i] * gelu_derivative(X[i]);
 }
 
-int blocks_for(int64_t n, int threads) {
-  const int64_t b = (n + threads - 1) / threads;
-  return static_cast<int>(b < 65536 ? (b > 0 ? b : 1) : 65536);
-}
-
 }  // namespace
 
 void gelu_forward_cuda(const ExecContext& ctx, const float* X, float* Y, int64_t n) {
   if (n == 0) return;
-  gelu_forward_kernel<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(X, Y, n);
+  gelu_forward_kernel<<<grid_size(n, 256, 65536), 256, 0, cuda_stream(ctx)>>>(X, Y, n);
   PF_CUDA_CHECK_LAUNCH();
 }
 
 void gelu_backward_cuda(const ExecContext& ctx, const float* dY, const float* X, float* dX, int64_t n) {
   if (n == 0) return;
-  gelu_backward_kernel<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(dY, X, dX, n);
+  gelu_backward_kernel<<<grid_size(n, 256, 65536), 256, 0, cuda_stream(ctx)>>>(dY, X, dX, n);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,7 +7,7 @@ void gemm_f32(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int
   if (ctx.device.is_cuda())
     gemm_f32_cuda(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   else
-    host_launch(ctx, [=] { gemm_f32_cpu(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
+    gemm_f32_cpu(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace pf

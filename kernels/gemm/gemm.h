@@ -29,9 +29,16 @@ enum class GemmBackend { OneDNN, OpenBLAS };
 GemmBackend cpu_gemm_backend();
 const char* gemm_backend_name(GemmBackend b);
 
-// fp32, OpenMP-threaded by the library.
-void gemm_f32_cpu(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// fp32 on ctx.stream, OpenMP-threaded by the library.
+void gemm_f32_cpu(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The host sgemm itself (cpu_gemm_backend()), run on the calling thread outside
+// any stream: the building block of CPU kernels whose work already runs on
+// ctx.stream, also on their OpenMP threads (which are not the stream's worker:
+// a gemm_f32_cpu(ctx, ...) there would be queued instead of run), and of host
+// code that owns no stream.
+void gemm_f32_host(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // Same through a chosen backend (for benchmarks that compare them).
 void gemm_f32_cpu_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);

@@ -1,4 +1,4 @@
-// CPU sgemm through oneDNN (run-time ISA dispatch) or OpenBLAS's CBLAS.
+// CPU sgemm through oneDNN (run-time ISA dispatch) or OpenBLAS's CBLAS; gemm_f32_cpu runs it on ctx.stream.
 #include <cblas.h>
 
 #include "kernels/gemm/gemm.h"
@@ -39,9 +39,14 @@ void gemm_f32_cpu_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t 
               static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
 }
 
-void gemm_f32_cpu(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm_f32_host(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm_f32_cpu_with(cpu_gemm_backend(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_f32_cpu(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  host_launch(ctx, [=] { gemm_f32_host(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
 }
 
 }  // namespace pf

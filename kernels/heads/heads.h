@@ -19,8 +19,8 @@ struct HeadsShape {
 
 void heads_split(const ExecContext& ctx, const HeadsShape& s, const float* rows, float* heads);
 void heads_merge(const ExecContext& ctx, const HeadsShape& s, const float* heads, float* rows);
-void heads_split_cpu(const HeadsShape& s, const float* rows, float* heads);
-void heads_merge_cpu(const HeadsShape& s, const float* heads, float* rows);
+void heads_split_cpu(const ExecContext& ctx, const HeadsShape& s, const float* rows, float* heads);
+void heads_merge_cpu(const ExecContext& ctx, const HeadsShape& s, const float* heads, float* rows);
 void heads_split_cuda(const ExecContext& ctx, const HeadsShape& s, const float* rows, float* heads);
 void heads_merge_cuda(const ExecContext& ctx, const HeadsShape& s, const float* heads, float* rows);
 

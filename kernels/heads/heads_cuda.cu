@@ -1,8 +1,7 @@
-#include <algorithm>
-
 #include "kernels/heads/heads.h"
 #include "kernels/heads/heads_math.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
@@ -22,8 +21,7 @@ void launch(const ExecContext& ctx, const HeadsShape& s, const float* in, float*
   const int64_t total = s.numel();
   if (total == 0) return;
   const int threads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65535));
-  heads_move_kernel<kSplit><<<blocks, threads, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(s, total, in, out);
+  heads_move_kernel<kSplit><<<grid_size(total, threads, 65535), threads, 0, cuda_stream(ctx)>>>(s, total, in, out);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,10 +20,11 @@ void layernorm_forward(const ExecContext& ctx, const float* X, const float* gamm
 void layernorm_backward(const ExecContext& ctx, const float* dY, const float* X, const float* gamma, const float* mean,
                         const float* rstd, float* dX, float* dgamma, float* dbeta, int64_t T, int64_t C);
 
-void layernorm_forward_cpu(const float* X, const float* gamma, const float* beta, float* Y, float* mean, float* rstd,
-                           int64_t T, int64_t C, float eps);
-void layernorm_backward_cpu(const float* dY, const float* X, const float* gamma, const float* mean, const float* rstd,
-                            float* dX, float* dgamma, float* dbeta, int64_t T, int64_t C);
+void layernorm_forward_cpu(const ExecContext& ctx, const float* X, const float* gamma, const float* beta, float* Y,
+                           float* mean, float* rstd, int64_t T, int64_t C, float eps);
+void layernorm_backward_cpu(const ExecContext& ctx, const float* dY, const float* X, const float* gamma,
+                            const float* mean, const float* rstd, float* dX, float* dgamma, float* dbeta, int64_t T,
+                            int64_t C);
 void layernorm_forward_cuda(const ExecContext& ctx, const float* X, const float* gamma, const float* beta, float* Y,
                             float* mean, float* rstd, int64_t T, int64_t C, float eps);
 void layernorm_backward_cuda(const ExecContext& ctx, const float* dY, const float* X, const float* gamma,

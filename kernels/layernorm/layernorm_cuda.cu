@@ -6,6 +6,7 @@
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/layernorm/layernorm_math.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
@@ -89,9 +90,8 @@ void layernorm_forward_cuda(const ExecContext& ctx, const float* X, const float*
                             float* mean, float* rstd, int64_t T, int64_t C, float eps) {
   if (T == 0) return;
   const dim3 block(32, kWarpsPerBlock);
-  const unsigned grid = static_cast<unsigned>((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  layernorm_forward_kernel<<<grid, block, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(X, gamma, beta, Y, mean,
-                                                                                              rstd, T, C, eps);
+  const unsigned grid = static_cast<unsigned>(ceil_div(T, kWarpsPerBlock));
+  layernorm_forward_kernel<<<grid, block, 0, cuda_stream(ctx)>>>(X, gamma, beta, Y, mean, rstd, T, C, eps);
   PF_CUDA_CHECK_LAUNCH();
 }
 
@@ -99,12 +99,12 @@ void layernorm_backward_cuda(const ExecContext& ctx, const float* dY, const floa
                              const float* mean, const float* rstd, float* dX, float* dgamma, float* dbeta, int64_t T,
                              int64_t C) {
   if (T == 0 || C == 0) return;
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const cudaStream_t stream = cuda_stream(ctx);
   const dim3 block(32, kWarpsPerBlock);
-  const unsigned rows = static_cast<unsigned>((T + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const unsigned rows = static_cast<unsigned>(ceil_div(T, kWarpsPerBlock));
   layernorm_input_grad_kernel<<<rows, block, 0, stream>>>(dY, X, gamma, mean, rstd, dX, T, C);
   PF_CUDA_CHECK_LAUNCH();
-  const unsigned cols = static_cast<unsigned>((C + 31) / 32);
+  const unsigned cols = static_cast<unsigned>(ceil_div(C, 32));
   layernorm_param_grad_kernel<<<cols, dim3(32, kRowLanes), 0, stream>>>(dY, X, mean, rstd, dgamma, dbeta, T, C);
   PF_CUDA_CHECK_LAUNCH();
 }

@@ -20,9 +20,10 @@ void linear_forward(const ExecContext& ctx, const float* X, const float* W, cons
 void linear_backward(const ExecContext& ctx, const float* dY, const float* X, const float* W, float* dX, float* dW,
                      float* db, int64_t T, int64_t in, int64_t out);
 
-void linear_forward_cpu(const float* X, const float* W, const float* b, float* Y, int64_t T, int64_t in, int64_t out);
-void linear_backward_cpu(const float* dY, const float* X, const float* W, float* dX, float* dW, float* db, int64_t T,
-                         int64_t in, int64_t out);
+void linear_forward_cpu(const ExecContext& ctx, const float* X, const float* W, const float* b, float* Y, int64_t T,
+                        int64_t in, int64_t out);
+void linear_backward_cpu(const ExecContext& ctx, const float* dY, const float* X, const float* W, float* dX, float* dW,
+                         float* db, int64_t T, int64_t in, int64_t out);
 void linear_forward_cuda(const ExecContext& ctx, const float* X, const float* W, const float* b, float* Y, int64_t T,
                          int64_t in, int64_t out);
 void linear_backward_cuda(const ExecContext& ctx, const float* dY, const float* X, const float* W, float* dX,

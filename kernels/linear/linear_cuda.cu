@@ -11,6 +11,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear/linear.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 #include "runtime/tensor.h"
 
 namespace pf {
@@ -49,15 +50,15 @@ template <typename T_in>
 void bias_grad(const ExecContext& ctx, const T_in* dY, float* db, int64_t T, int64_t out) {
   if (!db || out == 0) return;
   const dim3 block(32, kRowLanes);
-  const unsigned grid = static_cast<unsigned>((out + 31) / 32);
-  bias_grad_kernel<<<grid, block, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(dY, db, T, out);
+  const unsigned grid = static_cast<unsigned>(ceil_div(out, 32));
+  bias_grad_kernel<<<grid, block, 0, cuda_stream(ctx)>>>(dY, db, T, out);
   PF_CUDA_CHECK_LAUNCH();
 }
 
 void bias_rows(const ExecContext& ctx, const float* b, float* Y, int64_t T, int64_t out) {
   const int64_t n = T * out;
-  const int blocks = static_cast<int>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
-  bias_rows_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(b, Y, T, out);
+  // n / 256 + 1 blocks (capped): one more than needed when 256 divides n, as this launch always had.
+  bias_rows_kernel<<<grid_size(n + 1, 256, 65536), 256, 0, cuda_stream(ctx)>>>(b, Y, T, out);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,12 +19,13 @@ void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": " << what << " must not be null");
 }
 
-#define PF_LINATTN_DISPATCH(fn, ...)      \
-  do {                                    \
-    if (ctx.device.is_cuda())             \
-      linattn_cuda::fn(ctx, __VA_ARGS__); \
-    else                                  \
-      host_launch(ctx, [=] { linattn_cpu::fn(ctx, __VA_ARGS__); }); \
+// linear_attention_<piece>_cuda(ctx, ...) or its twin linear_attention_<piece>_cpu(ctx, ...).
+#define PF_LINATTN_DISPATCH(piece, ...)                  \
+  do {                                                   \
+    if (ctx.device.is_cuda())                            \
+      linear_attention_##piece##_cuda(ctx, __VA_ARGS__); \
+    else                                                 \
+      linear_attention_##piece##_cpu(ctx, __VA_ARGS__);  \
   } while (0)
 
 }  // namespace

@@ -12,8 +12,10 @@
 //     dPk_t = diag(exp(c_j + rho)) V' R^T + B^T Pq
 //     dV_t  = diag(exp(c_j + rho)) Pk R[:, :d] + A^T G[:, :d],     A = mask(Pq Pk^T)
 //     (rho, R) = (rho', exp(rho - rho') R + (diag(exp(-L_i - rho')) Pq)^T G),  rho' = max(rho, max_t -L_i)
-// Every exponent is <= 0. Heads run in parallel (single-threaded sgemm inside)
-// when there are at least as many heads as threads, else the sgemms are threaded.
+// Every exponent is <= 0. Each entry point runs its work on ctx.stream
+// (host_launch), as its CUDA twin does. Heads run in parallel (single-threaded
+// sgemm inside) when there are at least as many heads as threads, else the
+// sgemms are threaded.
 // Memory per head in flight: O(C (m + d)) plus B, n*C floats.
 #include <omp.h>
 
@@ -26,12 +28,13 @@
 #include "kernels/linear_attention/linear_attention_math.h"
 #include "runtime/memory.h"
 
-namespace pf::linattn_cpu {
+namespace pf {
 namespace {
 
+// The host sgemm: this runs inside the stream's work, also on OpenMP threads.
 void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
         float beta, float* C, int64_t ldc) {
-  gemm_f32_cpu(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
+  gemm_f32_host(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
 }
 
 // Host temporaries recorded in ctx.tracker (when there is one) while a call runs.
@@ -224,153 +227,180 @@ void backward_head(const LinAttnShape& s, const float* pq, const float* pk, cons
 
 }  // namespace
 
-void fill(const ExecContext&, float* x, int64_t count, float value) { std::fill(x, x + count, value); }
-
-void state_clear(const ExecContext&, const LinAttnShape& s, float* states) {
-  const int64_t size = s.state_size();
-  for (int64_t h = 0; h < s.heads; ++h) {
-    states[h * size] = kEmptyLogScale;
-    std::fill(states + h * size + 1, states + (h + 1) * size, 0.f);
-  }
+void linear_attention_fill_cpu(const ExecContext& ctx, float* x, int64_t count, float value) {
+  host_launch(ctx, [=] { std::fill(x, x + count, value); });
 }
 
-void state_combine(const ExecContext&, int64_t heads, int64_t m, int64_t d, const float* earlier, const float* later,
-                   float* out) {
-  const int64_t size = 1 + m * (d + 1);
+void linear_attention_state_clear_cpu(const ExecContext& ctx, const LinAttnShape& s, float* states) {
+  host_launch(ctx, [=] {
+    const int64_t size = s.state_size();
+    for (int64_t h = 0; h < s.heads; ++h) {
+      states[h * size] = kEmptyLogScale;
+      std::fill(states + h * size + 1, states + (h + 1) * size, 0.f);
+    }
+  });
+}
+
+void linear_attention_state_combine_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                        const float* earlier, const float* later, float* out) {
+  host_launch(ctx, [=] {
+    const int64_t size = 1 + m * (d + 1);
 #pragma omp parallel for if (heads * size > (1 << 16))
-  for (int64_t h = 0; h < heads; ++h) {
-    const float *e = earlier + h * size, *l = later + h * size;
-    float* r = out + h * size;
-    // Element 0 (the log-scale) last: the others read it from the inputs, which out may alias.
-    for (int64_t k = 1; k < size; ++k) state_combine_element(e, l, r, k);
-    state_combine_element(e, l, r, 0);
-  }
-}
-
-void causal_forward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
-                          const float* c_k, const float* v, float* y, float* row_scale, float* block_total) {
-  const int64_t n = s.n, m = s.m, d = s.d;
-  for_each_head(ctx, s.heads, forward_workspace(s), [&](int64_t h) {
-    forward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, y + h * n * (d + 1),
-                 row_scale + h * n, block_total + h * s.state_size());
-  });
-}
-
-void add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* prefix, float* y,
-                float* row_scale) {
-  const int64_t n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), n);
-  for_each_head(ctx, s.heads, rb * m, [&](int64_t h) {
-    const float* pre = prefix + h * s.state_size();
-    const float b = pre[0];
-    if (is_empty_log_scale(b)) return;
-    std::vector<float> scaled(rb * m);
-    for (int64_t t0 = 0; t0 < n; t0 += rb) {
-      const int64_t rows = std::min(rb, n - t0);
-      const float* q = phi_q + (h * n + t0) * m;
-      float *Y = y + (h * n + t0) * D1, *L = row_scale + h * n + t0;
-      // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
-      for (int64_t i = 0; i < rows; ++i) {
-        const float top = max_log_scale(L[i], b), wy = log_scale_weight(L[i], top), wp = log_scale_weight(b, top);
-        for (int64_t k = 0; k < D1; ++k) Y[i * D1 + k] *= wy;
-        for (int64_t f = 0; f < m; ++f) scaled[i * m + f] = wp * q[i * m + f];
-        L[i] = top;
-      }
-      mm(false, false, rows, D1, m, scaled.data(), m, pre + 1, D1, 1.f, Y, D1);
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *e = earlier + h * size, *l = later + h * size;
+      float* r = out + h * size;
+      // Element 0 (the log-scale) last: the others read it from the inputs, which out may alias.
+      for (int64_t k = 1; k < size; ++k) state_combine_element(e, l, r, k);
+      state_combine_element(e, l, r, 0);
     }
   });
 }
 
-void normalize(const ExecContext&, const LinAttnShape& s, const float* y, float* o, float* den) {
-  const int64_t rows = s.heads * s.n, d = s.d;
+void linear_attention_causal_forward_local_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                               const float* phi_k, const float* c_k, const float* v, float* y,
+                                               float* row_scale, float* block_total) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, d = s.d;
+    for_each_head(ctx, s.heads, forward_workspace(s), [&](int64_t h) {
+      forward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, y + h * n * (d + 1),
+                   row_scale + h * n, block_total + h * s.state_size());
+    });
+  });
+}
+
+void linear_attention_add_prefix_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                     const float* prefix, float* y, float* row_scale) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), n);
+    for_each_head(ctx, s.heads, rb * m, [&](int64_t h) {
+      const float* pre = prefix + h * s.state_size();
+      const float b = pre[0];
+      if (is_empty_log_scale(b)) return;
+      std::vector<float> scaled(rb * m);
+      for (int64_t t0 = 0; t0 < n; t0 += rb) {
+        const int64_t rows = std::min(rb, n - t0);
+        const float* q = phi_q + (h * n + t0) * m;
+        float *Y = y + (h * n + t0) * D1, *L = row_scale + h * n + t0;
+        // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
+        for (int64_t i = 0; i < rows; ++i) {
+          const float top = max_log_scale(L[i], b), wy = log_scale_weight(L[i], top), wp = log_scale_weight(b, top);
+          for (int64_t k = 0; k < D1; ++k) Y[i * D1 + k] *= wy;
+          for (int64_t f = 0; f < m; ++f) scaled[i * m + f] = wp * q[i * m + f];
+          L[i] = top;
+        }
+        mm(false, false, rows, D1, m, scaled.data(), m, pre + 1, D1, 1.f, Y, D1);
+      }
+    });
+  });
+}
+
+void linear_attention_normalize_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* y, float* o,
+                                    float* den) {
+  host_launch(ctx, [=] {
+    const int64_t rows = s.heads * s.n, d = s.d;
 #pragma omp parallel for if (rows * d > (1 << 16))
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* yi = y + i * (d + 1);
-    const float inv = 1.0f / guarded_denominator(yi[d]);
-    for (int64_t k = 0; k < d; ++k) o[i * d + k] = yi[k] * inv;
-    den[i] = yi[d];
-  }
-}
-
-void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
-                           const float* c_k, const float* v, const float* o, const float* den, const float* row_scale,
-                           const float* d_o, float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad) {
-  const int64_t n = s.n, m = s.m, d = s.d;
-  for_each_head(ctx, s.heads, backward_workspace(s), [&](int64_t h) {
-    backward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, o + h * n * d, den + h * n,
-                  row_scale + h * n, d_o + h * n * d, d_phi_q + h * n * m, d_phi_k + h * n * m, d_v + h * n * d,
-                  block_total_grad + h * s.state_size());
-  });
-}
-
-void backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* o, const float* den,
-                         const float* row_scale, const float* d_o, const float* prefix, float* d_phi_q) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
-  for_each_head(ctx, s.heads, rb * D1, [&](int64_t h) {
-    const float* pre = prefix + h * s.state_size();
-    const float b = pre[0];
-    if (is_empty_log_scale(b)) return;
-    std::vector<float> g(rb * D1);
-    for (int64_t t0 = 0; t0 < n; t0 += rb) {
-      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
-      load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
-      // rows of G scaled by exp(b - L_i), then d_phi_q += G_scaled Pre^T
-      scale_rows(g.data(), rows, D1, D1, [&](int64_t i) { return log_scale_weight(b, row_scale[r0 + i]); });
-      mm(false, true, rows, m, D1, g.data(), D1, pre + 1, D1, 1.f, d_phi_q + r0 * m, m);
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* yi = y + i * (d + 1);
+      const float inv = 1.0f / guarded_denominator(yi[d]);
+      for (int64_t k = 0; k < d; ++k) o[i * d + k] = yi[k] * inv;
+      den[i] = yi[d];
     }
   });
 }
 
-void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
-                         const float* v, const float* suffix, float* d_phi_k, float* d_v) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
-  for_each_head(ctx, s.heads, rb * (D1 + m), [&](int64_t h) {
-    const float* suf = suffix + h * s.state_size();
-    const float rho = suf[0];
-    if (is_empty_log_scale(rho)) return;
-    std::vector<float> vp(rb * D1), scaled(rb * m);
-    for (int64_t t0 = 0; t0 < n; t0 += rb) {
-      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
-      const float *k = phi_k + r0 * m, *ct = c_k + r0;
-      load_vprime(v + r0 * d, rows, d, vp.data());
-      for (int64_t j = 0; j < rows; ++j) {
-        const float w = log_scale_weight(ct[j], -rho);
-        for (int64_t x = 0; x < D1; ++x) vp[j * D1 + x] *= w;
-        for (int64_t f = 0; f < m; ++f) scaled[j * m + f] = w * k[j * m + f];
+void linear_attention_causal_backward_local_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                const float* phi_k, const float* c_k, const float* v, const float* o,
+                                                const float* den, const float* row_scale, const float* d_o,
+                                                float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, d = s.d;
+    for_each_head(ctx, s.heads, backward_workspace(s), [&](int64_t h) {
+      backward_head(s, phi_q + h * n * m, phi_k + h * n * m, c_k + h * n, v + h * n * d, o + h * n * d, den + h * n,
+                    row_scale + h * n, d_o + h * n * d, d_phi_q + h * n * m, d_phi_k + h * n * m, d_v + h * n * d,
+                    block_total_grad + h * s.state_size());
+    });
+  });
+}
+
+void linear_attention_backward_add_prefix_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* o,
+                                              const float* den, const float* row_scale, const float* d_o,
+                                              const float* prefix, float* d_phi_q) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
+    for_each_head(ctx, s.heads, rb * D1, [&](int64_t h) {
+      const float* pre = prefix + h * s.state_size();
+      const float b = pre[0];
+      if (is_empty_log_scale(b)) return;
+      std::vector<float> g(rb * D1);
+      for (int64_t t0 = 0; t0 < n; t0 += rb) {
+        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+        load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
+        // rows of G scaled by exp(b - L_i), then d_phi_q += G_scaled Pre^T
+        scale_rows(g.data(), rows, D1, D1, [&](int64_t i) { return log_scale_weight(b, row_scale[r0 + i]); });
+        mm(false, true, rows, m, D1, g.data(), D1, pre + 1, D1, 1.f, d_phi_q + r0 * m, m);
       }
-      mm(false, true, rows, m, D1, vp.data(), D1, suf + 1, D1, 1.f, d_phi_k + r0 * m, m);
-      mm(false, false, rows, d, m, scaled.data(), m, suf + 1, D1, 1.f, d_v + r0 * d, d);
-    }
+    });
   });
 }
 
-void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k, const float* v,
-               float* total) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-  for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
-    std::vector<float> S(m * D1, 0.f), vp(rb * D1), scaled(rb * m);
-    float a = kEmptyLogScale;
-    for (int64_t t0 = 0; t0 < n; t0 += rb) {
-      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
-      load_vprime(v + r0 * d, rows, d, vp.data());
-      key_state_update(a, S.data(), rows, m, D1, phi_k + r0 * m, c_k + r0, vp.data(), scaled.data());
-    }
-    store_state(a, S, total + h * s.state_size());
+void linear_attention_backward_add_suffix_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
+                                              const float* c_k, const float* v, const float* suffix, float* d_phi_k,
+                                              float* d_v) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
+    for_each_head(ctx, s.heads, rb * (D1 + m), [&](int64_t h) {
+      const float* suf = suffix + h * s.state_size();
+      const float rho = suf[0];
+      if (is_empty_log_scale(rho)) return;
+      std::vector<float> vp(rb * D1), scaled(rb * m);
+      for (int64_t t0 = 0; t0 < n; t0 += rb) {
+        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+        const float *k = phi_k + r0 * m, *ct = c_k + r0;
+        load_vprime(v + r0 * d, rows, d, vp.data());
+        for (int64_t j = 0; j < rows; ++j) {
+          const float w = log_scale_weight(ct[j], -rho);
+          for (int64_t x = 0; x < D1; ++x) vp[j * D1 + x] *= w;
+          for (int64_t f = 0; f < m; ++f) scaled[j * m + f] = w * k[j * m + f];
+        }
+        mm(false, true, rows, m, D1, vp.data(), D1, suf + 1, D1, 1.f, d_phi_k + r0 * m, m);
+        mm(false, false, rows, d, m, scaled.data(), m, suf + 1, D1, 1.f, d_v + r0 * d, d);
+      }
+    });
   });
 }
 
-void query_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o, const float* den,
-                 const float* row_scale, const float* d_o, float* total) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-  for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
-    std::vector<float> R(m * D1, 0.f), g(rb * D1), scaled(rb * m);
-    float rho = kEmptyLogScale;
-    for (int64_t t0 = 0; t0 < n; t0 += rb) {
-      const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
-      load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
-      query_state_update(rho, R.data(), rows, m, D1, phi_q + r0 * m, row_scale + r0, g.data(), scaled.data());
-    }
-    store_state(rho, R, total + h * s.state_size());
+void linear_attention_key_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
+                                    const float* v, float* total) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+    for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
+      std::vector<float> S(m * D1, 0.f), vp(rb * D1), scaled(rb * m);
+      float a = kEmptyLogScale;
+      for (int64_t t0 = 0; t0 < n; t0 += rb) {
+        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+        load_vprime(v + r0 * d, rows, d, vp.data());
+        key_state_update(a, S.data(), rows, m, D1, phi_k + r0 * m, c_k + r0, vp.data(), scaled.data());
+      }
+      store_state(a, S, total + h * s.state_size());
+    });
   });
 }
 
-}  // namespace pf::linattn_cpu
+void linear_attention_query_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o,
+                                      const float* den, const float* row_scale, const float* d_o, float* total) {
+  host_launch(ctx, [=] {
+    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+    for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
+      std::vector<float> R(m * D1, 0.f), g(rb * D1), scaled(rb * m);
+      float rho = kEmptyLogScale;
+      for (int64_t t0 = 0; t0 < n; t0 += rb) {
+        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+        load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
+        query_state_update(rho, R.data(), rows, m, D1, phi_q + r0 * m, row_scale + r0, g.data(), scaled.data());
+      }
+      store_state(rho, R, total + h * s.state_size());
+    });
+  });
+}
+
+}  // namespace pf

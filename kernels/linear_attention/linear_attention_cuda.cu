@@ -10,51 +10,34 @@
 #include <algorithm>
 #include <initializer_list>
 #include <utility>
-#include <vector>
 
 #include "kernels/linear_attention/linear_attention_backend.h"
 #include "kernels/linear_attention/linear_attention_math.h"
 #include "runtime/cuda_check.cuh"
-#include "runtime/memory.h"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
 
-namespace pf::linattn_cuda {
+namespace pf {
 namespace {
 
 constexpr int kThreads = 256;
 
-cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream.handle); }
-
-unsigned blocks_for(int64_t count) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (count + kThreads - 1) / kThreads));
-}
-
-// Device temporaries recorded in ctx.tracker, freed on scope exit (cudaFree
-// synchronises, so kernels still queued on the stream finish first). One
-// allocation split into parts of the given float counts, each part starting
-// on a 256-byte boundary.
-class Scratch {
- public:
-  Scratch(const ExecContext& ctx, std::initializer_list<int64_t> counts) : tracker_(ctx.tracker) {
-    PF_REQUIRE(ValueError, tracker_ != nullptr, "linear attention on " << ctx.device.str() << " needs ctx.tracker");
-    int64_t total = 0;
-    for (int64_t c : counts) {
-      offsets_.push_back(total);
-      total += (std::max<int64_t>(c, 1) + 63) / 64 * 64;
-    }
-    bytes_ = total * 4;
-    ptr_ = static_cast<float*>(device_allocate(*tracker_, bytes_, "linear_attention"));
+// Device temporaries recorded in ctx.tracker, released (in the tracker's
+// stream order) when the returned tensor goes away: one fp32 allocation split
+// into parts of the given float counts, each part starting on a 256-byte
+// boundary; *part receives the start of each.
+Tensor scratch_parts(const ExecContext& ctx, std::initializer_list<std::pair<float**, int64_t>> parts) {
+  PF_REQUIRE(ValueError, ctx.tracker != nullptr, "linear attention on " << ctx.device.str() << " needs ctx.tracker");
+  int64_t total = 0;
+  for (const auto& part : parts) total += ceil_div(std::max<int64_t>(part.second, 1), 64) * 64;
+  Tensor scratch = Tensor::empty({total}, DType::f32, *ctx.tracker, "linear_attention");
+  float* next = scratch.data<float>();
+  for (const auto& part : parts) {
+    *part.first = next;
+    next += ceil_div(std::max<int64_t>(part.second, 1), 64) * 64;
   }
-  ~Scratch() { device_free(*tracker_, ptr_, bytes_, "linear_attention"); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* part(size_t i) const { return ptr_ + offsets_[i]; }
-
- private:
-  MemoryTracker* tracker_;
-  std::vector<int64_t> offsets_;
-  int64_t bytes_ = 0;
-  float* ptr_ = nullptr;
-};
+  return scratch;
+}
 
 // Row-major strided-batched C = op(A) op(B) + beta C over `batch` heads.
 void bmm(const ExecContext& ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
@@ -198,11 +181,11 @@ void state_update(const ExecContext& ctx, const LinAttnShape& s, SweepState& st,
                   const float* row_log, int64_t row_hs, float sign, const float* rhs, int64_t rhs_hs, int64_t rows,
                   float* scaled) {
   const int64_t H = s.heads, m = s.m, D1 = s.d + 1;
-  cudaStream_t cs = stream_of(ctx);
-  k_state_top<<<blocks_for(H), kThreads, 0, cs>>>(st.a, row_log, row_hs, sign, rows, st.top, H);
-  k_rescale_state<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, m * D1, st.a, st.top, H);
-  k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(x, x_hs, m, scaled, rows * m, m, rows, m, st.top, 1, -1.f,
-                                                              row_log, row_hs, sign, H);
+  cudaStream_t cs = cuda_stream(ctx);
+  k_state_top<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, row_log, row_hs, sign, rows, st.top, H);
+  k_rescale_state<<<grid_size(H * m * D1, kThreads), kThreads, 0, cs>>>(st.S, m * D1, st.a, st.top, H);
+  k_scale_rows<<<grid_size(H * rows * m, kThreads), kThreads, 0, cs>>>(x, x_hs, m, scaled, rows * m, m, rows, m, st.top,
+                                                                       1, -1.f, row_log, row_hs, sign, H);
   PF_CUDA_CHECK_LAUNCH();
   bmm(ctx, true, false, m, D1, rows, scaled, m, rows * m, rhs, D1, rhs_hs, 1.f, st.S, D1, m * D1, H);
   std::swap(st.a, st.top);
@@ -210,113 +193,127 @@ void state_update(const ExecContext& ctx, const LinAttnShape& s, SweepState& st,
 
 }  // namespace
 
-void fill(const ExecContext& ctx, float* x, int64_t count, float value) {
-  k_fill<<<blocks_for(count), kThreads, 0, stream_of(ctx)>>>(x, count, value);
+void linear_attention_fill_cuda(const ExecContext& ctx, float* x, int64_t count, float value) {
+  k_fill<<<grid_size(count, kThreads), kThreads, 0, cuda_stream(ctx)>>>(x, count, value);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void state_clear(const ExecContext& ctx, const LinAttnShape& s, float* states) {
-  k_state_clear<<<blocks_for(s.heads * s.state_size()), kThreads, 0, stream_of(ctx)>>>(states, s.state_size(), s.heads);
+void linear_attention_state_clear_cuda(const ExecContext& ctx, const LinAttnShape& s, float* states) {
+  k_state_clear<<<grid_size(s.heads * s.state_size(), kThreads), kThreads, 0, cuda_stream(ctx)>>>(
+      states, s.state_size(), s.heads);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void state_combine(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d, const float* earlier,
-                   const float* later, float* out) {
+void linear_attention_state_combine_cuda(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                         const float* earlier, const float* later, float* out) {
   const int64_t size = 1 + m * (d + 1);
-  k_combine<<<blocks_for(heads * (size - 1)), kThreads, 0, stream_of(ctx)>>>(earlier, later, out, size, heads, false);
-  k_combine<<<blocks_for(heads), kThreads, 0, stream_of(ctx)>>>(earlier, later, out, size, heads, true);
+  k_combine<<<grid_size(heads * (size - 1), kThreads), kThreads, 0, cuda_stream(ctx)>>>(earlier, later, out, size,
+                                                                                        heads, false);
+  k_combine<<<grid_size(heads, kThreads), kThreads, 0, cuda_stream(ctx)>>>(earlier, later, out, size, heads, true);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void causal_forward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
-                          const float* c_k, const float* v, float* y, float* row_scale, float* block_total) {
+void linear_attention_causal_forward_local_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                const float* phi_k, const float* c_k, const float* v, float* y,
+                                                float* row_scale, float* block_total) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, C = std::min(s.chunk, std::max<int64_t>(n, 1));
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H, H, H * m * D1, H * C * D1, H * C * C, H * C * m});
-  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
-  float *vp = scratch.part(3), *A = scratch.part(4), *scaled = scratch.part(5);
-  k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
-  k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
+  cudaStream_t cs = cuda_stream(ctx);
+  SweepState st{};
+  float *vp = nullptr, *A = nullptr, *scaled = nullptr;
+  const Tensor scratch = scratch_parts(
+      ctx, {{&st.a, H}, {&st.top, H}, {&st.S, H * m * D1}, {&vp, H * C * D1}, {&A, H * C * C}, {&scaled, H * C * m}});
+  k_fill<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
+  k_fill<<<grid_size(H * m * D1, kThreads), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t0 = 0; t0 < n; t0 += C) {
     const int64_t rows = std::min(C, n - t0);
     const float *q = phi_q + t0 * m, *k = phi_k + t0 * m, *ct = c_k + t0;
     float *Y = y + t0 * D1, *Lt = row_scale + t0;
-    k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, C * D1, H);
-    k_running_max<<<blocks_for(H), kThreads, 0, cs>>>(st.a, ct, n, rows, Lt, H);
+    k_load_vprime<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, C * D1, H);
+    k_running_max<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, ct, n, rows, Lt, H);
     PF_CUDA_CHECK_LAUNCH();
     // inter: Y = diag(exp(a - L_i)) Pq S  (S = 0 while the state is empty)
     bmm(ctx, false, false, rows, D1, m, q, m, n * m, st.S, D1, m * D1, 0.f, Y, D1, n * D1, H);
-    k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(Y, n * D1, D1, Y, n * D1, D1, rows, D1, st.a, 1, 1.f,
-                                                                 Lt, n, -1.f, H);
+    k_scale_rows<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(Y, n * D1, D1, Y, n * D1, D1, rows, D1, st.a,
+                                                                          1, 1.f, Lt, n, -1.f, H);
     // intra: Y += mask(Pq Pk^T) V'
     bmm(ctx, false, true, rows, rows, m, q, m, n * m, k, m, n * m, 0.f, A, rows, C * C, H);
-    k_causal_mask<<<blocks_for(H * rows * rows), kThreads, 0, cs>>>(A, C * C, rows, ct, Lt, n, H);
+    k_causal_mask<<<grid_size(H * rows * rows, kThreads), kThreads, 0, cs>>>(A, C * C, rows, ct, Lt, n, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, false, false, rows, D1, rows, A, rows, C * C, vp, D1, C * D1, 1.f, Y, D1, n * D1, H);
     state_update(ctx, s, st, k, n * m, ct, n, 1.f, vp, C * D1, rows, scaled);
   }
-  k_pack_state<<<blocks_for(H * (m * D1 + 1)), kThreads, 0, cs>>>(st.a, st.S, m * D1, block_total, H);
+  k_pack_state<<<grid_size(H * (m * D1 + 1), kThreads), kThreads, 0, cs>>>(st.a, st.S, m * D1, block_total, H);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* prefix, float* y,
-                float* row_scale) {
+void linear_attention_add_prefix_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                      const float* prefix, float* y, float* row_scale) {
   const int64_t H = s.heads, n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), n), size = s.state_size();
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H * rb * m});
+  cudaStream_t cs = cuda_stream(ctx);
+  float* scaled = nullptr;
+  const Tensor scratch = scratch_parts(ctx, {{&scaled, H * rb * m}});
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
     // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
-    k_prefix_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(y + t0 * D1, row_scale + t0, n, rows, D1, prefix, size, H);
-    k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(phi_q + t0 * m, n * m, m, scratch.part(0), rows * m, m,
-                                                                rows, m, prefix, size, 1.f, row_scale + t0, n, -1.f, H);
+    k_prefix_rows<<<grid_size(H * rows, kThreads), kThreads, 0, cs>>>(y + t0 * D1, row_scale + t0, n, rows, D1, prefix,
+                                                                      size, H);
+    k_scale_rows<<<grid_size(H * rows * m, kThreads), kThreads, 0, cs>>>(
+        phi_q + t0 * m, n * m, m, scaled, rows * m, m, rows, m, prefix, size, 1.f, row_scale + t0, n, -1.f, H);
     PF_CUDA_CHECK_LAUNCH();
-    bmm(ctx, false, false, rows, D1, m, scratch.part(0), m, rows * m, prefix + 1, D1, size, 1.f, y + t0 * D1, D1,
-        n * D1, H);
+    bmm(ctx, false, false, rows, D1, m, scaled, m, rows * m, prefix + 1, D1, size, 1.f, y + t0 * D1, D1, n * D1, H);
   }
 }
 
-void normalize(const ExecContext& ctx, const LinAttnShape& s, const float* y, float* o, float* den) {
-  k_normalize<<<blocks_for(s.heads * s.n), kThreads, 0, stream_of(ctx)>>>(y, o, den, s.heads * s.n, s.d);
+void linear_attention_normalize_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* y, float* o,
+                                     float* den) {
+  k_normalize<<<grid_size(s.heads * s.n, kThreads), kThreads, 0, cuda_stream(ctx)>>>(y, o, den, s.heads * s.n, s.d);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* phi_k,
-                           const float* c_k, const float* v, const float* o, const float* den, const float* row_scale,
-                           const float* d_o, float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad) {
+void linear_attention_causal_backward_local_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                                 const float* phi_k, const float* c_k, const float* v, const float* o,
+                                                 const float* den, const float* row_scale, const float* d_o,
+                                                 float* d_phi_q, float* d_phi_k, float* d_v, float* block_total_grad) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, C = std::min(s.chunk, std::max<int64_t>(n, 1));
-  const int64_t chunks = (n + C - 1) / C;
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H, H, H * m * D1, H * C * D1, H * C * D1, H * C * C, H * C * m, H * chunks * C * C});
-  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
-  float *vp = scratch.part(3), *g = scratch.part(4), *A = scratch.part(5), *scaled = scratch.part(6);
-  float* Bs = scratch.part(7);  // [heads][chunks][C x C]
+  const int64_t chunks = ceil_div(n, C);
+  cudaStream_t cs = cuda_stream(ctx);
+  SweepState st{};
+  float *vp = nullptr, *g = nullptr, *A = nullptr, *scaled = nullptr;
+  float* Bs = nullptr;  // [heads][chunks][C x C]
+  const Tensor scratch = scratch_parts(ctx, {{&st.a, H},
+                                             {&st.top, H},
+                                             {&st.S, H * m * D1},
+                                             {&vp, H * C * D1},
+                                             {&g, H * C * D1},
+                                             {&A, H * C * C},
+                                             {&scaled, H * C * m},
+                                             {&Bs, H * chunks * C * C}});
   auto load_rows = [&](int64_t t0, int64_t rows) {
-    k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, C * D1, H);
-    k_gradient_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d, g,
-                                                               C * D1, H);
+    k_load_vprime<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, C * D1, H);
+    k_gradient_rows<<<grid_size(H * rows, kThreads), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d,
+                                                                        g, C * D1, H);
     PF_CUDA_CHECK_LAUNCH();
   };
   // Sweep 1: d_phi_q = diag(exp(a - L_i)) G S^T + B Pk, B = mask(G V'^T) kept per chunk.
-  k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
-  k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
+  k_fill<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
+  k_fill<<<grid_size(H * m * D1, kThreads), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t = 0; t < chunks; ++t) {
     const int64_t t0 = t * C, rows = std::min(C, n - t0);
     const float *k = phi_k + t0 * m, *ct = c_k + t0, *Lt = row_scale + t0;
     float *dQ = d_phi_q + t0 * m, *B = Bs + t * C * C;
     load_rows(t0, rows);
     bmm(ctx, false, true, rows, m, D1, g, D1, C * D1, st.S, D1, m * D1, 0.f, dQ, m, n * m, H);
-    k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(dQ, n * m, m, dQ, n * m, m, rows, m, st.a, 1, 1.f, Lt,
-                                                                n, -1.f, H);
+    k_scale_rows<<<grid_size(H * rows * m, kThreads), kThreads, 0, cs>>>(dQ, n * m, m, dQ, n * m, m, rows, m, st.a, 1,
+                                                                         1.f, Lt, n, -1.f, H);
     bmm(ctx, false, true, rows, rows, D1, g, D1, C * D1, vp, D1, C * D1, 0.f, B, rows, chunks * C * C, H);
-    k_causal_mask<<<blocks_for(H * rows * rows), kThreads, 0, cs>>>(B, chunks * C * C, rows, ct, Lt, n, H);
+    k_causal_mask<<<grid_size(H * rows * rows, kThreads), kThreads, 0, cs>>>(B, chunks * C * C, rows, ct, Lt, n, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, false, false, rows, m, rows, B, rows, chunks * C * C, k, m, n * m, 1.f, dQ, m, n * m, H);
     state_update(ctx, s, st, k, n * m, ct, n, 1.f, vp, C * D1, rows, scaled);
   }
   // Sweep 2 (reverse): d_phi_k, d_v and the gradient state (rho, R) in st.
-  k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
-  k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
+  k_fill<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
+  k_fill<<<grid_size(H * m * D1, kThreads), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t = chunks - 1; t >= 0; --t) {
     const int64_t t0 = t * C, rows = std::min(C, n - t0);
     const float *q = phi_q + t0 * m, *k = phi_k + t0 * m, *ct = c_k + t0, *Lt = row_scale + t0, *B = Bs + t * C * C;
@@ -324,98 +321,103 @@ void causal_backward_local(const ExecContext& ctx, const LinAttnShape& s, const 
     load_rows(t0, rows);
     bmm(ctx, false, true, rows, m, D1, vp, D1, C * D1, st.S, D1, m * D1, 0.f, dK, m, n * m, H);
     bmm(ctx, false, false, rows, d, m, k, m, n * m, st.S, D1, m * D1, 0.f, dV, d, n * d, H);
-    k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(dK, n * m, m, dK, n * m, m, rows, m, st.a, 1, 1.f, ct,
-                                                                n, 1.f, H);
-    k_scale_rows<<<blocks_for(H * rows * d), kThreads, 0, cs>>>(dV, n * d, d, dV, n * d, d, rows, d, st.a, 1, 1.f, ct,
-                                                                n, 1.f, H);
+    k_scale_rows<<<grid_size(H * rows * m, kThreads), kThreads, 0, cs>>>(dK, n * m, m, dK, n * m, m, rows, m, st.a, 1,
+                                                                         1.f, ct, n, 1.f, H);
+    k_scale_rows<<<grid_size(H * rows * d, kThreads), kThreads, 0, cs>>>(dV, n * d, d, dV, n * d, d, rows, d, st.a, 1,
+                                                                         1.f, ct, n, 1.f, H);
     bmm(ctx, false, true, rows, rows, m, q, m, n * m, k, m, n * m, 0.f, A, rows, C * C, H);
-    k_causal_mask<<<blocks_for(H * rows * rows), kThreads, 0, cs>>>(A, C * C, rows, ct, Lt, n, H);
+    k_causal_mask<<<grid_size(H * rows * rows, kThreads), kThreads, 0, cs>>>(A, C * C, rows, ct, Lt, n, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, true, false, rows, m, rows, B, rows, chunks * C * C, q, m, n * m, 1.f, dK, m, n * m, H);
     bmm(ctx, true, false, rows, d, rows, A, rows, C * C, g, D1, C * D1, 1.f, dV, d, n * d, H);
     state_update(ctx, s, st, q, n * m, Lt, n, -1.f, g, C * D1, rows, scaled);
   }
-  k_pack_state<<<blocks_for(H * (m * D1 + 1)), kThreads, 0, cs>>>(st.a, st.S, m * D1, block_total_grad, H);
+  k_pack_state<<<grid_size(H * (m * D1 + 1), kThreads), kThreads, 0, cs>>>(st.a, st.S, m * D1, block_total_grad, H);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void backward_add_prefix(const ExecContext& ctx, const LinAttnShape& s, const float* o, const float* den,
-                         const float* row_scale, const float* d_o, const float* prefix, float* d_phi_q) {
+void linear_attention_backward_add_prefix_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* o,
+                                               const float* den, const float* row_scale, const float* d_o,
+                                               const float* prefix, float* d_phi_q) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
   const int64_t size = s.state_size();
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H * rb * D1});
-  float* g = scratch.part(0);
+  cudaStream_t cs = cuda_stream(ctx);
+  float* g = nullptr;
+  const Tensor scratch = scratch_parts(ctx, {{&g, H * rb * D1}});
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
-    k_gradient_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d, g,
-                                                               rb * D1, H);
+    k_gradient_rows<<<grid_size(H * rows, kThreads), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d,
+                                                                        g, rb * D1, H);
     // rows of G scaled by exp(b - L_i), then d_phi_q += G_scaled Pre^T
-    k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(g, rb * D1, D1, g, rb * D1, D1, rows, D1, prefix, size,
-                                                                 1.f, row_scale + t0, n, -1.f, H);
+    k_scale_rows<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(
+        g, rb * D1, D1, g, rb * D1, D1, rows, D1, prefix, size, 1.f, row_scale + t0, n, -1.f, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, false, true, rows, m, D1, g, D1, rb * D1, prefix + 1, D1, size, 1.f, d_phi_q + t0 * m, m, n * m, H);
   }
 }
 
-void backward_add_suffix(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
-                         const float* v, const float* suffix, float* d_phi_k, float* d_v) {
+void linear_attention_backward_add_suffix_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
+                                               const float* c_k, const float* v, const float* suffix, float* d_phi_k,
+                                               float* d_v) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), n);
   const int64_t size = s.state_size();
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H * rb * D1, H * rb * m});
-  float *vp = scratch.part(0), *scaled = scratch.part(1);
+  cudaStream_t cs = cuda_stream(ctx);
+  float *vp = nullptr, *scaled = nullptr;
+  const Tensor scratch = scratch_parts(ctx, {{&vp, H * rb * D1}, {&scaled, H * rb * m}});
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
-    k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, rb * D1, H);
+    k_load_vprime<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, rb * D1, H);
     // rows scaled by exp(c_j + rho)
-    k_scale_rows<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(vp, rb * D1, D1, vp, rb * D1, D1, rows, D1, suffix,
-                                                                 size, 1.f, c_k + t0, n, 1.f, H);
-    k_scale_rows<<<blocks_for(H * rows * m), kThreads, 0, cs>>>(phi_k + t0 * m, n * m, m, scaled, rb * m, m, rows, m,
-                                                                suffix, size, 1.f, c_k + t0, n, 1.f, H);
+    k_scale_rows<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(vp, rb * D1, D1, vp, rb * D1, D1, rows, D1,
+                                                                          suffix, size, 1.f, c_k + t0, n, 1.f, H);
+    k_scale_rows<<<grid_size(H * rows * m, kThreads), kThreads, 0, cs>>>(
+        phi_k + t0 * m, n * m, m, scaled, rb * m, m, rows, m, suffix, size, 1.f, c_k + t0, n, 1.f, H);
     PF_CUDA_CHECK_LAUNCH();
     bmm(ctx, false, true, rows, m, D1, vp, D1, rb * D1, suffix + 1, D1, size, 1.f, d_phi_k + t0 * m, m, n * m, H);
     bmm(ctx, false, false, rows, d, m, scaled, m, rb * m, suffix + 1, D1, size, 1.f, d_v + t0 * d, d, n * d, H);
   }
 }
 
-void key_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k, const float* v,
-               float* total) {
+void linear_attention_key_state_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k,
+                                     const float* c_k, const float* v, float* total) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1,
                 rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H, H, H * m * D1, H * rb * D1, H * rb * m});
-  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
-  float *vp = scratch.part(3), *scaled = scratch.part(4);
-  k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
-  k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
+  cudaStream_t cs = cuda_stream(ctx);
+  SweepState st{};
+  float *vp = nullptr, *scaled = nullptr;
+  const Tensor scratch =
+      scratch_parts(ctx, {{&st.a, H}, {&st.top, H}, {&st.S, H * m * D1}, {&vp, H * rb * D1}, {&scaled, H * rb * m}});
+  k_fill<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
+  k_fill<<<grid_size(H * m * D1, kThreads), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
-    k_load_vprime<<<blocks_for(H * rows * D1), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, rb * D1, H);
+    k_load_vprime<<<grid_size(H * rows * D1, kThreads), kThreads, 0, cs>>>(v + t0 * d, n * d, rows, d, vp, rb * D1, H);
     state_update(ctx, s, st, phi_k + t0 * m, n * m, c_k + t0, n, 1.f, vp, rb * D1, rows, scaled);
   }
-  k_pack_state<<<blocks_for(H * (m * D1 + 1)), kThreads, 0, cs>>>(st.a, st.S, m * D1, total, H);
+  k_pack_state<<<grid_size(H * (m * D1 + 1), kThreads), kThreads, 0, cs>>>(st.a, st.S, m * D1, total, H);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-void query_state(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o, const float* den,
-                 const float* row_scale, const float* d_o, float* total) {
+void linear_attention_query_state_cuda(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
+                                       const float* o, const float* den, const float* row_scale, const float* d_o,
+                                       float* total) {
   const int64_t H = s.heads, n = s.n, m = s.m, d = s.d, D1 = d + 1,
                 rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-  cudaStream_t cs = stream_of(ctx);
-  Scratch scratch(ctx, {H, H, H * m * D1, H * rb * D1, H * rb * m});
-  SweepState st{scratch.part(0), scratch.part(1), scratch.part(2)};
-  float *g = scratch.part(3), *scaled = scratch.part(4);
-  k_fill<<<blocks_for(H), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
-  k_fill<<<blocks_for(H * m * D1), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
+  cudaStream_t cs = cuda_stream(ctx);
+  SweepState st{};
+  float *g = nullptr, *scaled = nullptr;
+  const Tensor scratch =
+      scratch_parts(ctx, {{&st.a, H}, {&st.top, H}, {&st.S, H * m * D1}, {&g, H * rb * D1}, {&scaled, H * rb * m}});
+  k_fill<<<grid_size(H, kThreads), kThreads, 0, cs>>>(st.a, H, kEmptyLogScale);
+  k_fill<<<grid_size(H * m * D1, kThreads), kThreads, 0, cs>>>(st.S, H * m * D1, 0.f);
   for (int64_t t0 = 0; t0 < n; t0 += rb) {
     const int64_t rows = std::min(rb, n - t0);
-    k_gradient_rows<<<blocks_for(H * rows), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d, g,
-                                                               rb * D1, H);
+    k_gradient_rows<<<grid_size(H * rows, kThreads), kThreads, 0, cs>>>(o + t0 * d, den + t0, d_o + t0 * d, n, rows, d,
+                                                                        g, rb * D1, H);
     state_update(ctx, s, st, phi_q + t0 * m, n * m, row_scale + t0, n, -1.f, g, rb * D1, rows, scaled);
   }
-  k_pack_state<<<blocks_for(H * (m * D1 + 1)), kThreads, 0, cs>>>(st.a, st.S, m * D1, total, H);
+  k_pack_state<<<grid_size(H * (m * D1 + 1), kThreads), kThreads, 0, cs>>>(st.a, st.S, m * D1, total, H);
   PF_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace pf::linattn_cuda
+}  // namespace pf

@@ -3,7 +3,7 @@
 #include "kernels/linear_attention/linear_attention_backend.h"
 #include "runtime/check.h"
 
-namespace pf::linattn_cuda {
+namespace pf {
 namespace {
 [[noreturn]] void unavailable(const ExecContext& ctx) {
   PF_REQUIRE(CudaError, false, "linear attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
@@ -11,39 +11,43 @@ namespace {
 }
 }  // namespace
 
-void fill(const ExecContext& ctx, float*, int64_t, float) { unavailable(ctx); }
-void state_clear(const ExecContext& ctx, const LinAttnShape&, float*) { unavailable(ctx); }
-void state_combine(const ExecContext& ctx, int64_t, int64_t, int64_t, const float*, const float*, float*) {
+void linear_attention_fill_cuda(const ExecContext& ctx, float*, int64_t, float) { unavailable(ctx); }
+void linear_attention_state_clear_cuda(const ExecContext& ctx, const LinAttnShape&, float*) { unavailable(ctx); }
+void linear_attention_state_combine_cuda(const ExecContext& ctx, int64_t, int64_t, int64_t, const float*, const float*,
+                                         float*) {
   unavailable(ctx);
 }
-void causal_forward_local(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*,
-                          const float*, float*, float*, float*) {
+void linear_attention_causal_forward_local_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*,
+                                                const float*, const float*, float*, float*, float*) {
   unavailable(ctx);
 }
-void add_prefix(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, float*, float*) {
+void linear_attention_add_prefix_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, float*,
+                                      float*) {
   unavailable(ctx);
 }
-void normalize(const ExecContext& ctx, const LinAttnShape&, const float*, float*, float*) { unavailable(ctx); }
-void causal_backward_local(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*,
-                           const float*, const float*, const float*, const float*, const float*, float*, float*, float*,
-                           float*) {
+void linear_attention_normalize_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, float*, float*) {
   unavailable(ctx);
 }
-void backward_add_prefix(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*,
-                         const float*, const float*, float*) {
+void linear_attention_causal_backward_local_cuda(const ExecContext& ctx, const LinAttnShape&, const float*,
+                                                 const float*, const float*, const float*, const float*, const float*,
+                                                 const float*, const float*, float*, float*, float*, float*) {
   unavailable(ctx);
 }
-void backward_add_suffix(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*,
-                         const float*, float*, float*) {
+void linear_attention_backward_add_prefix_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*,
+                                               const float*, const float*, const float*, float*) {
   unavailable(ctx);
 }
-void key_state(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*, float*) {
+void linear_attention_backward_add_suffix_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*,
+                                               const float*, const float*, float*, float*) {
   unavailable(ctx);
 }
-void query_state(const ExecContext& ctx, const LinAttnShape&, const float*, const float*, const float*, const float*,
-                 const float*, float*) {
+void linear_attention_key_state_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*,
+                                     const float*, float*) {
+  unavailable(ctx);
+}
+void linear_attention_query_state_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*,
+                                       const float*, const float*, const float*, float*) {
   unavailable(ctx);
 }
 
-
-}  // namespace pf::linattn_cuda
+}  // namespace pf

@@ -13,7 +13,7 @@
 namespace pf {
 
 void sinusoidal_add(const ExecContext& ctx, float* x, int64_t B, int64_t n, int64_t C, int64_t offset);
-void sinusoidal_add_cpu(float* x, int64_t B, int64_t n, int64_t C, int64_t offset);
+void sinusoidal_add_cpu(const ExecContext& ctx, float* x, int64_t B, int64_t n, int64_t C, int64_t offset);
 void sinusoidal_add_cuda(const ExecContext& ctx, float* x, int64_t B, int64_t n, int64_t C, int64_t offset);
 
 }  // namespace pf

@@ -1,8 +1,7 @@
-#include <algorithm>
-
 #include "kernels/positional/positional.h"
 #include "kernels/positional/positional_math.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
@@ -21,8 +20,7 @@ __global__ void sinusoidal_add_kernel(float* x, int64_t B, int64_t n, int64_t C,
 void sinusoidal_add_cuda(const ExecContext& ctx, float* x, int64_t B, int64_t n, int64_t C, int64_t offset) {
   const int64_t total = B * n * C;
   if (total == 0) return;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 65535));
-  sinusoidal_add_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(x, B, n, C, offset);
+  sinusoidal_add_kernel<<<grid_size(total, 256, 65535), 256, 0, cuda_stream(ctx)>>>(x, B, n, C, offset);
   PF_CUDA_CHECK_LAUNCH();
 }
 

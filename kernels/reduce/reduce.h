@@ -12,13 +12,13 @@
 
 namespace pf {
 
-// On CUDA this synchronises ctx.stream and uses a few KiB of temporary device
-// memory recorded in ctx.tracker (required).
+// Returns a host value, so it synchronises ctx.stream (both backends); on CUDA
+// it uses a few KiB of temporary device memory recorded in ctx.tracker (required).
 double sum_of_squares(const ExecContext& ctx, const float* x, int64_t n);
 void scale_values(const ExecContext& ctx, float* x, int64_t n, float s);
 
-double sum_of_squares_cpu(const float* x, int64_t n);
-void scale_values_cpu(float* x, int64_t n, float s);
+double sum_of_squares_cpu(const ExecContext& ctx, const float* x, int64_t n);
+void scale_values_cpu(const ExecContext& ctx, float* x, int64_t n, float s);
 double sum_of_squares_cuda(const ExecContext& ctx, const float* x, int64_t n);
 void scale_values_cuda(const ExecContext& ctx, float* x, int64_t n, float s);
 

@@ -4,6 +4,8 @@
 // scale_values: x *= s (grid-stride).
 #include "kernels/reduce/reduce.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -51,30 +53,22 @@ __global__ void scale_kernel(float* x, int64_t n, float s) {
 double sum_of_squares_cuda(const ExecContext& ctx, const float* x, int64_t n) {
   if (n == 0) return 0.0;
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "sum_of_squares on " << ctx.device.str() << " needs ctx.tracker");
-  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.handle);
-  const int64_t bytes = kBlocks * int64_t(sizeof(double));
-  double* partial = static_cast<double*>(device_allocate(*ctx.tracker, bytes, "sum_of_squares"));
+  const cudaStream_t stream = cuda_stream(ctx);
+  const Tensor partials = Tensor::empty({kBlocks}, DType::f64, *ctx.tracker, "sum_of_squares");
+  double* partial = partials.data<double>();
   double result = 0.0;
-  try {
-    sum_squares_partial_kernel<<<kBlocks, kThreads, 0, stream>>>(x, n, partial);
-    PF_CUDA_CHECK_LAUNCH();
-    sum_partials_kernel<<<1, kThreads, 0, stream>>>(partial);
-    PF_CUDA_CHECK_LAUNCH();
-    PF_CUDA_CHECK(cudaMemcpyAsync(&result, partial, sizeof(double), cudaMemcpyDeviceToHost, stream));
-    PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-  } catch (...) {
-    device_free(*ctx.tracker, partial, bytes, "sum_of_squares");
-    throw;
-  }
-  device_free(*ctx.tracker, partial, bytes, "sum_of_squares");
+  sum_squares_partial_kernel<<<kBlocks, kThreads, 0, stream>>>(x, n, partial);
+  PF_CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(partial);
+  PF_CUDA_CHECK_LAUNCH();
+  PF_CUDA_CHECK(cudaMemcpyAsync(&result, partial, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  PF_CUDA_CHECK(cudaStreamSynchronize(stream));
   return result;
 }
 
 void scale_values_cuda(const ExecContext& ctx, float* x, int64_t n, float s) {
   if (n == 0) return;
-  const int64_t b = (n + 255) / 256;
-  scale_kernel<<<static_cast<int>(b < 65536 ? b : 65536), 256, 0, static_cast<cudaStream_t>(ctx.stream.handle)>>>(
-      x, n, s);
+  scale_kernel<<<grid_size(n, 256, 65536), 256, 0, cuda_stream(ctx)>>>(x, n, s);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -12,7 +12,7 @@ namespace pf {
 
 void residual_add(const ExecContext& ctx, const float* a, const float* b, float* out, int64_t n);
 
-void residual_add_cpu(const float* a, const float* b, float* out, int64_t n);
+void residual_add_cpu(const ExecContext& ctx, const float* a, const float* b, float* out, int64_t n);
 void residual_add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out, int64_t n);
 void residual_add_ref(const double* a, const double* b, double* out, int64_t n);
 

@@ -1,6 +1,7 @@
 // CUDA residual add: out[n] = a + b (grid-stride; aliasing allowed).
 #include "kernels/residual/residual.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
 
 namespace pf {
 namespace {
@@ -14,9 +15,7 @@ __global__ void residual_add_kernel(const float* a, const float* b, float* out, 
 
 void residual_add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out, int64_t n) {
   if (n == 0) return;
-  const int64_t blocks = (n + 255) / 256;
-  residual_add_kernel<<<static_cast<int>(blocks < 65536 ? blocks : 65536), 256, 0,
-                        static_cast<cudaStream_t>(ctx.stream.handle)>>>(a, b, out, n);
+  residual_add_kernel<<<grid_size(n, 256, 65536), 256, 0, cuda_stream(ctx)>>>(a, b, out, n);
   PF_CUDA_CHECK_LAUNCH();
 }
 

@@ -27,7 +27,7 @@ void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionPar
   if (ctx.device.is_cuda())
     softmax_attention_forward_cuda(ctx, p, Q, K, V, O, lse);
   else
-    host_launch(ctx, [=] { softmax_attention_forward_cpu(p, Q, K, V, O, lse, ctx.tracker); });
+    softmax_attention_forward_cpu(ctx, p, Q, K, V, O, lse);
 }
 
 void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
@@ -36,7 +36,7 @@ void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionPa
   if (ctx.device.is_cuda())
     softmax_attention_backward_cuda(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
   else
-    host_launch(ctx, [=] { softmax_attention_backward_cpu(p, Q, K, V, O, lse, dO, dQ, dK, dV, ctx.tracker); });
+    softmax_attention_backward_cpu(ctx, p, Q, K, V, O, lse, dO, dQ, dK, dV);
 }
 
 void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage, const void* Q,

@@ -59,13 +59,14 @@ void softmax_attention_backward(const ExecContext& ctx, const SoftmaxAttentionPa
                                 const void* K, const void* V, const void* O, const float* lse, const void* dO, void* dQ,
                                 void* dK, void* dV);
 
-// CPU (OpenMP over heads and query tiles, GEMM tiles through gemm_f32_cpu).
-// Scratch is recorded in `tracker` under "softmax_attention" when non-null.
-void softmax_attention_forward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
-                                   float* O, float* lse, MemoryTracker* tracker = nullptr);
-void softmax_attention_backward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
-                                    const float* O, const float* lse, const float* dO, float* dQ, float* dK, float* dV,
-                                    MemoryTracker* tracker = nullptr);
+// CPU (OpenMP over heads and query tiles, GEMM tiles through gemm_f32_host),
+// on ctx.stream. Scratch is recorded in ctx.tracker under "softmax_attention"
+// when it is non-null.
+void softmax_attention_forward_cpu(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
+                                   const float* K, const float* V, float* O, float* lse);
+void softmax_attention_backward_cpu(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
+                                    const float* K, const float* V, const float* O, const float* lse, const float* dO,
+                                    float* dQ, float* dK, float* dV);
 // Scratch bytes the CPU kernels allocate with `threads` OpenMP threads: tile
 // buffers per thread (independent of n) plus, in the backward, one O(n) row
 // statistic per thread. Never O(n^2).

@@ -8,17 +8,19 @@
 // and query tile: P = exp(scale Q_t K_t^T - lse), dV_t += P^T dO_t,
 // dP = dO_t V_t^T, dS = scale P (dP - D), dQ_t += dS K_t, dK_t += dS^T Q_t.
 // Scratch: bq x bk tiles per thread (+ D [n] per thread in the backward).
+// Both run on ctx.stream; the tile GEMMs run on the OpenMP threads, so they
+// call the host sgemm (gemm_f32_host), not the stream-launching gemm_f32_cpu.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "kernels/gemm/gemm.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/check.h"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -38,32 +40,14 @@ int64_t backward_floats_per_thread(const SoftmaxAttentionParams& p) {
   return 2 * bq * bk + p.n;  // P tile, dP/dS tile, D
 }
 
-// Host scratch, recorded in the tracker when one is given.
-class Scratch {
- public:
-  Scratch(MemoryTracker* tracker, int64_t floats) : tracker_(tracker), bytes_(floats * 4) {
-    if (tracker_) {
-      PF_REQUIRE(ValueError, tracker_->device().is_cpu(),
-                 "softmax attention CPU scratch needs a CPU tracker, got " << tracker_->device().str());
-      data_ = static_cast<float*>(device_allocate(*tracker_, bytes_, kScratchTag));
-    } else {
-      own_.resize(static_cast<size_t>(floats));
-      data_ = own_.data();
-    }
-  }
-  ~Scratch() {
-    if (tracker_) device_free(*tracker_, data_, bytes_, kScratchTag);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* data() { return data_; }
-
- private:
-  MemoryTracker* tracker_;
-  int64_t bytes_;
-  float* data_ = nullptr;
-  std::vector<float> own_;
-};
+// Host scratch of `floats` floats, recorded in `tracker` when one is given,
+// else in `untracked` (a local tracker of the caller's, which outlives it).
+Tensor host_scratch(MemoryTracker* tracker, MemoryTracker& untracked, int64_t floats) {
+  if (tracker)
+    PF_REQUIRE(ValueError, tracker->device().is_cpu(),
+               "softmax attention CPU scratch needs a CPU tracker, got " << tracker->device().str());
+  return Tensor::empty({floats}, DType::f32, tracker ? *tracker : untracked, kScratchTag);
+}
 
 // One query tile of one head: rows [i0, i0+rows) of O and lse.
 void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, const float* Q, const float* K,
@@ -76,7 +60,7 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
   const int64_t kend = p.causal ? std::min(n, i0 + rows) : n;
   for (int64_t j0 = 0; j0 < kend; j0 += bk) {
     const int64_t cols = std::min(bk, kend - j0);
-    gemm_f32_cpu(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, S, bk);
+    gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, S, bk);
     for (int64_t r = 0; r < rows; ++r) {
       float* s = S + r * bk;
       const int64_t vis = softmax_visible_count(p.causal, i0 + r, j0, cols);
@@ -96,7 +80,7 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
       if (alpha != 1.f)
         for (int64_t k = 0; k < d; ++k) Ot[r * d + k] *= alpha;
     }
-    gemm_f32_cpu(false, false, rows, d, cols, 1.f, S, bk, V + j0 * d, d, 1.f, Ot, d);
+    gemm_f32_host(false, false, rows, d, cols, 1.f, S, bk, V + j0 * d, d, 1.f, Ot, d);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float inv = 1.f / l[r];
@@ -124,7 +108,7 @@ void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int
     const int64_t i_start = p.causal ? (j0 / bq) * bq : 0;
     for (int64_t i0 = i_start; i0 < n; i0 += bq) {
       const int64_t rows = std::min(bq, n - i0);
-      gemm_f32_cpu(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, P, bk);
+      gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, P, bk);
       for (int64_t r = 0; r < rows; ++r) {
         float* pr = P + r * bk;
         const float li = lse[i0 + r];
@@ -132,15 +116,15 @@ void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int
         for (int64_t c = 0; c < vis; ++c) pr[c] = softmax_exp(pr[c] - li);
         std::fill(pr + vis, pr + cols, 0.f);
       }
-      gemm_f32_cpu(true, false, cols, d, rows, 1.f, P, bk, dO + i0 * d, d, 1.f, dV + j0 * d, d);
-      gemm_f32_cpu(false, true, rows, cols, d, 1.f, dO + i0 * d, d, V + j0 * d, d, 0.f, dS, bk);
+      gemm_f32_host(true, false, cols, d, rows, 1.f, P, bk, dO + i0 * d, d, 1.f, dV + j0 * d, d);
+      gemm_f32_host(false, true, rows, cols, d, 1.f, dO + i0 * d, d, V + j0 * d, d, 0.f, dS, bk);
       for (int64_t r = 0; r < rows; ++r) {
         const float Di = D[i0 + r];
         for (int64_t c = 0; c < cols; ++c)
           dS[r * bk + c] = softmax_score_grad(P[r * bk + c], dS[r * bk + c], Di, scale);
       }
-      gemm_f32_cpu(false, false, rows, d, cols, 1.f, dS, bk, K + j0 * d, d, 1.f, dQ + i0 * d, d);
-      gemm_f32_cpu(true, false, cols, d, rows, 1.f, dS, bk, Q + i0 * d, d, 1.f, dK + j0 * d, d);
+      gemm_f32_host(false, false, rows, d, cols, 1.f, dS, bk, K + j0 * d, d, 1.f, dQ + i0 * d, d);
+      gemm_f32_host(true, false, cols, d, rows, 1.f, dS, bk, Q + i0 * d, d, 1.f, dK + j0 * d, d);
     }
   }
 }
@@ -157,56 +141,62 @@ int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams&
   return 4 * backward_floats_per_thread(p) * std::max(threads, 1);
 }
 
-void softmax_attention_forward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
-                                   float* O, float* lse, MemoryTracker* tracker) {
+void softmax_attention_forward_cpu(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
+                                   const float* K, const float* V, float* O, float* lse) {
   const float scale = softmax_attention_scale(p);
   if (p.heads == 0 || p.n == 0) return;
-  const int64_t n = p.n, d = p.d;
-  const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);
-  const int64_t ntq = (n + bq - 1) / bq;
-  const int threads = omp_get_max_threads();
-  const int64_t per_thread = forward_floats_per_thread(p);
-  Scratch scratch(tracker, per_thread * threads);
-  float* base = scratch.data();
+  host_launch(ctx, [=] {
+    const int64_t n = p.n, d = p.d;
+    const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);
+    const int64_t ntq = (n + bq - 1) / bq;
+    const int threads = omp_get_max_threads();
+    const int64_t per_thread = forward_floats_per_thread(p);
+    MemoryTracker untracked(Device::cpu());  // holds the scratch when the context has no tracker
+    const Tensor scratch = host_scratch(ctx.tracker, untracked, per_thread * threads);
+    float* base = scratch.data<float>();
 #pragma omp parallel num_threads(threads)
-  {
-    float* S = base + per_thread * omp_get_thread_num();
-    float* m = S + bq * bk;
-    float* l = m + bq;
-    // Heaviest causal tiles (last query rows) first.
+    {
+      float* S = base + per_thread * omp_get_thread_num();
+      float* m = S + bq * bk;
+      float* l = m + bq;
+      // Heaviest causal tiles (last query rows) first.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < p.heads * ntq; ++item) {
-      const int64_t h = item / ntq, t = ntq - 1 - item % ntq;
-      const int64_t off = h * n * d, i0 = t * bq;
-      forward_tile(p, scale, bk, Q + off, K + off, V + off, O + off, lse + h * n, i0, std::min(bq, n - i0), S, m, l);
+      for (int64_t item = 0; item < p.heads * ntq; ++item) {
+        const int64_t h = item / ntq, t = ntq - 1 - item % ntq;
+        const int64_t off = h * n * d, i0 = t * bq;
+        forward_tile(p, scale, bk, Q + off, K + off, V + off, O + off, lse + h * n, i0, std::min(bq, n - i0), S, m, l);
+      }
     }
-  }
+  });
 }
 
-void softmax_attention_backward_cpu(const SoftmaxAttentionParams& p, const float* Q, const float* K, const float* V,
-                                    const float* O, const float* lse, const float* dO, float* dQ, float* dK, float* dV,
-                                    MemoryTracker* tracker) {
+void softmax_attention_backward_cpu(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
+                                    const float* K, const float* V, const float* O, const float* lse, const float* dO,
+                                    float* dQ, float* dK, float* dV) {
   const float scale = softmax_attention_scale(p);
   if (p.heads == 0 || p.n == 0) return;
-  const int64_t n = p.n, d = p.d;
-  const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);
-  const int threads = omp_get_max_threads();
-  const int64_t per_thread = backward_floats_per_thread(p);
-  Scratch scratch(tracker, per_thread * threads);
-  float* base = scratch.data();
-  // One head per thread; a single head runs serially so that the GEMMs thread.
+  host_launch(ctx, [=] {
+    const int64_t n = p.n, d = p.d;
+    const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);
+    const int threads = omp_get_max_threads();
+    const int64_t per_thread = backward_floats_per_thread(p);
+    MemoryTracker untracked(Device::cpu());  // holds the scratch when the context has no tracker
+    const Tensor scratch = host_scratch(ctx.tracker, untracked, per_thread * threads);
+    float* base = scratch.data<float>();
+    // One head per thread; a single head runs serially so that the GEMMs thread.
 #pragma omp parallel num_threads(threads) if (p.heads > 1)
-  {
-    float* P = base + per_thread * omp_get_thread_num();
-    float* dS = P + bq * bk;
-    float* D = dS + bq * bk;
+    {
+      float* P = base + per_thread * omp_get_thread_num();
+      float* dS = P + bq * bk;
+      float* D = dS + bq * bk;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const int64_t off = h * n * d;
-      backward_head(p, scale, bq, bk, Q + off, K + off, V + off, O + off, lse + h * n, dO + off, dQ + off, dK + off,
-                    dV + off, P, dS, D);
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const int64_t off = h * n * d;
+        backward_head(p, scale, bq, bk, Q + off, K + off, V + off, O + off, lse + h * n, dO + off, dQ + off, dK + off,
+                      dV + off, P, dS, D);
+      }
     }
-  }
+  });
 }
 
 }  // namespace pf

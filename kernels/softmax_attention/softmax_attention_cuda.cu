@@ -17,13 +17,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/check.h"
 #include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
 
 namespace pf {
 namespace {
@@ -254,7 +255,7 @@ __global__ void narrow_kernel(int64_t count, const float* __restrict__ in, T* __
 void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
   PF_REQUIRE(CudaError, ctx.device.is_cuda(), "softmax attention CUDA path called on " << ctx.device.str());
   PF_REQUIRE(ValueError, p.d <= kMaxD, "softmax attention on CUDA supports d <= " << kMaxD << ", got d=" << p.d);
-  PF_REQUIRE(ValueError, p.heads * ((p.n + kBwdQ - 1) / kBwdQ) < (int64_t{1} << 31),
+  PF_REQUIRE(ValueError, p.heads * ceil_div(p.n, kBwdQ) < (int64_t{1} << 31),
              "softmax attention on CUDA: too many tiles for one grid (heads=" << p.heads << " n=" << p.n << ")");
 }
 
@@ -264,12 +265,12 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
-  auto stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const cudaStream_t stream = cuda_stream(ctx);
   const int d = static_cast<int>(p.d);
   const size_t smem = static_cast<size_t>(forward_smem_floats(d)) * sizeof(float);
   PF_CUDA_CHECK(
       cudaFuncSetAttribute(forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const int64_t q_tiles = (p.n + kFwdQ - 1) / kFwdQ;
+  const int64_t q_tiles = ceil_div(p.n, kFwdQ);
   forward_kernel<T><<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(p.n, d, p.causal, scale,
                                                                                           q_tiles, Q, K, V, O, lse);
   PF_CUDA_CHECK_LAUNCH();
@@ -284,38 +285,32 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
-  auto stream = static_cast<cudaStream_t>(ctx.stream.handle);
+  const cudaStream_t stream = cuda_stream(ctx);
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n;
   constexpr bool kNarrow = !std::is_same<T, float>::value;
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
-  const int64_t scratch_bytes = rows * 4 + (kNarrow ? rows * d * 4 : 0);
-  float* D = static_cast<float*>(device_allocate(*ctx.tracker, scratch_bytes, "softmax_attention"));
+  const Tensor scratch =
+      Tensor::empty({rows + (kNarrow ? rows * d : 0)}, DType::f32, *ctx.tracker, "softmax_attention");
+  float* D = scratch.data<float>();
   float* dQ32 = kNarrow ? D + rows : reinterpret_cast<float*>(dQ);
-  try {
-    row_dot_kernel<T><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(rows, d, dO, O, D);
+  row_dot_kernel<T><<<static_cast<unsigned>(ceil_div(rows, kWarps)), kThreads, 0, stream>>>(rows, d, dO, O, D);
+  PF_CUDA_CHECK_LAUNCH();
+  PF_CUDA_CHECK(cudaMemsetAsync(dQ32, 0, static_cast<size_t>(rows * d) * sizeof(float), stream));
+  const size_t smem = static_cast<size_t>(backward_smem_floats(d)) * sizeof(float);
+  PF_CUDA_CHECK(
+      cudaFuncSetAttribute(backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const int64_t k_tiles = ceil_div(p.n, kKeyTile);
+  backward_kernel<T><<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
+      p.n, d, p.causal, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
+  PF_CUDA_CHECK_LAUNCH();
+  if (kNarrow) {
+    const int64_t count = rows * d;
+    narrow_kernel<T><<<grid_size(count, 256, 1 << 20), 256, 0, stream>>>(count, dQ32, dQ);
     PF_CUDA_CHECK_LAUNCH();
-    PF_CUDA_CHECK(cudaMemsetAsync(dQ32, 0, static_cast<size_t>(rows * d) * sizeof(float), stream));
-    const size_t smem = static_cast<size_t>(backward_smem_floats(d)) * sizeof(float);
-    PF_CUDA_CHECK(
-        cudaFuncSetAttribute(backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const int64_t k_tiles = (p.n + kKeyTile - 1) / kKeyTile;
-    backward_kernel<T><<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
-        p.n, d, p.causal, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
-    PF_CUDA_CHECK_LAUNCH();
-    if (kNarrow) {
-      const int64_t count = rows * d;
-      const auto blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 1 << 20));
-      narrow_kernel<T><<<blocks, 256, 0, stream>>>(count, dQ32, dQ);
-      PF_CUDA_CHECK_LAUNCH();
-    }
-    // The scratch must outlive the kernels before it is returned to the allocator.
-    PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-  } catch (...) {
-    device_free(*ctx.tracker, D, scratch_bytes, "softmax_attention");
-    throw;
   }
-  device_free(*ctx.tracker, D, scratch_bytes, "softmax_attention");
+  // The scratch must outlive the kernels before it is returned to the allocator.
+  PF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace

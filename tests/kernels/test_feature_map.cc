@@ -12,6 +12,8 @@
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/random_features/random_features.h"
 #include "runtime/errors.h"
+#include "runtime/exec.h"
+#include "runtime/memory.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
@@ -44,7 +46,9 @@ Inputs make_inputs(const Shape3& s, uint64_t seed, double x_scale = 1.0) {
 }
 
 TEST(FeatureMap, CpuForwardMatchesReference) {
-  const ExecContext ctx;
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
   uint64_t seed = 100;
   for (const Shape3& s : kShapes)
     for (FeatureKernel k : kKernels) {
@@ -54,6 +58,7 @@ TEST(FeatureMap, CpuForwardMatchesReference) {
       std::vector<double> phi_ref(s.n * s.m), c_ref(s.n);
       feature_map_forward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), c.data());
       feature_map_forward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), phi_ref.data(), c_ref.data());
+      synchronize(ctx.stream);
       const std::string where = std::string(feature_kernel_name(k)) + " n=" + std::to_string(s.n) +
                                 " d=" + std::to_string(s.d) + " m=" + std::to_string(s.m);
       EXPECT_LE(test::rel_l2(phi, phi_ref), 1e-5) << where;
@@ -63,13 +68,16 @@ TEST(FeatureMap, CpuForwardMatchesReference) {
       // The dispatcher reaches the same CPU code.
       std::vector<float> phi2(s.n * s.m), c2(s.n);
       feature_map_forward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi2.data(), c2.data());
+      synchronize(ctx.stream);
       EXPECT_EQ(phi, phi2) << where;
       EXPECT_EQ(c, c2) << where;
     }
 }
 
 TEST(FeatureMap, CpuBackwardMatchesReferenceWithAndWithoutPhi) {
-  const ExecContext ctx;
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
   uint64_t seed = 200;
   for (const Shape3& s : kShapes)
     for (FeatureKernel k : kKernels) {
@@ -81,6 +89,7 @@ TEST(FeatureMap, CpuBackwardMatchesReferenceWithAndWithoutPhi) {
       feature_map_backward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), in.G.data(), dx.data());
       feature_map_backward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx_re.data());
       feature_map_backward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), nullptr, in.Gd.data(), dx_ref.data());
+      synchronize(ctx.stream);
       const std::string where = std::string(feature_kernel_name(k)) + " n=" + std::to_string(s.n) +
                                 " d=" + std::to_string(s.d) + " m=" + std::to_string(s.m);
       EXPECT_LE(test::rel_l2(dx, dx_ref), 1e-5) << where << " (Phi given)";
@@ -93,7 +102,11 @@ TEST(FeatureMap, SoftmaxFeaturesAreBoundedWithRowMaxAttained) {
   const Inputs in = make_inputs(s, 7);
   const FeatureMapParams p = default_feature_params(FeatureKernel::Softmax, s.d);
   std::vector<float> phi(s.n * s.m), c(s.n);
-  feature_map_forward_cpu(ExecContext{}, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), c.data());
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
+  feature_map_forward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), c.data());
+  synchronize(ctx.stream);
   const float top = static_cast<float>(1.0 / std::sqrt(100.0));
   for (int64_t i = 0; i < s.n; ++i) {
     float mx = 0;
@@ -161,7 +174,9 @@ TEST(FeatureMap, ReferenceBackwardMatchesFiniteDifferences) {
 }
 
 TEST(FeatureMap, LargeInputNormsStayFinite) {
-  const ExecContext ctx;
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
   for (double scale : {3.0, 10.0})
     for (FeatureKernel k : kKernels) {
       const Shape3 s{257, 64, 100};
@@ -173,6 +188,7 @@ TEST(FeatureMap, LargeInputNormsStayFinite) {
       feature_map_backward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx.data());
       feature_map_forward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), phi_ref.data(), c_ref.data());
       feature_map_backward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), nullptr, in.Gd.data(), dx_ref.data());
+      synchronize(ctx.stream);
       for (float v : phi) ASSERT_TRUE(std::isfinite(v)) << "scale " << scale;
       for (float v : c) ASSERT_TRUE(std::isfinite(v)) << "scale " << scale;
       for (float v : dx) ASSERT_TRUE(std::isfinite(v)) << "scale " << scale;
@@ -184,7 +200,9 @@ TEST(FeatureMap, LargeInputNormsStayFinite) {
 }
 
 TEST(FeatureMap, TrigFeaturesCpuMatchesReference) {
-  const ExecContext ctx;
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
   for (const Shape3& s : {Shape3{7, 16, 16}, Shape3{1000, 64, 100}}) {
     const Inputs in = make_inputs(s, 500 + s.n);
     const double scale = std::pow(static_cast<double>(s.d), -0.25);
@@ -192,6 +210,7 @@ TEST(FeatureMap, TrigFeaturesCpuMatchesReference) {
     std::vector<double> phi_ref(s.n * 2 * s.m), c_ref(s.n);
     trig_features_forward(ctx, scale, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), c.data());
     trig_features_forward_ref(scale, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), phi_ref.data(), c_ref.data());
+    synchronize(ctx.stream);
     EXPECT_LE(test::rel_l2(phi, phi_ref), 1e-5) << "n=" << s.n;
     EXPECT_LE(test::rel_l2(c, c_ref), 1e-6) << "n=" << s.n;
   }
@@ -234,7 +253,9 @@ TEST(FeatureMap, StorageDispatchOnCpu) {
 }
 
 TEST(FeatureMap, RejectsBadArguments) {
-  const ExecContext ctx;
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
   const FeatureMapParams p = default_feature_params(FeatureKernel::Softmax, 4);
   float buf[64] = {};
   EXPECT_THROW(feature_map_forward_cpu(ctx, p, -1, 4, 4, buf, buf, buf, buf), ValueError);

@@ -10,6 +10,8 @@
 
 #include "kernels/heads/heads.h"
 #include "kernels/positional/positional.h"
+#include "runtime/exec.h"
+#include "runtime/memory.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
@@ -19,7 +21,11 @@ TEST(Heads, SplitMatchesDefinitionAndMergeInverts) {
   const HeadsShape s{3, 2, 7, 4, 5};  // G, B, n, H, D
   std::vector<float> rows(s.numel()), heads(s.numel()), back(s.numel());
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i);
-  heads_split_cpu(s, rows.data(), heads.data());
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
+  heads_split_cpu(ctx, s, rows.data(), heads.data());
+  synchronize(ctx.stream);
   for (int64_t g = 0; g < s.groups; ++g)
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t h = 0; h < s.heads; ++h)
@@ -29,14 +35,19 @@ TEST(Heads, SplitMatchesDefinitionAndMergeInverts) {
             const int64_t r = (((b * s.n + i) * s.groups + g) * s.heads + h) * s.dim + d;
             ASSERT_EQ(heads[e], rows[r]) << g << " " << b << " " << h << " " << i << " " << d;
           }
-  heads_merge_cpu(s, heads.data(), back.data());
+  heads_merge_cpu(ctx, s, heads.data(), back.data());
+  synchronize(ctx.stream);
   EXPECT_EQ(back, rows);
 }
 
 TEST(Positional, MatchesFormulaAndIsSplitInvariant) {
   const int64_t B = 2, n = 12, C = 10;
   std::vector<float> whole(B * n * C, 0.f);
-  sinusoidal_add_cpu(whole.data(), B, n, C, 1000000);
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
+  sinusoidal_add_cpu(ctx, whole.data(), B, n, C, 1000000);
+  synchronize(ctx.stream);
   std::vector<double> want(B * n * C);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < n; ++i)
@@ -47,8 +58,9 @@ TEST(Positional, MatchesFormulaAndIsSplitInvariant) {
   EXPECT_LT(test::rel_l2(whole, want), 1e-6);
   // Two blocks of 5 and 7 positions with their global offsets.
   std::vector<float> first(B * 5 * C, 0.f), second(B * 7 * C, 0.f);
-  sinusoidal_add_cpu(first.data(), B, 5, C, 1000000);
-  sinusoidal_add_cpu(second.data(), B, 7, C, 1000005);
+  sinusoidal_add_cpu(ctx, first.data(), B, 5, C, 1000000);
+  sinusoidal_add_cpu(ctx, second.data(), B, 7, C, 1000005);
+  synchronize(ctx.stream);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < C; ++c) {

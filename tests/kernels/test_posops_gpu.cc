@@ -194,7 +194,9 @@ TEST_F(PosopsGpu, Embedding) {
       EXPECT_LE(rel_l2(dT_->host(), dT.d), 1e-5);
       // The same order of additions as the CPU path: identical results.
       std::vector<float> dT_cpu = dT.f;
-      embedding_backward_cpu(ids.data(), dY.f.data(), dT_cpu.data(), T, V, C);
+      const ExecContext host;  // synchronous CPU context: this thread has bound the GPU
+      embedding_backward_cpu(host, ids.data(), dY.f.data(), dT_cpu.data(), T, V, C);
+      synchronize(host.stream);
       EXPECT_EQ(dT_->host(), dT_cpu);
     }
 }

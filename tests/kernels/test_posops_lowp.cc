@@ -22,11 +22,12 @@ using test::Pair;
 using test::random_pair;
 using test::rel_l2;
 
-std::vector<float> round_trip(DType t, const std::vector<float>& x) {
+std::vector<float> round_trip(const ExecContext& ctx, DType t, const std::vector<float>& x) {
   std::vector<uint16_t> words(x.size());
   std::vector<float> back(x.size());
-  cast_narrow_cpu(t, x.data(), words.data(), static_cast<int64_t>(x.size()));
-  cast_widen_cpu(t, words.data(), back.data(), static_cast<int64_t>(x.size()));
+  cast_narrow_cpu(ctx, t, x.data(), words.data(), static_cast<int64_t>(x.size()));
+  cast_widen_cpu(ctx, t, words.data(), back.data(), static_cast<int64_t>(x.size()));
+  synchronize(ctx.stream);
   return back;
 }
 
@@ -37,6 +38,9 @@ std::vector<double> rounded_ref(DType t, const std::vector<double>& x) {
 }
 
 TEST(PosopsCast, RoundsLikeTheReference) {
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {0.f, -0.f, 1.f, -1.f, inf, -inf, 65504.f, 65519.f, 65520.f, -70000.f, 1e-8f, 6e-8f,
                           3e-5f, 1.f + 1.f / 256, 1.f + 3.f / 512, 1.f + 1.f / 2048, 1.f + 3.f / 4096,
@@ -45,7 +49,7 @@ TEST(PosopsCast, RoundsLikeTheReference) {
   for (size_t i = 0; i < r.f.size(); ++i) x.push_back(r.f[i] * std::pow(10.f, static_cast<float>(i % 20) - 10.f));
   for (DType t : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(dtype_name(t));
-    const std::vector<float> got = round_trip(t, x);
+    const std::vector<float> got = round_trip(ctx, t, x);
     int bad = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       const double want = round_to_storage_ref(x[i], t);
@@ -53,14 +57,14 @@ TEST(PosopsCast, RoundsLikeTheReference) {
     }
     EXPECT_EQ(bad, 0);
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_TRUE(std::isnan(round_trip(t, {nan})[0]));
+    EXPECT_TRUE(std::isnan(round_trip(ctx, t, {nan})[0]));
   }
   // Spot values of the formats themselves.
-  EXPECT_EQ(round_trip(DType::f16, {65520.f})[0], inf);
-  EXPECT_EQ(round_trip(DType::f16, {65519.f})[0], 65504.f);
-  EXPECT_EQ(round_trip(DType::bf16, {1.f + 1.f / 256})[0], 1.f);             // tie to even
-  EXPECT_EQ(round_trip(DType::bf16, {1.f + 3.f / 256})[0], 1.f + 4.f / 256);  // tie to even (up)
-  EXPECT_EQ(round_trip(DType::f16, {1e-8f})[0], 0.f);                        // below half the smallest subnormal
+  EXPECT_EQ(round_trip(ctx, DType::f16, {65520.f})[0], inf);
+  EXPECT_EQ(round_trip(ctx, DType::f16, {65519.f})[0], 65504.f);
+  EXPECT_EQ(round_trip(ctx, DType::bf16, {1.f + 1.f / 256})[0], 1.f);              // tie to even
+  EXPECT_EQ(round_trip(ctx, DType::bf16, {1.f + 3.f / 256})[0], 1.f + 4.f / 256);  // tie to even (up)
+  EXPECT_EQ(round_trip(ctx, DType::f16, {1e-8f})[0], 0.f);                         // below half the smallest subnormal
 }
 
 TEST(PosopsLinearLowp, MatchesTheReferenceOnRoundedOperands) {
@@ -84,10 +88,12 @@ TEST(PosopsLinearLowp, MatchesTheReferenceOnRoundedOperands) {
       std::vector<double> Yd(Y.size()), dXd(dX.size());
       linear_forward_lowp(ctx, t, X16.data(), W16.data(), b.f.data(), Y.data(), T, in, out);
       linear_forward_ref(Xr.data(), Wr.data(), b.d.data(), Yd.data(), T, in, out);
+      synchronize(ctx.stream);
       EXPECT_LE(rel_l2(Y, Yd), 1e-6);
       linear_backward_lowp(ctx, t, dY.f.data(), X16.data(), W16.data(), dX.data(), dW.f.data(), db.f.data(), T, in,
                            out);
       linear_backward_ref(dYr.data(), Xr.data(), Wr.data(), dXd.data(), dW.d.data(), db.d.data(), T, in, out);
+      synchronize(ctx.stream);
       EXPECT_LE(rel_l2(dX, dXd), 1e-6);
       EXPECT_LE(rel_l2(dW.f, dW.d), 1e-6);
       EXPECT_LE(rel_l2(db.f, db.d), 1e-6);
