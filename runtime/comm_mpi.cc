@@ -1,14 +1,18 @@
 // The MPI communicator: host buffers over a private duplicate of an MPI_Comm
 // whose error handler returns codes (turned into MpiError by PF_MPI_CHECK).
-// Inside a group, operations are posted non-blocking (MPI_Isend, MPI_Irecv,
-// MPI_Iallreduce, ...) and completed by MPI_Waitall at the outermost
-// group_end; outside a group each call is the blocking MPI call.
+// Every operation is posted non-blocking (MPI_Isend, MPI_Irecv,
+// MPI_Iallreduce, ...): inside a group it is completed at the outermost
+// group_end, outside a group at once, so a reduction runs the same algorithm
+// (and gives the same bits) grouped or not, in either stream mode.
 //
 // Every MPI call of an operation runs on the communicator's stream: at once
 // on the calling thread with synchronous host streams (complete on return),
 // or queued on its own HostStream worker with asynchronous ones, where it
 // completes in stream order exactly as NCCL's work does on its CUDA stream.
 // Only that worker touches pending requests; argument checks run at the call.
+#include <chrono>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include "runtime/check.h"
@@ -82,11 +86,7 @@ class MpiCommunicator final : public Communicator {
     detail::check_int_count(*this, count, "send");
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
-    if (depth_ > 0) {
-      run([=] { PF_MPI_CHECK(MPI_Isend(buf, n, t, peer, kTag, comm_, post())); });
-    } else {
-      run([=] { PF_MPI_CHECK(MPI_Send(buf, n, t, peer, kTag, comm_)); });
-    }
+    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Isend(buf, n, t, peer, kTag, comm_, r)); });
   }
 
   void recv(void* buf, int64_t count, DType dtype, int peer) override {
@@ -94,11 +94,7 @@ class MpiCommunicator final : public Communicator {
     detail::check_int_count(*this, count, "recv");
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
-    if (depth_ > 0) {
-      run([=] { PF_MPI_CHECK(MPI_Irecv(buf, n, t, peer, kTag, comm_, post())); });
-    } else {
-      run([=] { PF_MPI_CHECK(MPI_Recv(buf, n, t, peer, kTag, comm_, MPI_STATUS_IGNORE)); });
-    }
+    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Irecv(buf, n, t, peer, kTag, comm_, r)); });
   }
 
   void allgather(const void* send, void* recv, int64_t count_per_rank, DType dtype) override {
@@ -107,11 +103,7 @@ class MpiCommunicator final : public Communicator {
     const auto* own = static_cast<const char*>(recv) + static_cast<int64_t>(rank_) * count_per_rank * dtype_size(dtype);
     const void* src = send == own ? MPI_IN_PLACE : send;
     const MPI_Datatype t = mpi_type(dtype);
-    if (depth_ > 0) {
-      run([=] { PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, post())); });
-    } else {
-      run([=] { PF_MPI_CHECK(MPI_Allgather(src, n, t, recv, n, t, comm_)); });
-    }
+    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, r)); });
   }
 
   void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) override {
@@ -124,11 +116,7 @@ class MpiCommunicator final : public Communicator {
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
     const MPI_Op o = mpi_op(op);
-    if (depth_ > 0) {
-      run([=] { PF_MPI_CHECK(MPI_Iallreduce(src, recv, n, t, o, comm_, post())); });
-    } else {
-      run([=] { PF_MPI_CHECK(MPI_Allreduce(src, recv, n, t, o, comm_)); });
-    }
+    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Iallreduce(src, recv, n, t, o, comm_, r)); });
   }
 
   void broadcast(void* buf, int64_t count, DType dtype, int root) override {
@@ -136,11 +124,7 @@ class MpiCommunicator final : public Communicator {
     detail::check_int_count(*this, count, "broadcast");
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
-    if (depth_ > 0) {
-      run([=] { PF_MPI_CHECK(MPI_Ibcast(buf, n, t, root, comm_, post())); });
-    } else {
-      run([=] { PF_MPI_CHECK(MPI_Bcast(buf, n, t, root, comm_)); });
-    }
+    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Ibcast(buf, n, t, root, comm_, r)); });
   }
 
   void barrier() override {
@@ -158,7 +142,8 @@ class MpiCommunicator final : public Communicator {
       std::vector<MPI_Request> requests;
       requests.swap(pending_);
       if (requests.empty()) return;
-      PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+      if (stream_ordered()) wait_politely(requests.data(), static_cast<int>(requests.size()));
+      else PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
     });
   }
 
@@ -174,6 +159,39 @@ class MpiCommunicator final : public Communicator {
  private:
   // One operation's MPI calls, on the stream (see the top of the file).
   void run(std::function<void()> op) { host_launch(stream_, std::move(op)); }
+
+  // One operation, always in its non-blocking form, so that a reduction runs
+  // the same algorithm (and gives the same bits) in every mode: inside a group
+  // it completes at the outermost group_end; outside, at once, with MPI_Wait
+  // on a synchronous stream or a polite wait on the stream's worker.
+  void issue(std::function<void(MPI_Request*)> post_op) {
+    if (depth_ > 0) {
+      run([this, post_op] { post_op(post()); });
+      return;
+    }
+    const bool worker = stream_ordered();
+    run([post_op, worker] {
+      MPI_Request r = MPI_REQUEST_NULL;
+      post_op(&r);
+      if (worker) wait_politely(&r, 1);
+      else PF_MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    });
+  }
+
+  // Waits on a stream worker without holding a core: MPI's own waits spin,
+  // and the worker shares the rank's cores with its compute stream, whose work
+  // the communication is meant to overlap. Polls MPI_Testall, sleeping between
+  // polls after a short spin.
+  static void wait_politely(MPI_Request* requests, int count) {
+    constexpr int kSpinPolls = 64;
+    constexpr int kPollSleepUs = 20;
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      PF_MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
+      if (done) return;
+      if (polls >= kSpinPolls) std::this_thread::sleep_for(std::chrono::microseconds(kPollSleepUs));
+    }
+  }
 
   MPI_Request* post() {
     pending_.push_back(MPI_REQUEST_NULL);

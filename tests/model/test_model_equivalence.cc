@@ -161,6 +161,11 @@ TEST(AsyncStreams, DetectAMissingWaitForTheForwardScan) {
   EXPECT_TRUE(matches(train(cfg, grid, tracker, 1, 16 << 20, true, {}, streams))) << "with the wait";
   AttentionOptions omit;
   omit.test_omit_scan_wait = true;
+  // The scan is issued after the local chunks, so the compute stream's next
+  // kernel is the one that needs its result: without the wait it runs while
+  // the scan is still on the communicator's stream (with the scan issued
+  // first, it could finish during the chunks and hide the missing wait).
+  omit.overlap_comm = false;
   int caught = 0;
   for (int attempt = 0; attempt < 3; ++attempt) caught += !matches(train(cfg, grid, tracker, 1, 16 << 20, true, omit, streams));
   int caught_anywhere = 0;
