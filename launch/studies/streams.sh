@@ -3,7 +3,8 @@
 # small and paper presets, on 1 rank and on 2 ranks (sp = 2, so every layer
 # runs a forward and a reverse scan), each run alternately in both modes so
 # that a busy spell of the machine falls on both. Writes streams.csv (one row
-# per timed step) and streams.md (medians per case, async/sync ratios).
+# per timed step), streams.md (medians per case, async/sync ratios) and
+# streams.png (launch/studies/plot_streams.py).
 #
 #   launch/studies/streams.sh [OUT_DIR]        (default docs/results/streams)
 #
@@ -14,7 +15,7 @@
 #   LENGTH_small=4096   local length per rank (tokens) of each preset
 #   LENGTH_paper=2048
 #   STEPS=5             timed steps per run (after one warm-up step)
-#   REPEATS=2           runs per mode and case, alternating sync/async
+#   REPEATS=3           runs per mode and case, alternating sync/async
 #   PYTHON=/usr/bin/python3
 set -euo pipefail
 
@@ -26,7 +27,7 @@ RANKS=${RANKS:-"1 2"}
 LENGTH_small=${LENGTH_small:-4096}
 LENGTH_paper=${LENGTH_paper:-2048}
 STEPS=${STEPS:-5}
-REPEATS=${REPEATS:-2}
+REPEATS=${REPEATS:-3}
 PYTHON=${PYTHON:-/usr/bin/python3}
 BENCH=$BUILD/launch/performer-bench
 [ -x "$BENCH" ] || { echo "streams.sh: $BENCH not found (build first, or set BUILD)" >&2; exit 2; }
@@ -59,26 +60,4 @@ for preset in $PRESETS; do
   done
 done
 
-"$PYTHON" - "$csv" "$OUT/streams.md" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-cases = {}
-for r in rows:
-    cases.setdefault((r["preset"], int(r["ranks"]), int(r["local_length"])), {}).setdefault(r["mode"], []).append(r)
-def med(rs, key):
-    return statistics.median(float(r[key]) for r in rs)
-out = ["| preset | ranks | tokens per rank | mode | step s | tokens/s | scan s | scan exposed s | allreduce exposed s | async / sync step time |",
-       "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-for (preset, ranks, n), modes in sorted(cases.items()):
-    base = med(modes["sync"], "seconds") if "sync" in modes else None
-    for mode in ("sync", "async"):
-        if mode not in modes:
-            continue
-        rs = modes[mode]
-        t = med(rs, "seconds")
-        ratio = f"{t / base:.3f}" if base and mode == "async" else ""
-        out.append(f"| {preset} | {ranks} | {n} | {mode} | {t:.3f} | {med(rs, 'tokens_per_s'):.0f} | "
-                   f"{med(rs, 'scan_s'):.4f} | {med(rs, 'scan_exposed_s'):.4f} | {med(rs, 'allreduce_exposed_s'):.4f} | {ratio} |")
-open(sys.argv[2], "w").write("\n".join(out) + "\n")
-print("\n".join(out))
-PY
+"$PYTHON" "$ROOT/launch/studies/plot_streams.py" "$csv" "$OUT"
