@@ -1,7 +1,6 @@
 #include "model/attention.h"
 
 #include <algorithm>
-#include <future>
 #include <memory>
 
 #include "kernels/feature_map/feature_map.h"

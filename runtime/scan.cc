@@ -7,7 +7,6 @@
 #include "runtime/scan.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "runtime/check.h"

@@ -1,6 +1,5 @@
 // The built-in sum combine (identity 0) on the host, and make_sum_combine,
 // which hands CUDA devices to scan_cuda.cu.
-#include <cstring>
 
 #include "runtime/check.h"
 #include "runtime/scan.h"

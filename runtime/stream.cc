@@ -1,7 +1,6 @@
 // Streams, events and device binding for both backends: CPU streams here
 // (synchronous, or HostStream workers), CUDA streams through stream_cuda.h.
 #include <cstdlib>
-#include <sstream>
 
 #include "runtime/check.h"
 #include "runtime/device.h"
