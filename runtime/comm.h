@@ -29,7 +29,10 @@
 //   make_mpi_comm(comm)      host buffers over a duplicate of an MPI_Comm
 //   make_nccl_comm(comm)     CUDA buffers; NCCL bootstrapped over an MPI_Comm,
 //                            one GPU per rank chosen from the node-local rank
-// (the last two are declared in runtime/comm_mpi.h, which includes <mpi.h>).
+//   make_staged_comm(comm, device, streams)
+//                            buffers on any device, staged through the host
+//                            and moved over MPI (ranks sharing one GPU)
+// (the last three are declared in runtime/comm_mpi.h, which includes <mpi.h>).
 #pragma once
 
 #include <cstdint>
@@ -63,7 +66,7 @@ class Communicator {
   virtual Device device() const = 0;
   // The stream the communicator's work runs on (a no-op token on host backends).
   virtual Stream stream() const = 0;
-  // "local", "mpi" or "nccl", for messages.
+  // "local", "mpi", "nccl" or "staged", for messages.
   virtual const char* backend_name() const = 0;
   // True when work is queued on stream() and completes there (see the top).
   virtual bool stream_ordered() const = 0;

@@ -19,5 +19,10 @@ std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfi
 // CommError when the build has no CUDA backend or the node has fewer GPUs than
 // ranks.
 std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm);
+// Buffers on `device` (a GPU or the CPU), staged through host memory and moved
+// by an MPI communicator over a duplicate of `comm` (runtime/comm_staged.cc):
+// stream-ordered like NCCL, for several ranks on one GPU. `streams` is the
+// inner MPI communicator's (and a CPU device's) stream mode.
+std::unique_ptr<Communicator> make_staged_comm(MPI_Comm comm, Device device, const HostStreamConfig& streams);
 
 }  // namespace pf

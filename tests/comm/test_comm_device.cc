@@ -1,12 +1,18 @@
-// The NCCL communicator on device buffers: allreduce sum/max/min, allgather,
+// Communicators on device buffers: allreduce sum/max/min, allgather,
 // broadcast, a grouped ring exchange, split, and every scan algorithm in both
 // directions, in place and out of place, with the device sum combine and with
 // a non-commutative combine (2x2 matrices mod a prime, staged through the
-// host). Inputs are keyed by (seed, rank, index) as in the MPI tests. Skipped
-// (reported as skipped) unless every rank of the node has its own GPU.
+// host). Inputs are keyed by (seed, rank, index) as in the MPI tests.
+// Backends, one binary each (PF_TEST_GPU_BACKENDS selects):
+//   test_comm_staged  the staged communicator on CPU buffers (every machine;
+//                     with asynchronous jittered streams in the .async entries)
+//   test_comm_nccl    NCCL (skipped unless every rank of the node has its own
+//                     GPU) and the staged communicator on a GPU that all the
+//                     node's ranks share (skipped without a GPU)
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "runtime/comm.h"
@@ -90,11 +96,52 @@ class StagedCombine final : public ScanCombine {
   Device device_;
 };
 
-class NcclTest : public ::testing::Test {
+int node_local_rank() {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  return local;
+}
+
+enum class Backend { Nccl, StagedGpu, StagedCpu };
+
+const char* backend_label(Backend b) {
+  switch (b) {
+    case Backend::Nccl: return "Nccl";
+    case Backend::StagedGpu: return "StagedGpu";
+    case Backend::StagedCpu: return "StagedCpu";
+  }
+  return "?";
+}
+
+// The staged communicator's MPI runs on a host stream: asynchronous unless
+// PF_CPU_STREAMS says otherwise (the .async entries add jitter).
+HostStreamConfig staged_streams() {
+  HostStreamConfig async;
+  async.async = true;
+  return host_streams_from_env(async);
+}
+
+class DeviceCommTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (!enough_gpus()) GTEST_SKIP() << "NCCL needs one GPU per rank: " << cuda_unavailable_reason();
-    comm_ = make_nccl_comm(MPI_COMM_WORLD);
+    switch (GetParam()) {
+      case Backend::Nccl:
+        if (!enough_gpus()) GTEST_SKIP() << "NCCL needs one GPU per rank: " << cuda_unavailable_reason();
+        comm_ = make_nccl_comm(MPI_COMM_WORLD);
+        break;
+      case Backend::StagedGpu:
+        if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
+        comm_ = make_staged_comm(MPI_COMM_WORLD, Device::cuda(node_local_rank() % cuda_device_count()),
+                                 staged_streams());
+        break;
+      case Backend::StagedCpu:
+        comm_ = make_staged_comm(MPI_COMM_WORLD, Device::cpu(), host_streams_from_env());
+        break;
+    }
+    set_current_device(comm_->device());
     tracker_ = std::make_unique<MemoryTracker>(comm_->device());
   }
   std::unique_ptr<Communicator> comm_;
@@ -108,7 +155,7 @@ std::vector<T> keyed(int64_t n, uint64_t seed, int rank) {
   return v;
 }
 
-TEST_F(NcclTest, AllreduceAllgatherBroadcast) {
+TEST_P(DeviceCommTest, AllreduceAllgatherBroadcast) {
   const int rank = comm_->rank(), ranks = comm_->size();
   const int64_t n = 4099;
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
@@ -144,7 +191,7 @@ TEST_F(NcclTest, AllreduceAllgatherBroadcast) {
   }
 }
 
-TEST_F(NcclTest, GroupedRingExchangeAndSplit) {
+TEST_P(DeviceCommTest, GroupedRingExchangeAndSplit) {
   const int rank = comm_->rank(), ranks = comm_->size();
   const int64_t n = 1 << 18;
   DeviceBuffer<double> mine(*tracker_, n), got(*tracker_, n);
@@ -197,7 +244,7 @@ void check_device_scans(Communicator& comm, MemoryTracker& tracker, const ScanCo
   }
 }
 
-TEST_F(NcclTest, SumScansOnTheDevice) {
+TEST_P(DeviceCommTest, SumScansOnTheDevice) {
   auto sum = make_sum_combine(DType::f32, comm_->device());
   auto host_sum = make_sum_combine(DType::f32);
   check_device_scans<float>(*comm_, *tracker_, *sum, *host_sum, test::fill_sum_input<float>, {1, 1000, 5000}, 5);
@@ -206,11 +253,19 @@ TEST_F(NcclTest, SumScansOnTheDevice) {
   check_device_scans<int64_t>(*comm_, *tracker_, *sum64, *host_sum64, test::fill_sum_input<int64_t>, {3, 2049}, 6);
 }
 
-TEST_F(NcclTest, NonCommutativeScansOnTheDevice) {
+TEST_P(DeviceCommTest, NonCommutativeScansOnTheDevice) {
   MatrixModCombine host;
   StagedCombine staged(host, comm_->device());
   check_device_scans<int64_t>(*comm_, *tracker_, staged, host, MatrixModCombine::fill_input, {4, 2052}, 7);
 }
+
+#if PF_TEST_GPU_BACKENDS
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceCommTest, ::testing::Values(Backend::Nccl, Backend::StagedGpu),
+                         [](const auto& info) { return std::string(backend_label(info.param)); });
+#else
+INSTANTIATE_TEST_SUITE_P(Cpu, DeviceCommTest, ::testing::Values(Backend::StagedCpu),
+                         [](const auto& info) { return std::string(backend_label(info.param)); });
+#endif
 
 }  // namespace
 }  // namespace pf
