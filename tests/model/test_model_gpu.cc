@@ -1,0 +1,151 @@
+// The whole model on CUDA against the CPU model: the same parameters and
+// tokens, for FAVOR+, ReLU and exact softmax attention, causal and masked
+// objectives, fp32 and bf16; the loss and every parameter gradient must agree.
+// Then a short training run (30 steps of the quickstart's model size) on CUDA
+// follows the CPU run's losses. Skipped without a GPU.
+//
+// Tolerances, from the CPU mixed-precision tests (test_mixed_precision.cc:
+// bf16 against fp32 within 2e-3 relative loss and 1e-2 relative L2 gradient):
+//   fp32  loss 1e-5, gradients 1e-4: the same arithmetic in another order
+//         (cuBLAS and the CUDA reductions sum differently), no 16-bit rounding;
+//   bf16  loss 4e-3, gradients 2e-2: each side rounds its GEMM operands to
+//         bf16 and may lie one mixed-precision bound from the fp32 result;
+//   training  every loss of 30 fp32 steps within 1e-3 relative (Adam turns
+//         the fp32 differences of each step into slightly different updates).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+#include <vector>
+
+#include "model/model.h"
+#include "model/trainer.h"
+#include "runtime/comm.h"
+#include "runtime/grid.h"
+#include "tests/model/model_fixtures.h"
+#include "tests/support/numerics.h"
+
+namespace pf {
+namespace {
+
+std::vector<float> download(const Tensor& t, const Stream& stream) {
+  synchronize(stream);
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  copy_bytes_blocking(host.data(), Device::cpu(), t.raw(), t.device(), t.nbytes());
+  return host;
+}
+
+void upload(Tensor& t, const std::vector<float>& host) {
+  ASSERT_EQ(static_cast<int64_t>(host.size()), t.numel());
+  copy_bytes_blocking(t.raw(), t.device(), host.data(), Device::cpu(), t.nbytes());
+}
+
+struct Pass {
+  double loss = 0;
+  std::vector<float> grads;
+};
+
+// One forward and backward on `device` with the given parameters.
+Pass run_pass(const ModelConfig& cfg, Device device, const std::vector<float>& params, const ModelInput& in) {
+  MemoryTracker tracker(device);
+  ExecResources res(device, tracker);
+  PerformerModel model(cfg, res.ctx(), nullptr);
+  upload(model.params(), params);
+  model.zero_grads();
+  Pass p;
+  p.loss = model.forward_backward(in, 0, 1.0).loss_sum;
+  p.grads = download(model.grads(), res.ctx().stream);
+  return p;
+}
+
+std::vector<float> initial_params(const ModelConfig& cfg) {
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  PerformerModel model(cfg, res.ctx(), nullptr);
+  return download(model.params(), res.ctx().stream);
+}
+
+class ModelGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  }
+};
+
+TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
+      for (auto [dtype, loss_tol, grad_tol] :
+           {std::tuple<DType, double, double>{DType::f32, 1e-5, 1e-4}, {DType::bf16, 4e-3, 2e-2}}) {
+        ModelConfig cfg = test::tiny_config(kind, obj);
+        cfg.dtype = dtype;
+        SCOPED_TRACE(testing::Message() << attention_kind_name(kind) << "/" << objective_name(obj) << " "
+                                        << dtype_name(dtype));
+        const std::vector<float> params = initial_params(cfg);
+        const ModelInput in = make_model_input(cfg, test::synthetic_slice(9, 0, 2, 40, 0, 40), 0);
+        const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
+        const Pass gpu = run_pass(cfg, Device::cuda(0), params, in);
+        const double dl = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss);
+        const double dg = test::rel_l2(gpu.grads, cpu.grads);
+        EXPECT_TRUE(std::isfinite(gpu.loss));
+        EXPECT_LT(dl, loss_tol);
+        EXPECT_LT(dg, grad_tol);
+        // Every parameter block, not only the whole vector: a wrong small
+        // block (a bias, a norm) would hide in the global L2.
+        // Exact softmax is invariant to the key bias, whose gradient is zero
+        // up to rounding: its blocks are left to the global comparison.
+        const ParamLayout layout(cfg);
+        for (const ParamSlice& e : layout.slices()) {
+          const std::vector<float> a(cpu.grads.begin() + e.offset, cpu.grads.begin() + e.offset + e.numel);
+          const std::vector<float> b(gpu.grads.begin() + e.offset, gpu.grads.begin() + e.offset + e.numel);
+          double norm = 0;
+          for (float x : a) norm += static_cast<double>(x) * x;
+          if (std::sqrt(norm) < 1e-6 * std::sqrt(static_cast<double>(e.numel))) continue;
+          EXPECT_LT(test::rel_l2(b, a), 4 * grad_tol) << e.name;
+        }
+        std::printf("[ model    ] %s/%s %s: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
+                    objective_name(obj), dtype_name(dtype), dl, dg);
+      }
+}
+
+std::vector<double> train_losses(const ModelConfig& cfg, Device device, const std::vector<float>& params, int steps) {
+  MemoryTracker tracker(device);
+  ExecResources res(device, tracker);
+  ParallelGrid grid(make_local_comm(device), 1);
+  OptimizerConfig opt;
+  opt.schedule = LrSchedule{3e-3, 2e-4, 5, steps};
+  opt.adamw.weight_decay = 0.01f;
+  opt.clip_norm = 1.0;
+  Trainer trainer(cfg, opt, grid, res.ctx());
+  upload(trainer.model().params(), params);
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s)
+    losses.push_back(trainer.train_step(test::synthetic_slice(100 + s, 0, 4, 512, 0, 512)).loss);
+  return losses;
+}
+
+TEST_F(ModelGpu, ThirtyTrainingStepsFollowTheCpuRun) {
+  ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  cfg.width = 128;  // the quickstart model (launch/configs/small.toml)
+  cfg.heads = 4;
+  cfg.ffn = 512;
+  cfg.features = 64;
+  cfg.chunk = 64;
+  const std::vector<float> params = initial_params(cfg);
+  const std::vector<double> cpu = train_losses(cfg, Device::cpu(), params, 30);
+  const std::vector<double> gpu = train_losses(cfg, Device::cuda(0), params, 30);
+  double worst = 0;
+  for (size_t s = 0; s < cpu.size(); ++s) {
+    const double rel = std::abs(gpu[s] - cpu[s]) / std::abs(cpu[s]);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, 1e-3) << "step " << s << ": cpu " << cpu[s] << ", gpu " << gpu[s];
+  }
+  EXPECT_LT(cpu.back(), cpu.front()) << "the run must learn for the comparison to mean something";
+  std::printf("[ training ] 30 steps: loss %.4f -> %.4f on the CPU, %.4f -> %.4f on CUDA; largest rel diff %.2e\n",
+              cpu.front(), cpu.back(), gpu.front(), gpu.back(), worst);
+}
+
+}  // namespace
+}  // namespace pf
