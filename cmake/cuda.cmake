@@ -22,6 +22,16 @@ if(NOT PF_CUDA STREQUAL "OFF")
     if(NOT PF_NCCL_INCLUDE_DIR OR NOT PF_NCCL_LIBRARY)
       message(FATAL_ERROR "CUDA found but NCCL (nccl.h, libnccl) was not; set PF_NCCL_INCLUDE_DIR/PF_NCCL_LIBRARY or PF_CUDA=OFF")
     endif()
+    # NCCL 2.12 or newer (V100 clusters often have an older NCCL than CUDA 13's;
+    # runtime/comm_nccl.cu falls back where 2.13's and 2.18's calls are missing).
+    file(STRINGS "${PF_NCCL_INCLUDE_DIR}/nccl.h" _pf_nccl_version REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+    string(REGEX REPLACE ".*NCCL_MAJOR +([0-9]+).*" "\\1" _pf_nccl_major "${_pf_nccl_version}")
+    string(REGEX REPLACE ".*NCCL_MINOR +([0-9]+).*" "\\1" _pf_nccl_minor "${_pf_nccl_version}")
+    set(PF_NCCL_VERSION "${_pf_nccl_major}.${_pf_nccl_minor}")
+    if(PF_NCCL_VERSION VERSION_LESS 2.12)
+      message(FATAL_ERROR "NCCL ${PF_NCCL_VERSION} in ${PF_NCCL_INCLUDE_DIR} is older than the 2.12 this build needs")
+    endif()
+    message(STATUS "performer: NCCL ${PF_NCCL_VERSION} (${PF_NCCL_LIBRARY})")
     add_library(pf_nccl UNKNOWN IMPORTED)
     set_target_properties(pf_nccl PROPERTIES IMPORTED_LOCATION "${PF_NCCL_LIBRARY}"
                           INTERFACE_INCLUDE_DIRECTORIES "${PF_NCCL_INCLUDE_DIR}")

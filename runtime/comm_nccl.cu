@@ -3,9 +3,13 @@
 // unique id, MPI_Bcast shares it, and the GPU is the node-local rank (from
 // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)). group_begin/group_end are
 // ncclGroupStart/ncclGroupEnd; barrier() drains the stream and meets on MPI.
-// split() splits the MPI bootstrap communicator and the NCCL one
-// (ncclCommSplit) with the same color and key.
+// split() splits the MPI bootstrap communicator and the NCCL one with the same
+// color and key (ncclCommSplit; before NCCL 2.18, a new NCCL communicator
+// bootstrapped over the split MPI one). If rank 0 cannot make the unique id,
+// every rank fails with its message rather than waiting in the broadcast.
 #include <cuda_runtime.h>
+
+#include <cstdio>
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
@@ -37,6 +41,28 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::Min: return ncclMin;
   }
   return ncclSum;
+}
+
+// Rank 0 of `mpi` makes the unique id; every rank gets it, or every rank
+// throws NcclError with rank 0's message (the result travels with the id).
+ncclUniqueId shared_unique_id(MPI_Comm mpi) {
+  struct {
+    int result;
+    char message[240];
+    ncclUniqueId id;
+  } shared{};
+  int rank = 0;
+  PF_MPI_CHECK(MPI_Comm_rank(mpi, &rank));
+  if (rank == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&shared.id);
+    shared.result = static_cast<int>(r);
+    if (r != ncclSuccess) std::snprintf(shared.message, sizeof shared.message, "%s", nccl_error_text(r).c_str());
+  }
+  PF_MPI_CHECK(MPI_Bcast(&shared, static_cast<int>(sizeof shared), MPI_BYTE, 0, mpi));
+  PF_REQUIRE(NcclError, shared.result == ncclSuccess,
+             "ncclGetUniqueId failed on rank 0 of the NCCL bootstrap: " << shared.message
+                                                                          << " (seen on rank " << rank << ")");
+  return shared.id;
 }
 
 bool mpi_usable() {
@@ -123,8 +149,18 @@ class NcclCommunicator final : public Communicator {
     MPI_Comm sub = MPI_COMM_NULL;
     PF_MPI_CHECK(MPI_Comm_split(mpi_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
     ncclComm_t nccl_sub = nullptr;
+#if PF_NCCL_HAS_COMM_SPLIT
     PF_NCCL_CHECK(ncclCommSplit(nccl_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nccl_sub, nullptr));
     if (sub == MPI_COMM_NULL) return nullptr;
+#else
+    if (sub == MPI_COMM_NULL) return nullptr;
+    PF_MPI_CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+    int sub_rank = 0, sub_size = 1;
+    PF_MPI_CHECK(MPI_Comm_rank(sub, &sub_rank));
+    PF_MPI_CHECK(MPI_Comm_size(sub, &sub_size));
+    const ncclUniqueId id = shared_unique_id(sub);
+    PF_NCCL_CHECK(ncclCommInitRank(&nccl_sub, sub_size, id, sub_rank));
+#endif
     return std::make_unique<NcclCommunicator>(sub, nccl_sub, device_);
   }
 
@@ -172,8 +208,12 @@ std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm) {
   PF_CUDA_CHECK(cudaSetDevice(device.index));
 
   ncclUniqueId id;
-  if (rank == 0) PF_NCCL_CHECK(ncclGetUniqueId(&id));
-  PF_MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, mpi));
+  try {
+    id = shared_unique_id(mpi);
+  } catch (...) {
+    MPI_Comm_free(&mpi);
+    throw;
+  }
   ncclComm_t nccl = nullptr;
   PF_NCCL_CHECK(ncclCommInitRank(&nccl, size, id, rank));
   return std::make_unique<NcclCommunicator>(mpi, nccl, device);
