@@ -2,7 +2,9 @@
 // FAVOR+ attention composite (favor_attention_forward/backward: features of q
 // and k, linear attention, feature backward) and of exact softmax attention
 // (softmax_attention_forward/backward_cpu), causal and bidirectional, over
-// sequence lengths n at B=1, H=8, d=64, m=256 (the defaults), on the CPU.
+// sequence lengths n at B=1, H=8, d=64, m=256 (the defaults), on the CPU or,
+// with --device cuda, on the first GPU (inputs in device memory, each timed
+// call ends with a synchronisation of the stream).
 // Exact softmax is skipped above --softmax-max (16384) unless --all.
 //
 // FLOP counts per head (GEMM-shaped work only; exps not counted). FAVOR+, per
@@ -14,11 +16,13 @@
 //             + feature backward 2 * 2 m d
 // (the causal C x C intra-chunk products are counted in full, as computed).
 // Softmax: forward 4 n^2 d, backward 10 n^2 d per head; causal counts half.
-// The sgemm peak (peak_sgemm_gflops) is measured at the start of the run and
-// again before each length, and every figure is given as a fraction of it.
+// The sgemm peak is measured before each length on the same device (the CPU
+// backend's sgemm at 2048^3, or cuBLAS sgemm at 8192^3 on the GPU), and every
+// figure is given as a fraction of it.
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,12 +32,51 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
+#include "kernels/gemm/gemm.h"
+#include "runtime/exec.h"
+#include "runtime/memory.h"
 #include "runtime/random.h"
+#include "runtime/tensor.h"
 
 namespace pf::bench {
 namespace {
 
 std::vector<float> gaussian(int64_t size, uint64_t stream) { return keyed_normals<float>(size, 99, stream, 0); }
+
+// fp32 buffers on the benchmark's device, filled from the host.
+class Buffers {
+ public:
+  explicit Buffers(MemoryTracker& tracker) : tracker_(tracker) {}
+  float* make(const std::vector<float>& host) {
+    float* p = make(static_cast<int64_t>(host.size()));
+    copy_bytes_blocking(p, tracker_.device(), host.data(), Device::cpu(), static_cast<int64_t>(host.size()) * 4);
+    return p;
+  }
+  float* make(int64_t count) {
+    tensors_.push_back(Tensor::empty({std::max<int64_t>(count, 1)}, DType::f32, tracker_, "bench"));
+    return tensors_.back().data<float>();
+  }
+
+ private:
+  MemoryTracker& tracker_;
+  std::vector<Tensor> tensors_;
+};
+
+// cuBLAS (or CPU) sgemm GFLOP/s at n^3 on `ctx`'s device, best of 3.
+double device_sgemm_gflops(const ExecContext& ctx, int64_t n) {
+  if (ctx.device.is_cpu()) return peak_sgemm_gflops();
+  Buffers b(*ctx.tracker);
+  float* A = b.make(std::vector<float>(n * n, 0.5f));
+  float* B = b.make(std::vector<float>(n * n, 0.25f));
+  float* C = b.make(n * n);
+  const double t = best_seconds(
+      [&] {
+        gemm_f32(ctx, false, false, n, n, n, 1.f, A, n, B, n, 0.f, C, n);
+        synchronize(ctx.stream);
+      },
+      3);
+  return 2.0 * n * n * n / t * 1e-9;
+}
 
 double favor_flop(int64_t heads, int64_t n, int64_t d, int64_t m, int64_t C, bool causal) {
   const double D1 = static_cast<double>(d + 1), md = static_cast<double>(m) * d;
@@ -45,7 +88,8 @@ double favor_flop(int64_t heads, int64_t n, int64_t d, int64_t m, int64_t C, boo
 }  // namespace
 
 int run_kernels(int argc, char** argv) {
-  CLI::App app{"FAVOR+ attention vs exact softmax attention (CPU), forward + backward"};
+  CLI::App app{"FAVOR+ attention vs exact softmax attention (CPU or GPU), forward + backward"};
+  std::string device_name = "cpu";
   std::vector<int64_t> sizes{1024, 2048, 4096, 8192, 16384, 32768, 65536};
   int64_t batch = 1, heads = 8, d = 64, m = 256, chunk = 64, softmax_max = 16384;
   int reps = 2;
@@ -61,26 +105,52 @@ int run_kernels(int argc, char** argv) {
   app.add_flag("--all", all, "time exact softmax at every n");
   app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
+  app.add_option("--device", device_name, "cpu or cuda (the first GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const bool gpu = device_name == "cuda";
+  if (gpu && cuda_device_count() == 0) {
+    std::fprintf(stderr, "kernels: --device cuda, but %s\n", cuda_unavailable_reason().c_str());
+    return 2;
+  }
+  const Device device = gpu ? Device::cuda(0) : Device::cpu();
+  MemoryTracker tracker(device);
+  // On the CPU a synchronous stream: each kernel runs inside the timed call.
+  ExecResources resources(device, tracker, HostStreamConfig{});
+  const ExecContext& ctx = resources.ctx();
+  auto timed = [&](auto&& fn, int r) {
+    return best_seconds(
+        [&] {
+          fn();
+          synchronize(ctx.stream);
+        },
+        r);
+  };
 
   FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
   if (!out) throw std::runtime_error("cannot open " + csv + " for writing");
   const int64_t bh = batch * heads;
   std::fprintf(out,
-               "kernel,mode,n,batch,heads,d,m,threads,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,gflop,gflops,"
+               "kernel,device,mode,n,batch,heads,d,m,threads,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,gflop,gflops,"
                "peak_sgemm_gflops,fraction_of_peak\n");
-  const std::vector<float> W =
-      random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {1, 0, 0});
+  Buffers constant(tracker);
+  const float* W = constant.make(
+      random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {1, 0, 0}));
   for (int64_t n : sizes) {
-    const double peak = peak_sgemm_gflops();
-    std::fprintf(stderr, "kernels: n=%ld, sgemm peak %.1f GFLOP/s on %d threads\n", static_cast<long>(n), peak,
-                 omp_get_max_threads());
+    const double peak = device_sgemm_gflops(ctx, gpu ? 8192 : 2048);
+    std::fprintf(stderr, "kernels: n=%ld, sgemm peak %.1f GFLOP/s on %s (%d CPU threads)\n", static_cast<long>(n),
+                 peak, device.str().c_str(), omp_get_max_threads());
     const int64_t size = bh * n * d;
-    const auto q = gaussian(size, 1), k = gaussian(size, 2), v = gaussian(size, 3), g = gaussian(size, 4);
-    std::vector<float> o(size), dq(size), dk(size), dv(size), den(bh * n), rs(bh * n);
+    Buffers b(tracker);
+    const float *q = b.make(gaussian(size, 1)), *k = b.make(gaussian(size, 2)), *v = b.make(gaussian(size, 3)),
+                *g = b.make(gaussian(size, 4));
+    float *o = b.make(size), *dq = b.make(size), *dk = b.make(size), *dv = b.make(size), *den = b.make(bh * n),
+          *rs = b.make(bh * n);
     auto row = [&](const char* kernel, bool causal, double tf, double tb, double gflop) {
       const double t = tf + tb;
-      std::fprintf(out, "%s,%s,%ld,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.4f,%.0f,%.2f,%.1f,%.1f,%.3f\n", kernel,
+      std::fprintf(out, "%s,%s,%s,%ld,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.4f,%.0f,%.2f,%.1f,%.1f,%.3f\n", kernel,
+                   device.str().c_str(),
                    causal ? "causal" : "bidirectional", static_cast<long>(n), static_cast<long>(batch),
                    static_cast<long>(heads), static_cast<long>(d), static_cast<long>(m), omp_get_max_threads(), tf,
                    tb, t, static_cast<double>(batch * n) / t, gflop, gflop / t, peak, gflop / t / peak);
@@ -88,44 +158,23 @@ int run_kernels(int argc, char** argv) {
     };
     for (bool causal : {true, false}) {
       const FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
-      std::vector<float> total(favor_attention_total_floats(p));
-      float* tp = causal ? nullptr : total.data();
-      const ExecContext ctx;
-      const double tf = best_seconds(
-          [&] {
-            favor_attention_forward(ctx, p, q.data(), k.data(), v.data(), W.data(), o.data(), den.data(), rs.data(),
-                                    tp);
-          },
-          reps);
-      const double tb = best_seconds(
-          [&] {
-            favor_attention_backward(ctx, p, q.data(), k.data(), v.data(), W.data(), o.data(), den.data(), rs.data(),
-                                     tp, g.data(), dq.data(), dk.data(), dv.data());
-          },
-          reps);
+      float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
+      const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);
+      const double tb =
+          timed([&] { favor_attention_backward(ctx, p, q, k, v, W, o, den, rs, tp, g, dq, dk, dv); }, reps);
       row("favor", causal, tf, tb, favor_flop(bh, n, d, m, chunk, causal) * 1e-9);
     }
     if (n > softmax_max && !all) continue;
-    std::vector<float> lse(bh * n);
+    float* lse = b.make(bh * n);
     for (bool causal : {true, false}) {
-      MemoryTracker softmax_tracker(Device::cpu());
-      ExecContext host;  // a synchronous CPU stream: the kernel runs inside the timed call
-      host.tracker = &softmax_tracker;
       SoftmaxAttentionParams p;
       p.heads = bh;
       p.n = n;
       p.d = d;
       p.causal = causal;
       const int sreps = n >= 8192 ? 1 : reps;
-      const double tf =
-          best_seconds([&] { softmax_attention_forward(host, p, q.data(), k.data(), v.data(), o.data(), lse.data()); },
-                       sreps);
-      const double tb = best_seconds(
-          [&] {
-            softmax_attention_backward(host, p, q.data(), k.data(), v.data(), o.data(), lse.data(), g.data(), dq.data(),
-                                           dk.data(), dv.data());
-          },
-          sreps);
+      const double tf = timed([&] { softmax_attention_forward(ctx, p, q, k, v, o, lse); }, sreps);
+      const double tb = timed([&] { softmax_attention_backward(ctx, p, q, k, v, o, lse, g, dq, dk, dv); }, sreps);
       const double pairs = static_cast<double>(bh) * n * n * (causal ? 0.5 : 1.0);
       row("softmax", causal, tf, tb, 14.0 * pairs * d * 1e-9);
     }
