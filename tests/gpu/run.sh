@@ -1,30 +1,103 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU: build with CUDA for the local GPU, run the
-# GPU tests (each CUDA kernel against its float64 reference, NCCL
-# communicators), the whole suite, and the training-step benchmark of the
-# paper's speed-study model at 65,536 tokens under a 16 GiB cap, in fp32 and
-# in bf16 mixed precision (the trainer picks the GPU by itself); print a short
-# table.
-#   BUILD_DIR (default build-gpu), OUT (default out/gpu)
+# The one call for a machine with one NVIDIA GPU: builds, proves the CUDA path
+# of the whole trainer, benchmarks it, and prints a table last. Each step runs
+# under its own time limit (their sum is 8 minutes) and logs to $OUT/STEP.log;
+# a step that fails or runs out of time is a row of the table, never the end
+# of the script.
+#
+#   tests/gpu/run.sh            on the GPU machine (CUDA build for its GPU)
+#   tests/gpu/run.sh --dry-run  every step with the CPU backend in an existing
+#                               build: the script's paths, limits and table,
+#                               tested without a GPU (ctest: gpu_script_dry_run)
+#
+# Steps (docs/testing.md#the-gpu-script says what each proves):
+#   deps        the build's packages from $PF_GPU_DEPS (tests/gpu/pack_deps.sh)
+#               unpacked into a private prefix, when the machine lacks them
+#   build       CMake, all cores, CUDA for the native architecture
+#   gpu_tests   ctest -L gpu: every CUDA kernel against its float64 reference,
+#               the whole model and 30 training steps against the CPU, NCCL on
+#               one rank, the staged communicator with 1-4 ranks on the GPU
+#   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
+#               (staged communicator): the losses of 8 steps must agree
+#   train_f32, train_bf16
+#               the paper preset at its longest local length under a 16 GiB
+#               cap: planned and measured peak memory, one real step
+#   kernels     FAVOR+ and exact softmax attention forward + backward at
+#               n = 4k..64k, and the GPU's sgemm peak in the same run
+#
+# Environment: OUT (default out/gpu; relative paths are under the repository),
+# BUILD_DIR (default build-gpu; for --dry-run, the existing build to use),
+# JOBS (default: all cores), PF_GPU_DEPS (default .gpu-deps).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-OUT=${OUT:-out/gpu}
-mkdir -p "$OUT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native > "$OUT/cmake.log" 2>&1 \
-  && cmake --build "$BUILD_DIR" -j "$(nproc)" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-(cd "$BUILD_DIR" && ctest -L gpu --output-on-failure > "../$OUT/ctest_gpu.log" 2>&1); gpu_rc=$?
-(cd "$BUILD_DIR" && ctest -LE slow -j 4 > "../$OUT/ctest_all.log" 2>&1); all_rc=$?
-bench=$BUILD_DIR/launch/performer-bench
-timeout 300 "$bench" train --preset paper --length 65536 --steps 2 --cap 16GiB --csv "$OUT/train_gpu.csv" \
-  > "$OUT/train_gpu.log" 2>&1; t_rc=$?
-timeout 300 "$bench" train --preset paper --length 65536 --steps 2 --cap 16GiB --set 'model.dtype="bf16"' \
-  --csv "$OUT/train_gpu_bf16.csv" > "$OUT/train_gpu_bf16.log" 2>&1; b_rc=$?
-echo
-echo "== summary"
-printf '%-28s %s\n' "gpu tests (ctest -L gpu)" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) rc=$gpu_rc"
-printf '%-28s %s\n' "whole suite" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) rc=$all_rc"
-printf '%-28s %s\n' "bench train paper 64k f32" "rc=$t_rc $(tail -1 "$OUT/train_gpu.csv" 2>/dev/null)"
-printf '%-28s %s\n' "bench train paper 64k bf16" "rc=$b_rc $(tail -1 "$OUT/train_gpu_bf16.csv" 2>/dev/null)"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+. tests/gpu/lib.sh
+
+dry=0
+case "${1:-}" in
+  --dry-run) dry=1 ;;
+  "") ;;
+  *) echo "usage: tests/gpu/run.sh [--dry-run]" >&2; exit 2 ;;
+esac
+
+gpu_init out/gpu
+if [ "$dry" = 1 ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  echo "--dry-run uses an existing build: BUILD_DIR=$BUILD_DIR has no CMakeCache.txt" >&2
+  exit 2
+fi
+export dry
+
+if [ "$dry" = 1 ]; then
+  step_build() {
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target performer-train performer-data performer-bench || return 1
+    figure "existing build, CUDA backend $(awk -F= '/^PF_HAVE_CUDA|^PF_CUDA:/{print $2; exit}' "$BUILD_DIR/CMakeCache.txt")"
+  }
+fi
+
+step_gpu_tests() {
+  . "$PF_DEPS_ENV"
+  ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure -j 4 --timeout 100 2>&1 | tee "$OUT/ctest_gpu.txt"
+  local rc=${PIPESTATUS[0]}
+  figure "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.txt" | tail -1);" \
+    "$(grep -cE '\(Skipped\)|Not Run' "$OUT/ctest_gpu.txt") skipped"
+  return "$rc"
+}
+
+step_staged_sp() {
+  . "$PF_DEPS_ENV"
+  local w="$OUT/staged" backend=cuda
+  [ "$dry" = 1 ] && backend=cpu
+  make_tiny_run "$w" "$backend" staged || return 1
+  tiny_sp_losses "$w" 1 2 3 4 || { figure "$(tail -1 "$w/compare.txt" 2>/dev/null)"; return 1; }
+  figure "sp 2,3,4 vs 1 on $backend: $(tail -1 "$w/compare.txt")"
+}
+
+# The paper preset at the longest local length under a 16 GiB cap (the small
+# one under 256 MiB in the dry run), activation checkpointing on.
+bench_train() {
+  . "$PF_DEPS_ENV"
+  local csv="$OUT/$step_name.csv" preset=paper cap=16GiB
+  [ "$dry" = 1 ] && preset=small cap=256MiB
+  "$(bin performer-bench)" train --preset "$preset" --longest --confirm --cap "$cap" --checkpointing on "$@" \
+    --csv "$csv" || return 1
+  cat "$csv"
+  figure "$(python3 tests/gpu/summarize_csv.py train "$csv")"
+}
+step_train_f32() { bench_train; }
+step_train_bf16() { bench_train --set 'model.dtype="bf16"'; }
+
+step_kernels() {
+  . "$PF_DEPS_ENV"
+  local csv="$OUT/kernels.csv"
+  if [ "$dry" = 1 ]; then
+    "$(bin performer-bench)" kernels --device cpu --sizes 256 512 --heads 2 -m 32 --reps 1 --csv "$csv" || return 1
+  else
+    "$(bin performer-bench)" kernels --device cuda --sizes 4096 8192 16384 32768 65536 --softmax-max 32768 \
+      --reps 2 --csv "$csv" || return 1
+  fi
+  cat "$csv"
+  figure "$(python3 tests/gpu/summarize_csv.py kernels "$csv")"
+}
+
+run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))" \
+  deps:20 build:200 gpu_tests:110 staged_sp:40 train_f32:35 train_bf16:35 kernels:40

@@ -1,13 +1,16 @@
 // Rank invariance of the whole training step: the same model and global batch
 // on sp = 1 (computed on every rank with a local communicator) and on the
 // launched world split as dp x sp give the same loss (relative 1e-6), the same
-// gradients (relative 1e-5) and the same parameters after three steps; and
-// the overlapped gradient allreduce gives the bits of the deferred one.
+// gradients (relative 1e-5) and the same parameters after three steps, with
+// the MPI and the staged communicators; and the overlapped gradient allreduce
+// gives the bits of the deferred one.
 #include <gtest/gtest.h>
 
 #include <mpi.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "model/trainer.h"
@@ -62,14 +65,16 @@ RunResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& track
   return r;
 }
 
-void check_layout(AttentionKind kind, Objective obj, int sp) {
+void check_layout(AttentionKind kind, Objective obj, int sp,
+                  std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD)) {
   const ModelConfig cfg = test::tiny_config(kind, obj);
   MemoryTracker tracker(Device::cpu());
   ParallelGrid local(make_local_comm(), 1);
   const RunResult want = train(cfg, local, tracker, 3);
-  ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
+  const std::string backend = world->backend_name();
+  ParallelGrid grid(std::move(world), sp);
   const RunResult got = train(cfg, grid, tracker, 3);
-  const std::string what = std::string(attention_kind_name(kind)) + "/" + objective_name(obj) + " dp=" +
+  const std::string what = std::string(attention_kind_name(kind)) + "/" + objective_name(obj) + " " + backend + " dp=" +
                            std::to_string(grid.dp_size()) + " sp=" + std::to_string(sp);
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << what << " step " << s;
@@ -87,6 +92,18 @@ TEST(ModelEquivalence, FavorCausalSequenceParallel) { check_layout(AttentionKind
 TEST(ModelEquivalence, FavorMaskedSequenceParallel) { check_layout(AttentionKind::Favor, Objective::MaskedLM, world_size()); }
 TEST(ModelEquivalence, ReluCausalSequenceParallel) { check_layout(AttentionKind::Relu, Objective::CausalLM, world_size()); }
 TEST(ModelEquivalence, ReluMaskedSequenceParallel) { check_layout(AttentionKind::Relu, Objective::MaskedLM, world_size()); }
+
+// The staged communicator (device buffers through the host, MPI on its own
+// stream; the backend that lets several ranks share one GPU) on CPU buffers:
+// the same results as sp = 1, in the stream mode PF_CPU_STREAMS gives.
+TEST(ModelEquivalence, StagedCommunicatorSequenceParallel) {
+  for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
+    check_layout(AttentionKind::Favor, obj, world_size(),
+                 make_staged_comm(MPI_COMM_WORLD, Device::cpu(), host_streams_from_env()));
+  if (world_size() == 4)
+    check_layout(AttentionKind::Favor, Objective::CausalLM, 2,
+                 make_staged_comm(MPI_COMM_WORLD, Device::cpu(), host_streams_from_env()));
+}
 
 TEST(ModelEquivalence, DataTimesSequenceParallel) {
   if (world_size() != 4) GTEST_SKIP() << "the 2 x 2 layout needs 4 ranks";

@@ -1,0 +1,139 @@
+# Shared by tests/gpu/run.sh and tests/gpu/run_multi.sh (sourced, not run):
+# paths, the synthetic training run, and the step runner with its table.
+#
+# After gpu_init: repo, OUT, BUILD_DIR, JOBS, PF_GPU_DEPS (absolute), exported
+# for the steps. A step is a function step_NAME; run_steps runs each under its
+# own time limit (`timeout`), logs it to $OUT/NAME.log, and prints the table
+# of results and key figures (written by `figure` to $OUT/NAME.figure) last.
+
+gpu_absolute() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
+
+gpu_init() {
+  OUT=$(gpu_absolute "${OUT:-$1}")
+  BUILD_DIR=$(gpu_absolute "${BUILD_DIR:-build-gpu}")
+  JOBS=${JOBS:-$(nproc)}
+  PF_GPU_DEPS=$(gpu_absolute "${PF_GPU_DEPS:-.gpu-deps}")
+  mkdir -p "$OUT" || { echo "cannot create $OUT" >&2; exit 2; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  export repo OUT BUILD_DIR JOBS PF_GPU_DEPS
+  export PF_DEPS_ENV="$OUT/deps.env"
+  : >"$PF_DEPS_ENV"
+}
+
+figure() { echo "$*" >"$OUT/$step_name.figure"; }
+bin() { echo "$BUILD_DIR/launch/$1"; }
+mpi() { mpiexec --oversubscribe -x OMP_NUM_THREADS=1 "$@"; }
+
+step_deps() {
+  tests/gpu/unpack_deps.sh "$PF_GPU_DEPS" /opt/performer-deps "$PF_DEPS_ENV" || return 1
+  figure "$(tail -1 "$OUT/deps.log")"
+}
+
+# CMake for the GPUs of this machine (native architecture), all cores.
+step_build() {
+  . "$PF_DEPS_ENV"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native \
+    ${PF_CMAKE_ARGS:-} || return 1
+  cmake --build "$BUILD_DIR" -j "$JOBS" || return 1
+  figure "$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader | head -1) x $(nvidia-smi -L | wc -l), $JOBS jobs"
+}
+
+# A tiny training run in folder $1 on device.backend $2 with device.comm $3:
+# 600 protein-like sequences of 60-400 residues from a fixed seed, prepared,
+# and a 2-layer model trained for 8 steps on 240-token samples (the sample
+# length divides by 1-8 ranks, the chunk by every local length).
+make_tiny_run() {
+  local w=$1 backend=$2 comm=$3
+  rm -rf "$w" && mkdir -p "$w" || return 1
+  python3 - "$w/synthetic.fasta" <<'PY' || return 1
+import random, sys
+rng = random.Random(7)
+with open(sys.argv[1], "w") as f:
+    for i in range(600):
+        f.write(f">synthetic_{i}\n" + "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(rng.randint(60, 400))) + "\n")
+PY
+  "$(bin performer-data)" prepare --output "$w/synthetic.h5" "$w/synthetic.fasta" || return 1
+  cat >"$w/tiny.toml" <<TOML
+[model]
+layers = 2
+width = 64
+heads = 4
+ffn = 128
+features = 32
+chunk = 10
+[data]
+files = ["$w/synthetic.h5"]
+mode = "concat"
+sample_length = 240
+batch_size = 2
+[optimizer]
+lr = 3e-3
+warmup_steps = 2
+[train]
+steps = 8
+log_interval = 1
+eval_interval = 0
+[checkpoint]
+dir = ""
+[device]
+backend = "$backend"
+comm = "$comm"
+TOML
+}
+
+# Trains the tiny run of folder $1 with sp = each of the remaining arguments
+# (one rank per sequence slice) and compares the losses with the first's.
+tiny_sp_losses() {
+  local w=$1 sp first=""
+  shift
+  for sp in "$@"; do
+    mpi -n "$sp" "$(bin performer-train)" --config "$w/tiny.toml" --set parallel.sp="$sp" \
+      --set "train.metrics=\"$w/sp$sp.jsonl\"" >"$w/sp$sp.log" 2>&1 || { tail -20 "$w/sp$sp.log"; return 1; }
+    grep -m1 'performer-train:' "$w/sp$sp.log"
+    [ -n "$first" ] || first=$sp
+  done
+  shift
+  python3 tests/gpu/compare_losses.py 1e-5 "$w/sp$first.jsonl" $(for sp in "$@"; do echo "$w/sp$sp.jsonl"; done) |
+    tee "$w/compare.txt"
+  return "${PIPESTATUS[0]}"
+}
+
+# run_steps TITLE NAME:LIMIT... ; exits 1 unless every step passed.
+run_steps() {
+  local title=$1 entry name limit t0 rc dt result r a b c d
+  shift
+  export -f figure bin mpi make_tiny_run tiny_sp_losses $(compgen -A function step_) $(compgen -A function bench_)
+  local t_all rows=()
+  t_all=$(date +%s)
+  for entry in "$@"; do
+    name=${entry%%:*} limit=${entry##*:}
+    rm -f "$OUT/$name.figure"
+    echo "== $name (limit ${limit}s)"
+    t0=$(date +%s)
+    step_name=$name timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
+    rc=$?
+    dt=$(( $(date +%s) - t0 ))
+    case $rc in
+      0) result=ok ;;
+      124|137) result=TIMEOUT ;;
+      *) result="FAILED rc=$rc" ;;
+    esac
+    [ "$rc" = 0 ] || tail -15 "$OUT/$name.log"
+    rows+=("$name|$result|${dt}s|$(cat "$OUT/$name.figure" 2>/dev/null || echo -)")
+  done
+  {
+    echo
+    echo "== $title, $(( $(date +%s) - t_all ))s in all, logs in $OUT"
+    printf '| %-10s | %-12s | %-6s | %s |\n' step result time "key figure"
+    printf '|%s|%s|%s|%s|\n' ------------ -------------- -------- ------------
+    for r in "${rows[@]}"; do
+      IFS='|' read -r a b c d <<<"$r"
+      printf '| %-10s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
+    done
+  } | tee "$OUT/summary.md"
+  for r in "${rows[@]}"; do
+    IFS='|' read -r _ b _ _ <<<"$r"
+    [ "$b" = ok ] || return 1
+  done
+}

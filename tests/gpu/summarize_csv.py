@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""One line of key figures from a benchmark CSV of the GPU script.
+
+    summarize_csv.py train CSV     performer-bench train --longest --confirm
+    summarize_csv.py kernels CSV   performer-bench kernels
+"""
+import csv
+import sys
+
+MIB = 1 << 20
+
+
+def train(path):
+    rows, confirmed = [], None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# confirmed,"):
+                confirmed = line.strip().split(",")[1:]
+            elif line.strip():
+                rows.append(line)
+    row = next(csv.DictReader(rows))
+    text = (f"longest {int(row['longest_local_length']):,} tokens, planned peak "
+            f"{int(row['planned_peak_bytes']) / MIB:,.0f} MiB of {int(row['cap_bytes']) / MIB:,.0f}")
+    if confirmed:
+        measured = int(confirmed[2])
+        text += (f"; one step {float(confirmed[3]):.2f} s, measured peak {measured / MIB:,.0f} MiB "
+                 f"(measured/planned {measured / int(row['planned_peak_bytes']):.3f})")
+    else:
+        text += "; no confirming step"
+    return text
+
+
+def kernels(path):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    n = max(int(r["n"]) for r in rows)
+    at = {(r["kernel"], r["mode"]): r for r in rows if int(r["n"]) == n}
+    parts = []
+    for mode in ("causal", "bidirectional"):
+        favor, soft = at.get(("favor", mode)), at.get(("softmax", mode))
+        if not favor:
+            continue
+        part = f"{mode} favor {float(favor['tokens_per_s']):,.0f} tok/s ({float(favor['fraction_of_peak']):.2f} of sgemm)"
+        if soft:
+            part += f", {float(soft['fwd_bwd_s']) / float(favor['fwd_bwd_s']):.1f}x softmax"
+        parts.append(part)
+    peak = float(rows[-1]["peak_sgemm_gflops"])
+    return f"n={n:,}: " + "; ".join(parts) + f"; sgemm peak {peak:,.0f} GFLOP/s"
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("train", "kernels"):
+        sys.exit(__doc__)
+    try:
+        print(train(sys.argv[2]) if sys.argv[1] == "train" else kernels(sys.argv[2]))
+    except (OSError, KeyError, StopIteration, ValueError) as e:
+        sys.exit(f"{sys.argv[2]}: cannot summarise: {e!r}")
+
+
+if __name__ == "__main__":
+    main()
