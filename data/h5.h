@@ -32,11 +32,15 @@ void h5_quiet();
   PF_CHECK_GEN(::pf::Hdf5Error, stmt, [](auto s) { return s >= 0; }, [](auto) { return ::pf::h5_error_stack(); })
 
 // PF_H5_CHECK_MSG(stmt, msg-stream): same, with context (a file or dataset name).
+// The error stack is read before `msg` is formatted: a name looked up for the
+// message (H5Iget_name, H5Fget_name) is an HDF5 call, which clears the stack
+// and would lose the reason.
 #define PF_H5_CHECK_MSG(stmt, msg)                                              \
   PF_CHECK_GEN(                                                                 \
       ::pf::Hdf5Error, stmt, [](auto s) { return s >= 0; }, [&](auto) {         \
+        const std::string pf_h5_stack_ = ::pf::h5_error_stack();                \
         std::ostringstream pf_h5_os_;                                           \
-        pf_h5_os_ << msg << ": " << ::pf::h5_error_stack();                     \
+        pf_h5_os_ << msg << ": " << pf_h5_stack_;                               \
         return pf_h5_os_.str();                                                 \
       })
 

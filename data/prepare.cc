@@ -1,17 +1,24 @@
 // FASTA / Swiss-Prot -> HDF5 preparation: see prepare.h.
 #include "data/prepare.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <sstream>
+#include <system_error>
 #include <unordered_set>
 
 #include "data/h5.h"
+#include "data/paths.h"
 #include "data/schema.h"
 #include "data/sequence_reader.h"
 #include "data/vocab.h"
@@ -117,6 +124,10 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
       *opt.progress << line << std::flush;
     };
     while (reader.next(rec)) {
+      if (opt.stop_requested && opt.stop_requested())
+        throw PrepareStopped("prepare of '" + opt.output + "' stopped on request while reading '" + input + "' (" +
+                             std::to_string(reader.records_read()) + " sequences read); removed the " +
+                             "temporary file '" + tmp + "'");
       const int64_t n = static_cast<int64_t>(rec.tokens.size());
       if (!seen.insert(Key128{fnv1a64(rec.tokens.data(), n), word_hash64(rec.tokens.data(), n)}).second) {
         ++summary->duplicates_dropped;
@@ -159,6 +170,37 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   h5_write_attr_int64(file, "duplicates_dropped", summary->duplicates_dropped);
   file.close();
   summary->lengths = length_stats(std::move(lengths));
+  if (opt.stop_requested && opt.stop_requested())
+    throw PrepareStopped("prepare of '" + opt.output + "' stopped on request before its final rename; removed the " +
+                         "temporary file '" + tmp + "'");
+}
+
+// Removes "<output>.tmp-<pid>" regular files whose process no longer exists
+// (kill(pid, 0) fails with ESRCH): what a run killed by SIGKILL or a crash
+// leaves. Files of live processes, of this process, and any other name are
+// kept. A pid is only meaningful on this machine: on a folder shared between
+// hosts, two concurrent prepares of one output race anyway.
+void remove_stale_temporaries(const std::string& output, std::ostream* progress) {
+  namespace fs = std::filesystem;
+  const fs::path out(output);
+  const std::string prefix = out.filename().string() + ".tmp-";
+  const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    std::error_code type_ec;
+    if (pid <= 0 || pid == ::getpid() || it->symlink_status(type_ec).type() != fs::file_type::regular) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to signal: alive
+    const std::string stale = output + ".tmp-" + digits;
+    std::error_code rm_ec;
+    if (fs::remove(it->path(), rm_ec) && progress)
+      *progress << "removed stale temporary file '" << stale << "' (process " << pid << " is gone)\n" << std::flush;
+  }
 }
 
 }  // namespace
@@ -229,13 +271,19 @@ LengthStats length_stats(std::vector<int64_t> lengths) {
 PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   PF_REQUIRE(ValueError, !opt.inputs.empty(), "no input files");
   PF_REQUIRE(ValueError, !opt.output.empty(), "no output file");
-  PF_REQUIRE(ValueError,
-             opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction < 1.0,
-             "split fractions must be >= 0 and sum below 1, got val " << opt.val_fraction << " test "
-                                                                       << opt.test_fraction);
-  for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
+  // A sum of exactly 1 leaves /train empty; val 0 + test 1 puts every sequence in /test.
+  PF_REQUIRE(ValueError, opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction <= 1.0,
+             "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "
+                                                                           << opt.test_fraction);
+  for (const std::string& in : opt.inputs) {
+    sequence_format_of(in);  // fail before writing anything
+    PF_REQUIRE(
+        ValueError, !same_file(opt.output, in),
+        "output '" << opt.output << "' is the same file as input '" << in << "': refusing to write over an input");
+  }
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
+  remove_stale_temporaries(opt.output, opt.progress);
   const std::string tmp = opt.output + ".tmp-" + std::to_string(::getpid());
   PrepareSummary summary;
   try {
@@ -249,6 +297,30 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
     PF_REQUIRE(IoError, false, "cannot rename '" << tmp << "' to '" << opt.output << "'");
   }
   return summary;
+}
+
+TemporaryDataset::TemporaryDataset(PrepareOptions options) {
+  PF_REQUIRE(ValueError, !options.inputs.empty(), "no input files");
+  std::string tmpl = (std::filesystem::temp_directory_path() / "pf-dataset-XXXXXX").string();
+  PF_REQUIRE(IoError, ::mkdtemp(tmpl.data()) != nullptr,
+             "cannot create a temporary folder from '" << tmpl << "': " << std::strerror(errno));
+  dir_ = tmpl;
+  std::string name = std::filesystem::path(options.inputs.front()).filename().string();
+  if (name.empty()) name = "data";
+  path_ = dir_ + "/" + name + ".h5";
+  options.output = path_;
+  try {
+    summary_ = prepare_dataset(options);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+TemporaryDataset::~TemporaryDataset() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
 }
 
 DatasetInfo read_dataset_info(const std::string& path) {

@@ -6,25 +6,43 @@
 // names (case-insensitive) go to a fourth split /ood instead: whole organisms
 // held out of training, for out-of-distribution evaluation.
 // Output goes to "<output>.tmp-<pid>" and is renamed to <output> only after it
-// is complete and closed; on any error the temporary file is removed.
+// is complete and closed; on any error, and on a stop request, the temporary
+// file is removed. Temporary files "<output>.tmp-<pid>" left by processes that
+// no longer exist (killed with SIGKILL, crashed) are removed at the start.
+// The output may not be one of the inputs (ValueError naming both).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "runtime/errors.h"
 
 namespace pf {
 
 struct PrepareOptions {
   std::vector<std::string> inputs;
   std::string output;
+  // Fractions of sequences in /valid and /test, each >= 0 and summing to at
+  // most 1: val 0 + test 1 puts every sequence in /test, val 1 + test 0 in
+  // /valid, both 0 in /train.
   double val_fraction = 0.01;
   double test_fraction = 0.01;
   uint64_t seed = 0;
   bool map_unknown_to_x = false;
   std::vector<std::string> ood_organisms;  // OS= substrings routed to /ood; empty = no /ood group
   std::ostream* progress = nullptr;  // per-file progress lines (stderr in the CLI); nullptr = silent
+  // Polled between records and before the final rename; when it returns true
+  // the run stops with PrepareStopped (the CLI's SIGINT / SIGTERM flag).
+  std::function<bool()> stop_requested;
+};
+
+// A run ended by options.stop_requested; its temporary file is removed.
+class PrepareStopped : public Error {
+ public:
+  explicit PrepareStopped(const std::string& what) : Error(ErrorKind::Io, what) {}
 };
 
 // Nearest-rank percentiles of sequence lengths (residues, no end token).
@@ -49,6 +67,26 @@ struct PrepareSummary {
 };
 
 PrepareSummary prepare_dataset(const PrepareOptions& options);
+
+// A data file prepared into a fresh folder under the temporary directory
+// (TMPDIR, else /tmp) for one-off use, such as `performer-eval --fasta`. The
+// file is "<folder>/<name of the first input>.h5"; options.output is ignored.
+// The destructor removes the folder with everything in it; a failed
+// preparation removes it before the error leaves the constructor.
+class TemporaryDataset {
+ public:
+  explicit TemporaryDataset(PrepareOptions options);
+  ~TemporaryDataset();
+  TemporaryDataset(const TemporaryDataset&) = delete;
+  TemporaryDataset& operator=(const TemporaryDataset&) = delete;
+  const std::string& path() const { return path_; }
+  const std::string& folder() const { return dir_; }
+  const PrepareSummary& summary() const { return summary_; }
+
+ private:
+  std::string dir_, path_;
+  PrepareSummary summary_;
+};
 
 // Split of a sequence: 0 train, 1 valid, 2 test; u = mix64(seed, FNV-1a(tokens))
 // as a fraction in [0, 1): test if u < test_fraction, valid if u < test + val.

@@ -2,6 +2,7 @@
 #include "data/protein_shards.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "data/schema.h"
 #include "data/vocab.h"
@@ -10,7 +11,39 @@ namespace pf {
 
 namespace {
 constexpr int64_t kChunkCacheBytes = 8 << 20;  // per dataset: a few decompressed chunks
+constexpr int64_t kCheckBlock = 1 << 16;       // offsets read per block by check_offsets (512 KiB)
+
+// Every entry of a split's offsets [sequences + 1], streamed in blocks:
+// offsets[0] = 0, each in [0, residues], non-decreasing, the last = residues.
+// Both sample modes rely on it: the concat stream locates proteins by a
+// binary search over offsets and would read wrong samples without an error.
+void check_offsets(hid_t offsets, const std::string& path, const std::string& split, int64_t sequences,
+                   int64_t residues) {
+  const std::string where = "'" + path + "' /" + split + "/offsets: ";
+  std::vector<int64_t> block;
+  int64_t prev = 0;
+  for (int64_t first = 0; first <= sequences; first += kCheckBlock) {
+    const int64_t n = std::min(kCheckBlock, sequences + 1 - first);
+    block.resize(static_cast<size_t>(n));
+    h5_read_range(offsets, first, n, block.data());
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = first + k, v = block[static_cast<size_t>(k)];
+      PF_REQUIRE(
+          DataError, v >= 0 && v <= residues,
+          where << "offsets[" << i << "] = " << v << " is outside [0, " << residues << "] (the tokens of the split)");
+      PF_REQUIRE(DataError, i > 0 || v == 0, where << "offsets[0] = " << v << ", expected 0");
+      PF_REQUIRE(DataError, v >= prev,
+                 where << "offsets[" << i << "] = " << v << " is below offsets[" << i - 1 << "] = " << prev
+                       << " (offsets must be non-decreasing)");
+      prev = v;
+    }
+  }
+  PF_REQUIRE(
+      DataError, prev == residues,
+      where << "offsets[" << sequences << "] = " << prev << ", expected " << residues << " (the tokens of the split)");
 }
+
+}  // namespace
 
 ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::string& split) {
   PF_REQUIRE(ValueError, !paths.empty(), "no data files given");
@@ -33,10 +66,7 @@ ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::s
                "'" << path << "' /" << split << ": offsets has " << n_off << " entries and tokens " << n_tok
                    << ", but the group records " << s.proteins << " sequences and " << s.residues
                    << " residues (expected offsets of length sequences+1)");
-    const int64_t first = read_offset(s, 0), last = read_offset(s, s.proteins);
-    PF_REQUIRE(DataError, first == 0 && last == s.residues,
-               "'" << path << "' /" << split << ": offsets run from " << first << " to " << last << ", expected 0 to "
-                   << s.residues);
+    check_offsets(s.offsets, path, split, s.proteins, s.residues);
     s.first_protein = num_proteins_;
     s.stream_start = num_residues_ + num_proteins_;
     num_proteins_ += s.proteins;

@@ -33,7 +33,10 @@ struct ProteinSpan {
 class ProteinShards {
  public:
   // Opens every file, checks schema, vocabulary and the split's datasets
-  // (DataError / Hdf5Error naming the file). Reads two offsets per file.
+  // (DataError / Hdf5Error naming the file). Reads every offset once, in
+  // blocks, to check it (first 0, non-decreasing, within the tokens, last =
+  // residues): DataError naming the file, the dataset, the first bad index and
+  // the values. The reads at opening are not counted in counters().
   ProteinShards(const std::vector<std::string>& paths, const std::string& split);
 
   int64_t num_shards() const { return static_cast<int64_t>(shards_.size()); }

@@ -11,7 +11,9 @@
 //         and renamed, so OUT.h5 is either absent or complete.
 // Errors (missing or non-HDF5 file, missing dataset, wrong shape) print one line
 // "performer-attn: error: ..." naming the file, the dataset and the shapes, and
-// exit with status 1.
+// exit with status 1. An --output that is the --input file (by any spelling or
+// link) would replace the input: refused before anything is read, with one
+// such line naming both and exit status 2.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "data/h5.h"
+#include "data/paths.h"
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
@@ -229,6 +232,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 1;
+  }
+  if (pf::same_file(opt.output, opt.input)) {
+    std::fprintf(
+        stderr,
+        "performer-attn: error: --output '%s' is the same file as --input '%s': refusing to write over the input\n",
+        opt.output.c_str(), opt.input.c_str());
+    return 2;
   }
   try {
     return run(opt);

@@ -350,7 +350,9 @@ TEST(Loader, ErrorsForBadGridShortDataWrongSchemaAndDamagedFiles) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   test::write_text(dir.file("cut.h5"), bytes.substr(0, size / 2));
   o.files = {dir.file("cut.h5")};
-  expect_loader_error<Hdf5Error>(o, {"cut.h5"});
+  // The file and why: HDF5 cannot open it, as its superblock records an end
+  // of file past the end of the truncated file.
+  expect_loader_error<Hdf5Error>(o, {"cut.h5", "cannot open", "H5Fopen", "truncated file"});
 
   // Overwrite the first chunk of /train/tokens: opening works, reading fails
   // (Fletcher-32 / inflate) inside the read-ahead thread, and next() rethrows.
@@ -375,8 +377,68 @@ TEST(Loader, ErrorsForBadGridShortDataWrongSchemaAndDamagedFiles) {
       loader.next();
       FAIL() << "no throw";
     } catch (const Hdf5Error& e) {
-      EXPECT_NE(std::string(e.what()).find("bad_chunk.h5"), std::string::npos) << e.what();
+      const std::string w = e.what();
+      EXPECT_NE(w.find("bad_chunk.h5"), std::string::npos) << w;
+      // Why: the read of /train/tokens failed in the filter pipeline (the
+      // Fletcher-32 checksum or inflate of the overwritten chunk). The reason
+      // used to be lost ("no HDF5 error stack"): naming the dataset for the
+      // message cleared HDF5's error stack before it was read.
+      EXPECT_NE(w.find("/train/tokens"), std::string::npos) << w;
+      EXPECT_NE(w.find("H5Dread"), std::string::npos) << w;
+      EXPECT_NE(w.find("filter"), std::string::npos) << w;
     }
+  }
+}
+
+// Rewrites /train/offsets of a copy of a prepared file with `edit` applied.
+std::string with_edited_offsets(const test::TempDir& dir, const std::string& name,
+                                void (*edit)(std::vector<int64_t>&)) {
+  const std::string path = dir.file(name);
+  std::filesystem::copy_file(swiss_shard(), path, std::filesystem::copy_options::overwrite_existing);
+  H5Id f = h5_open_file(path, true);
+  H5Id d = h5_open_dataset(f, "train/offsets");
+  std::vector<int64_t> off(static_cast<size_t>(h5_dataset_length(d)));
+  h5_read_range(d, 0, static_cast<int64_t>(off.size()), off.data());
+  edit(off);
+  PF_H5_CHECK(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, off.data()));
+  return path;
+}
+
+// Interior offsets are checked when a file is opened, in both modes: the
+// concat stream used to read them without looking and trained on wrong
+// samples. The error names the file, the dataset, the first bad index and the
+// values.
+TEST(Loader, InteriorOffsetsAreValidatedWhenOpeningInBothModes) {
+  test::TempDir dir;
+  std::vector<int64_t> good;
+  {
+    H5Id f = h5_open_file(swiss_shard());
+    good = h5_read_array<int64_t>(f, "train/offsets");
+  }
+  ASSERT_GT(good.size(), 12u);
+  const std::string swapped = with_edited_offsets(dir, "swapped.h5", [](std::vector<int64_t>& o) {
+    std::swap(o[5], o[6]);  // offsets[6] < offsets[5]
+  });
+  const std::string beyond = with_edited_offsets(dir, "beyond.h5", [](std::vector<int64_t>& o) {
+    o[3] = o.back() + 1000;  // past the end of tokens
+  });
+  const std::string negative = with_edited_offsets(dir, "negative.h5", [](std::vector<int64_t>& o) { o[2] = -7; });
+  const std::string first = with_edited_offsets(dir, "first.h5", [](std::vector<int64_t>& o) { o[0] = 1; });
+  const int64_t residues = good.back();
+  const std::string n = std::to_string(residues);
+  for (SampleMode mode : {SampleMode::Concat, SampleMode::Single}) {
+    SCOPED_TRACE(sample_mode_name(mode));
+    LoaderOptions o = base_options(mode, 64);
+    o.files = {test::prepared_real().path, swapped};  // the bad file second: every shard is checked
+    expect_loader_error<DataError>(o, {"swapped.h5", "/train/offsets", "offsets[6] = " + std::to_string(good[5]),
+                                       "offsets[5] = " + std::to_string(good[6]), "decreas"});
+    o.files = {beyond};
+    expect_loader_error<DataError>(
+        o, {"beyond.h5", "/train/offsets", "offsets[3] = " + std::to_string(residues + 1000), "[0, " + n + "]"});
+    o.files = {negative};
+    expect_loader_error<DataError>(o, {"negative.h5", "/train/offsets", "offsets[2] = -7", "[0, " + n + "]"});
+    o.files = {first};
+    expect_loader_error<DataError>(o, {"first.h5", "/train/offsets", "offsets[0] = 1"});
   }
 }
 

@@ -2,9 +2,13 @@
 // files, a full round trip of every sequence, duplicate removal, the split
 // rule, determinism, the temporary-file discipline and schema checks.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include "data/h5.h"
 #include "data/schema.h"
@@ -184,6 +188,139 @@ TEST(Prepare, WrongSchemaVersionIsRefused) {
     EXPECT_NE(w.find("performer-protein-v1"), std::string::npos) << w;
     EXPECT_NE(w.find("v2.h5"), std::string::npos) << w;
   }
+}
+
+// Every sequence in one split, for evaluating a model on one's own file:
+// val 0 + test 1 puts all in /test, val 1 + test 0 all in /valid (a sum of
+// exactly 1 used to be refused); a sum above 1 is still refused.
+TEST(Prepare, FractionsThatPutEverySequenceInOneSplit) {
+  test::TempDir dir;
+  const auto ref = test::reference_fasta(test::kQueryFasta);
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  for (const auto& [val, tst, only] : {std::make_tuple(0.0, 1.0, 2), std::make_tuple(1.0, 0.0, 1),
+                                       std::make_tuple(0.0, 0.0, 0), std::make_tuple(0.25, 0.75, -1)}) {
+    SCOPED_TRACE(testing::Message() << "val " << val << " test " << tst);
+    o.val_fraction = val;
+    o.test_fraction = tst;
+    o.output = dir.file("one-" + std::to_string(val) + "-" + std::to_string(tst) + ".h5");
+    const PrepareSummary s = prepare_dataset(o);
+    const int64_t kept = s.splits[0].sequences + s.splits[1].sequences + s.splits[2].sequences;
+    EXPECT_EQ(kept + s.duplicates_dropped, static_cast<int64_t>(ref.size()));
+    if (only >= 0) {
+      EXPECT_EQ(s.splits[only].sequences, kept);
+    } else {
+      EXPECT_EQ(s.splits[0].sequences, 0);  // val + test = 1: nothing left for train
+      EXPECT_GT(s.splits[1].sequences, 0);
+      EXPECT_GT(s.splits[2].sequences, 0);
+    }
+    const DatasetInfo info = read_dataset_info(o.output);
+    EXPECT_EQ(info.val_fraction, val);
+    EXPECT_EQ(info.test_fraction, tst);
+  }
+  o.val_fraction = 0.5;
+  o.test_fraction = 0.6;
+  o.output = dir.file("too_much.h5");
+  try {
+    prepare_dataset(o);
+    FAIL() << "no throw";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 1"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.output));
+}
+
+// The output may not be one of the inputs, whatever the spelling: the same
+// path, "./" and ".." spellings, a symbolic link, a hard link. The input is
+// left as it was.
+TEST(Prepare, OutputThatIsAnInputIsRefusedAndTheInputKept) {
+  test::TempDir dir;
+  const std::string text = ">a\nMKV\n>b\nWWW\n";
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, text);
+  std::filesystem::create_directories(dir.file("sub"));
+  std::filesystem::create_symlink(in, dir.file("link.fa"));
+  std::filesystem::create_hard_link(in, dir.file("hard.fa"));
+  const std::string other = dir.file("other.fa");
+  test::write_text(other, ">c\nMMM\n");
+  for (const std::string& out :
+       {in, dir.path() + "/./in.fa", dir.path() + "/sub/../in.fa", dir.file("link.fa"), dir.file("hard.fa")}) {
+    SCOPED_TRACE(out);
+    PrepareOptions o;
+    o.inputs = {other, in};  // the clash is with the second input
+    o.output = out;
+    try {
+      prepare_dataset(o);
+      FAIL() << "no throw";
+    } catch (const ValueError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find("'" + out + "'"), std::string::npos) << w;
+      EXPECT_NE(w.find("'" + in + "'"), std::string::npos) << w;
+      EXPECT_NE(w.find("same file"), std::string::npos) << w;
+    }
+    EXPECT_EQ(test::read_all(in), text);
+  }
+  // Inputs given through a link clash with the output named directly.
+  PrepareOptions o;
+  o.inputs = {dir.file("link.fa")};
+  o.output = in;
+  EXPECT_THROW(prepare_dataset(o), ValueError);
+  EXPECT_EQ(test::read_all(in), text);
+  // A different file is fine.
+  o.inputs = {in};
+  o.output = dir.file("out.h5");
+  EXPECT_EQ(prepare_dataset(o).sequences_read, 2);
+}
+
+// A run killed before it could clean up (SIGKILL, a crash, a power cut)
+// leaves OUT.tmp-<pid>; the next prepare of OUT removes the temporary files of
+// processes that no longer exist, and says so. Files of live processes, and
+// other names, are left alone.
+TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
+  test::TempDir dir;
+  test::write_text(dir.file("in.fa"), ">a\nMKV\n");
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string out = dir.file("out.h5");
+  const std::string stale = out + ".tmp-" + std::to_string(dead);
+  const std::string live = out + ".tmp-" + std::to_string(getppid());  // the process that started this test
+  const std::vector<std::string> kept = {live, out + ".tmp-12ab", dir.file("other.h5.tmp-" + std::to_string(dead)),
+                                         out + ".tmp-"};
+  test::write_text(stale, "partial");
+  for (const auto& k : kept) test::write_text(k, "keep");
+  PrepareOptions o;
+  o.inputs = {dir.file("in.fa")};
+  o.output = out;
+  std::ostringstream progress;
+  o.progress = &progress;
+  prepare_dataset(o);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_NE(progress.str().find("removed stale temporary file '" + stale + "'"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("process " + std::to_string(dead)), std::string::npos) << progress.str();
+  for (const auto& k : kept) EXPECT_EQ(test::read_all(k), "keep") << k;
+  EXPECT_TRUE(std::filesystem::exists(out));
+}
+
+// A stop request (the CLI's SIGINT / SIGTERM flag) ends the run between
+// records: the temporary file is removed, no output appears, and the error
+// says that it was stopped.
+TEST(Prepare, StopRequestRemovesTheTemporaryFile) {
+  test::TempDir dir;
+  PrepareOptions o;
+  o.inputs = {test::kDbFasta};
+  o.output = dir.file("out.h5");
+  int polls = 0;
+  o.stop_requested = [&polls] { return ++polls > 100; };
+  try {
+    prepare_dataset(o);
+    FAIL() << "no throw";
+  } catch (const PrepareStopped& e) {
+    EXPECT_NE(std::string(e.what()).find("stopped"), std::string::npos) << e.what();
+  }
+  EXPECT_GT(polls, 100);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // (causal and bidirectional, given and generated w); then every error case
 // (missing file, non-HDF5 file, missing dataset, mismatched q/k/v, w with the
 // wrong number of columns, dout of the wrong shape, bad option) must exit with
-// status 1 and one line "performer-attn: error: ..." naming the dataset.
+// status 1 and one line "performer-attn: error: ..." naming the dataset; an
+// output that is the input exits with status 2 and leaves the input alone.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -215,6 +217,34 @@ TEST_F(AttnTool, ErrorsNameTheFileDatasetAndShapes) {
   expect_failure(*this, run("--input " + in + " --output " + out + " --kernel cosine"), {"--kernel"});
   std::ifstream probe(out);
   EXPECT_FALSE(probe.good()) << "an output file was left behind by a failed run";
+}
+
+// An output that is the input (the same path, another spelling, a symbolic
+// or a hard link) would replace the input: refused with status 2, one line
+// naming both, and the input left as it was.
+TEST_F(AttnTool, OutputThatIsTheInputIsRefusedWithStatus2) {
+  const std::string in = path("in.h5");
+  write_input(in, false, nullptr);
+  std::ifstream f0(in, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(f0)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(::symlink(in.c_str(), path("link.h5").c_str()), 0);
+  ASSERT_EQ(::link(in.c_str(), path("hard.h5").c_str()), 0);
+  for (const std::string& out : {in, dir_ + "/./in.h5", path("link.h5"), path("hard.h5")}) {
+    SCOPED_TRACE(out);
+    const ToolRun r = run("--input " + in + " --output " + out + " --kernel relu --mode causal");
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("performer-attn: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_NE(r.err.find("--output '" + out + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--input '" + in + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("same file"), std::string::npos) << r.err;
+    std::ifstream f1(in, std::ios::binary);
+    const std::string after((std::istreambuf_iterator<char>(f1)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(after == before) << "the input was rewritten";
+  }
+  // The input named through the link, the output directly: the same file too.
+  const ToolRun r = run("--input " + path("link.h5") + " --output " + in + " --kernel relu --mode causal");
+  EXPECT_EQ(r.status, 2) << r.err;
 }
 
 }  // namespace

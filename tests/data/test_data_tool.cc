@@ -1,0 +1,157 @@
+// performer-data end to end, as a user runs it: the executable in a child
+// process. An output that is one of the inputs (by any spelling, a symbolic or
+// a hard link) is refused with exit status 2 naming both, and the input is
+// kept; SIGINT / SIGTERM during a real prepare (DB.fasta.gz, 20,000 sequences)
+// remove the temporary file and exit with 128 + signal; a run killed with
+// SIGKILL leaves its temporary file, which the next prepare of the same output
+// removes (and says so); fractions that put every sequence in one split.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/prepare.h"
+#include "tests/data/data_test_util.h"
+
+namespace pf {
+namespace {
+
+struct ToolRun {
+  int status = -1;  // exit status, or -1 when ended by a signal
+  int signal = 0;   // the signal that ended it, 0 when it exited
+  std::string err;  // stdout and stderr
+};
+
+// Starts performer-data with `args`, stdout and stderr to `log`.
+pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv_s = {PF_DATA_TOOL};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen(log.c_str(), "w", stdout)) _exit(127);
+    dup2(fileno(stdout), fileno(stderr));
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+ToolRun wait_for(pid_t pid, const std::string& log) {
+  int raw = 0;
+  ToolRun r;
+  if (waitpid(pid, &raw, 0) != pid) return r;
+  if (WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
+  if (WIFSIGNALED(raw)) r.signal = WTERMSIG(raw);
+  r.err = test::read_all(log);
+  return r;
+}
+
+ToolRun run(const std::vector<std::string>& args, const test::TempDir& dir) {
+  const std::string log = dir.file("log.txt");
+  return wait_for(spawn(args, log), log);
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(DataTool, OutputThatIsAnInputIsRefusedWithStatus2) {
+  test::TempDir dir;
+  const std::string text = ">a\nMKV\n>b\nWWW\n";
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, text);
+  std::filesystem::create_symlink("in.fa", dir.file("link.fa"));
+  for (const std::string& out : {in, dir.path() + "/./in.fa", dir.file("link.fa")}) {
+    SCOPED_TRACE(out);
+    const ToolRun r = run({"prepare", "--output", out, in}, dir);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("'" + out + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'" + in + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("same file"), std::string::npos) << r.err;
+    EXPECT_EQ(test::read_all(in), text);
+  }
+  // The clash found from the directory the tool runs in: a relative spelling.
+  const std::string cwd = std::filesystem::current_path().string();
+  std::filesystem::current_path(dir.path());
+  const ToolRun r = run({"prepare", "--output", "./in.fa", "in.fa"}, dir);
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(test::read_all(in), text);
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "link.fa", "log.txt"}));
+}
+
+// Waits (up to a minute) until `path` exists; false if `pid` ended first.
+bool wait_for_file(const std::string& path, pid_t pid) {
+  for (int i = 0; i < 60000; ++i) {
+    if (std::filesystem::exists(path)) return true;
+    int raw = 0;
+    if (waitpid(pid, &raw, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST(DataTool, SigintAndSigtermRemoveTheTemporaryFile) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(strsignal(sig));
+    test::TempDir dir;
+    const std::string out = dir.file("db.h5"), log = dir.file("log.txt");
+    const pid_t pid = spawn({"prepare", "--output", out, test::kDbFasta}, log);
+    ASSERT_GT(pid, 0);
+    // The temporary file is created before the first record is read; the
+    // 20,000 records that follow take far longer than the signal's delivery.
+    const std::string tmp = out + ".tmp-" + std::to_string(pid);
+    ASSERT_TRUE(wait_for_file(tmp, pid)) << test::read_all(log);
+    ASSERT_EQ(kill(pid, sig), 0);
+    const ToolRun r = wait_for(pid, log);
+    EXPECT_EQ(r.signal, 0) << "ended by the signal itself, without cleaning up";
+    EXPECT_EQ(r.status, 128 + sig) << r.err;
+    EXPECT_NE(r.err.find("signal " + std::to_string(sig)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(tmp), std::string::npos) << r.err;
+    EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{"log.txt"}) << r.err;
+  }
+}
+
+TEST(DataTool, NextPrepareRemovesTheTemporaryFileOfAKilledRun) {
+  test::TempDir dir;
+  const std::string out = dir.file("db.h5"), log = dir.file("log.txt");
+  const pid_t pid = spawn({"prepare", "--output", out, test::kDbFasta}, log);
+  ASSERT_GT(pid, 0);
+  const std::string tmp = out + ".tmp-" + std::to_string(pid);
+  ASSERT_TRUE(wait_for_file(tmp, pid)) << test::read_all(log);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(wait_for(pid, log).signal, SIGKILL);
+  ASSERT_TRUE(std::filesystem::exists(tmp)) << "SIGKILL cannot be caught: its temporary file stays";
+  const ToolRun r = run({"prepare", "--output", out, test::kQueryFasta}, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("removed stale temporary file '" + tmp + "'"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"db.h5", "log.txt"}));
+}
+
+TEST(DataTool, EverySequenceInTheTestSplit) {
+  test::TempDir dir;
+  const std::string out = dir.file("all.h5");
+  const ToolRun r =
+      run({"prepare", "--output", out, "--val-fraction", "0", "--test-fraction", "1", test::kQueryFasta}, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const DatasetInfo info = read_dataset_info(out);
+  EXPECT_EQ(info.splits[0].sequences, 0);
+  EXPECT_EQ(info.splits[1].sequences, 0);
+  EXPECT_EQ(info.splits[2].sequences, info.sequences_read - info.duplicates_dropped);
+  EXPECT_EQ(info.splits[2].sequences, 498);  // 500 records, 2 exact repeats
+}
+
+}  // namespace
+}  // namespace pf
