@@ -1,41 +1,133 @@
 // performer-eval: loss, perplexity and accuracy of a checkpoint on a split of
-// prepared HDF5 data, with the same launch options as performer-train.
+// prepared HDF5 data, or on FASTA / Swiss-Prot files, with the same launch
+// options as performer-train.
 //   mpirun -np N performer-eval --checkpoint FILE [--split valid|test|train] [--set key=value ...]
+//   mpirun -np N performer-eval --checkpoint FILE --fasta FILE... [--set key=value ...]
 // The model configuration comes from the checkpoint; data and layout keys can
 // be overridden (e.g. --set data.files=[\"other.h5\"] --set parallel.sp=2),
 // and so can the keys that choose how attention is computed from the same
 // parameters: --set model.attention=favor evaluates a softmax-trained model
 // with FAVOR+, --set model.features=256 --set model.feature_draw=3 another
 // number and draw of random features (load_parameters in train_loop.h).
+// --fasta prepares the files (data/prepare.h; plain or .gz, FASTA or Swiss-Prot
+// by extension) into a temporary folder with every sequence in one split, as
+// `performer-data prepare --val-fraction 0 --test-fraction 1` would, evaluates
+// that split and removes the folder. Each rank prepares its own copy (the
+// preparation is deterministic), so no folder needs to be shared between nodes.
+// Usage errors (bad options, a negative --batches, --fasta with --split or with
+// a missing file or unknown format, a parallel.sp that does not divide the
+// launched ranks) exit with status 2 and name the option.
+#include <mpi.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "data/h5.h"
+#include "data/prepare.h"
+#include "data/schema.h"
+#include "data/sequence_reader.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
 
+namespace {
+
+// The largest parallel.sp that `ranks` launched ranks can run: a divisor of
+// the rank count that divides the sample length (1 for exact softmax).
+int64_t suggested_sp(const pf::TrainConfig& cfg, int ranks) {
+  if (cfg.model.attention == pf::AttentionKind::Softmax) return 1;
+  for (int64_t k = ranks; k > 1; --k)
+    if (ranks % k == 0 && cfg.data.sample_length % k == 0) return k;
+  return 1;
+}
+
+// Every rank prepares the files; no rank goes on (or aborts the job) before
+// every rank has finished, so each removes its own folder on failure too.
+std::unique_ptr<pf::TemporaryDataset> prepare_on_every_rank(const std::vector<std::string>& files) {
+  pf::PrepareOptions p;
+  p.inputs = files;
+  p.val_fraction = 0;
+  p.test_fraction = 1;  // every sequence in /test
+  std::unique_ptr<pf::TemporaryDataset> data;
+  std::exception_ptr error;
+  try {
+    data = std::make_unique<pf::TemporaryDataset>(p);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  int failed = error ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (error) std::rethrow_exception(error);
+  PF_REQUIRE(pf::DataError, failed == 0, "--fasta: another rank failed to prepare the files");
+  return data;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"Evaluate a checkpoint on a split of prepared protein data"};
+  CLI::App app{"Evaluate a checkpoint on a split of prepared protein data, or on FASTA / Swiss-Prot files"};
   std::string checkpoint, split = "valid";
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, fasta;
   int64_t batches = 0;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required()->check(CLI::ExistingFile);
-  app.add_option("--split", split, "split of the data files: train, valid or test (or any group name)");
+  CLI::Option* split_option =
+      app.add_option("--split", split, "split of the data files: train, valid or test (or any group name)");
   app.add_option("--batches", batches, "evaluate only the first N batches (0: the whole split)");
+  app.add_option("--fasta", fasta,
+                 "evaluate on these FASTA / Swiss-Prot files (optionally .gz) instead of data.files: prepared into "
+                 "a temporary folder with every sequence in one split, removed afterwards");
   app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the message (or the help)
+    return code == 0 ? 0 : 2;
+  }
 
   return pf::run_mpi_program(argc, argv, "performer-eval", [&](int size, int rank) {
+    PF_REQUIRE(pf::ConfigError, batches >= 0, "--batches must be >= 0 (0: the whole split), got " << batches);
+    PF_REQUIRE(
+        pf::ConfigError, fasta.empty() || split_option->count() == 0,
+        "--fasta evaluates every sequence of its files (one split); it takes no --split (got --split " << split << ")");
+    for (const std::string& f : fasta) {
+      PF_REQUIRE(pf::ConfigError, std::filesystem::is_regular_file(f), "--fasta: no such file '" << f << "'");
+      try {
+        pf::sequence_format_of(f);
+      } catch (const pf::ValueError& e) {
+        PF_REQUIRE(pf::ConfigError, false, "--fasta '" << f << "': " << e.what());
+      }
+    }
     std::string text;
     {
       pf::H5Id f = pf::h5_open_file(checkpoint);
       text = pf::h5_read_attr_string(f, "config");
     }
     pf::TrainConfig cfg = pf::parse_train_config_text(text, checkpoint, overrides);
+    PF_REQUIRE(pf::ConfigError, size % cfg.parallel.sp == 0,
+               "parallel.sp = " << cfg.parallel.sp << " (from the checkpoint or --set) does not divide the " << size
+                                << " launched rank(s): evaluate with --set parallel.sp=" << suggested_sp(cfg, size)
+                                << ", or launch a multiple of " << cfg.parallel.sp << " ranks");
+    std::unique_ptr<pf::TemporaryDataset> prepared;
+    std::string what = "split " + split;
+    if (!fasta.empty()) {
+      prepared = prepare_on_every_rank(fasta);
+      cfg.data.files = {prepared->path()};
+      split = pf::kSplitNames[2];
+      const pf::PrepareSummary& s = prepared->summary();
+      what.clear();
+      for (const std::string& f : fasta) what += (what.empty() ? "" : ", ") + f;
+      what += " (" + std::to_string(s.splits[2].sequences) + " sequences)";
+      if (rank == 0)
+        std::fprintf(stderr, "performer-eval: prepared %s: %lld sequences read, %lld duplicates dropped\n",
+                     what.c_str(), static_cast<long long>(s.sequences_read),
+                     static_cast<long long>(s.duplicates_dropped));
+    }
     cfg.data.valid_split = split;
     cfg.run.eval_batches = batches;
     cfg.checkpoint.resume.clear();
@@ -45,9 +137,9 @@ int main(int argc, char** argv) {
     const int64_t step = pf::load_parameters(checkpoint, cfg, trainer);
     const pf::EvalStats e = pf::run_validation(cfg, session, trainer);
     if (rank == 0) {
-      std::printf("checkpoint %s (step %lld), split %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
-                  checkpoint.c_str(), static_cast<long long>(step), split.c_str(), e.loss(),
-                  e.perplexity(), e.accuracy(), static_cast<long long>(e.tokens));
+      std::printf("checkpoint %s (step %lld), %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
+                  checkpoint.c_str(), static_cast<long long>(step), what.c_str(), e.loss(), e.perplexity(),
+                  e.accuracy(), static_cast<long long>(e.tokens));
     }
     return 0;
   });

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     pf::Session session(cfg, MPI_COMM_WORLD);
     if (rank == 0) {
       std::cout << "performer-train: " << size << " rank(s) as dp " << dp << " x sp " << sp << " on "
-                << session.device().str() << "\n"
+                << session.device().str() << " (" << session.comm_backend() << " communicator)\n"
                 << "# resolved configuration\n"
                 << cfg.source_text << std::flush;
     }

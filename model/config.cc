@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+
 #include "runtime/check.h"
 
 namespace pf {
@@ -46,22 +48,40 @@ DType parse_model_dtype(const std::string& s) {
   return DType::f32;
 }
 
+namespace {
+
+// Upper bounds of the shape keys. Far above any trainable model, they keep
+// every tensor's element count (and its bytes) well inside int64: the largest
+// parameter tensor is ffn x width <= 2^36, the model at most 2^10 layers of it.
+constexpr int64_t kMaxLayers = int64_t{1} << 10;
+constexpr int64_t kMaxWidth = int64_t{1} << 16;
+constexpr int64_t kMaxFfn = int64_t{1} << 20;
+constexpr int64_t kMaxFeatures = int64_t{1} << 16;
+constexpr int64_t kMaxChunk = int64_t{1} << 20;
+
+}  // namespace
+
 void ModelConfig::validate() const {
   PF_REQUIRE(ConfigError, vocab >= 2, "model.vocab must be >= 2, got " << vocab);
-  PF_REQUIRE(ConfigError, layers >= 1, "model.layers must be >= 1, got " << layers);
-  PF_REQUIRE(ConfigError, width >= 1, "model.width must be >= 1, got " << width);
+  PF_REQUIRE(ConfigError, layers >= 1 && layers <= kMaxLayers,
+             "model.layers = " << layers << " is out of range: must be in [1, " << kMaxLayers << "]");
+  PF_REQUIRE(ConfigError, width >= 1 && width <= kMaxWidth,
+             "model.width = " << width << " is out of range: must be in [1, " << kMaxWidth << "]");
   PF_REQUIRE(ConfigError, heads >= 1 && width % heads == 0,
              "model.heads must divide model.width: heads=" << heads << " width=" << width);
-  PF_REQUIRE(ConfigError, ffn >= 1, "model.ffn must be >= 1, got " << ffn);
-  PF_REQUIRE(ConfigError, attention == AttentionKind::Softmax || features >= 1,
-             "model.features must be >= 1, got " << features);
+  PF_REQUIRE(ConfigError, ffn >= 1 && ffn <= kMaxFfn,
+             "model.ffn = " << ffn << " is out of range: must be in [1, " << kMaxFfn << "]");
+  PF_REQUIRE(ConfigError, attention == AttentionKind::Softmax || (features >= 1 && features <= kMaxFeatures),
+             "model.features = " << features << " is out of range: must be in [1, " << kMaxFeatures << "]");
   PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
   PF_REQUIRE(ConfigError, feature_draw >= 0 && feature_draw < (int64_t{1} << 31),
              "model.feature_draw must be in [0, 2^31), got " << feature_draw);
   PF_REQUIRE(ConfigError, dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
              "model.dtype must be f32, bf16 or f16, got " << dtype_name(dtype));
-  PF_REQUIRE(ConfigError, chunk >= 1, "model.chunk must be >= 1, got " << chunk);
-  PF_REQUIRE(ConfigError, init_std > 0, "model.init_std must be > 0, got " << init_std);
+  PF_REQUIRE(ConfigError, chunk >= 1 && chunk <= kMaxChunk,
+             "model.chunk = " << chunk << " is out of range: must be in [1, " << kMaxChunk << "]");
+  PF_REQUIRE(ConfigError, std::isfinite(init_std) && init_std > 0,
+             "model.init_std = " << init_std << " is out of range: must be finite and > 0");
   PF_REQUIRE(ConfigError, mlm_probability > 0 && mlm_probability < 1,
              "model.mlm_probability must be in (0, 1), got " << mlm_probability);
   PF_REQUIRE(ConfigError, tokens.first_residue >= 0 && tokens.first_residue + tokens.residues <= vocab &&

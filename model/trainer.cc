@@ -92,6 +92,13 @@ StepStats Trainer::train_step(const TokenBatch& local) {
   return st;
 }
 
+bool Trainer::state_is_finite() {
+  const int64_t n = model_.layout().total();
+  for (const Tensor* t : {&model_.params(), &m_, &v_})
+    if (!std::isfinite(sum_of_squares(ctx_, t->data<float>(), n))) return false;
+  return true;
+}
+
 EvalStats Trainer::evaluate(const TokenBatch& local) {
   // MLM masks of evaluations are keyed by a fixed step, so every evaluation of
   // every checkpoint scores the same positions.

@@ -76,6 +76,9 @@ class Trainer {
 
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
+  // Whether the parameters and both moments hold only finite values (the same
+  // answer on every rank; synchronises the stream).
+  bool state_is_finite();
   PerformerModel& model() { return model_; }
   Tensor& moment1() { return m_; }
   Tensor& moment2() { return v_; }

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 
 #include "data/h5.h"
+#include "launch/train/train_config.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -19,7 +21,49 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kSchema = "performer-checkpoint";
-constexpr int64_t kSchemaVersion = 1;
+// 2: the attributes carry metadata_checksum. Version 1 files (no checksum)
+// are refused: their step and data position cannot be trusted.
+constexpr int64_t kSchemaVersion = 2;
+constexpr const char* kChecksumAttr = "metadata_checksum";
+
+// The attributes the metadata checksum covers, as text in this order: for
+// each, "<name>=<value>\n", integers in decimal, the loss scale as the 16 hex
+// digits of its IEEE-754 bits, strings as stored (docs/checkpoints.md). Read
+// back from the file both when writing and when checking, so the two cannot
+// disagree.
+std::string metadata_text(hid_t file, hid_t optimizer) {
+  std::string text;
+  auto add = [&](const char* name, const std::string& value) { text.append(name).append("=").append(value) += '\n'; };
+  auto i64 = [&](hid_t obj, const char* attr, const char* name) {
+    add(name, std::to_string(h5_read_attr_int64(obj, attr)));
+  };
+  add("schema", h5_read_attr_string(file, "schema"));
+  for (const char* a : {"schema_version", "step", "loader_epoch", "loader_sample"}) i64(file, a, a);
+  add("config", h5_read_attr_string(file, "config"));
+  for (const char* a : {"model_seed", "redraw_index", "dp", "sp", "created"}) i64(file, a, a);
+  i64(optimizer, "step", "optimizer/step");
+  const double scale = h5_read_attr_double(optimizer, "loss_scale");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &scale, sizeof bits);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+  add("optimizer/loss_scale", hex);
+  i64(optimizer, "loss_scale_good_steps", "optimizer/loss_scale_good_steps");
+  return text;
+}
+
+// FNV-1a, 64 bits, as 16 hex digits. Every step is a bijection of the state,
+// so a change of any one byte always changes the result.
+std::string fnv1a64(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
 
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
@@ -92,6 +136,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
       h5_write_attr_int64(opt, "step", st.step);
       h5_write_attr_double(opt, "loss_scale", st.loss_scale);
       h5_write_attr_int64(opt, "loss_scale_good_steps", st.loss_scale_good_steps);
+      h5_write_attr_string(file, kChecksumAttr, fnv1a64(metadata_text(file, opt)));
       H5Id gm = h5_create_group(opt, "m");
       write_tensors(gm, layout, st.m);
       H5Id gv = h5_create_group(opt, "v");
@@ -113,7 +158,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
   }
 }
 
-CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout) {
+CheckpointState read_checkpoint_metadata(const std::string& path) {
   PF_REQUIRE(IoError, fs::exists(path), "checkpoint '" << path << "' does not exist");
   H5Id file;
   try {
@@ -123,26 +168,51 @@ CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layo
   }
   PF_REQUIRE(DataError, h5_has_attr(file, "schema") && h5_read_attr_string(file, "schema") == kSchema,
              path << ": not a performer checkpoint (no schema attribute '" << kSchema << "')");
-  const int64_t version = h5_read_attr_int64(file, "schema_version");
-  PF_REQUIRE(DataError, version == kSchemaVersion,
-             path << ": checkpoint schema version " << version << ", this build reads version " << kSchemaVersion);
   CheckpointState st;
-  st.step = h5_read_attr_int64(file, "step");
-  st.loader.epoch = h5_read_attr_int64(file, "loader_epoch");
-  st.loader.sample = h5_read_attr_int64(file, "loader_sample");
-  st.config_text = h5_read_attr_string(file, "config");
-  st.dp = h5_read_attr_int64(file, "dp");
-  st.sp = h5_read_attr_int64(file, "sp");
+  std::string stored_checksum, computed_checksum;
+  int64_t optimizer_step = 0;
   try {
+    const int64_t version = h5_read_attr_int64(file, "schema_version");
+    // A sound file that this build cannot continue: refused, never skipped.
+    PF_REQUIRE(ConfigError, version == kSchemaVersion,
+               path << ": checkpoint schema version " << version << ", this build reads version " << kSchemaVersion
+                    << (version == 1 ? " (version 1 files carry no metadata checksum, so their step and data "
+                                       "position cannot be verified; resume them with the build that wrote them)"
+                                     : ""));
+    H5Id opt = h5_open_group(file, "optimizer");
+    PF_REQUIRE(DataError, h5_has_attr(file, kChecksumAttr),
+               path << ": damaged checkpoint: the attribute " << kChecksumAttr << " is missing");
+    stored_checksum = h5_read_attr_string(file, kChecksumAttr);
+    computed_checksum = fnv1a64(metadata_text(file, opt));
+    st.step = h5_read_attr_int64(file, "step");
+    st.loader.epoch = h5_read_attr_int64(file, "loader_epoch");
+    st.loader.sample = h5_read_attr_int64(file, "loader_sample");
+    st.config_text = h5_read_attr_string(file, "config");
+    st.dp = h5_read_attr_int64(file, "dp");
+    st.sp = h5_read_attr_int64(file, "sp");
+    optimizer_step = h5_read_attr_int64(opt, "step");
+    st.loss_scale = h5_read_attr_double(opt, "loss_scale");
+    st.loss_scale_good_steps = h5_read_attr_int64(opt, "loss_scale_good_steps");
+  } catch (const Hdf5Error& e) {
+    throw DataError(path + ": damaged checkpoint (an attribute failed to read): " + e.what());
+  }
+  // The step names the file, keys the masks and the schedule, and AdamW's
+  // bias correction counts its own: they must agree.
+  PF_REQUIRE(DataError, st.step == optimizer_step,
+             path << ": damaged checkpoint: step " << st.step << " but the optimizer's step is " << optimizer_step);
+  PF_REQUIRE(DataError, stored_checksum == computed_checksum,
+             path << ": damaged checkpoint: the metadata checksum does not match (stored " << stored_checksum
+                  << ", computed " << computed_checksum
+                  << "): an attribute (step, data position, configuration, ...) was changed");
+  return st;
+}
+
+CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout) {
+  CheckpointState st = read_checkpoint_metadata(path);
+  try {
+    H5Id file = h5_open_file(path);
     H5Id params = h5_open_group(file, "params");
     st.params = read_tensors(params, layout, path, "/params");
-    H5Id opt = h5_open_group(file, "optimizer");
-    // Absent in checkpoints written before loss scaling existed (f32 runs,
-    // whose scale is a fixed 1).
-    if (h5_has_attr(opt, "loss_scale")) {
-      st.loss_scale = h5_read_attr_double(opt, "loss_scale");
-      st.loss_scale_good_steps = h5_read_attr_int64(opt, "loss_scale_good_steps");
-    }
     H5Id gm = h5_open_group(file, "optimizer/m");
     st.m = read_tensors(gm, layout, path, "/optimizer/m");
     H5Id gv = h5_open_group(file, "optimizer/v");
@@ -151,6 +221,22 @@ CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layo
     throw DataError(path + ": damaged checkpoint (a dataset failed to read or its checksum failed): " + e.what());
   }
   return st;
+}
+
+bool is_damaged_checkpoint_error(const Error& e) {
+  return e.kind() == ErrorKind::Data || e.kind() == ErrorKind::Hdf5 || e.kind() == ErrorKind::Io;
+}
+
+ModelConfig require_compatible_model(const std::string& path, const CheckpointState& metadata,
+                                     const ModelConfig& current, bool attention_may_differ, const std::string& what) {
+  const TrainConfig stored = parse_train_config_text(metadata.config_text, path + " (stored configuration)");
+  const std::vector<std::string> diff = model_incompatibilities(stored.model, current, attention_may_differ);
+  if (!diff.empty()) {
+    std::string msg = path + ": " + what + ":";
+    for (const auto& d : diff) msg += "\n  " + d;
+    throw ConfigError(msg);
+  }
+  return stored.model;
 }
 
 std::vector<std::string> model_incompatibilities(const ModelConfig& a, const ModelConfig& b,
@@ -192,13 +278,25 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return files;
 }
 
-std::string latest_valid_checkpoint(const std::string& dir, const ParamLayout& layout,
+std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& current,
                                     std::vector<std::string>* skipped) {
+  const ParamLayout layout(current);
   for (const std::string& f : list_checkpoints(dir)) {
     try {
+      // The model is compared before the tensors are read: a checkpoint of
+      // another shape is refused for what it is, not skipped as damaged.
+      const CheckpointState metadata = read_checkpoint_metadata(f);
+      try {
+        require_compatible_model(f, metadata, current, false, "checkpoint is from an incompatible model configuration");
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) +
+                          "\n--resume auto stops rather than start at step 0 over this checkpoint: resume with the "
+                          "model it was written with, or set another checkpoint.dir");
+      }
       read_checkpoint(f, layout);
       return f;
     } catch (const Error& e) {
+      if (!is_damaged_checkpoint_error(e)) throw;
       if (skipped) skipped->push_back(f + ": " + e.what());
     }
   }

@@ -1,17 +1,26 @@
 // HDF5 checkpoints with exact resume. One file per checkpoint,
-// <dir>/ckpt-<step>.h5, schema "performer-checkpoint" version 1
+// <dir>/ckpt-<step>.h5, schema "performer-checkpoint" version 2
 // (docs/checkpoints.md):
 //   /                 attributes: schema, schema_version, step (updates taken),
 //                     loader_epoch, loader_sample, config (resolved TOML),
-//                     model_seed, redraw_index, data_seed, dp, sp, created
+//                     model_seed, redraw_index, dp, sp, created,
+//                     metadata_checksum (over all of these and the /optimizer
+//                     attributes)
 //   /params/<name>    float32, the parameter's shape ("layer0.qkv.weight" ...)
+//   /optimizer        attributes: step (AdamW's own count, equal to / step),
+//                     loss_scale, loss_scale_good_steps
 //   /optimizer/m/<name>, /optimizer/v/<name>   AdamW moments, same shapes
 // Everything random in a run is keyed by (seed, step, global coordinates), so
 // step + seeds + loader position are the whole random state. Parameters are
 // stored per named tensor, not per rank, so a checkpoint written on any
-// dp x sp layout resumes on any other. Datasets carry Fletcher-32 checksums.
+// dp x sp layout resumes on any other. Datasets carry Fletcher-32 checksums,
+// the attributes one FNV-1a checksum.
 // Written by one rank to "<file>.tmp-<pid>", flushed, fsynced and renamed: a
 // crash at any point leaves the previous checkpoints intact.
+// Two kinds of refusal: a damaged file (truncated, not HDF5, a checksum that
+// fails, an attribute missing) is a DataError / Hdf5Error / IoError, which
+// --resume auto skips; a sound file that this run cannot continue (another
+// schema version, another model) is a ConfigError, which stops the run.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +29,7 @@
 
 #include "data/loader.h"
 #include "model/params.h"
+#include "runtime/errors.h"
 
 namespace pf {
 
@@ -29,7 +39,7 @@ struct CheckpointState {
   std::string config_text;
   int64_t dp = 1, sp = 1;  // layout that wrote it (informative)
   std::vector<float> params, m, v;  // flat, ParamLayout order
-  double loss_scale = 0;             // the loss scaler's state (model/loss_scaler.h); 0: not stored
+  double loss_scale = 0;             // the loss scaler's state (model/loss_scaler.h)
   int64_t loss_scale_good_steps = 0;
 };
 
@@ -39,9 +49,17 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 void write_checkpoint(const std::string& path, const CheckpointState& state, const ParamLayout& layout,
                       const ModelConfig& model);
 
-// Reads and validates: schema and version, every parameter present with the
-// expected shape, checksums. DataError / Hdf5Error naming the file and what is wrong.
+// Reads and validates the attributes only (no tensor): schema, schema version
+// (ConfigError when another), the metadata checksum and the step against the
+// optimizer's step (DataError naming the file and what is wrong). The
+// returned state has empty params, m and v.
+CheckpointState read_checkpoint_metadata(const std::string& path);
+// read_checkpoint_metadata, then every tensor present with the expected shape
+// and its checksum. DataError / Hdf5Error naming the file and what is wrong.
 CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout);
+// Whether an error of read_checkpoint means a damaged file (skipped by
+// --resume auto) rather than a sound one this build or model cannot use.
+bool is_damaged_checkpoint_error(const Error& e);
 
 // Differences between two model configurations that change the function a
 // checkpoint computes ("model.width: 128 in the checkpoint, 256 now"); empty
@@ -53,11 +71,22 @@ CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layo
 std::vector<std::string> model_incompatibilities(const ModelConfig& stored, const ModelConfig& current,
                                                  bool attention_may_differ = false);
 
+// The model configuration stored in a checkpoint (metadata.config_text),
+// after checking it against `current`: a ConfigError naming the file, what
+// was refused (`what`, e.g. "checkpoint is from an incompatible model
+// configuration") and, one per line, each key of model_incompatibilities with
+// both values.
+ModelConfig require_compatible_model(const std::string& path, const CheckpointState& metadata,
+                                     const ModelConfig& current, bool attention_may_differ, const std::string& what);
+
 // Checkpoint files in `dir`, newest step first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
-// The newest checkpoint that opens and validates ("" when none); broken ones
-// are reported through `skipped` (path: reason).
-std::string latest_valid_checkpoint(const std::string& dir, const ParamLayout& layout,
+// The newest checkpoint that opens and validates ("" when none). Damaged
+// files are skipped and reported through `skipped` (path: reason); a sound
+// checkpoint of another model than `current` or of another schema version is
+// a ConfigError (require_compatible_model), never skipped: a run that skipped
+// it would start at step 0 and overwrite it.
+std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& current,
                                     std::vector<std::string>* skipped = nullptr);
 // Removes all but the newest `keep` checkpoints (and stale temporary files).
 void prune_checkpoints(const std::string& dir, int64_t keep);

@@ -10,13 +10,34 @@ namespace pf {
 
 namespace {
 
-int node_local_rank(MPI_Comm comm) {
+struct NodePlace {
+  int rank = 0;  // among the processes of this node
+  int size = 1;
+};
+
+NodePlace node_place(MPI_Comm comm) {
   MPI_Comm local;
   PF_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-  int r = 0;
-  MPI_Comm_rank(local, &r);
+  NodePlace p;
+  MPI_Comm_rank(local, &p.rank);
+  MPI_Comm_size(local, &p.size);
   MPI_Comm_free(&local);
-  return r;
+  return p;
+}
+
+// device.comm resolved: "auto" becomes mpi on the CPU; on GPUs nccl when every
+// node has a GPU per rank (decided alike on every rank), else staged.
+std::string resolve_comm(const std::string& comm, bool use_gpu, int gpus, const NodePlace& node, MPI_Comm world) {
+  if (!use_gpu) {
+    PF_REQUIRE(ConfigError, comm != "nccl", "device.comm = nccl needs GPUs, but the run is on the CPU");
+    return comm == "auto" ? "mpi" : comm;
+  }
+  PF_REQUIRE(ConfigError, comm != "mpi",
+             "device.comm = mpi moves host buffers only; on GPUs use nccl, staged or auto");
+  if (comm != "auto") return comm;
+  int enough = gpus >= node.size ? 1 : 0, everywhere = 0;
+  PF_MPI_CHECK(MPI_Allreduce(&enough, &everywhere, 1, MPI_INT, MPI_MIN, world));
+  return everywhere ? "nccl" : "staged";
 }
 
 }  // namespace
@@ -32,11 +53,25 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) {
     PF_REQUIRE(ConfigError, gpus > 0, "device.backend = cuda, but " << cuda_unavailable_reason());
   }
   const bool use_gpu = backend == "cuda" || (backend == "auto" && gpus > 0);
-  device_ = use_gpu ? Device::cuda(node_local_rank(comm) % gpus) : Device::cpu();
+  const NodePlace node = node_place(comm);
+  device_ = use_gpu ? Device::cuda(node.rank % gpus) : Device::cpu();
   tracker_ = std::make_unique<MemoryTracker>(device_, cfg.device.memory_cap);
   const HostStreamConfig streams = host_streams_from_env(parse_host_streams(cfg.device.cpu_streams));
   resources_ = std::make_unique<ExecResources>(device_, *tracker_, streams);
-  std::unique_ptr<Communicator> world = use_gpu ? make_nccl_comm(comm) : make_mpi_comm(comm, streams);
+  comm_backend_ = resolve_comm(cfg.device.comm, use_gpu, gpus, node, comm);
+  std::unique_ptr<Communicator> world;
+  if (comm_backend_ == "nccl") {
+    world = make_nccl_comm(comm);
+  } else if (comm_backend_ == "staged") {
+    // On GPUs the MPI half runs on its own host stream, so that it is ordered
+    // like NCCL's work; on the CPU it follows device.cpu_streams.
+    HostStreamConfig staged = streams;
+    if (use_gpu) staged.async = true;
+    world = make_staged_comm(comm, device_, staged);
+  } else {
+    world = make_mpi_comm(comm, streams);
+  }
+  set_current_device(device_);
   grid_ = std::make_unique<ParallelGrid>(std::move(world), static_cast<int>(cfg.parallel.sp));
 }
 

@@ -28,11 +28,14 @@ class Session {
   const ExecContext& ctx() const { return resources_->ctx(); }
   MemoryTracker& tracker() { return *tracker_; }
   Device device() const { return device_; }
+  // The communicator backend device.comm resolved to: mpi, nccl or staged.
+  const std::string& comm_backend() const { return comm_backend_; }
   bool is_root() const { return rank_ == 0; }
 
  private:
   int rank_ = 0;
   Device device_;
+  std::string comm_backend_;
   std::unique_ptr<MemoryTracker> tracker_;
   std::unique_ptr<ExecResources> resources_;
   std::unique_ptr<ParallelGrid> grid_;

@@ -113,8 +113,16 @@ void apply_override(toml::table& root, const std::string& assignment) {
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
-    parsed.insert_or_assign("v", value);  // a bare word is a string
+  } catch (const toml::parse_error& e) {
+    // A bare word is a string (--set data.mode=single). Text that opens an
+    // array, a table or a quoted string is TOML that does not parse: taking
+    // it as a string would turn ["x.h5" into a file name.
+    const size_t first = value.find_first_not_of(" \t");
+    const bool toml_like = first != std::string::npos && std::string("[{\"'").find(value[first]) != std::string::npos;
+    PF_REQUIRE(ConfigError, !toml_like,
+               "--set '" << assignment << "': the value of " << section << "." << key << ", " << value
+                         << ", is not valid TOML: " << e.description());
+    parsed.insert_or_assign("v", value);
   }
   if (!root.contains(section)) root.insert(section, toml::table{});
   toml::table* t = root[section].as_table();
@@ -166,6 +174,8 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("data", "valid_split", d.valid_split);
   s = sample_mode_name(d.mode);
   r.get("data", "mode", s);
+  PF_REQUIRE(ConfigError, s == "concat" || s == "single",
+             origin << ": data.mode must be concat or single, got '" << s << "'");
   d.mode = parse_sample_mode(s);
   r.get("data", "sample_length", d.sample_length);
   r.get("data", "batch_size", d.batch_size);
@@ -180,11 +190,16 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   o.schedule.max_lr = lr;
   o.schedule.min_lr = min_lr;
   r.get("optimizer", "warmup_steps", o.schedule.warmup_steps);
-  r.get("optimizer", "beta1", o.adamw.beta1);
-  r.get("optimizer", "beta2", o.adamw.beta2);
-  r.get("optimizer", "eps", o.adamw.eps);
-  o.adamw.weight_decay = 0.01f;
-  r.get("optimizer", "weight_decay", o.adamw.weight_decay);
+  // Read as doubles and range-checked below, before they become floats.
+  double beta1 = o.adamw.beta1, beta2 = o.adamw.beta2, eps = o.adamw.eps, weight_decay = 0.01;
+  r.get("optimizer", "beta1", beta1);
+  r.get("optimizer", "beta2", beta2);
+  r.get("optimizer", "eps", eps);
+  r.get("optimizer", "weight_decay", weight_decay);
+  o.adamw.beta1 = static_cast<float>(beta1);
+  o.adamw.beta2 = static_cast<float>(beta2);
+  o.adamw.eps = static_cast<float>(eps);
+  o.adamw.weight_decay = static_cast<float>(weight_decay);
   r.get("optimizer", "clip_norm", o.clip_norm);
   s = loss_scale_mode_name(o.loss_scale.mode);
   r.get("optimizer", "loss_scale", s);
@@ -213,6 +228,16 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("parallel", "sp", p.sp);
   s = scan_algorithm_name(p.attention.scan);
   r.get("parallel", "scan", s);
+  {
+    std::string names;
+    bool known = false;
+    for (ScanAlgorithm a :
+         {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
+      known = known || s == scan_algorithm_name(a);
+      names += (names.empty() ? "" : ", ") + std::string(scan_algorithm_name(a));
+    }
+    PF_REQUIRE(ConfigError, known, origin << ": parallel.scan must be one of " << names << ", got '" << s << "'");
+  }
   p.attention.scan = parse_scan_algorithm(s);
   r.get("parallel", "overlap", p.attention.overlap_comm);
   r.get("parallel", "head_group", p.attention.head_group);
@@ -222,6 +247,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("device", "backend", c.device.backend);
   r.get_bytes("device", "memory_cap", c.device.memory_cap);
   r.get("device", "cpu_streams", c.device.cpu_streams);
+  r.get("device", "comm", c.device.comm);
   r.check_unknown();
 
   auto require = [&](bool ok, const std::string& msg) {
@@ -231,19 +257,41 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   require(run.log_interval >= 1, "train.log_interval must be >= 1");
   require(run.stop_at >= 0, "train.stop_at must be >= 0");
   require(run.eval_interval >= 0 && run.eval_batches >= 0, "train.eval_interval and train.eval_batches must be >= 0");
-  require(o.schedule.warmup_steps >= 0 && o.schedule.warmup_steps <= run.steps,
-          "optimizer.warmup_steps must be in [0, train.steps]");
-  require(lr > 0 && min_lr >= 0 && min_lr <= lr, "optimizer.lr must be > 0 and optimizer.min_lr in [0, lr]");
+  // A value out of its range names the key, the value and the range.
+  auto in_range = [&](const char* key, auto v, bool ok, const std::string& range) {
+    if (ok) return;
+    std::ostringstream os;
+    os << origin << ": " << key << " = " << v << " is out of range: " << range;
+    throw ConfigError(os.str());
+  };
+  // The optimizer computes in float32: a finite double may not be a finite float.
+  auto finite32 = [](double v) { return std::isfinite(static_cast<float>(v)); };
+  in_range("optimizer.lr", lr, finite32(lr) && lr > 0, "must be finite (in float32) and > 0");
+  in_range("optimizer.min_lr", min_lr, std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
+           "must be in [0, optimizer.lr]");
+  in_range("optimizer.warmup_steps", o.schedule.warmup_steps,
+           o.schedule.warmup_steps >= 0 && o.schedule.warmup_steps <= run.steps,
+           "must be in [0, train.steps = " + std::to_string(run.steps) + "]");
+  in_range("optimizer.beta1", beta1, beta1 >= 0 && beta1 < 1, "must be in [0, 1)");
+  in_range("optimizer.beta2", beta2, beta2 >= 0 && beta2 < 1, "must be in [0, 1)");
+  in_range("optimizer.eps", eps, finite32(eps) && static_cast<float>(eps) > 0,
+           "must be finite and > 0 (in float32: at least about 1.4e-45)");
+  in_range("optimizer.weight_decay", weight_decay, finite32(weight_decay) && weight_decay >= 0,
+           "must be finite and >= 0");
+  in_range("optimizer.clip_norm", o.clip_norm, std::isfinite(o.clip_norm), "must be finite (<= 0 disables clipping)");
   require(d.sample_length >= 1 && d.batch_size >= 1 && d.prefetch >= 0,
           "data.sample_length and data.batch_size must be >= 1, data.prefetch >= 0");
   require(ck.interval >= 0 && ck.keep >= 1, "checkpoint.interval must be >= 0 and checkpoint.keep >= 1");
   require(p.sp >= 1, "parallel.sp must be >= 1");
   require(p.bucket_mib >= 1, "parallel.bucket_mib must be >= 1");
-  require(std::isfinite(o.loss_scale.init) && o.loss_scale.init > 0, "optimizer.loss_scale_init must be > 0");
-  require(o.loss_scale.window >= 1 && o.loss_scale.max_skips >= 1,
-          "optimizer.loss_scale_window and optimizer.max_skipped_steps must be >= 1");
+  in_range("optimizer.loss_scale_init", o.loss_scale.init, finite32(o.loss_scale.init) && o.loss_scale.init > 0,
+           "must be finite (in float32) and > 0");
+  in_range("optimizer.loss_scale_window", o.loss_scale.window, o.loss_scale.window >= 1, "must be >= 1");
+  in_range("optimizer.max_skipped_steps", o.loss_scale.max_skips, o.loss_scale.max_skips >= 1, "must be >= 1");
   require(c.device.backend == "auto" || c.device.backend == "cpu" || c.device.backend == "cuda",
           "device.backend must be auto, cpu or cuda, got '" + c.device.backend + "'");
+  require(c.device.comm == "auto" || c.device.comm == "mpi" || c.device.comm == "nccl" || c.device.comm == "staged",
+          "device.comm must be auto, mpi, nccl or staged, got '" + c.device.comm + "'");
   try {
     parse_host_streams(c.device.cpu_streams);
   } catch (const ConfigError& e) {

@@ -57,6 +57,9 @@ struct ParallelConfig {
 
 struct DeviceConfig {
   std::string backend = "auto";  // auto | cpu | cuda
+  // Communicator: auto | mpi | nccl | staged. auto: MPI on the CPU; on GPUs
+  // NCCL when every node has a GPU per rank, else staged (ranks share GPUs).
+  std::string comm = "auto";
   int64_t memory_cap = 0;        // bytes per rank, 0 = none ("16GiB" accepted)
   // CPU streams: sync | async | async+jitter[=SEED] (PF_CPU_STREAMS overrides)
   std::string cpu_streams = "sync";

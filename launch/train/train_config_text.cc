@@ -72,7 +72,8 @@ std::string format_train_config(const TrainConfig& c) {
                                {"overlap_allreduce", c.parallel.overlap_allreduce}}},
       {"device", toml::table{{"backend", c.device.backend},
                               {"memory_cap", c.device.memory_cap},
-                              {"cpu_streams", c.device.cpu_streams}}},
+                              {"cpu_streams", c.device.cpu_streams},
+                              {"comm", c.device.comm}}},
   };
   // Floats with the precision they were written with (0.9, not 0.899999976).
   std::ostringstream os;

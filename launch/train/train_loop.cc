@@ -1,11 +1,17 @@
 #include "launch/train/train_loop.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "data/h5.h"
+#include "data/schema.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/stop_signal.h"
 #include "runtime/check.h"
@@ -39,6 +45,12 @@ void to_device(Tensor& t, const std::vector<float>& v) {
 
 std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& trainer, const DataLoader& loader) {
   const std::string path = checkpoint_path(cfg.checkpoint.dir, trainer.step());
+  // Checked on every rank (the state is the same on all): a state that is no
+  // longer finite must not replace, or push out (checkpoint.keep), the last
+  // good checkpoint.
+  PF_REQUIRE(TrainingError, trainer.state_is_finite(),
+             "step " << trainer.step() << ": the parameters or optimizer moments are not finite: not saving " << path
+                     << "; the earlier checkpoints are kept");
   if (session.is_root()) {
     CheckpointState st;
     st.step = trainer.step();
@@ -58,17 +70,79 @@ std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& t
   return path;
 }
 
+// Every split the run reads (training, and validation, which runs at least
+// once at the end) is checked against every data file before step 1: a
+// mistyped or absent split is a ConfigError naming the key, the file and the
+// splits the file has, not a failure after the whole run. Then the
+// validation loader is opened once, so a split too short for one sample also
+// fails here.
+void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
+  PF_REQUIRE(ConfigError, !cfg.data.files.empty(), "data.files is empty: name the prepared HDF5 file(s)");
+  const std::pair<const char*, const std::string*> used[] = {{"data.train_split", &cfg.data.train_split},
+                                                             {"data.valid_split", &cfg.data.valid_split}};
+  const char* const splits[] = {"train", "valid", "test", kOodSplitName};
+  for (const std::string& file : cfg.data.files) {
+    PF_REQUIRE(ConfigError, std::filesystem::exists(file), "data.files: '" << file << "' does not exist");
+    const H5Id f = h5_open_file(file);
+    std::string has;
+    for (const char* s : splits)
+      if (h5_exists(f, s)) has += (has.empty() ? "" : ", ") + std::string(s);
+    for (const auto& [key, split] : used) {
+      const bool known = std::find(std::begin(splits), std::end(splits), *split) != std::end(splits);
+      PF_REQUIRE(ConfigError, known && h5_exists(f, *split),
+                 key << " = '" << *split << "': '" << file << "' has no split '" << *split
+                     << "' (its splits: " << (has.empty() ? "none" : has) << ")");
+    }
+  }
+  LoaderOptions o = loader_options(cfg, grid, cfg.data.valid_split, false);
+  o.prefetch = 0;
+  DataLoader probe(o);
+}
+
+// A run resumed at `step` logs the steps after it again: the lines that a
+// crashed run wrote past its last checkpoint are dropped, so that each step
+// (and each validation) appears once. A line cut short by the crash is
+// dropped too. Rewritten through a temporary file and a rename; returns the
+// number of lines dropped.
+int64_t keep_metrics_through(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    bool keep = j.is_object();
+    if (keep) {
+      const nlohmann::json& record = j.contains("eval") ? j["eval"] : j;
+      if (record.is_object() && record.contains("step") && record["step"].is_number_integer())
+        keep = record["step"].get<int64_t>() <= step;
+    }
+    if (keep)
+      kept += line + "\n";
+    else
+      ++dropped;
+  }
+  in.close();
+  if (dropped == 0) return 0;
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    PF_REQUIRE(IoError, out.good(), "cannot write '" << tmp << "' (rewriting train.metrics)");
+  }
+  std::filesystem::rename(tmp, path);
+  return dropped;
+}
+
 }  // namespace
 
 LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+  // The model first: a checkpoint of another shape is a ConfigError listing
+  // the keys, not a tensor of the wrong shape.
+  const ModelConfig stored = require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, false,
+                                                      "checkpoint is from an incompatible model configuration");
   const CheckpointState st = read_checkpoint(path, trainer.model().layout());
-  const TrainConfig stored = parse_train_config_text(st.config_text, path + " (stored configuration)");
-  const std::vector<std::string> diff = model_incompatibilities(stored.model, cfg.model);
-  if (!diff.empty()) {
-    std::string msg = path + ": checkpoint is from an incompatible model configuration:";
-    for (const auto& d : diff) msg += "\n  " + d;
-    throw ConfigError(msg);
-  }
   PF_REQUIRE(ConfigError, st.step <= cfg.run.steps,
              path << ": checkpoint is at step " << st.step << ", past train.steps = " << cfg.run.steps);
   to_device(trainer.model().params(), st.params);
@@ -78,20 +152,14 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   // The checkpoint holds fp32 master weights, so a run may resume in another
   // model.dtype; the loss scale carries over only within the same dtype (an
   // f32 run's scale of 1 is no start for f16).
-  if (st.loss_scale > 0 && stored.model.dtype == cfg.model.dtype)
+  if (st.loss_scale > 0 && stored.dtype == cfg.model.dtype)
     trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
   return st.loader;
 }
 
 int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
   const CheckpointState st = read_checkpoint(path, trainer.model().layout());
-  const TrainConfig stored = parse_train_config_text(st.config_text, path + " (stored configuration)");
-  const std::vector<std::string> diff = model_incompatibilities(stored.model, cfg.model, true);
-  if (!diff.empty()) {
-    std::string msg = path + ": cannot load these parameters into this model:";
-    for (const auto& d : diff) msg += "\n  " + d;
-    throw ConfigError(msg);
-  }
+  require_compatible_model(path, st, cfg.model, true, "cannot load these parameters into this model");
   to_device(trainer.model().params(), st.params);
   return st.step;
 }
@@ -115,6 +183,7 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
+  check_splits(cfg, grid);
   Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention,
                   cfg.parallel.bucket_mib << 20, cfg.parallel.overlap_allreduce);
   TrainOutcome out;
@@ -124,7 +193,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   if (cfg.checkpoint.resume == "auto") {
     if (!cfg.checkpoint.dir.empty()) {
       std::vector<std::string> skipped;
-      resume_path = latest_valid_checkpoint(cfg.checkpoint.dir, trainer.model().layout(), &skipped);
+      resume_path = latest_valid_checkpoint(cfg.checkpoint.dir, cfg.model, &skipped);
       if (root)
         for (const auto& s : skipped) log << "warning: skipping unusable checkpoint " << s << "\n";
     }
@@ -153,6 +222,12 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   if (root && !cfg.run.metrics.empty()) {
     const std::filesystem::path mp(cfg.run.metrics);
     if (mp.has_parent_path()) std::filesystem::create_directories(mp.parent_path());
+    if (trainer.step() > 0) {
+      const int64_t dropped = keep_metrics_through(cfg.run.metrics, trainer.step());
+      if (dropped > 0)
+        log << "train.metrics: dropped " << dropped << " line(s) past step " << trainer.step()
+            << " (written after the checkpoint by the run that stopped; this run logs those steps again)\n";
+    }
     metrics.open(cfg.run.metrics, trainer.step() > 0 ? std::ios::app : std::ios::trunc);
     PF_REQUIRE(IoError, metrics.good(), "cannot open train.metrics file '" << cfg.run.metrics << "'");
   }
@@ -187,10 +262,23 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     const Batch batch = loader.next();
     const double data_time = seconds_now() - t0;
     const StepStats st = trainer.train_step(to_token_batch(batch, grid));
+    // The loss is summed over the world, so every rank stops alike. In fp32
+    // nothing is rounded to 16 bits, so no loss scale brings a loss that is
+    // not finite back: the run ends before this step is logged or saved. In
+    // bf16/f16 the step is skipped like any other whose gradients overflow,
+    // and optimizer.max_skipped_steps ends a run that does not recover.
+    PF_REQUIRE(TrainingError, std::isfinite(st.loss) || cfg.model.dtype != DType::f32,
+               "step " << trainer.step() << ": the loss is " << st.loss
+                       << " in fp32 (model.dtype = f32): training diverged, and no loss scale can recover it. "
+                          "Stopping without a checkpoint of this state; the earlier checkpoints are kept (resume "
+                          "from the last one with a lower optimizer.lr)");
     out.last_loss = st.loss;
-    int stop = stop_requested() ? 1 : 0;
-    if (cfg.run.stop_at > 0 && trainer.step() >= cfg.run.stop_at && trainer.step() < cfg.run.steps) stop = 2;
-    allreduce_host_values(grid.world(), &stop, 1, DType::i32, ReduceOp::Max, session.tracker());
+    // {signal received, train.stop_at reached}: a signal on any rank stops
+    // every rank, and its number travels with it, so that rank 0 can name a
+    // signal that only another rank received.
+    int stop[2] = {stop_signal_number(),
+                   cfg.run.stop_at > 0 && trainer.step() >= cfg.run.stop_at && trainer.step() < cfg.run.steps};
+    allreduce_host_values(grid.world(), stop, 2, DType::i32, ReduceOp::Max, session.tracker());
     const double step_time = seconds_now() - t0;
     avg_step = avg_step == 0 ? step_time : 0.9 * avg_step + 0.1 * step_time;
     const int64_t done = trainer.step();
@@ -231,10 +319,12 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                      .dump()
               << "\n"
               << std::flush;
-    if (stop) {
+    if (stop[0] != 0 || stop[1] != 0) {
       if (root) {
-        if (stop == 2) log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";
-        else log << "stop requested (signal " << stop_signal_number() << "): saving a checkpoint at step " << done << "\n";
+        if (stop[1])
+          log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";
+        else
+          log << "stop requested (signal " << stop[0] << "): saving a checkpoint at step " << done << "\n";
       }
       if (!cfg.checkpoint.dir.empty()) out.checkpoint = save_checkpoint(cfg, session, trainer, loader);
       out.stopped_by_signal = true;

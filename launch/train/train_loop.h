@@ -1,9 +1,12 @@
 // The training loop of performer-train, run on every rank:
-//   resume (config.checkpoint.resume) -> for each step: next batch, train
-//   step, progress line and metrics (rank 0), validation and checkpoints at
-//   their intervals -> final validation and checkpoint.
+//   check the splits of the data files -> resume (config.checkpoint.resume;
+//   a checkpoint of another model is a ConfigError, never skipped) -> drop
+//   the metrics lines past the resumed step -> for each step: next batch,
+//   train step, progress line and metrics (rank 0), validation and
+//   checkpoints at their intervals -> final validation and checkpoint.
 // SIGTERM/SIGINT on any rank stop every rank at the same step, after a
-// checkpoint. Progress goes to `log` on rank 0 only.
+// checkpoint. A state that is not finite is never saved (TrainingError).
+// Progress goes to `log` on rank 0 only.
 #pragma once
 
 #include <ostream>
@@ -31,7 +34,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
 EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer);
 
 // Loads a checkpoint into the trainer (parameters, moments, step) after
-// checking it belongs to the same model; returns the loader position to
+// checking, before any tensor is read, that it belongs to the same model
+// (ConfigError listing the differing keys); returns the loader position to
 // continue from.
 LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
 

@@ -1,8 +1,9 @@
 // Checkpoint files and configuration errors: a checkpoint round-trips; a
-// truncated, corrupted or foreign file and one from an incompatible model are
-// refused with a message that says why; a writer killed with SIGKILL in the
-// middle of a save leaves the previous checkpoint intact and loadable; every
-// kind of configuration mistake names its key.
+// truncated, corrupted or foreign file, one whose metadata was changed and one
+// from an incompatible model are refused with a message that says why; a
+// writer killed with SIGKILL in the middle of a save leaves the previous
+// checkpoint intact and loadable; every kind of configuration mistake names
+// its key (and a value out of range, the value and the range).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <thread>
 
 #include "data/h5.h"
@@ -44,12 +47,20 @@ ModelConfig small_model(int64_t width = 32) {
   return m;
 }
 
-CheckpointState make_state(const ParamLayout& layout, int64_t step, uint64_t seed) {
+// The resolved configuration of a run of model m (stored in its checkpoints).
+std::string config_text_of(const ModelConfig& m) {
+  return format_train_config(
+      load_train_config("", {"model.layers=" + std::to_string(m.layers), "model.width=" + std::to_string(m.width),
+                             "model.heads=" + std::to_string(m.heads), "model.ffn=" + std::to_string(m.ffn),
+                             "model.features=" + std::to_string(m.features)}));
+}
+
+CheckpointState make_state(const ModelConfig& m, int64_t step, uint64_t seed) {
+  const ParamLayout layout(m);
   CheckpointState st;
   st.step = step;
   st.loader = LoaderPosition{1, 42};
-  st.config_text = format_train_config(load_train_config("", {"model.width=32", "model.heads=2", "model.ffn=64",
-                                                              "model.features=16"}));
+  st.config_text = config_text_of(m);
   const KeyedRandom r(seed, 1, 2);
   for (auto* v : {&st.params, &st.m, &st.v}) {
     v->resize(static_cast<size_t>(layout.total()));
@@ -68,13 +79,46 @@ std::string expect_error(const std::function<void()>& fn) {
   return "";
 }
 
+// The message of an error of type Err (a failure for no error or another type).
+template <typename Err>
+std::string expect_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Err& e) {
+    return e.what();
+  } catch (const Error& e) {
+    ADD_FAILURE() << "another kind of error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+// Overwrites bytes [at, at + n) of a file with their complement.
+void flip_bytes(const std::string& path, size_t at, size_t n) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::vector<char> bytes(fs::file_size(path));
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  for (size_t i = at; i < at + n; ++i) bytes[i] = static_cast<char>(~bytes[i]);
+  f.seekp(0);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Offset of `text` in a file (npos when absent).
+size_t find_in_file(const std::string& path, const std::string& text) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return bytes.find(text);
+}
+
 TEST(CheckpointFiles, RoundTripAndRetention) {
   TempDir dir;
   const ModelConfig m = small_model();
   const ParamLayout layout(m);
-  for (int64_t step : {10, 20, 30, 40}) write_checkpoint(checkpoint_path(dir.path, step), make_state(layout, step, step), layout, m);
+  for (int64_t step : {10, 20, 30, 40})
+    write_checkpoint(checkpoint_path(dir.path, step), make_state(m, step, step), layout, m);
   const CheckpointState back = read_checkpoint(checkpoint_path(dir.path, 30), layout);
-  const CheckpointState want = make_state(layout, 30, 30);
+  const CheckpointState want = make_state(m, 30, 30);
   EXPECT_EQ(back.params, want.params);
   EXPECT_EQ(back.m, want.m);
   EXPECT_EQ(back.v, want.v);
@@ -95,24 +139,21 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
   const ParamLayout layout(m);
   const std::string good = checkpoint_path(dir.path, 1), truncated = checkpoint_path(dir.path, 2),
                     corrupt = checkpoint_path(dir.path, 3);
-  write_checkpoint(good, make_state(layout, 1, 1), layout, m);
+  write_checkpoint(good, make_state(m, 1, 1), layout, m);
   fs::copy_file(good, truncated);
   fs::resize_file(truncated, fs::file_size(good) / 2);
-  std::string w = expect_error([&] { read_checkpoint(truncated, layout); });
+  std::string w = expect_error_of<DataError>([&] { read_checkpoint(truncated, layout); });
   EXPECT_NE(w.find(truncated), std::string::npos) << w;
+  EXPECT_NE(w.find("not a readable HDF5 checkpoint (truncated or corrupt?)"), std::string::npos) << w;
+  EXPECT_NE(w.find("truncated file"), std::string::npos) << w;  // HDF5's own reason: end of file before its end
   // Flip bytes inside the parameter data: the Fletcher-32 checksum catches it.
+  // The largest dataset (ffn weights) lies in the middle of the file.
   fs::copy_file(good, corrupt);
-  {
-    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
-    std::vector<char> bytes(fs::file_size(corrupt));
-    f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    // The largest dataset (ffn weights) lies in the middle of the file.
-    for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 64; ++i) bytes[i] = static_cast<char>(~bytes[i]);
-    f.seekp(0);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-  w = expect_error([&] { read_checkpoint(corrupt, layout); });
+  flip_bytes(corrupt, fs::file_size(corrupt) / 2, 64);
+  w = expect_error_of<DataError>([&] { read_checkpoint(corrupt, layout); });
   EXPECT_NE(w.find(corrupt), std::string::npos) << w;
+  EXPECT_NE(w.find("damaged checkpoint (a dataset failed to read or its checksum failed)"), std::string::npos) << w;
+  EXPECT_NE(w.find("checksum"), std::string::npos) << w;
   // Not a checkpoint at all.
   const std::string foreign = dir.path + "/ckpt-000000009.h5";
   { std::ofstream(foreign) << "not hdf5"; }
@@ -120,8 +161,85 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
   EXPECT_NE(w.find("not a readable HDF5 checkpoint"), std::string::npos) << w;
   // The newest valid one is found, the broken ones reported.
   std::vector<std::string> skipped;
-  EXPECT_EQ(latest_valid_checkpoint(dir.path, layout, &skipped), good);
-  EXPECT_EQ(skipped.size(), 3u);
+  EXPECT_EQ(latest_valid_checkpoint(dir.path, m, &skipped), good);
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_EQ(skipped[0].rfind(foreign + ": ", 0), 0u) << skipped[0];
+  EXPECT_NE(skipped[1].find("checksum"), std::string::npos) << skipped[1];
+  EXPECT_NE(skipped[2].find("truncated"), std::string::npos) << skipped[2];
+}
+
+// Every attribute is covered by the metadata checksum, and the step must
+// equal the optimizer's own: one changed value or byte is a damaged file,
+// which read_checkpoint refuses and latest_valid_checkpoint skips.
+TEST(CheckpointFiles, ChangedMetadataIsRefused) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  const std::string good = checkpoint_path(dir.path, 1);
+  write_checkpoint(good, make_state(m, 1, 1), layout, m);
+  int64_t step = 2;
+  auto damaged = [&](const std::function<void(hid_t file)>& change) {
+    const std::string path = checkpoint_path(dir.path, step++);
+    fs::copy_file(good, path);
+    H5Id f = h5_open_file(path, true);
+    change(f.get());
+    return path;
+  };
+  const std::string sample = damaged([](hid_t f) { h5_write_attr_int64(f, "loader_sample", 43); });
+  std::string w = expect_error_of<DataError>([&] { read_checkpoint(sample, layout); });
+  EXPECT_NE(w.find(sample + ": damaged checkpoint: the metadata checksum does not match"), std::string::npos) << w;
+  const std::string root_step = damaged([](hid_t f) { h5_write_attr_int64(f, "step", 7); });
+  w = expect_error_of<DataError>([&] { read_checkpoint(root_step, layout); });
+  EXPECT_NE(w.find("step 7 but the optimizer's step is 1"), std::string::npos) << w;
+  const std::string opt_step = damaged([](hid_t f) { h5_write_attr_int64(h5_open_group(f, "optimizer"), "step", 3); });
+  w = expect_error_of<DataError>([&] { read_checkpoint(opt_step, layout); });
+  EXPECT_NE(w.find("step 1 but the optimizer's step is 3"), std::string::npos) << w;
+  const std::string scale =
+      damaged([](hid_t f) { h5_write_attr_double(h5_open_group(f, "optimizer"), "loss_scale", 2.0); });
+  w = expect_error_of<DataError>([&] { read_checkpoint(scale, layout); });
+  EXPECT_NE(w.find("metadata checksum does not match"), std::string::npos) << w;
+  // One byte of the stored configuration, changed in the file itself.
+  const std::string config = damaged([](hid_t) {});
+  const size_t at = find_in_file(config, "eval_batches = 16");
+  ASSERT_NE(at, std::string::npos);
+  flip_bytes(config, at + std::string("eval_batches = 1").size(), 1);
+  w = expect_error_of<DataError>([&] { read_checkpoint(config, layout); });
+  EXPECT_NE(w.find("metadata checksum does not match"), std::string::npos) << w;
+  const std::string unsealed = damaged([](hid_t f) { H5Adelete(f, "metadata_checksum"); });
+  w = expect_error_of<DataError>([&] { read_checkpoint(unsealed, layout); });
+  EXPECT_NE(w.find("metadata_checksum is missing"), std::string::npos) << w;
+  // Each is skipped, with its reason, for the good one.
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_valid_checkpoint(dir.path, m, &skipped), good);
+  EXPECT_EQ(skipped.size(), 6u);
+  for (const std::string& s : skipped) EXPECT_NE(s.find("damaged checkpoint"), std::string::npos) << s;
+}
+
+// A sound checkpoint that this run cannot continue (another model, another
+// schema version) stops --resume auto with a ConfigError; it is not skipped.
+TEST(CheckpointFiles, SoundButIncompatibleCheckpointsAreNotSkipped) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  write_checkpoint(checkpoint_path(dir.path, 1), make_state(m, 1, 1), layout, m);
+  const std::string path = checkpoint_path(dir.path, 2);
+  write_checkpoint(path, make_state(m, 2, 2), layout, m);
+  ModelConfig wider = small_model(64);
+  std::string w = expect_error_of<ConfigError>([&] { latest_valid_checkpoint(dir.path, wider); });
+  EXPECT_NE(w.find(path + ": checkpoint is from an incompatible model configuration"), std::string::npos) << w;
+  EXPECT_NE(w.find("model.width: 32 in the checkpoint, 64 now"), std::string::npos) << w;
+  ModelConfig deeper = m;
+  deeper.layers = 3;
+  deeper.ffn = 96;
+  w = expect_error_of<ConfigError>([&] { latest_valid_checkpoint(dir.path, deeper); });
+  EXPECT_NE(w.find("model.layers: 2 in the checkpoint, 3 now"), std::string::npos) << w;
+  EXPECT_NE(w.find("model.ffn: 64 in the checkpoint, 96 now"), std::string::npos) << w;
+  {
+    H5Id f = h5_open_file(path, true);
+    h5_write_attr_int64(f, "schema_version", 1);
+  }
+  w = expect_error_of<ConfigError>([&] { latest_valid_checkpoint(dir.path, m); });
+  EXPECT_NE(w.find(path + ": checkpoint schema version 1, this build reads version 2"), std::string::npos) << w;
 }
 
 TEST(CheckpointFiles, IncompatibleModelIsRefusedWithTheReason) {
@@ -129,7 +247,7 @@ TEST(CheckpointFiles, IncompatibleModelIsRefusedWithTheReason) {
   const ModelConfig m = small_model();
   const ParamLayout layout(m);
   const std::string path = checkpoint_path(dir.path, 5);
-  write_checkpoint(path, make_state(layout, 5, 5), layout, m);
+  write_checkpoint(path, make_state(m, 5, 5), layout, m);
   const ModelConfig wider = small_model(64);
   const std::string w = expect_error([&] { read_checkpoint(path, ParamLayout(wider)); });
   EXPECT_NE(w.find("shape"), std::string::npos) << w;
@@ -151,7 +269,7 @@ TEST(CheckpointFiles, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   big.layers = 4;  // ~5M parameters: a save takes long enough to be interrupted
   const ParamLayout layout(big);
   const std::string previous = checkpoint_path(dir.path, 1), next = checkpoint_path(dir.path, 2);
-  const CheckpointState st = make_state(layout, 1, 1);
+  const CheckpointState st = make_state(big, 1, 1);
   write_checkpoint(previous, st, layout, big);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -178,7 +296,7 @@ TEST(CheckpointFiles, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   ASSERT_TRUE(killed_mid_write) << "the writer finished before it could be interrupted";
   EXPECT_TRUE(WIFSIGNALED(status));
   EXPECT_FALSE(fs::exists(next)) << "a half-written checkpoint appeared under its final name";
-  EXPECT_EQ(latest_valid_checkpoint(dir.path, layout), previous);
+  EXPECT_EQ(latest_valid_checkpoint(dir.path, big), previous);
   EXPECT_EQ(read_checkpoint(previous, layout).params, st.params);
   prune_checkpoints(dir.path, 3);  // removes the dead writer's temporary file
   EXPECT_FALSE(fs::exists(tmp));
@@ -202,6 +320,70 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
   const TrainConfig sm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\""});
   EXPECT_NE(expect_error([&] { validate_layout(sm, 2); }).find("softmax needs parallel.sp = 1"), std::string::npos);
   EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
+}
+
+// Values out of range: a ConfigError (exit code 2) naming the key, the value
+// and the allowed range.
+TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
+  auto error_of = [](const std::vector<std::string>& o) {
+    return expect_error_of<ConfigError>([&] { load_train_config("", o); });
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"optimizer.lr=inf", "optimizer.lr = inf is out of range: must be finite (in float32) and > 0"},
+      {"optimizer.lr=1e39", "optimizer.lr = 1e+39 is out of range"},
+      {"optimizer.lr=0", "optimizer.lr = 0 is out of range"},
+      {"optimizer.min_lr=1", "optimizer.min_lr = 1 is out of range: must be in [0, optimizer.lr]"},
+      {"optimizer.beta1=1.5", "optimizer.beta1 = 1.5 is out of range: must be in [0, 1)"},
+      {"optimizer.beta2=1", "optimizer.beta2 = 1 is out of range: must be in [0, 1)"},
+      {"optimizer.beta1=nan", "optimizer.beta1 = nan is out of range"},
+      {"optimizer.eps=0", "optimizer.eps = 0 is out of range: must be finite and > 0"},
+      {"optimizer.eps=1e-50", "optimizer.eps = 1e-50 is out of range"},
+      {"optimizer.weight_decay=-0.1", "optimizer.weight_decay = -0.1 is out of range: must be finite and >= 0"},
+      {"optimizer.weight_decay=inf", "optimizer.weight_decay = inf is out of range"},
+      {"optimizer.clip_norm=nan", "optimizer.clip_norm = nan is out of range: must be finite"},
+      {"optimizer.warmup_steps=2000",
+       "optimizer.warmup_steps = 2000 is out of range: must be in [0, train.steps = 1000]"},
+      {"optimizer.loss_scale_init=inf", "optimizer.loss_scale_init = inf is out of range"},
+      {"optimizer.loss_scale_window=0", "optimizer.loss_scale_window = 0 is out of range: must be >= 1"},
+      {"model.width=3000000000", "model.width = 3000000000 is out of range: must be in [1, 65536]"},
+      {"model.layers=5000", "model.layers = 5000 is out of range"},
+      {"model.ffn=0", "model.ffn = 0 is out of range"},
+      {"model.init_std=inf", "model.init_std = inf is out of range"},
+  };
+  for (const auto& [assignment, message] : cases)
+    EXPECT_NE(error_of({assignment}).find(message), std::string::npos)
+        << assignment << " -> " << error_of({assignment});
+  // The defaults and ordinary values are accepted.
+  const TrainConfig ok = load_train_config("", {"optimizer.beta1=0", "optimizer.weight_decay=0",
+                                                "optimizer.clip_norm=0", "optimizer.lr=1e-30", "optimizer.min_lr=0"});
+  EXPECT_EQ(ok.optimizer.adamw.beta1, 0.f);
+}
+
+// Keys whose values are names: an unknown name is a ConfigError naming the key.
+TEST(TrainConfigErrors, UnknownNamesAreConfigErrorsNamingTheKey) {
+  auto error_of = [](const std::vector<std::string>& o) {
+    return expect_error_of<ConfigError>([&] { load_train_config("", o); });
+  };
+  std::string w = error_of({"data.mode=chunks"});
+  EXPECT_NE(w.find("data.mode must be concat or single, got 'chunks'"), std::string::npos) << w;
+  w = error_of({"parallel.scan=tree"});
+  EXPECT_NE(w.find("parallel.scan must be one of auto, chain, allgather, recursive_doubling, got 'tree'"),
+            std::string::npos)
+      << w;
+}
+
+// --set takes a bare word as a string, but text that opens a TOML array,
+// table or string and does not parse is an error naming the key and the text.
+TEST(TrainConfigErrors, MalformedTomlInSetIsAnError) {
+  std::string w = expect_error_of<ConfigError>([] { load_train_config("", {"data.files=[\"x.h5\""}); });
+  EXPECT_NE(w.find("the value of data.files, [\"x.h5\", is not valid TOML"), std::string::npos) << w;
+  w = expect_error_of<ConfigError>([] { load_train_config("", {"data.files=[x.h5]"}); });
+  EXPECT_NE(w.find("the value of data.files, [x.h5], is not valid TOML"), std::string::npos) << w;
+  w = expect_error_of<ConfigError>([] { load_train_config("", {"checkpoint.dir=\"runs/a"}); });
+  EXPECT_NE(w.find("checkpoint.dir"), std::string::npos) << w;
+  EXPECT_EQ(load_train_config("", {"data.files=x.h5"}).data.files, std::vector<std::string>{"x.h5"});
+  EXPECT_EQ(load_train_config("", {"data.files=[\"x.h5\", \"y.h5\"]"}).data.files,
+            (std::vector<std::string>{"x.h5", "y.h5"}));
 }
 
 TEST(TrainConfigErrors, FileErrorsNameTheLine) {
