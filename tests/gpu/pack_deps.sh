@@ -21,11 +21,15 @@ trap 'rm -f "$empty"' EXIT
 mapfile -t all < <(apt-get install --simulate --no-install-recommends -o Dir::State::status="$empty" -qq \
   "${packages[@]}" | awk '/^Inst /{print $2}')
 [ ${#all[@]} -gt 0 ] || { echo "pack_deps: apt resolved no packages (is this Debian 12?)" >&2; exit 1; }
-# ... less what every system has, and the toolchain.
+# ... less what every system has, and the toolchain; Open MPI's network
+# plugins want libnl, which is "important" but missing from minimal images.
+declare -A priority
+while read -r name prio; do priority[$name]=$prio; done < <(apt-cache show --no-all-versions "${all[@]}" |
+  awk '/^Package:/{p=$2} /^Priority:/{print p, $2}')
 keep=()
 for p in "${all[@]}"; do
-  prio=$(apt-cache show --no-all-versions "$p" 2>/dev/null | awk '/^Priority:/{print $2; exit}')
-  case "$prio" in required|important) continue ;; esac
+  case "$p" in libnl-3-200|libnl-route-3-200) keep+=("$p"); continue ;; esac
+  case "${priority[$p]:-}" in required|important) continue ;; esac
   [[ "$p" =~ $toolchain ]] && continue
   keep+=("$p")
 done

@@ -34,15 +34,18 @@ def kernels(path):
     with open(path) as f:
         rows = list(csv.DictReader(f))
     n = max(int(r["n"]) for r in rows)
-    at = {(r["kernel"], r["mode"]): r for r in rows if int(r["n"]) == n}
+    at = {(r["kernel"], r["mode"], int(r["n"])): r for r in rows}
+    both = [int(r["n"]) for r in rows if r["kernel"] == "softmax"]
     parts = []
     for mode in ("causal", "bidirectional"):
-        favor, soft = at.get(("favor", mode)), at.get(("softmax", mode))
+        favor = at.get(("favor", mode, n))
         if not favor:
             continue
         part = f"{mode} favor {float(favor['tokens_per_s']):,.0f} tok/s ({float(favor['fraction_of_peak']):.2f} of sgemm)"
-        if soft:
-            part += f", {float(soft['fwd_bwd_s']) / float(favor['fwd_bwd_s']):.1f}x softmax"
+        if both:
+            m = max(both)
+            soft, fav = at[("softmax", mode, m)], at[("favor", mode, m)]
+            part += f", softmax {float(soft['fwd_bwd_s']) / float(fav['fwd_bwd_s']):.1f}x its time at n={m:,}"
         parts.append(part)
     peak = float(rows[-1]["peak_sgemm_gflops"])
     return f"n={n:,}: " + "; ".join(parts) + f"; sgemm peak {peak:,.0f} GFLOP/s"

@@ -39,6 +39,7 @@ export PATH="$usr/bin:\$PATH"
 export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:$lib/hdf5/serial/lib:$lib/openmpi/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$usr"
 export PMIX_INSTALL_PREFIX="$lib/pmix2"
+export OMPI_MCA_mca_base_component_show_load_errors=0
 ENV
 # Open MPI wants an ssh or rsh even when every rank runs on this machine.
 if ! command -v ssh >/dev/null && ! command -v rsh >/dev/null; then

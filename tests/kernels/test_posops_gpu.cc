@@ -98,8 +98,8 @@ TEST_F(PosopsGpu, Linear) {
 }
 
 // 16-bit operands with fp32 accumulation (cublasGemmEx) against the float64
-// reference on the rounded operands; the conversions against the reference
-// rounding.
+// reference on the rounded operands (K up to 300), within the accumulation
+// order of tensor cores; the conversions against the reference rounding.
 TEST_F(PosopsGpu, CastAndLowpLinear) {
   for (DType t : {DType::f16, DType::bf16})
     for (auto [T, in, out] : {std::tuple<int64_t, int64_t, int64_t>{1, 13, 7}, {300, 100, 13}, {256, 64, 192}}) {
@@ -127,10 +127,15 @@ TEST_F(PosopsGpu, CastAndLowpLinear) {
       std::vector<double> Y(T * out), dX(T * in);
       linear_forward_ref(Xr.data(), Wr.data(), b.d.data(), Y.data(), T, in, out);
       linear_backward_ref(dYr.data(), Xr.data(), Wr.data(), dX.data(), dW.d.data(), db.d.data(), T, in, out);
-      EXPECT_LE(rel_l2(Y_->host(), Y), 1e-6);
-      EXPECT_LE(rel_l2(dX_->host(), dX), 1e-6);
-      EXPECT_LE(rel_l2(dW_->host(), dW.d), 1e-6);
-      EXPECT_LE(rel_l2(db_->host(), db.d), 1e-6);
+      // Tensor cores sum the exact 16-bit products in fp32 in their own order
+      // and may align partial sums with truncation: allow K units of 2^-22
+      // for a sum of K products (a 16-bit rounding of any result, 2^-8 or
+      // 2^-11, still fails by far).
+      auto tol = [](int64_t K) { return 1e-6 + static_cast<double>(K) * std::ldexp(1.0, -22); };
+      EXPECT_LE(rel_l2(Y_->host(), Y), tol(in));
+      EXPECT_LE(rel_l2(dX_->host(), dX), tol(out));
+      EXPECT_LE(rel_l2(dW_->host(), dW.d), tol(T));
+      EXPECT_LE(rel_l2(db_->host(), db.d), tol(T));
     }
 }
 

@@ -112,7 +112,8 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
 
 std::vector<double> train_losses(const ModelConfig& cfg, Device device, const std::vector<float>& params, int steps) {
   MemoryTracker tracker(device);
-  ExecResources res(device, tracker);
+  const HostStreamConfig streams = host_streams_from_env();
+  ExecResources res(device, tracker, streams);
   ParallelGrid grid(make_local_comm(device), 1);
   OptimizerConfig opt;
   opt.schedule = LrSchedule{3e-3, 2e-4, 5, steps};
