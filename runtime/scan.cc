@@ -37,10 +37,11 @@ ScanAlgorithm parse_scan_algorithm(const std::string& name) {
   return ScanAlgorithm::Auto;
 }
 
-// Auto (docs/comm.md has the measurements and the argument):
-//  - up to 8 ranks, measured here (Open MPI, shared memory, P = 2, 4, 8, 4 KiB
-//    to 64 MiB): the chain was fastest or tied at every size, and needs the
-//    least memory; at P = 2 every algorithm is one message.
+// Auto (docs/comm.md has the argument and the measurement that is kept):
+//  - up to 8 ranks: in a sweep on a 2-core machine (Open MPI, shared memory,
+//    P = 2, 4, 8, 4 KiB to 64 MiB; its data was not kept, docs/comm.md) the
+//    chain was fastest or tied at every size, and it needs the least memory;
+//    at P = 2 every algorithm is one message.
 //  - beyond, from the cost model: recursive doubling pays ceil(log2 P) rounds
 //    of n bytes, the pipelined chain about P-2 segment hops plus n bytes once,
 //    so recursive doubling wins while n (ceil(log2 P) - 1) < (P - 2) S.

@@ -284,7 +284,8 @@ def fit_line(xs, ys):
     return my - a * mx, a
 
 
-# Shared-memory MPI on this machine, fitted to docs/comm.md (2 ranks, chain, 4 KiB .. 1 MiB):
+# Shared-memory MPI on the 2-core machine, fitted to a sweep (2 ranks, chain, 4 KiB .. 1 MiB) whose data
+# was not kept (docs/comm.md): an assumption of the model, not a committed measurement.
 CPU_LINK = dict(a=3.5e-6, b=1.45e-10)
 # g: recursive doubling at 2 ranks costs the chain plus 2 n g; the measured difference is within the
 # noise, so g is small; 0.05 ns/byte (an f32 sum at ~60 GB/s of cache traffic) is assumed.
