@@ -121,6 +121,8 @@ root=$1 archives=$2 cuda_dir=$3 command_line=$4
 shift 4
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
+# A machine's init mounts the cgroup hierarchy (Slurm's slurmd needs it).
+if mountpoint -q /sys/fs/cgroup; then mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"; fi
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o size=8g tmpfs "$root/dev/shm"
 mount --bind "$archives" "$root/var/cache/apt/archives"

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Training under a real Slurm cluster on this machine (tests/slurm/cluster.sh),
+# CPU backend, a tiny model on the 500 UniProt sequences of the MMseqs2
+# examples, through launch/scripts/slurm_train.sbatch as users submit it:
+#   1. sbatch --ntasks=4 with parallel.sp = 2 (dp x sp = 2 x 2) completes, and
+#      its losses and final parameters equal those of `mpirun -np 4` (bits);
+#   2. preemption: `scancel --signal=TERM` mid-run makes every rank save a
+#      checkpoint and end; `scontrol requeue` resumes from it and finishes;
+#      the final parameters equal those of an uninterrupted run (bits);
+#   3. `kill -9` of one task ends the whole job within 60 s with Slurm's
+#      message about that task, and the last checkpoint is intact (a new run
+#      resumes from it and finishes).
+# Prints the measured times. Exit 77 (ctest: skipped) where no cluster can run.
+#   slurm_test.sh BUILD_DIR MPIEXEC [MPIEXEC FLAGS...]
+set -euo pipefail
+build=$1; shift
+mpiexec=("$@")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/pf-slurm-XXXXXX)
+cluster=$work/cluster
+cleanup() {
+  "$repo/tests/slurm/cluster.sh" stop "$cluster" || true
+  rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+t0=$(now)
+rc=0
+SLURM_CONF=$("$repo/tests/slurm/cluster.sh" start "$cluster") || rc=$?
+[ "$rc" = 0 ] || { [ "$rc" = 77 ] && echo "SKIP: no Slurm cluster can run here"; exit "$rc"; }
+export SLURM_CONF PERFORMER_TRAIN="$build/launch/performer-train" OMP_NUM_THREADS=1
+echo "cluster up in $(since "$t0") s"
+
+"$build/launch/performer-data" prepare --output "$work/q.h5" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz >/dev/null
+# write_config NAME STEPS: a tiny model, dp x sp = 2 x 2, checkpoints every 20 steps.
+write_config() {
+  mkdir -p "$work/$1"
+  cat >"$work/$1/run.toml" <<TOML
+[model]
+layers = 2
+width = 32
+heads = 2
+ffn = 64
+features = 16
+chunk = 16
+[data]
+files = ["$work/q.h5"]
+sample_length = 64
+batch_size = 4
+[optimizer]
+lr = 3e-3
+warmup_steps = 2
+[train]
+steps = $2
+log_interval = 1
+eval_interval = 0
+metrics = "$work/$1/metrics.jsonl"
+[checkpoint]
+dir = "$work/$1/ckpt"
+interval = 20
+keep = 3
+[parallel]
+sp = 2
+TOML
+}
+last_step() { python3 -c '
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if l.strip() and "\"eval\"" not in l]
+print(steps[-1] if steps else 0)' "$1" 2>/dev/null || echo 0; }
+job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+wait_state() {  # JOB STATE... : waits up to 120 s for one of the states
+  local job=$1; shift
+  for _ in $(seq 1200); do
+    local s; s=$(job_state "$job")
+    for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+    sleep 0.1
+  done
+  fail "job $job did not reach $* (state '$(job_state "$job")')"
+}
+submit() {  # NAME: sbatch of the batch script as users run it; prints the job id
+  sbatch --parsable --ntasks=4 --open-mode=append -o "$work/$1/job.out" -D "$repo" \
+    "$repo/launch/scripts/slurm_train.sbatch" "$work/$1/run.toml"
+}
+final_params_equal() {  # two checkpoint folders: the newest checkpoint's /params, bit for bit
+  python3 - "$1" "$2" <<'PY'
+import glob, sys
+import h5py, numpy as np
+def params(folder):
+    path = sorted(glob.glob(folder + "/ckpt-*.h5"))[-1]
+    with h5py.File(path, "r") as f:
+        return path, {k: np.asarray(f["params"][k]) for k in f["params"]}
+(pa, a), (pb, b) = params(sys.argv[1]), params(sys.argv[2])
+same = a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+print(f"{pa} vs {pb}: {'identical' if same else 'DIFFERENT'} parameters ({len(a)} tensors)")
+sys.exit(0 if same else 1)
+PY
+}
+reference() {  # NAME: the same configuration under mpirun -np 4
+  "${mpiexec[@]}" -n 4 "$PERFORMER_TRAIN" --config "$work/$1/run.toml" >"$work/$1/out.log" 2>&1 ||
+    { tail -20 "$work/$1/out.log"; fail "reference run $1 failed"; }
+}
+
+echo "== 1. sbatch --ntasks=4, dp x sp = 2 x 2, against mpirun -np 4"
+write_config batch 40
+write_config batch_ref 40
+t=$(now)
+job=$(submit batch)
+wait_state "$job" RUNNING COMPLETED FAILED
+echo "job $job started $(since "$t") s after sbatch"
+wait_state "$job" COMPLETED FAILED CANCELLED
+[ "$(job_state "$job")" = COMPLETED ] || { tail -20 "$work/batch/job.out"; fail "job $job ended $(job_state "$job")"; }
+echo "job $job completed in $(since "$t") s"
+reference batch_ref
+python3 "$repo/tests/gpu/compare_losses.py" 0 "$work/batch_ref/metrics.jsonl" "$work/batch/metrics.jsonl" ||
+  fail "the Slurm run's losses differ from mpirun's"
+final_params_equal "$work/batch_ref/ckpt" "$work/batch/ckpt" || fail "final parameters differ from mpirun's"
+
+echo "== 2. preemption: SIGTERM to the job's tasks, then scontrol requeue"
+write_config preempt 400
+write_config preempt_ref 400
+job=$(submit preempt)
+for _ in $(seq 1200); do [ "$(last_step "$work/preempt/metrics.jsonl")" -ge 30 ] && break; sleep 0.1; done
+[ "$(last_step "$work/preempt/metrics.jsonl")" -ge 30 ] || fail "the job did not reach step 30 in 120 s"
+t=$(now)
+scancel --signal=TERM "$job"
+wait_state "$job" COMPLETED FAILED CANCELLED
+saved=$(grep -o 'saving a checkpoint at step [0-9]*' "$work/preempt/job.out" | tail -1 | awk '{print $NF}')
+[ -n "$saved" ] || { tail -20 "$work/preempt/job.out"; fail "no checkpoint saved after SIGTERM"; }
+[ "$saved" -lt 400 ] || fail "the run finished before the signal took effect"
+echo "SIGTERM to checkpoint at step $saved and job end ($(job_state "$job")): $(since "$t") s"
+[ "$(grep -c 'saving a checkpoint at step' "$work/preempt/job.out")" -ge 1 ] || fail "no save logged"
+t=$(now)
+scontrol requeue "$job"
+# Slurm holds a requeued job until a begin time it sets ahead (state PENDING,
+# reason BeginTime); the test releases it at once, as an impatient user would.
+scontrol show job "$job" | grep -o 'JobState=[A-Z]* Reason=[A-Za-z]*' | head -1
+scontrol update JobId="$job" StartTime=now
+for _ in $(seq 1200); do grep -q "resumed from .* at step $saved" "$work/preempt/job.out" && break; sleep 0.1; done
+grep -q "resumed from .* at step $saved" "$work/preempt/job.out" ||
+  { tail -20 "$work/preempt/job.out"; fail "the requeued job did not resume from step $saved"; }
+echo "requeue to resumed at step $saved: $(since "$t") s"
+sleep 1
+wait_state "$job" COMPLETED FAILED CANCELLED
+[ "$(job_state "$job")" = COMPLETED ] || { tail -20 "$work/preempt/job.out"; fail "requeued job ended $(job_state "$job")"; }
+[ "$(last_step "$work/preempt/metrics.jsonl")" = 400 ] || fail "the requeued job did not reach step 400"
+reference preempt_ref
+final_params_equal "$work/preempt_ref/ckpt" "$work/preempt/ckpt" || fail "preempted and resumed run differs from an uninterrupted one"
+
+echo "== 3. kill -9 of one task"
+write_config killed 2000
+job=$(submit killed)
+for _ in $(seq 1200); do [ "$(last_step "$work/killed/metrics.jsonl")" -ge 25 ] && break; sleep 0.1; done
+[ "$(last_step "$work/killed/metrics.jsonl")" -ge 25 ] || fail "the job did not reach step 25 in 120 s"
+victim=$(pgrep -f "performer-train --config $work/killed/run.toml" | sort -n | tail -1)
+[ -n "$victim" ] || fail "no task of job $job found"
+t=$(now)
+kill -9 "$victim"
+wait_state "$job" COMPLETED FAILED CANCELLED
+took=$(since "$t")
+echo "kill -9 of task pid $victim to job end ($(job_state "$job")): $took s"
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 60 else 1)" "$took" || fail "the job took $took s to end"
+[ "$(job_state "$job")" != COMPLETED ] || fail "a job with a killed task reported COMPLETED"
+grep -E 'task [0-9]+: Killed|Killed' "$work/killed/job.out" | head -3
+grep -qE 'task [0-9]+: Killed' "$work/killed/job.out" || fail "no message about the killed task in the job's output"
+ls "$work/killed/ckpt"
+sed -i 's/^steps = 2000/steps = 60/' "$work/killed/run.toml"
+"${mpiexec[@]}" -n 4 "$PERFORMER_TRAIN" --config "$work/killed/run.toml" --resume auto >"$work/killed/resume.log" 2>&1 ||
+  { tail -20 "$work/killed/resume.log"; fail "resuming after the kill failed"; }
+grep -m1 'resumed from' "$work/killed/resume.log" || fail "the run after the kill did not resume from a checkpoint"
+echo "PASS: Slurm submit, preemption with requeue, and a killed task (cluster and jobs in $(since "$t0") s)"
