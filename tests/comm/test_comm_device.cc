@@ -29,14 +29,25 @@ namespace {
 
 using test::MatrixModCombine;
 
-// True on every rank when every node has at least as many GPUs as ranks.
-bool enough_gpus() {
+// This rank's place among the ranks of its node.
+struct NodePlace {
+  int rank = 0;
+  int size = 1;
+};
+
+NodePlace node_place() {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 1;
-  MPI_Comm_size(node, &local);
+  NodePlace p;
+  MPI_Comm_rank(node, &p.rank);
+  MPI_Comm_size(node, &p.size);
   MPI_Comm_free(&node);
-  int ok = cuda_device_count() >= local ? 1 : 0, all = 0;
+  return p;
+}
+
+// True on every rank when every node has at least as many GPUs as ranks.
+bool enough_gpus() {
+  int ok = cuda_device_count() >= node_place().size ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
 }
@@ -99,15 +110,6 @@ class StagedCombine final : public ScanCombine {
   Device device_;
 };
 
-int node_local_rank() {
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  return local;
-}
-
 enum class Backend { Nccl, StagedGpu, StagedCpu };
 
 const char* backend_label(Backend b) {
@@ -137,7 +139,7 @@ class DeviceCommTest : public ::testing::TestWithParam<Backend> {
         break;
       case Backend::StagedGpu:
         if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
-        comm_ = make_staged_comm(MPI_COMM_WORLD, Device::cuda(node_local_rank() % cuda_device_count()),
+        comm_ = make_staged_comm(MPI_COMM_WORLD, Device::cuda(node_place().rank % cuda_device_count()),
                                  staged_streams());
         break;
       case Backend::StagedCpu:

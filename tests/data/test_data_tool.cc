@@ -103,17 +103,34 @@ bool wait_for_file(const std::string& path, pid_t pid) {
   return false;
 }
 
+// A prepare of the 20,000 UniProt sequences into DIR/db.h5, running, with its
+// temporary file on disk (created before the first record is read; the
+// records that follow take far longer than a signal's delivery).
+struct RunningPrepare {
+  std::string out, log, tmp;
+  pid_t pid = -1;
+  bool ready = false;  // the temporary file appeared while the process ran
+};
+
+RunningPrepare start_prepare(const test::TempDir& dir) {
+  RunningPrepare r;
+  r.out = dir.file("db.h5");
+  r.log = dir.file("log.txt");
+  r.pid = spawn({"prepare", "--output", r.out, test::kDbFasta}, r.log);
+  if (r.pid <= 0) return r;
+  r.tmp = r.out + ".tmp-" + std::to_string(r.pid);
+  r.ready = wait_for_file(r.tmp, r.pid);
+  return r;
+}
+
 TEST(DataTool, SigintAndSigtermRemoveTheTemporaryFile) {
   for (int sig : {SIGTERM, SIGINT}) {
     SCOPED_TRACE(strsignal(sig));
     test::TempDir dir;
-    const std::string out = dir.file("db.h5"), log = dir.file("log.txt");
-    const pid_t pid = spawn({"prepare", "--output", out, test::kDbFasta}, log);
-    ASSERT_GT(pid, 0);
-    // The temporary file is created before the first record is read; the
-    // 20,000 records that follow take far longer than the signal's delivery.
-    const std::string tmp = out + ".tmp-" + std::to_string(pid);
-    ASSERT_TRUE(wait_for_file(tmp, pid)) << test::read_all(log);
+    const RunningPrepare started = start_prepare(dir);
+    ASSERT_TRUE(started.ready) << test::read_all(started.log);
+    const pid_t pid = started.pid;
+    const std::string &tmp = started.tmp, &log = started.log;
     ASSERT_EQ(kill(pid, sig), 0);
     const ToolRun r = wait_for(pid, log);
     EXPECT_EQ(r.signal, 0) << "ended by the signal itself, without cleaning up";
@@ -126,11 +143,10 @@ TEST(DataTool, SigintAndSigtermRemoveTheTemporaryFile) {
 
 TEST(DataTool, NextPrepareRemovesTheTemporaryFileOfAKilledRun) {
   test::TempDir dir;
-  const std::string out = dir.file("db.h5"), log = dir.file("log.txt");
-  const pid_t pid = spawn({"prepare", "--output", out, test::kDbFasta}, log);
-  ASSERT_GT(pid, 0);
-  const std::string tmp = out + ".tmp-" + std::to_string(pid);
-  ASSERT_TRUE(wait_for_file(tmp, pid)) << test::read_all(log);
+  const RunningPrepare started = start_prepare(dir);
+  ASSERT_TRUE(started.ready) << test::read_all(started.log);
+  const pid_t pid = started.pid;
+  const std::string &out = started.out, &tmp = started.tmp, &log = started.log;
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   EXPECT_EQ(wait_for(pid, log).signal, SIGKILL);
   ASSERT_TRUE(std::filesystem::exists(tmp)) << "SIGKILL cannot be caught: its temporary file stays";
