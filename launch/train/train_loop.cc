@@ -158,8 +158,11 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
 }
 
 int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+  // The stored model is compared before any tensor is read, so another shape
+  // is a ConfigError naming each key, not a shape error of the first tensor.
+  require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
+                           "cannot load these parameters into this model");
   const CheckpointState st = read_checkpoint(path, trainer.model().layout());
-  require_compatible_model(path, st, cfg.model, true, "cannot load these parameters into this model");
   to_device(trainer.model().params(), st.params);
   return st.step;
 }

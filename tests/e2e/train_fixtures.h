@@ -3,6 +3,8 @@
 // and a tiny configuration built from key=value overrides.
 #pragma once
 
+#include <cstdlib>
+
 #include <mpi.h>
 #include <unistd.h>
 
@@ -19,10 +21,26 @@ namespace pf::test {
 
 inline const char* kQueryFasta = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
 
+// The folders rank 0 made with shared_temp_dir, removed when the process
+// exits (after MPI_Finalize, so no rank still reads them). The one piece of
+// process-wide state in the test support: tests of one process share folders.
+inline std::vector<std::string>& shared_temp_dirs_made() {
+  static std::vector<std::string> dirs;
+  static const bool cleanup_registered = [] {
+    std::atexit([] {
+      std::error_code ignored;
+      for (const std::string& d : shared_temp_dirs_made()) std::filesystem::remove_all(d, ignored);
+    });
+    return true;
+  }();
+  (void)cleanup_registered;
+  return dirs;
+}
+
 // A folder shared by the ranks of `comm` (named after rank 0's pid), emptied
-// and created by rank 0. The first barrier keeps rank 0 from removing a folder
-// of the same tag that another rank is still reading (a broadcast does not
-// wait for its receivers).
+// and created by rank 0, and removed when the process exits. The first
+// barrier keeps rank 0 from removing a folder of the same tag that another
+// rank is still reading (a broadcast does not wait for its receivers).
 inline std::string shared_temp_dir(MPI_Comm comm, const std::string& tag) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -34,6 +52,7 @@ inline std::string shared_temp_dir(MPI_Comm comm, const std::string& tag) {
   if (rank == 0) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
+    shared_temp_dirs_made().push_back(dir);
   }
   MPI_Barrier(comm);
   return dir;
