@@ -46,7 +46,8 @@ class StateCombine : public ScanCombine {
 // events, so they mean the same on the host, on CPU streams and on CUDA.
 class CommPhase {
  public:
-  CommPhase(const ExecContext& ctx, const Communicator& comm) : ctx_(ctx), comm_stream_(comm.stream()) {
+  CommPhase(const ExecContext& ctx, const Communicator& comm)
+      : ctx_(ctx), comm_stream_(comm.stream()), holds_caller_(comm.holds_caller()) {
     stream_wait_stream(comm_stream_, ctx.stream);
     start_ = record_event(comm_stream_);
   }
@@ -61,13 +62,14 @@ class CommPhase {
   // After the compute stream has reached the join.
   void times(AttentionTiming& t) const {
     t.comm = event_elapsed_seconds(start_, end_);
-    // A host-blocking communicator held the launching thread for all of it.
-    t.comm_wait = stream_is_async(comm_stream_) ? event_elapsed_seconds(wait_from_, wait_to_) : t.comm;
+    // A communicator that holds the caller held the launching thread for all of it.
+    t.comm_wait = holds_caller_ ? t.comm : event_elapsed_seconds(wait_from_, wait_to_);
   }
 
  private:
   const ExecContext& ctx_;
   Stream comm_stream_;
+  bool holds_caller_;
   Event start_, end_, wait_from_, wait_to_;
 };
 

@@ -71,7 +71,7 @@ GradientAllreduceTiming GradientAllreduce::finish() {
   for (size_t i = 0; i + 1 < bucket_events_.size(); i += 2)
     t.busy += event_elapsed_seconds(bucket_events_[i], bucket_events_[i + 1]);
   // Host-blocking reductions held the step's thread for all of their time.
-  t.exposed = comm_->stream_ordered() ? event_elapsed_seconds(wait_from, wait_to) : t.busy;
+  t.exposed = comm_->holds_caller() ? t.busy : event_elapsed_seconds(wait_from, wait_to);
   return t;
 }
 

@@ -70,6 +70,10 @@ class Communicator {
   virtual const char* backend_name() const = 0;
   // True when work is queued on stream() and completes there (see the top).
   virtual bool stream_ordered() const = 0;
+  // True when an operation holds the calling thread until its transfer is
+  // done, so that its whole time is exposed to the caller (timings): the
+  // host-blocking backends, and the staged one on a GPU.
+  virtual bool holds_caller() const { return !stream_ordered(); }
   virtual ThreadSupport thread_support_needed() const = 0;
 
   // Point to point. Messages between one pair of ranks match in posting order;

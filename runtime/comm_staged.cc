@@ -48,6 +48,8 @@ class StagedCommunicator final : public Communicator {
   Stream stream() const override { return stream_; }
   const char* backend_name() const override { return "staged"; }
   bool stream_ordered() const override { return stream_is_async(stream_); }
+  // A CUDA stream cannot wait for the host: the caller waits in finish().
+  bool holds_caller() const override { return stream_.device.is_cuda() || !stream_ordered(); }
   ThreadSupport thread_support_needed() const override { return inner_->thread_support_needed(); }
 
   void send(const void* buf, int64_t count, DType dtype, int peer) override {
@@ -109,7 +111,20 @@ class StagedCommunicator final : public Communicator {
   void group_end() override {
     detail::check_group_open(*this, depth_);
     --depth_;
-    inner([&] { inner_->group_end(); });
+    try {
+      inner([&] { inner_->group_end(); });
+    } catch (...) {
+      if (depth_ == 0) {
+        // No copies back from staging the failed transfer never filled; the
+        // staging itself is released in the inner stream's order, after
+        // whatever of the group was already queued there.
+        copy_back_.clear();
+        std::vector<std::shared_ptr<Staging>> released;
+        released.swap(staging_);
+        inner([&] { host_launch(inner_->stream(), [released = std::move(released)] {}); });
+      }
+      throw;
+    }
     if (depth_ == 0) finish();
   }
 
@@ -183,6 +198,12 @@ class StagedCommunicator final : public Communicator {
   // checks that they ran, copies the results back, and the inner stream
   // releases the staging once those copies are done.
   void finish() {
+    // Taken first: after a failed transfer the next operation must not copy
+    // this one's results back again.
+    std::vector<CopyBack> copy_back;
+    copy_back.swap(copy_back_);
+    std::vector<std::shared_ptr<Staging>> released;
+    released.swap(staging_);
     auto ran = std::make_shared<std::atomic<bool>>(false);
     inner([&] {
       host_launch(inner_->stream(), [ran] { ran->store(true); });  // skipped after a failed transfer
@@ -199,10 +220,7 @@ class StagedCommunicator final : public Communicator {
     } else if (!ran->load()) {
       inner([&] { synchronize(inner_->stream()); });  // the host waited above: this rethrows the MPI error
     }
-    for (const CopyBack& c : copy_back_) copy_bytes(stream_, c.dst, device_, c.src, Device::cpu(), c.bytes);
-    copy_back_.clear();
-    std::vector<std::shared_ptr<Staging>> released;
-    released.swap(staging_);
+    for (const CopyBack& c : copy_back) copy_bytes(stream_, c.dst, device_, c.src, Device::cpu(), c.bytes);
     inner([&] {
       stream_wait_stream(inner_->stream(), stream_);
       host_launch(inner_->stream(), [released = std::move(released)] {});

@@ -154,7 +154,12 @@ void wait_event(const Stream& stream, const Event& event) {
     if (stream.device.is_cuda()) {
       detail::cuda_event_wait(stream, event);
     } else if (detail::HostStream* hs = host_stream(stream); hs && !hs->on_worker()) {
-      hs->launch([event] { detail::cuda_event_synchronize(event); }, /*always=*/true);
+      hs->launch(
+          [event] {
+            DeviceGuard bind(event.device());  // a worker that never bound a GPU would open a context on GPU 0
+            detail::cuda_event_synchronize(event);
+          },
+          /*always=*/true);
     } else {
       detail::cuda_event_synchronize(event);
     }

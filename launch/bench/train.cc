@@ -82,18 +82,21 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
     std::fprintf(stderr, "%s, checkpointing %s: longest local length %lld under %s (%s)\n", a.preset.c_str(),
                  ckpt ? "on" : "off", static_cast<long long>(n), format_bytes(cap).c_str(), plan.summary().c_str());
     if (a.confirm && n > 0) {
-      // One real step at that length with the cap enforced by the allocator.
-      MemoryTracker tracker(Device::cpu(), cap);
-      ExecResources res(Device::cpu(), tracker);
-      ParallelGrid grid(make_local_comm(), 1);
+      // One real step at that length with the cap enforced by the allocator,
+      // on the device the trainer would use (device.backend).
+      const bool gpu = base.device.backend == "cuda" || (base.device.backend == "auto" && cuda_device_count() > 0);
+      const Device device = gpu ? Device::cuda(0) : Device::cpu();
+      MemoryTracker tracker(device, cap);
+      ExecResources res(device, tracker);
+      ParallelGrid grid(make_local_comm(device), 1);
       Trainer trainer(m, base.optimizer, grid, res.ctx(), base.parallel.attention);
       const double t0 = seconds_now();
       const StepStats st = trainer.train_step(synthetic_batch(a.batch, n, 0, n, 0));
-      std::fprintf(stderr, "  confirmed: one step at %lld tokens in %.1f s, measured peak %s (planned %s)\n",
-                   static_cast<long long>(n), seconds_now() - t0, format_bytes(st.peak_bytes).c_str(),
-                   format_bytes(plan.peak).c_str());
-      std::fprintf(out, "# confirmed,%d,%lld,%lld,%.3f\n", ckpt, static_cast<long long>(n),
-                   static_cast<long long>(st.peak_bytes), seconds_now() - t0);
+      std::fprintf(stderr, "  confirmed on %s: one step at %lld tokens in %.1f s, measured peak %s (planned %s)\n",
+                   device.str().c_str(), static_cast<long long>(n), seconds_now() - t0,
+                   format_bytes(st.peak_bytes).c_str(), format_bytes(plan.peak).c_str());
+      std::fprintf(out, "# confirmed,%d,%lld,%lld,%.3f,%s\n", ckpt, static_cast<long long>(n),
+                   static_cast<long long>(st.peak_bytes), seconds_now() - t0, device.str().c_str());
       if (st.peak_bytes > cap) rc = 1;
     }
   }
@@ -178,7 +181,9 @@ int run_train(int argc, char** argv) {
   app.add_option("--data", a.data, "prepared HDF5 file: read batches with the loader (else synthetic tokens)");
   app.add_option("--csv", a.csv, "write CSV here (default: stdout)");
   app.add_flag("--longest", a.longest, "find the longest local length under --cap with the planner");
-  app.add_flag("--confirm", a.confirm, "with --longest: run one real step at that length under the cap");
+  app.add_flag("--confirm", a.confirm,
+               "with --longest: run one real step at that length under the cap (on a GPU when device.backend "
+               "picks one)");
   app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off");
   CLI11_PARSE(app, argc, argv);
 

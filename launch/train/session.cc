@@ -52,7 +52,11 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) {
   if (backend == "cuda") {
     PF_REQUIRE(ConfigError, gpus > 0, "device.backend = cuda, but " << cuda_unavailable_reason());
   }
-  const bool use_gpu = backend == "cuda" || (backend == "auto" && gpus > 0);
+  // "auto" takes GPUs only when every rank has one: the ranks of one job
+  // share one backend (and the collectives that choose the communicator).
+  int has_gpu = gpus > 0 ? 1 : 0, all_have_gpu = 0;
+  PF_MPI_CHECK(MPI_Allreduce(&has_gpu, &all_have_gpu, 1, MPI_INT, MPI_MIN, comm));
+  const bool use_gpu = backend == "cuda" || (backend == "auto" && all_have_gpu == 1);
   const NodePlace node = node_place(comm);
   device_ = use_gpu ? Device::cuda(node.rank % gpus) : Device::cpu();
   tracker_ = std::make_unique<MemoryTracker>(device_, cfg.device.memory_cap);

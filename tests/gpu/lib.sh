@@ -82,11 +82,12 @@ comm = "$comm"
 TOML
 }
 
-# Trains the tiny run of folder $1 with sp = each of the remaining arguments
-# (one rank per sequence slice) and compares the losses with the first's.
+# Trains the tiny run of folder $1 with sp = each argument after the second
+# (one rank per sequence slice) and compares the losses with the first's, to
+# the relative tolerance $2.
 tiny_sp_losses() {
-  local w=$1 sp first=""
-  shift
+  local w=$1 tol=$2 sp first=""
+  shift 2
   for sp in "$@"; do
     mpi -n "$sp" "$(bin performer-train)" --config "$w/tiny.toml" --set parallel.sp="$sp" \
       --set "train.metrics=\"$w/sp$sp.jsonl\"" >"$w/sp$sp.log" 2>&1 || { tail -20 "$w/sp$sp.log"; return 1; }
@@ -94,7 +95,7 @@ tiny_sp_losses() {
     [ -n "$first" ] || first=$sp
   done
   shift
-  python3 tests/gpu/compare_losses.py 1e-5 "$w/sp$first.jsonl" $(for sp in "$@"; do echo "$w/sp$sp.jsonl"; done) |
+  python3 tests/gpu/compare_losses.py "$tol" "$w/sp$first.jsonl" $(for sp in "$@"; do echo "$w/sp$sp.jsonl"; done) |
     tee "$w/compare.txt"
   return "${PIPESTATUS[0]}"
 }

@@ -18,7 +18,7 @@
 #               the whole model and 30 training steps against the CPU, NCCL on
 #               one rank, the staged communicator with 1-4 ranks on the GPU
 #   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
-#               (staged communicator): the losses of 8 steps must agree
+#               (staged communicator): the losses of 8 steps must agree (1e-4)
 #   train_f32, train_bf16
 #               the paper preset at its longest local length under a 16 GiB
 #               cap: planned and measured peak memory, one real step
@@ -65,10 +65,13 @@ step_gpu_tests() {
 
 step_staged_sp() {
   . "$PF_DEPS_ENV"
-  local w="$OUT/staged" backend=cuda
-  [ "$dry" = 1 ] && backend=cpu
+  # On the CPU the sequence layouts agree to rounding (1e-5 over 8 steps);
+  # cuBLAS may pick other kernels for other row counts, and Adam's first
+  # steps are near sign-sized, so CUDA is allowed 1e-4.
+  local w="$OUT/staged" backend=cuda tol=1e-4
+  [ "$dry" = 1 ] && backend=cpu tol=1e-5
   make_tiny_run "$w" "$backend" staged || return 1
-  tiny_sp_losses "$w" 1 2 3 4 || { figure "$(tail -1 "$w/compare.txt" 2>/dev/null)"; return 1; }
+  tiny_sp_losses "$w" "$tol" 1 2 3 4 || { figure "$(tail -1 "$w/compare.txt" 2>/dev/null)"; return 1; }
   figure "sp 2,3,4 vs 1 on $backend: $(tail -1 "$w/compare.txt")"
 }
 

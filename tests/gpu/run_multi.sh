@@ -7,7 +7,8 @@
 #               split, every scan algorithm) at 2, 4, ... up to G ranks, one
 #               GPU per rank
 #   nccl_sp     performer-train with device.comm = nccl at sp = 1, 2, 4, 8
-#               (up to G): the losses of 8 steps must agree with sp = 1
+#               (up to G): the losses of 8 steps must agree with sp = 1 to
+#               a relative 1e-4 (as in run.sh's staged_sp on CUDA)
 #   staged_vs_nccl  the same run at sp = G with the staged communicator: the
 #               losses must agree with NCCL's
 #   comm_bench  scan, allreduce and allgather latency and bandwidth over NCCL
@@ -55,7 +56,7 @@ step_nccl_sp() {
   local w="$OUT/nccl" sps=(1) sp
   for sp in 2 4 8; do [ "$sp" -le "$G" ] && sps+=("$sp"); done
   make_tiny_run "$w" cuda nccl || return 1
-  tiny_sp_losses "$w" "${sps[@]}" || return 1
+  tiny_sp_losses "$w" 1e-4 "${sps[@]}" || return 1
   figure "sp ${sps[*]:1} vs 1: $(tail -1 "$w/compare.txt")"
 }
 
@@ -65,7 +66,7 @@ step_staged_vs_nccl() {
   make_tiny_run "$w" cuda staged || return 1
   mpi -n "$G" "$(bin performer-train)" --config "$w/tiny.toml" --set parallel.sp="$G" \
     --set "train.metrics=\"$w/sp$G.jsonl\"" >"$w/sp$G.log" 2>&1 || { tail -20 "$w/sp$G.log"; return 1; }
-  python3 tests/gpu/compare_losses.py 1e-5 "$OUT/nccl/sp1.jsonl" "$w/sp$G.jsonl" | tee "$w/compare.txt"
+  python3 tests/gpu/compare_losses.py 1e-4 "$OUT/nccl/sp1.jsonl" "$w/sp$G.jsonl" | tee "$w/compare.txt"
   local rc=${PIPESTATUS[0]}
   figure "staged sp=$G vs nccl sp=1: $(tail -1 "$w/compare.txt")"
   return "$rc"

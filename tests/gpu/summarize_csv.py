@@ -23,7 +23,8 @@ def train(path):
             f"{int(row['planned_peak_bytes']) / MIB:,.0f} MiB of {int(row['cap_bytes']) / MIB:,.0f}")
     if confirmed:
         measured = int(confirmed[2])
-        text += (f"; one step {float(confirmed[3]):.2f} s, measured peak {measured / MIB:,.0f} MiB "
+        where = f" on {confirmed[4]}" if len(confirmed) > 4 else ""
+        text += (f"; one step{where} {float(confirmed[3]):.2f} s, measured peak {measured / MIB:,.0f} MiB "
                  f"(measured/planned {measured / int(row['planned_peak_bytes']):.3f})")
     else:
         text += "; no confirming step"
