@@ -66,7 +66,6 @@ fi
 flock -u 9
 
 root=$(mktemp -d "$cache/roots/root.XXXXXX")
-chmod 755 "$root"   # mktemp makes it 0700: the root's "/" must be readable by its users (_apt)
 cleanup() {
   if [ "${PF_FRESH_KEEP:-0}" = 1 ]; then
     say "root kept at $root"
@@ -78,6 +77,10 @@ cleanup() {
 }
 trap cleanup EXIT
 tar -C "$root" -xf "$base"
+# mktemp made the folder 0700 and the tarball's "./" (debootstrap's own
+# mktemp folder) is 0700 too: a machine's "/" is 0755, or its system users
+# (_apt, munge) cannot run anything.
+chmod 755 "$root"
 
 # apt as this machine has it: the same sources and settings (a machine of this
 # kind comes with them), minus the hook that deletes downloaded packages, so

@@ -46,7 +46,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$dir.apt.log" 2>&1; then
+    tail -30 "$dir.apt.log" >&2
+    log "installing ${missing[*]} failed (log above)"
+    rm -f "$dir.apt.log"
+    exit 1
+  fi
+  rm -f "$dir.apt.log"
 fi
 
 mkdir -p "$dir"/state "$dir"/spool "$dir"/log
