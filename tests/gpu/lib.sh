@@ -29,14 +29,26 @@ step_deps() {
   figure "$(tail -1 "$OUT/deps.log")"
 }
 
+# What the GPU steps run: the tools and the binaries of the ctest entries
+# labelled gpu (an entry is its binary's name, with .npN for rank counts).
+# Building only these, not the whole suite, keeps the build inside its limit.
+gpu_targets() {
+  echo performer-train performer-data performer-bench
+  ctest --test-dir "$BUILD_DIR" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: \([A-Za-z0-9_]*\).*/\1/p' | sort -u
+}
+
 # CMake for the GPUs of this machine (native architecture), all cores.
 step_build() {
   . "$PF_DEPS_ENV"
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native \
     ${PF_CMAKE_ARGS:-} || return 1
-  cmake --build "$BUILD_DIR" -j "$JOBS" || return 1
-  figure "$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader | head -1) x $(nvidia-smi -L | wc -l), $JOBS jobs"
+  local targets
+  targets=$(gpu_targets) || return 1
+  echo "targets: $targets"
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target $targets || return 1
+  figure "$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader | head -1) x $(nvidia-smi -L | wc -l)," \
+    "$(echo $targets | wc -w) targets, $JOBS jobs"
 }
 
 # A tiny training run in folder $1 on device.backend $2 with device.comm $3:
@@ -104,7 +116,7 @@ tiny_sp_losses() {
 run_steps() {
   local title=$1 entry name limit t0 rc dt result r a b c d
   shift
-  export -f figure bin mpi make_tiny_run tiny_sp_losses $(compgen -A function step_) $(compgen -A function bench_)
+  export -f figure bin mpi gpu_targets make_tiny_run tiny_sp_losses $(compgen -A function step_) $(compgen -A function bench_)
   local t_all rows=()
   t_all=$(date +%s)
   for entry in "$@"; do

@@ -13,7 +13,8 @@
 # Steps (docs/testing.md#the-gpu-script says what each proves):
 #   deps        the build's packages from $PF_GPU_DEPS (tests/gpu/pack_deps.sh)
 #               unpacked into a private prefix, when the machine lacks them
-#   build       CMake, all cores, CUDA for the native architecture
+#   build       CMake, all cores, CUDA for the native architecture; only the
+#               tools and the binaries of the ctest entries labelled gpu
 #   gpu_tests   ctest -L gpu: every CUDA kernel against its float64 reference,
 #               the whole model and 30 training steps against the CPU, NCCL on
 #               one rank, the staged communicator with 1-4 ranks on the GPU
@@ -49,8 +50,12 @@ export dry
 
 if [ "$dry" = 1 ]; then
   step_build() {
-    cmake --build "$BUILD_DIR" -j "$JOBS" --target performer-train performer-data performer-bench || return 1
-    figure "existing build, CUDA backend $(awk -F= '/^PF_HAVE_CUDA|^PF_CUDA:/{print $2; exit}' "$BUILD_DIR/CMakeCache.txt")"
+    local targets
+    targets=$(gpu_targets) || return 1
+    echo "targets: $targets"
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target $targets || return 1
+    figure "existing build ($(echo $targets | wc -w) targets), CUDA backend" \
+      "$(awk -F= '/^PF_HAVE_CUDA|^PF_CUDA:/{print $2; exit}' "$BUILD_DIR/CMakeCache.txt")"
   }
 fi
 
