@@ -102,6 +102,10 @@ MinJobAge=300
 NodeName=$host NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 CONF
+# PMIx's per-job folders go to DIR too: in /tmp they are named by uid and job
+# id only, and one left by a killed cluster breaks the next cluster's job 1.
+mkdir -p "$dir/pmix"
+echo "PMIxCliTmpDirBase=$dir/pmix" >"$dir/mpi.conf"
 export SLURM_CONF="$dir/slurm.conf"
 /usr/sbin/slurmctld -f "$SLURM_CONF"
 /usr/sbin/slurmd -f "$SLURM_CONF"
