@@ -4,15 +4,25 @@
 //             row (OpenMP) the exponent, the row max c_i and the features in place;
 //   backward: T = G . Phi (or the Relu mask) [n, m] with the row sums,
 //             dX = s T W [n, d] by gemm_f32_cpu, then dX_i -= s^2 (sum_l T_il) X_i.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/feature_map/feature_map.h"
-#include "kernels/feature_map/feature_map_math.h"
+#include "kernels/feature_map/feature_map_rows.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/tensor.h"
 
 namespace pf {
 namespace {
+
+constexpr int64_t kRowBlock = 64;
+
+// Runs f(i0, rows) over blocks of rows, in parallel.
+template <typename F>
+void for_row_blocks(int64_t n, F&& f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) f(i0, std::min(kRowBlock, n - i0));
+}
 
 float half_sq_norm(const float* row, int64_t d, float s) {
   float sq = 0.f;
@@ -21,33 +31,13 @@ float half_sq_norm(const float* row, int64_t d, float s) {
   return 0.5f * s * s * sq;
 }
 
-// Turns U (= s X W^T, in Phi) into features and log-scales, row by row.
+// Turns U (= s X W^T, in Phi) into features and log-scales.
 void finish_rows(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const float* X, float* Phi,
                  float* log_scale) {
-  const float s = static_cast<float>(p.data_scale);
-  const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)));
-  const float eps = static_cast<float>(p.relu_eps);
-  const bool softmax = p.kernel == FeatureKernel::Softmax;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float* out = Phi + i * m;
-    float c = 0.f;
-    if (softmax) {
-      const float h = half_sq_norm(X + i * d, d, s);
-      c = -INFINITY;
-#pragma omp simd reduction(max : c)
-      for (int64_t l = 0; l < m; ++l) {
-        const float e = favor_exponent(out[l], h);
-        out[l] = e;
-        c = e > c ? e : c;
-      }
-#pragma omp simd
-      for (int64_t l = 0; l < m; ++l) out[l] = favor_feature(out[l], c, inv_sqrt_m);
-    } else {
-      for (int64_t l = 0; l < m; ++l) out[l] = relu_feature(out[l], eps);
-    }
-    if (log_scale) log_scale[i] = c;
-  }
+  const FeatureRowParams r(p, m);
+  for_row_blocks(n, [&](int64_t i0, int64_t rows) {
+    feature_rows_finish(r, rows, d, m, X + i0 * d, Phi + i0 * m, log_scale ? log_scale + i0 : nullptr);
+  });
 }
 
 }  // namespace
@@ -80,30 +70,15 @@ void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p,
       gemm_f32_cpu(ctx, false, true, n, m, d, s, X, d, W, d, 0.f, T, m);
       if (softmax) finish_rows(p, n, d, m, X, T, nullptr);
     }
-    const float eps = static_cast<float>(p.relu_eps);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float* g = dPhi + i * m;
-      const float* src = Phi ? Phi + i * m : T + i * m;
-      float* t = T + i * m;
-      float sum = 0.f;
-      if (softmax) {
-#pragma omp simd reduction(+ : sum)
-        for (int64_t l = 0; l < m; ++l) {
-          t[l] = favor_grad_weight(g[l], src[l]);
-          sum += t[l];
-        }
-      } else {
-        for (int64_t l = 0; l < m; ++l) t[l] = relu_grad_weight(g[l], Phi ? src[l] > eps : src[l] > 0.f);
-      }
-      rowsum[i] = sum;
-    }
+    const FeatureRowParams r(p, m);
+    const float* src = Phi ? Phi : T;
+    for_row_blocks(n, [&](int64_t i0, int64_t rows) {
+      feature_rows_grad(r, rows, m, dPhi + i0 * m, src + i0 * m, Phi != nullptr, T + i0 * m, rowsum + i0);
+    });
     gemm_f32_cpu(ctx, false, false, n, d, m, s, T, m, W, d, 0.f, dX, d);
-    if (!softmax) return;
-    const float s2 = s * s;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < d; ++j) dX[i * d + j] -= s2 * rowsum[i] * X[i * d + j];
+    for_row_blocks(n, [&](int64_t i0, int64_t rows) {
+      feature_rows_grad_finish(r, rows, d, X + i0 * d, rowsum + i0, dX + i0 * d);
+    });
   });
 }
 

@@ -17,56 +17,17 @@
 // sgemm inside) when there are at least as many heads as threads, else the
 // sgemms are threaded.
 // Memory per head in flight: O(C (m + d)) plus B, n*C floats.
-#include <omp.h>
-
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
-#include "kernels/gemm/gemm.h"
 #include "kernels/linear_attention/linear_attention_backend.h"
-#include "kernels/linear_attention/linear_attention_math.h"
-#include "runtime/memory.h"
+#include "kernels/linear_attention/linear_attention_tiles.h"
 
 namespace pf {
 namespace {
 
-// The host sgemm: this runs inside the stream's work, also on OpenMP threads.
-void mm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-        float beta, float* C, int64_t ldc) {
-  gemm_f32_host(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
-}
+using namespace cpu_tiles;
 
-// Host temporaries recorded in ctx.tracker (when there is one) while a call runs.
-class Reservation {
- public:
-  Reservation(const ExecContext& ctx, int64_t bytes) : tracker_(ctx.tracker), bytes_(bytes) {
-    if (tracker_) tracker_->reserve(bytes_, "linear_attention");
-  }
-  ~Reservation() {
-    if (tracker_) tracker_->release(bytes_, "linear_attention");
-  }
-  Reservation(const Reservation&) = delete;
-  Reservation& operator=(const Reservation&) = delete;
-
- private:
-  MemoryTracker* tracker_;
-  int64_t bytes_;
-};
-
-// Runs f(h) for every head; `workspace` floats per head in flight are recorded.
-template <typename F>
-void for_each_head(const ExecContext& ctx, int64_t heads, int64_t workspace, F&& f) {
-  const int threads = omp_get_max_threads();
-  const bool parallel = heads >= threads && threads > 1 && !omp_in_parallel();
-  Reservation reserved(ctx, (parallel ? threads : 1) * workspace * static_cast<int64_t>(sizeof(float)));
-  if (parallel) {
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t h = 0; h < heads; ++h) f(h);
-  } else {
-    for (int64_t h = 0; h < heads; ++h) f(h);
-  }
-}
 
 int64_t row_block(const LinAttnShape& s) { return std::max<int64_t>(s.chunk, 256); }
 
@@ -80,70 +41,6 @@ int64_t forward_workspace(const LinAttnShape& s) {
 int64_t backward_workspace(const LinAttnShape& s) {
   const int64_t C = chunk_rows(s), D1 = s.d + 1;
   return s.m * D1 + 2 * C * D1 + C * C + (s.n + C - 1) / C * C * C + C * s.m;
-}
-
-void load_vprime(const float* v, int64_t rows, int64_t d, float* vp) {
-  for (int64_t i = 0; i < rows; ++i) {
-    std::memcpy(vp + i * (d + 1), v + i * d, sizeof(float) * d);
-    vp[i * (d + 1) + d] = 1.f;
-  }
-}
-
-void load_gradient_rows(const float* o, const float* den, const float* d_o, int64_t rows, int64_t d, float* g) {
-  for (int64_t i = 0; i < rows; ++i) gradient_row(d, o + i * d, den[i], d_o + i * d, g + i * (d + 1));
-}
-
-// X[i, :] *= w_i for w_i = exp(lhs_i - rhs_i) given per row by `weight(i)`.
-template <typename W>
-void scale_rows(float* x, int64_t rows, int64_t cols, int64_t ld, W&& weight) {
-  for (int64_t i = 0; i < rows; ++i) {
-    const float w = weight(i);
-    for (int64_t k = 0; k < cols; ++k) x[i * ld + k] *= w;
-  }
-}
-
-void zero_rows(float* x, int64_t rows, int64_t cols, int64_t ld) {
-  for (int64_t i = 0; i < rows; ++i) std::fill(x + i * ld, x + i * ld + cols, 0.f);
-}
-
-// a[i, j] <- [j <= i] a[i, j] exp(c_j - L_i)   (rows x rows)
-void causal_mask(float* a, int64_t rows, const float* c, const float* L) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* r = a + i * rows;
-    for (int64_t j = 0; j <= i; ++j) r[j] *= log_scale_weight(c[j], L[i]);
-    std::fill(r + i + 1, r + rows, 0.f);
-  }
-}
-
-// (a, S) (+)= keys rows: S [m, D1].
-void key_state_update(float& a, float* S, int64_t rows, int64_t m, int64_t D1, const float* pk, const float* c,
-                      const float* vp, float* scaled) {
-  float top = a;
-  for (int64_t j = 0; j < rows; ++j) top = max_log_scale(top, c[j]);
-  for (int64_t j = 0; j < rows; ++j) {
-    const float w = log_scale_weight(c[j], top);
-    for (int64_t f = 0; f < m; ++f) scaled[j * m + f] = w * pk[j * m + f];
-  }
-  mm(true, false, m, D1, rows, scaled, m, vp, D1, log_scale_weight(a, top), S, D1);
-  a = top;
-}
-
-// (rho, R) (+)= query rows with log-scales -L_i: R [m, D1].
-void query_state_update(float& rho, float* R, int64_t rows, int64_t m, int64_t D1, const float* pq, const float* L,
-                        const float* g, float* scaled) {
-  float top = rho;
-  for (int64_t i = 0; i < rows; ++i) top = max_log_scale(top, -L[i]);
-  for (int64_t i = 0; i < rows; ++i) {
-    const float w = log_scale_weight(-L[i], top);
-    for (int64_t f = 0; f < m; ++f) scaled[i * m + f] = w * pq[i * m + f];
-  }
-  mm(true, false, m, D1, rows, scaled, m, g, D1, log_scale_weight(rho, top), R, D1);
-  rho = top;
-}
-
-void store_state(float a, const std::vector<float>& S, float* out) {
-  out[0] = a;
-  std::memcpy(out + 1, S.data(), sizeof(float) * S.size());
 }
 
 void forward_head(const LinAttnShape& s, const float* pq, const float* pk, const float* c, const float* v, float* y,
