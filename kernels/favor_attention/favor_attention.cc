@@ -1,12 +1,15 @@
-// FAVOR+ attention composite, dispatching on ctx.device through the feature-map
-// and linear-attention kernels (their CPU and CUDA paths); see favor_attention.h.
-// Shapes: q, k, v, out [B*H, N, D]; features [B*H*N, m]; y [B*H, N, D+1].
+// FAVOR+ attention: argument checks and dispatch of the protocol functions
+// (fused CPU kernels, or the windowed composition on CUDA and for window > 0),
+// and the one-rank composite on top of them; see favor_attention.h.
 #include "kernels/favor_attention/favor_attention.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
-#include "kernels/linear_attention/linear_attention.h"
+#include "kernels/favor_attention/favor_attention_backend.h"
 #include "runtime/check.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
@@ -16,15 +19,23 @@ namespace {
 
 constexpr const char* kTag = "favor_attention";
 
-LinAttnShape lin_shape(const FavorAttentionParams& p) {
-  return LinAttnShape{p.batch * p.heads, p.n, p.m, p.d, p.chunk};
-}
-
 int64_t rows(const FavorAttentionParams& p) { return p.batch * p.heads * p.n; }
 
 void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
+
+bool fused(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
+
+// Calls the fused CPU kernel or the windowed composition of op.
+#define PF_FAVOR_DISPATCH(op, ...)            \
+  do {                                        \
+    if (fused(ctx, s)) {                      \
+      favor_##op##_cpu(ctx, s, __VA_ARGS__);  \
+    } else {                                  \
+      favor_##op##_windowed(ctx, s, __VA_ARGS__); \
+    }                                         \
+  } while (0)
 
 // Where the composite's scratch tensors are recorded: ctx.tracker, or (a CPU
 // context without one) a private tracker on ctx.stream, so that releases stay
@@ -41,6 +52,111 @@ MemoryTracker& scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTra
 Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
 
 }  // namespace
+
+void favor_check(const FavorShape& s, const char* op) {
+  PF_REQUIRE(ValueError, s.heads >= 0 && s.n >= 0,
+             op << ": need heads, n >= 0, got heads=" << s.heads << " n=" << s.n);
+  PF_REQUIRE(ValueError, s.d >= 1 && s.m >= 1, op << ": need d >= 1 and m >= 1, got d=" << s.d << " m=" << s.m);
+  PF_REQUIRE(ValueError, s.chunk >= 1, op << ": chunk must be >= 1, got " << s.chunk);
+  PF_REQUIRE(ValueError, s.window >= 0, op << ": window must be >= 0, got " << s.window);
+  check_feature_map_args(op, s.features, s.heads * s.n, s.d, s.m);
+}
+
+int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads) {
+  const int64_t f = sizeof(float), ss = s.state_size();
+  if (device.is_cpu() && s.window == 0) return f * std::max(threads, 1) * favor_tile_floats_cpu(s);
+  const int64_t w = std::min(s.window > 0 ? s.window : kFavorDefaultWindow, std::max<int64_t>(s.n, 1));
+  const int64_t windows = (s.n + w - 1) / w;
+  // Window buffers, the window starts of the backward and, inside the kernels,
+  // the CPU linear-attention backward's per-thread chunk blocks and the
+  // feature-map backward's [window, m] buffer.
+  const int64_t C = std::min(s.chunk, w), D1 = s.d + 1;
+  const int64_t kernels = std::max<int64_t>(threads, 1) * (s.m * D1 + 2 * C * D1 + C * C + (w + C - 1) / C * C * C +
+                                                           C * s.m) +
+                          w * s.m + w;
+  return f * (5 * w * s.m + w + w * s.d + (windows + 1) * ss + kernels);
+}
+
+void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
+                     float* total) {
+  favor_check(s, __func__);
+  check_ptrs(total || s.heads == 0, __func__, "total");
+  check_ptrs((k && v && W) || s.heads * s.n == 0, __func__, "k, v and W");
+  PF_FAVOR_DISPATCH(key_state, k, v, W, total);
+}
+
+void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                                const float* v, const float* W, float* y, float* row_scale, float* block_total) {
+  favor_check(s, __func__);
+  check_ptrs(block_total || s.heads == 0, __func__, "block_total");
+  check_ptrs((q && k && v && W && y && row_scale) || s.heads * s.n == 0, __func__, "q, k, v, W, y and row_scale");
+  PF_FAVOR_DISPATCH(causal_forward_local, q, k, v, W, y, row_scale, block_total);
+}
+
+void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                      const float* prefix, float* y, float* row_scale) {
+  favor_check(s, __func__);
+  if (s.heads * s.n == 0) return;
+  check_ptrs(q && W && prefix && y && row_scale, __func__, "q, W, prefix, y and row_scale");
+  PF_FAVOR_DISPATCH(add_prefix, q, W, prefix, y, row_scale);
+}
+
+void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                        const float* total, float* y, float* row_scale) {
+  favor_check(s, __func__);
+  if (s.heads * s.n == 0) return;
+  check_ptrs(q && W && total && y && row_scale, __func__, "q, W, total, y and row_scale");
+  PF_FAVOR_DISPATCH(bidirectional_forward_finish, q, W, total, y, row_scale);
+}
+
+void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                                 const float* v, const float* W, const float* o, const float* den,
+                                 const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
+                                 float* dv, float* block_total_grad) {
+  favor_check(s, __func__);
+  check_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
+  check_ptrs((q && k && v && W && o && den && row_scale && d_o && dq && dk && dv) || s.heads * s.n == 0, __func__,
+             "inputs and gradients");
+  PF_FAVOR_DISPATCH(causal_backward_local, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv, block_total_grad);
+}
+
+void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                               const float* W, const float* suffix, float* dk, float* dv) {
+  favor_check(s, __func__);
+  if (s.heads * s.n == 0) return;
+  check_ptrs(k && v && W && suffix && dk && dv, __func__, "k, v, W, suffix, dk and dv");
+  PF_FAVOR_DISPATCH(backward_add_suffix, k, v, W, suffix, dk, dv);
+}
+
+void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                        const float* o, const float* den, const float* row_scale, const float* d_o,
+                                        const float* total, float* dq, float* local_grad_total) {
+  favor_check(s, __func__);
+  check_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
+  check_ptrs((q && W && o && den && row_scale && d_o && total && dq) || s.heads * s.n == 0, __func__,
+             "q, W, o, den, row_scale, d_o, total and dq");
+  PF_FAVOR_DISPATCH(bidirectional_backward_local, q, W, o, den, row_scale, d_o, total, dq, local_grad_total);
+}
+
+void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                                         const float* W, const float* grad_total, float* dk, float* dv) {
+  favor_check(s, __func__);
+  if (s.heads * s.n == 0) return;
+  check_ptrs(k && v && W && grad_total && dk && dv, __func__, "k, v, W, grad_total, dk and dv");
+  PF_FAVOR_DISPATCH(bidirectional_backward_finish, k, v, W, grad_total, dk, dv);
+}
+
+FavorShape FavorAttentionParams::shape() const {
+  FavorShape s;
+  s.heads = batch * heads;
+  s.n = n;
+  s.d = d;
+  s.m = m;
+  s.chunk = chunk;
+  s.features = features;
+  s.window = window;
+  return s;
+}
 
 FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m,
                                             bool causal, FeatureKernel kernel, int64_t chunk) {
@@ -59,51 +175,45 @@ FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_
 void favor_attention_check(const FavorAttentionParams& p) {
   PF_REQUIRE(ValueError, p.batch >= 0 && p.heads >= 0 && p.n >= 0,
              "favor_attention: need B, H, N >= 0, got B=" << p.batch << " H=" << p.heads << " N=" << p.n);
-  PF_REQUIRE(ValueError, p.d >= 1 && p.m >= 1,
-             "favor_attention: need D >= 1 and m >= 1, got D=" << p.d << " m=" << p.m);
-  PF_REQUIRE(ValueError, p.chunk >= 1, "favor_attention: chunk must be >= 1, got " << p.chunk);
-  check_feature_map_args("favor_attention", p.features, rows(p), p.d, p.m);
+  favor_check(p.shape(), "favor_attention");
 }
 
 int64_t favor_attention_total_floats(const FavorAttentionParams& p) {
-  return p.causal ? 0 : p.batch * p.heads * lin_shape(p).state_size();
+  return p.causal ? 0 : p.batch * p.heads * p.shape().state_size();
 }
 
 int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p) {
-  const int64_t r = rows(p), bh = p.batch * p.heads;
-  // features of q and k, key log-scales, y, and the causal block total (unused on one rank)
-  const int64_t floats = 2 * r * p.m + r + r * (p.d + 1) + bh * lin_shape(p).state_size();
-  return floats * static_cast<int64_t>(sizeof(float));
+  const FavorShape s = p.shape();
+  const int64_t floats = rows(p) * (p.d + 1) + s.heads * s.state_size();  // y and the causal block total
+  return floats * static_cast<int64_t>(sizeof(float)) +
+         favor_workspace_bytes(s, p.window == 0 ? Device::cpu() : Device::cuda(0), omp_get_max_threads());
 }
 
 int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p) {
-  const int64_t r = rows(p), bh = p.batch * p.heads;
-  const int64_t floats = 4 * r * p.m + r + bh * lin_shape(p).state_size();
-  return floats * static_cast<int64_t>(sizeof(float));
+  const FavorShape s = p.shape();
+  return s.heads * s.state_size() * static_cast<int64_t>(sizeof(float)) +
+         favor_workspace_bytes(s, p.window == 0 ? Device::cpu() : Device::cuda(0), omp_get_max_threads());
 }
 
 void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
                              const float* v, const float* W, float* out, float* den, float* row_scale, float* total) {
   favor_attention_check(p);
-  const int64_t r = rows(p), m = p.m, d = p.d;
+  const int64_t r = rows(p), d = p.d;
   if (r == 0) return;
   check_ptrs(q && k && v && W && out && den && row_scale, __func__, "q, k, v, W, out, den, row_scale");
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
-  const LinAttnShape s = lin_shape(p);
+  const FavorShape s = p.shape();
   std::unique_ptr<MemoryTracker> own;
   MemoryTracker& tr = scratch_tracker(ctx, own);
-  const Tensor phi_q = scratch(tr, r * m), phi_k = scratch(tr, r * m), c_k = scratch(tr, r);
-  const Tensor y = scratch(tr, r * (d + 1)), block_total = scratch(tr, s.heads * s.state_size());
-  feature_map_forward(ctx, p.features, r, d, m, q, W, phi_q.data<float>(), nullptr);
-  feature_map_forward(ctx, p.features, r, d, m, k, W, phi_k.data<float>(), c_k.data<float>());
+  const Tensor y = scratch(tr, r * (d + 1));
   if (p.causal) {
-    causal_linear_attention_forward_local(ctx, s, phi_q.data<float>(), phi_k.data<float>(), c_k.data<float>(), v,
-                                          y.data<float>(), row_scale, block_total.data<float>(), nullptr);
+    const Tensor block_total = scratch(tr, s.heads * s.state_size());
+    favor_causal_forward_local(ctx, s, q, k, v, W, y.data<float>(), row_scale, block_total.data<float>());
   } else {
-    bidirectional_linear_attention_local_state(ctx, s, phi_k.data<float>(), c_k.data<float>(), v, total);
-    bidirectional_linear_attention_forward_finish(ctx, s, phi_q.data<float>(), total, y.data<float>(), row_scale);
+    favor_key_state(ctx, s, k, v, W, total);
+    favor_bidirectional_forward_finish(ctx, s, q, W, total, y.data<float>(), row_scale);
   }
-  linear_attention_normalize(ctx, s, y.data<float>(), out, den);
+  linear_attention_normalize(ctx, s.lin(), y.data<float>(), out, den);
 }
 
 void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
@@ -111,31 +221,21 @@ void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams
                               const float* row_scale, const float* total, const float* dout, float* dq, float* dk,
                               float* dv) {
   favor_attention_check(p);
-  const int64_t r = rows(p), m = p.m, d = p.d;
-  if (r == 0) return;
+  if (rows(p) == 0) return;
   check_ptrs(q && k && v && W && out && den && row_scale && dout && dq && dk && dv, __func__,
              "q, k, v, W, out, den, row_scale, dout, dq, dk, dv");
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
-  const LinAttnShape s = lin_shape(p);
+  const FavorShape s = p.shape();
   std::unique_ptr<MemoryTracker> own;
   MemoryTracker& tr = scratch_tracker(ctx, own);
-  const Tensor phi_q = scratch(tr, r * m), phi_k = scratch(tr, r * m), c_k = scratch(tr, r);
-  const Tensor d_phi_q = scratch(tr, r * m), d_phi_k = scratch(tr, r * m);
   const Tensor grad_total = scratch(tr, s.heads * s.state_size());
-  feature_map_forward(ctx, p.features, r, d, m, q, W, phi_q.data<float>(), nullptr);
-  feature_map_forward(ctx, p.features, r, d, m, k, W, phi_k.data<float>(), c_k.data<float>());
   if (p.causal) {
-    causal_linear_attention_backward_local(ctx, s, phi_q.data<float>(), phi_k.data<float>(), c_k.data<float>(), v, out,
-                                           den, row_scale, dout, d_phi_q.data<float>(), d_phi_k.data<float>(), dv,
-                                           grad_total.data<float>(), nullptr, nullptr);
+    favor_causal_backward_local(ctx, s, q, k, v, W, out, den, row_scale, dout, nullptr, dq, dk, dv,
+                                grad_total.data<float>());
   } else {
-    bidirectional_linear_attention_backward_local(ctx, s, phi_q.data<float>(), out, den, row_scale, dout, total,
-                                                  d_phi_q.data<float>(), grad_total.data<float>());
-    bidirectional_linear_attention_backward_finish(ctx, s, phi_k.data<float>(), c_k.data<float>(), v,
-                                                   grad_total.data<float>(), d_phi_k.data<float>(), dv);
+    favor_bidirectional_backward_local(ctx, s, q, W, out, den, row_scale, dout, total, dq, grad_total.data<float>());
+    favor_bidirectional_backward_finish(ctx, s, k, v, W, grad_total.data<float>(), dk, dv);
   }
-  feature_map_backward(ctx, p.features, r, d, m, q, W, phi_q.data<float>(), d_phi_q.data<float>(), dq);
-  feature_map_backward(ctx, p.features, r, d, m, k, W, phi_k.data<float>(), d_phi_k.data<float>(), dk);
 }
 
 }  // namespace pf

@@ -1,42 +1,122 @@
-// FAVOR+ attention of full multi-head inputs on one rank: random features of
-// queries and keys (kernels/feature_map) followed by causal or bidirectional
-// linear attention over them (kernels/linear_attention), forward and backward.
+// FAVOR+ attention on raw queries and keys: the random features of each chunk
+// of positions are made in a cache-sized tile, used at once and dropped, so no
+// [N, m] feature buffer exists anywhere (ARCHITECTURE.md §2; the derivation is
+// in docs/kernels/favor-attention.md).
 //
-//   q, k, v, out, dout, dq, dk, dv   [B, H, N, D]  fp32, contiguous: heads = B*H blocks of [N, D]
-//   W                                [m, D]        random projection shared by all heads
-//   den, row_scale                   [B*H, N]      saved by the forward for the backward
-//   total                            [B*H, 1 + m (D+1)]  bidirectional only: the key state
-//                                                  (log-scale, S); nullptr for causal
+// Two layers of API:
+//  1. The sequence-parallel protocol (FavorShape, favor_* below): the same steps
+//     as linear_attention.h, but taking q, k and the projection W instead of
+//     precomputed features. The model's attention layer (model/attention.cc)
+//     runs these, with the scans between them.
+//  2. The one-rank composite favor_attention_forward/backward (FavorAttentionParams),
+//     the protocol without communication, which performer-attn and the
+//     benchmarks run.
+//
+//   q, k, v, o, d_o, dq, dk, dv  [heads, n, d]  fp32, heads = B*H blocks of [n, d]
+//   W                            [m, d]         random projection shared by all heads
+//   y                            [heads, n, d+1] unnormalised [num, den] at log-scale row_scale
+//   row_scale, den               [heads, n]
+//   states                       [heads, 1 + m (d+1)] packed (log-scale, S), as in linear_attention.h
 //
 // out_i = sum_{j in J(i)} k(q_i, k_j) v_j / sum_{j in J(i)} k(q_i, k_j) with the
 // random-feature kernel k(x, y) = exp(c_x) phi(x) . exp(c_y) phi(y) (FAVOR+,
 // an unbiased estimate of exp(x.y) at x = data_scale q) or relu features, and
 // J(i) = {j <= i} (causal) or all j (bidirectional).
 //
-// Memory: the forward allocates features of q and k and y, [B*H, N, m] x2 and
-// [B*H, N, D+1]; the backward recomputes the features and allocates their
-// gradients as well, [B*H, N, m] x4 in all. That is O(N (D + m)) per head; no
-// N x N matrix. Temporaries live on ctx.device and are recorded in ctx.tracker
-// under "favor_attention" (a CPU context without a tracker gets a private one;
-// CUDA needs one). All pointers live on ctx.device.
+// Implementations (FavorShape::window):
+//  - fused (CPU, window = 0): one head per thread, one chunk of C positions at
+//    a time: features of the chunk's q and k by one sgemm and the vectorised
+//    row loops of feature_map_rows.h, the intra-chunk products and the running
+//    state by sgemm, all in a per-thread tile of O(C (m + d) + m d) floats. The
+//    backward sweeps the chunks forward (dq, with the forward state) and then
+//    in reverse (dk, dv, with the gradient state), remaking each chunk's
+//    features in both sweeps.
+//  - windowed (CUDA, or any backend with window > 0): one head at a time,
+//    `window` positions at a time, through the feature-map and linear-attention
+//    kernels of that backend, with the state carried between windows; the
+//    feature buffers are [window, m], whatever n is. The backward keeps the
+//    forward state at the start of each window, [ceil(n / window), 1 + m (d+1)]
+//    per head.
+// Both give the same results as the unfused composition up to fp32 rounding.
+// Temporaries are recorded in ctx.tracker (CPU: optional; CUDA: required)
+// under "favor_attention". All pointers live on ctx.device.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/feature_map/feature_map.h"
+#include "kernels/linear_attention/linear_attention.h"
 #include "runtime/exec.h"
 
 namespace pf {
 
+// ---- 1. the sequence-parallel protocol --------------------------------------------
+struct FavorShape {
+  int64_t heads = 1;   // B*H
+  int64_t n = 0;       // positions in this block
+  int64_t d = 0;       // head dim
+  int64_t m = 0;       // random features
+  int64_t chunk = 64;  // chunk rows C (any n)
+  FeatureMapParams features;
+  // 0: the backend's implementation (CPU fused, CUDA windowed with
+  // kFavorDefaultWindow); > 0: the windowed composition with this many
+  // positions per window, on any backend (tests run it on the CPU).
+  int64_t window = 0;
+  LinAttnShape lin() const { return LinAttnShape{heads, n, m, d, chunk}; }
+  int64_t state_size() const { return 1 + m * (d + 1); }
+};
+constexpr int64_t kFavorDefaultWindow = 4096;
+
+// Throws ValueError naming the field when a size is invalid.
+void favor_check(const FavorShape& s, const char* op);
+// Bytes of temporaries one call may hold at once (the largest over the
+// protocol's steps) with `threads` CPU threads; the planner counts it.
+int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads);
+
+// Key state of this block: total = sum_j exp(c_k[j]) phi_k[j] V'_j^T per head
+// (the bidirectional local state, and the causal block total T_r).
+void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
+                     float* total);
+// Causal, this block only: y, row_scale and the block total.
+void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                                const float* v, const float* W, float* y, float* row_scale, float* block_total);
+// y_i (+)= phi_q[i] @ prefix with the row rescaled (linear_attention_add_prefix).
+void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                      const float* prefix, float* y, float* row_scale);
+// Bidirectional: y_i = phi_q[i] @ total, row_scale_i = its log-scale.
+void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                        const float* total, float* y, float* row_scale);
+// Causal backward of this block given the final o, den, row_scale: writes dq
+// (including the forward prefix of earlier ranks when prefix != nullptr), dk
+// and dv (this block's keys only: later ranks' part comes from
+// favor_backward_add_suffix), and the block total U of the gradient state.
+void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                                 const float* v, const float* W, const float* o, const float* den,
+                                 const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
+                                 float* dv, float* block_total_grad);
+// With the gradient suffix state of later ranks: dk += ..., dv += ... (accumulated).
+void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                               const float* W, const float* suffix, float* dk, float* dv);
+// Bidirectional backward: dq (written) and the local gradient total; after the
+// allreduce of that total, favor_bidirectional_backward_finish writes dk, dv.
+void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                        const float* o, const float* den, const float* row_scale, const float* d_o,
+                                        const float* total, float* dq, float* local_grad_total);
+void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                                         const float* W, const float* grad_total, float* dk, float* dv);
+
+// ---- 2. the one-rank composite ----------------------------------------------------
 struct FavorAttentionParams {
   int64_t batch = 1;  // B
   int64_t heads = 1;  // H
   int64_t n = 0;      // N, positions
   int64_t d = 0;      // D, head dim
   int64_t m = 0;      // random features (rows of W)
-  int64_t chunk = 64;  // chunk of the causal linear-attention kernels (need not divide N)
+  int64_t chunk = 64;  // chunk rows (need not divide N)
   bool causal = true;
   FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
+  int64_t window = 0;         // FavorShape::window
+  FavorShape shape() const;
 };
 
 // FAVOR+ (kind Softmax) or relu parameters with the usual feature settings for d
@@ -47,7 +127,8 @@ FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_
 void favor_attention_check(const FavorAttentionParams& p);
 // Floats of `total` the forward writes (0 for causal: pass nullptr).
 int64_t favor_attention_total_floats(const FavorAttentionParams& p);
-// Bytes the forward / backward allocate as temporaries.
+// Bytes the forward / backward allocate as temporaries: y [B*H, N, D+1] (the
+// forward), the gradient block total and favor_workspace_bytes.
 int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p);
 int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p);
 

@@ -1,0 +1,40 @@
+// The implementations behind the protocol functions of favor_attention.h: one
+// declaration list, instantiated for the fused CPU kernels (suffix _cpu,
+// favor_attention_cpu.cc) and the windowed composition over a backend's
+// feature-map and linear-attention kernels (suffix _windowed,
+// favor_attention_windowed.cc; CUDA's implementation, and any backend's with
+// FavorShape::window > 0). Arguments are checked by the dispatcher first.
+#pragma once
+
+#include "kernels/favor_attention/favor_attention.h"
+
+#define PF_FAVOR_BACKEND_DECLS(SUFFIX)                                                                                 \
+  void favor_key_state##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,            \
+                               const float* W, float* total);                                                          \
+  void favor_causal_forward_local##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k, \
+                                          const float* v, const float* W, float* y, float* row_scale,                  \
+                                          float* block_total);                                                         \
+  void favor_add_prefix##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,           \
+                                const float* prefix, float* y, float* row_scale);                                      \
+  void favor_bidirectional_forward_finish##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q,         \
+                                                  const float* W, const float* total, float* y, float* row_scale);     \
+  void favor_causal_backward_local##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k, \
+                                           const float* v, const float* W, const float* o, const float* den,           \
+                                           const float* row_scale, const float* d_o, const float* prefix, float* dq,   \
+                                           float* dk, float* dv, float* block_total_grad);                             \
+  void favor_backward_add_suffix##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,  \
+                                         const float* W, const float* suffix, float* dk, float* dv);                   \
+  void favor_bidirectional_backward_local##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q,         \
+                                                  const float* W, const float* o, const float* den,                    \
+                                                  const float* row_scale, const float* d_o, const float* total,        \
+                                                  float* dq, float* local_grad_total);                                 \
+  void favor_bidirectional_backward_finish##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* k,        \
+                                                   const float* v, const float* W, const float* grad_total, float* dk, \
+                                                   float* dv);
+
+namespace pf {
+PF_FAVOR_BACKEND_DECLS(_cpu)
+PF_FAVOR_BACKEND_DECLS(_windowed)
+// Floats of one thread's tile in the fused CPU kernels.
+int64_t favor_tile_floats_cpu(const FavorShape& s);
+}  // namespace pf
