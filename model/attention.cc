@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "kernels/feature_map/feature_map.h"
+#include "kernels/favor_attention/favor_attention.h"
 #include "kernels/linear_attention/linear_attention.h"
-#include "kernels/residual/residual.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
@@ -89,43 +88,6 @@ void allgather_combine(const ExecContext& ctx, Communicator& comm, CommPhase& ph
   phase.join();
 }
 
-// Features of one group of heads, kept while the same group is asked for again.
-class GroupFeatures {
- public:
-  GroupFeatures(const ExecContext& ctx, const FeatureMapParams& fp, int64_t group, int64_t n, int64_t d, int64_t m,
-                const float* W, const float* q, const float* k)
-      : ctx_(ctx), fp_(fp), group_(group), n_(n), d_(d), m_(m), W_(W), q_(q), k_(k) {
-    phi_q_ = Tensor::empty({group * n, m}, DType::f32, *ctx.tracker, "attention.phi_q");
-    phi_k_ = Tensor::empty({group * n, m}, DType::f32, *ctx.tracker, "attention.phi_k");
-    c_k_ = Tensor::empty({group * n}, DType::f32, *ctx.tracker, "attention.c_k");
-  }
-  // Heads [h0, h0 + hg). Computes the key features, and the query features when asked.
-  void load(int64_t h0, int64_t hg, bool want_q) {
-    if (h0 != h0_ || hg != hg_) {
-      feature_map_forward(ctx_, fp_, hg * n_, d_, m_, k_ + h0 * n_ * d_, W_, phi_k(), c_k());
-      h0_ = h0;
-      hg_ = hg;
-      q_ready_ = false;
-    }
-    if (want_q && !q_ready_) {
-      feature_map_forward(ctx_, fp_, hg * n_, d_, m_, q_ + h0 * n_ * d_, W_, phi_q(), nullptr);
-      q_ready_ = true;
-    }
-  }
-  float* phi_q() const { return phi_q_.data<float>(); }
-  float* phi_k() const { return phi_k_.data<float>(); }
-  float* c_k() const { return c_k_.data<float>(); }
-
- private:
-  ExecContext ctx_;
-  FeatureMapParams fp_;
-  int64_t group_, n_, d_, m_;
-  const float *W_, *q_, *k_;
-  Tensor phi_q_, phi_k_, c_k_;
-  int64_t h0_ = -1, hg_ = -1;
-  bool q_ready_ = false;
-};
-
 SoftmaxAttentionParams softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
   SoftmaxAttentionParams p;
   p.heads = heads;
@@ -135,12 +97,19 @@ SoftmaxAttentionParams softmax_params(const ModelConfig& cfg, int64_t heads, int
   return p;
 }
 
-FeatureMapParams feature_params(const ModelConfig& cfg) {
-  return default_feature_params(cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu,
-                                cfg.head_dim());
-}
-
 }  // namespace
+
+FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t n) {
+  FavorShape s;
+  s.heads = heads;
+  s.n = n;
+  s.d = cfg.head_dim();
+  s.m = cfg.features;
+  s.chunk = cfg.chunk;
+  s.features = default_feature_params(
+      cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu, cfg.head_dim());
+  return s;
+}
 
 SequenceAttention::SequenceAttention(const ModelConfig& cfg, Communicator* sp, AttentionOptions options)
     : cfg_(cfg), sp_(sp), opt_(options) {}
@@ -168,12 +137,9 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
   }
 
   const int64_t m = cfg_.features;
-  const FeatureMapParams fp = feature_params(cfg_);
-  const int64_t G = opt_.head_group > 0 ? std::min(opt_.head_group, heads) : heads;
-  LinAttnShape full{heads, n, m, D, cfg_.chunk};
-  const int64_t ss = full.state_size();
+  const FavorShape fs = attention_favor_shape(cfg_, heads, n);
+  const int64_t ss = fs.state_size();
   const StateCombine combine(ctx, m, D);
-  GroupFeatures feats(ctx, fp, G, n, D, m, W, q, k);
   Tensor y = Tensor::empty({heads, n, D + 1}, DType::f32, *ctx.tracker, "attention.y");
   Tensor T = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.block_total");
   saved.den = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.den");
@@ -183,10 +149,6 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
   float* rs = saved.row_scale.data<float>();
   float* Tp = T.data<float>();
   float* state = saved.state.data<float>();
-  auto shape_of = [&](int64_t hg) { return LinAttnShape{hg, n, m, D, cfg_.chunk}; };
-  auto for_groups = [&](auto&& body) {
-    for (int64_t h0 = 0; h0 < heads; h0 += G) body(h0, std::min(G, heads - h0));
-  };
 
   std::unique_ptr<CommPhase> phase;
   ScanOptions so;
@@ -198,52 +160,34 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
       exclusive_scan(*sp_, Tp, state, heads * ss, combine, so);
       phase->issued();
     };
-    if (distributed) {
-      // Block totals first, so the scan runs while the local chunks are computed.
-      for_groups([&](int64_t h0, int64_t hg) {
-        feats.load(h0, hg, false);
-        bidirectional_linear_attention_local_state(ctx, shape_of(hg), feats.phi_k(), feats.c_k(), v + h0 * n * D,
-                                                   Tp + h0 * ss);
-      });
-      if (opt_.overlap_comm) issue_scan();
+    // With overlap, the block totals first, so that the scan runs while the
+    // local chunks are computed; without, the local pass writes them.
+    const bool early = distributed && opt_.overlap_comm;
+    if (early) {
+      favor_key_state(ctx, fs, k, v, W, Tp);
+      issue_scan();
     }
-    Tensor local_total = Tensor::empty({G, ss}, DType::f32, *ctx.tracker, "attention.local_total");
-    for_groups([&](int64_t h0, int64_t hg) {
-      feats.load(h0, hg, true);
-      causal_linear_attention_forward_local(ctx, shape_of(hg), feats.phi_q(), feats.phi_k(), feats.c_k(),
-                                            v + h0 * n * D, yp + h0 * n * (D + 1), rs + h0 * n,
-                                            local_total.data<float>(), nullptr);
-    });
+    Tensor local_total;
+    if (early) local_total = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.local_total");
+    favor_causal_forward_local(ctx, fs, q, k, v, W, yp, rs, early ? local_total.data<float>() : Tp);
     if (distributed) {
       if (!phase) issue_scan();
       phase->join(opt_.test_omit_scan_wait);
-      for_groups([&](int64_t h0, int64_t hg) {
-        feats.load(h0, hg, true);
-        linear_attention_add_prefix(ctx, shape_of(hg), feats.phi_q(), state + h0 * ss, yp + h0 * n * (D + 1),
-                                    rs + h0 * n);
-      });
+      favor_add_prefix(ctx, fs, q, W, state, yp, rs);
     } else {
-      linear_attention_state_clear(ctx, full, state);
+      linear_attention_state_clear(ctx, fs.lin(), state);
     }
   } else {
-    for_groups([&](int64_t h0, int64_t hg) {
-      feats.load(h0, hg, false);
-      bidirectional_linear_attention_local_state(ctx, shape_of(hg), feats.phi_k(), feats.c_k(), v + h0 * n * D,
-                                                 Tp + h0 * ss);
-    });
+    favor_key_state(ctx, fs, k, v, W, Tp);
     if (distributed) {
       phase = std::make_unique<CommPhase>(ctx, *sp_);
       allgather_combine(ctx, *sp_, *phase, combine, Tp, state, heads * ss);
     } else {
       copy_bytes(ctx.stream, state, ctx.device, Tp, ctx.device, heads * ss * 4);
     }
-    for_groups([&](int64_t h0, int64_t hg) {
-      feats.load(h0, hg, true);
-      bidirectional_linear_attention_forward_finish(ctx, shape_of(hg), feats.phi_q(), state + h0 * ss,
-                                                    yp + h0 * n * (D + 1), rs + h0 * n);
-    });
+    favor_bidirectional_forward_finish(ctx, fs, q, W, state, yp, rs);
   }
-  linear_attention_normalize(ctx, full, yp, saved.o.data<float>(), saved.den.data<float>());
+  linear_attention_normalize(ctx, fs.lin(), yp, saved.o.data<float>(), saved.den.data<float>());
   synchronize(ctx.stream);
   if (phase) phase->times(t);
   t.compute = seconds_now() - t0 - t.comm_wait;
@@ -266,82 +210,39 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
   }
 
   const int64_t m = cfg_.features;
-  const FeatureMapParams fp = feature_params(cfg_);
-  const int64_t G = opt_.head_group > 0 ? std::min(opt_.head_group, heads) : heads;
-  const int64_t ss = 1 + m * (D + 1);
+  const FavorShape fs = attention_favor_shape(cfg_, heads, n);
+  const int64_t ss = fs.state_size();
   const StateCombine combine(ctx, m, D);
-  GroupFeatures feats(ctx, fp, G, n, D, m, W, q, k);
   std::unique_ptr<CommPhase> phase;
   ScanOptions so;
   so.algorithm = opt_.scan;
   so.tracker = ctx.tracker;
-  Tensor d_phi_q = Tensor::empty({G * n, m}, DType::f32, *ctx.tracker, "attention.d_phi_q");
-  Tensor d_phi_k = Tensor::empty({G * n, m}, DType::f32, *ctx.tracker, "attention.d_phi_k");
   Tensor U = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total");
   float* Up = U.data<float>();
   const float* o = saved.o.data<float>();
   const float* den = saved.den.data<float>();
   const float* rs = saved.row_scale.data<float>();
   const float* state = saved.state.data<float>();
-  auto shape_of = [&](int64_t hg) { return LinAttnShape{hg, n, m, D, cfg_.chunk}; };
-  auto for_groups = [&](auto&& body) {
-    for (int64_t h0 = 0; h0 < heads; h0 += G) body(h0, std::min(G, heads - h0));
-  };
-  auto fm_back = [&](const float* x, const float* phi, const float* dphi, float* dx, int64_t hg) {
-    feature_map_backward(ctx, fp, hg * n, D, m, x, W, phi, dphi, dx);
-  };
 
   if (cfg_.causal()) {
-    for_groups([&](int64_t h0, int64_t hg) {
-      feats.load(h0, hg, true);
-      const int64_t r = h0 * n;
-      causal_linear_attention_backward_local(ctx, shape_of(hg), feats.phi_q(), feats.phi_k(), feats.c_k(), v + r * D,
-                                             o + r * D, den + r, rs + r, d_o + r * D, d_phi_q.data<float>(),
-                                             d_phi_k.data<float>(), dv + r * D, Up + h0 * ss,
-                                             distributed ? state + h0 * ss : nullptr, nullptr);
-      fm_back(q + r * D, feats.phi_q(), d_phi_q.data<float>(), dq + r * D, hg);
-      fm_back(k + r * D, feats.phi_k(), d_phi_k.data<float>(), dk + r * D, hg);
-    });
+    favor_causal_backward_local(ctx, fs, q, k, v, W, o, den, rs, d_o, distributed ? state : nullptr, dq, dk, dv, Up);
     if (distributed) {
       Tensor suffix = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.suffix");
       phase = std::make_unique<CommPhase>(ctx, *sp_);
       reverse_exclusive_scan(*sp_, Up, suffix.raw(), heads * ss, combine, so);
       phase->issued();
       phase->join();
-      Tensor dk_extra = Tensor::empty({G * n, D}, DType::f32, *ctx.tracker, "attention.dk_suffix");
-      for_groups([&](int64_t h0, int64_t hg) {
-        feats.load(h0, hg, false);
-        const int64_t r = h0 * n;
-        fill_zero(ctx.stream, d_phi_k.raw(), ctx.device, hg * n * m * 4);
-        linear_attention_backward_add_suffix(ctx, shape_of(hg), feats.phi_k(), feats.c_k(), v + r * D,
-                                             suffix.data<float>() + h0 * ss, d_phi_k.data<float>(), dv + r * D);
-        fm_back(k + r * D, feats.phi_k(), d_phi_k.data<float>(), dk_extra.data<float>(), hg);
-        residual_add(ctx, dk + r * D, dk_extra.data<float>(), dk + r * D, hg * n * D);
-      });
+      favor_backward_add_suffix(ctx, fs, k, v, W, suffix.data<float>(), dk, dv);
     }
   } else {
-    for_groups([&](int64_t h0, int64_t hg) {
-      feats.load(h0, hg, true);
-      const int64_t r = h0 * n;
-      bidirectional_linear_attention_backward_local(ctx, shape_of(hg), feats.phi_q(), o + r * D, den + r, rs + r,
-                                                    d_o + r * D, state + h0 * ss, d_phi_q.data<float>(),
-                                                    Up + h0 * ss);
-      fm_back(q + r * D, feats.phi_q(), d_phi_q.data<float>(), dq + r * D, hg);
-    });
+    favor_bidirectional_backward_local(ctx, fs, q, W, o, den, rs, d_o, state, dq, Up);
     Tensor total = U;
     if (distributed) {
       total = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total_all");
       phase = std::make_unique<CommPhase>(ctx, *sp_);
       allgather_combine(ctx, *sp_, *phase, combine, Up, total.data<float>(), heads * ss);
     }
-    for_groups([&](int64_t h0, int64_t hg) {
-      feats.load(h0, hg, false);
-      const int64_t r = h0 * n;
-      bidirectional_linear_attention_backward_finish(ctx, shape_of(hg), feats.phi_k(), feats.c_k(), v + r * D,
-                                                     total.data<float>() + h0 * ss, d_phi_k.data<float>(),
-                                                     dv + r * D);
-      fm_back(k + r * D, feats.phi_k(), d_phi_k.data<float>(), dk + r * D, hg);
-    });
+    favor_bidirectional_backward_finish(ctx, fs, k, v, W, total.data<float>(), dk, dv);
   }
   synchronize(ctx.stream);
   if (phase) phase->times(t);

@@ -3,25 +3,27 @@
 //   q, k, v, o, dq, dk, dv   [heads = B*H, n, D]   this rank's block of positions
 //   W                        [m, D]                the layer's random projection (favor, relu)
 //
-// favor/relu, causal (ARCHITECTURE.md §2): per head group, features of q and k
-// (per-row log-scales), the block total T_r of the key state, an exclusive
-// scan of T_r over the sequence group (started before the local chunks are
-// computed, on a worker thread, so communication overlaps compute), local
-// chunked attention, then the prefix added by one GEMM and the normalisation.
-// The backward recomputes the features, adds the forward prefix, reverse-scans
-// the gradient block totals U_r and adds the suffix.
+// favor/relu run the fused FAVOR+ protocol of kernels/favor_attention (the
+// same op as performer-attn and the benchmarks), whose random features are
+// made chunk by chunk and never held whole:
+// causal (ARCHITECTURE.md §2): the block total T_r of the key state, an
+// exclusive scan of T_r over the sequence group (issued before the local
+// chunks are computed, so communication overlaps compute), the local chunked
+// attention, then the prefix added and the normalisation. The backward runs
+// the local backward with the forward prefix, reverse-scans the gradient block
+// totals U_r and adds the suffix.
 // favor/relu, bidirectional: the key state summed over the group (allgather of
 // the per-rank states, combined in rank order with the log-scale combine, so
 // every rank holds bit-identical totals), then the same for the gradient state.
 // softmax: exact tiled attention; the whole sequence must be on one rank.
 //
-// Memory: the features of `head_group` heads at a time ([head_group, n, m]
-// for q, k and their gradients); with head_group < heads the features are
-// recomputed instead of kept. Nothing per position is m x D.
+// Memory: y [heads, n, D+1], the states, and the fused op's per-thread tiles
+// (favor_workspace_bytes); nothing per position is m wide.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/favor_attention/favor_attention.h"
 #include "model/config.h"
 #include "runtime/comm.h"
 #include "runtime/exec.h"
@@ -46,7 +48,6 @@ struct AttentionSaved {
 };
 
 struct AttentionOptions {
-  int64_t head_group = 0;          // heads per feature batch (0: all heads at once)
   // Issue the forward scan before the local chunks, so that it runs during
   // them on a stream-ordered communicator (NCCL, MPI with async CPU streams).
   bool overlap_comm = true;
@@ -55,6 +56,9 @@ struct AttentionOptions {
   bool test_omit_scan_wait = false;
   ScanAlgorithm scan = ScanAlgorithm::Auto;
 };
+
+// The fused op's shape for `heads` = B*H heads of n positions of this model.
+FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t n);
 
 class SequenceAttention {
  public:

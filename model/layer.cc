@@ -125,7 +125,7 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
 }
 
 void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
-                                const void* params_lp, const float* W, const float* x, const LayerActs& a,
+                                const void* params_lp, const float* W, const float* x, LayerActs& a,
                                 const float* d_out, float* d_x, float* grads, LayerTiming* timing) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
@@ -137,12 +137,15 @@ void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, co
   {
     Tensor d_g = make(ctx, {T, F}, "layer.grad_ffn_hidden");
     pr.backward(d_out, a.g, off_.ffn2_w, off_.ffn2_b, d_g.data<float>(), g, T, F, C);
+    a.g = Tensor();
     {
       const Tensor h1 = pr.widen(a.h1, "layer.ffn_hidden");
       gelu_backward(ctx, d_g.data<float>(), h1.data<float>(), d_g.data<float>(), T * F);
     }
+    a.h1 = Tensor();
     Tensor d_ln2 = make(ctx, {T, C}, "layer.grad_ln");
     pr.backward(d_g.data<float>(), a.ln2, off_.ffn1_w, off_.ffn1_b, d_ln2.data<float>(), g, T, C, F);
+    a.ln2 = Tensor();
     layernorm_backward(ctx, d_ln2.data<float>(), a.mid.data<float>(), p + off_.ln2_g, a.mean2.data<float>(),
                        a.rstd2.data<float>(), d_mid.data<float>(), g + off_.ln2_g, g + off_.ln2_b, T, C);
     residual_add(ctx, d_mid.data<float>(), d_out, d_mid.data<float>(), T * C);

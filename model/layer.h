@@ -47,9 +47,12 @@ class TransformerLayer {
   void forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
                const float* W, const float* x, float* out, LayerActs& acts, LayerTiming* timing) const;
   // Given d_out, writes d_x (may alias d_out) and accumulates parameter
-  // gradients into `grads` (same layout as params).
+  // gradients into `grads` (same layout as params). Consumes `acts`: the FFN
+  // activations (g, h1, ln2) are released as soon as their last use is
+  // queued, so the attention backward runs without them (the planner counts
+  // this).
   void backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
-                const float* W, const float* x, const LayerActs& acts, const float* d_out, float* d_x, float* grads,
+                const float* W, const float* x, LayerActs& acts, const float* d_out, float* d_x, float* grads,
                 LayerTiming* timing) const;
 
  private:

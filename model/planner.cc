@@ -5,17 +5,16 @@
 #include <algorithm>
 #include <sstream>
 
+#include "kernels/favor_attention/favor_attention.h"
 #include "model/params.h"
 #include "runtime/memory.h"
 
 namespace pf {
 
-MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, const AttentionOptions& options,
-                       bool training) {
+MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool training, Device device) {
   const int64_t T = B * n, C = cfg.width, F = cfg.ffn, H = cfg.heads, D = cfg.head_dim(), V = cfg.vocab,
                 L = cfg.layers, m = cfg.features, BH = B * H;
   const bool linear = cfg.attention != AttentionKind::Softmax;
-  const int64_t G = options.head_group > 0 ? std::min(options.head_group, BH) : BH;
   const int64_t ss = 1 + m * (D + 1);
   const int64_t f = 4;  // bytes per float
 
@@ -35,26 +34,23 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, const Atten
   // Kept per layer for its backward.
   const int64_t att_saved = linear ? (T * C + 2 * T * H + BH * ss) : (T * C + T * H);
   const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved) - (f - h) * kept16;
-  // Inside the attention forward: features of one head group, unnormalised
-  // outputs, block totals, scan workspace.
-  // Kernel workspaces: the linear-attention kernels hold per-thread chunk
-  // buffers (the backward also one C x C block per chunk of the sequence); the
-  // feature-map backward holds one [rows, m] buffer.
-  const int64_t threads = omp_get_max_threads();
-  const int64_t Ck = std::min(cfg.chunk, std::max<int64_t>(n, 1)), D1 = D + 1;
-  const int64_t la_fwd = threads * (m * D1 + Ck * D1 + Ck * Ck + Ck * m);
-  const int64_t la_bwd = threads * (m * D1 + 2 * Ck * D1 + Ck * Ck + (n + Ck - 1) / Ck * Ck * Ck + Ck * m);
-  const int64_t att_fwd =
-      linear ? f * (2 * G * n * m + G * n + T * (C + H) + 3 * BH * ss + G * ss + la_fwd) : 0;
-  // Backward of one head group: the recomputed features of q and k, their
-  // gradients and one more [G, n, m] buffer that is still live when the
-  // feature-map backward takes its own (measured at the paper configuration:
-  // without it the plan was one [G, n, m] buffer under the measured peak).
-  const int64_t att_bwd =
-      linear ? f * (5 * G * n * m + G * n + 2 * BH * ss + G * n * D + std::max(la_bwd, G * n * m + G * n)) : 0;
+  // Inside the attention forward: the unnormalised outputs y [BH, n, D+1],
+  // the block totals, the early block totals, the scan's workspace, and the
+  // fused op's workspace on `device` (CPU: per-thread tiles; CUDA: window
+  // buffers). No buffer is m wide per position.
+  const FavorShape fs = attention_favor_shape(cfg, BH, n);
+  const int64_t favor_ws = linear ? favor_workspace_bytes(fs, device, omp_get_max_threads()) : 0;
+  const int64_t att_fwd = linear ? f * (T * (C + H) + 4 * BH * ss) + favor_ws : 0;
+  // Backward: the gradient block total, the suffix, the scan's workspace and the workspace.
+  const int64_t att_bwd = linear ? f * 3 * BH * ss + favor_ws : 0;
   const int64_t layer_fwd = std::max({f * 3 * T * C, att_fwd, lowp_fwd});
+  // Backward of one layer, above its activations: the FFN part with every
+  // activation live; after it the layer has released g, h1 and ln2 (kept in
+  // the model dtype), so the attention and projection parts run without them.
+  const int64_t ffn_freed = h * (2 * T * F + T * C);
   const int64_t layer_bwd =
-      f * T * C + std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd, f * 6 * T * C, f * 5 * T * C});
+      f * T * C + std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd - ffn_freed,
+                            f * 6 * T * C - ffn_freed, f * 5 * T * C - ffn_freed});
   const int64_t ids = 8 * T;
   const int64_t head = f * (T * V + 2 * T * C + 3 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
 
@@ -80,10 +76,10 @@ std::string MemoryPlan::summary() const {
 }
 
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple,
-                             const AttentionOptions& options) {
+                             Device device) {
   // 3% headroom for what the plan does not see (allocator rounding, library buffers).
   const double budget = 0.97 * static_cast<double>(cap_bytes);
-  auto fits = [&](int64_t k) { return static_cast<double>(plan_memory(cfg, batch, k * multiple, options).peak) <= budget; };
+  auto fits = [&](int64_t k) { return static_cast<double>(plan_memory(cfg, batch, k * multiple, true, device).peak) <= budget; };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 2;
   while (fits(hi) && hi < (int64_t{1} << 40) / multiple) {

@@ -10,8 +10,8 @@
 //                twice (LayerNorm outputs, merged heads and FFN hidden in
 //                16 bits under bf16/f16); plus the layer inputs of every layer
 //   transient    the largest working set inside one layer's forward or
-//                backward (features of one head group, unnormalised outputs,
-//                scan workspace, gradient buffers) and the output head
+//                backward (unnormalised outputs, states, scan workspace, the
+//                fused FAVOR+ workspace, gradient buffers) and the output head
 //                (logits [T, V])
 // With activation checkpointing only the layer inputs persist and one layer's
 // activations are rebuilt at a time.
@@ -33,12 +33,13 @@ struct MemoryPlan {
   std::string summary() const;  // one line, human readable
 };
 
-MemoryPlan plan_memory(const ModelConfig& cfg, int64_t batch, int64_t n_local, const AttentionOptions& options = {},
-                       bool training = true);
+// `device`: where the step runs (the fused attention's workspace differs).
+MemoryPlan plan_memory(const ModelConfig& cfg, int64_t batch, int64_t n_local, bool training = true,
+                       Device device = Device::cpu());
 
 // The largest local length (a multiple of `multiple`) whose planned peak fits
 // under 97% of `cap_bytes` (3% headroom), or 0 when even `multiple` does not fit.
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple = 1024,
-                             const AttentionOptions& options = {});
+                             Device device = Device::cpu());
 
 }  // namespace pf

@@ -70,12 +70,15 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
   int rc = 0;
   PF_REQUIRE(ConfigError, a.checkpointing == "both" || a.checkpointing == "on" || a.checkpointing == "off",
              "--checkpointing must be both, on or off, got '" << a.checkpointing << "'");
+  // The device a confirming step runs on (device.backend), which the plan is for.
+  const bool gpu = base.device.backend == "cuda" || (base.device.backend == "auto" && cuda_device_count() > 0);
+  const Device device = gpu ? Device::cuda(0) : Device::cpu();
   for (bool ckpt : {false, true}) {
     if (a.checkpointing != "both" && ckpt != (a.checkpointing == "on")) continue;
     ModelConfig m = base.model;
     m.checkpoint_activations = ckpt;
-    const int64_t n = longest_local_length(m, a.batch, cap, 1024, base.parallel.attention);
-    const MemoryPlan plan = plan_memory(m, a.batch, n, base.parallel.attention);
+    const int64_t n = longest_local_length(m, a.batch, cap, 1024, device);
+    const MemoryPlan plan = plan_memory(m, a.batch, n, true, device);
     std::fprintf(out, "%s,%d,%lld,%lld,%lld,%lld\n", a.preset.c_str(), ckpt, static_cast<long long>(a.batch),
                  static_cast<long long>(n), static_cast<long long>(plan.peak), static_cast<long long>(cap));
     std::fflush(out);
@@ -84,8 +87,6 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
     if (a.confirm && n > 0) {
       // One real step at that length with the cap enforced by the allocator,
       // on the device the trainer would use (device.backend).
-      const bool gpu = base.device.backend == "cuda" || (base.device.backend == "auto" && cuda_device_count() > 0);
-      const Device device = gpu ? Device::cuda(0) : Device::cpu();
       MemoryTracker tracker(device, cap);
       ExecResources res(device, tracker);
       ParallelGrid grid(make_local_comm(device), 1);
@@ -131,7 +132,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
     std::unique_ptr<DataLoader> loader;
     if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", true));
     const int64_t n = a.length, L = n * sp;
-    const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, cfg.parallel.attention);
+    const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, true, session.ctx().device);
     if (rank == 0)
       std::fprintf(out,
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"

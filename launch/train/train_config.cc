@@ -240,7 +240,10 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   }
   p.attention.scan = parse_scan_algorithm(s);
   r.get("parallel", "overlap", p.attention.overlap_comm);
-  r.get("parallel", "head_group", p.attention.head_group);
+  // Obsolete since attention holds no features per head: still read, with no
+  // effect, because checkpoints written before store it in their configuration.
+  int64_t obsolete_head_group = 0;
+  r.get("parallel", "head_group", obsolete_head_group);
   r.get("parallel", "bucket_mib", p.bucket_mib);
   r.get("parallel", "overlap_allreduce", p.overlap_allreduce);
 

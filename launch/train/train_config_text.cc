@@ -67,7 +67,6 @@ std::string format_train_config(const TrainConfig& c) {
       {"parallel", toml::table{{"sp", c.parallel.sp},
                                {"scan", scan_algorithm_name(c.parallel.attention.scan)},
                                {"overlap", c.parallel.attention.overlap_comm},
-                               {"head_group", c.parallel.attention.head_group},
                                {"bucket_mib", c.parallel.bucket_mib},
                                {"overlap_allreduce", c.parallel.overlap_allreduce}}},
       {"device", toml::table{{"backend", c.device.backend},
