@@ -11,6 +11,8 @@
 #include "kernels/gemm/gemm.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
+#include "runtime/memory.h"
+#include "runtime/tensor.h"
 
 namespace pf::bench {
 
@@ -43,6 +45,22 @@ double peak_sgemm_gflops(int64_t n) {
   const ExecContext host;  // a synchronous CPU stream: the GEMM runs inside the timed call
   const double s =
       best_seconds([&] { gemm_f32(host, false, false, n, n, n, 1.f, A.data(), n, B.data(), n, 0.f, C.data(), n); }, 3);
+  return 2.0 * n * n * n / s * 1e-9;
+}
+
+double device_sgemm_gflops(const ExecContext& ctx, int64_t n) {
+  if (ctx.device.is_cpu()) return peak_sgemm_gflops();
+  const Tensor A = Tensor::empty({n, n}, DType::f32, *ctx.tracker, "bench.sgemm");
+  const Tensor B = Tensor::empty({n, n}, DType::f32, *ctx.tracker, "bench.sgemm");
+  const Tensor C = Tensor::empty({n, n}, DType::f32, *ctx.tracker, "bench.sgemm");
+  fill_zero(ctx.stream, A.raw(), ctx.device, n * n * 4);
+  fill_zero(ctx.stream, B.raw(), ctx.device, n * n * 4);
+  const double s = best_seconds(
+      [&] {
+        gemm_f32(ctx, false, false, n, n, n, 1.f, A.data<float>(), n, B.data<float>(), n, 0.f, C.data<float>(), n);
+        synchronize(ctx.stream);
+      },
+      3);
   return 2.0 * n * n * n / s * 1e-9;
 }
 

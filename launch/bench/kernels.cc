@@ -31,6 +31,7 @@
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/flops.h"
 #include "launch/bench/timing.h"
 #include "kernels/gemm/gemm.h"
 #include "runtime/exec.h"
@@ -62,28 +63,7 @@ class Buffers {
   std::vector<Tensor> tensors_;
 };
 
-// cuBLAS (or CPU) sgemm GFLOP/s at n^3 on `ctx`'s device, best of 3.
-double device_sgemm_gflops(const ExecContext& ctx, int64_t n) {
-  if (ctx.device.is_cpu()) return peak_sgemm_gflops();
-  Buffers b(*ctx.tracker);
-  float* A = b.make(std::vector<float>(n * n, 0.5f));
-  float* B = b.make(std::vector<float>(n * n, 0.25f));
-  float* C = b.make(n * n);
-  const double t = best_seconds(
-      [&] {
-        gemm_f32(ctx, false, false, n, n, n, 1.f, A, n, B, n, 0.f, C, n);
-        synchronize(ctx.stream);
-      },
-      3);
-  return 2.0 * n * n * n / t * 1e-9;
-}
 
-double favor_flop(int64_t heads, int64_t n, int64_t d, int64_t m, int64_t C, bool causal) {
-  const double D1 = static_cast<double>(d + 1), md = static_cast<double>(m) * d;
-  const double fwd = 4 * md + 4 * m * D1 + (causal ? 2.0 * C * (m + D1) : 0.0);
-  const double bwd = 4 * md + 8 * m * D1 + (causal ? 2 * md + 2.0 * C * (3 * m + D1 + d) : 0.0) + 4 * md;
-  return (fwd + bwd) * static_cast<double>(n) * heads;
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "runtime/clock.h"
+#include "runtime/exec.h"
 
 namespace pf::bench {
 
@@ -26,5 +27,7 @@ double best_seconds(F&& fn, int reps) {
 // sgemm GFLOP/s of this build's CPU backend at n^3, measured now: the
 // denominator of every "fraction of peak" figure.
 double peak_sgemm_gflops(int64_t n = 2048);
+// The same on ctx's device (cuBLAS on a GPU, with tensors from ctx.tracker).
+double device_sgemm_gflops(const ExecContext& ctx, int64_t n);
 
 }  // namespace pf::bench

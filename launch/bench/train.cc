@@ -8,7 +8,8 @@
 // attention compute, scan (its exposed part separately), other compute,
 // gradient and scalar allreduce, optimizer and data; plus the peak bytes of
 // rank 0, the largest peak of any rank and the planner's prediction for the
-// same configuration.
+// same configuration; and the step's nominal FLOPs (launch/bench/flops.h) with
+// their rate as a fraction of the same run's sgemm rate on the same device.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,8 @@
 
 #include "data/loader.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/flops.h"
+#include "launch/bench/presets.h"
 #include "launch/bench/timing.h"
 #include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
@@ -30,16 +33,6 @@
 namespace pf::bench {
 namespace {
 
-std::vector<std::string> preset(const std::string& name) {
-  if (name == "small")
-    return {"model.layers=2", "model.width=128", "model.heads=4", "model.ffn=512", "model.features=64"};
-  if (name == "medium")
-    return {"model.layers=4", "model.width=256", "model.heads=8", "model.ffn=1024", "model.features=128"};
-  if (name == "paper")  // the Performer paper's speed study
-    return {"model.layers=6", "model.width=512", "model.heads=8", "model.ffn=2048", "model.features=256"};
-  PF_REQUIRE(ConfigError, false, "--preset must be small, medium or paper, got '" << name << "'");
-  return {};
-}
 
 TokenBatch synthetic_batch(int64_t B, int64_t L, int64_t begin, int64_t end, int64_t first_sample) {
   TokenBatch b;
@@ -106,7 +99,7 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
 
 // One rank of the benchmark, inside the MPI frame.
 int run_train_ranks(const Args& a, int size, int rank) {
-  std::vector<std::string> sets = preset(a.preset);
+  std::vector<std::string> sets = model_preset(a.preset);
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
   const int64_t sp = a.sp > 0 ? a.sp : size;
   sets.push_back("parallel.sp=" + std::to_string(sp));
@@ -133,10 +126,15 @@ int run_train_ranks(const Args& a, int size, int rank) {
     if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", true));
     const int64_t n = a.length, L = n * sp;
     const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, true, session.ctx().device);
+    // The step's nominal FLOPs per rank, and the sgemm rate of this run's device,
+    // measured before the steps with every rank measuring at once.
+    const StepFlop flop = training_step_flop(cfg.model, a.batch, n);
+    const double sgemm = device_sgemm_gflops(session.ctx(), session.ctx().device.is_cpu() ? 2048 : 8192);
     if (rank == 0)
       std::fprintf(out,
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
-                   "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,max_peak_bytes\n");
+                   "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,"
+                   "max_peak_bytes,gemm_gflop,attention_gflop,gflops,sgemm_gflops,fraction_of_peak\n");
     for (int64_t s = 0; s <= a.steps; ++s) {
       const double t0 = seconds_now();
       TokenBatch batch;
@@ -152,13 +150,17 @@ int run_train_ranks(const Args& a, int size, int rank) {
       long long max_peak = static_cast<long long>(st.peak_bytes);  // over all ranks (untimed)
       MPI_Allreduce(MPI_IN_PLACE, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
       if (rank == 0 && s > 0) {
-        std::fprintf(out, "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld\n",
+        const double gflops = flop.total() * 1e-9 / secs;
+        std::fprintf(out,
+                     "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld,"
+                     "%.2f,%.2f,%.1f,%.1f,%.3f\n",
                      a.preset.c_str(), attention_kind_name(cfg.model.attention), size, grid.dp_size(),
                      grid.sp_size(), static_cast<long long>(a.batch), static_cast<long long>(n),
                      static_cast<long long>(s), secs,
                      static_cast<double>(grid.world_size() * a.batch * n) / secs, st.model.attention, st.model.scan,
                      st.model.scan_exposed, st.model.other, st.allreduce, st.allreduce_exposed, st.optimizer, data_s,
-                     static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak), max_peak);
+                     static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak), max_peak,
+                     flop.gemm * 1e-9, flop.attention * 1e-9, gflops, sgemm, gflops / sgemm);
         std::fflush(out);
       }
     }
