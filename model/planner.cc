@@ -61,8 +61,12 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
     plan.activations = ids + f * (L + 1) * T * C + L * layer_acts;
     plan.transient = std::max({layer_fwd, head, f * T * C + layer_bwd});
   } else {
+    // The layer inputs; in the backward of layer l the inputs above l are
+    // released, which leaves room for the gradient d_x [T, C]. The rebuild of
+    // a layer's activations also holds its output [T, C] (dropped before that
+    // layer's backward).
     plan.activations = ids + f * (L + 1) * T * C;
-    plan.transient = std::max({layer_acts + layer_fwd, head, f * 2 * T * C + layer_acts + layer_bwd});
+    plan.transient = std::max({head, f * T * C + layer_acts + layer_fwd, layer_acts + layer_bwd});
   }
   plan.peak = plan.persistent + plan.activations + plan.transient;
   return plan;
