@@ -3,13 +3,8 @@
 #include <cmath>
 
 #include "kernels/feature_map/feature_map_math.h"
+#include "runtime/vector_math.h"
 
-// One clone per instruction set, chosen at load time by CPUID.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define PF_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PF_VECTOR_CLONES
-#endif
 
 namespace pf {
 

@@ -11,8 +11,20 @@
 #include <cmath>
 
 #include "runtime/hd.h"
+#include "runtime/vector_math.h"
 
 namespace pf {
+
+// exp for the GELU: the float64 reference and CUDA take the library's; the
+// CPU's fp32 loops take exp_f32, which vectorises (runtime/vector_math.h).
+PF_HD double gelu_exp(double v) { return exp(v); }
+PF_HD float gelu_exp(float v) {
+#if defined(__CUDA_ARCH__)
+  return expf(v);
+#else
+  return exp_f32(v);
+#endif
+}
 
 template <typename F>
 PF_HD F gelu_inner(F x) {
@@ -21,12 +33,12 @@ PF_HD F gelu_inner(F x) {
 
 template <typename F>
 PF_HD F gelu_value(F x) {
-  return x / (F(1) + std::exp(F(-2) * gelu_inner(x)));
+  return x / (F(1) + gelu_exp(F(-2) * gelu_inner(x)));
 }
 
 template <typename F>
 PF_HD F gelu_derivative(F x) {
-  const F e = std::exp(F(-2) * gelu_inner(x));
+  const F e = gelu_exp(F(-2) * gelu_inner(x));
   const F s = F(1) / (F(1) + e);                       // 0.5 (1 + tanh(u))
   const F sm = e < F(INFINITY) ? e * s : F(1);         // 0.5 (1 - tanh(u)) = e / (1 + e)
   const F ssm = s * sm;  // 0 once |u| is large; skip the term so x^2 overflow gives no 0 * inf
