@@ -146,9 +146,11 @@ void linear_attention_state_combine_cpu(const ExecContext& ctx, int64_t heads, i
     for (int64_t h = 0; h < heads; ++h) {
       const float *e = earlier + h * size, *l = later + h * size;
       float* r = out + h * size;
-      // Element 0 (the log-scale) last: the others read it from the inputs, which out may alias.
-      for (int64_t k = 1; k < size; ++k) state_combine_element(e, l, r, k);
-      state_combine_element(e, l, r, 0);
+      // The two weights of state_combine_element, once per head (out may alias an input).
+      const float top = max_log_scale(e[0], l[0]);
+      const float we = log_scale_weight(e[0], top), wl = log_scale_weight(l[0], top);
+      for (int64_t k = 1; k < size; ++k) r[k] = we * e[k] + wl * l[k];
+      r[0] = top;
     }
   });
 }
