@@ -26,6 +26,7 @@ const Subcommand kSubcommands[] = {
     {"train", pf::bench::run_train, "training-step tokens/s with its breakdown (under mpirun); longest length under a cap"},
     {"approx", pf::bench::run_approx, "random-feature attention vs exact softmax: error, top-1 agreement, time, memory"},
     {"kernels", pf::bench::run_kernels, "FAVOR+ attention vs exact softmax forward+backward time, GFLOP/s, crossover"},
+    {"generate", pf::bench::run_generate, "generation tokens/s and peak memory: recurrent form vs forward per token"},
 };
 
 void usage() {

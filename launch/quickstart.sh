@@ -2,8 +2,9 @@
 # The main job, from a fresh Debian/Ubuntu machine: installs what it needs,
 # builds, prepares real UniProt proteins into HDF5, trains the small causal
 # Performer with `mpirun -np 2` (each sequence split over both ranks) on the
-# CPU, stops half way with a checkpoint, resumes from it, and evaluates the
-# result on the held-out test split.
+# CPU, stops half way with a checkpoint, resumes from it, evaluates the
+# result on the held-out test split, scores the mmseqs2 QUERY proteins and
+# generates a few proteins with it.
 #   OUT        work folder (default: out/quickstart)
 #   BUILD_DIR  build folder (default: build)
 #   STEPS      training steps (default: from launch/configs/small.toml)
@@ -14,11 +15,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-out/quickstart}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" > /dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target performer-data performer-train performer-eval
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target performer-data performer-train performer-eval performer-score \
+  performer-generate
 bin=$BUILD_DIR/launch
 mkdir -p "$OUT"
 
-echo "== 1/4 prepare: UniProt sequences (FASTA.gz) -> HDF5"
+echo "== 1/5 prepare: UniProt sequences (FASTA.gz) -> HDF5"
 "$bin/performer-data" prepare --output "$OUT/uniprot.h5" /usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 
 steps=${STEPS:-$(sed -n 's/^steps *= *\([0-9]*\).*/\1/p' launch/configs/small.toml | head -1)}
@@ -28,14 +30,20 @@ run=(mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-train" --
      --set "train.metrics=\"$OUT/metrics.jsonl\"" --set "train.steps=$steps")
 rm -rf "$OUT/checkpoints" "$OUT/metrics.jsonl"
 
-echo "== 2/4 train on 2 ranks (dp 1 x sp 2), stopping at step $half with a checkpoint"
+echo "== 2/5 train on 2 ranks (dp 1 x sp 2), stopping at step $half with a checkpoint"
 "${run[@]}" --set "train.stop_at=$half"
 
-echo "== 3/4 resume from the newest checkpoint and finish $steps steps"
+echo "== 3/5 resume from the newest checkpoint and finish $steps steps"
 "${run[@]}" --resume auto
 
-echo "== 4/4 evaluate the final checkpoint on the held-out test split"
+echo "== 4/5 evaluate the final checkpoint on the held-out test split"
 last=$(ls "$OUT/checkpoints"/ckpt-*.h5 | tail -1)
 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-eval" --checkpoint "$last" --split test \
   --set "data.files=[\"$OUT/uniprot.h5\"]"
 echo "(the unigram baseline of amino acids is a perplexity of about 18 on this data)"
+
+echo "== 5/5 score the QUERY proteins (per-protein log-likelihood) and generate 5 proteins"
+mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-score" --checkpoint "$last" \
+  --output "$OUT/query_scores.tsv" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
+OMP_NUM_THREADS=1 "$bin/performer-generate" --checkpoint "$last" --num 5 --max-length 400 --top-p 0.95 --seed 1 \
+  --output "$OUT/generated.fasta"

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cast/cast.h"
@@ -61,6 +62,50 @@ const float* PerformerModel::projection(int64_t layer, int64_t step) {
   return projections_.at(static_cast<size_t>(layer)).data<float>();
 }
 
+void PerformerModel::embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, float* x) {
+  const int64_t T = B * n, C = cfg_.width;
+  embedding_forward(ctx_, ids, params_.data<float>() + layout_.embedding(), x, T, cfg_.vocab, C);
+  // Token embeddings enter scaled by sqrt(C) so that they are not drowned by
+  // the unit-amplitude positional encoding (the tied output head uses the
+  // unscaled table).
+  scale_values(ctx_, x, T * C, static_cast<float>(std::sqrt(static_cast<double>(C))));
+  if (cfg_.positional == PositionalEncoding::Sinusoidal) sinusoidal_add(ctx_, x, B, n, C, offset);
+}
+
+void PerformerModel::hidden_states(const ModelInput& in, int64_t step, int64_t layer, std::vector<float>* out) {
+  const int64_t B = in.batch, n = in.n, T = B * n, C = cfg_.width, L = cfg_.layers;
+  PF_REQUIRE(ValueError, layer >= 0 && layer <= L + 1,
+             "hidden-state layer must be in [0, " << L + 1 << "] for a " << L << "-layer model, got " << layer);
+  PF_REQUIRE(ValueError, static_cast<int64_t>(in.inputs.size()) == T,
+             "model input of " << B << " x " << n << " holds " << in.inputs.size() << " inputs");
+  MemoryTracker& tr = *ctx_.tracker;
+  const float* p = params_.data<float>();
+  const bool lowp = cfg_.dtype != DType::f32;
+  if (lowp) cast_narrow(ctx_, cfg_.dtype, p, params_lp_.raw(), layout_.total());
+  const void* p_lp = lowp ? params_lp_.raw() : nullptr;
+  Tensor ids = Tensor::empty({T}, DType::i32, tr, "model.ids");
+  copy_bytes(ctx_.stream, ids.raw(), ctx_.device, in.inputs.data(), Device::cpu(), T * 4);
+  Tensor x = Tensor::empty({T, C}, DType::f32, tr, "model.layer_input");
+  embed(ids.data<int32_t>(), B, n, in.offset, x.data<float>());
+  for (int64_t l = 0; l < std::min(layer, L); ++l) {
+    Tensor next = Tensor::empty({T, C}, DType::f32, tr, "model.layer_input");
+    LayerActs acts;
+    layers_[l].forward(ctx_, B, n, p, p_lp, projection(l, step), x.data<float>(), next.data<float>(), acts, nullptr);
+    x = next;
+  }
+  if (layer == L + 1) {
+    Tensor hf = Tensor::empty({T, C}, DType::f32, tr, "model.final_ln");
+    Tensor mf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
+    Tensor rf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
+    layernorm_forward(ctx_, x.data<float>(), p + layout_.final_ln_g(), p + layout_.final_ln_b(), hf.data<float>(),
+                      mf.data<float>(), rf.data<float>(), T, C);
+    x = hf;
+  }
+  out->resize(static_cast<size_t>(T * C));
+  copy_bytes(ctx_.stream, out->data(), Device::cpu(), x.raw(), ctx_.device, x.nbytes());
+  synchronize(ctx_.stream);
+}
+
 ForwardResult PerformerModel::forward(const ModelInput& in, int64_t step, std::vector<float>* logits_out,
                                       ModelTiming* timing) {
   return run(in, step, false, 0.0, logits_out, timing, {});
@@ -109,13 +154,8 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   // activations kept across layers.
   std::vector<Tensor> xs;
   xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
-  embedding_forward(ctx, ids.data<int32_t>(), p + layout_.embedding(), xs[0].data<float>(), T, V, C);
-  // Token embeddings enter scaled by sqrt(C) so that they are not drowned by
-  // the unit-amplitude positional encoding (the tied output head uses the
-  // unscaled table).
+  embed(ids.data<int32_t>(), B, n, in.offset, xs[0].data<float>());
   const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
-  scale_values(ctx, xs[0].data<float>(), T * C, embed_scale);
-  if (cfg_.positional == PositionalEncoding::Sinusoidal) sinusoidal_add(ctx, xs[0].data<float>(), B, n, C, in.offset);
 
   std::vector<LayerActs> acts(static_cast<size_t>(L));
   LayerTiming lt;

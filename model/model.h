@@ -66,6 +66,12 @@ class PerformerModel {
   ForwardResult forward_backward(const ModelInput& in, int64_t step, double loss_scale, ModelTiming* timing = nullptr,
                                  const GradientsReady& ready = {});
 
+  // Forward only, without targets: the hidden states [B, n, C] (host) after
+  // `layer` layers: 0 is the scaled embedding plus positions, l in [1, L] the
+  // output of layer l, and L + 1 the final LayerNorm of layer L's output (the
+  // rows the tied head reads). in.targets is not read.
+  void hidden_states(const ModelInput& in, int64_t step, int64_t layer, std::vector<float>* out);
+
   // The random projection of `layer` used at `step` ([m, D] on the device).
   const float* projection(int64_t layer, int64_t step);
   int64_t redraw_index(int64_t step) const;
@@ -73,6 +79,8 @@ class PerformerModel {
  private:
   ForwardResult run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
                     std::vector<float>* logits_out, ModelTiming* timing, const GradientsReady& ready);
+  // x [T, C] = sqrt(C) E[ids] (+ the encoding of positions offset .. offset + n - 1); ids on the device.
+  void embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, float* x);
 
   ModelConfig cfg_;
   ExecContext ctx_;

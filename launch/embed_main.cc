@@ -1,0 +1,73 @@
+// performer-embed: per-protein mean embeddings (and optionally per-residue
+// rows) of FASTA / Swiss-Prot files under a checkpoint, into an HDF5 file
+// (launch/infer/embed_output.h; readable with h5py).
+//   [mpirun -np P] performer-embed --checkpoint FILE --output OUT.h5 [--layer final|K]
+//       [--per-residue] [--map-unknown-to-x] [--set key=value ...] INPUT...
+// Each protein is split over all P launched ranks (sequence parallel).
+// Exit status as performer-score: 2 for usage errors (options, inputs, a
+// checkpoint this tool cannot use), 1 for malformed input and other errors.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "launch/infer/checkpoint_model.h"
+#include "launch/infer/embed_output.h"
+#include "launch/infer/embedding.h"
+#include "launch/infer/sequence_input.h"
+#include "launch/train/mpi_program.h"
+#include "runtime/clock.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Per-protein (and per-residue) embeddings of proteins under a checkpoint, into HDF5"};
+  std::string checkpoint, output, layer_text = "final";
+  std::vector<std::string> inputs, overrides;
+  bool per_residue = false, map_unknown = false;
+  app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required();
+  app.add_option("--output,-o", output, "HDF5 file to write")->required();
+  app.add_option("--layer", layer_text,
+                 "'final' (the final LayerNorm, what the output head reads) or K: 0 the embedding plus positions, "
+                 "l the output of layer l")
+      ->capture_default_str();
+  app.add_flag("--per-residue", per_residue, "also write every residue's row");
+  app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters as X instead of failing");
+  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)");
+  app.add_option("inputs", inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  return pf::run_mpi_program(argc, argv, "performer-embed", [&](int size, int rank) {
+    pf::check_sequence_inputs(inputs, "input");
+    std::vector<std::string> read = inputs;
+    read.push_back(checkpoint);
+    pf::require_distinct_output("--output", output, read);
+    pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
+    const int64_t L = cm.cfg.model.layers;
+    const int64_t layer = pf::parse_embedding_layer(layer_text, L);
+    const std::string layer_name = layer == L + 1 ? "final_layernorm"
+                                   : layer == 0   ? "embedding"
+                                                  : "layer" + std::to_string(layer);
+    pf::EmbeddingWriter writer(cm.cfg.model.width, per_residue);
+    pf::ReaderOptions ro;
+    ro.map_unknown_to_x = map_unknown;
+    pf::SequenceSource source(inputs, ro);
+    pf::SequenceRecord rec;
+    const double t0 = pf::seconds_now();
+    while (source.next(rec)) {
+      const pf::SequenceEmbedding e =
+          pf::embed_sequence(*cm.model, rec.tokens, layer, per_residue, cm.step, MPI_COMM_WORLD);
+      if (rank == 0) writer.add(rec.id, static_cast<int64_t>(rec.tokens.size()), e.mean, e.residues);
+    }
+    if (rank == 0) {
+      writer.write(output, checkpoint, layer, layer_name);
+      std::fprintf(stderr, "performer-embed: %lld proteins, layer %s, width %lld -> %s (%d rank(s), %.1f s)\n",
+                   static_cast<long long>(writer.count()), layer_name.c_str(),
+                   static_cast<long long>(cm.cfg.model.width), output.c_str(), size, pf::seconds_now() - t0);
+    }
+    return 0;
+  });
+}

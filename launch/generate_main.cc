@@ -1,0 +1,145 @@
+// performer-generate: proteins sampled from a causal checkpoint, run as a
+// recurrent network (model/recurrent.h: the attention state of every layer
+// and head carried token by token, O(1) time and memory per token).
+//   [mpirun -np P] performer-generate --checkpoint FILE [--num N] [--max-length N]
+//       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--prompt FILE]
+//       [--output OUT.fasta] [--id-prefix TEXT] [--set key=value ...]
+// Each protein starts from <end> (then the prompt's residues, when given:
+// every record of --prompt gets --num continuations) and stops when <end> is
+// drawn or after --max-length generated residues. Protein i's draws are keyed
+// by (seed, i) with a counter-based generator, so the output does not depend
+// on the rank count; with P ranks, rank r generates proteins r, r + P, ...
+// and rank 0 writes them in order. Output: FASTA, 60 residues a line, header
+//   >ID length=N stop=end|max_length prompt=ID|none prompt_length=K seed=S
+// Exit status: 2 for usage errors (options, a masked-LM or softmax checkpoint,
+// another vocabulary or model layout), 1 for malformed prompts and other errors.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "launch/infer/checkpoint_model.h"
+#include "launch/infer/generation.h"
+#include "launch/infer/output_file.h"
+#include "launch/infer/sequence_input.h"
+#include "launch/train/mpi_program.h"
+#include "runtime/clock.h"
+
+namespace {
+
+std::string fasta_record(const std::string& header, const std::string& residues) {
+  std::string s = ">" + header + "\n";
+  for (size_t i = 0; i < residues.size(); i += 60) s += residues.substr(i, 60) + "\n";
+  if (residues.empty()) s += "\n";
+  return s;
+}
+
+void send_text(const std::string& text, int to) {
+  const long long n = static_cast<long long>(text.size());
+  PF_MPI_CHECK(MPI_Send(&n, 1, MPI_LONG_LONG, to, 0, MPI_COMM_WORLD));
+  PF_MPI_CHECK(MPI_Send(text.data(), static_cast<int>(n), MPI_CHAR, to, 1, MPI_COMM_WORLD));
+}
+
+std::string receive_text(int from) {
+  long long n = 0;
+  PF_MPI_CHECK(MPI_Recv(&n, 1, MPI_LONG_LONG, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+  std::string text(static_cast<size_t>(n), '\0');
+  PF_MPI_CHECK(MPI_Recv(text.data(), static_cast<int>(n), MPI_CHAR, from, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Sample proteins from a causal checkpoint, token by token with the recurrent form"};
+  std::string checkpoint, output, id_prefix = "generated";
+  std::vector<std::string> prompts, overrides;
+  int64_t num = 1;
+  bool map_unknown = false;
+  pf::GenerateOptions go;
+  app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5) of a causal model")->required();
+  app.add_option("--num,-n", num, "proteins to generate (per prompt record)")->capture_default_str();
+  app.add_option("--max-length", go.max_length, "most residues generated per protein (the prompt not counted)")
+      ->capture_default_str();
+  app.add_option("--temperature", go.sampling.temperature, "softmax temperature; 0 is greedy")->capture_default_str();
+  app.add_option("--top-k", go.sampling.top_k, "draw from the K most likely tokens (0: all)")->capture_default_str();
+  app.add_option("--top-p", go.sampling.top_p, "draw from the smallest set of tokens with this mass (1: all)")
+      ->capture_default_str();
+  app.add_option("--seed", go.seed, "seed of the draws: the same seed gives the same proteins")->capture_default_str();
+  app.add_option("--prompt", prompts, "FASTA / Swiss-Prot file(s) whose records start the proteins");
+  app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters of prompts as X instead of failing");
+  app.add_option("--output,-o", output, "FASTA file to write (default: stdout)");
+  app.add_option("--id-prefix", id_prefix, "identifiers are PREFIX-<index>")->capture_default_str();
+  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  return pf::run_mpi_program(argc, argv, "performer-generate", [&](int size, int rank) {
+    PF_REQUIRE(pf::ConfigError, num >= 1, "--num must be >= 1, got " << num);
+    PF_REQUIRE(pf::ConfigError, go.max_length >= 0, "--max-length must be >= 0, got " << go.max_length);
+    pf::validate_sampling(go.sampling);
+    std::vector<std::string> read = prompts;
+    read.push_back(checkpoint);
+    pf::require_distinct_output("--output", output, read);
+    {
+      const pf::TrainConfig stored = pf::read_checkpoint_config(checkpoint, overrides);
+      PF_REQUIRE(pf::ConfigError, stored.model.causal(),
+                 checkpoint << ": a masked-LM checkpoint (model.objective = \""
+                            << pf::objective_name(stored.model.objective)
+                            << "\") cannot generate: its attention is bidirectional, so it has no next-token "
+                               "distribution (score it with performer-score, which gives pseudo-log-likelihoods)");
+      PF_REQUIRE(pf::ConfigError, stored.model.attention != pf::AttentionKind::Softmax,
+                 checkpoint << ": model.attention = softmax has no fixed-size recurrent state: generate with "
+                               "random features, --set model.attention=favor");
+    }
+    std::vector<pf::SequenceRecord> prompt_records;
+    if (!prompts.empty()) {
+      pf::check_sequence_inputs(prompts, "--prompt");
+      pf::ReaderOptions ro;
+      ro.map_unknown_to_x = map_unknown;
+      prompt_records = pf::read_all_sequences(prompts, ro);
+    } else {
+      prompt_records.emplace_back();  // one empty prompt
+    }
+    pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, 1);
+    pf::RecurrentPerformer rec(*cm.model, cm.session->ctx(), 1, cm.step);
+    const int64_t total = num * static_cast<int64_t>(prompt_records.size());
+    std::unique_ptr<pf::OutputFile> out;
+    if (rank == 0) out = std::make_unique<pf::OutputFile>(output);
+    const double t0 = pf::seconds_now();
+    int64_t tokens = 0;
+    std::vector<std::string> mine;  // this rank's records: proteins rank, rank + size, ...
+    for (int64_t i = rank; i < total; i += size) {
+      const pf::SequenceRecord& prompt = prompt_records[static_cast<size_t>(i / num)];
+      const pf::GeneratedProtein g = pf::generate_protein(rec, prompt.tokens, go, static_cast<uint64_t>(i));
+      tokens += static_cast<int64_t>(g.residues.size()) - g.prompt_length + (g.ended ? 1 : 0);
+      std::ostringstream h;
+      h << id_prefix << "-" << i << " length=" << g.residues.size() << " stop=" << (g.ended ? "end" : "max_length")
+        << " prompt=" << (prompt.id.empty() ? "none" : prompt.id) << " prompt_length=" << g.prompt_length
+        << " seed=" << go.seed;
+      mine.push_back(fasta_record(h.str(), g.residues));
+    }
+    // Rank 0 writes every record in index order; the others send theirs in theirs.
+    if (rank == 0) {
+      for (int64_t i = 0; i < total; ++i)
+        out->write(i % size == 0 ? mine[static_cast<size_t>(i / size)] : receive_text(static_cast<int>(i % size)));
+    } else {
+      for (const std::string& r : mine) send_text(r, 0);
+    }
+    long long all_tokens = tokens;
+    PF_MPI_CHECK(
+        MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &all_tokens, &all_tokens, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (rank == 0) {
+      out->commit();
+      std::fprintf(stderr, "performer-generate: %lld proteins, %lld sampled tokens, %.1f s on %d rank(s)\n",
+                   static_cast<long long>(total), all_tokens, pf::seconds_now() - t0, size);
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,87 @@
+#include "launch/infer/checkpoint_model.h"
+
+#include <mpi.h>
+
+#include "data/h5.h"
+#include "data/vocab.h"
+#include "launch/train/checkpoint.h"
+#include "runtime/check.h"
+
+namespace pf {
+namespace {
+
+CheckpointState read_metadata_or_refuse(const std::string& path) {
+  try {
+    return read_checkpoint_metadata(path);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(std::string("--checkpoint: not a usable checkpoint: ") + e.what());
+  }
+}
+
+// The rows of the stored token embedding are the checkpoint's vocabulary
+// (model.vocab is not a configuration key: it is this build's).
+void require_protein_vocabulary(const std::string& path, const ModelConfig& model) {
+  int64_t rows = model.vocab;
+  try {
+    H5Id f = h5_open_file(path);
+    if (h5_exists(f, "params")) {
+      H5Id params = h5_open_group(f, "params");
+      if (h5_exists(params, "embedding")) {
+        H5Id d = h5_open_dataset(params, "embedding");
+        const std::vector<int64_t> shape = h5_dataset_shape(d);
+        if (!shape.empty()) rows = shape[0];
+      }
+    }
+  } catch (const Hdf5Error& e) {
+    throw ConfigError(path + ": not a usable checkpoint: " + e.what());
+  }
+  PF_REQUIRE(ConfigError, rows == Vocab::kSize && model.vocab == Vocab::kSize,
+             path << ": checkpoint of another vocabulary: its token embedding has " << rows
+                  << " rows, but this build's protein vocabulary has " << static_cast<int>(Vocab::kSize) << " tokens ("
+                  << Vocab::description() << "): its token ids would be read as other letters");
+}
+
+}  // namespace
+
+TrainConfig read_checkpoint_config(const std::string& path, const std::vector<std::string>& overrides) {
+  const CheckpointState metadata = read_metadata_or_refuse(path);
+  TrainConfig cfg = parse_train_config_text(metadata.config_text, path, overrides);
+  require_protein_vocabulary(path, cfg.model);
+  require_compatible_model(path, metadata, cfg.model, true, "cannot load these parameters into this model");
+  return cfg;
+}
+
+CheckpointModel load_checkpoint_model(const std::string& path, const std::vector<std::string>& overrides, int sp) {
+  CheckpointModel out;
+  out.path = path;
+  out.cfg = read_checkpoint_config(path, overrides);
+  out.cfg.parallel.sp = sp;
+  out.cfg.checkpoint.resume.clear();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  PF_REQUIRE(ConfigError, size % sp == 0, sp << " sequence-parallel ranks do not divide the " << size << " launched");
+  PF_REQUIRE(ConfigError, out.cfg.model.attention != AttentionKind::Softmax || sp == 1,
+             path << ": model.attention = softmax needs the whole sequence on one rank, but " << sp
+                  << " ranks split it: run on one rank, or with random features (--set model.attention=favor)");
+  out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
+  out.model = std::make_unique<PerformerModel>(out.cfg.model, out.session->ctx(), &out.session->grid().sp_group(),
+                                               out.cfg.parallel.attention);
+  CheckpointState st;
+  try {
+    st = read_checkpoint(path, out.model->layout());
+  } catch (const Error& e) {
+    throw ConfigError(path +
+                      ": the stored tensors do not fit the stored model configuration (another model "
+                      "layout, or a damaged file): " +
+                      e.what());
+  }
+  out.step = st.step;
+  Tensor& params = out.model->params();
+  copy_bytes(params.stream(), params.raw(), params.device(), st.params.data(), Device::cpu(), params.nbytes());
+  synchronize(params.stream());
+  return out;
+}
+
+}  // namespace pf

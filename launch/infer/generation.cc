@@ -1,0 +1,37 @@
+#include "launch/infer/generation.h"
+
+#include "data/vocab.h"
+#include "runtime/check.h"
+
+namespace pf {
+
+GeneratedProtein generate_protein(RecurrentPerformer& model, const std::vector<uint8_t>& prompt,
+                                  const GenerateOptions& options, uint64_t protein) {
+  PF_REQUIRE(ValueError, model.batch() == 1, "generate_protein runs one stream, the model has " << model.batch());
+  PF_REQUIRE(ConfigError, options.max_length >= 0, "--max-length must be >= 0, got " << options.max_length);
+  const int64_t V = Vocab::kSize;
+  std::vector<float> logits(static_cast<size_t>(V));
+  GeneratedProtein out;
+  out.prompt_length = static_cast<int64_t>(prompt.size());
+  out.residues.reserve(prompt.size() + 64);
+  model.reset(0);
+  int32_t token = Vocab::kEnd;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    model.step(&token, nullptr);
+    token = prompt[i];
+    out.residues.push_back(Vocab::residue_letter(prompt[i]));
+  }
+  for (int64_t t = 0; t < options.max_length; ++t) {
+    model.step(&token, logits.data());
+    token = sample_token(logits.data(), V, options.sampling,
+                         sampling_uniform(options.seed, protein, static_cast<uint64_t>(t)));
+    if (token == Vocab::kEnd) {
+      out.ended = true;
+      break;
+    }
+    out.residues.push_back(Vocab::residue_letter(static_cast<uint8_t>(token)));
+  }
+  return out;
+}
+
+}  // namespace pf

@@ -1,0 +1,52 @@
+#include "launch/infer/output_file.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/check.h"
+
+namespace pf {
+
+std::string temporary_output_path(const std::string& path) {
+  return path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+}
+
+OutputFile::OutputFile(const std::string& path) : path_(path) {
+  if (path.empty() || path == "-") {
+    f_ = stdout;
+    return;
+  }
+  tmp_ = temporary_output_path(path);
+  f_ = std::fopen(tmp_.c_str(), "w");
+  PF_REQUIRE(IoError, f_ != nullptr, "cannot write '" << path << "' (as " << tmp_ << "): " << std::strerror(errno));
+}
+
+OutputFile::~OutputFile() {
+  if (tmp_.empty() || committed_) return;
+  if (f_) std::fclose(f_);
+  std::error_code ignored;
+  std::filesystem::remove(tmp_, ignored);
+}
+
+void OutputFile::write(const std::string& text) {
+  PF_REQUIRE(IoError, std::fwrite(text.data(), 1, text.size(), f_) == text.size(),
+             "writing '" << (tmp_.empty() ? std::string("stdout") : path_) << "' failed: " << std::strerror(errno));
+}
+
+void OutputFile::commit() {
+  if (tmp_.empty()) {
+    std::fflush(f_);
+    committed_ = true;
+    return;
+  }
+  const bool ok = std::fflush(f_) == 0 && std::fclose(f_) == 0;
+  f_ = nullptr;
+  PF_REQUIRE(IoError, ok, "writing '" << path_ << "' failed: " << std::strerror(errno));
+  std::filesystem::rename(tmp_, path_);
+  committed_ = true;
+}
+
+}  // namespace pf

@@ -1,0 +1,71 @@
+#include "launch/infer/score_output.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "data/h5.h"
+#include "launch/infer/output_file.h"
+#include "runtime/check.h"
+
+namespace pf {
+
+ScoreFormat parse_score_format(const std::string& text) {
+  if (text == "tsv") return ScoreFormat::Tsv;
+  if (text == "jsonl") return ScoreFormat::Jsonl;
+  throw ConfigError("--format must be tsv or jsonl, got '" + text + "'");
+}
+
+std::string score_header(ScoreFormat format) {
+  return format == ScoreFormat::Tsv ? "id\tlength\tmeasure\tscored\tlog_likelihood\tperplexity\n" : "";
+}
+
+std::string format_score_row(ScoreFormat format, const ScoreRow& r) {
+  if (format == ScoreFormat::Jsonl) {
+    nlohmann::ordered_json j;
+    j["id"] = r.id;
+    j["length"] = r.length;
+    j["measure"] = r.measure;
+    j["scored"] = r.scored;
+    j["log_likelihood"] = r.log_likelihood;
+    j["perplexity"] = r.perplexity;
+    return j.dump() + "\n";
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "\t%lld\t%s\t%lld\t%.6f\t%.6f\n", static_cast<long long>(r.length), r.measure.c_str(),
+                static_cast<long long>(r.scored), r.log_likelihood, r.perplexity);
+  return r.id + buf;
+}
+
+void PerResidueWriter::add(const std::string& id, int64_t length, const std::vector<double>& logprob) {
+  PF_REQUIRE(ValueError, static_cast<int64_t>(logprob.size()) == length + 1,
+             id << ": " << logprob.size() << " per-residue values for " << length << " residues");
+  ids_.push_back(id);
+  lengths_.push_back(length);
+  logprob_.insert(logprob_.end(), logprob.begin(), logprob.end());
+  offsets_.push_back(static_cast<int64_t>(logprob_.size()));
+}
+
+void PerResidueWriter::write(const std::string& path, const std::string& measure, const std::string& checkpoint,
+                             const std::string& first_residue) const {
+  const std::string tmp = temporary_output_path(path);
+  try {
+    {
+      H5Id f = h5_create_file(tmp);
+      h5_write_strings(f, "ids", ids_);
+      h5_write_vector(f, "lengths", lengths_);
+      h5_write_vector(f, "offsets", offsets_);
+      h5_write_vector(f, "logprob", logprob_);
+      h5_write_attr_string(f, "measure", measure);
+      h5_write_attr_string(f, "checkpoint", checkpoint);
+      if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);
+    }
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+}
+
+}  // namespace pf

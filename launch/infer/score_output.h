@@ -1,0 +1,55 @@
+// Result formats of performer-score.
+//   tsv:   a header line, then one line per protein:
+//          id  length  measure  scored  log_likelihood  perplexity
+//   jsonl: one object per protein with the same keys
+//          {"id": ..., "length": n, "measure": "log_likelihood", "scored": k,
+//           "log_likelihood": L, "perplexity": P}
+// measure: "log_likelihood" (causal, exact) or "pseudo_log_likelihood"
+// (masked); scored: the number of terms summed in log_likelihood (natural
+// log); perplexity = exp(-log_likelihood / scored).
+// Per-residue HDF5 file (--per-residue FILE.h5), readable with h5py:
+//   /ids        vlen UTF-8 string [N]
+//   /lengths    int64 [N]     residues n_i
+//   /offsets    int64 [N + 1] sequence i owns logprob[offsets[i] : offsets[i + 1]]
+//   /logprob    float64 [sum (n_i + 1)]  log P of residue 1..n_i, then of <end>;
+//               NaN where not scored (the first residue with
+//               --first-residue context; <end> for masked models)
+//   attributes: measure, checkpoint, first_residue (causal models)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pf {
+
+enum class ScoreFormat { Tsv, Jsonl };
+ScoreFormat parse_score_format(const std::string& text);  // "tsv" | "jsonl"; ConfigError otherwise
+
+struct ScoreRow {
+  std::string id;
+  int64_t length = 0;
+  std::string measure;
+  int64_t scored = 0;
+  double log_likelihood = 0;
+  double perplexity = 0;
+};
+
+std::string score_header(ScoreFormat format);  // "" for jsonl
+std::string format_score_row(ScoreFormat format, const ScoreRow& row);
+
+// Collects the per-residue values of every protein and writes the file at the end.
+class PerResidueWriter {
+ public:
+  void add(const std::string& id, int64_t length, const std::vector<double>& logprob);
+  // Written as "<path>.tmp-<pid>" and renamed; Hdf5Error / IoError naming the file.
+  void write(const std::string& path, const std::string& measure, const std::string& checkpoint,
+             const std::string& first_residue) const;
+
+ private:
+  std::vector<std::string> ids_;
+  std::vector<int64_t> lengths_, offsets_{0};
+  std::vector<double> logprob_;
+};
+
+}  // namespace pf

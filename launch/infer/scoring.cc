@@ -1,0 +1,145 @@
+#include "launch/infer/scoring.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "data/vocab.h"
+#include "launch/infer/sequence_split.h"
+#include "runtime/check.h"
+
+namespace pf {
+namespace {
+
+struct Ranks {
+  int rank = 0, size = 1;
+  explicit Ranks(MPI_Comm comm) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
+};
+
+// Rank 0's totals from the summed per-position values; `scored` marks the
+// positions that hold a term.
+void finish(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm) {
+  sum_to_root(s.logprob, comm);
+  s.scored = 0;
+  s.total = 0;
+  for (size_t i = 0; i < s.logprob.size(); ++i) {
+    if (scored[i]) {
+      s.total += s.logprob[i];
+      ++s.scored;
+    } else {
+      s.logprob[i] = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+}
+
+SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o, MPI_Comm comm) {
+  const Ranks ranks(comm);
+  const int64_t n = static_cast<int64_t>(r.size()), V = model.config().vocab;
+  // Input tokens and, per input position, the slot of logprob it predicts.
+  std::vector<int32_t> tokens;
+  const bool lead = o.first_residue == FirstResidue::Scored;
+  if (lead) tokens.push_back(Vocab::kEnd);
+  for (uint8_t t : r) tokens.push_back(t);
+  const int64_t N = static_cast<int64_t>(tokens.size());
+  auto target_of = [&](int64_t i) -> int32_t { return i + 1 < N ? tokens[i + 1] : Vocab::kEnd; };
+  auto slot_of = [&](int64_t i) { return lead ? i : i + 1; };
+
+  const PositionBlock blk = rank_block(N, ranks.rank, ranks.size);
+  ModelInput in;
+  in.batch = 1;
+  in.n = blk.size();
+  in.offset = blk.begin;
+  for (int64_t i = blk.begin; i < blk.end; ++i) {
+    in.inputs.push_back(tokens[i]);
+    in.targets.push_back(target_of(i));
+  }
+  std::vector<float> logits;
+  model.forward(in, o.step, &logits);
+
+  SequenceScore s;
+  s.logprob.assign(static_cast<size_t>(n + 1), 0.0);
+  std::vector<char> scored(static_cast<size_t>(n + 1), 0);
+  for (int64_t i = 0; i < N; ++i) scored[slot_of(i)] = 1;
+  for (int64_t i = blk.begin; i < blk.end; ++i)
+    s.logprob[slot_of(i)] = log_softmax_at(logits.data() + (i - blk.begin) * V, V, target_of(i));
+  finish(s, scored, comm);
+  return s;
+}
+
+SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o, MPI_Comm comm) {
+  const Ranks ranks(comm);
+  const int64_t n = static_cast<int64_t>(r.size()), V = model.config().vocab, N = n + 1;
+  std::vector<int32_t> tokens(r.begin(), r.end());
+  tokens.push_back(Vocab::kEnd);
+  const PositionBlock blk = rank_block(N, ranks.rank, ranks.size);
+  // Copies per forward: the same on every rank (from the largest block).
+  const int64_t largest = (N + ranks.size - 1) / ranks.size;
+  const int64_t per_batch =
+      std::max<int64_t>(1, std::min<int64_t>(n, o.pll_batch_tokens / std::max<int64_t>(1, largest)));
+
+  SequenceScore s;
+  s.logprob.assign(static_cast<size_t>(n + 1), 0.0);
+  std::vector<char> scored(static_cast<size_t>(n + 1), 0);
+  std::fill(scored.begin(), scored.begin() + n, 1);
+  const int32_t mask = model.config().tokens.mask;
+  std::vector<float> logits;
+  for (int64_t first = 0; first < n; first += per_batch) {
+    const int64_t B = std::min(per_batch, n - first);
+    ModelInput in;
+    in.batch = B;
+    in.n = blk.size();
+    in.offset = blk.begin;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t masked = first + b;
+      for (int64_t i = blk.begin; i < blk.end; ++i) {
+        in.inputs.push_back(i == masked ? mask : tokens[i]);
+        in.targets.push_back(i == masked ? tokens[i] : -1);
+      }
+    }
+    model.forward(in, o.step, &logits);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t masked = first + b;
+      if (!blk.holds(masked)) continue;
+      s.logprob[masked] = log_softmax_at(logits.data() + (b * blk.size() + masked - blk.begin) * V, V, tokens[masked]);
+    }
+  }
+  finish(s, scored, comm);
+  return s;
+}
+
+}  // namespace
+
+FirstResidue parse_first_residue(const std::string& text) {
+  if (text == "scored") return FirstResidue::Scored;
+  if (text == "context") return FirstResidue::Context;
+  throw ConfigError("--first-residue must be scored or context, got '" + text + "'");
+}
+
+double SequenceScore::perplexity() const {
+  return scored > 0 ? std::exp(-total / static_cast<double>(scored)) : std::numeric_limits<double>::quiet_NaN();
+}
+
+const char* score_measure(const ModelConfig& cfg) { return cfg.causal() ? "log_likelihood" : "pseudo_log_likelihood"; }
+
+double log_softmax_at(const float* logits, int64_t V, int32_t target) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(logits[v]));
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(logits[v]) - mx);
+  return static_cast<double>(logits[target]) - mx - std::log(sum);
+}
+
+SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, const ScoreOptions& options,
+                             MPI_Comm comm) {
+  PF_REQUIRE(ValueError, !residues.empty(), "cannot score an empty sequence");
+  PF_REQUIRE(ConfigError, options.pll_batch_tokens >= 1,
+             "--pll-batch-tokens must be >= 1, got " << options.pll_batch_tokens);
+  return model.config().causal() ? score_causal(model, residues, options, comm)
+                                 : score_masked(model, residues, options, comm);
+}
+
+}  // namespace pf

@@ -1,0 +1,61 @@
+// Scores of one protein under a checkpoint, with the sequence split over the
+// ranks of the model's sequence group (launch/infer/sequence_split.h).
+//   residues r_1..r_n (tokens of data/vocab.h); per-position results
+//   logprob [n + 1]: log P of residue 1..n, then of the closing <end>; NaN
+//   where a position is not scored (on rank 0; other ranks get nothing).
+// Causal models (exact log-likelihood, measure "log_likelihood"):
+//   FirstResidue::Scored   input <end> r_1 .. r_n at positions 0..n: every
+//                          residue and the closing <end> are predicted (n + 1
+//                          terms); the leading <end> is the separator that
+//                          precedes every protein in concatenated training
+//                          samples (data.mode = "concat").
+//   FirstResidue::Context  input r_1 .. r_n at positions 0..n-1, as a
+//                          data.mode = "single" training sample: residues
+//                          2..n and <end> are predicted (n terms), r_1 is
+//                          context only. performer-eval computes this on the
+//                          same sequences with data.mode = "single".
+// Masked models (pseudo-log-likelihood, measure "pseudo_log_likelihood"):
+//   input r_1 .. r_n <end>; for each residue position i, the input with r_i
+//   replaced by <mask> predicts r_i (n terms, one forward per position);
+//   `pll_batch_tokens` bounds the tokens of one forward on each rank, so
+//   several masked copies share a forward.
+// Log-probabilities are log-softmax of the fp32 logits, in double.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+namespace pf {
+
+enum class FirstResidue { Scored, Context };
+FirstResidue parse_first_residue(const std::string& text);  // "scored" | "context"; ConfigError otherwise
+
+struct ScoreOptions {
+  FirstResidue first_residue = FirstResidue::Scored;
+  int64_t pll_batch_tokens = 16384;
+  int64_t step = 0;  // the projection step
+};
+
+struct SequenceScore {
+  std::vector<double> logprob;  // [n + 1] (rank 0)
+  double total = 0;             // sum of the scored terms (rank 0)
+  int64_t scored = 0;           // number of scored terms
+  double perplexity() const;    // exp(-total / scored)
+};
+
+// "log_likelihood" (causal) or "pseudo_log_likelihood" (masked).
+const char* score_measure(const ModelConfig& cfg);
+
+// Collective over `comm`, the model's sequence group (all its ranks call it
+// with the same residues).
+SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, const ScoreOptions& options,
+                             MPI_Comm comm);
+
+// log softmax(logits [V])[target], in double.
+double log_softmax_at(const float* logits, int64_t V, int32_t target);
+
+}  // namespace pf

@@ -1,0 +1,44 @@
+// Protein sequences for the inference tools, read with the readers of
+// performer-data (data/sequence_reader.h): FASTA or Swiss-Prot by extension,
+// plain or gzipped, with the same error rules (an unknown letter, an empty
+// file, a header without a sequence: DataError naming the file and line).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/sequence_reader.h"
+
+namespace pf {
+
+// Each file exists and has a known extension; ConfigError (exit status 2)
+// naming `option` and the file otherwise.
+void check_sequence_inputs(const std::vector<std::string>& files, const std::string& option);
+
+// `output` (given by `option`; "" and "-" are stdout) is none of `inputs`
+// (data/paths.h: links and other spellings are seen through); ConfigError
+// naming both otherwise, before anything is written.
+void require_distinct_output(const std::string& option, const std::string& output,
+                             const std::vector<std::string>& inputs);
+
+// The records of several files, in order, one at a time.
+class SequenceSource {
+ public:
+  SequenceSource(std::vector<std::string> files, ReaderOptions options);
+  bool next(SequenceRecord& rec);  // false after the last record of the last file
+
+ private:
+  std::vector<std::string> files_;
+  ReaderOptions options_;
+  size_t index_ = 0;
+  std::unique_ptr<SequenceReader> reader_;
+};
+
+// Every record of `files` (for prompts, which are few).
+std::vector<SequenceRecord> read_all_sequences(const std::vector<std::string>& files, ReaderOptions options);
+
+// Residue letters of tokens (data/vocab.h).
+std::string residue_text(const std::vector<uint8_t>& tokens);
+
+}  // namespace pf

@@ -1,0 +1,106 @@
+// performer-score: per-protein log-likelihoods of FASTA / Swiss-Prot files
+// (plain or gzipped, read as performer-data reads them) under a checkpoint.
+//   [mpirun -np P] performer-score --checkpoint FILE [--format tsv|jsonl] [--output FILE]
+//       [--per-residue FILE.h5] [--first-residue scored|context] [--pll-batch-tokens N]
+//       [--map-unknown-to-x] [--set key=value ...] INPUT...
+// Causal checkpoints give the exact log-likelihood, masked ones the
+// pseudo-log-likelihood (each residue masked in turn); the `measure` column
+// says which (launch/infer/scoring.h, formats in launch/infer/score_output.h).
+// Every protein is split over all P launched ranks (sequence parallel, as
+// in training), so one protein may be longer than one rank could hold.
+// Exit status: 0 done; 2 a usage error (bad option, missing input or unknown
+// extension, a checkpoint this tool cannot use: another vocabulary, another
+// model layout, not a checkpoint); 1 any other error, e.g. malformed input
+// (an unknown letter, an empty file: the file and line are named).
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "launch/infer/checkpoint_model.h"
+#include "launch/infer/output_file.h"
+#include "launch/infer/score_output.h"
+#include "launch/infer/scoring.h"
+#include "launch/infer/sequence_input.h"
+#include "launch/train/mpi_program.h"
+#include "runtime/clock.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Log-likelihood (causal) or pseudo-log-likelihood (masked) of each protein under a checkpoint"};
+  std::string checkpoint, format = "tsv", output, per_residue, first_residue = "scored";
+  std::vector<std::string> inputs, overrides;
+  int64_t pll_batch_tokens = 16384;
+  bool map_unknown = false;
+  app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required();
+  app.add_option("--format", format, "tsv or jsonl")->capture_default_str();
+  app.add_option("--output,-o", output, "results file (default: stdout)");
+  app.add_option("--per-residue", per_residue, "also write per-residue log-probabilities to this HDF5 file");
+  app.add_option("--first-residue", first_residue,
+                 "causal models: 'scored' (input starts with <end>, every residue is predicted) or 'context' "
+                 "(the first residue is context only, as a data.mode=single sample)")
+      ->capture_default_str();
+  app.add_option("--pll-batch-tokens", pll_batch_tokens,
+                 "masked models: tokens per rank in one forward (masked copies of a protein share a forward)")
+      ->capture_default_str();
+  app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters as X instead of failing");
+  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)");
+  app.add_option("inputs", inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  return pf::run_mpi_program(argc, argv, "performer-score", [&](int size, int rank) {
+    const pf::ScoreFormat fmt = pf::parse_score_format(format);
+    pf::ScoreOptions so;
+    so.first_residue = pf::parse_first_residue(first_residue);
+    so.pll_batch_tokens = pll_batch_tokens;
+    PF_REQUIRE(pf::ConfigError, pll_batch_tokens >= 1, "--pll-batch-tokens must be >= 1, got " << pll_batch_tokens);
+    pf::check_sequence_inputs(inputs, "input");
+    std::vector<std::string> read = inputs;
+    read.push_back(checkpoint);
+    pf::require_distinct_output("--output", output, read);
+    pf::require_distinct_output("--per-residue", per_residue, read);
+    if (!output.empty()) pf::require_distinct_output("--per-residue", per_residue, {output});
+    pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
+    so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
+    const std::string measure = pf::score_measure(cm.cfg.model);
+    std::unique_ptr<pf::OutputFile> out;
+    if (rank == 0) out = std::make_unique<pf::OutputFile>(output);
+    pf::PerResidueWriter residues;
+    pf::ReaderOptions ro;
+    ro.map_unknown_to_x = map_unknown;
+    pf::SequenceSource source(inputs, ro);
+    pf::SequenceRecord rec;
+    int64_t proteins = 0, scored = 0;
+    double total = 0;
+    const double t0 = pf::seconds_now();
+    while (source.next(rec)) {
+      const pf::SequenceScore s = pf::score_sequence(*cm.model, rec.tokens, so, MPI_COMM_WORLD);
+      ++proteins;
+      if (rank != 0) continue;
+      const int64_t n = static_cast<int64_t>(rec.tokens.size());
+      if (proteins == 1) out->write(pf::score_header(fmt));  // after the first record read well
+      out->write(pf::format_score_row(fmt, pf::ScoreRow{rec.id, n, measure, s.scored, s.total, s.perplexity()}));
+      if (!per_residue.empty()) residues.add(rec.id, n, s.logprob);
+      scored += s.scored;
+      total += s.total;
+    }
+    if (rank == 0) {
+      out->commit();
+      if (!per_residue.empty())
+        residues.write(per_residue, measure, checkpoint, cm.cfg.model.causal() ? first_residue : "");
+      std::fprintf(stderr,
+                   "performer-score: %lld proteins, %s %.4f per scored token (%lld tokens, perplexity %.3f), "
+                   "%d rank(s), %.1f s\n",
+                   static_cast<long long>(proteins), measure.c_str(), scored ? total / scored : 0.0,
+                   static_cast<long long>(scored), scored ? std::exp(-total / scored) : 0.0, size,
+                   pf::seconds_now() - t0);
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,150 @@
+#include "model/recurrent.h"
+
+#include <cmath>
+
+#include "kernels/embedding/embedding.h"
+#include "kernels/feature_map/feature_map.h"
+#include "kernels/gelu/gelu.h"
+#include "kernels/heads/heads.h"
+#include "kernels/layernorm/layernorm.h"
+#include "kernels/linear/linear.h"
+#include "kernels/linear_attention/linear_attention.h"
+#include "kernels/positional/positional.h"
+#include "kernels/reduce/reduce.h"
+#include "kernels/residual/residual.h"
+#include "runtime/check.h"
+
+namespace pf {
+namespace {
+
+Tensor scratch(const ExecContext& ctx, const Shape& shape, const char* tag, DType dtype = DType::f32) {
+  return Tensor::empty(shape, dtype, *ctx.tracker, tag);
+}
+
+// The feature map of the parallel form (model/attention.cc): FAVOR+ positive
+// features or the ReLU kernel, with the default scaling for head dim D.
+FeatureMapParams recurrent_feature_params(const ModelConfig& cfg) {
+  return default_feature_params(cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu,
+                                cfg.head_dim());
+}
+
+}  // namespace
+
+RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext& ctx, int64_t batch, int64_t step)
+    : cfg_(model.config()), ctx_(ctx), layout_(model.layout()), params_(model.params().data<float>()), B_(batch) {
+  PF_REQUIRE(ConfigError, cfg_.causal(),
+             "a masked-LM model (model.objective = \"" << objective_name(cfg_.objective)
+                                                       << "\") attends in both directions and has no recurrent "
+                                                          "form: generation needs a causal model (objective clm)");
+  PF_REQUIRE(ConfigError, cfg_.attention != AttentionKind::Softmax,
+             "model.attention = softmax has no fixed-size recurrent state: run the parameters with random features "
+             "(model.attention = favor or relu)");
+  PF_REQUIRE(ValueError, batch >= 1, "recurrent batch must be >= 1, got " << batch);
+  PF_REQUIRE(ValueError, ctx_.tracker != nullptr, "the recurrent model needs a memory tracker in its context");
+  const int64_t C = cfg_.width, F = cfg_.ffn, V = cfg_.vocab, H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features,
+                BH = B_ * H;
+  const LinAttnShape s{BH, 1, m, D, 1};
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    projections_.push_back(model.projection(l, step));
+    states_.push_back(scratch(ctx_, {BH, s.state_size()}, "recurrent.state"));
+  }
+  ids_ = scratch(ctx_, {B_}, "recurrent.ids", DType::i32);
+  x_ = scratch(ctx_, {B_, C}, "recurrent.x");
+  ln_ = scratch(ctx_, {B_, C}, "recurrent.ln");
+  mean_ = scratch(ctx_, {B_}, "recurrent.ln_stats");
+  rstd_ = scratch(ctx_, {B_}, "recurrent.ln_stats");
+  qkv_ = scratch(ctx_, {B_, 3 * C}, "recurrent.qkv");
+  heads_ = scratch(ctx_, {3, BH, D}, "recurrent.qkv_heads");
+  phi_q_ = scratch(ctx_, {BH, m}, "recurrent.phi_q");
+  phi_k_ = scratch(ctx_, {BH, m}, "recurrent.phi_k");
+  c_k_ = scratch(ctx_, {BH}, "recurrent.c_k");
+  y_ = scratch(ctx_, {BH, D + 1}, "recurrent.y");
+  row_scale_ = scratch(ctx_, {BH}, "recurrent.row_scale");
+  own_ = scratch(ctx_, {BH, s.state_size()}, "recurrent.own_state");
+  o_ = scratch(ctx_, {BH, D}, "recurrent.o");
+  den_ = scratch(ctx_, {BH}, "recurrent.den");
+  merged_ = scratch(ctx_, {B_, C}, "recurrent.merged");
+  mid_ = scratch(ctx_, {B_, C}, "recurrent.mid");
+  h1_ = scratch(ctx_, {B_, F}, "recurrent.ffn_hidden");
+  g_ = scratch(ctx_, {B_, F}, "recurrent.ffn_hidden");
+  logits_ = scratch(ctx_, {B_, V}, "recurrent.logits");
+  reset(0);
+}
+
+int64_t RecurrentPerformer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& t : states_) bytes += t.nbytes();
+  return bytes;
+}
+
+void RecurrentPerformer::reset(int64_t position) {
+  PF_REQUIRE(ValueError, position >= 0, "recurrent position must be >= 0, got " << position);
+  const LinAttnShape s{B_ * cfg_.heads, 1, cfg_.features, cfg_.head_dim(), 1};
+  for (Tensor& t : states_) linear_attention_state_clear(ctx_, s, t.data<float>());
+  synchronize(ctx_.stream);
+  position_ = position;
+}
+
+// o [B*H, D] for this position; the layer's state takes in this position's key.
+void RecurrentPerformer::attention(int64_t layer, const float* heads_qkv, float* o) {
+  const int64_t H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features, BH = B_ * H;
+  const FeatureMapParams fp = recurrent_feature_params(cfg_);
+  const float* W = projections_[static_cast<size_t>(layer)];
+  const float* q = heads_qkv;
+  const float* k = heads_qkv + BH * D;
+  const float* v = heads_qkv + 2 * BH * D;
+  feature_map_forward(ctx_, fp, BH, D, m, q, W, phi_q_.data<float>(), nullptr);
+  feature_map_forward(ctx_, fp, BH, D, m, k, W, phi_k_.data<float>(), c_k_.data<float>());
+  // A block of one position per head, started from the carried state: y
+  // holds the carried prefix and this position's own term, own_ the block
+  // total of this position alone.
+  const LinAttnShape s{BH, 1, m, D, 1};
+  float* state = states_[static_cast<size_t>(layer)].data<float>();
+  causal_linear_attention_forward_local(ctx_, s, phi_q_.data<float>(), phi_k_.data<float>(), c_k_.data<float>(), v,
+                                        y_.data<float>(), row_scale_.data<float>(), own_.data<float>(), state);
+  linear_attention_state_combine(ctx_, BH, m, D, state, own_.data<float>(), state);
+  linear_attention_normalize(ctx_, s, y_.data<float>(), o, den_.data<float>());
+}
+
+void RecurrentPerformer::step(const int32_t* tokens, float* logits) {
+  const int64_t C = cfg_.width, F = cfg_.ffn, V = cfg_.vocab, H = cfg_.heads, D = cfg_.head_dim();
+  const float* p = params_;
+  for (int64_t b = 0; b < B_; ++b)
+    PF_REQUIRE(ValueError, tokens[b] >= 0 && tokens[b] < V,
+               "token " << tokens[b] << " of stream " << b << " at position " << position_ << " is outside the " << V
+                        << "-token vocabulary");
+  copy_bytes(ctx_.stream, ids_.raw(), ctx_.device, tokens, Device::cpu(), B_ * 4);
+  float* x = x_.data<float>();
+  embedding_forward(ctx_, ids_.data<int32_t>(), p + layout_.embedding(), x, B_, V, C);
+  scale_values(ctx_, x, B_ * C, static_cast<float>(std::sqrt(static_cast<double>(C))));
+  if (cfg_.positional == PositionalEncoding::Sinusoidal) sinusoidal_add(ctx_, x, B_, 1, C, position_);
+
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    const LayerOffsets& off = layout_.layer(l);
+    layernorm_forward(ctx_, x, p + off.ln1_g, p + off.ln1_b, ln_.data<float>(), mean_.data<float>(),
+                      rstd_.data<float>(), B_, C);
+    linear_forward(ctx_, ln_.data<float>(), p + off.qkv_w, p + off.qkv_b, qkv_.data<float>(), B_, C, 3 * C);
+    heads_split(ctx_, HeadsShape{3, B_, 1, H, D}, qkv_.data<float>(), heads_.data<float>());
+    attention(l, heads_.data<float>(), o_.data<float>());
+    heads_merge(ctx_, HeadsShape{1, B_, 1, H, D}, o_.data<float>(), merged_.data<float>());
+    float* mid = mid_.data<float>();
+    linear_forward(ctx_, merged_.data<float>(), p + off.out_w, p + off.out_b, mid, B_, C, C);
+    residual_add(ctx_, mid, x, mid, B_ * C);
+    layernorm_forward(ctx_, mid, p + off.ln2_g, p + off.ln2_b, ln_.data<float>(), mean_.data<float>(),
+                      rstd_.data<float>(), B_, C);
+    linear_forward(ctx_, ln_.data<float>(), p + off.ffn1_w, p + off.ffn1_b, h1_.data<float>(), B_, C, F);
+    gelu_forward(ctx_, h1_.data<float>(), g_.data<float>(), B_ * F);
+    linear_forward(ctx_, g_.data<float>(), p + off.ffn2_w, p + off.ffn2_b, x, B_, F, C);
+    residual_add(ctx_, x, mid, x, B_ * C);
+  }
+  ++position_;
+  if (logits) {
+    layernorm_forward(ctx_, x, p + layout_.final_ln_g(), p + layout_.final_ln_b(), ln_.data<float>(),
+                      mean_.data<float>(), rstd_.data<float>(), B_, C);
+    linear_forward(ctx_, ln_.data<float>(), p + layout_.embedding(), nullptr, logits_.data<float>(), B_, C, V);
+    copy_bytes(ctx_.stream, logits, Device::cpu(), logits_.raw(), ctx_.device, B_ * V * 4);
+  }
+  synchronize(ctx_.stream);  // `tokens` and `logits` belong to the caller
+}
+
+}  // namespace pf

@@ -1,0 +1,505 @@
+// performer-score, performer-embed and performer-generate as a user runs them
+// (the executables in child processes, under mpiexec for several ranks), on
+// checkpoints written here from randomly initialised tiny models:
+//   score (causal, --first-residue context) gives performer-eval's loss on
+//     the same proteins (eval --fasta with data.mode = "single"); one and two
+//     ranks agree, TSV and JSONL agree, the per-residue HDF5 sums to the totals;
+//   score (masked) is the pseudo-log-likelihood: one forward per masked
+//     residue, computed here with the model, agrees with the tool's, on one
+//     and on two ranks;
+//   a synthetic titin-length protein (35,213 residues) scores the same on
+//     four ranks and on one;
+//   embed writes ids, lengths, means [N, C] and per-residue rows whose mean is
+//     the mean, the same on one and two ranks;
+//   generate gives the same proteins for the same seed on one and two ranks,
+//     other proteins for another seed, continues prompts, stops at
+//     --max-length;
+//   bad input: a masked checkpoint given to generate, an unknown letter, an
+//     empty FASTA, a checkpoint of another vocabulary or of another model
+//     layout, an unknown extension and bad options: each refused with a
+//     message naming the file (or option) and the reason, status 2 for usage
+//     errors and 1 for malformed sequence files (as performer-data).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/h5.h"
+#include "data/sequence_reader.h"
+#include "data/vocab.h"
+#include "launch/train/checkpoint.h"
+#include "launch/train/train_config.h"
+#include "model/model.h"
+#include "runtime/exec.h"
+#include "runtime/random.h"
+
+namespace pf {
+namespace {
+
+const char* kQuery = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
+
+struct ToolRun {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+ToolRun run(const std::string& cmd, const std::string& log) {
+  ToolRun r;
+  const int raw = std::system((cmd + " > " + quoted(log) + " 2>&1").c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.out = ss.str();
+  return r;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> tiny_model(const std::string& objective) {
+  return {"model.layers=2",    "model.width=32",        "model.heads=2",      "model.ffn=64",
+          "model.features=16", "model.chunk=16",        "model.init_std=0.1", "model.objective=\"" + objective + "\"",
+          "data.batch_size=4", "data.sample_length=256"};
+}
+
+// A checkpoint of a randomly initialised model: configuration `sets`, whose
+// stored text it carries, and tensors of `shape` (the model of `sets` unless
+// a test wants tensors that do not fit it).
+void write_random_checkpoint(const std::string& path, const std::vector<std::string>& sets, const ModelConfig& shape) {
+  const TrainConfig cfg = load_train_config("", sets);
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  PerformerModel model(shape, res.ctx(), nullptr);
+  CheckpointState st;
+  st.config_text = cfg.source_text;
+  const Tensor& p = model.params();
+  st.params.assign(p.data<float>(), p.data<float>() + p.numel());
+  st.m.assign(st.params.size(), 0.0f);
+  st.v.assign(st.params.size(), 0.0f);
+  st.loss_scale = 1;
+  write_checkpoint(path, st, model.layout(), shape);
+}
+
+ModelConfig model_of(const std::vector<std::string>& sets) { return load_train_config("", sets).model; }
+
+// Proteins of QUERY.fasta.gz between 30 and 200 residues (distinct), as FASTA.
+std::vector<SequenceRecord> short_proteins(int64_t count) {
+  SequenceReader reader(kQuery);
+  std::vector<SequenceRecord> out;
+  SequenceRecord rec;
+  while (static_cast<int64_t>(out.size()) < count && reader.next(rec))
+    if (rec.tokens.size() >= 30 && rec.tokens.size() <= 200) out.push_back(rec);
+  return out;
+}
+
+std::string letters(const std::vector<uint8_t>& tokens) {
+  std::string s;
+  for (uint8_t t : tokens) s += Vocab::residue_letter(t);
+  return s;
+}
+
+void write_fasta(const std::string& path, const std::vector<SequenceRecord>& recs) {
+  std::ofstream out(path);
+  for (const SequenceRecord& r : recs) out << ">" << r.id << "\n" << letters(r.tokens) << "\n";
+}
+
+struct Fixture {
+  std::string dir, causal, masked, vocab33, layout, proteins, titin;
+  std::vector<SequenceRecord> records;
+  ~Fixture() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+const Fixture& fixture() {
+  static Fixture f = [] {
+    Fixture x;
+    x.dir = (std::filesystem::temp_directory_path() / ("pf-infer-tools-" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(x.dir);
+    std::filesystem::create_directories(x.dir + "/tmp");
+    x.causal = x.dir + "/causal.h5";
+    x.masked = x.dir + "/masked.h5";
+    x.vocab33 = x.dir + "/vocab33.h5";
+    x.layout = x.dir + "/layout.h5";
+    const std::vector<std::string> clm = tiny_model("clm"), mlm = tiny_model("mlm");
+    write_random_checkpoint(x.causal, clm, model_of(clm));
+    write_random_checkpoint(x.masked, mlm, model_of(mlm));
+    // Another vocabulary: 33 tokens (the embedding and tied head have 33 rows).
+    ModelConfig v33 = model_of(clm);
+    v33.vocab = 33;
+    write_random_checkpoint(x.vocab33, clm, v33);
+    // Another layout: the configuration says width 48, the tensors are width 32.
+    std::vector<std::string> wide = clm;
+    wide.push_back("model.width=48");
+    wide.push_back("model.heads=3");
+    write_random_checkpoint(x.layout, wide, model_of(clm));
+    x.records = short_proteins(6);
+    x.proteins = x.dir + "/proteins.fasta";
+    write_fasta(x.proteins, x.records);
+    // A titin-length protein of real amino-acid letters.
+    SequenceRecord titin;
+    titin.id = "synthetic_titin";
+    const KeyedRandom r(35213, 1, 2);
+    for (int64_t i = 0; i < 35213; ++i)
+      titin.tokens.push_back(static_cast<uint8_t>(Vocab::kFirstResidue + r.draw(static_cast<uint64_t>(i)).v[0] % 20));
+    x.titin = x.dir + "/titin.fasta";
+    write_fasta(x.titin, {titin});
+    return x;
+  }();
+  return f;
+}
+
+// One TSV row of performer-score.
+struct Row {
+  std::string id, measure;
+  int64_t length = 0, scored = 0;
+  double ll = 0, ppl = 0;
+};
+
+std::vector<Row> parse_tsv(const std::string& text) {
+  std::vector<Row> rows;
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "id\tlength\tmeasure\tscored\tlog_likelihood\tperplexity");
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    Row r;
+    f >> r.id >> r.length >> r.measure >> r.scored >> r.ll >> r.ppl;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+class InferTools : public testing::Test {
+ protected:
+  const Fixture& fx() const { return fixture(); }
+  // Runs a tool on `ranks` ranks (one without mpiexec); output in log files.
+  ToolRun tool(const std::string& exe, const std::string& args, int ranks = 1) const {
+    const std::string launcher =
+        ranks == 1 ? std::string() : std::string(PF_MPIEXEC) + " -n " + std::to_string(ranks) + " -x TMPDIR ";
+    const std::string log = fx().dir + "/run-" + std::to_string(counter_++) + ".log";
+    return run("TMPDIR=" + quoted(fx().dir + "/tmp") + " OMPI_MCA_orte_tmpdir_base=/tmp OMP_NUM_THREADS=1 " + launcher +
+                   exe + " " + args,
+               log);
+  }
+  std::string out(const std::string& name) const { return fx().dir + "/" + name; }
+  mutable int counter_ = 0;
+};
+
+TEST_F(InferTools, CausalScoreEqualsEvalLoss) {
+  const std::string tsv = out("causal.tsv");
+  ToolRun r =
+      tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --first-residue context --output " + quoted(tsv) +
+                              " --per-residue " + quoted(out("causal_residues.h5")) + " " + quoted(fx().proteins));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::vector<Row> rows = parse_tsv(read_text(tsv));
+  ASSERT_EQ(rows.size(), fx().records.size());
+  double ll = 0;
+  int64_t scored = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].id, fx().records[i].id);
+    EXPECT_EQ(rows[i].measure, "log_likelihood");
+    EXPECT_EQ(rows[i].length, static_cast<int64_t>(fx().records[i].tokens.size()));
+    EXPECT_EQ(rows[i].scored, rows[i].length);  // residues 2..n and <end>
+    EXPECT_NEAR(rows[i].ppl, std::exp(-rows[i].ll / rows[i].scored), 1e-4 * rows[i].ppl);
+    ll += rows[i].ll;
+    scored += rows[i].scored;
+  }
+  // performer-eval on the same proteins, each a data.mode = "single" sample.
+  r = tool(PF_EVAL_TOOL, "--checkpoint " + quoted(fx().causal) + " --fasta " + quoted(fx().proteins) +
+                             " --set 'data.mode=\"single\"' --set data.sample_length=256");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex(R"(loss ([0-9.]+) \| ppl [0-9.]+ \| accuracy [0-9.]+ \| ([0-9]+) tokens)")))
+      << r.out;
+  EXPECT_EQ(std::stoll(m[2]), scored);
+  // eval prints the loss with 4 decimals.
+  EXPECT_NEAR(-ll / static_cast<double>(scored), std::stod(m[1]), 6e-5) << r.out;
+
+  // Per-residue values: the first residue is context only (NaN), the rest sum to the totals.
+  H5Id f = h5_open_file(out("causal_residues.h5"));
+  const std::vector<double> lp = h5_read_array<double>(f, "logprob");
+  const std::vector<int64_t> offsets = h5_read_array<int64_t>(f, "offsets");
+  const std::vector<std::string> ids = h5_read_strings(f, "ids");
+  EXPECT_EQ(h5_read_attr_string(f, "measure"), "log_likelihood");
+  ASSERT_EQ(offsets.size(), rows.size() + 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(ids[i], rows[i].id);
+    EXPECT_EQ(offsets[i + 1] - offsets[i], rows[i].length + 1);
+    EXPECT_TRUE(std::isnan(lp[offsets[i]]));
+    double sum = 0;
+    for (int64_t k = offsets[i] + 1; k < offsets[i + 1]; ++k) sum += lp[k];
+    EXPECT_NEAR(sum, rows[i].ll, 1e-5 * std::abs(rows[i].ll) + 1e-6);
+  }
+
+  // Two ranks, JSONL, the default layout with a leading <end>: every residue scored.
+  const std::string jsonl = out("causal.jsonl");
+  r = tool(PF_SCORE_TOOL,
+           "--checkpoint " + quoted(fx().causal) + " --first-residue context --format jsonl --output " + quoted(jsonl) +
+               " " + quoted(fx().proteins),
+           2);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream lines(read_text(jsonl));
+  std::string line;
+  for (const Row& row : rows) {
+    ASSERT_TRUE(static_cast<bool>(std::getline(lines, line)));
+    EXPECT_NE(line.find("\"id\":\"" + row.id + "\""), std::string::npos) << line;
+    EXPECT_NE(line.find("\"measure\":\"log_likelihood\""), std::string::npos) << line;
+    const size_t k = line.find("\"log_likelihood\":");
+    ASSERT_NE(k, std::string::npos);
+    EXPECT_NEAR(std::stod(line.substr(k + 17)), row.ll, 1e-5 * std::abs(row.ll)) << row.id;
+  }
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --output " + quoted(out("full.tsv")) + " " +
+                              quoted(fx().proteins));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::vector<Row> full = parse_tsv(read_text(out("full.tsv")));
+  ASSERT_EQ(full.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(full[i].scored, rows[i].length + 1);
+}
+
+TEST_F(InferTools, MaskedScoreIsThePseudoLogLikelihood) {
+  const std::string one = out("masked1.tsv"), two = out("masked2.tsv");
+  ToolRun r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().masked) + " --pll-batch-tokens 512 --output " +
+                                      quoted(one) + " " + quoted(fx().proteins));
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = tool(PF_SCORE_TOOL,
+           "--checkpoint " + quoted(fx().masked) + " --pll-batch-tokens 100 --output " + quoted(two) + " " +
+               quoted(fx().proteins),
+           2);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::vector<Row> a = parse_tsv(read_text(one)), b = parse_tsv(read_text(two));
+  ASSERT_EQ(a.size(), fx().records.size());
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].measure, "pseudo_log_likelihood");
+    EXPECT_EQ(a[i].scored, a[i].length);
+    EXPECT_NEAR(b[i].ll, a[i].ll, 1e-5 * std::abs(a[i].ll)) << a[i].id;
+  }
+  // The definition, with the model: residue i masked in r_1..r_n <end>.
+  const TrainConfig cfg = load_train_config("", tiny_model("mlm"));
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  PerformerModel model(cfg.model, res.ctx(), nullptr);  // the checkpoint's parameters (same seed)
+  const std::vector<uint8_t>& t = fx().records[0].tokens;
+  const int64_t n = static_cast<int64_t>(t.size());
+  double pll = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ModelInput in;
+    in.batch = 1;
+    in.n = n + 1;
+    for (int64_t p = 0; p <= n; ++p) {
+      const int32_t tok = p < n ? t[p] : Vocab::kEnd;
+      in.inputs.push_back(p == i ? cfg.model.tokens.mask : tok);
+      in.targets.push_back(p == i ? tok : -1);
+    }
+    pll -= model.forward(in, 0).loss_sum;
+  }
+  EXPECT_NEAR(a[0].ll, pll, 1e-5 * std::abs(pll));
+}
+
+TEST_F(InferTools, TitinLengthScoresOnFourRanksAsOnOne) {
+  ToolRun one = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --output " + quoted(out("titin1.tsv")) +
+                                        " " + quoted(fx().titin));
+  ASSERT_EQ(one.status, 0) << one.out;
+  ToolRun four = tool(
+      PF_SCORE_TOOL,
+      "--checkpoint " + quoted(fx().causal) + " --output " + quoted(out("titin4.tsv")) + " " + quoted(fx().titin), 4);
+  ASSERT_EQ(four.status, 0) << four.out;
+  const std::vector<Row> a = parse_tsv(read_text(out("titin1.tsv")));
+  const std::vector<Row> b = parse_tsv(read_text(out("titin4.tsv")));
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].length, 35213);
+  EXPECT_EQ(b[0].scored, 35214);
+  EXPECT_NEAR(b[0].ll, a[0].ll, 1e-6 * std::abs(a[0].ll));
+  EXPECT_NE(four.out.find("4 rank(s)"), std::string::npos) << four.out;
+}
+
+TEST_F(InferTools, EmbedWritesMeansAndResidueRows) {
+  const std::string one = out("embed1.h5"), two = out("embed2.h5");
+  ToolRun r = tool(PF_EMBED_TOOL, "--checkpoint " + quoted(fx().causal) + " --per-residue --output " + quoted(one) +
+                                      " " + quoted(fx().proteins));
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = tool(
+      PF_EMBED_TOOL,
+      "--checkpoint " + quoted(fx().causal) + " --per-residue --output " + quoted(two) + " " + quoted(fx().proteins),
+      2);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const int64_t N = static_cast<int64_t>(fx().records.size()), C = 32;
+  H5Id a = h5_open_file(one), b = h5_open_file(two);
+  std::vector<int64_t> shape;
+  const std::vector<float> mean = h5_read_array<float>(a, "mean", &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{N, C}));
+  EXPECT_EQ(h5_read_strings(a, "ids")[0], fx().records[0].id);
+  EXPECT_EQ(h5_read_attr_string(a, "layer_name"), "final_layernorm");
+  const std::vector<int64_t> lengths = h5_read_array<int64_t>(a, "lengths");
+  H5Id g = h5_open_group(a, "residues");
+  const std::vector<int64_t> offsets = h5_read_array<int64_t>(g, "offsets");
+  const std::vector<float> rows = h5_read_array<float>(g, "embeddings", &shape);
+  EXPECT_EQ(shape[0], offsets.back());
+  const std::vector<float> mean2 = h5_read_array<float>(b, "mean");
+  for (int64_t i = 0; i < N; ++i) {
+    EXPECT_EQ(lengths[i], static_cast<int64_t>(fx().records[i].tokens.size()));
+    EXPECT_EQ(offsets[i + 1] - offsets[i], lengths[i]);
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t k = offsets[i]; k < offsets[i + 1]; ++k) s += rows[k * C + c];
+      EXPECT_NEAR(s / static_cast<double>(lengths[i]), mean[i * C + c], 1e-5);
+      EXPECT_NEAR(mean2[i * C + c], mean[i * C + c], 1e-4);
+    }
+  }
+  // Another layer.
+  r = tool(PF_EMBED_TOOL, "--checkpoint " + quoted(fx().causal) + " --layer 1 --output " + quoted(out("embedl1.h5")) +
+                              " " + quoted(fx().proteins));
+  ASSERT_EQ(r.status, 0) << r.out;
+  H5Id l1 = h5_open_file(out("embedl1.h5"));
+  EXPECT_EQ(h5_read_attr_int64(l1, "layer"), 1);
+  EXPECT_NE(h5_read_array<float>(l1, "mean"), mean);
+}
+
+TEST_F(InferTools, GenerateIsReproducibleAndFollowsItsOptions) {
+  const std::string args = "--checkpoint " + quoted(fx().causal) + " --num 3 --max-length 40 --top-k 10 --top-p 0.95 ";
+  ToolRun a = tool(PF_GENERATE_TOOL, args + "--seed 7 --output " + quoted(out("gen_a.fasta")));
+  ASSERT_EQ(a.status, 0) << a.out;
+  ToolRun b = tool(PF_GENERATE_TOOL, args + "--seed 7 --output " + quoted(out("gen_b.fasta")), 2);
+  ASSERT_EQ(b.status, 0) << b.out;
+  ToolRun c = tool(PF_GENERATE_TOOL, args + "--seed 8 --output " + quoted(out("gen_c.fasta")));
+  ASSERT_EQ(c.status, 0) << c.out;
+  const std::string ga = read_text(out("gen_a.fasta"));
+  EXPECT_EQ(ga, read_text(out("gen_b.fasta")));  // same seed, one or two ranks
+  EXPECT_NE(ga, read_text(out("gen_c.fasta")));
+  // The output is FASTA that the readers accept; lengths within --max-length.
+  SequenceReader reader(out("gen_a.fasta"));
+  SequenceRecord rec;
+  int count = 0;
+  while (reader.next(rec)) {
+    EXPECT_EQ(rec.id, "generated-" + std::to_string(count));
+    EXPECT_LE(rec.tokens.size(), 40u);
+    const bool ended = rec.header.find("stop=end") != std::string::npos;
+    EXPECT_TRUE(ended || rec.tokens.size() == 40u) << rec.header;
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
+
+  // Prompts: each record is continued --num times, starting with its residues.
+  ToolRun p =
+      tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --num 2 --max-length 5 --prompt " +
+                                 quoted(fx().proteins) + " --temperature 0.5 --output " + quoted(out("gen_p.fasta")));
+  ASSERT_EQ(p.status, 0) << p.out;
+  SequenceReader pr(out("gen_p.fasta"));
+  int k = 0;
+  while (pr.next(rec)) {
+    const SequenceRecord& prompt = fx().records[static_cast<size_t>(k / 2)];
+    EXPECT_EQ(letters(rec.tokens).substr(0, prompt.tokens.size()), letters(prompt.tokens));
+    EXPECT_LE(rec.tokens.size(), prompt.tokens.size() + 5);
+    EXPECT_NE(rec.header.find("prompt=" + prompt.id), std::string::npos) << rec.header;
+    ++k;
+  }
+  EXPECT_EQ(k, 2 * static_cast<int>(fx().records.size()));
+}
+
+TEST_F(InferTools, BadInputIsRefusedWithTheFileAndTheReason) {
+  // A masked-LM checkpoint cannot generate.
+  ToolRun r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().masked));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(fx().masked), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("masked-LM checkpoint"), std::string::npos) << r.out;
+
+  // An unknown letter: the reader's error, with file, line, column and letter.
+  const std::string bad = out("unknown_letter.fasta");
+  std::ofstream(bad) << ">ok\nMKV\n>bad\nMKJL\n";
+  for (const char* exe : {PF_SCORE_TOOL, PF_EMBED_TOOL}) {
+    const std::string extra = exe == std::string(PF_EMBED_TOOL) ? " --output " + quoted(out("never.h5")) : "";
+    r = tool(exe, "--checkpoint " + quoted(fx().causal) + extra + " " + quoted(bad));
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find(bad + ":4"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("'J'"), std::string::npos) << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out("never.h5")));
+  r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --prompt " + quoted(bad));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("'J'"), std::string::npos) << r.out;
+  // ... which --map-unknown-to-x reads as X, as performer-data does.
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --map-unknown-to-x " + quoted(bad));
+  EXPECT_EQ(r.status, 0) << r.out;
+
+  // An empty FASTA.
+  const std::string empty = out("empty.fasta");
+  std::ofstream(empty).flush();
+  r = tool(PF_SCORE_TOOL,
+           "--checkpoint " + quoted(fx().causal) + " --output " + quoted(out("never.tsv")) + " " + quoted(empty));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find(empty), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out("never.tsv")));
+
+  // A checkpoint of another vocabulary, for each tool.
+  for (const char* exe : {PF_SCORE_TOOL, PF_EMBED_TOOL, PF_GENERATE_TOOL}) {
+    const std::string extra = exe == std::string(PF_GENERATE_TOOL)
+                                  ? ""
+                                  : " --output " + quoted(out("never.h5")) + " " + quoted(fx().proteins);
+    r = tool(exe, "--checkpoint " + quoted(fx().vocab33) + extra);
+    EXPECT_EQ(r.status, 2) << exe << "\n" << r.out;
+    EXPECT_NE(r.out.find(fx().vocab33 + ": checkpoint of another vocabulary: its token embedding has 33 rows"),
+              std::string::npos)
+        << r.out;
+  }
+  // A checkpoint whose tensors do not fit its configuration.
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().layout) + " " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(fx().layout), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("another model layout"), std::string::npos) << r.out;
+  // Not a checkpoint at all.
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().proteins) + " " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(fx().proteins), std::string::npos) << r.out;
+
+  // Usage errors.
+  for (const char* exe : {PF_SCORE_TOOL, PF_EMBED_TOOL}) {
+    r = tool(exe,
+             "--checkpoint " + quoted(fx().causal) + " --output " + quoted(fx().causal) + " " + quoted(fx().proteins));
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("refusing to write over it"), std::string::npos) << r.out;
+  }
+  r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --output " + quoted(fx().causal));
+  EXPECT_EQ(r.status, 2) << r.out;
+  const std::string text = out("proteins.txt.bak");
+  std::filesystem::copy_file(fx().proteins, text, std::filesystem::copy_options::overwrite_existing);
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " " + quoted(text));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find(text), std::string::npos) << r.out;
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " " + quoted(out("missing.fasta")));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("no such file"), std::string::npos) << r.out;
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --first-residue maybe " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--first-residue"), std::string::npos) << r.out;
+  r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --top-p 0");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--top-p"), std::string::npos) << r.out;
+  r = tool(PF_EMBED_TOOL, "--checkpoint " + quoted(fx().causal) + " --layer 9 --output " + quoted(out("never.h5")) +
+                              " " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--layer"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace pf
