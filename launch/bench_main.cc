@@ -6,6 +6,7 @@
 #include <string>
 
 #include "launch/bench/bench.h"
+#include "runtime/host_allocator.h"
 
 namespace {
 
@@ -37,6 +38,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pf::keep_freed_host_memory();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? 2 : 0;

@@ -10,9 +10,11 @@
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
 #include "model/planner.h"
+#include "runtime/host_allocator.h"
 #include "runtime/memory.h"
 
 int main(int argc, char** argv) {
+  pf::keep_freed_host_memory();
   CLI::App app{"Train a Performer protein language model (launch under mpirun for several ranks)"};
   std::string config_path;
   std::vector<std::string> overrides;
