@@ -25,29 +25,21 @@ void EmbeddingWriter::add(const std::string& id, int64_t length, const std::vect
 
 void EmbeddingWriter::write(const std::string& path, const std::string& checkpoint, int64_t layer,
                             const std::string& layer_name) const {
-  const std::string tmp = temporary_output_path(path);
-  try {
-    {
-      H5Id f = h5_create_file(tmp);
-      h5_write_strings(f, "ids", ids_);
-      h5_write_vector(f, "lengths", lengths_);
-      h5_write_array(f, "mean", mean_.data(), {count(), width_});
-      if (per_residue_) {
-        H5Id g = h5_create_group(f, "residues");
-        h5_write_vector(g, "offsets", offsets_);
-        h5_write_array(g, "embeddings", residues_.data(), {offsets_.back(), width_});
-      }
-      h5_write_attr_string(f, "checkpoint", checkpoint);
-      h5_write_attr_int64(f, "layer", layer);
-      h5_write_attr_string(f, "layer_name", layer_name);
-      h5_write_attr_int64(f, "width", width_);
+  write_then_rename(path, [&](const std::string& tmp) {
+    H5Id f = h5_create_file(tmp);
+    h5_write_strings(f, "ids", ids_);
+    h5_write_vector(f, "lengths", lengths_);
+    h5_write_array(f, "mean", mean_.data(), {count(), width_});
+    if (per_residue_) {
+      H5Id g = h5_create_group(f, "residues");
+      h5_write_vector(g, "offsets", offsets_);
+      h5_write_array(g, "embeddings", residues_.data(), {offsets_.back(), width_});
     }
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
+    h5_write_attr_string(f, "checkpoint", checkpoint);
+    h5_write_attr_int64(f, "layer", layer);
+    h5_write_attr_string(f, "layer_name", layer_name);
+    h5_write_attr_int64(f, "width", width_);
+  });
 }
 
 }  // namespace pf

@@ -14,6 +14,18 @@ std::string temporary_output_path(const std::string& path) {
   return path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
 }
 
+void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
+  const std::string tmp = temporary_output_path(path);
+  try {
+    write(tmp);
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+}
+
 OutputFile::OutputFile(const std::string& path) : path_(path) {
   if (path.empty() || path == "-") {
     f_ = stdout;

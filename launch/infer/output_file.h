@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace pf {
@@ -26,5 +27,9 @@ class OutputFile {
 
 // "<path>.tmp-<pid>": where an output is written before its rename.
 std::string temporary_output_path(const std::string& path);
+
+// Calls write(tmp) for the temporary path, then renames it to `path`; on any
+// error the temporary file is removed and the error rethrown.
+void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write);
 
 }  // namespace pf

@@ -48,24 +48,16 @@ void PerResidueWriter::add(const std::string& id, int64_t length, const std::vec
 
 void PerResidueWriter::write(const std::string& path, const std::string& measure, const std::string& checkpoint,
                              const std::string& first_residue) const {
-  const std::string tmp = temporary_output_path(path);
-  try {
-    {
-      H5Id f = h5_create_file(tmp);
-      h5_write_strings(f, "ids", ids_);
-      h5_write_vector(f, "lengths", lengths_);
-      h5_write_vector(f, "offsets", offsets_);
-      h5_write_vector(f, "logprob", logprob_);
-      h5_write_attr_string(f, "measure", measure);
-      h5_write_attr_string(f, "checkpoint", checkpoint);
-      if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);
-    }
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
+  write_then_rename(path, [&](const std::string& tmp) {
+    H5Id f = h5_create_file(tmp);
+    h5_write_strings(f, "ids", ids_);
+    h5_write_vector(f, "lengths", lengths_);
+    h5_write_vector(f, "offsets", offsets_);
+    h5_write_vector(f, "logprob", logprob_);
+    h5_write_attr_string(f, "measure", measure);
+    h5_write_attr_string(f, "checkpoint", checkpoint);
+    if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);
+  });
 }
 
 }  // namespace pf

@@ -21,30 +21,17 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/tool_run.h"
+
 namespace pf {
 namespace {
 
 const char* kQuery = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
 const char* kSwiss = "/usr/share/EMBOSS/test/swiss/seq.dat";
 
-struct ToolRun {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-// Runs a shell command line with stdout and stderr to a file.
-ToolRun run(const std::string& cmd, const std::string& log) {
-  ToolRun r;
-  const int raw = std::system((cmd + " > " + quoted(log) + " 2>&1").c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.out = ss.str();
-  return r;
-}
+using test::quoted;
+using test::ToolRun;
+ToolRun run(const std::string& cmd, const std::string& log) { return test::run_tool(cmd, log); }
 
 // The trained checkpoint, shared by the tests of this process.
 struct Fixture {

@@ -40,6 +40,7 @@
 #include "launch/train/train_config.h"
 #include "model/model.h"
 #include "runtime/exec.h"
+#include "tests/support/tool_run.h"
 #include "runtime/random.h"
 
 namespace pf {
@@ -47,23 +48,9 @@ namespace {
 
 const char* kQuery = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
 
-struct ToolRun {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-ToolRun run(const std::string& cmd, const std::string& log) {
-  ToolRun r;
-  const int raw = std::system((cmd + " > " + quoted(log) + " 2>&1").c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.out = ss.str();
-  return r;
-}
+using test::quoted;
+using test::ToolRun;
+ToolRun run(const std::string& cmd, const std::string& log) { return test::run_tool(cmd, log); }
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
