@@ -24,6 +24,7 @@
 #include "launch/infer/generation.h"
 #include "launch/infer/output_file.h"
 #include "launch/infer/sequence_input.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/train/mpi_program.h"
 #include "runtime/clock.h"
 
@@ -69,16 +70,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", go.seed, "seed of the draws: the same seed gives the same proteins")->capture_default_str();
   app.add_option("--prompt", prompts, "FASTA / Swiss-Prot file(s) whose records start the proteins");
-  app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters of prompts as X instead of failing");
+  pf::add_map_unknown_option(app, map_unknown, "of prompts ");
   app.add_option("--output,-o", output, "FASTA file to write (default: stdout)");
   app.add_option("--id-prefix", id_prefix, "identifiers are PREFIX-<index>")->capture_default_str();
-  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  pf::add_override_option(app, overrides);
+  if (const auto status = pf::parse_tool_args(app, argc, argv)) return *status;
 
   return pf::run_mpi_program(argc, argv, "performer-generate", [&](int size, int rank) {
     PF_REQUIRE(pf::ConfigError, num >= 1, "--num must be >= 1, got " << num);

@@ -24,6 +24,7 @@
 #include "launch/infer/score_output.h"
 #include "launch/infer/scoring.h"
 #include "launch/infer/sequence_input.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/train/mpi_program.h"
 #include "runtime/clock.h"
 
@@ -44,15 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--pll-batch-tokens", pll_batch_tokens,
                  "masked models: tokens per rank in one forward (masked copies of a protein share a forward)")
       ->capture_default_str();
-  app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters as X instead of failing");
-  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)");
+  pf::add_map_unknown_option(app, map_unknown);
+  pf::add_override_option(app, overrides);
   app.add_option("inputs", inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const auto status = pf::parse_tool_args(app, argc, argv)) return *status;
 
   return pf::run_mpi_program(argc, argv, "performer-score", [&](int size, int rank) {
     const pf::ScoreFormat fmt = pf::parse_score_format(format);

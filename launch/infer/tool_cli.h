@@ -1,0 +1,21 @@
+// Command-line pieces the inference tools (performer-score, -embed,
+// -generate) share: the same options spelled the same way, and one parse that
+// maps usage errors to exit status 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pf {
+
+// --set section.key=value (repeatable): overrides of the checkpoint's stored configuration.
+void add_override_option(CLI::App& app, std::vector<std::string>& overrides);
+// --map-unknown-to-x; `what` says whose letters ("", "of prompts ").
+void add_map_unknown_option(CLI::App& app, bool& map_unknown, const std::string& what = "");
+// Parses argv: nothing when the run goes on, else the exit status (0 after
+// --help, 2 after a usage error, whose message CLI11 has printed).
+std::optional<int> parse_tool_args(CLI::App& app, int argc, char** argv);
+
+}  // namespace pf
