@@ -24,6 +24,25 @@ namespace {
 
 using test::Gpu;
 
+// out, dq, dk, dv (device) against the float64 reference on the same inputs,
+// rel L2 <= 1e-4 (fp32 CUDA math).
+void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std::vector<float>& q,
+                              const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& W,
+                              const std::vector<float>& g, const float* o, const float* gq, const float* gk,
+                              const float* gv) {
+  const int64_t size = static_cast<int64_t>(q.size());
+  const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+      gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+  std::vector<double> ro(size), rq(size), rk(size), rv(size);
+  favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
+  favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
+                               rv.data());
+  EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
+  EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
+  EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
+  EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
+}
+
 TEST(FavorAttentionGpu, MatchesReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const int64_t B = 2, H = 3, n = 333, d = 32, m = 64, chunk = 48, size = B * H * n * d;
@@ -54,16 +73,7 @@ TEST(FavorAttentionGpu, MatchesReference) {
       EXPECT_EQ(gpu.tracker().stats().current_bytes, live_inputs) << "temporaries not released";
       EXPECT_GT(live_inputs, live_before);
 
-      const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
-          gd(g.begin(), g.end()), Wd(W.begin(), W.end());
-      std::vector<double> ro(size), rq(size), rk(size), rv(size);
-      favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
-      favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
-                                   rv.data());
-      EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
+      expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
     }
   }
   }
@@ -87,16 +97,7 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
     float *o = gpu.alloc(size), *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
     test::run_favor_protocol(gpu.ctx(), p.shape(), causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
                              gpu.upload(W), gpu.upload(g), o, gq, gk, gv);
-    const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
-        gd(g.begin(), g.end()), Wd(W.begin(), W.end());
-    std::vector<double> ro(size), rq(size), rk(size), rv(size);
-    favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
-    favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
-                                 rv.data());
-    EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
-    EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
-    EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
-    EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
+    expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
   }
 }
 
