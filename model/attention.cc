@@ -108,6 +108,9 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
   s.chunk = cfg.chunk;
   s.features = default_feature_params(
       cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu, cfg.head_dim());
+  // 16-bit models round their GEMM operands to 8 or 11 significant bits: the
+  // fused CUDA kernels' TF32 tensor cores (11 bits) lose no more.
+  s.tf32 = cfg.dtype != DType::f32;
   return s;
 }
 

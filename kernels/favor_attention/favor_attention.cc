@@ -25,17 +25,33 @@ void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
 
-bool fused(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
+bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
 
-// Calls the fused CPU kernel or the windowed composition of op.
-#define PF_FAVOR_DISPATCH(op, ...)            \
-  do {                                        \
-    if (fused(ctx, s)) {                      \
-      favor_##op##_cpu(ctx, s, __VA_ARGS__);  \
-    } else {                                  \
-      favor_##op##_windowed(ctx, s, __VA_ARGS__); \
-    }                                         \
+#if PF_HAVE_CUDA
+bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
+  return ctx.device.is_cuda() && s.window == 0 && favor_cuda_fits(s, ctx.device);
+}
+// Calls the fused CPU or CUDA kernel, or the windowed composition, of op.
+#define PF_FAVOR_DISPATCH(op, ...)                     \
+  do {                                                 \
+    if (fused_cpu(ctx, s)) {                           \
+      favor_##op##_cpu(ctx, s, __VA_ARGS__);           \
+    } else if (fused_cuda(ctx, s)) {                   \
+      favor_##op##_cuda(ctx, s, __VA_ARGS__);          \
+    } else {                                           \
+      favor_##op##_windowed(ctx, s, __VA_ARGS__);      \
+    }                                                  \
   } while (0)
+#else
+#define PF_FAVOR_DISPATCH(op, ...)                     \
+  do {                                                 \
+    if (fused_cpu(ctx, s)) {                           \
+      favor_##op##_cpu(ctx, s, __VA_ARGS__);           \
+    } else {                                           \
+      favor_##op##_windowed(ctx, s, __VA_ARGS__);      \
+    }                                                  \
+  } while (0)
+#endif
 
 // Where the composite's scratch tensors are recorded: ctx.tracker, or (a CPU
 // context without one) a private tracker on ctx.stream, so that releases stay
@@ -74,7 +90,14 @@ int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads) {
   const int64_t kernels = std::max<int64_t>(threads, 1) * (s.m * D1 + 2 * C * D1 + C * C + (w + C - 1) / C * C * C +
                                                            C * s.m) +
                           w * s.m + w;
-  return f * (5 * w * s.m + w + w * s.d + (windows + 1) * ss + kernels);
+  const int64_t windowed = f * (5 * w * s.m + w + w * s.d + (windows + 1) * ss + kernels);
+#if PF_HAVE_CUDA
+  // CUDA with window = 0 runs the fused kernels, or the windowed composition
+  // where their tiles do not fit the device's shared memory: the larger of the
+  // two, so that a plan made without the device holds on it.
+  if (device.is_cuda() && s.window == 0) return std::max(windowed, favor_workspace_bytes_cuda(s));
+#endif
+  return windowed;
 }
 
 void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
@@ -155,6 +178,7 @@ FavorShape FavorAttentionParams::shape() const {
   s.chunk = chunk;
   s.features = features;
   s.window = window;
+  s.tf32 = tf32;
   return s;
 }
 

@@ -24,15 +24,21 @@
 // J(i) = {j <= i} (causal) or all j (bidirectional).
 //
 // Implementations (FavorShape::window):
-//  - fused (CPU, window = 0): one head per thread, one chunk of C positions at
+//  - fused CPU (window = 0): one head per thread, one chunk of C positions at
 //    a time: features of the chunk's q and k by one sgemm and the vectorised
 //    row loops of feature_map_rows.h, the intra-chunk products and the running
 //    state by sgemm, all in a per-thread tile of O(C (m + d) + m d) floats. The
 //    backward sweeps the chunks forward (dq, with the forward state) and then
 //    in reverse (dk, dv, with the gradient state), remaking each chunk's
 //    features in both sweeps.
-//  - windowed (CUDA, or any backend with window > 0): one head at a time,
-//    `window` positions at a time, through the feature-map and linear-attention
+//  - fused CUDA (window = 0, favor_attention_cuda.cu): the same per tile of 16
+//    or 32 rows in shared memory (FavorShape::chunk does not apply), a block
+//    per (segment, head): each segment's own state, an exclusive scan over
+//    the segments, then each segment's tiles in order (and in reverse for
+//    dk, dv). TF32 tensor cores when FavorShape::tf32 and sm_80+, else fp32.
+//    Shapes whose 16-row tiles exceed the device's shared memory run windowed.
+//  - windowed (window > 0, on any backend): one head at a time, `window`
+//    positions at a time, through the feature-map and linear-attention
 //    kernels of that backend, with the state carried between windows; the
 //    feature buffers are [window, m], whatever n is. The backward keeps the
 //    forward state at the start of each window, [ceil(n / window), 1 + m (d+1)]
@@ -58,10 +64,14 @@ struct FavorShape {
   int64_t m = 0;       // random features
   int64_t chunk = 64;  // chunk rows C (any n)
   FeatureMapParams features;
-  // 0: the backend's implementation (CPU fused, CUDA windowed with
-  // kFavorDefaultWindow); > 0: the windowed composition with this many
-  // positions per window, on any backend (tests run it on the CPU).
+  // 0: the backend's fused kernels (CUDA: windowed with kFavorDefaultWindow
+  // when the shape's tiles do not fit in shared memory); > 0: the windowed
+  // composition with this many positions per window, on any backend.
   int64_t window = 0;
+  // CUDA fused kernels only: the tile products may run on TF32 tensor cores
+  // (sm_80 and newer; fp32 accumulation). The model sets it for 16-bit
+  // dtypes, whose GEMMs already round their operands further; fp32 otherwise.
+  bool tf32 = false;
   LinAttnShape lin() const { return LinAttnShape{heads, n, m, d, chunk}; }
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
@@ -116,6 +126,7 @@ struct FavorAttentionParams {
   bool causal = true;
   FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
   int64_t window = 0;         // FavorShape::window
+  bool tf32 = false;          // FavorShape::tf32
   FavorShape shape() const;
 };
 

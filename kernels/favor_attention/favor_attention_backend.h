@@ -1,9 +1,10 @@
 // The implementations behind the protocol functions of favor_attention.h: one
 // declaration list, instantiated for the fused CPU kernels (suffix _cpu,
-// favor_attention_cpu.cc) and the windowed composition over a backend's
-// feature-map and linear-attention kernels (suffix _windowed,
-// favor_attention_windowed.cc; CUDA's implementation, and any backend's with
-// FavorShape::window > 0). Arguments are checked by the dispatcher first.
+// favor_attention_cpu.cc), the fused CUDA kernels (suffix _cuda,
+// favor_attention_cuda.cu, in CUDA builds) and the windowed composition over
+// a backend's feature-map and linear-attention kernels (suffix _windowed,
+// favor_attention_windowed.cc; any backend with FavorShape::window > 0).
+// Arguments are checked by the dispatcher first.
 #pragma once
 
 #include "kernels/favor_attention/favor_attention.h"
@@ -35,6 +36,13 @@
 namespace pf {
 PF_FAVOR_BACKEND_DECLS(_cpu)
 PF_FAVOR_BACKEND_DECLS(_windowed)
+#if PF_HAVE_CUDA
+PF_FAVOR_BACKEND_DECLS(_cuda)
+// Whether the fused CUDA kernels' 16-row tiles fit in the shared memory of
+// `device`, and the bytes of device temporaries one call may hold at once.
+bool favor_cuda_fits(const FavorShape& s, Device device);
+int64_t favor_workspace_bytes_cuda(const FavorShape& s);
+#endif
 // Floats of one thread's tile in the fused CPU kernels.
 int64_t favor_tile_floats_cpu(const FavorShape& s);
 }  // namespace pf

@@ -4,7 +4,9 @@
 // (softmax_attention_forward/backward_cpu), causal and bidirectional, over
 // sequence lengths n at B=1, H=8, d=64, m=256 (the defaults), on the CPU or,
 // with --device cuda, on the first GPU (inputs in device memory, each timed
-// call ends with a synchronisation of the stream).
+// call ends with a synchronisation of the stream). On a GPU the fused FAVOR+
+// kernels run in fp32 (favor) and with TF32 tensor cores (favor_tf32), and
+// the windowed composition (favor_windowed) beside them.
 // Exact softmax is skipped above --softmax-max (16384) unless --all.
 //
 // FLOP counts per head (GEMM-shaped work only; exps not counted). FAVOR+, per
@@ -43,6 +45,19 @@ namespace pf::bench {
 namespace {
 
 std::vector<float> gaussian(int64_t size, uint64_t stream) { return keyed_normals<float>(size, 99, stream, 0); }
+
+// The FAVOR+ implementations timed: the fused kernels (favor); on a GPU also
+// with TF32 tensor cores (favor_tf32) and the windowed composition over the
+// cuBLAS-based feature-map and linear-attention kernels (favor_windowed).
+struct FavorVariant {
+  const char* name;
+  int64_t window;
+  bool tf32;
+};
+std::vector<FavorVariant> favor_variants(bool gpu) {
+  if (!gpu) return {{"favor", 0, false}};
+  return {{"favor", 0, false}, {"favor_tf32", 0, true}, {"favor_windowed", kFavorDefaultWindow, false}};
+}
 
 // fp32 buffers on the benchmark's device, filled from the host.
 class Buffers {
@@ -136,13 +151,17 @@ int run_kernels(int argc, char** argv) {
                    tb, t, static_cast<double>(batch * n) / t, gflop, gflop / t, peak, gflop / t / peak);
       std::fflush(out);
     };
-    for (bool causal : {true, false}) {
-      const FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
-      float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
-      const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);
-      const double tb =
-          timed([&] { favor_attention_backward(ctx, p, q, k, v, W, o, den, rs, tp, g, dq, dk, dv); }, reps);
-      row("favor", causal, tf, tb, favor_flop(bh, n, d, m, chunk, causal) * 1e-9);
+    for (const FavorVariant& variant : favor_variants(gpu)) {
+      for (bool causal : {true, false}) {
+        FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
+        p.window = variant.window;
+        p.tf32 = variant.tf32;
+        float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
+        const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);
+        const double tb =
+            timed([&] { favor_attention_backward(ctx, p, q, k, v, W, o, den, rs, tp, g, dq, dk, dv); }, reps);
+        row(variant.name, causal, tf, tb, favor_flop(bh, n, d, m, chunk, causal) * 1e-9);
+      }
     }
     if (n > softmax_max && !all) continue;
     float* lse = b.make(bh * n);

@@ -16,9 +16,31 @@
 namespace pf {
 namespace test {
 
-inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, bool causal, int P, const float* q,
-                               const float* k, const float* v, const float* W, const float* d_o, float* out, float* dq,
-                               float* dk, float* dv) {
+// The protocol's local steps as the dispatcher runs them (favor_attention.h).
+struct DispatchedFavorOps {
+#define PF_FORWARD_OP(name)                                   \
+  template <typename... A>                                    \
+  void name(const ExecContext& ctx, A... args) const {        \
+    favor_##name(ctx, args...);                               \
+  }
+  PF_FORWARD_OP(causal_forward_local)
+  PF_FORWARD_OP(add_prefix)
+  PF_FORWARD_OP(key_state)
+  PF_FORWARD_OP(bidirectional_forward_finish)
+  PF_FORWARD_OP(causal_backward_local)
+  PF_FORWARD_OP(backward_add_suffix)
+  PF_FORWARD_OP(bidirectional_backward_local)
+  PF_FORWARD_OP(bidirectional_backward_finish)
+#undef PF_FORWARD_OP
+};
+
+// Ops: an object with the protocol's eight local steps as methods of the same
+// arguments as the favor_* functions (DispatchedFavorOps, or another
+// implementation under test).
+template <class Ops>
+inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const FavorShape& whole, bool causal, int P,
+                               const float* q, const float* k, const float* v, const float* W, const float* d_o,
+                               float* out, float* dq, float* dk, float* dv) {
   MemoryTracker& tr = *ctx.tracker;
   const int64_t H = whole.heads, n = whole.n, d = whole.d, ss = whole.state_size();
   std::vector<int64_t> start(P + 1);
@@ -38,6 +60,7 @@ inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, 
       copy_bytes(ctx.stream, to, ctx.device, from, ctx.device, rows_of(r) * width * 4);
     }
   };
+  auto F = [](const Tensor& t) { return t.data<float>(); };
   struct Block {
     Tensor q, k, v, g, y, rs, o, den, dq, dk, dv, T, U, pre, suf;
   };
@@ -47,29 +70,28 @@ inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, 
     b[r] = Block{tensor(x), tensor(x), tensor(x), tensor(x), tensor(rr * (d + 1)), tensor(rr), tensor(x),
                  tensor(rr), tensor(x), tensor(x), tensor(x), tensor(H * ss), tensor(H * ss), tensor(H * ss),
                  tensor(H * ss)};
-    move_block(r, d, q, b[r].q.data<float>(), true);
-    move_block(r, d, k, b[r].k.data<float>(), true);
-    move_block(r, d, v, b[r].v.data<float>(), true);
-    move_block(r, d, d_o, b[r].g.data<float>(), true);
+    move_block(r, d, q, F(b[r].q), true);
+    move_block(r, d, k, F(b[r].k), true);
+    move_block(r, d, v, F(b[r].v), true);
+    move_block(r, d, d_o, F(b[r].g), true);
   }
-  auto F = [](const Tensor& t) { return t.data<float>(); };
   const LinAttnShape states{H, 0, whole.m, d, whole.chunk};
   const Tensor total = tensor(H * ss);
   if (causal) {
     for (int r = 0; r < P; ++r)
-      favor_causal_forward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].y), F(b[r].rs),
+      ops.causal_forward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].y), F(b[r].rs),
                                  F(b[r].T));
     linear_attention_state_clear(ctx, states, F(b[0].pre));
     for (int r = 1; r < P; ++r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(b[r - 1].pre), F(b[r - 1].T), F(b[r].pre));
     for (int r = 1; r < P; ++r)
-      favor_add_prefix(ctx, shape_of(r), F(b[r].q), W, F(b[r].pre), F(b[r].y), F(b[r].rs));
+      ops.add_prefix(ctx, shape_of(r), F(b[r].q), W, F(b[r].pre), F(b[r].y), F(b[r].rs));
   } else {
-    for (int r = 0; r < P; ++r) favor_key_state(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].T));
+    for (int r = 0; r < P; ++r) ops.key_state(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].T));
     linear_attention_state_clear(ctx, states, F(total));
     for (int r = 0; r < P; ++r) linear_attention_state_combine(ctx, H, whole.m, d, F(total), F(b[r].T), F(total));
     for (int r = 0; r < P; ++r)
-      favor_bidirectional_forward_finish(ctx, shape_of(r), F(b[r].q), W, F(total), F(b[r].y), F(b[r].rs));
+      ops.bidirectional_forward_finish(ctx, shape_of(r), F(b[r].q), W, F(total), F(b[r].y), F(b[r].rs));
   }
   for (int r = 0; r < P; ++r) {
     LinAttnShape ls = shape_of(r).lin();
@@ -77,24 +99,24 @@ inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, 
   }
   if (causal) {
     for (int r = 0; r < P; ++r)
-      favor_causal_backward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].o), F(b[r].den),
+      ops.causal_backward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].o), F(b[r].den),
                                   F(b[r].rs), F(b[r].g), r > 0 ? F(b[r].pre) : nullptr, F(b[r].dq), F(b[r].dk),
                                   F(b[r].dv), F(b[r].U));
     linear_attention_state_clear(ctx, states, F(b[P - 1].suf));
     for (int r = P - 2; r >= 0; --r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(b[r + 1].U), F(b[r + 1].suf), F(b[r].suf));
     for (int r = 0; r + 1 < P; ++r)
-      favor_backward_add_suffix(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].suf), F(b[r].dk), F(b[r].dv));
+      ops.backward_add_suffix(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].suf), F(b[r].dk), F(b[r].dv));
   } else {
     const Tensor grad_total = tensor(H * ss);
     for (int r = 0; r < P; ++r)
-      favor_bidirectional_backward_local(ctx, shape_of(r), F(b[r].q), W, F(b[r].o), F(b[r].den), F(b[r].rs),
+      ops.bidirectional_backward_local(ctx, shape_of(r), F(b[r].q), W, F(b[r].o), F(b[r].den), F(b[r].rs),
                                          F(b[r].g), F(total), F(b[r].dq), F(b[r].U));
     linear_attention_state_clear(ctx, states, F(grad_total));
     for (int r = 0; r < P; ++r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(grad_total), F(b[r].U), F(grad_total));
     for (int r = 0; r < P; ++r)
-      favor_bidirectional_backward_finish(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(grad_total), F(b[r].dk),
+      ops.bidirectional_backward_finish(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(grad_total), F(b[r].dk),
                                           F(b[r].dv));
   }
   for (int r = 0; r < P; ++r) {
@@ -104,6 +126,12 @@ inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, 
     move_block(r, d, F(b[r].dv), dv, false);
   }
   synchronize(ctx.stream);
+}
+
+inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, bool causal, int P, const float* q,
+                               const float* k, const float* v, const float* W, const float* d_o, float* out, float* dq,
+                               float* dk, float* dv) {
+  run_favor_protocol(DispatchedFavorOps{}, ctx, whole, causal, P, q, k, v, W, d_o, out, dq, dk, dv);
 }
 
 }  // namespace test

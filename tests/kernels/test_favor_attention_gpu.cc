@@ -1,9 +1,11 @@
-// FAVOR+ attention on CUDA (the windowed composition over the feature-map and
-// linear-attention CUDA kernels) against the float64 reference: causal and
-// bidirectional, FAVOR+ and relu, n not a multiple of the chunk, one window
-// and windows of 100 positions, forward and backward, temporaries recorded in
-// the context's tracker and all released; and the sequence-parallel protocol
-// with the sequence in 3 blocks. Skipped without a GPU.
+// FAVOR+ attention on CUDA against the float64 reference: the fused kernels
+// in fp32 and with TF32 tensor cores (on sm_80+; fp32 below), at sizes that
+// are multiples of 16 and at sizes that need padding, and the windowed
+// composition (windows of 100 positions); causal and bidirectional, FAVOR+
+// and relu, n not a multiple of the tile, forward and backward, temporaries
+// recorded in the context's tracker and all released; and the
+// sequence-parallel protocol with the sequence in 3 blocks, fused and
+// windowed. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,11 +27,12 @@ namespace {
 using test::Gpu;
 
 // out, dq, dk, dv (device) against the float64 reference on the same inputs,
-// rel L2 <= 1e-4 (fp32 CUDA math).
+// rel L2 <= tol: 1e-4 for fp32 CUDA math; 1e-2 for TF32 products, whose
+// operands keep 11 significant bits (a wrong product or mask gives O(1)).
 void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std::vector<float>& q,
                               const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& W,
                               const std::vector<float>& g, const float* o, const float* gq, const float* gk,
-                              const float* gv) {
+                              const float* gv, double tol = 1e-4) {
   const int64_t size = static_cast<int64_t>(q.size());
   const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
       gd(g.begin(), g.end()), Wd(W.begin(), W.end());
@@ -37,45 +40,55 @@ void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std
   favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
   favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
                                rv.data());
-  EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
-  EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
-  EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
-  EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
+  EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), tol);
+  EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), tol);
+  EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), tol);
+  EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), tol);
 }
+
+struct GpuCase {
+  int64_t d, m, window;
+  bool tf32;
+};
 
 TEST(FavorAttentionGpu, MatchesReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  const int64_t B = 2, H = 3, n = 333, d = 32, m = 64, chunk = 48, size = B * H * n * d;
+  const int64_t B = 2, H = 3, n = 333, chunk = 48;
   uint64_t seed = 700;
-  for (int64_t window : {0, 100}) {
-  for (bool causal : {true, false}) {
-    for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
-      SCOPED_TRACE(testing::Message() << "causal=" << causal << " kernel=" << feature_kernel_name(kernel)
-                                      << " window=" << window);
-      ++seed;
-      FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, kernel, chunk);
-      p.window = window;
-      const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
-      const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
-      const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
-      const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
-      const auto W = random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
-      Gpu gpu;
-      const int64_t live_before = gpu.tracker().stats().current_bytes;
-      float *dq_ = gpu.upload(q), *dk_ = gpu.upload(k), *dv_ = gpu.upload(v), *dg = gpu.upload(g), *dW = gpu.upload(W);
-      float *o = gpu.alloc(size), *den = gpu.alloc(B * H * n), *rs = gpu.alloc(B * H * n),
-            *total = gpu.alloc(favor_attention_total_floats(p));
-      float *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
-      const int64_t live_inputs = gpu.tracker().stats().current_bytes;
-      float* tp = causal ? nullptr : total;
-      favor_attention_forward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp);
-      favor_attention_backward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp, dg, gq, gk, gv);
-      EXPECT_EQ(gpu.tracker().stats().current_bytes, live_inputs) << "temporaries not released";
-      EXPECT_GT(live_inputs, live_before);
+  for (const GpuCase& c : {GpuCase{32, 64, 0, false}, GpuCase{32, 64, 0, true}, GpuCase{24, 40, 0, false},
+                           GpuCase{24, 40, 0, true}, GpuCase{32, 64, 100, false}}) {
+    const int64_t d = c.d, m = c.m, size = B * H * n * d;
+    for (bool causal : {true, false}) {
+      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+        SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " window=" << c.window << " tf32=" << c.tf32
+                                        << " causal=" << causal << " kernel=" << feature_kernel_name(kernel));
+        ++seed;
+        FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, kernel, chunk);
+        p.window = c.window;
+        p.tf32 = c.tf32;
+        const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+        const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+        const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+        const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+        const auto W =
+            random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+        Gpu gpu;
+        const int64_t live_before = gpu.tracker().stats().current_bytes;
+        float *dq_ = gpu.upload(q), *dk_ = gpu.upload(k), *dv_ = gpu.upload(v), *dg = gpu.upload(g),
+              *dW = gpu.upload(W);
+        float *o = gpu.alloc(size), *den = gpu.alloc(B * H * n), *rs = gpu.alloc(B * H * n),
+              *total = gpu.alloc(favor_attention_total_floats(p));
+        float *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
+        const int64_t live_inputs = gpu.tracker().stats().current_bytes;
+        float* tp = causal ? nullptr : total;
+        favor_attention_forward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp);
+        favor_attention_backward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp, dg, gq, gk, gv);
+        EXPECT_EQ(gpu.tracker().stats().current_bytes, live_inputs) << "temporaries not released";
+        EXPECT_GT(live_inputs, live_before);
 
-      expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
+        expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv, c.tf32 ? 1e-2 : 1e-4);
+      }
     }
-  }
   }
 }
 
@@ -83,11 +96,12 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const int64_t H = 2, n = 500, d = 32, m = 64, chunk = 48, size = H * n * d;
   uint64_t seed = 800;
+  for (int64_t window : {0, 64}) {
   for (bool causal : {true, false}) {
-    SCOPED_TRACE(testing::Message() << "causal=" << causal);
+    SCOPED_TRACE(testing::Message() << "causal=" << causal << " window=" << window);
     ++seed;
     FavorAttentionParams p = favor_attention_params(1, H, n, d, m, causal, FeatureKernel::Softmax, chunk);
-    p.window = 64;
+    p.window = window;
     const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
     const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
     const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -98,6 +112,7 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
     test::run_favor_protocol(gpu.ctx(), p.shape(), causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
                              gpu.upload(W), gpu.upload(g), o, gq, gk, gv);
     expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
+  }
   }
 }
 

@@ -1,0 +1,150 @@
+// Fused FAVOR+ on CUDA (favor_attention.h, FavorShape::window = 0): the
+// features of each tile of ct rows (32, or 16 where the device's shared
+// memory is smaller) are made in shared memory from q, k and the projection,
+// used at once for the tile's products and the running state, and dropped; no
+// [n, m] buffer exists. Products run on TF32 tensor cores (sm_80+) when
+// FavorShape::tf32 allows, else in fp32 (favor_attention_cuda_tiles.cuh). The
+// algorithm and its launch order are in favor_attention_cuda_fused.cuh; this
+// file launches it on ctx.stream with temporaries from ctx.tracker. Nothing
+// here needs sm_80 except the guarded tensor-core path.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/favor_attention/favor_attention_backend.h"
+#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
+#include "runtime/cuda_check.cuh"
+#include "runtime/cuda_launch.cuh"
+#include "runtime/tensor.h"
+
+namespace pf {
+namespace {
+
+using namespace favor_cuda;
+
+constexpr const char* kTag = "favor_attention";
+
+int64_t smem_limit(Device device) {
+  int limit = 0;
+  PF_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.index));
+  return limit;
+}
+
+// The call's sizes: the wider tile where it fits the device's shared memory.
+Dims plan(const ExecContext& ctx, const FavorShape& s) {
+  int major = 0;
+  PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
+  const bool tf32 = s.tf32 && major >= 8;
+  const int64_t limit = smem_limit(ctx.device);
+  const Dims wide = dims_for(s, 32, tf32), narrow = dims_for(s, 16, tf32);
+  if (smem_bytes(wide) <= limit) return wide;
+  PF_REQUIRE(ValueError, smem_bytes(narrow) <= limit,
+             kTag << ": m=" << s.m << ", d=" << s.d << " need " << smem_bytes(narrow)
+                  << " bytes of shared memory per block for 16-row tiles; " << ctx.device.str() << " allows "
+                  << limit);
+  return narrow;
+}
+
+// The launch policy of favor_attention_cuda_fused.cuh on ctx.stream.
+class CudaLaunch {
+ public:
+  explicit CudaLaunch(const ExecContext& ctx) : ctx_(ctx) {
+    PF_REQUIRE(ValueError, ctx.tracker != nullptr, kTag << " on " << ctx.device.str() << " needs ctx.tracker");
+  }
+  float* buffer(int64_t floats) {
+    buffers_.push_back(Tensor::empty({std::max<int64_t>(floats, 1)}, DType::f32, *ctx_.tracker, kTag));
+    return buffers_.back().data<float>();
+  }
+  void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, int64_t smem, const Args& args) {
+    if (gx == 0 || gy == 0) return;
+    PF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    kernel<<<dim3(gx, gy), kThreads, static_cast<size_t>(smem), stream()>>>(args);
+    PF_CUDA_CHECK(cudaGetLastError());
+  }
+  template <typename... P, typename... A>
+  void grid(void (*kernel)(P...), unsigned gx, unsigned gy, A... args) {
+    if (gx == 0 || gy == 0) return;
+    kernel<<<dim3(gx, gy), kThreads, 0, stream()>>>(args...);
+    PF_CUDA_CHECK(cudaGetLastError());
+  }
+  void copy(float* dst, const float* src, int64_t floats) {
+    PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * floats, cudaMemcpyDeviceToDevice, stream()));
+  }
+
+ private:
+  cudaStream_t stream() const { return cuda_stream(ctx_); }
+  const ExecContext& ctx_;
+  std::vector<Tensor> buffers_;  // released in stream order when the call ends
+};
+
+}  // namespace
+
+bool favor_cuda_fits(const FavorShape& s, Device device) {
+  return smem_bytes(dims_for(s, 16, false)) <= smem_limit(device);
+}
+
+int64_t favor_workspace_bytes_cuda(const FavorShape& s) {
+  const Dims D = dims_for(s, 16, false);
+  const int64_t count = s.heads * D.segs;
+  const int64_t floats =
+      int64_t(D.mp) * D.dp + std::max(2 * (count * D.state_floats() + 2 * count), s.heads * D.state_floats());
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+void favor_key_state_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
+                          float* total) {
+  CudaLaunch launch(ctx);
+  fused_key_state(launch, plan(ctx, s), s.heads, k, v, W, total);
+}
+
+void favor_causal_forward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                                     const float* v, const float* W, float* y, float* row_scale, float* block_total) {
+  CudaLaunch launch(ctx);
+  fused_causal_forward_local(launch, plan(ctx, s), s.heads, q, k, v, W, y, row_scale, block_total);
+}
+
+void favor_add_prefix_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                           const float* prefix, float* y, float* row_scale) {
+  CudaLaunch launch(ctx);
+  fused_add_prefix(launch, plan(ctx, s), s.heads, q, W, prefix, y, row_scale, true);
+}
+
+void favor_bidirectional_forward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* q,
+                                             const float* W, const float* total, float* y, float* row_scale) {
+  CudaLaunch launch(ctx);
+  fused_add_prefix(launch, plan(ctx, s), s.heads, q, W, total, y, row_scale, false);
+}
+
+void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                                      const float* v, const float* W, const float* o, const float* den,
+                                      const float* row_scale, const float* d_o, const float* prefix, float* dq,
+                                      float* dk, float* dv, float* block_total_grad) {
+  CudaLaunch launch(ctx);
+  fused_causal_backward_local(launch, plan(ctx, s), s.heads, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
+                              block_total_grad);
+}
+
+void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                                    const float* W, const float* suffix, float* dk, float* dv) {
+  CudaLaunch launch(ctx);
+  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, suffix, dk, dv, true);
+}
+
+void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q,
+                                             const float* W, const float* o, const float* den,
+                                             const float* row_scale, const float* d_o, const float* total, float* dq,
+                                             float* local_grad_total) {
+  CudaLaunch launch(ctx);
+  fused_bidirectional_backward_local(launch, plan(ctx, s), s.heads, q, W, o, den, row_scale, d_o, total, dq,
+                                     local_grad_total);
+}
+
+void favor_bidirectional_backward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* k,
+                                              const float* v, const float* W, const float* grad_total, float* dk,
+                                              float* dv) {
+  CudaLaunch launch(ctx);
+  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, grad_total, dk, dv, false);
+}
+
+}  // namespace pf

@@ -1,0 +1,566 @@
+// The fused CUDA FAVOR+ algorithm (favor_attention_cuda.cu): sizes, kernels
+// and the order of their launches, written against a launch policy so that
+// the same code runs on a GPU and, for the tests, on the CPU under the block
+// emulator of tests/support/cuda_block_emulator.h.
+//
+// Parallel layout: a block per (segment, head), segments of seg_len rows
+// (enough of them for about kTargetBlocks blocks). The running state a block
+// starts from comes from a pass that makes every segment's own state and an
+// exclusive scan over the segments with the log-scale combine, so
+//   causal forward:  key states -> scan -> each segment's tiles in order;
+//   causal backward: key states -> scan from the rank's prefix (dq sweep, in
+//                    order) and query-gradient states -> reverse scan (dk, dv
+//                    sweep, in reverse), both in one kernel per segment;
+//   bidirectional and the prefix/suffix steps: independent tiles.
+// The states between segments are [heads, segs, mp D1p] floats (about 256
+// blocks' worth, whatever n is), padded like the tiles.
+//
+// Launch policy L:
+//   float* L.buffer(int64_t floats)      a temporary that lives as long as L
+//   L.tiles(kernel, gx, gy, smem_bytes, args)   kThreads per block, dynamic shared memory
+//   L.grid(kernel, gx, gy, args...)      kThreads per block, no shared memory
+//   L.copy(dst, src, floats)             device-to-device, in launch order
+// Included by exactly one translation unit per binary (its kernels have
+// internal linkage).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/favor_attention/favor_attention.h"
+#include "kernels/favor_attention/favor_attention_cuda_tiles.cuh"
+#include "kernels/feature_map/feature_map_rows.h"
+
+namespace pf {
+namespace favor_cuda {
+namespace {
+
+constexpr int64_t kTargetBlocks = 256;
+constexpr int kSegmentMultiple = 32;
+
+inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline int pad16(int64_t x) { return static_cast<int>((x + 15) / 16 * 16); }
+
+// Segments per head: about kTargetBlocks blocks in all, none shorter than
+// kSegmentMultiple rows. Independent of the device, so results are too
+// (up to the tile rows).
+inline void set_segments(const FavorShape& s, Dims& D) {
+  const int64_t n = std::max<int64_t>(s.n, 1);
+  const int64_t want = std::max<int64_t>(1, div_up(kTargetBlocks, std::max<int64_t>(s.heads, 1)));
+  const int64_t segs = std::min(want, div_up(n, kSegmentMultiple));
+  D.seg_len = static_cast<int>(div_up(div_up(n, segs), kSegmentMultiple) * kSegmentMultiple);
+  D.segs = static_cast<int>(div_up(n, D.seg_len));
+}
+
+inline Dims dims_for(const FavorShape& s, int ct, bool tf32) {
+  Dims D;
+  D.n = static_cast<int>(s.n);
+  D.d = static_cast<int>(s.d);
+  D.m = static_cast<int>(s.m);
+  D.D1 = D.d + 1;
+  D.dp = pad16(s.d);
+  D.mp = pad16(s.m);
+  D.D1p = pad16(s.d + 1);
+  D.ct = ct;
+  set_segments(s, D);
+  const FeatureRowParams r(s.features, s.m);
+  D.data_scale = r.data_scale;
+  D.inv_sqrt_m = r.inv_sqrt_m;
+  D.eps = r.eps;
+  D.softmax = r.softmax;
+  D.tf32 = tf32;
+  return D;
+}
+
+inline int64_t smem_bytes(const Dims& D) { return Tiles::floats(D) * static_cast<int64_t>(sizeof(float)); }
+
+// ---- arguments and per-block helpers --------------------------------------------
+struct Args {
+  Dims D;
+  const float *q, *k, *v, *Wp, *o, *den, *d_o;
+  float *y, *L, *dq, *dk, *dv;
+  float* fS;         // forward states [heads][segs][mp D1p]
+  float* fa;         // their log-scales [heads][segs]
+  float* gS;         // gradient states, likewise
+  float* ga;
+  const float* Sp;   // one padded state per head [heads][mp D1p] (prefix, total or suffix)
+  const float* sa;   // its log-scale, packed: sa[h * packed_size]
+  bool accumulate;
+};
+
+struct Block {
+  int h, seg, r0, r1;  // head, segment, rows [r0, r1) of the head
+  __device__ Block(const Dims& D) {
+    h = blockIdx.y;
+    seg = blockIdx.x;
+    r0 = seg * D.seg_len;
+    r1 = min(D.n, r0 + D.seg_len);
+  }
+  __device__ int64_t row(const Dims& D, int t0) const { return int64_t(h) * D.n + t0; }  // [heads * n] row index
+};
+
+__device__ inline Tiles shared_tiles(const Dims& D) {
+  PF_FAVOR_SHARED_FLOATS(smem);
+  return Tiles(D, smem);
+}
+
+// X <- rows of x (q or k), then their features in Phi (and log-scales in c).
+__device__ inline void features_of(const Args& a, const Tiles& t, const float* x, int64_t row, int rows, float* Phi,
+                            float* c) {
+  const Dims& D = a.D;
+  load_tile(x + row * D.d, rows, D.d, t.X, D.ct, D.dp);
+  make_features(D, t, a.Wp, Phi, c, rows);
+}
+
+// t.L[i] = the row log-scales L of the tile's rows; padded rows get
+// -kEmptyLogScale, so that every weight exp(x - L_i) of theirs is 0.
+__device__ inline void load_row_scales(const Args& a, const Tiles& t, int64_t row, int rows) {
+  for (int i = threadIdx.x; i < a.D.ct; i += kThreads) t.L[i] = i < rows ? a.L[row + i] : -kEmptyLogScale;
+  __syncthreads();
+}
+
+// ---- kernels --------------------------------------------------------------------
+// Wp [mp, dp] = W [m, d] with zero padding.
+__global__ void k_pad_projection(Dims D, const float* W, float* Wp) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < int64_t(D.mp) * D.dp;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int l = static_cast<int>(e / D.dp), j = static_cast<int>(e % D.dp);
+    Wp[e] = l < D.m && j < D.d ? W[int64_t(l) * D.d + j] : 0.f;
+  }
+}
+
+// Sp[h] = packed[h] padded (log-scales stay in the packed array).
+__global__ void k_unpack_states(Dims D, int64_t heads, const float* packed, float* Sp) {
+  const int64_t SF = D.state_floats();
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < heads * SF;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = e / SF, f = (e % SF) / D.D1p, x = e % D.D1p;
+    Sp[e] = f < D.m && x < D.D1 ? packed[h * D.packed_size() + 1 + f * D.D1 + x] : 0.f;
+  }
+}
+
+// Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
+__global__ void k_key_segments(Args a) {
+  const Dims& D = a.D;
+  const Block b(D);
+  const Tiles t = shared_tiles(D);
+  float* S = a.fS + (int64_t(b.h) * D.segs + b.seg) * D.state_floats();
+  for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = 0.f;
+  if (threadIdx.x == 0) t.scalar[0] = kEmptyLogScale;
+  __syncthreads();
+  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
+    const int rows = min(D.ct, b.r1 - t0);
+    features_of(a, t, a.k, b.row(D, t0), rows, t.Pk, t.c);
+    load_vprime(D, a.v + b.row(D, t0) * D.d, rows, t.VP);
+    state_update(D, t, 0, t.Pk, t.c, t.VP, S);
+  }
+  if (threadIdx.x == 0) a.fa[int64_t(b.h) * D.segs + b.seg] = t.scalar[0];
+}
+
+// Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
+// rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
+// dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
+__global__ void k_query_segments(Args a) {
+  const Dims& D = a.D;
+  const Block b(D);
+  const Tiles t = shared_tiles(D);
+  float* R = a.gS + (int64_t(b.h) * D.segs + b.seg) * D.state_floats();
+  for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) R[e] = 0.f;
+  if (threadIdx.x == 0) t.scalar[1] = kEmptyLogScale;
+  __syncthreads();
+  const float tot_a = a.dq ? a.sa[int64_t(b.h) * D.packed_size()] : 0.f;
+  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
+    const int rows = min(D.ct, b.r1 - t0);
+    const int64_t row = b.row(D, t0);
+    features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+    load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
+    load_row_scales(a, t, row, rows);
+    if (a.dq) {
+      for (int i = threadIdx.x; i < D.ct; i += kThreads)
+        t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
+      __syncthreads();
+      for (int e = threadIdx.x; e < D.ct * D.D1p; e += kThreads) t.VP[e] = t.w[e / D.D1p] * t.G[e];
+      __syncthreads();
+      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p,
+                            0.f, t.WK, D.mp);
+      feature_grad(D, t, a.Wp, t.Pq);
+      store_rows(t.DX, D.D1p, rows, D.d, a.dq + row * D.d, false);
+    }
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
+    __syncthreads();
+    state_update(D, t, 1, t.Pq, t.c, t.G, R);
+  }
+  if (threadIdx.x == 0) a.ga[int64_t(b.h) * D.segs + b.seg] = t.scalar[1];
+}
+
+// Exclusive scan of each head's segment states, in order (or from the last
+// when reverse), starting from `init` (packed, or null for the empty state):
+// S[h][seg] becomes init (+) the states before it, a_out[h][seg] its
+// log-scale; `total` (packed, or null) receives init (+) all of them.
+// Grid: (entries / kThreads, heads); a_in is only read.
+__global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_out, const float* init, float* total,
+                                bool reverse) {
+  const int64_t SF = D.state_floats(), e = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  const int h = blockIdx.y;
+  const int f = static_cast<int>(e / D.D1p), x = static_cast<int>(e % D.D1p);
+  const bool inside = e < SF, valid = inside && f < D.m && x < D.D1;
+  const int64_t packed = int64_t(h) * D.packed_size() + 1 + int64_t(f) * D.D1 + x;
+  float run_a = init ? init[int64_t(h) * D.packed_size()] : kEmptyLogScale;
+  float run = init && valid ? init[packed] : 0.f;
+  for (int step = 0; step < D.segs; ++step) {
+    const int seg = reverse ? D.segs - 1 - step : step;
+    const int64_t slot = int64_t(h) * D.segs + seg;
+    const float la = a_in[slot];
+    float local = 0.f;
+    if (inside) {
+      local = S[slot * SF + e];
+      S[slot * SF + e] = run;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) a_out[slot] = run_a;
+    const float top = max_log_scale(run_a, la);
+    run = log_scale_weight(run_a, top) * run + log_scale_weight(la, top) * local;
+    run_a = top;
+  }
+  if (total) {
+    if (valid) total[packed] = run;
+    if (blockIdx.x == 0 && threadIdx.x == 0) total[int64_t(h) * D.packed_size()] = run_a;
+  }
+}
+
+// Causal forward of each segment from its scanned state (fa, fS):
+//   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
+__global__ void k_causal_forward(Args a) {
+  const Dims& D = a.D;
+  const Block b(D);
+  const Tiles t = shared_tiles(D);
+  float* S = a.fS + (int64_t(b.h) * D.segs + b.seg) * D.state_floats();
+  if (threadIdx.x == 0) t.scalar[0] = a.fa[int64_t(b.h) * D.segs + b.seg];
+  __syncthreads();
+  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
+    const int rows = min(D.ct, b.r1 - t0);
+    const int64_t row = b.row(D, t0);
+    features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+    features_of(a, t, a.k, row, rows, t.Pk, t.c);
+    load_vprime(D, a.v + row * D.d, rows, t.VP);
+    if (threadIdx.x == 0) {
+      float run = t.scalar[0];
+      for (int i = 0; i < D.ct; ++i) {
+        run = max_log_scale(run, t.c[i]);
+        t.L[i] = run;
+        t.w[i] = log_scale_weight(t.scalar[0], run);
+        if (i < rows) a.L[row + i] = run;
+      }
+    }
+    __syncthreads();
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, S, D.D1p, 0.f, t.DX, D.D1p);
+    scale_tile_rows(t.DX, D.D1p, D.ct, D.D1p, t.w);
+    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
+    causal_mask_tile(D, t.A, t.c, t.L);
+    block_mm<false, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.VP, D.D1p, 1.f, t.DX, D.D1p);
+    store_rows(t.DX, D.D1p, rows, D.D1, a.y + row * D.D1, false);
+    state_update(D, t, 0, t.Pk, t.c, t.VP, S);
+  }
+}
+
+// y_i = exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre with L'_i = max(L_i, b)
+// for the state (sa, Sp) of each head; overwrite: y and L start empty.
+__global__ void k_add_prefix(Args a) {
+  const Dims& D = a.D;
+  const Block b(D);
+  const Tiles t = shared_tiles(D);
+  const float pa = a.sa[int64_t(b.h) * D.packed_size()];
+  if (is_empty_log_scale(pa) && a.accumulate) return;
+  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
+    const int rows = min(D.ct, b.r1 - t0);
+    const int64_t row = b.row(D, t0);
+    features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) {
+      const float old = i < rows && a.accumulate ? a.L[row + i] : kEmptyLogScale;
+      const float top = max_log_scale(old, pa);
+      t.L[i] = top;
+      t.rowsum[i] = log_scale_weight(old, top);  // weight of the old y row
+      t.w[i] = log_scale_weight(pa, top);        // weight of the prefix
+    }
+    __syncthreads();
+    scale_tile_rows(t.Pq, D.mp, D.ct, D.mp, t.w);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p,
+                           0.f, t.DX, D.D1p);
+    for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
+      const int i = e / D.D1, x = e % D.D1;
+      float* out = a.y + (row + i) * D.D1 + x;
+      *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * D.D1p + x];
+    }
+    for (int i = threadIdx.x; i < rows; i += kThreads) a.L[row + i] = t.L[i];
+    __syncthreads();
+  }
+}
+
+// Causal backward of each segment. Sweep 1, in order, from the forward state
+// (fa, fS) at the segment's start (the rank's prefix included):
+//   dPq = diag(exp(a - L_i)) G S^T + mask(G V'^T) Pk -> dq;  (a, S) (+)= keys.
+// Sweep 2, in reverse, from the gradient state (ga, gS) of later rows:
+//   dPk = diag(exp(c_j + rho)) V' R^T + mask(G V'^T)^T Pq -> dk
+//   dV  = diag(exp(c_j + rho)) Pk R[:, :d] + mask(Pq Pk^T)^T G[:, :d]
+//   (rho, R) (+)= the tile's queries with log-scales -L_i.
+__global__ void k_causal_backward(Args a) {
+  const Dims& D = a.D;
+  const Block b(D);
+  const Tiles t = shared_tiles(D);
+  const int64_t slot = int64_t(b.h) * D.segs + b.seg;
+  float* S = a.fS + slot * D.state_floats();
+  float* R = a.gS + slot * D.state_floats();
+  if (threadIdx.x == 0) {
+    t.scalar[0] = a.fa[slot];
+    t.scalar[1] = a.ga[slot];
+  }
+  __syncthreads();
+  // The tile's features (q last, so that X holds q) or (k last), V', G and L.
+  auto load = [&](int t0, int rows, bool k_last) {
+    const int64_t row = b.row(D, t0);
+    if (k_last) {
+      features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+      features_of(a, t, a.k, row, rows, t.Pk, t.c);
+    } else {
+      features_of(a, t, a.k, row, rows, t.Pk, t.c);
+      features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+    }
+    load_vprime(D, a.v + row * D.d, rows, t.VP);
+    load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
+    load_row_scales(a, t, row, rows);
+  };
+  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
+    const int rows = min(D.ct, b.r1 - t0);
+    load(t0, rows, false);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.scalar[0], t.L[i]);
+    __syncthreads();
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, D.D1p, S, D.D1p, 0.f, t.WK, D.mp);
+    scale_tile_rows(t.WK, D.mp, D.ct, D.mp, t.w);
+    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
+    causal_mask_tile(D, t.B, t.c, t.L);
+    block_mm<false, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pk, D.mp, 1.f, t.WK, D.mp);
+    feature_grad(D, t, a.Wp, t.Pq);
+    store_rows(t.DX, D.D1p, rows, D.d, a.dq + b.row(D, t0) * D.d, false);
+    state_update(D, t, 0, t.Pk, t.c, t.VP, S);
+  }
+  const int tiles = (b.r1 - b.r0 + D.ct - 1) / D.ct;
+  for (int tile = tiles - 1; tile >= 0; --tile) {
+    const int t0 = b.r0 + tile * D.ct, rows = min(D.ct, b.r1 - t0);
+    const int64_t row = b.row(D, t0);
+    load(t0, rows, true);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
+    __syncthreads();
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
+    scale_tile_rows(t.WK, D.mp, D.ct, D.mp, t.w);
+    scale_tile_rows(t.DX, D.D1p, D.ct, D.D1p, t.w);
+    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
+    causal_mask_tile(D, t.A, t.c, t.L);
+    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
+    causal_mask_tile(D, t.B, t.c, t.L);
+    block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pq, D.mp, 1.f, t.WK, D.mp);
+    block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.G, D.D1p, 1.f, t.DX, D.D1p);
+    store_rows(t.DX, D.D1p, rows, D.d, a.dv + row * D.d, false);
+    feature_grad(D, t, a.Wp, t.Pk);
+    store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, false);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
+    __syncthreads();
+    state_update(D, t, 1, t.Pq, t.c, t.G, R);
+  }
+}
+
+// dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
+//   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d].
+__global__ void k_key_grad_from_state(Args a) {
+  const Dims& D = a.D;
+  const Block b(D);
+  const Tiles t = shared_tiles(D);
+  const float rho = a.sa[int64_t(b.h) * D.packed_size()];
+  const float* R = a.Sp + int64_t(b.h) * D.state_floats();
+  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
+    const int rows = min(D.ct, b.r1 - t0);
+    const int64_t row = b.row(D, t0);
+    if (is_empty_log_scale(rho)) {  // uniform over the block
+      if (!a.accumulate) {
+        for (int e = threadIdx.x; e < rows * D.d; e += kThreads) {
+          a.dk[row * D.d + e] = 0.f;
+          a.dv[row * D.d + e] = 0.f;
+        }
+      }
+      continue;
+    }
+    features_of(a, t, a.k, row, rows, t.Pk, t.c);
+    load_vprime(D, a.v + row * D.d, rows, t.VP);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
+    __syncthreads();
+    for (int e = threadIdx.x; e < D.ct * D.mp; e += kThreads) t.Pq[e] = t.w[e / D.mp] * t.Pk[e];
+    __syncthreads();
+    scale_tile_rows(t.VP, D.D1p, D.ct, D.D1p, t.w);
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
+    store_rows(t.DX, D.D1p, rows, D.d, a.dv + row * D.d, a.accumulate);
+    feature_grad(D, t, a.Wp, t.Pk);
+    store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, a.accumulate);
+  }
+}
+
+
+// ---- the launch sequences ---------------------------------------------------------
+// One protocol call: the padded projection, the temporaries and the kernels.
+template <class Launch>
+class FusedCall {
+ public:
+  FusedCall(Launch& launch, const Dims& D, int64_t heads, const float* W) : L_(launch), D_(D), heads_(heads) {
+    a_ = Args{};
+    a_.D = D;
+    float* Wp = L_.buffer(int64_t(D.mp) * D.dp);
+    L_.grid(k_pad_projection, blocks_for(int64_t(D.mp) * D.dp), 1, D, W, Wp);
+    a_.Wp = Wp;
+  }
+  Args& args() { return a_; }
+
+  // Segment states: forward and/or gradient, each with two log-scale arrays
+  // (the segments' own, then the scanned ones).
+  void segment_states(bool forward, bool gradient) {
+    const int64_t count = heads_ * D_.segs;
+    if (forward) {
+      a_.fS = L_.buffer(count * D_.state_floats());
+      a_.fa = L_.buffer(2 * count);
+    }
+    if (gradient) {
+      a_.gS = L_.buffer(count * D_.state_floats());
+      a_.ga = L_.buffer(2 * count);
+    }
+  }
+  // One packed state per head, padded for the kernels (its log-scales are read from `packed`).
+  void head_states(const float* packed) {
+    float* Sp = L_.buffer(heads_ * D_.state_floats());
+    L_.grid(k_unpack_states, blocks_for(heads_ * D_.state_floats()), 1, D_, heads_, packed, Sp);
+    a_.Sp = Sp;
+    a_.sa = packed;
+  }
+  void run(void (*kernel)(Args)) {
+    L_.tiles(kernel, static_cast<unsigned>(D_.segs), static_cast<unsigned>(heads_), smem_bytes(D_), a_);
+  }
+  // The segments' own states and log-scales (from a k_*_segments kernel)
+  // become exclusive scans: the scanned log-scales go to the second half of
+  // the log-scale buffer and are copied over the first.
+  void scan(float* states, float* log_scales, const float* init, float* total, bool reverse) {
+    const int64_t count = heads_ * D_.segs;
+    L_.grid(k_scan_segments, static_cast<unsigned>(div_up(D_.state_floats(), kThreads)),
+            static_cast<unsigned>(heads_), D_, states, static_cast<const float*>(log_scales), log_scales + count, init,
+            total, reverse);
+    L_.copy(log_scales, log_scales + count, count);
+  }
+
+ private:
+  static unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(div_up(n, kThreads), 4096)); }
+  Launch& L_;
+  Dims D_;
+  int64_t heads_;
+  Args a_;
+};
+
+template <class Launch>
+void fused_key_state(Launch& launch, const Dims& D, int64_t heads, const float* k, const float* v, const float* W,
+                     float* total) {
+  FusedCall<Launch> call(launch, D, heads, W);
+  call.segment_states(true, false);
+  Args& a = call.args();
+  a.k = k;
+  a.v = v;
+  call.run(k_key_segments);
+  call.scan(a.fS, a.fa, nullptr, total, false);
+}
+
+template <class Launch>
+void fused_causal_forward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* k,
+                                const float* v, const float* W, float* y, float* row_scale, float* block_total) {
+  FusedCall<Launch> call(launch, D, heads, W);
+  call.segment_states(true, false);
+  Args& a = call.args();
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.y = y;
+  a.L = row_scale;
+  call.run(k_key_segments);
+  call.scan(a.fS, a.fa, nullptr, block_total, false);
+  call.run(k_causal_forward);
+}
+
+// y, row_scale (+)= the state's part (accumulate), or = it (bidirectional finish).
+template <class Launch>
+void fused_add_prefix(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* W,
+                      const float* state, float* y, float* row_scale, bool accumulate) {
+  FusedCall<Launch> call(launch, D, heads, W);
+  call.head_states(state);
+  Args& a = call.args();
+  a.q = q;
+  a.y = y;
+  a.L = row_scale;
+  a.accumulate = accumulate;
+  call.run(k_add_prefix);
+}
+
+template <class Launch>
+void fused_causal_backward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* k,
+                                 const float* v, const float* W, const float* o, const float* den,
+                                 const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
+                                 float* dv, float* block_total_grad) {
+  FusedCall<Launch> call(launch, D, heads, W);
+  call.segment_states(true, true);
+  Args& a = call.args();
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = o;
+  a.den = den;
+  a.d_o = d_o;
+  a.L = const_cast<float*>(row_scale);  // only read by these kernels
+  call.run(k_key_segments);
+  call.scan(a.fS, a.fa, prefix, nullptr, false);
+  call.run(k_query_segments);  // a.dq is null: the causal gradient state only
+  call.scan(a.gS, a.ga, nullptr, block_total_grad, true);
+  a.dq = dq;
+  a.dk = dk;
+  a.dv = dv;
+  call.run(k_causal_backward);
+}
+
+// dk, dv (+)= the keys' part of a gradient state (suffix, or the bidirectional total).
+template <class Launch>
+void fused_key_grad_from_state(Launch& launch, const Dims& D, int64_t heads, const float* k, const float* v,
+                               const float* W, const float* state, float* dk, float* dv, bool accumulate) {
+  FusedCall<Launch> call(launch, D, heads, W);
+  call.head_states(state);
+  Args& a = call.args();
+  a.k = k;
+  a.v = v;
+  a.dk = dk;
+  a.dv = dv;
+  a.accumulate = accumulate;
+  call.run(k_key_grad_from_state);
+}
+
+template <class Launch>
+void fused_bidirectional_backward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* W,
+                                        const float* o, const float* den, const float* row_scale, const float* d_o,
+                                        const float* total, float* dq, float* local_grad_total) {
+  FusedCall<Launch> call(launch, D, heads, W);
+  call.segment_states(false, true);
+  call.head_states(total);
+  Args& a = call.args();
+  a.q = q;
+  a.o = o;
+  a.den = den;
+  a.d_o = d_o;
+  a.L = const_cast<float*>(row_scale);  // only read by these kernels
+  a.dq = dq;
+  call.run(k_query_segments);
+  call.scan(a.gS, a.ga, nullptr, local_grad_total, false);
+}
+
+}  // namespace
+}  // namespace favor_cuda
+}  // namespace pf

@@ -1,0 +1,335 @@
+// Block-level tile routines of the fused CUDA FAVOR+ kernels
+// (favor_attention_cuda.cu): every thread of the block calls each routine,
+// which ends with __syncthreads(). Tiles live in shared memory (or, for the
+// padded projection and the states, in global memory) with every dimension
+// padded to a multiple of 16 and the padding kept at zero, so that one
+// product routine serves all shapes:
+//   block_mm   C = alpha op(A) op(B) + beta C with fp32 accumulation: TF32
+//              tensor cores (wmma 16x16x8) when the call allows them and the
+//              code is compiled for sm_80 or newer; otherwise fp32 FMAs in
+//              4x4 register blocks (sm_70 and the fp32 default).
+//   make_features / feature_grad   the feature map of a tile of rows and its
+//              backward, with the per-element math of feature_map_math.h.
+// Included through favor_attention_cuda_fused.cuh (by favor_attention_cuda.cu,
+// and by the emulated test under tests/support/cuda_block_emulator.h).
+#pragma once
+
+#if defined(__CUDACC__)
+#include <mma.h>
+
+#include <type_traits>
+// The block's dynamic shared memory as floats (the block emulator of the
+// tests defines its own).
+#define PF_FAVOR_SHARED_FLOATS(name) extern __shared__ __align__(32) float name[]
+#define PF_FAVOR_UNROLL _Pragma("unroll")
+#else
+#define PF_FAVOR_UNROLL
+#endif
+
+#include "kernels/feature_map/feature_map_math.h"
+#include "kernels/linear_attention/linear_attention_math.h"
+
+namespace pf {
+namespace favor_cuda {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// Sizes of one call, true and padded to multiples of 16.
+struct Dims {
+  int n, d, m, D1;   // positions, head dim, features, d + 1
+  int dp, mp, D1p;   // padded d, m, D1
+  int ct;            // rows per tile (16 or 32)
+  int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
+  float data_scale, inv_sqrt_m, eps;
+  bool softmax, tf32;
+  __host__ __device__ int64_t state_floats() const { return int64_t(mp) * D1p; }
+  __host__ __device__ int packed_size() const { return 1 + m * D1; }
+};
+
+// Shared memory of a block: the tiles of one chunk of rows.
+struct Tiles {
+  float *X, *Pq, *Pk, *VP, *G, *A, *B, *WK, *DX;  // [ct, dp] [ct, mp] x2 [ct, D1p] x2 [ct, ct] x2 [ct, mp] [ct, D1p]
+  float *c, *L, *w, *rowsum;                        // [ct] each
+  float* scalar;                                    // [8]
+  __host__ __device__ static int64_t floats(const Dims& D) {
+    const int64_t ct = D.ct;
+    return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 4 * ct + 8;
+  }
+  __device__ explicit Tiles(const Dims& D, float* base) {
+    const int ct = D.ct;
+    float* p = base;
+    auto take = [&](int64_t count) {
+      float* out = p;
+      p += count;
+      return out;
+    };
+    X = take(int64_t(ct) * D.dp);
+    Pq = take(int64_t(ct) * D.mp);
+    Pk = take(int64_t(ct) * D.mp);
+    WK = take(int64_t(ct) * D.mp);
+    VP = take(int64_t(ct) * D.D1p);
+    G = take(int64_t(ct) * D.D1p);
+    DX = take(int64_t(ct) * D.D1p);
+    A = take(int64_t(ct) * ct);
+    B = take(int64_t(ct) * ct);
+    c = take(ct);
+    L = take(ct);
+    w = take(ct);
+    rowsum = take(ct);
+    scalar = take(8);
+  }
+};
+
+// ---- products -------------------------------------------------------------------
+// op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k];  op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j].
+template <bool TA>
+__device__ __forceinline__ float at_a(const float* A, int lda, int i, int k) {
+  return TA ? A[k * lda + i] : A[i * lda + k];
+}
+template <bool TB>
+__device__ __forceinline__ float at_b(const float* B, int ldb, int k, int j) {
+  return TB ? B[j * ldb + k] : B[k * ldb + j];
+}
+
+// fp32 FMAs: each thread owns 4x4 outputs of a 64x64 block tile.
+template <bool TA, bool TB>
+__device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                             float beta, float* C, int ldc) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int i0 = 0; i0 < M; i0 += 64) {
+    for (int j0 = 0; j0 < N; j0 += 64) {
+      const int ib = i0 + ty * 4, jb = j0 + tx * 4;
+      if (ib >= M || jb >= N) continue;  // M, N are multiples of 16: a thread's 4x4 block is all in or all out
+      float acc[4][4] = {};
+      for (int k = 0; k < K; ++k) {
+        float a[4], b[4];
+PF_FAVOR_UNROLL
+        for (int r = 0; r < 4; ++r) a[r] = at_a<TA>(A, lda, ib + r, k);
+PF_FAVOR_UNROLL
+        for (int q = 0; q < 4; ++q) b[q] = at_b<TB>(B, ldb, k, jb + q);
+PF_FAVOR_UNROLL
+        for (int r = 0; r < 4; ++r)
+PF_FAVOR_UNROLL
+          for (int q = 0; q < 4; ++q) acc[r][q] = fmaf(a[r], b[q], acc[r][q]);
+      }
+PF_FAVOR_UNROLL
+      for (int r = 0; r < 4; ++r)
+PF_FAVOR_UNROLL
+        for (int q = 0; q < 4; ++q) {
+          float* out = C + (ib + r) * ldc + jb + q;
+          *out = beta == 0.f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * *out;
+        }
+    }
+  }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// TF32 tensor cores: each warp owns 16x16 output tiles; operands are rounded
+// to TF32 as they are loaded, accumulation is fp32.
+template <bool TA, bool TB>
+__device__ void block_mm_tf32(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                              float beta, float* C, int ldc) {
+  namespace w = nvcuda::wmma;
+  using LA = typename std::conditional<TA, w::col_major, w::row_major>::type;
+  using LB = typename std::conditional<TB, w::col_major, w::row_major>::type;
+  const int warp = threadIdx.x / 32, tiles_n = N / 16, tiles = (M / 16) * tiles_n;
+  for (int t = warp; t < tiles; t += kWarps) {
+    const int i0 = (t / tiles_n) * 16, j0 = (t % tiles_n) * 16;
+    w::fragment<w::accumulator, 16, 16, 8, float> acc;
+    w::fill_fragment(acc, 0.f);
+    for (int k0 = 0; k0 < K; k0 += 8) {
+      w::fragment<w::matrix_a, 16, 16, 8, w::precision::tf32, LA> a;
+      w::fragment<w::matrix_b, 16, 16, 8, w::precision::tf32, LB> b;
+      w::load_matrix_sync(a, TA ? A + k0 * lda + i0 : A + i0 * lda + k0, lda);
+      w::load_matrix_sync(b, TB ? B + j0 * ldb + k0 : B + k0 * ldb + j0, ldb);
+PF_FAVOR_UNROLL
+      for (int e = 0; e < a.num_elements; ++e) a.x[e] = w::__float_to_tf32(a.x[e]);
+PF_FAVOR_UNROLL
+      for (int e = 0; e < b.num_elements; ++e) b.x[e] = w::__float_to_tf32(b.x[e]);
+      w::mma_sync(acc, a, b, acc);
+    }
+    float* out = C + i0 * ldc + j0;
+    if (beta != 0.f) {
+      w::fragment<w::accumulator, 16, 16, 8, float> old;
+      w::load_matrix_sync(old, out, ldc, w::mem_row_major);
+PF_FAVOR_UNROLL
+      for (int e = 0; e < acc.num_elements; ++e) acc.x[e] = alpha * acc.x[e] + beta * old.x[e];
+    } else {
+PF_FAVOR_UNROLL
+      for (int e = 0; e < acc.num_elements; ++e) acc.x[e] *= alpha;
+    }
+    w::store_matrix_sync(out, acc, ldc, w::mem_row_major);
+  }
+}
+#endif
+
+// C[M, N] = alpha op(A) op(B) + beta C (beta = 0: C is not read). M, N and K
+// are multiples of 16, leading dimensions multiples of 8 floats, pointers
+// 32-byte aligned: every tile here is.
+template <bool TA, bool TB>
+__device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                         int ldb, float beta, float* C, int ldc) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (D.tf32) {
+    block_mm_tf32<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    __syncthreads();
+    return;
+  }
+#endif
+  (void)D;  // only the tensor-core path reads it
+  block_mm_fma<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  __syncthreads();
+}
+
+// ---- loads ----------------------------------------------------------------------
+// dst[ct, ldd] = src rows [rows, cols] (row stride cols), zero elsewhere.
+__device__ inline void load_tile(const float* src, int rows, int cols, float* dst, int ct, int ldd) {
+  for (int e = threadIdx.x; e < ct * ldd; e += kThreads) {
+    const int i = e / ldd, j = e % ldd;
+    dst[e] = i < rows && j < cols ? src[int64_t(i) * cols + j] : 0.f;
+  }
+  __syncthreads();
+}
+
+// VP = [v 1] rows, zero padding.
+__device__ inline void load_vprime(const Dims& D, const float* v, int rows, float* VP) {
+  for (int e = threadIdx.x; e < D.ct * D.D1p; e += kThreads) {
+    const int i = e / D.D1p, j = e % D.D1p;
+    VP[e] = i >= rows ? 0.f : j < D.d ? v[int64_t(i) * D.d + j] : j == D.d ? 1.f : 0.f;
+  }
+  __syncthreads();
+}
+
+// G rows = gradient_row(o, den, d_o) (linear_attention_math.h), one warp per row.
+__device__ inline void load_gradient(const Dims& D, const float* o, const float* den, const float* d_o, int rows,
+                                     float* G) {
+  const int lane = threadIdx.x % 32;
+  for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
+    float* g = G + i * D.D1p;
+    if (i >= rows) {
+      for (int j = lane; j < D.D1p; j += 32) g[j] = 0.f;
+      continue;
+    }
+    const float inv = 1.0f / guarded_denominator(den[i]);
+    const float *oi = o + int64_t(i) * D.d, *gi = d_o + int64_t(i) * D.d;
+    float dot = 0.f;
+    for (int j = lane; j < D.d; j += 32) dot += gi[j] * oi[j];
+    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    for (int j = lane; j < D.D1p; j += 32) g[j] = j < D.d ? gi[j] * inv : j == D.d ? -dot * inv : 0.f;
+  }
+  __syncthreads();
+}
+
+// ---- feature map ----------------------------------------------------------------
+// Phi [ct, mp] = features of the rows of X [ct, dp] (the first `rows`; padded
+// rows and columns are 0); c[i] = row log-scale (FAVOR+), 0 (Relu), or the
+// empty log-scale for padded rows, when c is not null. Wp is the padded W [mp, dp].
+__device__ inline void make_features(const Dims& D, const Tiles& t, const float* Wp, float* Phi, float* c, int rows) {
+  block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, D.dp, Wp, D.dp, 0.f, Phi, D.mp);
+  const int lane = threadIdx.x % 32;
+  for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
+    float* u = Phi + i * D.mp;
+    if (i >= rows) {
+      for (int l = lane; l < D.mp; l += 32) u[l] = 0.f;
+      if (c && lane == 0) c[i] = kEmptyLogScale;
+      continue;
+    }
+    float top = 0.f;
+    if (D.softmax) {
+      const float* x = t.X + i * D.dp;
+      float sq = 0.f;
+      for (int j = lane; j < D.d; j += 32) sq += x[j] * x[j];
+      for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      const float h = 0.5f * D.data_scale * D.data_scale * sq;
+      top = -INFINITY;
+      for (int l = lane; l < D.m; l += 32) {
+        u[l] = favor_exponent(u[l], h);
+        top = fmaxf(top, u[l]);
+      }
+      for (int off = 16; off > 0; off >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
+      for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f;
+    } else {
+      for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? relu_feature(u[l], D.eps) : 0.f;
+    }
+    if (c && lane == 0) c[i] = top;
+  }
+  __syncthreads();
+}
+
+// DX [ct, D1p, first dp columns used] = the feature-map backward of dPhi (in
+// WK, overwritten by T = dPhi . Phi or the Relu mask) given Phi and X:
+// dX = s T W - s^2 rowsum(T) X.
+__device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* Wp, const float* Phi) {
+  const int lane = threadIdx.x % 32;
+  for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
+    float* g = t.WK + i * D.mp;
+    const float* p = Phi + i * D.mp;
+    float sum = 0.f;
+    for (int l = lane; l < D.mp; l += 32) {
+      const float v = D.softmax ? favor_grad_weight(g[l], p[l]) : relu_grad_weight(g[l], l < D.m && p[l] > D.eps);
+      g[l] = v;
+      sum += v;
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) t.rowsum[i] = D.softmax ? sum : 0.f;
+  }
+  __syncthreads();
+  block_mm<false, false>(D, D.ct, D.dp, D.mp, D.data_scale, t.WK, D.mp, Wp, D.dp, 0.f, t.DX, D.D1p);
+  if (D.softmax) {
+    const float s2 = D.data_scale * D.data_scale;
+    for (int e = threadIdx.x; e < D.ct * D.dp; e += kThreads) {
+      const int i = e / D.dp, j = e % D.dp;
+      t.DX[i * D.D1p + j] -= s2 * t.rowsum[i] * t.X[i * D.dp + j];
+    }
+  }
+  __syncthreads();
+}
+
+// dst rows [rows, cols] (row stride cols) (+)= src [., lds].
+__device__ inline void store_rows(const float* src, int lds, int rows, int cols, float* dst, bool accumulate) {
+  for (int e = threadIdx.x; e < rows * cols; e += kThreads) {
+    const int i = e / cols, j = e % cols;
+    float* out = dst + int64_t(i) * cols + j;
+    *out = accumulate ? *out + src[i * lds + j] : src[i * lds + j];
+  }
+  __syncthreads();
+}
+
+// ---- masks and row weights -------------------------------------------------------
+// M[i, j] <- [j <= i] M[i, j] exp(c_j - L_i)   (ct x ct)
+__device__ inline void causal_mask_tile(const Dims& D, float* M, const float* c, const float* L) {
+  for (int e = threadIdx.x; e < D.ct * D.ct; e += kThreads) {
+    const int i = e / D.ct, j = e % D.ct;
+    M[e] = j <= i ? M[e] * log_scale_weight(c[j], L[i]) : 0.f;
+  }
+  __syncthreads();
+}
+
+// X[i, :cols] *= w[i]
+__device__ inline void scale_tile_rows(float* X, int ld, int rows, int cols, const float* w) {
+  for (int e = threadIdx.x; e < rows * cols; e += kThreads) {
+    const int i = e / cols, j = e % cols;
+    X[i * ld + j] *= w[i];
+  }
+  __syncthreads();
+}
+
+// (a, S) (+)= rows with log-scales lg[i] (kEmptyLogScale for padded rows):
+// P rows are scaled in place by exp(lg_i - top), then S = exp(a - top) S + P^T Vals.
+// `a` lives in t.scalar[slot]. P [ct, mp], Vals [ct, D1p], S [mp, D1p].
+__device__ inline void state_update(const Dims& D, const Tiles& t, int slot, float* P, const float* lg,
+                                    const float* Vals, float* S) {
+  const float a = t.scalar[slot];
+  float top = a;
+  for (int i = 0; i < D.ct; ++i) top = max_log_scale(top, lg[i]);
+  for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(lg[i], top);
+  __syncthreads();
+  scale_tile_rows(P, D.mp, D.ct, D.mp, t.w);
+  block_mm<true, false>(D, D.mp, D.D1p, D.ct, 1.f, P, D.mp, Vals, D.D1p, log_scale_weight(a, top), S, D.D1p);
+  if (threadIdx.x == 0) t.scalar[slot] = top;
+  __syncthreads();
+}
+
+}  // namespace favor_cuda
+}  // namespace pf

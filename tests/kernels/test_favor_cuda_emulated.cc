@@ -1,0 +1,171 @@
+// The fused CUDA FAVOR+ kernels (kernels/favor_attention/favor_attention_cuda_fused.cuh)
+// run on the CPU under the block emulator (tests/support/cuda_block_emulator.h):
+// the same kernel code and launch order the GPU runs, on 256 cooperative
+// fibers per block, through the sequence-parallel protocol over P = 1, 2, 3
+// uneven blocks, against the float64 whole-sequence reference. Covers both
+// tile heights (16, 32), segments of one tile and of several with a short
+// last one, padding of every dimension (d = 5, m = 7 and d = 16, m = 32),
+// causal and bidirectional, FAVOR+ and relu. The TF32 tensor-core products
+// are not emulated (they need a GPU; tests/gpu runs them).
+#include "tests/support/cuda_block_emulator.h"
+// The emulator must come first: it defines the CUDA keywords the kernels use.
+#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/random_features/random_features.h"
+#include "runtime/exec.h"
+#include "runtime/memory.h"
+#include "tests/kernels/favor_protocol_driver.h"
+#include "tests/support/numerics.h"
+
+namespace pf {
+namespace {
+
+using namespace favor_cuda;
+
+// The launch policy of favor_attention_cuda_fused.cuh on the emulator; host
+// buffers start as NaN, so a read of one the kernels did not write shows.
+class EmulatedLaunch {
+ public:
+  float* buffer(int64_t floats) {
+    buffers_.emplace_back(std::max<int64_t>(floats, 1), NAN);
+    return buffers_.back().data();
+  }
+  void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, int64_t smem, const Args& args) {
+    if (gx == 0 || gy == 0) return;
+    pf_emu::launch({gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, static_cast<size_t>(smem),
+                   [&] { kernel(args); });
+  }
+  template <typename... P, typename... A>
+  void grid(void (*kernel)(P...), unsigned gx, unsigned gy, A... args) {
+    if (gx == 0 || gy == 0) return;
+    pf_emu::launch({gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, 0, [&] { kernel(args...); });
+  }
+  void copy(float* dst, const float* src, int64_t floats) { std::memcpy(dst, src, sizeof(float) * floats); }
+
+ private:
+  std::vector<std::vector<float>> buffers_;
+};
+
+// The protocol's eight steps on the emulated kernels, queued on ctx.stream
+// like every CPU op. seg_len > 0 replaces the segment length the sizes pick.
+struct EmulatedCudaOps {
+  int ct = 32;
+  int seg_len = 0;
+  Dims dims(const FavorShape& s) const {
+    Dims D = dims_for(s, ct, false);
+    if (seg_len > 0) {
+      D.seg_len = seg_len;
+      D.segs = static_cast<int>(div_up(std::max<int64_t>(s.n, 1), seg_len));
+    }
+    return D;
+  }
+  template <typename F>
+  void run(const ExecContext& ctx, F f) const {
+    host_launch(ctx, [f] {
+      EmulatedLaunch launch;
+      f(launch);
+    });
+  }
+  void causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                            const float* v, const float* W, float* y, float* rs, float* total) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) { fused_causal_forward_local(L, D, s.heads, q, k, v, W, y, rs, total); });
+  }
+  void add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
+                  float* y, float* rs) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, prefix, y, rs, true); });
+  }
+  void key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
+                 float* total) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) { fused_key_state(L, D, s.heads, k, v, W, total); });
+  }
+  void bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                    const float* total, float* y, float* rs) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, total, y, rs, false); });
+  }
+  void causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
+                             const float* v, const float* W, const float* o, const float* den, const float* rs,
+                             const float* d_o, const float* prefix, float* dq, float* dk, float* dv,
+                             float* total) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) {
+      fused_causal_backward_local(L, D, s.heads, q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total);
+    });
+  }
+  void backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                           const float* W, const float* suffix, float* dk, float* dv) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, suffix, dk, dv, true); });
+  }
+  void bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                    const float* o, const float* den, const float* rs, const float* d_o,
+                                    const float* total, float* dq, float* grad_total) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) {
+      fused_bidirectional_backward_local(L, D, s.heads, q, W, o, den, rs, d_o, total, dq, grad_total);
+    });
+  }
+  void bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                                     const float* W, const float* grad_total, float* dk, float* dv) const {
+    const Dims D = dims(s);
+    run(ctx, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, grad_total, dk, dv, false); });
+  }
+};
+
+struct Case {
+  int64_t n, d, m;
+  int ct, seg_len;
+};
+
+TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
+  const int64_t H = 2;
+  uint64_t seed = 4100;
+  // seg_len 0: the sizes' own choice (one-tile segments at these n); 80: several tiles and a short last one.
+  for (const Case& c : {Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 0}, Case{150, 16, 32, 16, 80},
+                        Case{150, 5, 7, 32, 80}}) {
+    for (bool causal : {true, false}) {
+      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+        const int64_t size = H * c.n * c.d;
+        ++seed;
+        const std::vector<float> q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+        const std::vector<float> k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+        const std::vector<float> v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+        const std::vector<float> g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+        const std::vector<float> W =
+            random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+        const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+            gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+        const FavorAttentionParams p = favor_attention_params(1, H, c.n, c.d, c.m, causal, kernel);
+        std::vector<double> ro(size), rq(size), rk(size), rv(size);
+        favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
+        favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
+                                     rv.data());
+        for (int P : {1, 2, 3}) {
+          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
+                                          << " seg_len=" << c.seg_len << " causal=" << causal
+                                          << " kernel=" << feature_kernel_name(kernel) << " P=" << P);
+          MemoryTracker tracker(Device::cpu());
+          const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+          std::vector<float> o(size), dq(size), dk(size), dv(size);
+          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len}, res.ctx(), p.shape(), causal, P, q.data(),
+                                   k.data(), v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data());
+          EXPECT_LE(test::rel_l2(o, ro), 1e-5);
+          EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
+          EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
+          EXPECT_LE(test::rel_l2(dv, rv), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pf
