@@ -27,16 +27,17 @@ using namespace cpu_tiles;
 
 int64_t chunk_rows(const FavorShape& s) { return std::min(s.chunk, std::max<int64_t>(s.n, 1)); }
 
-// The per-thread tile: every buffer one chunk of one head needs.
+// The per-thread tile: every buffer one chunk of one head needs. `scaled`
+// holds row-weighted copies of Pq, Pk (m columns) or V', G (D1 columns).
 struct Tile {
   int64_t C, m, d, D1;
   std::vector<float> pq, pk, ck, vp, g, A, B, scaled, dphi, t, rowsum, dx, S;
   Tile(const FavorShape& s)
       : C(chunk_rows(s)), m(s.m), d(s.d), D1(s.d + 1), pq(C * m), pk(C * m), ck(C), vp(C * D1), g(C * D1), A(C * C),
-        B(C * C), scaled(C * m), dphi(C * m), t(C * m), rowsum(C), dx(C * s.d), S(m * D1, 0.f) {}
+        B(C * C), scaled(C * std::max(m, D1)), dphi(C * m), t(C * m), rowsum(C), dx(C * s.d), S(m * D1, 0.f) {}
   static int64_t floats(const FavorShape& s) {
     const int64_t C = chunk_rows(s), m = s.m, D1 = s.d + 1;
-    return 5 * C * m + 2 * C + 2 * C * D1 + 2 * C * C + C * s.d + m * D1;
+    return 4 * C * m + C * std::max(m, D1) + 2 * C + 2 * C * D1 + 2 * C * C + C * s.d + m * D1;
   }
 };
 
@@ -117,7 +118,8 @@ void causal_forward_head(const FavorShape& s, const FeatureRowParams& r, const f
   store_state(a, t.S, total);
 }
 
-// y_i (+)= exp(b - L'_i) phi_q[i] Pre with y_i rescaled by exp(L_i - L'_i), L'_i = max(L_i, b).
+// y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre, L'_i = max(L_i, b); the product
+// goes through vp (D1 columns) so that both weights apply in one pass over y.
 void add_prefix_head(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* W,
                      const float* prefix, float* y, float* L, Tile& t) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
@@ -127,13 +129,13 @@ void add_prefix_head(const FavorShape& s, const FeatureRowParams& r, const float
     const int64_t rows = std::min(t.C, n - t0);
     float *Y = y + t0 * D1, *Lt = L + t0;
     features(r, rows, d, m, q + t0 * d, W, t.pq.data(), nullptr);
+    float* P = t.vp.data();
+    mm(false, false, rows, D1, m, t.pq.data(), m, prefix + 1, D1, 0.f, P, D1);
     for (int64_t i = 0; i < rows; ++i) {
       const float top = max_log_scale(Lt[i], b), wy = log_scale_weight(Lt[i], top), wp = log_scale_weight(b, top);
-      for (int64_t x = 0; x < D1; ++x) Y[i * D1 + x] *= wy;
-      for (int64_t f = 0; f < m; ++f) t.scaled[i * m + f] = wp * t.pq[i * m + f];
+      for (int64_t x = 0; x < D1; ++x) Y[i * D1 + x] = wy * Y[i * D1 + x] + wp * P[i * D1 + x];
       Lt[i] = top;
     }
-    mm(false, false, rows, D1, m, t.scaled.data(), m, prefix + 1, D1, 1.f, Y, D1);
   }
 }
 
@@ -159,8 +161,9 @@ void causal_dq_sweep(const FavorShape& s, const FeatureRowParams& r, const float
     if (is_empty_log_scale(a)) {
       zero_rows(dP, rows, m, m);
     } else {
-      mm(false, true, rows, m, D1, t.g.data(), D1, t.S.data(), D1, 0.f, dP, m);
-      scale_rows(dP, rows, m, m, [&](int64_t i) { return log_scale_weight(a, Lt[i]); });
+      // The row weights go on G (D1 columns) rather than on the product (m columns).
+      scaled_rows(t.g.data(), rows, D1, t.scaled.data(), [&](int64_t i) { return log_scale_weight(a, Lt[i]); });
+      mm(false, true, rows, m, D1, t.scaled.data(), D1, t.S.data(), D1, 0.f, dP, m);
     }
     mm(false, true, rows, rows, D1, t.g.data(), D1, t.vp.data(), D1, 0.f, t.B.data(), rows);
     causal_mask(t.B.data(), rows, t.ck.data(), Lt);
@@ -192,10 +195,12 @@ void causal_dkv_sweep(const FavorShape& s, const FeatureRowParams& r, const floa
       zero_rows(dP, rows, m, m);
       zero_rows(dV, rows, d, d);
     } else {
-      mm(false, true, rows, m, D1, t.vp.data(), D1, R.data(), D1, 0.f, dP, m);
+      // The row weights go on V' (D1 columns) rather than on dPk (m columns).
+      const auto w = [&](int64_t j) { return log_scale_weight(t.ck[j], -rho); };
+      scaled_rows(t.vp.data(), rows, D1, t.scaled.data(), w);
+      mm(false, true, rows, m, D1, t.scaled.data(), D1, R.data(), D1, 0.f, dP, m);
       mm(false, false, rows, d, m, t.pk.data(), m, R.data(), D1, 0.f, dV, d);
-      scale_rows(dP, rows, m, m, [&](int64_t j) { return log_scale_weight(t.ck[j], -rho); });
-      scale_rows(dV, rows, d, d, [&](int64_t j) { return log_scale_weight(t.ck[j], -rho); });
+      scale_rows(dV, rows, d, d, w);
     }
     mm(false, true, rows, rows, m, t.pq.data(), m, t.pk.data(), m, 0.f, t.A.data(), rows);
     causal_mask(t.A.data(), rows, t.ck.data(), Lt);

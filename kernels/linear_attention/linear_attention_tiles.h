@@ -16,6 +16,7 @@
 #include "kernels/linear_attention/linear_attention_math.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
+#include "runtime/vector_math.h"
 
 namespace pf {
 namespace cpu_tiles {
@@ -77,42 +78,64 @@ inline void scale_rows(float* x, int64_t rows, int64_t cols, int64_t ld, W&& wei
   }
 }
 
+// out[i, :] = w_i x[i, :] for dense [rows, cols] x and out, w_i = `weight(i)`.
+template <typename W>
+inline void scaled_rows(const float* x, int64_t rows, int64_t cols, float* out, W&& weight) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float w = weight(i);
+    for (int64_t k = 0; k < cols; ++k) out[i * cols + k] = w * x[i * cols + k];
+  }
+}
+
 inline void zero_rows(float* x, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t i = 0; i < rows; ++i) std::fill(x + i * ld, x + i * ld + cols, 0.f);
 }
 
-// a[i, j] <- [j <= i] a[i, j] exp(c_j - L_i)   (rows x rows)
-inline void causal_mask(float* a, int64_t rows, const float* c, const float* L) {
+// a[i, j] <- [j <= i] a[i, j] exp(c_j - L_i)   (rows x rows). The C^2 / 2
+// exponentials per chunk are exp_f32 in a loop that runs 16 or 8 lanes wide.
+PF_VECTOR_CLONES inline void causal_mask(float* a, int64_t rows, const float* c, const float* L) {
   for (int64_t i = 0; i < rows; ++i) {
     float* r = a + i * rows;
-    for (int64_t j = 0; j <= i; ++j) r[j] *= log_scale_weight(c[j], L[i]);
+    const float Li = L[i];
+#pragma omp simd
+    for (int64_t j = 0; j <= i; ++j) r[j] *= exp_f32(c[j] - Li);
     std::fill(r + i + 1, r + rows, 0.f);
   }
 }
 
-// (a, S) (+)= keys rows: S [m, D1].
+// (a, S) (+)= keys rows: S [m, D1]. The row weights exp(c_j - top) go into
+// the narrower factor, V' when D1 <= m, so `scaled` holds rows x min(m, D1).
 inline void key_state_update(float& a, float* S, int64_t rows, int64_t m, int64_t D1, const float* pk, const float* c,
-                      const float* vp, float* scaled) {
+                             const float* vp, float* scaled) {
   float top = a;
   for (int64_t j = 0; j < rows; ++j) top = max_log_scale(top, c[j]);
-  for (int64_t j = 0; j < rows; ++j) {
-    const float w = log_scale_weight(c[j], top);
-    for (int64_t f = 0; f < m; ++f) scaled[j * m + f] = w * pk[j * m + f];
+  const auto w = [&](int64_t j) { return log_scale_weight(c[j], top); };
+  const float beta = log_scale_weight(a, top);
+  if (D1 <= m) {
+    scaled_rows(vp, rows, D1, scaled, w);
+    mm(true, false, m, D1, rows, pk, m, scaled, D1, beta, S, D1);
+  } else {
+    scaled_rows(pk, rows, m, scaled, w);
+    mm(true, false, m, D1, rows, scaled, m, vp, D1, beta, S, D1);
   }
-  mm(true, false, m, D1, rows, scaled, m, vp, D1, log_scale_weight(a, top), S, D1);
   a = top;
 }
 
-// (rho, R) (+)= query rows with log-scales -L_i: R [m, D1].
-inline void query_state_update(float& rho, float* R, int64_t rows, int64_t m, int64_t D1, const float* pq, const float* L,
-                        const float* g, float* scaled) {
+// (rho, R) (+)= query rows with log-scales -L_i: R [m, D1]. The row weights
+// go into the narrower factor, G when D1 <= m; `scaled` holds rows x min(m, D1).
+inline void query_state_update(float& rho, float* R, int64_t rows, int64_t m, int64_t D1, const float* pq,
+                               const float* L, const float* g, float* scaled) {
   float top = rho;
   for (int64_t i = 0; i < rows; ++i) top = max_log_scale(top, -L[i]);
-  for (int64_t i = 0; i < rows; ++i) {
-    const float w = log_scale_weight(-L[i], top);
-    for (int64_t f = 0; f < m; ++f) scaled[i * m + f] = w * pq[i * m + f];
+  const auto w = [&](int64_t i) { return log_scale_weight(-L[i], top); };
+  const float beta = log_scale_weight(rho, top);
+  if (D1 <= m) {
+    scaled_rows(g, rows, D1, scaled, w);
+    mm(true, false, m, D1, rows, pq, m, scaled, D1, beta, R, D1);
+  } else {
+    scaled_rows(pq, rows, m, scaled, w);
+    mm(true, false, m, D1, rows, scaled, m, g, D1, beta, R, D1);
   }
-  mm(true, false, m, D1, rows, scaled, m, g, D1, log_scale_weight(rho, top), R, D1);
   rho = top;
 }
 
