@@ -33,7 +33,7 @@
 //    features in both sweeps.
 //  - fused CUDA (window = 0, favor_attention_cuda.cu): the same per tile of 16
 //    or 32 rows in shared memory (FavorShape::chunk does not apply), a block
-//    per (segment, head): each segment's own state, an exclusive scan over
+//    per (head, segment): each segment's own state, an exclusive scan over
 //    the segments, then each segment's tiles in order (and in reverse for
 //    dk, dv). TF32 tensor cores when FavorShape::tf32 and sm_80+, else fp32.
 //    Shapes whose 16-row tiles exceed the device's shared memory run windowed.

@@ -3,7 +3,7 @@
 // the same code runs on a GPU and, for the tests, on the CPU under the block
 // emulator of tests/support/cuda_block_emulator.h.
 //
-// Parallel layout: a block per (segment, head), segments of seg_len rows
+// Parallel layout: a block per (head, segment), segments of seg_len rows
 // (enough of them for about kTargetBlocks blocks). The running state a block
 // starts from comes from a pass that makes every segment's own state and an
 // exclusive scan over the segments with the log-scale combine, so
@@ -92,8 +92,8 @@ struct Args {
 struct Block {
   int h, seg, r0, r1;  // head, segment, rows [r0, r1) of the head
   __device__ Block(const Dims& D) {
-    h = blockIdx.y;
-    seg = blockIdx.x;
+    h = blockIdx.x;  // heads on x, whose grid limit is 2^31 - 1
+    seg = blockIdx.y;
     r0 = seg * D.seg_len;
     r1 = min(D.n, r0 + D.seg_len);
   }
@@ -198,11 +198,11 @@ __global__ void k_query_segments(Args a) {
 // when reverse), starting from `init` (packed, or null for the empty state):
 // S[h][seg] becomes init (+) the states before it, a_out[h][seg] its
 // log-scale; `total` (packed, or null) receives init (+) all of them.
-// Grid: (entries / kThreads, heads); a_in is only read.
+// Grid: (heads, entries / kThreads); a_in is only read.
 __global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_out, const float* init, float* total,
                                 bool reverse) {
-  const int64_t SF = D.state_floats(), e = blockIdx.x * int64_t(kThreads) + threadIdx.x;
-  const int h = blockIdx.y;
+  const int64_t SF = D.state_floats(), e = blockIdx.y * int64_t(kThreads) + threadIdx.x;
+  const int h = blockIdx.x;
   const int f = static_cast<int>(e / D.D1p), x = static_cast<int>(e % D.D1p);
   const bool inside = e < SF, valid = inside && f < D.m && x < D.D1;
   const int64_t packed = int64_t(h) * D.packed_size() + 1 + int64_t(f) * D.D1 + x;
@@ -217,14 +217,14 @@ __global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_ou
       local = S[slot * SF + e];
       S[slot * SF + e] = run;
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0) a_out[slot] = run_a;
+    if (blockIdx.y == 0 && threadIdx.x == 0) a_out[slot] = run_a;
     const float top = max_log_scale(run_a, la);
     run = log_scale_weight(run_a, top) * run + log_scale_weight(la, top) * local;
     run_a = top;
   }
   if (total) {
     if (valid) total[packed] = run;
-    if (blockIdx.x == 0 && threadIdx.x == 0) total[int64_t(h) * D.packed_size()] = run_a;
+    if (blockIdx.y == 0 && threadIdx.x == 0) total[int64_t(h) * D.packed_size()] = run_a;
   }
 }
 
@@ -440,16 +440,15 @@ class FusedCall {
     a_.sa = packed;
   }
   void run(void (*kernel)(Args)) {
-    L_.tiles(kernel, static_cast<unsigned>(D_.segs), static_cast<unsigned>(heads_), smem_bytes(D_), a_);
+    L_.tiles(kernel, static_cast<unsigned>(heads_), static_cast<unsigned>(D_.segs), smem_bytes(D_), a_);
   }
   // The segments' own states and log-scales (from a k_*_segments kernel)
   // become exclusive scans: the scanned log-scales go to the second half of
   // the log-scale buffer and are copied over the first.
   void scan(float* states, float* log_scales, const float* init, float* total, bool reverse) {
     const int64_t count = heads_ * D_.segs;
-    L_.grid(k_scan_segments, static_cast<unsigned>(div_up(D_.state_floats(), kThreads)),
-            static_cast<unsigned>(heads_), D_, states, static_cast<const float*>(log_scales), log_scales + count, init,
-            total, reverse);
+    L_.grid(k_scan_segments, static_cast<unsigned>(heads_), static_cast<unsigned>(div_up(D_.state_floats(), kThreads)),
+            D_, states, static_cast<const float*>(log_scales), log_scales + count, init, total, reverse);
     L_.copy(log_scales, log_scales + count, count);
   }
 
