@@ -84,13 +84,7 @@ bool favor_cuda_fits(const FavorShape& s, Device device) {
   return smem_bytes(dims_for(s, 16, false)) <= smem_limit(device);
 }
 
-int64_t favor_workspace_bytes_cuda(const FavorShape& s) {
-  const Dims D = dims_for(s, 16, false);
-  const int64_t count = s.heads * D.segs;
-  const int64_t floats =
-      int64_t(D.mp) * D.dp + std::max(2 * (count * D.state_floats() + 2 * count), s.heads * D.state_floats());
-  return floats * static_cast<int64_t>(sizeof(float));
-}
+int64_t favor_workspace_bytes_cuda(const FavorShape& s) { return fused_workspace_bytes(s); }
 
 void favor_key_state_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                           float* total) {

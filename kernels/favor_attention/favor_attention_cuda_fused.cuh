@@ -405,6 +405,17 @@ __global__ void k_key_grad_from_state(Args a) {
 }
 
 
+// Bytes of temporaries one protocol call may hold at once (the largest
+// over the steps: the causal backward's two segment-state sets, or one padded
+// state per head), with the padded projection; independent of the tile rows.
+inline int64_t fused_workspace_bytes(const FavorShape& s) {
+  const Dims D = dims_for(s, 16, false);
+  const int64_t count = s.heads * D.segs;
+  const int64_t floats =
+      int64_t(D.mp) * D.dp + std::max(2 * (count * D.state_floats() + 2 * count), s.heads * D.state_floats());
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
 // ---- the launch sequences ---------------------------------------------------------
 // One protocol call: the padded projection, the temporaries and the kernels.
 template <class Launch>

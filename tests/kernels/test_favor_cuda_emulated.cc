@@ -5,7 +5,8 @@
 // uneven blocks, against the float64 whole-sequence reference. Covers both
 // tile heights (16, 32), segments of one tile and of several with a short
 // last one, padding of every dimension (d = 5, m = 7 and d = 16, m = 32),
-// causal and bidirectional, FAVOR+ and relu. The TF32 tensor-core products
+// causal and bidirectional, FAVOR+ and relu; and every call's temporaries
+// within the bytes the planner is told (fused_workspace_bytes). The TF32 tensor-core products
 // are not emulated (they need a GPU; tests/gpu runs them).
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
@@ -33,8 +34,10 @@ class EmulatedLaunch {
  public:
   float* buffer(int64_t floats) {
     buffers_.emplace_back(std::max<int64_t>(floats, 1), NAN);
+    bytes_ += static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(floats, 1);
     return buffers_.back().data();
   }
+  int64_t bytes() const { return bytes_; }
   void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, int64_t smem, const Args& args) {
     if (gx == 0 || gy == 0) return;
     pf_emu::launch({gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, static_cast<size_t>(smem),
@@ -49,6 +52,7 @@ class EmulatedLaunch {
 
  private:
   std::vector<std::vector<float>> buffers_;
+  int64_t bytes_ = 0;
 };
 
 // The protocol's eight steps on the emulated kernels, queued on ctx.stream
@@ -56,6 +60,8 @@ class EmulatedLaunch {
 struct EmulatedCudaOps {
   int ct = 32;
   int seg_len = 0;
+  // Each call's temporaries, checked against what the planner is told
+  // (fused_workspace_bytes) when the sizes pick the segments themselves.
   Dims dims(const FavorShape& s) const {
     Dims D = dims_for(s, ct, false);
     if (seg_len > 0) {
@@ -65,58 +71,62 @@ struct EmulatedCudaOps {
     return D;
   }
   template <typename F>
-  void run(const ExecContext& ctx, F f) const {
-    host_launch(ctx, [f] {
+  void run(const ExecContext& ctx, const FavorShape& s, F f) const {
+    const int64_t planned = seg_len > 0 ? -1 : fused_workspace_bytes(s);
+    host_launch(ctx, [f, planned] {
       EmulatedLaunch launch;
       f(launch);
+      if (planned >= 0) {
+        EXPECT_LE(launch.bytes(), planned) << "temporaries beyond fused_workspace_bytes";
+      }
     });
   }
   void causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                             const float* v, const float* W, float* y, float* rs, float* total) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) { fused_causal_forward_local(L, D, s.heads, q, k, v, W, y, rs, total); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_causal_forward_local(L, D, s.heads, q, k, v, W, y, rs, total); });
   }
   void add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
                   float* y, float* rs) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, prefix, y, rs, true); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, prefix, y, rs, true); });
   }
   void key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                  float* total) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) { fused_key_state(L, D, s.heads, k, v, W, total); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_state(L, D, s.heads, k, v, W, total); });
   }
   void bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* total, float* y, float* rs) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, total, y, rs, false); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, total, y, rs, false); });
   }
   void causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                              const float* v, const float* W, const float* o, const float* den, const float* rs,
                              const float* d_o, const float* prefix, float* dq, float* dk, float* dv,
                              float* total) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) {
+    run(ctx, s, [=](EmulatedLaunch& L) {
       fused_causal_backward_local(L, D, s.heads, q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total);
     });
   }
   void backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                            const float* W, const float* suffix, float* dk, float* dv) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, suffix, dk, dv, true); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, suffix, dk, dv, true); });
   }
   void bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* o, const float* den, const float* rs, const float* d_o,
                                     const float* total, float* dq, float* grad_total) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) {
+    run(ctx, s, [=](EmulatedLaunch& L) {
       fused_bidirectional_backward_local(L, D, s.heads, q, W, o, den, rs, d_o, total, dq, grad_total);
     });
   }
   void bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                      const float* W, const float* grad_total, float* dk, float* dv) const {
     const Dims D = dims(s);
-    run(ctx, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, grad_total, dk, dv, false); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, grad_total, dk, dv, false); });
   }
 };
 
