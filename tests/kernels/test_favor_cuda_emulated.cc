@@ -6,8 +6,9 @@
 // tile heights (16, 32), segments of one tile and of several with a short
 // last one, padding of every dimension (d = 5, m = 7 and d = 16, m = 32),
 // causal and bidirectional, FAVOR+ and relu; and every call's temporaries
-// within the bytes the planner is told (fused_workspace_bytes). The TF32 tensor-core products
-// are not emulated (they need a GPU; tests/gpu runs them).
+// within the bytes the planner is told (fused_workspace_bytes). The TF32
+// tensor-core products are not emulated (they need a GPU; tests/gpu runs
+// them).
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
