@@ -3,7 +3,10 @@
 // longest local length under a memory cap.
 //   mpirun -np N performer-bench train --preset small|medium|paper [--length n_local] [--batch B]
 //          [--sp S] [--steps K] [--set model.key=value ...] [--cap 16GiB] [--data FILE] [--csv FILE]
-//   performer-bench train --preset paper --longest --cap 16GiB [--confirm] [--checkpointing both|on|off]
+//   [mpirun -np N] performer-bench train --preset paper --longest --cap 16GiB [--confirm] [--sp S]
+//          [--checkpointing both|on|off]
+// (--confirm under mpirun runs the step over all ranks: one sample of
+// n x sp tokens per sequence-parallel group, each rank under the cap.)
 // Each timed step reports tokens/s (all ranks) and seconds split into
 // attention compute, scan (its exposed part separately), other compute,
 // gradient and scalar allreduce, optimizer and data; plus the peak bytes of
@@ -56,10 +59,45 @@ struct Args {
   bool longest = false, confirm = false;
 };
 
-int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
+// The run's configuration: the preset, --set overrides, and the layout,
+// sample length (local_length x sp), batch, cap and data of the arguments.
+TrainConfig bench_config(const Args& a, int64_t sp, int64_t local_length) {
+  std::vector<std::string> sets = model_preset(a.preset);
+  sets.insert(sets.end(), a.sets.begin(), a.sets.end());
+  sets.push_back("parallel.sp=" + std::to_string(sp));
+  sets.push_back("data.sample_length=" + std::to_string(local_length * sp));
+  sets.push_back("data.batch_size=" + std::to_string(a.batch));
+  if (!a.cap.empty()) sets.push_back("device.memory_cap=\"" + a.cap + "\"");
+  if (!a.data.empty()) sets.push_back("data.files=[\"" + a.data + "\"]");
+  return load_train_config("", sets);
+}
+
+// One real step at local length n with checkpointing `ckpt` under the cap,
+// over every rank of the run (the sequence-parallel groups of --sp, each rank
+// its slice of one synthetic sample per group); returns the largest measured
+// peak of any rank.
+int64_t confirm_step_ranks(const Args& a, int64_t sp, int64_t n, bool ckpt, double& seconds) {
+  TrainConfig cfg = bench_config(a, sp, n);
+  cfg.model.checkpoint_activations = ckpt;
+  Session session(cfg, MPI_COMM_WORLD);
+  ParallelGrid& grid = session.grid();
+  Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention);
+  const double t0 = seconds_now();
+  const StepStats st = trainer.train_step(
+      synthetic_batch(a.batch, n * sp, grid.sp_rank() * n, (grid.sp_rank() + 1) * n, grid.dp_rank() * a.batch));
+  seconds = seconds_now() - t0;
+  long long peak = static_cast<long long>(st.peak_bytes);
+  MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return peak;
+}
+
+// Every rank plans (the planner is deterministic, so all find the same
+// lengths); rank 0 writes. A confirming step runs on one rank with a local
+// communicator, or, under mpirun with several ranks, over all of them.
+int longest_length(const Args& a, const TrainConfig& base, std::FILE* out, int size, int rank) {
   PF_REQUIRE(ConfigError, !a.cap.empty(), "--longest needs --cap (e.g. 16GiB)");
   const int64_t cap = parse_byte_size(a.cap, "--cap");
-  std::fprintf(out, "preset,checkpointing,batch,longest_local_length,planned_peak_bytes,cap_bytes\n");
+  if (rank == 0) std::fprintf(out, "preset,checkpointing,batch,longest_local_length,planned_peak_bytes,cap_bytes\n");
   int rc = 0;
   PF_REQUIRE(ConfigError, a.checkpointing == "both" || a.checkpointing == "on" || a.checkpointing == "off",
              "--checkpointing must be both, on or off, got '" << a.checkpointing << "'");
@@ -72,12 +110,28 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
     m.checkpoint_activations = ckpt;
     const int64_t n = longest_local_length(m, a.batch, cap, 1024, device);
     const MemoryPlan plan = plan_memory(m, a.batch, n, true, device);
-    std::fprintf(out, "%s,%d,%lld,%lld,%lld,%lld\n", a.preset.c_str(), ckpt, static_cast<long long>(a.batch),
-                 static_cast<long long>(n), static_cast<long long>(plan.peak), static_cast<long long>(cap));
-    std::fflush(out);
-    std::fprintf(stderr, "%s, checkpointing %s: longest local length %lld under %s (%s)\n", a.preset.c_str(),
-                 ckpt ? "on" : "off", static_cast<long long>(n), format_bytes(cap).c_str(), plan.summary().c_str());
-    if (a.confirm && n > 0) {
+    if (rank == 0) {
+      std::fprintf(out, "%s,%d,%lld,%lld,%lld,%lld\n", a.preset.c_str(), ckpt, static_cast<long long>(a.batch),
+                   static_cast<long long>(n), static_cast<long long>(plan.peak), static_cast<long long>(cap));
+      std::fflush(out);
+      std::fprintf(stderr, "%s, checkpointing %s: longest local length %lld under %s (%s)\n", a.preset.c_str(),
+                   ckpt ? "on" : "off", static_cast<long long>(n), format_bytes(cap).c_str(), plan.summary().c_str());
+    }
+    if (a.confirm && n > 0 && size > 1) {
+      const int64_t sp = a.sp > 0 ? a.sp : size;
+      double secs = 0;
+      const int64_t peak = confirm_step_ranks(a, sp, n, ckpt, secs);
+      if (rank == 0) {
+        std::fprintf(stderr,
+                     "  confirmed on %s over %d ranks (sp %lld): one step of %lld tokens per sample in %.1f s, "
+                     "largest measured peak %s (planned %s per rank)\n",
+                     device.str().c_str(), size, static_cast<long long>(sp), static_cast<long long>(n * sp), secs,
+                     format_bytes(peak).c_str(), format_bytes(plan.peak).c_str());
+        std::fprintf(out, "# confirmed,%d,%lld,%lld,%.3f,%s,%d,%lld\n", ckpt, static_cast<long long>(n),
+                     static_cast<long long>(peak), secs, device.str().c_str(), size, static_cast<long long>(sp));
+      }
+      if (peak > cap) rc = 1;
+    } else if (a.confirm && n > 0) {
       // One real step at that length with the cap enforced by the allocator,
       // on the device the trainer would use (device.backend).
       MemoryTracker tracker(device, cap);
@@ -99,15 +153,8 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out) {
 
 // One rank of the benchmark, inside the MPI frame.
 int run_train_ranks(const Args& a, int size, int rank) {
-  std::vector<std::string> sets = model_preset(a.preset);
-  sets.insert(sets.end(), a.sets.begin(), a.sets.end());
   const int64_t sp = a.sp > 0 ? a.sp : size;
-  sets.push_back("parallel.sp=" + std::to_string(sp));
-  sets.push_back("data.sample_length=" + std::to_string(a.length * sp));
-  sets.push_back("data.batch_size=" + std::to_string(a.batch));
-  if (!a.cap.empty()) sets.push_back("device.memory_cap=\"" + a.cap + "\"");
-  if (!a.data.empty()) sets.push_back("data.files=[\"" + a.data + "\"]");
-  const TrainConfig cfg = load_train_config("", sets);
+  const TrainConfig cfg = bench_config(a, sp, a.length);
 
   std::FILE* out = stdout;
   if (rank == 0 && !a.csv.empty()) {
@@ -116,7 +163,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
   }
   int rc = 0;
   if (a.longest) {
-    if (rank == 0) rc = longest_length(a, cfg, out);
+    rc = longest_length(a, cfg, out, size, rank);
   } else {
     Session session(cfg, MPI_COMM_WORLD);
     ParallelGrid& grid = session.grid();
