@@ -103,40 +103,37 @@ PF_VECTOR_CLONES inline void causal_mask(float* a, int64_t rows, const float* c,
   }
 }
 
-// (a, S) (+)= keys rows: S [m, D1]. The row weights exp(c_j - top) go into
-// the narrower factor, V' when D1 <= m, so `scaled` holds rows x min(m, D1).
-inline void key_state_update(float& a, float* S, int64_t rows, int64_t m, int64_t D1, const float* pk, const float* c,
-                             const float* vp, float* scaled) {
+// (a, S) (+)= rows: S = exp(a - top) S + P^T diag(exp(lg_i - top)) Vals with
+// top = max(a, lg_i), P [rows, m], Vals [rows, D1], the row log-scales
+// lg_i = `log_scale(i)`. The row weights go into the narrower factor, so
+// `scaled` holds rows x min(m, D1).
+template <typename LogScale>
+inline void state_update(float& a, float* S, int64_t rows, int64_t m, int64_t D1, const float* P, LogScale log_scale,
+                         const float* Vals, float* scaled) {
   float top = a;
-  for (int64_t j = 0; j < rows; ++j) top = max_log_scale(top, c[j]);
-  const auto w = [&](int64_t j) { return log_scale_weight(c[j], top); };
+  for (int64_t i = 0; i < rows; ++i) top = max_log_scale(top, log_scale(i));
+  const auto w = [&](int64_t i) { return log_scale_weight(log_scale(i), top); };
   const float beta = log_scale_weight(a, top);
   if (D1 <= m) {
-    scaled_rows(vp, rows, D1, scaled, w);
-    mm(true, false, m, D1, rows, pk, m, scaled, D1, beta, S, D1);
+    scaled_rows(Vals, rows, D1, scaled, w);
+    mm(true, false, m, D1, rows, P, m, scaled, D1, beta, S, D1);
   } else {
-    scaled_rows(pk, rows, m, scaled, w);
-    mm(true, false, m, D1, rows, scaled, m, vp, D1, beta, S, D1);
+    scaled_rows(P, rows, m, scaled, w);
+    mm(true, false, m, D1, rows, scaled, m, Vals, D1, beta, S, D1);
   }
   a = top;
 }
 
-// (rho, R) (+)= query rows with log-scales -L_i: R [m, D1]. The row weights
-// go into the narrower factor, G when D1 <= m; `scaled` holds rows x min(m, D1).
+// (a, S) (+)= keys rows with log-scales c_j: S [m, D1], Vals = V'.
+inline void key_state_update(float& a, float* S, int64_t rows, int64_t m, int64_t D1, const float* pk, const float* c,
+                             const float* vp, float* scaled) {
+  state_update(a, S, rows, m, D1, pk, [c](int64_t j) { return c[j]; }, vp, scaled);
+}
+
+// (rho, R) (+)= query rows with log-scales -L_i: R [m, D1], Vals = G.
 inline void query_state_update(float& rho, float* R, int64_t rows, int64_t m, int64_t D1, const float* pq,
                                const float* L, const float* g, float* scaled) {
-  float top = rho;
-  for (int64_t i = 0; i < rows; ++i) top = max_log_scale(top, -L[i]);
-  const auto w = [&](int64_t i) { return log_scale_weight(-L[i], top); };
-  const float beta = log_scale_weight(rho, top);
-  if (D1 <= m) {
-    scaled_rows(g, rows, D1, scaled, w);
-    mm(true, false, m, D1, rows, pq, m, scaled, D1, beta, R, D1);
-  } else {
-    scaled_rows(pq, rows, m, scaled, w);
-    mm(true, false, m, D1, rows, scaled, m, g, D1, beta, R, D1);
-  }
-  rho = top;
+  state_update(rho, R, rows, m, D1, pq, [L](int64_t i) { return -L[i]; }, g, scaled);
 }
 
 inline void store_state(float a, const std::vector<float>& S, float* out) {
