@@ -98,6 +98,8 @@ struct Block {
     r1 = min(D.n, r0 + D.seg_len);
   }
   __device__ int64_t row(const Dims& D, int t0) const { return int64_t(h) * D.n + t0; }  // [heads * n] row index
+  // Index of this block's segment among all [heads][segs] ones.
+  __device__ int64_t slot(const Dims& D) const { return int64_t(h) * D.segs + seg; }
 };
 
 __device__ inline Tiles shared_tiles(const Dims& D) {
@@ -106,8 +108,8 @@ __device__ inline Tiles shared_tiles(const Dims& D) {
 }
 
 // X <- rows of x (q or k), then their features in Phi (and log-scales in c).
-__device__ inline void features_of(const Args& a, const Tiles& t, const float* x, int64_t row, int rows, float* Phi,
-                            float* c) {
+__device__ inline void features_of(const Args& a, const Tiles& t, const float* x, int64_t row, int rows,
+                                   float* Phi, float* c) {
   const Dims& D = a.D;
   load_tile(x + row * D.d, rows, D.d, t.X, D.ct, D.dp);
   make_features(D, t, a.Wp, Phi, c, rows);
@@ -145,7 +147,7 @@ __global__ void k_key_segments(Args a) {
   const Dims& D = a.D;
   const Block b(D);
   const Tiles t = shared_tiles(D);
-  float* S = a.fS + (int64_t(b.h) * D.segs + b.seg) * D.state_floats();
+  float* S = a.fS + b.slot(D) * D.state_floats();
   for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = 0.f;
   if (threadIdx.x == 0) t.scalar[0] = kEmptyLogScale;
   __syncthreads();
@@ -155,7 +157,7 @@ __global__ void k_key_segments(Args a) {
     load_vprime(D, a.v + b.row(D, t0) * D.d, rows, t.VP);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   }
-  if (threadIdx.x == 0) a.fa[int64_t(b.h) * D.segs + b.seg] = t.scalar[0];
+  if (threadIdx.x == 0) a.fa[b.slot(D)] = t.scalar[0];
 }
 
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
@@ -165,7 +167,7 @@ __global__ void k_query_segments(Args a) {
   const Dims& D = a.D;
   const Block b(D);
   const Tiles t = shared_tiles(D);
-  float* R = a.gS + (int64_t(b.h) * D.segs + b.seg) * D.state_floats();
+  float* R = a.gS + b.slot(D) * D.state_floats();
   for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) R[e] = 0.f;
   if (threadIdx.x == 0) t.scalar[1] = kEmptyLogScale;
   __syncthreads();
@@ -180,8 +182,7 @@ __global__ void k_query_segments(Args a) {
       for (int i = threadIdx.x; i < D.ct; i += kThreads)
         t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
       __syncthreads();
-      for (int e = threadIdx.x; e < D.ct * D.D1p; e += kThreads) t.VP[e] = t.w[e / D.D1p] * t.G[e];
-      __syncthreads();
+      scaled_tile_rows(t.G, t.VP, D.D1p, D.ct, D.D1p, t.w);
       block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p,
                             0.f, t.WK, D.mp);
       feature_grad(D, t, a.Wp, t.Pq);
@@ -191,7 +192,7 @@ __global__ void k_query_segments(Args a) {
     __syncthreads();
     state_update(D, t, 1, t.Pq, t.c, t.G, R);
   }
-  if (threadIdx.x == 0) a.ga[int64_t(b.h) * D.segs + b.seg] = t.scalar[1];
+  if (threadIdx.x == 0) a.ga[b.slot(D)] = t.scalar[1];
 }
 
 // Exclusive scan of each head's segment states, in order (or from the last
@@ -234,8 +235,8 @@ __global__ void k_causal_forward(Args a) {
   const Dims& D = a.D;
   const Block b(D);
   const Tiles t = shared_tiles(D);
-  float* S = a.fS + (int64_t(b.h) * D.segs + b.seg) * D.state_floats();
-  if (threadIdx.x == 0) t.scalar[0] = a.fa[int64_t(b.h) * D.segs + b.seg];
+  float* S = a.fS + b.slot(D) * D.state_floats();
+  if (threadIdx.x == 0) t.scalar[0] = a.fa[b.slot(D)];
   __syncthreads();
   for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
     const int rows = min(D.ct, b.r1 - t0);
@@ -307,7 +308,7 @@ __global__ void k_causal_backward(Args a) {
   const Dims& D = a.D;
   const Block b(D);
   const Tiles t = shared_tiles(D);
-  const int64_t slot = int64_t(b.h) * D.segs + b.seg;
+  const int64_t slot = b.slot(D);
   float* S = a.fS + slot * D.state_floats();
   float* R = a.gS + slot * D.state_floats();
   if (threadIdx.x == 0) {
@@ -393,8 +394,7 @@ __global__ void k_key_grad_from_state(Args a) {
     load_vprime(D, a.v + row * D.d, rows, t.VP);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
     __syncthreads();
-    for (int e = threadIdx.x; e < D.ct * D.mp; e += kThreads) t.Pq[e] = t.w[e / D.mp] * t.Pk[e];
-    __syncthreads();
+    scaled_tile_rows(t.Pk, t.Pq, D.mp, D.ct, D.mp, t.w);
     scale_tile_rows(t.VP, D.D1p, D.ct, D.D1p, t.w);
     block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
     block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
@@ -403,7 +403,6 @@ __global__ void k_key_grad_from_state(Args a) {
     store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, a.accumulate);
   }
 }
-
 
 // Bytes of temporaries one protocol call may hold at once (the largest
 // over the steps: the causal backward's two segment-state sets, or one padded

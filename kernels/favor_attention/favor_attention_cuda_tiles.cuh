@@ -182,6 +182,17 @@ __device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const 
   __syncthreads();
 }
 
+// ---- warp reductions -------------------------------------------------------------
+// Sum / max of one value per lane over the 32 lanes of the warp; every lane gets it.
+__device__ inline float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
 // ---- loads ----------------------------------------------------------------------
 // dst[ct, ldd] = src rows [rows, cols] (row stride cols), zero elsewhere.
 __device__ inline void load_tile(const float* src, int rows, int cols, float* dst, int ct, int ldd) {
@@ -215,7 +226,7 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
     const float *oi = o + int64_t(i) * D.d, *gi = d_o + int64_t(i) * D.d;
     float dot = 0.f;
     for (int j = lane; j < D.d; j += 32) dot += gi[j] * oi[j];
-    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    dot = warp_sum(dot);
     for (int j = lane; j < D.D1p; j += 32) g[j] = j < D.d ? gi[j] * inv : j == D.d ? -dot * inv : 0.f;
   }
   __syncthreads();
@@ -240,14 +251,14 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const float*
       const float* x = t.X + i * D.dp;
       float sq = 0.f;
       for (int j = lane; j < D.d; j += 32) sq += x[j] * x[j];
-      for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      sq = warp_sum(sq);
       const float h = 0.5f * D.data_scale * D.data_scale * sq;
       top = -INFINITY;
       for (int l = lane; l < D.m; l += 32) {
         u[l] = favor_exponent(u[l], h);
         top = fmaxf(top, u[l]);
       }
-      for (int off = 16; off > 0; off >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
+      top = warp_max(top);
       for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f;
     } else {
       for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? relu_feature(u[l], D.eps) : 0.f;
@@ -271,7 +282,7 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
       g[l] = v;
       sum += v;
     }
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    sum = warp_sum(sum);
     if (lane == 0) t.rowsum[i] = D.softmax ? sum : 0.f;
   }
   __syncthreads();
@@ -306,13 +317,18 @@ __device__ inline void causal_mask_tile(const Dims& D, float* M, const float* c,
   __syncthreads();
 }
 
-// X[i, :cols] *= w[i]
-__device__ inline void scale_tile_rows(float* X, int ld, int rows, int cols, const float* w) {
+// out[i, :cols] = w[i] in[i, :cols] (in and out of leading dimension ld; may be the same tile)
+__device__ inline void scaled_tile_rows(const float* in, float* out, int ld, int rows, int cols, const float* w) {
   for (int e = threadIdx.x; e < rows * cols; e += kThreads) {
     const int i = e / cols, j = e % cols;
-    X[i * ld + j] *= w[i];
+    out[i * ld + j] = w[i] * in[i * ld + j];
   }
   __syncthreads();
+}
+
+// X[i, :cols] *= w[i]
+__device__ inline void scale_tile_rows(float* X, int ld, int rows, int cols, const float* w) {
+  scaled_tile_rows(X, X, ld, rows, cols, w);
 }
 
 // (a, S) (+)= rows with log-scales lg[i] (kEmptyLogScale for padded rows):
