@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "runtime/hd.h"
+#include "runtime/vector_math.h"
 
 namespace pf {
 
@@ -23,26 +24,6 @@ PF_HD int64_t softmax_visible_count(bool causal, int64_t i, int64_t j0, int64_t 
   return v < 0 ? 0 : (v > cols ? cols : v);
 }
 
-PF_HD float softmax_bits_to_float(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
-}
-
-PF_HD uint32_t softmax_float_to_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-#endif
-}
-
 // exp(x) for x <= ln(2)/2 (a score minus its row max or its log-sum-exp,
 // which rounding may leave slightly positive), relative error ~2e-7 (Cephes
 // polynomial); exactly 0 for x < -87.3, -inf included.
@@ -53,27 +34,11 @@ PF_HD uint32_t softmax_float_to_bits(float f) {
 PF_HD float softmax_exp(float x) {
   // As unsigned, exactly the floats below -87.3 (and -inf, and negative NaNs)
   // have patterns above that of -87.3.
-  const uint32_t keep = 0u - static_cast<uint32_t>(softmax_float_to_bits(x) <= 0xC2AE999Au);
+  const uint32_t keep = 0u - static_cast<uint32_t>(f32_bits(x) <= 0xC2AE999Au);
   const float d = x - 0.34f;
   const float xc = x - 0.5f * (d + fabsf(d));
-  // round(xc / ln 2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold
-  // the rounded integer, and subtracting the constant back gives it as a float.
-  const float shifted = xc * 1.44269504088896341f + 12582912.f;
-  const float fn = shifted - 12582912.f;
-  const uint32_t n_biased = softmax_float_to_bits(shifted) - 0x4B400000u + 127u;  // n + 127
-  float r = xc - fn * 0.693359375f;  // ln 2 split in two for an exact reduction
-  r = r + fn * 2.12194440e-4f;
-  const float r2 = r * r;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r2 + r + 1.0f;
-  // For x < -87.3 the pattern n + 127 is garbage (or NaN came through): masked to 0.
-  const float value = y * softmax_bits_to_float(n_biased << 23);
-  return softmax_bits_to_float(softmax_float_to_bits(value) & keep);
+  // For x < -87.3 the core's result is garbage (or NaN came through): masked to 0.
+  return bits_f32(f32_bits(exp_core_f32(xc)) & keep);
 }
 
 // Online softmax: factor that rescales the running sum and output when the row
