@@ -22,6 +22,7 @@
 #include "data/schema.h"
 #include "data/sequence_reader.h"
 #include "data/vocab.h"
+#include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 #include "runtime/random.h"
 
@@ -284,18 +285,8 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
   remove_stale_temporaries(opt.output, opt.progress);
-  const std::string tmp = opt.output + ".tmp-" + std::to_string(::getpid());
   PrepareSummary summary;
-  try {
-    write_file(opt, tmp, &summary);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), opt.output.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    PF_REQUIRE(IoError, false, "cannot rename '" << tmp << "' to '" << opt.output << "'");
-  }
+  write_then_rename(opt.output, [&](const std::string& tmp) { write_file(opt, tmp, &summary); });
   return summary;
 }
 

@@ -14,7 +14,6 @@
 // exit with status 1. An --output that is the --input file (by any spelling or
 // link) would replace the input: refused before anything is read, with one
 // such line naming both and exit status 2.
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -29,6 +28,7 @@
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "runtime/atomic_file.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
 
@@ -174,8 +174,7 @@ int run(const Options& opt) {
   }
 
   // ---- write under a temporary name, then rename ----------------------------------
-  const std::string tmp = opt.output + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-  try {
+  pf::write_then_rename(opt.output, [&](const std::string& tmp) {
     pf::H5Id out = pf::h5_create_file(tmp);
     pf::h5_write_array(out, "out", res.out.data(), qs);
     if (!softmax) pf::h5_write_array(out, "w", res.w.data(), ws);
@@ -187,12 +186,7 @@ int run(const Options& opt) {
     pf::h5_write_attr_string(out, "kernel", opt.kernel);
     pf::h5_write_attr_string(out, "mode", opt.mode);
     out.close();
-    if (std::rename(tmp.c_str(), opt.output.c_str()) != 0)
-      throw ToolError(opt.output + ": cannot rename " + tmp + " to it");
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
+  });
   std::fprintf(stderr, "performer-attn: %s %s B=%ld H=%ld N=%ld D=%ld%s -> %s\n", opt.kernel.c_str(),
                opt.mode.c_str(), static_cast<long>(B), static_cast<long>(H), static_cast<long>(N),
                static_cast<long>(D), with_backward ? " (forward + backward)" : " (forward)", opt.output.c_str());

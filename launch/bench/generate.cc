@@ -215,10 +215,22 @@ int run_generate(int argc, char** argv) {
   }
   // f(t): piecewise linear through the measured points (the mean forward of
   // the K naive tokens stands at t = K / 2), constant below the first point,
-  // continued with the last segment's slope above the last.
+  // continued with the last segment's slope above the last (constant when
+  // there is only one point).
   std::vector<std::pair<double, double>> pts{{naive_tokens / 2.0, naive_k / static_cast<double>(naive_tokens)}};
   for (size_t i = 0; i < x.size(); ++i) pts.emplace_back(x[i], y[i]);
   std::sort(pts.begin(), pts.end());
+  // Points at one t (a length given twice, or at K / 2) become their mean, so
+  // that no segment has zero width.
+  std::vector<std::pair<double, double>> merged;
+  for (size_t i = 0; i < pts.size();) {
+    size_t j = i;
+    double sum = 0;
+    for (; j < pts.size() && pts[j].first == pts[i].first; ++j) sum += pts[j].second;
+    merged.emplace_back(pts[i].first, sum / static_cast<double>(j - i));
+    i = j;
+  }
+  pts.swap(merged);
   auto f = [&](double t) {
     if (t <= pts.front().first) return pts.front().second;
     for (size_t i = 1; i < pts.size(); ++i)

@@ -70,7 +70,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
                                                out.cfg.parallel.attention);
   CheckpointState st;
   try {
-    st = read_checkpoint(path, out.model->layout());
+    st = read_checkpoint_params(path, out.model->layout());
   } catch (const Error& e) {
     throw ConfigError(path +
                       ": the stored tensors do not fit the stored model configuration (another model "

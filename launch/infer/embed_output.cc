@@ -1,9 +1,8 @@
 #include "launch/infer/embed_output.h"
 
-#include <filesystem>
 
 #include "data/h5.h"
-#include "launch/infer/output_file.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {

@@ -1,30 +1,13 @@
 #include "launch/infer/output_file.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
-
-std::string temporary_output_path(const std::string& path) {
-  return path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-}
-
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
-  const std::string tmp = temporary_output_path(path);
-  try {
-    write(tmp);
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
-}
 
 OutputFile::OutputFile(const std::string& path) : path_(path) {
   if (path.empty() || path == "-") {
@@ -57,7 +40,7 @@ void OutputFile::commit() {
   const bool ok = std::fflush(f_) == 0 && std::fclose(f_) == 0;
   f_ = nullptr;
   PF_REQUIRE(IoError, ok, "writing '" << path_ << "' failed: " << std::strerror(errno));
-  std::filesystem::rename(tmp_, path_);
+  rename_into_place(tmp_, path_);
   committed_ = true;
 }
 

@@ -1,11 +1,10 @@
 #include "launch/infer/score_output.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "data/h5.h"
-#include "launch/infer/output_file.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {

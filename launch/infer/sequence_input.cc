@@ -3,7 +3,6 @@
 #include <filesystem>
 
 #include "data/paths.h"
-#include "data/vocab.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -49,12 +48,6 @@ std::vector<SequenceRecord> read_all_sequences(const std::vector<std::string>& f
   SequenceRecord rec;
   while (source.next(rec)) out.push_back(rec);
   return out;
-}
-
-std::string residue_text(const std::vector<uint8_t>& tokens) {
-  std::string s(tokens.size(), '?');
-  for (size_t i = 0; i < tokens.size(); ++i) s[i] = Vocab::residue_letter(tokens[i]);
-  return s;
 }
 
 }  // namespace pf

@@ -38,7 +38,4 @@ class SequenceSource {
 // Every record of `files` (for prompts, which are few).
 std::vector<SequenceRecord> read_all_sequences(const std::vector<std::string>& files, ReaderOptions options);
 
-// Residue letters of tokens (data/vocab.h).
-std::string residue_text(const std::vector<uint8_t>& tokens);
-
 }  // namespace pf

@@ -207,20 +207,35 @@ CheckpointState read_checkpoint_metadata(const std::string& path) {
   return st;
 }
 
-CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout) {
+namespace {
+
+// read_checkpoint_metadata, then the parameters and, with `moments`, AdamW's m and v.
+CheckpointState read_checkpoint_tensors(const std::string& path, const ParamLayout& layout, bool moments) {
   CheckpointState st = read_checkpoint_metadata(path);
   try {
     H5Id file = h5_open_file(path);
     H5Id params = h5_open_group(file, "params");
     st.params = read_tensors(params, layout, path, "/params");
-    H5Id gm = h5_open_group(file, "optimizer/m");
-    st.m = read_tensors(gm, layout, path, "/optimizer/m");
-    H5Id gv = h5_open_group(file, "optimizer/v");
-    st.v = read_tensors(gv, layout, path, "/optimizer/v");
+    if (moments) {
+      H5Id gm = h5_open_group(file, "optimizer/m");
+      st.m = read_tensors(gm, layout, path, "/optimizer/m");
+      H5Id gv = h5_open_group(file, "optimizer/v");
+      st.v = read_tensors(gv, layout, path, "/optimizer/v");
+    }
   } catch (const Hdf5Error& e) {
     throw DataError(path + ": damaged checkpoint (a dataset failed to read or its checksum failed): " + e.what());
   }
   return st;
+}
+
+}  // namespace
+
+CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout) {
+  return read_checkpoint_tensors(path, layout, true);
+}
+
+CheckpointState read_checkpoint_params(const std::string& path, const ParamLayout& layout) {
+  return read_checkpoint_tensors(path, layout, false);
 }
 
 bool is_damaged_checkpoint_error(const Error& e) {

@@ -57,6 +57,9 @@ CheckpointState read_checkpoint_metadata(const std::string& path);
 // read_checkpoint_metadata, then every tensor present with the expected shape
 // and its checksum. DataError / Hdf5Error naming the file and what is wrong.
 CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout);
+// The same without the optimizer moments (m and v stay empty): for tools that
+// only evaluate or run the model.
+CheckpointState read_checkpoint_params(const std::string& path, const ParamLayout& layout);
 // Whether an error of read_checkpoint means a damaged file (skipped by
 // --resume auto) rather than a sound one this build or model cannot use.
 bool is_damaged_checkpoint_error(const Error& e);

@@ -162,7 +162,7 @@ int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer
   // is a ConfigError naming each key, not a shape error of the first tensor.
   require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
                            "cannot load these parameters into this model");
-  const CheckpointState st = read_checkpoint(path, trainer.model().layout());
+  const CheckpointState st = read_checkpoint_params(path, trainer.model().layout());
   to_device(trainer.model().params(), st.params);
   return st.step;
 }
