@@ -12,6 +12,7 @@
 #include "kernels/positional/positional.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/residual/residual.h"
+#include "model/attention.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -21,12 +22,8 @@ Tensor scratch(const ExecContext& ctx, const Shape& shape, const char* tag, DTyp
   return Tensor::empty(shape, dtype, *ctx.tracker, tag);
 }
 
-// The feature map of the parallel form (model/attention.cc): FAVOR+ positive
-// features or the ReLU kernel, with the default scaling for head dim D.
-FeatureMapParams recurrent_feature_params(const ModelConfig& cfg) {
-  return default_feature_params(cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu,
-                                cfg.head_dim());
-}
+// The feature map of the parallel form: the one model/attention.cc uses.
+FeatureMapParams recurrent_feature_params(const ModelConfig& cfg) { return attention_favor_shape(cfg, 1, 1).features; }
 
 }  // namespace
 

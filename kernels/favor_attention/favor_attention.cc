@@ -53,10 +53,11 @@ bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
   } while (0)
 #endif
 
-// Where the composite's scratch tensors are recorded: ctx.tracker, or (a CPU
-// context without one) a private tracker on ctx.stream, so that releases stay
-// in the stream's order after the queued kernels that read the buffers.
-MemoryTracker& scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own) {
+Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
+
+}  // namespace
+
+MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own) {
   if (ctx.tracker != nullptr) return *ctx.tracker;
   PF_REQUIRE(ValueError, ctx.device.is_cpu(),
              kTag << ": an ExecContext on " << ctx.device.str() << " needs a MemoryTracker for temporaries");
@@ -64,10 +65,6 @@ MemoryTracker& scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTra
   own->set_stream(ctx.stream);
   return *own;
 }
-
-Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
-
-}  // namespace
 
 void favor_check(const FavorShape& s, const char* op) {
   PF_REQUIRE(ValueError, s.heads >= 0 && s.n >= 0,
@@ -206,17 +203,17 @@ int64_t favor_attention_total_floats(const FavorAttentionParams& p) {
   return p.causal ? 0 : p.batch * p.heads * p.shape().state_size();
 }
 
-int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p) {
+int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p, Device device) {
   const FavorShape s = p.shape();
   const int64_t floats = rows(p) * (p.d + 1) + s.heads * s.state_size();  // y and the causal block total
   return floats * static_cast<int64_t>(sizeof(float)) +
-         favor_workspace_bytes(s, p.window == 0 ? Device::cpu() : Device::cuda(0), omp_get_max_threads());
+         favor_workspace_bytes(s, device, omp_get_max_threads());
 }
 
-int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p) {
+int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p, Device device) {
   const FavorShape s = p.shape();
   return s.heads * s.state_size() * static_cast<int64_t>(sizeof(float)) +
-         favor_workspace_bytes(s, p.window == 0 ? Device::cpu() : Device::cuda(0), omp_get_max_threads());
+         favor_workspace_bytes(s, device, omp_get_max_threads());
 }
 
 void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
@@ -228,7 +225,7 @@ void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams&
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
   const FavorShape s = p.shape();
   std::unique_ptr<MemoryTracker> own;
-  MemoryTracker& tr = scratch_tracker(ctx, own);
+  MemoryTracker& tr = favor_scratch_tracker(ctx, own);
   const Tensor y = scratch(tr, r * (d + 1));
   if (p.causal) {
     const Tensor block_total = scratch(tr, s.heads * s.state_size());
@@ -251,7 +248,7 @@ void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
   const FavorShape s = p.shape();
   std::unique_ptr<MemoryTracker> own;
-  MemoryTracker& tr = scratch_tracker(ctx, own);
+  MemoryTracker& tr = favor_scratch_tracker(ctx, own);
   const Tensor grad_total = scratch(tr, s.heads * s.state_size());
   if (p.causal) {
     favor_causal_backward_local(ctx, s, q, k, v, W, out, den, row_scale, dout, nullptr, dq, dk, dv,

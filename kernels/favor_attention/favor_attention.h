@@ -138,10 +138,10 @@ FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_
 void favor_attention_check(const FavorAttentionParams& p);
 // Floats of `total` the forward writes (0 for causal: pass nullptr).
 int64_t favor_attention_total_floats(const FavorAttentionParams& p);
-// Bytes the forward / backward allocate as temporaries: y [B*H, N, D+1] (the
-// forward), the gradient block total and favor_workspace_bytes.
-int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p);
-int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p);
+// Bytes the forward / backward allocate as temporaries on `device`: y
+// [B*H, N, D+1] (the forward), the gradient block total and favor_workspace_bytes.
+int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p, Device device);
+int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p, Device device);
 
 // Forward: writes out, den, row_scale and (bidirectional) total.
 void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,

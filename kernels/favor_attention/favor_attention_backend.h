@@ -7,6 +7,8 @@
 // Arguments are checked by the dispatcher first.
 #pragma once
 
+#include <memory>
+
 #include "kernels/favor_attention/favor_attention.h"
 
 #define PF_FAVOR_BACKEND_DECLS(SUFFIX)                                                                                 \
@@ -34,6 +36,11 @@
                                                    float* dv);
 
 namespace pf {
+// Where a call's scratch tensors are recorded: ctx.tracker, or (a CPU context
+// without one) `own`, a private tracker on ctx.stream, so that releases stay
+// in the stream's order after the queued kernels that read the buffers.
+// ValueError for a device context without a tracker.
+MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own);
 PF_FAVOR_BACKEND_DECLS(_cpu)
 PF_FAVOR_BACKEND_DECLS(_windowed)
 #if PF_HAVE_CUDA

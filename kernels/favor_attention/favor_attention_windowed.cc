@@ -32,14 +32,7 @@ int64_t window_rows(const FavorShape& s) {
 class Windows {
  public:
   Windows(const ExecContext& ctx, const FavorShape& s) : ctx_(ctx), s_(s), w_(window_rows(s)) {
-    MemoryTracker* tracker = ctx.tracker;
-    if (!tracker) {
-      PF_REQUIRE(ValueError, ctx.device.is_cpu(),
-                 kTag << ": an ExecContext on " << ctx.device.str() << " needs a MemoryTracker for temporaries");
-      own_ = std::make_unique<MemoryTracker>(Device::cpu());
-      own_->set_stream(ctx.stream);
-      tracker = own_.get();
-    }
+    MemoryTracker* tracker = &favor_scratch_tracker(ctx, own_);
     auto buf = [&](int64_t floats) { return Tensor::empty({floats}, DType::f32, *tracker, kTag); };
     phi_q_ = buf(w_ * s.m);
     phi_k_ = buf(w_ * s.m);

@@ -102,8 +102,8 @@ TEST(FavorProtocol, FusedHoldsNoFeatureBuffers) {
                              rs.data(), tp, in.g.data(), dq.data(), dk.data(), dv.data());
     synchronize(res.ctx().stream);
     const int64_t peak = tracker.stats().peak_bytes;
-    EXPECT_LE(fwd_peak, favor_attention_forward_workspace_bytes(p));
-    EXPECT_LE(peak, std::max(favor_attention_forward_workspace_bytes(p), favor_attention_backward_workspace_bytes(p)));
+    EXPECT_LE(fwd_peak, favor_attention_forward_workspace_bytes(p, Device::cpu()));
+    EXPECT_LE(peak, std::max(favor_attention_forward_workspace_bytes(p, Device::cpu()), favor_attention_backward_workspace_bytes(p, Device::cpu())));
     EXPECT_LT(peak - H * n * (d + 1) * 4, n * m * 4 / 4) << "a feature buffer of n x m floats was held";
     EXPECT_EQ(tracker.stats().current_bytes, 0);
   }
