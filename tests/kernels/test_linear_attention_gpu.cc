@@ -220,11 +220,17 @@ DeviceRun run_storage_on_device(Gpu& gpu, const LinAttnProblem& p, bool causal, 
 }
 
 // Tolerances for f16/bf16 storage (fp32 math; reference on the rounded
-// inputs): each stored output is rounded once (unit roundoff 2^-11 for f16,
-// 2^-8 for bf16, rel L2 ~ u/sqrt(3)); the backward also reads the rounded o
-// (in G = [dO/den, -(dO.o)/den]) and the add_* forms round the gradients
-// twice. rel L2 <= 2e-3 (f16) and 1e-2 (bf16) leave a few times that.
-double storage_tolerance(DType t) { return t == DType::f16 ? 2e-3 : 1e-2; }
+// inputs), 8 units of the storage's roundoff u (2^-11 for f16, 2^-8 for
+// bf16). Rounding a result once gives about 0.42 u; most of the rest comes
+// from the backward reading the rounded o in G = [dO/den, -(dO.o)/den]: the
+// true dq and dk nearly cancel (the weighted v_j - o_i sum to zero over
+// positive features) while that error term does not, worst for few
+// positions. In an emulation of these tests' problems (50,000 draws of the
+// n = 7 cases, 2,500 of n = 300, 10,000 of the two-block case; math in
+// float64, every stored output rounded, the add_* forms rounded twice) the
+// worst p99.9 was 3.94 u and the largest value 5.83 u (dq, n = 7, causal),
+// for both storage types: 8 u is twice that p99.9.
+double storage_tolerance(DType t) { return 8.0 * std::ldexp(1.0, t == DType::f16 ? -11 : -8); }
 
 TEST(LinearAttentionGpu, HalfStorageMatchesReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
