@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kernels/favor_attention/favor_attention.h"
+#include "kernels/reduce/column_sums.h"
 #include "model/params.h"
 #include "runtime/memory.h"
 
@@ -48,9 +49,15 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // activation live; after it the layer has released g, h1 and ln2 (kept in
   // the model dtype), so the attention and projection parts run without them.
   const int64_t ffn_freed = h * (2 * T * F + T * C);
+  // On CUDA the bias and LayerNorm parameter gradients take the column sums'
+  // partials (a few MiB at most) on top of whichever part is running.
+  const int64_t col_sums = device.is_cuda() ? std::max(column_sums_scratch_bytes(T, std::max(F, 3 * C), 1),
+                                                       column_sums_scratch_bytes(T, C, 2))
+                                            : 0;
   const int64_t layer_bwd =
-      f * T * C + std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd - ffn_freed,
-                            f * 6 * T * C - ffn_freed, f * 5 * T * C - ffn_freed});
+      f * T * C + col_sums +
+      std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd - ffn_freed, f * 6 * T * C - ffn_freed,
+                f * 5 * T * C - ffn_freed});
   const int64_t ids = 8 * T;
   const int64_t head = f * (T * V + 2 * T * C + 3 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
 

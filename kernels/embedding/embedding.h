@@ -2,8 +2,9 @@
 //   ids [T] int32 in [0, V), table [V, C], Y [T, C], dY [T, C], dTable [V, C]
 //   forward:  Y[t, :] = table[ids[t], :]                   (Y overwritten)
 //   backward: dTable[v, :] += sum over t with ids[t] == v of dY[t, :]
-//             (accumulated; each row summed in increasing t, so the result is
-//             deterministic and identical on the CPU and CUDA backends)
+//             (accumulated; deterministic on both backends: the CPU sums each
+//             row in increasing t, CUDA in fixed pieces of the id-sorted
+//             tokens, so the two agree to rounding, each run to the bit)
 // Positions for a learned positional table are ids too: the caller passes the
 // global positions (rank offset + local index).
 // The CPU path checks every id (ValueError naming the token and id); the CUDA
@@ -27,7 +28,8 @@ void embedding_forward_cpu(const ExecContext& ctx, const int32_t* ids, const flo
 void embedding_backward_cpu(const ExecContext& ctx, const int32_t* ids, const float* dY, float* dTable, int64_t T,
                             int64_t V, int64_t C);
 // The CUDA backward sorts the ids (stable radix sort) in temporary device
-// memory recorded in ctx.tracker (required): about 16 T bytes plus sort scratch.
+// memory recorded in ctx.tracker (required): about 16 T bytes plus sort
+// scratch, then 2 x column_sums_scratch_bytes(T, C, 1) for the pieces.
 void embedding_forward_cuda(const ExecContext& ctx, const int32_t* ids, const float* table, float* Y, int64_t T,
                             int64_t V, int64_t C);
 void embedding_backward_cuda(const ExecContext& ctx, const int32_t* ids, const float* dY, float* dTable, int64_t T,

@@ -1,12 +1,15 @@
 // CUDA embedding: ids [T], table [V,C] -> Y [T,C]; backward dTable [V,C] +=
 // scatter of dY [T,C]. The backward is deterministic: token indices are
-// stable-radix-sorted by id (cub), then one thread per (id, column) sums its
-// tokens in increasing t, so the order of additions matches the CPU path.
+// stable-radix-sorted by id (cub), then pieces of the sorted order are summed
+// over the whole GPU and their runs combined in a fixed order
+// (embedding_backward_cuda.cuh): the same bits on every run, equal to the CPU
+// path to rounding (the CPU adds tokens in increasing t one by one).
 // Out-of-range ids give zero rows (forward) and are sorted past V and
 // ignored (backward).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/embedding/embedding.h"
+#include "kernels/embedding/embedding_backward_cuda.cuh"
 #include "runtime/cuda_check.cuh"
 #include "runtime/cuda_launch.cuh"
 #include "runtime/tensor.h"
@@ -29,29 +32,6 @@ __global__ void embedding_sort_input_kernel(const int32_t* ids, int32_t* keys, i
     const int32_t id = ids[t];
     keys[t] = (id >= 0 && id < V) ? id : static_cast<int32_t>(V);
     index[t] = static_cast<int32_t>(t);
-  }
-}
-
-__device__ int64_t lower_bound_key(const int32_t* keys, int64_t n, int64_t v) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (keys[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-// grid = (column tiles of blockDim.x, ids); each thread owns one (id, column).
-__global__ void embedding_backward_kernel(const int32_t* sorted_keys, const int32_t* sorted_index, const float* dY,
-                                          float* dTable, int64_t T, int64_t V, int64_t C) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  for (int64_t v = blockIdx.y; v < V; v += gridDim.y) {
-    const int64_t lo = lower_bound_key(sorted_keys, T, v), hi = lower_bound_key(sorted_keys, T, v + 1);
-    if (lo == hi || c >= C) continue;
-    float acc = dTable[v * C + c];  // added onto in token order, exactly as the CPU path does
-    for (int64_t i = lo; i < hi; ++i) acc += dY[int64_t(sorted_index[i]) * C + c];
-    dTable[v * C + c] = acc;
   }
 }
 
@@ -98,10 +78,11 @@ void embedding_backward_cuda(const ExecContext& ctx, const int32_t* ids, const f
   PF_CUDA_CHECK_LAUNCH();
   PF_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch, sort_bytes, keys_in, keys_out, index_in, index_out,
                                                 static_cast<int>(T), 0, end_bit, stream));
-  const dim3 grid(static_cast<unsigned>(ceil_div(C, 128)), static_cast<unsigned>(V < 65535 ? V : 65535));
-  embedding_backward_kernel<<<grid, 128, 0, stream>>>(keys_out, index_out, dY, dTable, T, V, C);
-  PF_CUDA_CHECK_LAUNCH();
-  PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  {
+    CudaGridLaunch L(ctx, "embedding_backward");
+    embedding_cuda::add_sorted_rows(L, keys_out, index_out, dY, dTable, T, V, C);
+  }
+  PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the sort's scratch is freed on return
 }
 
 }  // namespace pf

@@ -1,10 +1,11 @@
 // CUDA layer norm: X [T,C] -> Y [T,C], mean/rstd [T]. One warp per row
 // (two-pass statistics in fp32 with warp shuffles); the backward computes dX
-// with one warp per row, then dgamma/dbeta [C] with blocks of 32 columns x 32
-// row lanes that sum rows in a fixed order (deterministic, no atomics, no
-// scratch memory).
+// with one warp per row, then dgamma/dbeta [C] with the deterministic two-pass
+// column sums of kernels/reduce/column_sums_cuda.cuh (chunks of rows spread
+// over the GPU, partials summed in a fixed order).
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/layernorm/layernorm_math.h"
+#include "kernels/reduce/column_sums_cuda.cuh"
 #include "runtime/cuda_check.cuh"
 #include "runtime/cuda_launch.cuh"
 
@@ -12,7 +13,6 @@ namespace pf {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kRowLanes = 32;
 
 __device__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -58,32 +58,6 @@ __global__ void layernorm_input_grad_kernel(const float* dY, const float* X, con
   for (int64_t c = lane; c < C; c += 32) dx[c] = layernorm_input_grad(dy[c], x[c], gamma[c], m, r, mg, mgx);
 }
 
-// blockDim = (32, kRowLanes): 32 columns, kRowLanes row lanes; grid.x covers the columns.
-__global__ void layernorm_param_grad_kernel(const float* dY, const float* X, const float* mean, const float* rstd,
-                                            float* dgamma, float* dbeta, int64_t T, int64_t C) {
-  __shared__ float pg[kRowLanes][33], pb[kRowLanes][33];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float ag = 0.f, ab = 0.f;
-  if (c < C)
-    for (int64_t t = threadIdx.y; t < T; t += kRowLanes) {
-      const float dy = dY[t * C + c];
-      ag += dy * ((X[t * C + c] - mean[t]) * rstd[t]);
-      ab += dy;
-    }
-  pg[threadIdx.y][threadIdx.x] = ag;
-  pb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float sg = 0.f, sb = 0.f;
-    for (int r = 0; r < kRowLanes; ++r) {
-      sg += pg[r][threadIdx.x];
-      sb += pb[r][threadIdx.x];
-    }
-    dgamma[c] += sg;
-    dbeta[c] += sb;
-  }
-}
-
 }  // namespace
 
 void layernorm_forward_cuda(const ExecContext& ctx, const float* X, const float* gamma, const float* beta, float* Y,
@@ -104,9 +78,9 @@ void layernorm_backward_cuda(const ExecContext& ctx, const float* dY, const floa
   const unsigned rows = static_cast<unsigned>(ceil_div(T, kWarpsPerBlock));
   layernorm_input_grad_kernel<<<rows, block, 0, stream>>>(dY, X, gamma, mean, rstd, dX, T, C);
   PF_CUDA_CHECK_LAUNCH();
-  const unsigned cols = static_cast<unsigned>(ceil_div(C, 32));
-  layernorm_param_grad_kernel<<<cols, dim3(32, kRowLanes), 0, stream>>>(dY, X, mean, rstd, dgamma, dbeta, T, C);
-  PF_CUDA_CHECK_LAUNCH();
+  CudaGridLaunch L(ctx, "layernorm.param_grad");
+  column_sums_cuda::add_column_sums<2>(L, column_sums_cuda::LayerNormParamRows{dY, X, mean, rstd, C}, {{dgamma, dbeta}},
+                                       T, C);
 }
 
 }  // namespace pf

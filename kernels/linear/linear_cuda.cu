@@ -1,8 +1,9 @@
 // CUDA linear layer: X [T,in], W [out,in], b [out], Y [T,out]. GEMMs through
 // cuBLAS (gemm_f32_cuda on ctx.stream); the bias broadcast is a grid-stride
-// kernel; the bias gradient db[o] += sum_t dY[t,o] is computed by blocks of
-// 32 columns x 32 row lanes that sum rows in a fixed order (deterministic, no
-// atomics, no scratch memory). The 16-bit-operand variants use
+// kernel; the bias gradient db[o] += sum_t dY[t,o] is the deterministic
+// two-pass column sum of kernels/reduce/column_sums_cuda.cuh (chunks of rows
+// spread over the GPU, partials summed in a fixed order, scratch of at most
+// 4 KiB per column). The 16-bit-operand variants use
 // gemm_lowp_cuda (fp32 accumulation) and round dY into a scratch tensor.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,6 +11,7 @@
 #include "kernels/cast/cast.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear/linear.h"
+#include "kernels/reduce/column_sums_cuda.cuh"
 #include "runtime/cuda_check.cuh"
 #include "runtime/cuda_launch.cuh"
 #include "runtime/tensor.h"
@@ -23,36 +25,20 @@ __global__ void bias_rows_kernel(const float* b, float* Y, int64_t T, int64_t ou
     Y[i] = b[i % out];
 }
 
-constexpr int kRowLanes = 32;
+struct WidenHalf {
+  __device__ float operator()(__half v) const { return __half2float(v); }
+};
+struct WidenBf16 {
+  __device__ float operator()(__nv_bfloat16 v) const { return __bfloat162float(v); }
+};
 
-__device__ __forceinline__ float as_f32(float v) { return v; }
-__device__ __forceinline__ float as_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float as_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-// blockDim = (32, kRowLanes); grid.x covers columns in tiles of 32.
-template <typename T_in>
-__global__ void bias_grad_kernel(const T_in* dY, float* db, int64_t T, int64_t out) {
-  __shared__ float partial[kRowLanes][33];
-  const int64_t o = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (o < out)
-    for (int64_t t = threadIdx.y; t < T; t += kRowLanes) acc += as_f32(dY[t * out + o]);
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && o < out) {
-    float s = 0.f;
-    for (int r = 0; r < kRowLanes; ++r) s += partial[r][threadIdx.x];
-    db[o] += s;
-  }
-}
-
-template <typename T_in>
+// db[o] += sum_t dY[t, o] (column_sums_cuda.cuh: chunks of rows over the
+// whole GPU, a fixed order of additions).
+template <typename T_in, typename Widen>
 void bias_grad(const ExecContext& ctx, const T_in* dY, float* db, int64_t T, int64_t out) {
   if (!db || out == 0) return;
-  const dim3 block(32, kRowLanes);
-  const unsigned grid = static_cast<unsigned>(ceil_div(out, 32));
-  bias_grad_kernel<<<grid, block, 0, cuda_stream(ctx)>>>(dY, db, T, out);
-  PF_CUDA_CHECK_LAUNCH();
+  CudaGridLaunch L(ctx, "linear.bias_grad");
+  column_sums_cuda::add_column_sums<1>(L, column_sums_cuda::ValueRows<T_in, Widen>{dY, out}, {{db}}, T, out);
 }
 
 void bias_rows(const ExecContext& ctx, const float* b, float* Y, int64_t T, int64_t out) {
@@ -76,7 +62,7 @@ void linear_backward_cuda(const ExecContext& ctx, const float* dY, const float* 
   if (T == 0) return;
   if (dX) gemm_f32_cuda(ctx, false, false, T, in, out, 1.0f, dY, out, W, in, 0.0f, dX, in);
   gemm_f32_cuda(ctx, true, false, out, in, T, 1.0f, dY, out, X, in, 1.0f, dW, in);
-  bias_grad(ctx, dY, db, T, out);
+  bias_grad<float, column_sums_cuda::Identity>(ctx, dY, db, T, out);
 }
 
 void linear_forward_lowp_cuda(const ExecContext& ctx, DType storage, const void* X, const void* W, const float* b,
@@ -93,8 +79,8 @@ void linear_backward_lowp_cuda(const ExecContext& ctx, DType storage, const floa
   cast_narrow_cuda(ctx, storage, dY, dy.raw(), T * out);
   if (dX) gemm_lowp_cuda(ctx, storage, false, false, T, in, out, 1.0f, dy.raw(), out, W, in, 0.0f, dX, in);
   gemm_lowp_cuda(ctx, storage, true, false, out, in, T, 1.0f, dy.raw(), out, X, in, 1.0f, dW, in);
-  if (storage == DType::f16) bias_grad(ctx, static_cast<const __half*>(dy.raw()), db, T, out);
-  else bias_grad(ctx, static_cast<const __nv_bfloat16*>(dy.raw()), db, T, out);
+  if (storage == DType::f16) bias_grad<__half, WidenHalf>(ctx, static_cast<const __half*>(dy.raw()), db, T, out);
+  else bias_grad<__nv_bfloat16, WidenBf16>(ctx, static_cast<const __nv_bfloat16*>(dy.raw()), db, T, out);
   // The scratch returns to the tracker only once the stream is done with it.
   synchronize(ctx.stream);
 }

@@ -197,12 +197,12 @@ TEST_F(PosopsGpu, Embedding) {
       embedding_backward_ref(ids.data(), dY.d.data(), dT.d.data(), T, V, C);
       EXPECT_EQ(rel_l2(Y_->host(), Y), 0.0);
       EXPECT_LE(rel_l2(dT_->host(), dT.d), 1e-5);
-      // The same order of additions as the CPU path: identical results.
+      // The CPU path adds token by token, CUDA in pieces of the sorted ids: equal to rounding.
       std::vector<float> dT_cpu = dT.f;
       const ExecContext host;  // synchronous CPU context: this thread has bound the GPU
       embedding_backward_cpu(host, ids.data(), dY.f.data(), dT_cpu.data(), T, V, C);
       synchronize(host.stream);
-      EXPECT_EQ(dT_->host(), dT_cpu);
+      EXPECT_LE(rel_l2(dT_->host(), dT_cpu), 1e-5);
     }
 }
 

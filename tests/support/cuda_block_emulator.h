@@ -46,7 +46,6 @@ struct Barrier {
 
 struct Fiber {
   ucontext_t context;
-  std::unique_ptr<char[]> stack;
   bool done = false;
 };
 
@@ -94,11 +93,14 @@ inline void fiber_entry() {
   swapcontext(&b.fibers[b.current].context, &b.scheduler);
 }
 
-// Runs block `idx` of body() to completion: `block_dim.x` fibers, `shared_bytes`
-// of shared memory filled with NaN (a read of shared memory no thread wrote
-// shows in the results).
-inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body) {
-  constexpr size_t kStack = 256 * 1024;
+constexpr size_t kFiberStack = 256 * 1024;
+
+// Runs block `idx` of body() to completion: `block_dim.x` fibers on the
+// stacks of `stacks` (one each, kFiberStack bytes, reused block after block),
+// `shared_bytes` of shared memory filled with NaN (a read of shared memory no
+// thread wrote shows in the results).
+inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body,
+                      std::vector<std::unique_ptr<char[]>>& stacks) {
   const unsigned threads = block_dim.x;
   Block b;
   b.block_idx = idx;
@@ -113,11 +115,11 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
   b.body = body;
   b.fibers.resize(threads);
   current_block() = &b;
-  for (Fiber& f : b.fibers) {
-    f.stack.reset(new char[kStack]);
+  for (unsigned t = 0; t < threads; ++t) {
+    Fiber& f = b.fibers[t];
     getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kStack;
+    f.context.uc_stack.ss_sp = stacks[t].get();
+    f.context.uc_stack.ss_size = kFiberStack;
     f.context.uc_link = nullptr;
     makecontext(&f.context, fiber_entry, 0);
   }
@@ -144,8 +146,10 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
 
 // Runs body() once per thread of every block of a grid, blocks in order.
 inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body) {
+  std::vector<std::unique_ptr<char[]>> stacks(block_dim.x);
+  for (auto& stack : stacks) stack.reset(new char[kFiberStack]);
   for (unsigned by = 0; by < grid.y; ++by)
-    for (unsigned bx = 0; bx < grid.x; ++bx) run_block(Dim3{bx, by, 0}, grid, block_dim, shared_bytes, body);
+    for (unsigned bx = 0; bx < grid.x; ++bx) run_block(Dim3{bx, by, 0}, grid, block_dim, shared_bytes, body, stacks);
 }
 
 inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
