@@ -27,6 +27,8 @@ const Subcommand kSubcommands[] = {
     {"train", pf::bench::run_train, "training-step tokens/s with its breakdown (under mpirun); longest length under a cap"},
     {"approx", pf::bench::run_approx, "random-feature attention vs exact softmax: error, top-1 agreement, time, memory"},
     {"kernels", pf::bench::run_kernels, "FAVOR+ attention vs exact softmax forward+backward time, GFLOP/s, crossover"},
+    {"reductions", pf::bench::run_reductions,
+     "the backward's column sums (bias, LayerNorm, embedding) on the CPU or GPU, GB/s and fraction of a copy"},
     {"generate", pf::bench::run_generate, "generation tokens/s and peak memory: recurrent form vs forward per token"},
 };
 

@@ -17,6 +17,7 @@ void cuda_copy_bytes(const Stream& stream, void* dst, Device dst_device, const v
                      int64_t bytes);
 void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes);
 void cuda_device_synchronize(Device device);
+int64_t cuda_pool_used_high(Device device, bool reset);
 
 std::string format_bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -165,6 +166,10 @@ void fill_zero_blocking(void* dst, Device device, int64_t bytes) {
   if (device.is_cuda()) cuda_device_synchronize(device);
   fill_zero(Stream{device, nullptr}, dst, device, bytes);
   if (device.is_cuda()) cuda_device_synchronize(device);
+}
+
+int64_t device_pool_used_high(Device device, bool reset) {
+  return device.is_cuda() ? cuda_pool_used_high(device, reset) : -1;
 }
 
 }  // namespace pf

@@ -77,6 +77,14 @@ void fill_zero(const Stream& stream, void* dst, Device device, int64_t bytes);
 void copy_bytes_blocking(void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes);
 void fill_zero_blocking(void* dst, Device device, int64_t bytes);
 
+// The high-water mark of the bytes in use in the device's memory pool in this
+// process (cudaMemPoolAttrUsedMemHigh of the default pool, which every
+// device_allocate draws from): what the allocator really handed out, with
+// any rounding and whatever else took memory from the pool, as a check of the
+// tracker's peak. Since the process started or the last call with reset.
+// -1 on the CPU, which has no pool.
+int64_t device_pool_used_high(Device device, bool reset = false);
+
 // "1.50 GiB" style text.
 std::string format_bytes(int64_t bytes);
 

@@ -2,6 +2,8 @@
 // device's memory pool (no free synchronises the device), cudaMemcpyAsync and
 // cudaMemsetAsync on the caller's stream (never the legacy stream, which does
 // not wait for the non-blocking compute and communication streams).
+#include <cstdint>
+
 #include "runtime/cuda_check.cuh"
 #include "runtime/cuda_launch.cuh"
 #include "runtime/device.h"
@@ -34,6 +36,19 @@ void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes) {
 void cuda_device_synchronize(Device device) {
   DeviceGuard bind(device);
   PF_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+int64_t cuda_pool_used_high(Device device, bool reset) {
+  DeviceGuard bind(device);
+  cudaMemPool_t pool = nullptr;
+  PF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device.index));
+  uint64_t high = 0;
+  PF_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
+  if (reset) {
+    uint64_t zero = 0;
+    PF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+  }
+  return static_cast<int64_t>(high);
 }
 
 }  // namespace pf

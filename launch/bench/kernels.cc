@@ -33,6 +33,7 @@
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/device_buffers.h"
 #include "launch/bench/flops.h"
 #include "launch/bench/timing.h"
 #include "kernels/gemm/gemm.h"
@@ -58,27 +59,6 @@ std::vector<FavorVariant> favor_variants(bool gpu) {
   if (!gpu) return {{"favor", 0, false}};
   return {{"favor", 0, false}, {"favor_tf32", 0, true}, {"favor_windowed", kFavorDefaultWindow, false}};
 }
-
-// fp32 buffers on the benchmark's device, filled from the host.
-class Buffers {
- public:
-  explicit Buffers(MemoryTracker& tracker) : tracker_(tracker) {}
-  float* make(const std::vector<float>& host) {
-    float* p = make(static_cast<int64_t>(host.size()));
-    copy_bytes_blocking(p, tracker_.device(), host.data(), Device::cpu(), static_cast<int64_t>(host.size()) * 4);
-    return p;
-  }
-  float* make(int64_t count) {
-    tensors_.push_back(Tensor::empty({std::max<int64_t>(count, 1)}, DType::f32, tracker_, "bench"));
-    return tensors_.back().data<float>();
-  }
-
- private:
-  MemoryTracker& tracker_;
-  std::vector<Tensor> tensors_;
-};
-
-
 
 }  // namespace
 

@@ -11,14 +11,17 @@
 // attention compute, scan (its exposed part separately), other compute,
 // gradient and scalar allreduce, optimizer and data; plus the peak bytes of
 // rank 0, the largest peak of any rank and the planner's prediction for the
-// same configuration; and the step's nominal FLOPs (launch/bench/flops.h) with
+// same configuration (and, after the table, one "# rank" line per rank with
+// its planned bytes, tracked peak and device pool high-water mark); and the step's nominal FLOPs (launch/bench/flops.h) with
 // their rate as a fraction of the same run's sgemm rate on the same device.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <vector>
 
 #include "data/loader.h"
 #include "launch/bench/bench.h"
@@ -151,6 +154,27 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out, int s
   return rc;
 }
 
+// Every rank's planned bytes, largest tracked peak over the steps and the
+// device pool's high-water mark (-1 on the CPU), gathered on rank 0, which
+// writes one "# rank" line each after the table and to stderr.
+void report_rank_memory(std::FILE* out, Device device, int64_t planned, int64_t peak, int rank, int size) {
+  long long mine[3] = {static_cast<long long>(planned), static_cast<long long>(peak),
+                       static_cast<long long>(device_pool_used_high(device))};
+  std::vector<long long> all(3 * static_cast<size_t>(size));
+  MPI_Gather(mine, 3, MPI_LONG_LONG, all.data(), 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  if (rank != 0) return;
+  std::fprintf(out, "# rank,planned_bytes,peak_bytes,pool_high_bytes\n");
+  for (int r = 0; r < size; ++r) {
+    const long long* v = &all[3 * static_cast<size_t>(r)];
+    std::fprintf(out, "# rank,%d,%lld,%lld,%lld\n", r, v[0], v[1], v[2]);
+    std::fprintf(stderr, "rank %d on %s: planned %s, tracked peak %s (%+.3f %%), device pool high %s\n", r,
+                 device.str().c_str(), format_bytes(v[0]).c_str(), format_bytes(v[1]).c_str(),
+                 100.0 * (static_cast<double>(v[1]) / static_cast<double>(v[0]) - 1.0),
+                 v[2] < 0 ? "n/a" : format_bytes(v[2]).c_str());
+  }
+  std::fflush(out);
+}
+
 // One rank of the benchmark, inside the MPI frame.
 int run_train_ranks(const Args& a, int size, int rank) {
   const int64_t sp = a.sp > 0 ? a.sp : size;
@@ -182,6 +206,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
                    "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,"
                    "max_peak_bytes,gemm_gflop,attention_gflop,gflops,sgemm_gflops,fraction_of_peak\n");
+    int64_t step_peak = 0;  // this rank's largest tracked peak over the steps
     for (int64_t s = 0; s <= a.steps; ++s) {
       const double t0 = seconds_now();
       TokenBatch batch;
@@ -194,6 +219,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
       const double data_s = seconds_now() - t0;
       const StepStats st = trainer.train_step(batch);
       const double secs = seconds_now() - t0;
+      step_peak = std::max(step_peak, st.peak_bytes);
       long long max_peak = static_cast<long long>(st.peak_bytes);  // over all ranks (untimed)
       MPI_Allreduce(MPI_IN_PLACE, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
       if (rank == 0 && s > 0) {
@@ -211,6 +237,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
         std::fflush(out);
       }
     }
+    report_rank_memory(out, session.ctx().device, plan.peak, step_peak, rank, size);
   }
   if (out != stdout) std::fclose(out);
   return rc;
