@@ -17,10 +17,24 @@ if(NOT PF_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
-    find_path(PF_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-    find_library(PF_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+    # NCCL: $NCCL_ROOT or $NCCL_HOME, the CUDA toolkit, the system (Debian's
+    # and Ubuntu's libnccl-dev), or the Python wheel nvidia-nccl-cu* that
+    # PyTorch images carry (nvidia/nccl/{include,lib}, only libnccl.so.2).
+    set(_pf_nccl_hints $ENV{NCCL_ROOT} $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      execute_process(COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
+                      OUTPUT_VARIABLE _pf_nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      if(_pf_nccl_wheel)
+        list(APPEND _pf_nccl_hints ${_pf_nccl_wheel})
+      endif()
+    endif()
+    find_path(PF_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_pf_nccl_hints} PATH_SUFFIXES include)
+    find_library(PF_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} ${_pf_nccl_hints}
+                 PATH_SUFFIXES lib lib64)
     if(NOT PF_NCCL_INCLUDE_DIR OR NOT PF_NCCL_LIBRARY)
-      message(FATAL_ERROR "CUDA found but NCCL (nccl.h, libnccl) was not; set PF_NCCL_INCLUDE_DIR/PF_NCCL_LIBRARY or PF_CUDA=OFF")
+      message(FATAL_ERROR "CUDA found but NCCL (nccl.h, libnccl) was not, in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, "
+                          "the system or the nvidia-nccl Python wheel; set PF_NCCL_INCLUDE_DIR/PF_NCCL_LIBRARY or PF_CUDA=OFF")
     endif()
     # NCCL 2.12 or newer (V100 clusters often have an older NCCL than CUDA 13's;
     # runtime/comm_nccl.cu falls back where 2.13's and 2.18's calls are missing).

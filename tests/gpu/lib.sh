@@ -24,6 +24,70 @@ figure() { echo "$*" >"$OUT/$step_name.figure"; }
 bin() { echo "$BUILD_DIR/launch/$1"; }
 mpi() { mpiexec --oversubscribe -x OMP_NUM_THREADS=1 "$@"; }
 
+# Pre-flight, the first step: one line for each fact the run depends on, and a
+# fast stop (the later steps are skipped) when one makes the run pointless:
+# no NVIDIA driver or GPU, no CUDA compiler, no NCCL, too little disk, or
+# neither the build's libraries nor a dependency folder. In the dry run only
+# the disk and the libraries count.
+step_preflight() {
+  local stop=() line
+  echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
+  echo "cores: $(nproc); memory: $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+  local free_gib
+  free_gib=$(df -Pk "$repo" | awk 'NR == 2 {printf "%d", $4 / 1048576}')
+  echo "free disk under $repo: ${free_gib} GiB"
+  [ "${free_gib:-0}" -ge 4 ] || stop+=("only ${free_gib:-0} GiB free under $repo; the build and the logs need about 4")
+  local gpu="none"
+  if command -v nvidia-smi >/dev/null; then
+    gpu=$(nvidia-smi --query-gpu=name,memory.total,compute_mode,driver_version,compute_cap --format=csv,noheader 2>&1 |
+      head -1)
+    echo "GPU (name, memory, compute mode, driver, compute capability): $gpu"
+    case "$gpu" in
+      *Exclusive*|*Prohibited*) echo "warning: compute mode is not Default: ranks cannot share the GPU, so staged_sp and mission will fail" ;;
+    esac
+    if [ "$dry" != 1 ]; then
+      case "$gpu" in *"NVIDIA-SMI has failed"*|*"No devices"*|"") stop+=("nvidia-smi sees no GPU: $gpu") ;; esac
+    fi
+  else
+    echo "GPU: no nvidia-smi"
+    [ "$dry" = 1 ] || stop+=("no nvidia-smi: this machine has no NVIDIA driver")
+  fi
+  local nvcc
+  nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+  if [ -n "$nvcc" ]; then
+    echo "nvcc: $nvcc, $("$nvcc" --version | sed -n 's/.*\(release [0-9.]*\).*/\1/p')"
+  else
+    echo "nvcc: none"
+    [ "$dry" = 1 ] || stop+=("no nvcc on PATH or in /usr/local/cuda/bin: the CUDA backend cannot be built")
+  fi
+  # NCCL where cmake/cuda.cmake looks for it.
+  local nccl="" dir
+  for dir in ${NCCL_ROOT:-} ${NCCL_HOME:-} "$(dirname "${nvcc:-/usr/local/cuda/bin/nvcc}")/.." /usr/local/cuda /usr \
+             "$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)"; do
+    [ -n "$dir" ] && [ -f "$dir/include/nccl.h" ] && { nccl=$dir/include/nccl.h; break; }
+  done
+  if [ -n "$nccl" ]; then
+    echo "NCCL: $nccl, version $(awk '/^#define NCCL_(MAJOR|MINOR|PATCH) / {printf "%s%s", sep, $3; sep="."}' "$nccl")"
+  else
+    echo "NCCL: no nccl.h"
+    [ "$dry" = 1 ] || stop+=("no NCCL (nccl.h) in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, /usr or the nvidia-nccl wheel")
+  fi
+  if command -v mpiexec >/dev/null && [ -e /usr/include/gtest/gtest.h ]; then
+    echo "MPI, GoogleTest: installed ($(mpiexec --version 2>&1 | head -1))"
+  else
+    local debs
+    debs=$(ls "$PF_GPU_DEPS"/*.deb 2>/dev/null | wc -l)
+    echo "MPI, GoogleTest: not installed; $debs packages in $PF_GPU_DEPS"
+    [ "$debs" -gt 0 ] || stop+=("no MPI or GoogleTest here and no packages in $PF_GPU_DEPS (tests/gpu/pack_deps.sh makes them)")
+  fi
+  if [ ${#stop[@]} -gt 0 ]; then
+    for line in "${stop[@]}"; do echo "preflight: stop: $line"; done
+    figure "stop: ${stop[0]}"
+    return 1
+  fi
+  figure "$gpu; $(getconf GNU_LIBC_VERSION 2>/dev/null); NCCL ${nccl:-none}; ${free_gib} GiB free"
+}
+
 step_deps() {
   tests/gpu/unpack_deps.sh "$PF_GPU_DEPS" /opt/performer-deps "$PF_DEPS_ENV" || return 1
   figure "$(tail -1 "$OUT/deps.log")"
@@ -112,16 +176,23 @@ tiny_sp_losses() {
   return "${PIPESTATUS[0]}"
 }
 
-# run_steps TITLE NAME:LIMIT... ; exits 1 unless every step passed.
+# run_steps TITLE NAME:LIMIT[:gate]... ; exits 1 unless every step passed.
+# When a gate step fails (preflight, deps, build), the steps after it are
+# not run: each is a row "skipped" naming the gate.
 run_steps() {
-  local title=$1 entry name limit t0 rc dt result r a b c d
+  local title=$1 entry name limit gate t0 rc dt result r a b c d blocked=""
   shift
   export -f figure bin mpi gpu_targets make_tiny_run tiny_sp_losses $(compgen -A function step_) $(compgen -A function bench_)
   local t_all rows=()
   t_all=$(date +%s)
   for entry in "$@"; do
-    name=${entry%%:*} limit=${entry##*:}
+    IFS=: read -r name limit gate <<<"$entry"
     rm -f "$OUT/$name.figure"
+    if [ -n "$blocked" ]; then
+      echo "== $name: skipped ($blocked failed)"
+      rows+=("$name|skipped|0s|not run: $blocked failed")
+      continue
+    fi
     echo "== $name (limit ${limit}s)"
     t0=$(date +%s)
     step_name=$name timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
@@ -133,6 +204,7 @@ run_steps() {
       *) result="FAILED rc=$rc" ;;
     esac
     [ "$rc" = 0 ] || tail -15 "$OUT/$name.log"
+    [ "$rc" = 0 ] || [ "$gate" != gate ] || blocked=$name
     rows+=("$name|$result|${dt}s|$(cat "$OUT/$name.figure" 2>/dev/null || echo -)")
   done
   {

@@ -10,22 +10,35 @@
 #                               build: the script's paths, limits and table,
 #                               tested without a GPU (ctest: gpu_script_dry_run)
 #
-# Steps (docs/testing.md#the-gpu-script says what each proves):
+# Steps, most informative first (docs/testing.md#the-gpu-script says what
+# each proves); a failed preflight, deps or build skips the rest:
+#   preflight   glibc, the GPU (name, memory, compute mode, driver), nvcc,
+#               NCCL's location and version, free disk, the build's libraries;
+#               stops the run at once when one of them makes it pointless
 #   deps        the build's packages from $PF_GPU_DEPS (tests/gpu/pack_deps.sh)
 #               unpacked into a private prefix, when the machine lacks them
 #   build       CMake, all cores, CUDA for the native architecture; only the
 #               tools and the binaries of the ctest entries labelled gpu
-#   gpu_tests   ctest -L gpu: every CUDA kernel against its float64 reference,
-#               the whole model and 30 training steps against the CPU, NCCL on
-#               one rank, the staged communicator with 1-4 ranks on the GPU
+#   gpu_tests   ctest -L gpu (each entry under its own short TIMEOUT): every
+#               CUDA kernel against its float64 reference, the column sums
+#               against their emulated order, the whole model and 30 training
+#               steps against the CPU, NCCL on one rank, the staged
+#               communicator with 1-4 ranks on the GPU
+#   mission     4 ranks share the GPU (staged communicator), each capped at
+#               16 GiB, and train one causal 1,048,576-token sample of the
+#               paper preset with activation checkpointing (sp = 4): each
+#               rank's planned bytes, tracked peak and device pool high-water
+#               mark, and the step time; then the same sample on one rank
+#               without a cap (sp = 1)
+#   train_f32   the paper preset at its longest local length under a 16 GiB
+#               cap: planned and measured peak memory, one real step
 #   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
 #               (staged communicator): the losses of 8 steps must agree (1e-4)
-#   train_f32, train_bf16
-#               the paper preset at its longest local length under a 16 GiB
-#               cap: planned and measured peak memory, one real step
+#   train_bf16  train_f32 with model.dtype = "bf16"
+#   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
+#               longest local length, GB/s against a device copy
 #   kernels     FAVOR+ and exact softmax attention forward + backward at
 #               n = 4k..64k, and the GPU's sgemm peak in the same run
-#
 # Environment: OUT (default out/gpu; relative paths are under the repository),
 # BUILD_DIR (default build-gpu; for --dry-run, the existing build to use),
 # JOBS (default: all cores), PF_GPU_DEPS (default .gpu-deps).
@@ -61,7 +74,10 @@ fi
 
 step_gpu_tests() {
   . "$PF_DEPS_ENV"
-  ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure -j 4 --timeout 100 2>&1 | tee "$OUT/ctest_gpu.txt"
+  # Each gpu entry has its own TIMEOUT (PF_GPU_TEST_TIMEOUT, tests/CMakeLists.txt),
+  # so one hung test cannot take the step's whole limit.
+  python3 tests/gpu/check_timeouts.py "$BUILD_DIR" 100 || return 1
+  ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure -j 4 2>&1 | tee "$OUT/ctest_gpu.txt"
   local rc=${PIPESTATUS[0]}
   figure "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.txt" | tail -1);" \
     "$(grep -cE '\(Skipped\)|Not Run' "$OUT/ctest_gpu.txt") skipped"
@@ -94,6 +110,37 @@ bench_train() {
 step_train_f32() { bench_train; }
 step_train_bf16() { bench_train --set 'model.dtype="bf16"'; }
 
+# The mission: 4 ranks on the one GPU through the staged communicator, each
+# under a 16 GiB cap, train one causal sample of 4 x 262,144 = 1,048,576
+# tokens (paper preset, activation checkpointing, sp = 4); then one rank
+# with no cap trains the same length (sp = 1). One warm-up and one timed
+# step each. The dry run: 4 x 1,024 tokens under a 1 GiB cap on the CPU.
+step_mission() {
+  . "$PF_DEPS_ENV"
+  local n=262144 cap=16GiB backend=cuda
+  [ "$dry" = 1 ] && n=1024 cap=1GiB backend=cpu
+  local run=(train --preset paper --steps 1 --set model.checkpoint_activations=true
+             --set "device.backend=\"$backend\"")
+  mpi -n 4 "$(bin performer-bench)" "${run[@]}" --sp 4 --length "$n" --cap "$cap" --set 'device.comm="staged"' \
+    --csv "$OUT/mission_sp4.csv" || return 1
+  "$(bin performer-bench)" "${run[@]}" --sp 1 --length $((4 * n)) --csv "$OUT/mission_sp1.csv" || return 1
+  cat "$OUT/mission_sp4.csv" "$OUT/mission_sp1.csv"
+  figure "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp4.csv") | one rank:" \
+    "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp1.csv")"
+}
+
+step_reductions() {
+  . "$PF_DEPS_ENV"
+  local csv="$OUT/reductions.csv"
+  if [ "$dry" = 1 ]; then
+    "$(bin performer-bench)" reductions --device cpu --tokens 4096 --widths 64 --reps 1 --csv "$csv" || return 1
+  else
+    "$(bin performer-bench)" reductions --device cuda --csv "$csv" || return 1
+  fi
+  cat "$csv"
+  figure "$(python3 tests/gpu/summarize_csv.py reductions "$csv")"
+}
+
 step_kernels() {
   . "$PF_DEPS_ENV"
   local csv="$OUT/kernels.csv"
@@ -108,4 +155,5 @@ step_kernels() {
 }
 
 run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))" \
-  deps:20 build:200 gpu_tests:110 staged_sp:40 train_f32:35 train_bf16:35 kernels:40
+  preflight:10:gate deps:20:gate build:180:gate gpu_tests:100 mission:90 train_f32:30 staged_sp:35 train_bf16:30 \
+  reductions:10 kernels:35

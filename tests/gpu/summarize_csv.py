@@ -2,6 +2,8 @@
 """One line of key figures from a benchmark CSV of the GPU script.
 
     summarize_csv.py train CSV     performer-bench train --longest --confirm
+    summarize_csv.py step CSV      performer-bench train --length N (a timed step, "# rank" lines)
+    summarize_csv.py reductions CSV  performer-bench reductions
     summarize_csv.py kernels CSV   performer-bench kernels
 """
 import csv
@@ -31,6 +33,40 @@ def train(path):
     return text
 
 
+def step(path):
+    rows, ranks = [], []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# rank,") and not line.startswith("# rank,planned"):
+                ranks.append([int(x) for x in line.strip().split(",")[1:]])
+            elif line.strip() and not line.startswith("#"):
+                rows.append(line)
+    timed = list(csv.DictReader(rows))
+    last = timed[-1]
+    tokens = int(last["local_length"]) * int(last["sp"]) * int(last["batch"])
+    text = (f"sp {last['sp']} x dp {last['dp']}, {tokens:,} tokens per sample: step {float(last['seconds']):.2f} s "
+            f"({float(last['tokens_per_s']):,.0f} tok/s)")
+    if not ranks:
+        return text + "; no per-rank memory lines"
+    worst = max(ranks, key=lambda r: r[2] / r[1])
+    pools = [r[3] for r in ranks if r[3] >= 0]
+    text += (f"; per rank planned {worst[1] / MIB:,.0f} MiB, largest tracked/planned {worst[2] / worst[1]:.4f}"
+             f" (rank {worst[0]})")
+    if pools:
+        text += f", largest device pool high {max(pools) / MIB:,.0f} MiB"
+    return text
+
+
+def reductions(path):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    widest = max(int(r["C"]) for r in rows)
+    parts = [f"{r['op']} {float(r['seconds']) * 1e3:.2f} ms ({float(r['fraction_of_copy']):.2f} of copy)"
+             for r in rows if int(r["C"]) == widest]
+    return (f"T={int(rows[0]['T']):,} C={widest:,} on {rows[0]['device']}: " + ", ".join(parts) +
+            f"; copy {float(rows[-1]['copy_gb_per_s']):,.0f} GB/s")
+
+
 def kernels(path):
     with open(path) as f:
         rows = list(csv.DictReader(f))
@@ -57,11 +93,12 @@ def kernels(path):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("train", "kernels"):
+    modes = {"train": train, "step": step, "reductions": reductions, "kernels": kernels}
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
         sys.exit(__doc__)
     try:
-        print(train(sys.argv[2]) if sys.argv[1] == "train" else kernels(sys.argv[2]))
-    except (OSError, KeyError, StopIteration, ValueError) as e:
+        print(modes[sys.argv[1]](sys.argv[2]))
+    except (OSError, KeyError, StopIteration, ValueError, IndexError, ZeroDivisionError) as e:
         sys.exit(f"{sys.argv[2]}: cannot summarise: {e!r}")
 
 

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Unpacks the .deb files of tests/gpu/pack_deps.sh into a private prefix (never
 # into /) on a machine that cannot install packages, and writes the
-# environment and CMake settings that make the build and mpiexec use them.
+# environment and CMake settings that make the build and mpiexec use them
+# without putting the libraries in front of the system's for other programs.
+# Refuses (naming the package) when the machine's glibc is older than the
+# packages need.
 #   tests/gpu/unpack_deps.sh DEBS PREFIX ENV_FILE
 # Does nothing (and writes an empty ENV_FILE) when the machine already has
-# MPI, HDF5 and GoogleTest; fails naming what is missing when DEBS has no
-# .deb files.
+# MPI, HDF5 and GoogleTest (unless PF_DEPS_FORCE=1); fails naming what is
+# missing when DEBS has no .deb files.
 set -euo pipefail
 debs=$1 prefix=$2 env_file=$3
 : >"$env_file"
 have() { command -v "$1" >/dev/null 2>&1; }
-if have mpiexec && { have h5cc || [ -e /usr/include/hdf5/serial/hdf5.h ] || [ -e /usr/include/hdf5.h ]; } &&
+if [ "${PF_DEPS_FORCE:-0}" != 1 ] && have mpiexec &&
+   { have h5cc || [ -e /usr/include/hdf5/serial/hdf5.h ] || [ -e /usr/include/hdf5.h ]; } &&
    [ -e /usr/include/gtest/gtest.h ]; then
   echo "unpack_deps: MPI, HDF5 and GoogleTest are installed; nothing to unpack"
   exit 0
@@ -20,6 +24,23 @@ files=("$debs"/*.deb)
 if [ ${#files[@]} -eq 0 ]; then
   echo "unpack_deps: this machine lacks MPI, HDF5 or GoogleTest and $debs has no .deb files" >&2
   echo "  (make them on a Debian 12 machine with tests/gpu/pack_deps.sh and carry the folder)" >&2
+  exit 1
+fi
+# The packages were built against some glibc (Debian 12: 2.36); on an older
+# one every program of theirs fails to load, so say so now, naming the package.
+have_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+need_glibc=0 need_pkg=""
+for f in "${files[@]}"; do
+  v=$(dpkg-deb -f "$f" Depends 2>/dev/null | grep -o 'libc6 (>= [0-9.]*)' | sed 's/.*>= //; s/)//' | sort -V | tail -1)
+  if [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$need_glibc" "$v" | sort -V | tail -1)" = "$v" ] && [ "$v" != "$need_glibc" ]; then
+    need_glibc=$v need_pkg=$(basename "$f")
+  fi
+done
+echo "unpack_deps: the packages need glibc >= $need_glibc ($need_pkg); this machine has ${have_glibc:-unknown}"
+if [ -z "$have_glibc" ] || [ "$(printf '%s\n%s\n' "$have_glibc" "$need_glibc" | sort -V | head -1)" != "$need_glibc" ]; then
+  echo "unpack_deps: this machine's glibc ${have_glibc:-unknown} is older than the $need_glibc that $need_pkg needs:" >&2
+  echo "  make the folder with tests/gpu/pack_deps.sh on a release with that glibc or older, or install MPI," >&2
+  echo "  HDF5 and GoogleTest on this machine" >&2
   exit 1
 fi
 mkdir -p "$prefix"
@@ -34,9 +55,26 @@ done
 for blas in libblas.so.3 libblas.so libcblas.so.3 libcblas.so liblapack.so.3; do
   [ -e "$lib/openblas-pthread/$blas" ] && link "openblas-pthread/$blas" "$lib/$blas"
 done
+# The libraries stay out of every other program's way: the tools the build
+# and the steps call (MPI's launcher and compiler wrappers, pkg-config) run
+# through wrappers that set LD_LIBRARY_PATH for themselves (and so for the
+# ranks mpiexec starts), and the project's programs find them through the
+# RPATH of the build (DT_RPATH, which also serves the libraries' own
+# dependencies). Python, CMake and the compilers see the system's libraries.
+libs="$lib:$lib/openblas-pthread:$lib/hdf5/serial/lib:$lib/openmpi/lib"
+wrap=$prefix/wrap
+mkdir -p "$wrap"
+for tool in mpiexec mpirun mpicc mpicxx mpic++ ompi_info pkg-config pkgconf; do
+  real=$usr/bin/$tool
+  [ -e "$real" ] || continue
+  cat >"$wrap/$tool" <<WRAP
+#!/bin/sh
+LD_LIBRARY_PATH="$libs\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$real" "\$@"
+WRAP
+  chmod +x "$wrap/$tool"
+done
 cat >"$env_file" <<ENV
-export PATH="$usr/bin:\$PATH"
-export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:$lib/hdf5/serial/lib:$lib/openmpi/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export PATH="$wrap:\$PATH"
 export OPAL_PREFIX="$usr"
 export PMIX_INSTALL_PREFIX="$lib/pmix2"
 export OMPI_MCA_mca_base_component_show_load_errors=0
@@ -49,6 +87,6 @@ cat >>"$env_file" <<ENV
 export CMAKE_PREFIX_PATH="$usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
 export PKG_CONFIG_PATH="$lib/pkgconfig:$usr/share/pkgconfig"
 export HDF5_ROOT="$lib/hdf5/serial"
-export PF_CMAKE_ARGS="-DMPI_C_COMPILER=$usr/bin/mpicc -DMPI_CXX_COMPILER=$usr/bin/mpicxx -DMPIEXEC_EXECUTABLE=$usr/bin/mpiexec -DBLAS_LIBRARIES=$lib/openblas-pthread/libblas.so -DPF_CBLAS_INCLUDE_DIR=$usr/include/x86_64-linux-gnu/openblas-pthread"
+export PF_CMAKE_ARGS="-DMPI_C_COMPILER=$wrap/mpicc -DMPI_CXX_COMPILER=$wrap/mpicxx -DMPIEXEC_EXECUTABLE=$wrap/mpiexec -DBLAS_LIBRARIES=$lib/openblas-pthread/libblas.so -DPF_CBLAS_INCLUDE_DIR=$usr/include/x86_64-linux-gnu/openblas-pthread -DCMAKE_BUILD_RPATH=${libs//:/;} -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags"
 ENV
 echo "unpack_deps: ${#files[@]} packages unpacked into $prefix"

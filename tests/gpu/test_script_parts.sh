@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Parts of the GPU script that can be checked without a GPU (ctest:
+# gpu_script_parts): a failed gate step skips the steps after it;
+# unpack_deps.sh refuses packages that need a newer glibc than the machine
+# has, naming the package, and otherwise keeps its libraries off
+# LD_LIBRARY_PATH for everything but its wrapped tools.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() {  # check DESCRIPTION CONDITION...
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+
+# 1. Gates: step a fails, b and c are skipped; without the gate, b runs.
+(
+  cd "$repo" && . tests/gpu/lib.sh
+  OUT="$work/gates" gpu_init unused >/dev/null
+  step_a() { return 3; }
+  step_b() { figure "b ran"; }
+  step_c() { figure "c ran"; }
+  run_steps "gates" a:5:gate b:5 c:5
+) >"$work/gates.txt" 2>&1
+rc=$?
+check "a failed gate fails the run" [ "$rc" = 1 ]
+check "the steps after a failed gate are skipped" grep -q '| b .*| skipped .*not run: a failed' "$work/gates.txt"
+(
+  cd "$repo" && . tests/gpu/lib.sh
+  OUT="$work/nogate" gpu_init unused >/dev/null
+  step_a() { return 3; }
+  step_b() { figure "b ran"; }
+  run_steps "no gate" a:5 b:5
+) >"$work/nogate.txt" 2>&1
+check "without a gate the next step runs" grep -q '| b .*| ok .*b ran' "$work/nogate.txt"
+
+# 2. unpack_deps.sh on two made-up packages.
+make_deb() {  # make_deb NAME GLIBC_NEEDED
+  local d="$work/pkg-$1"
+  mkdir -p "$d/DEBIAN" "$d/usr/bin" "$d/usr/lib/x86_64-linux-gnu"
+  cat >"$d/DEBIAN/control" <<CONTROL
+Package: $1
+Version: 1.0
+Architecture: amd64
+Maintainer: test <test@example.invalid>
+Depends: libc6 (>= $2)
+Description: made-up package for the unpack_deps test
+CONTROL
+  printf '#!/bin/sh\necho "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"\n' >"$d/usr/bin/mpiexec.openmpi"
+  chmod +x "$d/usr/bin/mpiexec.openmpi"
+  dpkg-deb --build --root-owner-group "$d" "$3/$1.deb" >/dev/null
+}
+have=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
+mkdir -p "$work/new" "$work/old"
+make_deb fakempi-new 99.0 "$work/new"
+PF_DEPS_FORCE=1 "$repo/tests/gpu/unpack_deps.sh" "$work/new" "$work/prefix-new" "$work/new.env" >"$work/new.txt" 2>&1
+rc=$?
+check "a package needing glibc 99.0 is refused" [ "$rc" = 1 ]
+check "the refusal names the package and both versions" \
+  grep -q "glibc $have is older than the 99.0 that fakempi-new.deb needs" "$work/new.txt"
+check "nothing is unpacked after a refusal" [ ! -e "$work/prefix-new" ]
+
+make_deb fakempi-old 2.2.5 "$work/old"
+PF_DEPS_FORCE=1 "$repo/tests/gpu/unpack_deps.sh" "$work/old" "$work/prefix" "$work/old.env" >"$work/old.txt" 2>&1
+rc=$?
+check "a package needing glibc 2.2.5 is unpacked" [ "$rc" = 0 ]
+check "the environment sets no LD_LIBRARY_PATH" bash -c "! grep -q LD_LIBRARY_PATH '$work/old.env'"
+got=$(env -u LD_LIBRARY_PATH bash -c ". '$work/old.env'; mpiexec" 2>&1)
+check "the wrapped mpiexec runs with the prefix's libraries" \
+  [ "$got" = "LD_LIBRARY_PATH=$work/prefix/usr/lib/x86_64-linux-gnu:$work/prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:$work/prefix/usr/lib/x86_64-linux-gnu/hdf5/serial/lib:$work/prefix/usr/lib/x86_64-linux-gnu/openmpi/lib" ]
+got=$(env -u LD_LIBRARY_PATH bash -c ". '$work/old.env'; echo \"\${LD_LIBRARY_PATH:-unset}\"")
+check "other programs see no LD_LIBRARY_PATH" [ "$got" = unset ]
+check "the build gets the prefix as its RPATH" grep -q 'CMAKE_BUILD_RPATH=.*prefix/usr/lib/x86_64-linux-gnu;' "$work/old.env"
+
+[ "$fail" = 0 ] && echo "gpu_script_parts: all checks passed"
+exit "$fail"
