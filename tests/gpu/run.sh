@@ -125,7 +125,7 @@ step_mission() {
     --csv "$OUT/mission_sp4.csv" || return 1
   "$(bin performer-bench)" "${run[@]}" --sp 1 --length $((4 * n)) --csv "$OUT/mission_sp1.csv" || return 1
   cat "$OUT/mission_sp4.csv" "$OUT/mission_sp1.csv"
-  figure "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp4.csv") | one rank:" \
+  figure "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp4.csv"); one rank:" \
     "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp1.csv")"
 }
 
