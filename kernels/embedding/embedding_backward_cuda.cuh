@@ -51,9 +51,12 @@ __global__ void piece_sums_kernel(Sorted s, const float* dY, float* dTable, floa
     acc += dY[int64_t(s.index[i]) * s.C + c];
     if (i + 1 < b && s.keys[i + 1] == s.keys[i]) continue;
     const int32_t v = s.keys[i];
-    if (run_start == a && from_before) head[p * s.C + c] = acc;  // also a piece inside one run
-    else if (i == b - 1 && into_next) tail[p * s.C + c] = acc;
-    else if (v < s.V) dTable[int64_t(v) * s.C + c] += acc;
+    if (run_start == a && from_before)
+      head[p * s.C + c] = acc;  // also a piece inside one run
+    else if (i == b - 1 && into_next)
+      tail[p * s.C + c] = acc;
+    else if (v < s.V)
+      dTable[int64_t(v) * s.C + c] += acc;
     acc = 0.f;
     run_start = i + 1;
   }
@@ -87,8 +90,8 @@ void add_sorted_rows(Launch& L, const int32_t* keys, const int32_t* index, const
   float* tail = L.buffer(ch.count * C);
   const unsigned pieces = static_cast<unsigned>(ch.count), tiles = static_cast<unsigned>(div_up(C, kThreads));
   L.grid(piece_sums_kernel, pieces, tiles, kThreads, s, dY, dTable, head, tail);
-  L.grid(run_sums_kernel, pieces, tiles, kThreads, s, static_cast<const float*>(head),
-         static_cast<const float*>(tail), dTable);
+  L.grid(run_sums_kernel, pieces, tiles, kThreads, s, static_cast<const float*>(head), static_cast<const float*>(tail),
+         dTable);
 }
 
 }  // namespace

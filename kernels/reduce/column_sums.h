@@ -10,8 +10,8 @@
 namespace pf {
 namespace column_sums {
 
-constexpr int kThreads = 128;         // threads per block: one column each
-constexpr int64_t kMaxChunks = 1024;  // chunks of rows, at most
+constexpr int kThreads = 128;          // threads per block: one column each
+constexpr int64_t kMaxChunks = 1024;   // chunks of rows, at most
 constexpr int64_t kMinChunkRows = 64;  // rows per chunk, at least
 
 inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -43,8 +43,7 @@ struct Outputs {
 };
 
 template <int K, typename Rows>
-__global__ void partials_kernel(Rows rows, float* partial, int64_t T, int64_t C, int64_t chunk_rows,
-                                int64_t chunks) {
+__global__ void partials_kernel(Rows rows, float* partial, int64_t T, int64_t C, int64_t chunk_rows, int64_t chunks) {
   const int64_t j = blockIdx.x, c = int64_t(blockIdx.y) * kThreads + threadIdx.x;
   if (c >= C) return;
   float acc[K];

@@ -1,5 +1,6 @@
-// fp32 buffers on a benchmark's device (CPU or GPU), filled from the host and
-// released with the tracker when the Buffers go out of scope.
+// Benchmark inputs: keyed uniform values, and fp32 buffers on a benchmark's
+// device (CPU or GPU), filled from the host and released with the tracker
+// when the Buffers go out of scope.
 #pragma once
 
 #include <algorithm>
@@ -7,9 +8,18 @@
 #include <vector>
 
 #include "runtime/memory.h"
+#include "runtime/random.h"
 #include "runtime/tensor.h"
 
 namespace pf::bench {
+
+// n values uniform in [-scale/2, scale/2), keyed by (seed, stream).
+inline std::vector<float> keyed_uniform(int64_t n, uint64_t seed, uint64_t stream, float scale = 1.f) {
+  KeyedRandom rng(seed, stream, 0);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(rng.uniform(static_cast<uint64_t>(i)) - 0.5);
+  return v;
+}
 
 class Buffers {
  public:

@@ -18,18 +18,14 @@
 #include "kernels/reduce/reduce.h"
 #include "kernels/residual/residual.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/device_buffers.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"
 
 namespace pf::bench {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t stream, float scale = 1.f) {
-  KeyedRandom rng(1234, stream, 0);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(rng.uniform(static_cast<uint64_t>(i)) - 0.5);
-  return v;
-}
+std::vector<float> filled(int64_t n, uint64_t stream, float scale = 1.f) { return keyed_uniform(n, 1234, stream, scale); }
 
 }  // namespace
 

@@ -30,10 +30,7 @@ namespace pf::bench {
 namespace {
 
 std::vector<float> filled(int64_t n, uint64_t stream, float scale = 1.f) {
-  KeyedRandom rng(4321, stream, 0);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(rng.uniform(static_cast<uint64_t>(i)) - 0.5);
-  return v;
+  return keyed_uniform(n, 4321, stream, scale);
 }
 
 }  // namespace

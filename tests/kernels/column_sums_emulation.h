@@ -7,13 +7,13 @@
 
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first.
-#include "kernels/embedding/embedding_backward_cuda.cuh"
-#include "kernels/reduce/column_sums_cuda.cuh"
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
+
+#include "kernels/embedding/embedding_backward_cuda.cuh"
+#include "kernels/reduce/column_sums_cuda.cuh"
 
 namespace pf::test {
 

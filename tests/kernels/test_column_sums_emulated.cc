@@ -31,8 +31,8 @@ using test::rel_l2;
 constexpr int64_t kLongest = 284672;  // the paper preset's planned longest local length (16 GiB, checkpointing)
 
 TEST(ColumnSumsEmulated, ChunksDependOnRowsAlone) {
-  for (int64_t T : std::vector<int64_t>{1, 2, 63, 64, 65, 1000, 65536, 65537, kLongest, int64_t{1} << 20,
-                                        (int64_t{1} << 31) - 1}) {
+  for (int64_t T :
+       std::vector<int64_t>{1, 2, 63, 64, 65, 1000, 65536, 65537, kLongest, int64_t{1} << 20, (int64_t{1} << 31) - 1}) {
     const column_sums::Chunks ch = column_sums::chunks_for(T);
     SCOPED_TRACE(testing::Message() << "T=" << T << " rows=" << ch.rows << " count=" << ch.count);
     EXPECT_GE(ch.count, 1);
