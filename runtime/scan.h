@@ -53,9 +53,24 @@ class ScanCombine {
                        const Stream& stream) const = 0;
 };
 
+class ScanWorkspace;
+
 // Elementwise sum (identity 0) of f32, f64 or i64 on `device` (the host, or a
 // CUDA device in builds with the CUDA backend).
 std::unique_ptr<ScanCombine> make_sum_combine(DType dtype, Device device = Device::cpu());
+
+// The segmented form of `inner` (which must outlive it): every inner value
+// (granule g) is preceded by a flag, 0 or 1 in the same dtype (granule g + 1),
+// meaning "a segment starts in this block", and
+//   (A, f) (+) (B, h) = (h ? B : A (+) B, f or h)      identity (0, inner's)
+// which is associative, so every algorithm below computes, for each rank,
+// the combine of the blocks since the last flagged one before it (the
+// earlier ranks' flags or'ed into the flag): a forward scan stops at the
+// last segment start before the rank, a reverse scan at the next one after
+// it. Each combine takes granules x g elements of scratch from slot 0 of
+// `scratch` (on inner's device; not the scan's own workspace), on the scan's
+// stream: keep it as ScanWorkspace says.
+std::unique_ptr<ScanCombine> make_segmented_combine(const ScanCombine& inner, ScanWorkspace& scratch);
 
 enum class ScanDirection { Forward, Reverse };
 enum class ScanAlgorithm { Auto, Chain, Allgather, RecursiveDoubling };

@@ -12,4 +12,8 @@ std::unique_ptr<ScanCombine> make_sum_combine_cuda(DType dtype, Device device) {
   return nullptr;
 }
 
+void segment_select_cuda(DType, const void*, const void*, const void*, void*, int64_t, int64_t, const Stream& stream) {
+  PF_REQUIRE(CudaError, false, "segmented combine on " << stream.device.str() << ": " << cuda_unavailable_reason());
+}
+
 }  // namespace pf::detail

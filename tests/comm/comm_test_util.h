@@ -6,6 +6,7 @@
 //   AffineCombine<T>    x -> a x + b maps, granule 2 ([a, b] pairs): not commutative
 //   MatrixModCombine    2x2 integer matrices mod a prime, granule 4: not commutative
 //   expected_scan(...)  the exact scan result, combined serially in scan order
+//   segmented_fill(...) inputs of a segmented combine: flags by pattern, then values
 #pragma once
 
 #include <mpi.h>
@@ -125,6 +126,35 @@ class MatrixModCombine final : public ScanCombine {
 template <typename T>
 void fill_sum_input(T* out, int64_t count, uint64_t seed, int rank) {
   for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(keyed_int(seed, rank, i, -1000, 1000));
+}
+
+// The segmented form of a combine (make_segmented_combine): each granule gets
+// a flag in front of it, set by one of these patterns per (rank, granule).
+enum class Flags { None, All, FirstRank, LastRank, Random };
+const Flags kFlagPatterns[] = {Flags::None, Flags::All, Flags::FirstRank, Flags::LastRank, Flags::Random};
+
+bool flag_of(Flags flags, uint64_t seed, int rank, int ranks, int64_t granule) {
+  switch (flags) {
+    case Flags::None: return false;
+    case Flags::All: return true;
+    case Flags::FirstRank: return rank == 0;
+    case Flags::LastRank: return rank == ranks - 1;
+    default: return keyed_int(seed ^ 0x5e6, rank, granule, 0, 2) == 0;
+  }
+}
+
+// A segmented input: granule j is its flag, then granule j of `fill`'s values.
+template <typename T, typename Fill>
+auto segmented_fill(Fill fill, int64_t g, Flags flags, int ranks) {
+  return [=](T* out, int64_t count, uint64_t seed, int rank) {
+    const int64_t granules = count / (g + 1);
+    std::vector<T> inner(static_cast<size_t>(granules * g));
+    fill(inner.data(), granules * g, seed, rank);
+    for (int64_t j = 0; j < granules; ++j) {
+      out[j * (g + 1)] = flag_of(flags, seed, rank, ranks, j) ? T(1) : T(0);
+      for (int64_t e = 0; e < g; ++e) out[j * (g + 1) + 1 + e] = inner[j * g + e];
+    }
+  };
 }
 
 // The exact scan result on `rank` of `ranks`, combining the keyed inputs of

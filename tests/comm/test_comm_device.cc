@@ -258,6 +258,22 @@ TEST_P(DeviceCommTest, SumScansOnTheDevice) {
   check_device_scans<int64_t>(*comm_, *tracker_, *sum64, *host_sum64, test::fill_sum_input<int64_t>, {3, 2049}, 6);
 }
 
+// The segmented form of the device sum (random flags: its select kernels on
+// the device) against the segmented host sum.
+TEST_P(DeviceCommTest, SegmentedScansOnTheDevice) {
+  auto sum = make_sum_combine(DType::f32, comm_->device());
+  auto host_sum = make_sum_combine(DType::f32);
+  ScanWorkspace scratch(*tracker_);
+  MemoryTracker host_tracker(Device::cpu());
+  ScanWorkspace host_scratch(host_tracker);
+  auto segmented = make_segmented_combine(*sum, scratch);
+  auto host_segmented = make_segmented_combine(*host_sum, host_scratch);
+  for (test::Flags flags : {test::Flags::Random, test::Flags::LastRank})
+    check_device_scans<float>(*comm_, *tracker_, *segmented, *host_segmented,
+                              test::segmented_fill<float>(test::fill_sum_input<float>, 1, flags, comm_->size()),
+                              {2, 2000}, 8);
+}
+
 TEST_P(DeviceCommTest, NonCommutativeScansOnTheDevice) {
   MatrixModCombine host;
   StagedCombine staged(host, comm_->device());

@@ -118,6 +118,95 @@ TEST_F(ScanTest, MatricesModPrimeNonCommutative) {
   check_all_scans<int64_t>(*world_, combine, MatrixModCombine::fill_input, {4, 12, 1028}, 23);
 }
 
+// ---- segmented scans -------------------------------------------------------
+using test::Flags;
+using test::kFlagPatterns;
+using test::segmented_fill;
+
+// The segmented scan's definition, with the inner combine alone: for each
+// granule, the inner combine of the blocks from the last flagged one before
+// `rank` (in scan order) up to the one next to it, and the or of their flags.
+template <typename T, typename Fill>
+std::vector<T> segmented_definition(const ScanCombine& inner, Fill fill, int64_t count, uint64_t seed, int rank,
+                                    int ranks, ScanDirection direction) {
+  const int64_t g = inner.granule(), granules = count / (g + 1);
+  const int v = direction == ScanDirection::Forward ? rank : ranks - 1 - rank;
+  std::vector<std::vector<T>> blocks(static_cast<size_t>(v), std::vector<T>(static_cast<size_t>(count)));
+  for (int i = 0; i < v; ++i) fill(blocks[i].data(), count, seed, direction == ScanDirection::Forward ? i : ranks - 1 - i);
+  std::vector<T> out(static_cast<size_t>(count));
+  const Stream host;
+  for (int64_t j = 0; j < granules; ++j) {
+    T* o = out.data() + j * (g + 1);
+    int start = 0;
+    bool any = false;
+    for (int i = 0; i < v; ++i)
+      if (blocks[i][j * (g + 1)] != T(0)) start = i, any = true;
+    inner.fill_identity(o + 1, g, host);
+    for (int i = start; i < v; ++i) inner.combine(o + 1, blocks[i].data() + j * (g + 1) + 1, o + 1, g, host);
+    o[0] = any ? T(1) : T(0);
+  }
+  return out;
+}
+
+// Every algorithm, direction and variant of the segmented form of `inner`
+// against the serial fold (check_all_scans), which must equal the definition.
+template <typename T, typename Fill>
+void check_segmented_scans(Communicator& comm, const ScanCombine& inner, Fill fill, const std::vector<int64_t>& counts,
+                           uint64_t seed) {
+  MemoryTracker tracker(comm.device());
+  ScanWorkspace scratch(tracker);
+  const auto segmented = make_segmented_combine(inner, scratch);
+  EXPECT_EQ(segmented->granule(), inner.granule() + 1);
+  for (Flags flags : kFlagPatterns) {
+    SCOPED_TRACE(testing::Message() << segmented->name() << ", flag pattern " << static_cast<int>(flags));
+    const auto sfill = segmented_fill<T>(fill, inner.granule(), flags, comm.size());
+    for (int64_t count : counts)
+      for (ScanDirection direction : kDirections)
+        EXPECT_EQ((test::expected_scan<T>(*segmented, sfill, count, seed, comm.rank(), comm.size(), direction)),
+                  (segmented_definition<T>(inner, sfill, count, seed, comm.rank(), comm.size(), direction)))
+            << "count " << count << " " << scan_direction_name(direction) << " on rank " << comm.rank();
+    check_all_scans<T>(comm, *segmented, sfill, counts, seed);
+  }
+}
+
+TEST_F(ScanTest, SegmentedAffineMapsF64) {
+  AffineCombine<double> inner;
+  check_segmented_scans<double>(*world_, inner, AffineCombine<double>::fill_input, {3, 9, 129, 1032}, 41);
+}
+
+TEST_F(ScanTest, SegmentedMatricesModPrime) {
+  MatrixModCombine inner;
+  check_segmented_scans<int64_t>(*world_, inner, MatrixModCombine::fill_input, {5, 15, 1030}, 42);
+}
+
+TEST_F(ScanTest, SegmentedSumF32) {
+  const auto inner = make_sum_combine(DType::f32);
+  check_segmented_scans<float>(*world_, *inner, test::fill_sum_input<float>, {2, 14, 1030}, 43);
+}
+
+// A flag hides everything before it: on two blocks, the later's flag gives
+// the later value alone; without it, the inner combine of both.
+TEST(ScanSegmented, FlagResetsTheCombine) {
+  const Stream host;
+  MemoryTracker tracker(Device::cpu());
+  ScanWorkspace scratch(tracker);
+  AffineCombine<double> inner;
+  const auto seg = make_segmented_combine(inner, scratch);
+  const std::vector<double> a{0, 2, 1}, b_flag{1, 3, 5}, b_plain{0, 3, 5};
+  std::vector<double> out(3);
+  seg->combine(a.data(), b_flag.data(), out.data(), 3, host);
+  EXPECT_EQ(out, (std::vector<double>{1, 3, 5}));
+  seg->combine(a.data(), b_plain.data(), out.data(), 3, host);
+  EXPECT_EQ(out, (std::vector<double>{0, 6, 8}));  // x -> 3 (2 x + 1) + 5
+  seg->combine(b_flag.data(), b_plain.data(), out.data(), 3, host);
+  EXPECT_EQ(out, (std::vector<double>{1, 9, 20}));  // the earlier flag carries
+  seg->fill_identity(out.data(), 3, host);
+  EXPECT_EQ(out, (std::vector<double>{0, 1, 0}));
+  MemoryTracker gpu_tracker(Device::cuda(0));  // scratch on another device than the combine: refused
+  ScanWorkspace gpu_scratch(gpu_tracker);
+  EXPECT_THROW(make_segmented_combine(inner, gpu_scratch), ValueError);
+}
+
 // The test inputs are themselves non-commutative, so a scan that combined in
 // the wrong order could not pass the tests above.
 TEST(ScanInputs, CombinesDoNotCommute) {
