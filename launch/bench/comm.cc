@@ -5,7 +5,9 @@
 // One row per (op, algorithm, direction, bytes): the best and the median over
 // the repetitions of the slowest rank's time (each run starts after a
 // barrier), and the algorithm bandwidth bytes / median (nccl-tests' algbw,
-// bytes per rank). Rank 0 writes the CSV.
+// bytes per rank). Rows "segmented_scan": the same payload through the
+// segmented combine (a flag per --segment-granule values), for its cost
+// against the plain scan. Rank 0 writes the CSV.
 #include "runtime/comm.h"
 
 #include <mpi.h>
@@ -28,6 +30,27 @@
 
 namespace pf::bench {
 namespace {
+
+// The elementwise sum seen as values of `granule` elements, the shape of a
+// linear-attention state, for the segmented scan rows.
+class GranuleSum final : public ScanCombine {
+ public:
+  GranuleSum(const ScanCombine& sum, int64_t granule) : sum_(sum), granule_(granule) {}
+  DType dtype() const override { return sum_.dtype(); }
+  Device device() const override { return sum_.device(); }
+  int64_t granule() const override { return granule_; }
+  const char* name() const override { return "sum"; }
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    sum_.fill_identity(out, count, stream);
+  }
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
+    sum_.combine(earlier, later, out, count, stream);
+  }
+
+ private:
+  const ScanCombine& sum_;
+  int64_t granule_;
+};
 
 // A buffer of `bytes` on the communicator's device, filled with 1.0f.
 // refill() writes it again, as a freshly computed block would be (sending
@@ -80,7 +103,8 @@ Timing time_collective(Communicator& comm, const std::function<void()>& prepare,
 int run_comm_ranks(int argc, char** argv) {
   CLI::App app{"latency and bandwidth of scans, allreduce and allgather (run under mpirun)"};
   std::string backend = "mpi", csv_path;
-  int64_t min_bytes = 4 << 10, max_bytes = 64 << 20, max_gather_bytes = 256 << 20, segment_bytes = 1 << 20;
+  int64_t min_bytes = 4 << 10, max_bytes = 64 << 20, max_gather_bytes = 256 << 20, segment_bytes = 1 << 20,
+          segment_granule = 1 + 256 * 65;
   int factor = 4, max_reps = 30;
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (device buffers)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
@@ -92,13 +116,20 @@ int run_comm_ranks(int argc, char** argv) {
   app.add_option("--segment-bytes", segment_bytes, "pipeline segment of the chain scan");
   app.add_option("--reps", max_reps, "timed repetitions for the smallest messages (fewer for large ones)");
   app.add_option("--csv", csv_path, "write the CSV here instead of stdout");
+  app.add_option("--segment-granule", segment_granule,
+                 "values per flag of the segmented scan rows (default: one FAVOR+ state of the paper preset, "
+                 "1 + 256 x 65 floats); sizes below one value are skipped");
   CLI11_PARSE(app, argc, argv);
+  PF_REQUIRE(ConfigError, segment_granule > 0, "--segment-granule must be positive, got " << segment_granule);
 
   auto comm = backend == "nccl" ? make_nccl_comm(MPI_COMM_WORLD) : make_mpi_comm(MPI_COMM_WORLD);
   const int rank = comm->rank(), ranks = comm->size();
   MemoryTracker tracker(comm->device());
   ScanWorkspace workspace(tracker);  // as the trainer does: scratch kept between scans
   auto sum = make_sum_combine(DType::f32, comm->device());
+  const GranuleSum state_sum(*sum, segment_granule);
+  ScanWorkspace segment_scratch(tracker);
+  const auto segmented = make_segmented_combine(state_sum, segment_scratch);
 
   FILE* out = stdout;
   if (rank == 0 && !csv_path.empty()) {
@@ -141,6 +172,25 @@ int run_comm_ranks(int argc, char** argv) {
         const Timing t = time_collective(
             *comm, refill, [&] { exclusive_scan(*comm, in.get(), result.get(), count, *sum, options); }, reps);
         report("scan", scan_algorithm_name(algorithm), scan_direction_name(direction), t);
+      }
+    }
+    // The segmented form at the same payload plus one flag per value (the
+    // buffers hold 1.0 everywhere: every flag set; the select costs the same
+    // either way), the chain and the automatic choice, forward.
+    const int64_t values = count / segment_granule;
+    if (values > 0) {
+      const int64_t seg_count = values * (segment_granule + 1);
+      BenchBuffer seg_in(tracker, seg_count * 4), seg_out(tracker, seg_count * 4);
+      auto seg_refill = [&] { seg_in.refill(); };
+      for (ScanAlgorithm algorithm : {ScanAlgorithm::Chain, ScanAlgorithm::Auto}) {
+        ScanOptions options;
+        options.algorithm = algorithm;
+        options.chain_segment_bytes = segment_bytes;
+        options.workspace = &workspace;
+        const Timing t = time_collective(
+            *comm, seg_refill,
+            [&] { exclusive_scan(*comm, seg_in.get(), seg_out.get(), seg_count, *segmented, options); }, reps);
+        report("segmented_scan", scan_algorithm_name(algorithm), "forward", t);
       }
     }
     report(
