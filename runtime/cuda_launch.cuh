@@ -51,6 +51,9 @@ class CudaGridLaunch {
     const int64_t bytes = 4 * std::max<int64_t>(floats, 1);
     void* p = device_allocate(*ctx_.tracker, bytes, tag_);
     buffers_.emplace_back(p, bytes);
+    // Allocated in the order of the tracker's stream: used on ctx.stream after it.
+    const Stream owner = ctx_.tracker->stream();
+    if (owner.handle != ctx_.stream.handle) stream_wait_stream(ctx_.stream, owner);
     return static_cast<float*>(p);
   }
   template <typename... P, typename... A>

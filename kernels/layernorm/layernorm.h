@@ -4,7 +4,9 @@
 //             (rstd = 1/sqrt(biased variance + eps); eps is 1e-5 in the model)
 //   backward: dX overwritten; dgamma += sum_t dY * xhat; dbeta += sum_t dY
 //             (gradient buffers accumulate). Uses the saved mean and rstd.
-// Deterministic on both backends. Pointers live on ctx.device.
+// Deterministic on both backends. Pointers live on ctx.device. On CUDA the
+// backward takes the partial sums of dgamma and dbeta
+// (column_sums_scratch_bytes) from ctx.tracker, which it then requires.
 #pragma once
 
 #include <cstdint>

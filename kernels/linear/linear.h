@@ -6,6 +6,8 @@
 //             db += sum over rows of dY              sum over micro-batches; skipped when db is null)
 // The GEMMs go through gemm_f32 (oneDNN/OpenBLAS or cuBLAS); the bias
 // broadcast and the bias gradient are deterministic (fixed summation order).
+// On CUDA the bias gradient takes its partial sums (column_sums_scratch_bytes)
+// from ctx.tracker, which the backward then requires.
 #pragma once
 
 #include <cstdint>
