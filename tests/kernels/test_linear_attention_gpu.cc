@@ -229,7 +229,8 @@ DeviceRun run_storage_on_device(Gpu& gpu, const LinAttnProblem& p, bool causal, 
 // n = 7 cases, 2,500 of n = 300, 10,000 of the two-block case; math in
 // float64, every stored output rounded, the add_* forms rounded twice) the
 // worst p99.9 was 3.94 u and the largest value 5.83 u (dq, n = 7, causal),
-// for both storage types: 8 u is twice that p99.9.
+// for both storage types: 8 u is twice that p99.9
+// (launch/studies/storage_tolerance.py; docs/results/storage_tolerance.txt).
 double storage_tolerance(DType t) { return 8.0 * std::ldexp(1.0, t == DType::f16 ? -11 : -8); }
 
 TEST(LinearAttentionGpu, HalfStorageMatchesReference) {
