@@ -13,7 +13,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dest=${1:-$repo/.gpu-deps}
 packages=(libopenmpi-dev openmpi-bin libhdf5-dev libgtest-dev libgmock-dev libcli11-dev libtomlplusplus-dev
-          nlohmann-json3-dev zlib1g-dev libopenblas-dev pkgconf)
+          nlohmann-json3-dev zlib1g-dev libopenblas-dev pkgconf patchelf)
 toolchain='^(gcc|g\+\+|cpp|gfortran)(-[0-9]+)?$|^lib(gcc|stdc\+\+|gfortran|objc|go)-[0-9]+-dev$|^binutils|^libbinutils|^libctf|^libgprofng|^lib(a|t|l|ub|hwa)san[0-9]|^libitm|^libcc1|^libmpfr|^libmpc|^libisl|^libc6-dev$|^libc-dev-bin$|^linux-libc-dev$|^lib(crypt|nsl|tirpc)-dev$|^rpcsvc-proto$|^perl|^libperl|^openssh|^auto(make|conf|tools-dev)$|^m4$|^make$|^patch$|^lib(c6|c-bin|stdc\+\+6|gcc-s1)$|^gcc-[0-9]+-base$|^libgomp1$|^dpkg-dev$|^libdpkg-perl$|^manpages|^xauth$'
 empty=$(mktemp)
 trap 'rm -f "$empty"' EXIT

@@ -37,19 +37,21 @@ check "the steps after a failed gate are skipped" grep -q '| b .*| skipped .*not
 check "without a gate the next step runs" grep -q '| b .*| ok .*b ran' "$work/nogate.txt"
 
 # 2. unpack_deps.sh on two made-up packages.
-make_deb() {  # make_deb NAME GLIBC_NEEDED
-  local d="$work/pkg-$1"
+make_deb() {  # make_deb NAME GLIBC_NEEDED|none FOLDER: a package with a fake mpiexec and patchelf
+  local d="$work/pkg-$1" depends="Depends: libc6 (>= $2)"
+  [ "$2" = none ] && depends="Depends: made-up-other"
   mkdir -p "$d/DEBIAN" "$d/usr/bin" "$d/usr/lib/x86_64-linux-gnu"
   cat >"$d/DEBIAN/control" <<CONTROL
 Package: $1
 Version: 1.0
 Architecture: amd64
 Maintainer: test <test@example.invalid>
-Depends: libc6 (>= $2)
+$depends
 Description: made-up package for the unpack_deps test
 CONTROL
   printf '#!/bin/sh\necho "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"\n' >"$d/usr/bin/mpiexec.openmpi"
-  chmod +x "$d/usr/bin/mpiexec.openmpi"
+  printf '#!/bin/sh\nexit 1\n' >"$d/usr/bin/patchelf"  # "no run path" for every file
+  chmod +x "$d/usr/bin/mpiexec.openmpi" "$d/usr/bin/patchelf"
   dpkg-deb --build --root-owner-group "$d" "$3/$1.deb" >/dev/null
 }
 have=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
@@ -63,6 +65,7 @@ check "the refusal names the package and both versions" \
 check "nothing is unpacked after a refusal" [ ! -e "$work/prefix-new" ]
 
 make_deb fakempi-old 2.2.5 "$work/old"
+make_deb fakeheaders none "$work/old"  # no libc6 dependency at all (header-only packages)
 PF_DEPS_FORCE=1 "$repo/tests/gpu/unpack_deps.sh" "$work/old" "$work/prefix" "$work/old.env" >"$work/old.txt" 2>&1
 rc=$?
 check "a package needing glibc 2.2.5 is unpacked" [ "$rc" = 0 ]

@@ -31,7 +31,7 @@ fi
 have_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 need_glibc=0 need_pkg=""
 for f in "${files[@]}"; do
-  v=$(dpkg-deb -f "$f" Depends 2>/dev/null | grep -o 'libc6 (>= [0-9.]*)' | sed 's/.*>= //; s/)//' | sort -V | tail -1)
+  v=$(dpkg-deb -f "$f" Depends 2>/dev/null | grep -o 'libc6 (>= [0-9.]*)' | sed 's/.*>= //; s/)//' | sort -V | tail -1 || true)
   if [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$need_glibc" "$v" | sort -V | tail -1)" = "$v" ] && [ "$v" != "$need_glibc" ]; then
     need_glibc=$v need_pkg=$(basename "$f")
   fi
@@ -59,9 +59,26 @@ done
 # and the steps call (MPI's launcher and compiler wrappers, pkg-config) run
 # through wrappers that set LD_LIBRARY_PATH for themselves (and so for the
 # ranks mpiexec starts), and the project's programs find them through the
-# RPATH of the build (DT_RPATH, which also serves the libraries' own
-# dependencies). Python, CMake and the compilers see the system's libraries.
+# RPATH of the build (DT_RPATH; -rpath-link lets CMake's own test programs
+# link). Python, CMake and the compilers see the system's libraries.
 libs="$lib:$lib/openblas-pthread:$lib/hdf5/serial/lib:$lib/openmpi/lib"
+# Debian's Open MPI objects carry DT_RUNPATH /usr/lib/x86_64-linux-gnu/openmpi/lib,
+# and an object with a RUNPATH makes the loader skip the program's RPATH for
+# its own dependencies (libopen-pal, libhwloc, the plugins' libraries): make
+# them RPATHs of the prefix's folders, which also serve their dependencies'
+# dependencies (orted -> libopen-pal -> libevent in a singleton MPI_Init).
+[ -x "$usr/bin/patchelf" ] || {
+  echo "unpack_deps: $debs has no patchelf package (made by an older pack_deps.sh?); make it again" >&2
+  exit 1
+}
+find "$lib" "$usr/bin" -type f | while read -r f; do
+  r=$("$usr/bin/patchelf" --print-rpath "$f" 2>/dev/null) || continue
+  case "$r" in
+    */usr/lib/*)
+      "$usr/bin/patchelf" --force-rpath --set-rpath "$libs:${r//\/usr\/lib/$usr/lib}" "$f" ||
+        { echo "unpack_deps: patchelf could not rewrite the run path of $f" >&2; exit 1; } ;;
+  esac
+done
 wrap=$prefix/wrap
 mkdir -p "$wrap"
 for tool in mpiexec mpirun mpicc mpicxx mpic++ ompi_info pkg-config pkgconf; do
@@ -87,6 +104,6 @@ cat >>"$env_file" <<ENV
 export CMAKE_PREFIX_PATH="$usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
 export PKG_CONFIG_PATH="$lib/pkgconfig:$usr/share/pkgconfig"
 export HDF5_ROOT="$lib/hdf5/serial"
-export PF_CMAKE_ARGS="-DMPI_C_COMPILER=$wrap/mpicc -DMPI_CXX_COMPILER=$wrap/mpicxx -DMPIEXEC_EXECUTABLE=$wrap/mpiexec -DBLAS_LIBRARIES=$lib/openblas-pthread/libblas.so -DPF_CBLAS_INCLUDE_DIR=$usr/include/x86_64-linux-gnu/openblas-pthread -DCMAKE_BUILD_RPATH=${libs//:/;} -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags"
+export PF_CMAKE_ARGS="-DMPI_C_COMPILER=$wrap/mpicc -DMPI_CXX_COMPILER=$wrap/mpicxx -DMPIEXEC_EXECUTABLE=$wrap/mpiexec -DPKG_CONFIG_EXECUTABLE=$wrap/pkg-config -DBLAS_LIBRARIES=$lib/openblas-pthread/libblas.so -DPF_CBLAS_INCLUDE_DIR=$usr/include/x86_64-linux-gnu/openblas-pthread -DCMAKE_BUILD_RPATH=${libs//:/;} -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags,-rpath-link,$libs"
 ENV
 echo "unpack_deps: ${#files[@]} packages unpacked into $prefix"
