@@ -29,6 +29,8 @@ const Subcommand kSubcommands[] = {
     {"kernels", pf::bench::run_kernels, "FAVOR+ attention vs exact softmax forward+backward time, GFLOP/s, crossover"},
     {"reductions", pf::bench::run_reductions,
      "the backward's column sums (bias, LayerNorm, embedding) on the CPU or GPU, GB/s and fraction of a copy"},
+    {"packing", pf::bench::run_packing,
+     "useful fraction of samples: one protein per sample, the cut stream, whole proteins packed"},
     {"generate", pf::bench::run_generate, "generation tokens/s and peak memory: recurrent form vs forward per token"},
 };
 

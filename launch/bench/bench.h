@@ -17,6 +17,7 @@ int run_train(int argc, char** argv);  // training-step tokens/s, breakdown (und
 int run_approx(int argc, char** argv);  // random-feature vs exact softmax attention: errors, top-1, time, memory
 int run_kernels(int argc, char** argv);  // FAVOR+ composite vs exact softmax: fwd+bwd time, GFLOP/s, crossover
 int run_reductions(int argc, char** argv);  // backward column sums (bias, LayerNorm, embedding): GB/s vs a copy
+int run_packing(int argc, char** argv);  // useful fraction of samples: single, concat, packed
 int run_generate(int argc, char** argv);  // generation tokens/s and peak: recurrent form vs forward per token
 
 }  // namespace pf::bench
