@@ -5,9 +5,10 @@
 // One row per (op, algorithm, direction, bytes): the best and the median over
 // the repetitions of the slowest rank's time (each run starts after a
 // barrier), and the algorithm bandwidth bytes / median (nccl-tests' algbw,
-// bytes per rank). Rows "segmented_scan": the same payload through the
-// segmented combine (a flag per --segment-granule values), for its cost
-// against the plain scan. Rank 0 writes the CSV.
+// bytes per rank). Rows "segmented_scan": whole values of --segment-granule
+// floats with their flags through the segmented combine, beside rows
+// "plain_scan_same_bytes" (the sum scan of the same bytes), for its cost.
+// Rank 0 writes the CSV.
 #include "runtime/comm.h"
 
 #include <mpi.h>
@@ -148,13 +149,15 @@ int run_comm_ranks(int argc, char** argv) {
         gather_fits ? std::make_unique<BenchBuffer>(tracker, bytes * ranks) : nullptr;
 
     auto refill = [&] { in.refill(); };
-    auto report = [&](const char* op, const char* algorithm, const char* direction, Timing t) {
+    // One row; row_bytes (default: this size) is the message per rank.
+    auto report = [&](const char* op, const char* algorithm, const char* direction, Timing t, int64_t row_bytes = 0) {
       if (rank != 0) return;
+      const int64_t b = row_bytes > 0 ? row_bytes : bytes;
       std::fprintf(out, "%s,%d,%s,%s,%s,%ld,f32,%d,%.2f,%.2f,%.3f\n", backend.c_str(), ranks, op, algorithm, direction,
-                   static_cast<long>(bytes), reps, t.best * 1e6, t.median * 1e6, bytes / t.median * 1e-9);
+                   static_cast<long>(b), reps, t.best * 1e6, t.median * 1e6, b / t.median * 1e-9);
       std::fflush(out);
       std::fprintf(stderr, "  %-9s %-18s %-7s %10ld B  best %10.1f us  median %10.1f us\n", op, algorithm, direction,
-                   static_cast<long>(bytes), t.best * 1e6, t.median * 1e6);
+                   static_cast<long>(b), t.best * 1e6, t.median * 1e6);
     };
 
     for (ScanAlgorithm algorithm :
@@ -174,9 +177,11 @@ int run_comm_ranks(int argc, char** argv) {
         report("scan", scan_algorithm_name(algorithm), scan_direction_name(direction), t);
       }
     }
-    // The segmented form at the same payload plus one flag per value (the
-    // buffers hold 1.0 everywhere: every flag set; the select costs the same
-    // either way), the chain and the automatic choice, forward.
+    // The segmented form over whole values of --segment-granule floats plus
+    // their flags, beside the plain sum scan of the same bytes, chain and the
+    // automatic choice, forward (the buffers hold 1.0 everywhere: every flag
+    // set; the select costs the same either way). The bytes column of these
+    // rows is that size.
     const int64_t values = count / segment_granule;
     if (values > 0) {
       const int64_t seg_count = values * (segment_granule + 1);
@@ -187,10 +192,14 @@ int run_comm_ranks(int argc, char** argv) {
         options.algorithm = algorithm;
         options.chain_segment_bytes = segment_bytes;
         options.workspace = &workspace;
+        const Timing plain = time_collective(
+            *comm, seg_refill, [&] { exclusive_scan(*comm, seg_in.get(), seg_out.get(), seg_count, *sum, options); },
+            reps);
+        report("plain_scan_same_bytes", scan_algorithm_name(algorithm), "forward", plain, seg_count * 4);
         const Timing t = time_collective(
             *comm, seg_refill,
             [&] { exclusive_scan(*comm, seg_in.get(), seg_out.get(), seg_count, *segmented, options); }, reps);
-        report("segmented_scan", scan_algorithm_name(algorithm), "forward", t);
+        report("segmented_scan", scan_algorithm_name(algorithm), "forward", t, seg_count * 4);
       }
     }
     report(
