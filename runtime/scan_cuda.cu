@@ -45,7 +45,7 @@ template <typename T>
 __global__ void segment_value_kernel(const T* later, const T* combined, T* out, int64_t g, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    segment_value_element(later, combined, out, g, i);
+    segment_value_element(later, combined, out, g, i / g, i % g);
 }
 
 template <typename T>

@@ -12,12 +12,11 @@
 
 namespace pf {
 
-// Element e of granule j, i = j g + e: out's value = later's flag ? later's value : combined.
+// Element e of granule j: out's value = later's flag ? later's value : combined.
 template <typename T>
-PF_HD void segment_value_element(const T* later, const T* combined, T* out, int64_t g, int64_t i) {
-  const int64_t j = i / g, e = i - j * g;
+PF_HD void segment_value_element(const T* later, const T* combined, T* out, int64_t g, int64_t j, int64_t e) {
   const T* lj = later + j * (g + 1);
-  out[j * (g + 1) + 1 + e] = lj[0] != T(0) ? lj[1 + e] : combined[i];
+  out[j * (g + 1) + 1 + e] = lj[0] != T(0) ? lj[1 + e] : combined[j * g + e];
 }
 
 // The flag of granule j: either flag. Run after every segment_value_element,

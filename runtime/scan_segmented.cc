@@ -25,7 +25,8 @@ void host_segment_select(const void* earlier, const void* later, const void* com
           *c = static_cast<const T*>(combined);
   T* o = static_cast<T*>(out);
   host_launch(stream, [=] {
-    for (int64_t i = 0; i < granules * g; ++i) segment_value_element(l, c, o, g, i);
+    for (int64_t j = 0; j < granules; ++j)
+      for (int64_t e = 0; e < g; ++e) segment_value_element(l, c, o, g, j, e);
     for (int64_t j = 0; j < granules; ++j) segment_flag_element(e, l, o, g, j);
   });
 }
@@ -58,18 +59,21 @@ class SegmentedCombine final : public ScanCombine {
   void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
     const int64_t g = inner_.granule(), granules = count / (g + 1), es = dtype_size(dtype());
     if (granules == 0) return;
-    void* combined = scratch_.buffer(0, granules * g * es, stream);
+    // The inner combine of each value pair into scratch, side by side (one
+    // call per value reads the operands in place: fewer passes over the data
+    // than gathering them first), then the select.
+    void* a = scratch_.buffer(0, granules * g * es, stream);
     const char *e = static_cast<const char*>(earlier), *l = static_cast<const char*>(later);
     for (int64_t j = 0; j < granules; ++j)
-      inner_.combine(e + (j * (g + 1) + 1) * es, l + (j * (g + 1) + 1) * es, static_cast<char*>(combined) + j * g * es,
-                     g, stream);
+      inner_.combine(e + (j * (g + 1) + 1) * es, l + (j * (g + 1) + 1) * es, static_cast<char*>(a) + j * g * es, g,
+                     stream);
     if (device().is_cuda()) {
-      detail::segment_select_cuda(dtype(), earlier, later, combined, out, granules, g, stream);
+      detail::segment_select_cuda(dtype(), earlier, later, a, out, granules, g, stream);
     } else {
       switch (dtype()) {
-        case DType::f32: host_segment_select<float>(earlier, later, combined, out, granules, g, stream); break;
-        case DType::f64: host_segment_select<double>(earlier, later, combined, out, granules, g, stream); break;
-        default: host_segment_select<int64_t>(earlier, later, combined, out, granules, g, stream); break;
+        case DType::f32: host_segment_select<float>(earlier, later, a, out, granules, g, stream); break;
+        case DType::f64: host_segment_select<double>(earlier, later, a, out, granules, g, stream); break;
+        default: host_segment_select<int64_t>(earlier, later, a, out, granules, g, stream); break;
       }
     }
   }
