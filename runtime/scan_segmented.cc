@@ -4,9 +4,8 @@
 // This stays associative whatever the inner operator is: a scan with it
 // stops each prefix at the last flag before it, so every scan algorithm
 // computes the prefix of the current segment only (a packed sample's
-// proteins, docs/model.md). Flags are stored as 0 or 1 in the inner dtype
+// proteins, docs/comm.md#segmented-scans). Flags are stored as 0 or 1 in the inner dtype
 // before each inner value: granule g + 1.
-#include <cstring>
 #include <string>
 
 #include "runtime/check.h"
@@ -21,13 +20,13 @@ namespace {
 template <typename T>
 void host_segment_select(const void* earlier, const void* later, const void* combined, void* out, int64_t granules,
                          int64_t g, const Stream& stream) {
-  const T *e = static_cast<const T*>(earlier), *l = static_cast<const T*>(later),
+  const T *ea = static_cast<const T*>(earlier), *la = static_cast<const T*>(later),
           *c = static_cast<const T*>(combined);
   T* o = static_cast<T*>(out);
   host_launch(stream, [=] {
     for (int64_t j = 0; j < granules; ++j)
-      for (int64_t e = 0; e < g; ++e) segment_value_element(l, c, o, g, j, e);
-    for (int64_t j = 0; j < granules; ++j) segment_flag_element(e, l, o, g, j);
+      for (int64_t k = 0; k < g; ++k) segment_value_element(la, c, o, g, j, k);
+    for (int64_t j = 0; j < granules; ++j) segment_flag_element(ea, la, o, g, j);
   });
 }
 

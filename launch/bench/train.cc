@@ -12,8 +12,9 @@
 // gradient and scalar allreduce, optimizer and data; plus the peak bytes of
 // rank 0, the largest peak of any rank and the planner's prediction for the
 // same configuration (and, after the table, one "# rank" line per rank with
-// its planned bytes, tracked peak and device pool high-water mark); and the step's nominal FLOPs (launch/bench/flops.h) with
-// their rate as a fraction of the same run's sgemm rate on the same device.
+// its planned bytes, tracked peak and device pool high-water mark); and the
+// step's nominal FLOPs (launch/bench/flops.h) with their rate as a fraction
+// of the same run's sgemm rate on the same device.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
