@@ -25,7 +25,12 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
   hbool_t threadsafe = 0;
   if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) options_.prefetch = 0;
   shards_ = std::make_unique<ProteinShards>(o.files, o.split);
-  samples_per_epoch_ = sample_count(*shards_, o.mode, o.sample_length);
+  if (o.mode == SampleMode::Packed) {
+    packed_ = std::make_unique<PackedSamples>(*shards_, o.sample_length, o.seed);
+    samples_per_epoch_ = packed_->count();
+  } else {
+    samples_per_epoch_ = sample_count(*shards_, o.mode, o.sample_length);
+  }
   const int64_t per_step = o.batch_size * o.dp_size;
   steps_per_epoch_ = (samples_per_epoch_ + per_step - 1) / per_step;
   start_worker();
@@ -59,9 +64,20 @@ Batch DataLoader::read_batch(LoaderPosition p) {
   b.tokens.assign(static_cast<size_t>(b.batch_size * b.slice_length), Vocab::kPad);
   b.lookahead.assign(static_cast<size_t>(b.batch_size), Vocab::kPad);
   b.samples.resize(static_cast<size_t>(b.batch_size));
+  if (packed_) b.segments.resize(static_cast<size_t>(b.batch_size));
   for (int64_t row = 0; row < o.batch_size; ++row) {
     const int64_t i = p.sample + o.dp_rank * o.batch_size + row;
-    if (i >= samples_per_epoch_) continue;  // padding row of the last step
+    if (i >= samples_per_epoch_) {  // padding row of the last step
+      if (packed_) b.segments[static_cast<size_t>(row)] = {{0, b.global_offset, -1}};
+      continue;
+    }
+    if (packed_) {
+      b.samples[static_cast<size_t>(row)] = packed_->read_slice(
+          *shards_, o.seed, p.epoch, sample_at(p.epoch, i), b.global_offset, b.global_offset + b.slice_length,
+          b.tokens.data() + row * b.slice_length, &b.lookahead[static_cast<size_t>(row)],
+          &b.segments[static_cast<size_t>(row)]);
+      continue;
+    }
     b.samples[static_cast<size_t>(row)] =
         read_sample_slice(*shards_, o.mode, o.sample_length, o.seed, p.epoch, sample_at(p.epoch, i), b.global_offset,
                           b.global_offset + b.slice_length, b.tokens.data() + row * b.slice_length,

@@ -5,6 +5,9 @@
 //                    each sample (see data/sample.h): the next-token target of
 //                    the slice's last position
 //   Batch.samples    [batch_size] per-sample metadata
+//   Batch.segments   packed mode: [batch_size] the runs of the slice that
+//                    hold one protein each (data/packed_samples.h); empty in
+//                    the other modes
 // Epoch order: position i of epoch e holds sample perm_e(i), perm_e a keyed
 // permutation of (seed, epoch) (identity with shuffle off), the same on every
 // rank. A step starting at epoch position i0 gives data-parallel rank d the
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "data/protein_shards.h"
+#include "data/packed_samples.h"
 #include "data/sample.h"
 
 namespace pf {
@@ -63,6 +67,7 @@ struct Batch {
   std::vector<uint8_t> tokens;     // [batch_size, slice_length]
   std::vector<uint8_t> lookahead;  // [batch_size]
   std::vector<SampleInfo> samples;  // [batch_size]
+  std::vector<std::vector<SliceSegment>> segments;  // packed: [batch_size]; empty otherwise
   std::vector<int32_t> tokens_int32() const { return std::vector<int32_t>(tokens.begin(), tokens.end()); }
 };
 
@@ -88,6 +93,8 @@ class DataLoader {
   ReadCounters read_counters() const { return shards_->counters(); }
   // Sample at position i of epoch `epoch` (the keyed permutation).
   int64_t sample_at(int64_t epoch, int64_t i) const;
+  // Packed mode: the plan (nullptr in the other modes).
+  const PackedSamples* packed() const { return packed_.get(); }
 
  private:
   Batch read_batch(LoaderPosition p);
@@ -98,6 +105,7 @@ class DataLoader {
 
   LoaderOptions options_;
   std::unique_ptr<ProteinShards> shards_;
+  std::unique_ptr<PackedSamples> packed_;  // packed mode
   int64_t samples_per_epoch_ = 0, steps_per_epoch_ = 0;
   LoaderPosition position_;
 

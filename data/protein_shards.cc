@@ -86,6 +86,20 @@ void ProteinShards::reset_counters() {
   reads_ = 0;
 }
 
+std::vector<int64_t> ProteinShards::protein_lengths() {
+  std::vector<int64_t> lengths;
+  lengths.reserve(static_cast<size_t>(num_proteins_));
+  std::vector<int64_t> block;
+  for (Shard& s : shards_)
+    for (int64_t first = 0; first < s.proteins; first += kCheckBlock) {
+      const int64_t n = std::min(kCheckBlock, s.proteins - first) + 1;
+      block.resize(static_cast<size_t>(n));
+      h5_read_range(s.offsets, first, n, block.data());
+      for (int64_t k = 0; k + 1 < n; ++k) lengths.push_back(block[static_cast<size_t>(k + 1)] - block[static_cast<size_t>(k)]);
+    }
+  return lengths;
+}
+
 void ProteinShards::read_offsets(Shard& s, int64_t first, int64_t count, int64_t* out) {
   h5_read_range(s.offsets, first, count, out);
   offset_bytes_ += count * static_cast<int64_t>(sizeof(int64_t));

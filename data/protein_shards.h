@@ -47,6 +47,9 @@ class ProteinShards {
 
   // Reads offsets[p], offsets[p+1] of protein p's shard (16 bytes).
   ProteinSpan locate(int64_t p);
+  // Residues of every protein, in order: the offsets read in blocks (not
+  // counted in counters(), like the reads at opening).
+  std::vector<int64_t> protein_lengths();
   // Tokens [begin, end) of the window view of a located protein into out[end - begin].
   void read_window(const ProteinSpan& span, int64_t begin, int64_t end, uint8_t* out);
   // Tokens [begin, end) of the stream into out[end - begin]; <pad> past the end.

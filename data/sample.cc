@@ -1,6 +1,7 @@
 // Samples and rank slices: see sample.h.
 #include "data/sample.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -12,13 +13,17 @@ namespace pf {
 SampleMode parse_sample_mode(const std::string& name) {
   if (name == "single") return SampleMode::Single;
   if (name == "concat") return SampleMode::Concat;
-  PF_REQUIRE(ValueError, false, "unknown sample mode '" << name << "': expected single or concat");
+  if (name == "packed") return SampleMode::Packed;
+  PF_REQUIRE(ValueError, false, "unknown sample mode '" << name << "': expected single, concat or packed");
 }
 
-const char* sample_mode_name(SampleMode mode) { return mode == SampleMode::Single ? "single" : "concat"; }
+const char* sample_mode_name(SampleMode mode) {
+  return mode == SampleMode::Single ? "single" : mode == SampleMode::Concat ? "concat" : "packed";
+}
 
 int64_t sample_count(const ProteinShards& shards, SampleMode mode, int64_t sample_length) {
   PF_REQUIRE(ValueError, sample_length > 0, "sample length must be positive, got " << sample_length);
+  PF_REQUIRE(ValueError, mode != SampleMode::Packed, "packed samples are counted by PackedSamples");
   const int64_t n = mode == SampleMode::Single ? shards.num_proteins() : shards.stream_length() / sample_length;
   if (n < 1) {
     std::string files;
@@ -32,6 +37,12 @@ int64_t sample_count(const ProteinShards& shards, SampleMode mode, int64_t sampl
   return n;
 }
 
+int64_t useful_tokens(SampleMode mode, const SampleInfo& info, int64_t sample_length) {
+  if (!info.valid) return 0;
+  if (mode == SampleMode::Single) return std::min(info.source_length + 1, sample_length);
+  return mode == SampleMode::Concat ? sample_length : info.source_length;
+}
+
 int64_t crop_start(uint64_t seed, int64_t epoch, int64_t sample, int64_t window, int64_t sample_length) {
   if (window <= sample_length) return 0;
   const KeyedRandom rng(mix64(seed, 0xC409ull), static_cast<uint64_t>(epoch), static_cast<uint64_t>(sample));
@@ -43,6 +54,7 @@ int64_t crop_start(uint64_t seed, int64_t epoch, int64_t sample, int64_t window,
 SampleInfo read_sample_slice(ProteinShards& shards, SampleMode mode, int64_t sample_length, uint64_t seed,
                              int64_t epoch, int64_t sample, int64_t begin, int64_t end, uint8_t* out,
                              uint8_t* lookahead) {
+  PF_REQUIRE(ValueError, mode != SampleMode::Packed, "packed samples are read by PackedSamples");
   PF_REQUIRE(ValueError, 0 <= begin && begin <= end && end <= sample_length,
              "slice [" << begin << ", " << end << ") outside a sample of length " << sample_length);
   const int64_t n = end - begin + (lookahead ? 1 : 0);

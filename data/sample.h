@@ -6,6 +6,8 @@
 //   concat: all proteins, each followed by <end>, back to back (the stream of
 //           ProteinShards); sample s is stream positions [s L, (s + 1) L).
 //           floor(stream length / L) samples; the tail shorter than L is unused.
+//   packed: whole proteins packed into samples, each attending to itself
+//           only (data/packed_samples.h).
 // The lookahead token of a slice is the token at sample position `end`: the
 // next token of the same source (the rest of the protein or stream), or <pad>
 // where the source ends. The rank holding the last slice uses it as the
@@ -20,8 +22,10 @@
 
 namespace pf {
 
-enum class SampleMode { Single, Concat };
-SampleMode parse_sample_mode(const std::string& name);  // "single" | "concat"; ValueError otherwise
+enum class SampleMode { Single, Concat, Packed };
+// "single" | "concat" | "packed"; ValueError otherwise. Packed samples are
+// read through data/packed_samples.h.
+SampleMode parse_sample_mode(const std::string& name);
 const char* sample_mode_name(SampleMode mode);
 
 struct SampleInfo {
@@ -29,10 +33,16 @@ struct SampleInfo {
   bool valid = false;         // false: a padding row past the end of the epoch (all <pad>)
   int64_t protein = -1;       // single: global protein index; concat: -1
   int64_t source_start = 0;   // single: crop offset in the protein; concat: stream position of the sample
-  int64_t source_length = 0;  // single: protein residues; concat: L
+  int64_t source_length = 0;  // single: protein residues; concat: L; packed: the sample's useful tokens
 };
 
-// Samples per epoch; DataError naming the files if there is not one full sample.
+// Tokens of a sample that are residues or <end> (the rest is padding):
+// single min(residues + 1, L), concat L, packed the packed tokens; 0 for a
+// padding row.
+int64_t useful_tokens(SampleMode mode, const SampleInfo& info, int64_t sample_length);
+
+// Samples per epoch (single, concat); DataError naming the files if there is
+// not one full sample.
 int64_t sample_count(const ProteinShards& shards, SampleMode mode, int64_t sample_length);
 
 // Crop offset of a single-mode sample whose window (residues + <end>) is

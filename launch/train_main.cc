@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
       if (rank == 0) {
         if (print_config) std::cout << cfg.source_text;
         if (plan) {
-          const pf::MemoryPlan p = pf::plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / sp);
+          const pf::MemoryPlan p = pf::plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / sp, true,
+                                                   pf::Device::cpu(), cfg.data.mode == pf::SampleMode::Packed);
           std::cout << "memory plan per rank (dp " << dp << " x sp " << sp << ", " << cfg.data.batch_size << " x "
                     << cfg.data.sample_length / sp << " tokens): " << p.summary() << "\n";
           if (cfg.device.memory_cap > 0)

@@ -6,71 +6,12 @@
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "model/attention_comm.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 
 namespace pf {
 namespace {
-
-// The log-scale state combine of the linear-attention kernels as a scan
-// operator: its kernels run on the stream the scan gives (the communicator's).
-class StateCombine : public ScanCombine {
- public:
-  StateCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
-  DType dtype() const override { return DType::f32; }
-  Device device() const override { return ctx_.device; }
-  int64_t granule() const override { return 1 + m_ * (d_ + 1); }
-  const char* name() const override { return "linear_attention_state"; }
-  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
-    LinAttnShape s;
-    s.heads = count / granule();
-    s.m = m_;
-    s.d = d_;
-    linear_attention_state_clear(ctx_.on(stream), s, static_cast<float*>(out));
-  }
-  void combine(const void* earlier, const void* later, void* out, int64_t count,
-               const Stream& stream) const override {
-    linear_attention_state_combine(ctx_.on(stream), count / granule(), m_, d_, static_cast<const float*>(earlier),
-                                   static_cast<const float*>(later), static_cast<float*>(out));
-  }
-
- private:
-  ExecContext ctx_;
-  int64_t m_, d_;
-};
-
-// Communication of one attention layer on the sequence group's stream, ordered
-// after the work already queued on the compute stream (which wrote its
-// inputs); join() makes later compute work wait for it. Times come from
-// events, so they mean the same on the host, on CPU streams and on CUDA.
-class CommPhase {
- public:
-  CommPhase(const ExecContext& ctx, const Communicator& comm)
-      : ctx_(ctx), comm_stream_(comm.stream()), holds_caller_(comm.holds_caller()) {
-    stream_wait_stream(comm_stream_, ctx.stream);
-    start_ = record_event(comm_stream_);
-  }
-  const Stream& stream() const { return comm_stream_; }
-  // Everything of the phase is issued.
-  void issued() { end_ = record_event(comm_stream_); }
-  void join(bool omit_wait = false) {
-    wait_from_ = record_event(ctx_.stream);
-    if (!omit_wait) wait_event(ctx_.stream, end_);
-    wait_to_ = record_event(ctx_.stream);
-  }
-  // After the compute stream has reached the join.
-  void times(AttentionTiming& t) const {
-    t.comm = event_elapsed_seconds(start_, end_);
-    // A communicator that holds the caller held the launching thread for all of it.
-    t.comm_wait = holds_caller_ ? t.comm : event_elapsed_seconds(wait_from_, wait_to_);
-  }
-
- private:
-  const ExecContext& ctx_;
-  Stream comm_stream_;
-  bool holds_caller_;
-  Event start_, end_, wait_from_, wait_to_;
-};
 
 // out = T_0 (+) T_1 (+) ... (+) T_{P-1} over the group, identical bits on every
 // rank, on the phase's stream; joined to the compute stream before the
@@ -88,14 +29,6 @@ void allgather_combine(const ExecContext& ctx, Communicator& comm, CommPhase& ph
   phase.join();
 }
 
-SoftmaxAttentionParams softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
-  SoftmaxAttentionParams p;
-  p.heads = heads;
-  p.n = n;
-  p.d = cfg.head_dim();
-  p.causal = cfg.causal();
-  return p;
-}
 
 }  // namespace
 
@@ -118,9 +51,13 @@ SequenceAttention::SequenceAttention(const ModelConfig& cfg, Communicator* sp, A
     : cfg_(cfg), sp_(sp), opt_(options) {}
 
 void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
-                                const float* k, const float* v, AttentionSaved& saved,
-                                AttentionTiming* timing) const {
+                                const float* k, const float* v, AttentionSaved& saved, AttentionTiming* timing,
+                                const PackedLayout* packed) const {
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "attention needs a memory tracker in its context");
+  if (packed && !packed->empty()) {
+    packed_attention_forward(cfg_, sp_, opt_, ctx, heads, n, *packed, W, q, k, v, saved, timing);
+    return;
+  }
   const int64_t D = cfg_.head_dim();
   const bool distributed = sp_ != nullptr && sp_->size() > 1;
   AttentionTiming t;
@@ -132,7 +69,7 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
                "model.attention = softmax needs the whole sequence on one rank, but the sequence group has "
                    << sp_->size() << " ranks (use favor or relu, or sp = 1)");
     saved.lse = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.lse");
-    softmax_attention_forward(ctx, softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
+    softmax_attention_forward(ctx, attention_softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
                               saved.lse.data<float>());
     t.compute = seconds_now() - t0;
     if (timing) *timing = t;
@@ -199,13 +136,18 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
 
 void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
                                  const float* k, const float* v, const AttentionSaved& saved, const float* d_o,
-                                 float* dq, float* dk, float* dv, AttentionTiming* timing) const {
+                                 float* dq, float* dk, float* dv, AttentionTiming* timing,
+                                 const PackedLayout* packed) const {
+  if (packed && !packed->empty()) {
+    packed_attention_backward(cfg_, sp_, opt_, ctx, heads, n, *packed, W, q, k, v, saved, d_o, dq, dk, dv, timing);
+    return;
+  }
   const int64_t D = cfg_.head_dim();
   const bool distributed = sp_ != nullptr && sp_->size() > 1;
   AttentionTiming t;
   const double t0 = seconds_now();
   if (cfg_.attention == AttentionKind::Softmax) {
-    softmax_attention_backward(ctx, softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
+    softmax_attention_backward(ctx, attention_softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
                                saved.lse.data<float>(), d_o, dq, dk, dv);
     t.compute = seconds_now() - t0;
     if (timing) *timing = t;

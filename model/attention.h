@@ -16,6 +16,10 @@
 // the per-rank states, combined in rank order with the log-scale combine, so
 // every rank holds bit-identical totals), then the same for the gradient state.
 // softmax: exact tiled attention; the whole sequence must be on one rank.
+// Packed batches (model/packed_layout.h): every sequence of a sample attends
+// to itself only; model/attention_packed.cc runs each piece of a sequence
+// through the same kernels and combines the pieces across ranks with the
+// segmented scan.
 //
 // Memory: y [heads, n, D+1], the states, and the fused op's per-thread tiles
 // (favor_workspace_bytes); nothing per position is m wide.
@@ -25,6 +29,7 @@
 
 #include "kernels/favor_attention/favor_attention.h"
 #include "model/config.h"
+#include "model/packed_layout.h"
 #include "runtime/comm.h"
 #include "runtime/exec.h"
 #include "runtime/scan.h"
@@ -44,6 +49,8 @@ struct AttentionSaved {
   Tensor den;        // [heads, n]      favor/relu denominators
   Tensor row_scale;  // [heads, n]      favor/relu row log-scales
   Tensor state;      // [heads, state]  causal: the prefix Pre_r; bidirectional: the global total
+  Tensor piece_state;  // packed, bidirectional: [2 B, H, state] the sequence totals of the pieces
+                       // that continue across ranks (the others are made again in the backward)
   Tensor lse;        // [heads, n]      softmax row log-sum-exp
 };
 
@@ -66,11 +73,12 @@ class SequenceAttention {
   SequenceAttention(const ModelConfig& cfg, Communicator* sp, AttentionOptions options = {});
 
   void forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
-               const float* v, AttentionSaved& saved, AttentionTiming* timing) const;
-  // Writes (overwrites) dq, dk, dv.
+               const float* v, AttentionSaved& saved, AttentionTiming* timing,
+               const PackedLayout* packed = nullptr) const;
+  // Writes (overwrites) dq, dk, dv. `packed` as given to the forward.
   void backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
                 const float* v, const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
-                AttentionTiming* timing) const;
+                AttentionTiming* timing, const PackedLayout* packed = nullptr) const;
 
  private:
   ModelConfig cfg_;

@@ -65,7 +65,7 @@ class Precision {
 
 void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
                                const void* params_lp, const float* W, const float* x, float* out, LayerActs& a,
-                               LayerTiming* timing) const {
+                               LayerTiming* timing, const PackedLayout* packed) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
   const float* p = params;
@@ -87,7 +87,7 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
   const float* q = a.qkv_heads.data<float>();
   const double ta = seconds_now();
   AttentionTiming at;
-  attention_.forward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, &at);
+  attention_.forward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, &at, packed);
   const double tb = seconds_now();
   {
     Tensor merged = make(ctx, {T, C}, "layer.merged");
@@ -126,7 +126,8 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
 
 void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
                                 const void* params_lp, const float* W, const float* x, LayerActs& a,
-                                const float* d_out, float* d_x, float* grads, LayerTiming* timing) const {
+                                const float* d_out, float* d_x, float* grads, LayerTiming* timing,
+                                const PackedLayout* packed) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
   const float* p = params;
@@ -163,7 +164,7 @@ void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, co
     float* dq = d_qkv_heads.data<float>();
     ta = seconds_now();
     attention_.backward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, d_o.data<float>(), dq, dq + T * C,
-                        dq + 2 * T * C, &at);
+                        dq + 2 * T * C, &at, packed);
     tb = seconds_now();
   }
   {

@@ -43,9 +43,11 @@ class TransformerLayer {
 
   // out [T, C] = block(x). `params` is the model's flat parameter buffer (and
   // `params_lp` its copy in the model dtype, nullptr for f32); W the layer's
-  // random projection [m, D] (unused for softmax).
+  // random projection [m, D] (unused for softmax); `packed` the sequences of
+  // a packed batch (model/packed_layout.h), nullptr or empty otherwise.
   void forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
-               const float* W, const float* x, float* out, LayerActs& acts, LayerTiming* timing) const;
+               const float* W, const float* x, float* out, LayerActs& acts, LayerTiming* timing,
+               const PackedLayout* packed = nullptr) const;
   // Given d_out, writes d_x (may alias d_out) and accumulates parameter
   // gradients into `grads` (same layout as params). Consumes `acts`: the FFN
   // activations (g, h1, ln2) are released as soon as their last use is
@@ -53,7 +55,7 @@ class TransformerLayer {
   // this).
   void backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
                 const float* W, const float* x, LayerActs& acts, const float* d_out, float* d_x, float* grads,
-                LayerTiming* timing) const;
+                LayerTiming* timing, const PackedLayout* packed = nullptr) const;
 
  private:
   const ModelConfig& cfg_;

@@ -62,14 +62,26 @@ const float* PerformerModel::projection(int64_t layer, int64_t step) {
   return projections_.at(static_cast<size_t>(layer)).data<float>();
 }
 
-void PerformerModel::embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, float* x) {
+void PerformerModel::embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, const PackedLayout& packed,
+                           float* x) {
   const int64_t T = B * n, C = cfg_.width;
   embedding_forward(ctx_, ids, params_.data<float>() + layout_.embedding(), x, T, cfg_.vocab, C);
   // Token embeddings enter scaled by sqrt(C) so that they are not drowned by
   // the unit-amplitude positional encoding (the tied output head uses the
   // unscaled table).
   scale_values(ctx_, x, T * C, static_cast<float>(std::sqrt(static_cast<double>(C))));
-  if (cfg_.positional == PositionalEncoding::Sinusoidal) sinusoidal_add(ctx_, x, B, n, C, offset);
+  if (cfg_.positional != PositionalEncoding::Sinusoidal) return;
+  if (packed.empty()) {
+    sinusoidal_add(ctx_, x, B, n, C, offset);
+    return;
+  }
+  // Each piece from its position inside its own sequence.
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<SequencePiece>& pieces = packed.samples[static_cast<size_t>(b)];
+    for (size_t i = 0; i < pieces.size(); ++i)
+      sinusoidal_add(ctx_, x + (b * n + pieces[i].begin) * C, 1, packed.piece_length(b, i, n), C,
+                     pieces[i].position);
+  }
 }
 
 void PerformerModel::hidden_states(const ModelInput& in, int64_t step, int64_t layer, std::vector<float>* out) {
@@ -86,11 +98,13 @@ void PerformerModel::hidden_states(const ModelInput& in, int64_t step, int64_t l
   Tensor ids = Tensor::empty({T}, DType::i32, tr, "model.ids");
   copy_bytes(ctx_.stream, ids.raw(), ctx_.device, in.inputs.data(), Device::cpu(), T * 4);
   Tensor x = Tensor::empty({T, C}, DType::f32, tr, "model.layer_input");
-  embed(ids.data<int32_t>(), B, n, in.offset, x.data<float>());
+  in.packed.check(B, n);
+  embed(ids.data<int32_t>(), B, n, in.offset, in.packed, x.data<float>());
   for (int64_t l = 0; l < std::min(layer, L); ++l) {
     Tensor next = Tensor::empty({T, C}, DType::f32, tr, "model.layer_input");
     LayerActs acts;
-    layers_[l].forward(ctx_, B, n, p, p_lp, projection(l, step), x.data<float>(), next.data<float>(), acts, nullptr);
+    layers_[l].forward(ctx_, B, n, p, p_lp, projection(l, step), x.data<float>(), next.data<float>(), acts, nullptr,
+                       &in.packed);
     x = next;
   }
   if (layer == L + 1) {
@@ -154,7 +168,8 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   // activations kept across layers.
   std::vector<Tensor> xs;
   xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
-  embed(ids.data<int32_t>(), B, n, in.offset, xs[0].data<float>());
+  in.packed.check(B, n);
+  embed(ids.data<int32_t>(), B, n, in.offset, in.packed, xs[0].data<float>());
   const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
 
   std::vector<LayerActs> acts(static_cast<size_t>(L));
@@ -162,7 +177,7 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
   for (int64_t l = 0; l < L; ++l) {
     xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
     layers_[l].forward(ctx, B, n, p, p_lp, projection(l, step), xs[l].data<float>(), xs[l + 1].data<float>(),
-                       acts[l], &lt);
+                       acts[l], &lt, &in.packed);
     add_attention(lt.attention_fwd);
     if (cfg_.checkpoint_activations || !backward) acts[l].clear();
   }
@@ -228,11 +243,12 @@ ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backw
     if (cfg_.checkpoint_activations) {
       // Recompute this layer's activations from its saved input.
       Tensor scratch = Tensor::empty({T, C}, DType::f32, tr, "model.recompute_out");
-      layers_[l].forward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), scratch.data<float>(), acts[l], &lt);
+      layers_[l].forward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), scratch.data<float>(), acts[l], &lt,
+                         &in.packed);
       add_attention(lt.attention_fwd);
     }
     layers_[l].backward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), acts[l], d_x.data<float>(), d_x.data<float>(), g,
-                        &lt);
+                        &lt, &in.packed);
     acts[l].clear();
     add_attention(lt.attention_bwd);
     announce(layout_.layer(l).begin);

@@ -1,5 +1,6 @@
 // The Performer protein language model on one rank of a sequence group:
-//   ids [B, n] -> sqrt(C) * embedding [T, C] (+ sinusoidal encoding of GLOBAL positions)
+//   ids [B, n] -> sqrt(C) * embedding [T, C] (+ sinusoidal encoding of GLOBAL positions,
+//   or of the positions inside each sequence of a packed batch)
 //   -> layers -> final LayerNorm -> logits [T, V] = h E^T (head tied to the
 //   embedding) -> cross-entropy against targets (sums; the caller divides by
 //   the global count through `loss_scale`).
@@ -79,8 +80,9 @@ class PerformerModel {
  private:
   ForwardResult run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
                     std::vector<float>* logits_out, ModelTiming* timing, const GradientsReady& ready);
-  // x [T, C] = sqrt(C) E[ids] (+ the encoding of positions offset .. offset + n - 1); ids on the device.
-  void embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, float* x);
+  // x [T, C] = sqrt(C) E[ids] (+ the encoding of positions offset .. offset + n - 1, or of each
+  // packed piece's positions inside its sequence); ids on the device.
+  void embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, const PackedLayout& packed, float* x);
 
   ModelConfig cfg_;
   ExecContext ctx_;

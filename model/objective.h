@@ -10,12 +10,19 @@
 // mlm_probability by a hash of (seed, step, sample, position); a selected
 // position's target is its token, and its input becomes the mask token (80%),
 // a random residue (10%) or stays unchanged (10%). Other targets are -1.
+// Packed batches (model/packed_layout.h): no target crosses a sequence (the
+// last row of a piece followed by another piece predicts nothing; the loader
+// gives <pad> as the lookahead where the next rank's first row starts a
+// sequence), and the masked-LM draw of a row is keyed by (seed, step, its
+// sequence's key, its position inside the sequence) instead of the sample
+// and the sample position, so masks do not depend on the packing.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "model/config.h"
+#include "model/packed_layout.h"
 
 namespace pf {
 
@@ -27,12 +34,14 @@ struct TokenBatch {
   std::vector<int32_t> tokens;     // [B, n]
   std::vector<int32_t> lookahead;  // [B] token at global position offset + n, or -1 at the end
   std::vector<uint64_t> sample_ids;  // [B] global sample index (keys the MLM mask)
+  PackedLayout packed;               // the sequences of a packed batch; empty otherwise
 };
 
 struct ModelInput {
   int64_t batch = 0, n = 0, offset = 0;
   std::vector<int32_t> inputs;   // [B, n]
   std::vector<int32_t> targets;  // [B, n], -1 = not predicted
+  PackedLayout packed;           // as in the TokenBatch
   int64_t predicted() const;     // number of targets != -1
 };
 

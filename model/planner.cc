@@ -12,9 +12,9 @@
 
 namespace pf {
 
-MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool training, Device device) {
-  const int64_t T = B * n, C = cfg.width, F = cfg.ffn, H = cfg.heads, D = cfg.head_dim(), V = cfg.vocab,
-                L = cfg.layers, m = cfg.features, BH = B * H;
+MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool training, Device device, bool packed) {
+  const int64_t T = B * n, C = cfg.width, F = cfg.ffn, H = cfg.heads, D = cfg.head_dim(), V = cfg.vocab, L = cfg.layers,
+                m = cfg.features, BH = B * H;
   const bool linear = cfg.attention != AttentionKind::Softmax;
   const int64_t ss = 1 + m * (D + 1);
   const int64_t f = 4;  // bytes per float
@@ -33,7 +33,10 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   plan.persistent = f * P * (training ? 4 : 1) + (linear ? f * L * m * D : 0) + (lowp ? h * P : 0);
 
   // Kept per layer for its backward.
-  const int64_t att_saved = linear ? (T * C + 2 * T * H + BH * ss) : (T * C + T * H);
+  // (Packed, bidirectional: the totals of the two pieces of each sample that
+  // continue across ranks.)
+  const int64_t att_saved =
+      linear ? (T * C + 2 * T * H + BH * ss * (packed && !cfg.causal() ? 2 : 1)) : (T * C + T * H);
   const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved) - (f - h) * kept16;
   // Inside the attention forward: the unnormalised outputs y [BH, n, D+1],
   // the block totals, the early block totals, the scan's workspace, and the
@@ -41,9 +44,17 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // buffers). No buffer is m wide per position.
   const FavorShape fs = attention_favor_shape(cfg, BH, n);
   const int64_t favor_ws = linear ? favor_workspace_bytes(fs, device, omp_get_max_threads()) : 0;
-  const int64_t att_fwd = linear ? f * (T * (C + H) + 4 * BH * ss) + favor_ws : 0;
-  // Backward: the gradient block total, the suffix, the scan's workspace and the workspace.
-  const int64_t att_bwd = linear ? f * 3 * BH * ss + favor_ws : 0;
+  // Packed (model/attention_packed.cc): copies of the rows of the piece at
+  // work and of the pieces waiting for the scans (at most the slice: q, k, v,
+  // o, den, row_scale), the scans' flagged buffers and the per-sample states.
+  const int64_t packed_fwd = packed ? f * (4 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 4 * BH * ss) : 0;
+  const int64_t att_fwd =
+      linear ? f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd : (packed ? f * (4 * T * C + T * H) : 0);
+  // Backward: the gradient block total, the suffix, the scan's workspace and
+  // the workspace; packed: the copies of q, k, v, o, d_o, dq, dk, dv, den and
+  // row_scale, the scans' buffers and the pieces' states.
+  const int64_t packed_bwd = packed ? f * (8 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 8 * BH * ss) : 0;
+  const int64_t att_bwd = linear ? f * 3 * BH * ss + favor_ws + packed_bwd : (packed ? f * (8 * T * C + 2 * T * H) : 0);
   const int64_t layer_fwd = std::max({f * 3 * T * C, att_fwd, lowp_fwd});
   // Backward of one layer, above its activations: the FFN part with every
   // activation live; after it the layer has released g, h1 and ln2 (kept in
@@ -54,10 +65,9 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t col_sums = device.is_cuda() ? std::max(column_sums_scratch_bytes(T, std::max(F, 3 * C), 1),
                                                        column_sums_scratch_bytes(T, C, 2))
                                             : 0;
-  const int64_t layer_bwd =
-      f * T * C + col_sums +
-      std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd - ffn_freed, f * 6 * T * C - ffn_freed,
-                f * 5 * T * C - ffn_freed});
+  const int64_t layer_bwd = f * T * C + col_sums +
+                            std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd - ffn_freed,
+                                      f * 6 * T * C - ffn_freed, f * 5 * T * C - ffn_freed});
   const int64_t ids = 8 * T;
   const int64_t head = f * (T * V + 2 * T * C + 3 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
 
@@ -86,11 +96,13 @@ std::string MemoryPlan::summary() const {
   return os.str();
 }
 
-int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple,
-                             Device device) {
+int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple, Device device,
+                             bool packed) {
   // 3% headroom for what the plan does not see (allocator rounding, library buffers).
   const double budget = 0.97 * static_cast<double>(cap_bytes);
-  auto fits = [&](int64_t k) { return static_cast<double>(plan_memory(cfg, batch, k * multiple, true, device).peak) <= budget; };
+  auto fits = [&](int64_t k) {
+    return static_cast<double>(plan_memory(cfg, batch, k * multiple, true, device, packed).peak) <= budget;
+  };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 2;
   while (fits(hi) && hi < (int64_t{1} << 40) / multiple) {

@@ -33,13 +33,15 @@ struct MemoryPlan {
   std::string summary() const;  // one line, human readable
 };
 
-// `device`: where the step runs (the fused attention's workspace differs).
+// `device`: where the step runs (the fused attention's workspace differs);
+// `packed`: batches of the packed data mode, whose attention copies each
+// sequence's rows (a bound that holds for any packing: at most the slice).
 MemoryPlan plan_memory(const ModelConfig& cfg, int64_t batch, int64_t n_local, bool training = true,
-                       Device device = Device::cpu());
+                       Device device = Device::cpu(), bool packed = false);
 
 // The largest local length (a multiple of `multiple`) whose planned peak fits
 // under 97% of `cap_bytes` (3% headroom), or 0 when even `multiple` does not fit.
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple = 1024,
-                             Device device = Device::cpu());
+                             Device device = Device::cpu(), bool packed = false);
 
 }  // namespace pf

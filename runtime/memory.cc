@@ -16,6 +16,8 @@ void cuda_raw_free(const Stream& stream, void* ptr);
 void cuda_copy_bytes(const Stream& stream, void* dst, Device dst_device, const void* src, Device src_device,
                      int64_t bytes);
 void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes);
+void cuda_copy_rows(const Stream& stream, void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+                    int64_t row_bytes, int64_t rows);
 void cuda_device_synchronize(Device device);
 int64_t cuda_pool_used_high(Device device, bool reset);
 
@@ -143,6 +145,23 @@ void copy_bytes(const Stream& stream, void* dst, Device dst_device, const void* 
     host_launch(stream, [=] { std::memcpy(dst, src, static_cast<size_t>(bytes)); });
   } else {
     cuda_copy_bytes(stream, dst, dst_device, src, src_device, bytes);
+  }
+}
+
+void copy_rows(const Stream& stream, void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+               int64_t row_bytes, int64_t rows, Device device) {
+  if (row_bytes == 0 || rows == 0) return;
+  PF_REQUIRE(ValueError, stream.device == device && row_bytes <= dst_pitch && row_bytes <= src_pitch,
+             "copy of " << rows << " rows of " << row_bytes << " bytes (pitches " << src_pitch << " -> " << dst_pitch
+                        << ") of " << device.str() << " memory on a " << stream.device.str() << " stream");
+  if (device.is_cpu()) {
+    host_launch(stream, [=] {
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+                    static_cast<size_t>(row_bytes));
+    });
+  } else {
+    cuda_copy_rows(stream, dst, dst_pitch, src, src_pitch, row_bytes, rows);
   }
 }
 

@@ -70,6 +70,10 @@ void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::st
 // host may read `dst` only after synchronize(stream)).
 void copy_bytes(const Stream& stream, void* dst, Device dst_device, const void* src, Device src_device, int64_t bytes);
 void fill_zero(const Stream& stream, void* dst, Device device, int64_t bytes);
+// `rows` runs of `row_bytes` each, the run r at src + r * src_pitch to
+// dst + r * dst_pitch, within `device`'s memory (one 2-D copy on CUDA).
+void copy_rows(const Stream& stream, void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+               int64_t row_bytes, int64_t rows, Device device);
 
 // For tools and tests: waits until the device is idle (every stream), then
 // copies or clears and returns with the bytes in place. On the CPU it copies

@@ -28,6 +28,14 @@ void cuda_copy_bytes(const Stream& stream, void* dst, Device, const void* src, D
   PF_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, cuda_stream(stream)));
 }
 
+void cuda_copy_rows(const Stream& stream, void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+                    int64_t row_bytes, int64_t rows) {
+  DeviceGuard bind(stream.device);
+  PF_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
+                                  static_cast<size_t>(row_bytes), static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                                  cuda_stream(stream)));
+}
+
 void cuda_fill_zero(const Stream& stream, void* dst, int64_t bytes) {
   DeviceGuard bind(stream.device);
   PF_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), cuda_stream(stream)));

@@ -14,6 +14,9 @@ void cuda_copy_bytes(const Stream& stream, void*, Device, const void*, Device, i
   set_current_device(stream.device);
 }
 void cuda_fill_zero(const Stream& stream, void*, int64_t) { set_current_device(stream.device); }
+void cuda_copy_rows(const Stream& stream, void*, int64_t, const void*, int64_t, int64_t, int64_t) {
+  set_current_device(stream.device);
+}
 
 void cuda_device_synchronize(Device device) { set_current_device(device); }
 

@@ -110,6 +110,12 @@ TokenBatch to_token_batch(const Batch& b, const ParallelGrid& grid) {
     const SampleInfo& s = b.samples[i];
     t.sample_ids.push_back(s.valid ? static_cast<uint64_t>(s.sample) : ~uint64_t{0});
   }
+  for (const std::vector<SliceSegment>& row : b.segments) {
+    std::vector<SequencePiece> pieces;
+    for (const SliceSegment& g : row)
+      pieces.push_back({g.begin, g.position, g.protein >= 0 ? static_cast<uint64_t>(g.protein) : ~uint64_t{0}});
+    t.packed.samples.push_back(std::move(pieces));
+  }
   return t;
 }
 

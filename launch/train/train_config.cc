@@ -174,8 +174,8 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("data", "valid_split", d.valid_split);
   s = sample_mode_name(d.mode);
   r.get("data", "mode", s);
-  PF_REQUIRE(ConfigError, s == "concat" || s == "single",
-             origin << ": data.mode must be concat or single, got '" << s << "'");
+  PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed",
+             origin << ": data.mode must be packed, concat or single, got '" << s << "'");
   d.mode = parse_sample_mode(s);
   r.get("data", "sample_length", d.sample_length);
   r.get("data", "batch_size", d.batch_size);

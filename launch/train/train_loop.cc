@@ -282,6 +282,13 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     int stop[2] = {stop_signal_number(),
                    cfg.run.stop_at > 0 && trainer.step() >= cfg.run.stop_at && trainer.step() < cfg.run.steps};
     allreduce_host_values(grid.world(), stop, 2, DType::i32, ReduceOp::Max, session.tracker());
+    // Residues and <end> tokens of the step over all of its tokens (each
+    // sample is counted by every rank of its sequence group).
+    int64_t useful = 0;
+    for (const SampleInfo& s : batch.samples) useful += useful_tokens(cfg.data.mode, s, cfg.data.sample_length);
+    if (grid.sp_rank() != 0) useful = 0;
+    allreduce_host_values(grid.world(), &useful, 1, DType::i64, ReduceOp::Sum, session.tracker());
+    const double useful_fraction = static_cast<double>(useful) / static_cast<double>(tokens_per_step);
     const double step_time = seconds_now() - t0;
     avg_step = avg_step == 0 ? step_time : 0.9 * avg_step + 0.1 * step_time;
     const int64_t done = trainer.step();
@@ -292,9 +299,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     if (root && (done % cfg.run.log_interval == 0 || done == out.first_step + 1 || done == cfg.run.steps)) {
       char line[320];
       std::snprintf(line, sizeof line,
-                    "step %lld/%lld | loss %.4f | ppl %.3f | acc %.4f | %.0f tok/s | lr %.3g | peak %s | eta %s\n",
+                    "step %lld/%lld | loss %.4f | ppl %.3f | acc %.4f | %.0f tok/s | useful %.3f | lr %.3g | peak %s | "
+                    "eta %s\n",
                     static_cast<long long>(done), static_cast<long long>(cfg.run.steps), st.loss, std::exp(st.loss),
-                    st.accuracy, tokens_per_step / step_time, st.lr, format_bytes(st.peak_bytes).c_str(),
+                    st.accuracy, tokens_per_step / step_time, useful_fraction, st.lr, format_bytes(st.peak_bytes).c_str(),
                     format_duration(avg_step * static_cast<double>(cfg.run.steps - done)).c_str());
       log << line << std::flush;
     }
@@ -304,6 +312,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                 {"ppl", std::exp(st.loss)},
                                 {"accuracy", st.accuracy},
                                 {"tokens_per_s", tokens_per_step / step_time},
+                                {"useful_fraction", useful_fraction},
+                                {"useful_tokens_per_s", static_cast<double>(useful) / step_time},
                                 {"lr", st.lr},
                                 {"grad_norm", st.grad_norm},
                                 {"loss_scale", st.loss_scale},

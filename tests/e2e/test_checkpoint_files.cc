@@ -365,7 +365,7 @@ TEST(TrainConfigErrors, UnknownNamesAreConfigErrorsNamingTheKey) {
     return expect_error_of<ConfigError>([&] { load_train_config("", o); });
   };
   std::string w = error_of({"data.mode=chunks"});
-  EXPECT_NE(w.find("data.mode must be concat or single, got 'chunks'"), std::string::npos) << w;
+  EXPECT_NE(w.find("data.mode must be packed, concat or single, got 'chunks'"), std::string::npos) << w;
   w = error_of({"parallel.scan=tree"});
   EXPECT_NE(w.find("parallel.scan must be one of auto, chain, allgather, recursive_doubling, got 'tree'"),
             std::string::npos)

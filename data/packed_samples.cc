@@ -1,0 +1,62 @@
+// Packed samples: see packed_samples.h.
+#include "data/packed_samples.h"
+
+#include <algorithm>
+
+#include "data/vocab.h"
+#include "runtime/check.h"
+
+namespace pf {
+
+PackedSamples::PackedSamples(ProteinShards& shards, int64_t sample_length, uint64_t seed, int64_t window)
+    : sample_length_(sample_length) {
+  PF_REQUIRE(ValueError, sample_length > 0, "sample length must be positive, got " << sample_length);
+  if (shards.num_proteins() < 1) {
+    std::string files;
+    for (int64_t s = 0; s < shards.num_shards(); ++s) files += (s ? ", " : "") + shards.shard_path(s);
+    PF_REQUIRE(DataError, false, "dataset has no protein to pack (packed mode) in " << files);
+  }
+  tokens_ = shards.protein_lengths();
+  for (int64_t& t : tokens_) t += 1;  // its <end>
+  plan_ = plan_packing(tokens_, sample_length, seed, 0, window);
+}
+
+SampleInfo PackedSamples::read_slice(ProteinShards& shards, uint64_t seed, int64_t epoch, int64_t sample, int64_t begin,
+                                     int64_t end, uint8_t* out, uint8_t* lookahead,
+                                     std::vector<SliceSegment>* segments) const {
+  const int64_t L = sample_length_;
+  PF_REQUIRE(ValueError, 0 <= begin && begin < end && end <= L,
+             "slice [" << begin << ", " << end << ") outside a sample of length " << L);
+  PF_REQUIRE(ValueError, sample >= 0 && sample < count(),
+             "packed sample " << sample << " outside [0, " << count() << ")");
+  const PackedSample& ps = plan_.samples[static_cast<size_t>(sample)];
+  SampleInfo info;
+  info.sample = sample;
+  info.valid = true;
+  info.source_length = ps.used;
+  std::fill(out, out + (end - begin), Vocab::kPad);
+  if (lookahead) *lookahead = Vocab::kPad;
+  std::vector<SliceSegment> segs;
+  int64_t x = 0;  // sample position of the segment's first token
+  for (const PackedSegment& seg : ps.segments) {
+    const int64_t lo = std::max(x, begin), hi = std::min(x + seg.length, end);
+    if (lo < hi) {
+      const int64_t t = tokens_[static_cast<size_t>(seg.protein)];
+      const int64_t c = t > L ? crop_start(seed, epoch, seg.protein, t, L) : 0;
+      // The lookahead comes with the last run: the protein's window goes on past its segment.
+      const bool with_lookahead = lookahead && hi == end;
+      std::vector<uint8_t> buf(static_cast<size_t>(hi - lo + (with_lookahead ? 1 : 0)));
+      const ProteinSpan span = shards.locate(seg.protein);
+      shards.read_window(span, c + lo - x, c + lo - x + static_cast<int64_t>(buf.size()), buf.data());
+      std::copy(buf.begin(), buf.begin() + (hi - lo), out + (lo - begin));
+      if (with_lookahead && (hi < x + seg.length || t > L)) *lookahead = buf.back();
+      segs.push_back({lo - begin, lo - x, seg.protein});
+    }
+    x += seg.length;
+  }
+  if (std::max(x, begin) < end) segs.push_back({std::max(x, begin) - begin, std::max(x, begin) - x, -1});
+  if (segments) *segments = std::move(segs);
+  return info;
+}
+
+}  // namespace pf

@@ -1,0 +1,56 @@
+// The samples of data.mode = "packed" (docs/data.md): whole proteins, each
+// followed by <end>, placed back to back into samples of L tokens by
+// plan_packing (data/packing.h) and padded after the last one; a protein with
+// more than L tokens fills a sample of its own as a window of L tokens.
+//   plan    made once per loader from the split's lengths, keyed by the seed
+//           alone, so every epoch has the same samples (and the same number
+//           of them); the loader's epoch permutation shuffles their order,
+//           and the crop window of a long protein is drawn per epoch by
+//           crop_start(seed, epoch, protein, ...) as in the single mode. Each
+//           protein attends only to itself (model/packed_layout.h), so which
+//           proteins share a sample does not change what is learned from them.
+//   slice   positions [begin, end) of a sample, as in data/sample.h, and the
+//           segments of the slice: runs of positions of one protein, or of
+//           the padding after the last one.
+// The lookahead token of a slice is the next token of the protein that holds
+// position end - 1 (its window continues there: a cropped protein's next
+// residue), and <pad> where that protein ends at `end` or position end - 1 is
+// padding: no target reaches across a protein boundary.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/packing.h"
+#include "data/protein_shards.h"
+#include "data/sample.h"
+
+namespace pf {
+
+struct SliceSegment {
+  int64_t begin = 0;     // first position of the run, in the slice
+  int64_t position = 0;  // position inside its protein (or the padding) of that position; 0 = it starts there
+  int64_t protein = -1;  // index of the protein in the split; -1 for padding
+};
+
+class PackedSamples {
+ public:
+  // Plans the packing of every protein of `shards` (reads their lengths);
+  // DataError naming the files when the split has no protein.
+  PackedSamples(ProteinShards& shards, int64_t sample_length, uint64_t seed, int64_t window = 64);
+  int64_t count() const { return static_cast<int64_t>(plan_.samples.size()); }
+  const PackingPlan& plan() const { return plan_; }
+
+  // Positions [begin, end) of sample `sample` into out[end - begin], the
+  // lookahead into *lookahead (when not null) and the slice's segments into
+  // *segments (replaced). info.source_length = the sample's useful tokens.
+  SampleInfo read_slice(ProteinShards& shards, uint64_t seed, int64_t epoch, int64_t sample, int64_t begin, int64_t end,
+                        uint8_t* out, uint8_t* lookahead, std::vector<SliceSegment>* segments) const;
+
+ private:
+  int64_t sample_length_;
+  std::vector<int64_t> tokens_;  // residues + 1 per protein
+  PackingPlan plan_;
+};
+
+}  // namespace pf

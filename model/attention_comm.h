@@ -1,0 +1,97 @@
+// Pieces of the attention layer's communication shared by its unpacked
+// (attention.cc) and packed (attention_packed.cc) forms: the log-scale state
+// combine as a scan operator, and a communication phase on the sequence
+// group's stream. Internal to model/.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/linear_attention/linear_attention.h"
+#include "kernels/softmax_attention/softmax_attention.h"
+#include "model/attention.h"
+#include "runtime/comm.h"
+#include "runtime/exec.h"
+#include "runtime/scan.h"
+
+namespace pf {
+
+// The log-scale state combine of the linear-attention kernels as a scan
+// operator: its kernels run on the stream the scan gives (the communicator's).
+class StateCombine : public ScanCombine {
+ public:
+  StateCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
+  DType dtype() const override { return DType::f32; }
+  Device device() const override { return ctx_.device; }
+  int64_t granule() const override { return 1 + m_ * (d_ + 1); }
+  const char* name() const override { return "linear_attention_state"; }
+  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
+    LinAttnShape s;
+    s.heads = count / granule();
+    s.m = m_;
+    s.d = d_;
+    linear_attention_state_clear(ctx_.on(stream), s, static_cast<float*>(out));
+  }
+  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
+    linear_attention_state_combine(ctx_.on(stream), count / granule(), m_, d_, static_cast<const float*>(earlier),
+                                   static_cast<const float*>(later), static_cast<float*>(out));
+  }
+
+ private:
+  ExecContext ctx_;
+  int64_t m_, d_;
+};
+
+// Communication of one attention layer on the sequence group's stream, ordered
+// after the work already queued on the compute stream (which wrote its
+// inputs); join() makes later compute work wait for it. Times come from
+// events, so they mean the same on the host, on CPU streams and on CUDA.
+class CommPhase {
+ public:
+  CommPhase(const ExecContext& ctx, const Communicator& comm)
+      : ctx_(ctx), comm_stream_(comm.stream()), holds_caller_(comm.holds_caller()) {
+    stream_wait_stream(comm_stream_, ctx.stream);
+    start_ = record_event(comm_stream_);
+  }
+  const Stream& stream() const { return comm_stream_; }
+  // Everything of the phase is issued.
+  void issued() { end_ = record_event(comm_stream_); }
+  void join(bool omit_wait = false) {
+    wait_from_ = record_event(ctx_.stream);
+    if (!omit_wait) wait_event(ctx_.stream, end_);
+    wait_to_ = record_event(ctx_.stream);
+  }
+  // After the compute stream has reached the join.
+  void times(AttentionTiming& t) const {
+    t.comm = event_elapsed_seconds(start_, end_);
+    // A communicator that holds the caller held the launching thread for all of it.
+    t.comm_wait = holds_caller_ ? t.comm : event_elapsed_seconds(wait_from_, wait_to_);
+  }
+
+ private:
+  const ExecContext& ctx_;
+  Stream comm_stream_;
+  bool holds_caller_;
+  Event start_, end_, wait_from_, wait_to_;
+};
+
+inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
+  SoftmaxAttentionParams p;
+  p.heads = heads;
+  p.n = n;
+  p.d = cfg.head_dim();
+  p.causal = cfg.causal();
+  return p;
+}
+
+// The packed forms of SequenceAttention::forward / backward (attention_packed.cc).
+void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const AttentionOptions& opt,
+                              const ExecContext& ctx, int64_t heads, int64_t n, const PackedLayout& layout,
+                              const float* W, const float* q, const float* k, const float* v, AttentionSaved& saved,
+                              AttentionTiming* timing);
+void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const AttentionOptions& opt,
+                               const ExecContext& ctx, int64_t heads, int64_t n, const PackedLayout& layout,
+                               const float* W, const float* q, const float* k, const float* v,
+                               const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
+                               AttentionTiming* timing);
+
+}  // namespace pf

@@ -1,0 +1,37 @@
+#include "model/packed_layout.h"
+
+#include "runtime/check.h"
+
+namespace pf {
+
+int64_t PackedLayout::piece_length(int64_t b, size_t i, int64_t n) const {
+  const std::vector<SequencePiece>& p = samples[static_cast<size_t>(b)];
+  return (i + 1 < p.size() ? p[i + 1].begin : n) - p[i].begin;
+}
+
+bool PackedLayout::starts_sequence(int64_t b) const {
+  for (const SequencePiece& p : samples[static_cast<size_t>(b)])
+    if (p.starts()) return true;
+  return false;
+}
+
+void PackedLayout::check(int64_t B, int64_t n) const {
+  if (empty()) return;
+  PF_REQUIRE(ValueError, static_cast<int64_t>(samples.size()) == B,
+             "packed layout describes " << samples.size() << " samples, the batch has " << B);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<SequencePiece>& p = samples[static_cast<size_t>(b)];
+    PF_REQUIRE(ValueError, !p.empty() && p[0].begin == 0,
+               "packed layout: sample " << b << " must have a first piece at row 0");
+    for (size_t i = 0; i < p.size(); ++i) {
+      PF_REQUIRE(ValueError, p[i].position >= 0 && (i == 0 || p[i].position == 0),
+                 "packed layout: sample " << b << " piece " << i << " at position " << p[i].position
+                                          << " (only the first piece may continue a sequence)");
+      PF_REQUIRE(ValueError, piece_length(b, i, n) > 0 && p[i].begin < n,
+                 "packed layout: sample " << b << " piece " << i << " at row " << p[i].begin
+                                          << " is empty or outside the " << n << " rows");
+    }
+  }
+}
+
+}  // namespace pf

@@ -1,0 +1,45 @@
+// Where the sequences of a packed batch lie in this rank's slice (data.mode =
+// "packed", docs/data.md): each sample of L positions holds several proteins
+// back to back (and padding after the last), and the slice [offset, offset + n)
+// of a sequence-parallel rank may start in the middle of one.
+//
+// A sample's slice is cut into pieces, runs of rows of one sequence:
+//   pieces[0].begin == 0; piece i covers [begin_i, begin_{i+1}) (the last up
+//   to n); `position` is the position inside its sequence of row `begin` (the
+//   sinusoidal position of that row), 0 where the sequence starts at that row,
+//   > 0 only for pieces[0] when the sequence began on an earlier rank; `key`
+//   names the sequence for the masked-LM draws (the protein's index in its
+//   split, so that masks do not depend on how proteins were packed).
+// Attention, positions and targets never cross a piece's sequence: the
+// causal and bidirectional states of model/attention.h restart where a
+// sequence starts and are combined across ranks with the segmented scan
+// (runtime/scan.h), the next-token target of a sequence's last row is none.
+// An empty layout (no samples) means one sequence per sample: the unpacked modes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace pf {
+
+struct SequencePiece {
+  int64_t begin = 0;     // first local row
+  int64_t position = 0;  // position inside its sequence of that row
+  uint64_t key = 0;      // the sequence's masked-LM key
+  bool starts() const { return position == 0; }
+};
+
+struct PackedLayout {
+  std::vector<std::vector<SequencePiece>> samples;  // [B] pieces, or empty (unpacked)
+  bool empty() const { return samples.empty(); }
+  // Rows of piece i of sample b in a slice of n rows.
+  int64_t piece_length(int64_t b, size_t i, int64_t n) const;
+  // A sequence starts in sample b's slice (the segmented scan's flag).
+  bool starts_sequence(int64_t b) const;
+  // Throws ValueError naming the sample and piece unless the layout describes
+  // B samples of n rows as above.
+  void check(int64_t B, int64_t n) const;
+};
+
+}  // namespace pf
