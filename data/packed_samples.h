@@ -40,6 +40,8 @@ class PackedSamples {
   PackedSamples(ProteinShards& shards, int64_t sample_length, uint64_t seed, int64_t window = 64);
   int64_t count() const { return static_cast<int64_t>(plan_.samples.size()); }
   const PackingPlan& plan() const { return plan_; }
+  // Tokens (residues + 1) of protein p of the split.
+  int64_t protein_tokens(int64_t p) const { return tokens_.at(static_cast<size_t>(p)); }
 
   // Positions [begin, end) of sample `sample` into out[end - begin], the
   // lookahead into *lookahead (when not null) and the slice's segments into

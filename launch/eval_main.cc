@@ -14,6 +14,9 @@
 // `performer-data prepare --val-fraction 0 --test-fraction 1` would, evaluates
 // that split and removes the folder. Each rank prepares its own copy (the
 // preparation is deterministic), so no folder needs to be shared between nodes.
+// In the packed and single data modes it also reports each protein length
+// bucket (at most 1,024 residues, 1,025-8,192, longer): every position belongs
+// to one protein there.
 // Usage errors (bad options, a negative --batches, --fasta with --split or with
 // a missing file or unknown format, a parallel.sp that does not divide the
 // launched ranks) exit with status 2 and name the option.
@@ -135,11 +138,24 @@ int main(int argc, char** argv) {
     pf::Session session(cfg, MPI_COMM_WORLD);
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     const int64_t step = pf::load_parameters(checkpoint, cfg, trainer);
-    const pf::EvalStats e = pf::run_validation(cfg, session, trainer);
+    std::vector<pf::EvalStats> by_length;
+    const bool bucketed = cfg.data.mode != pf::SampleMode::Concat;
+    const pf::EvalStats e = pf::run_validation(cfg, session, trainer, bucketed ? &by_length : nullptr);
     if (rank == 0) {
-      std::printf("checkpoint %s (step %lld), %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
-                  checkpoint.c_str(), static_cast<long long>(step), what.c_str(), e.loss(), e.perplexity(),
-                  e.accuracy(), static_cast<long long>(e.tokens));
+      std::printf("checkpoint %s (step %lld), %s, data.mode %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
+                  checkpoint.c_str(), static_cast<long long>(step), what.c_str(), pf::sample_mode_name(cfg.data.mode),
+                  e.loss(), e.perplexity(), e.accuracy(), static_cast<long long>(e.tokens));
+      const char* names[pf::kLengthBuckets] = {"<= 1,024 residues", "1,025-8,192 residues", "> 8,192 residues"};
+      for (size_t b = 0; b < by_length.size(); ++b) {
+        if (by_length[b].tokens == 0) {
+          std::printf("  proteins of %-20s none\n", names[b]);
+          continue;
+        }
+        std::printf("  proteins of %-20s loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n", names[b],
+                    by_length[b].loss(), by_length[b].perplexity(), by_length[b].accuracy(),
+                    static_cast<long long>(by_length[b].tokens));
+      }
+      if (!bucketed) std::printf("  (perplexity by protein length: evaluate with --set data.mode=packed or single)\n");
     }
     return 0;
   });

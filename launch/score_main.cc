@@ -2,12 +2,15 @@
 // (plain or gzipped, read as performer-data reads them) under a checkpoint.
 //   [mpirun -np P] performer-score --checkpoint FILE [--format tsv|jsonl] [--output FILE]
 //       [--per-residue FILE.h5] [--first-residue scored|context] [--pll-batch-tokens N]
-//       [--map-unknown-to-x] [--set key=value ...] INPUT...
+//       [--pack TOKENS] [--map-unknown-to-x] [--set key=value ...] INPUT...
 // Causal checkpoints give the exact log-likelihood, masked ones the
 // pseudo-log-likelihood (each residue masked in turn); the `measure` column
 // says which (launch/infer/scoring.h, formats in launch/infer/score_output.h).
 // Every protein is split over all P launched ranks (sequence parallel, as
 // in training), so one protein may be longer than one rank could hold.
+// --pack TOKENS scores consecutive proteins together, as packed samples of at
+// most TOKENS tokens (each protein attends to itself only: the same scores as
+// one at a time, in fewer and fuller forwards); a longer protein goes alone.
 // Exit status: 0 done; 2 a usage error (bad option, missing input or unknown
 // extension, a checkpoint this tool cannot use: another vocabulary, another
 // model layout, not a checkpoint); 1 any other error, e.g. malformed input
@@ -32,7 +35,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Log-likelihood (causal) or pseudo-log-likelihood (masked) of each protein under a checkpoint"};
   std::string checkpoint, format = "tsv", output, per_residue, first_residue = "scored";
   std::vector<std::string> inputs, overrides;
-  int64_t pll_batch_tokens = 16384;
+  int64_t pll_batch_tokens = 16384, pack = 0;
   bool map_unknown = false;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required();
   app.add_option("--format", format, "tsv or jsonl")->capture_default_str();
@@ -45,6 +48,10 @@ int main(int argc, char** argv) {
   app.add_option("--pll-batch-tokens", pll_batch_tokens,
                  "masked models: tokens per rank in one forward (masked copies of a protein share a forward)")
       ->capture_default_str();
+  app.add_option("--pack", pack,
+                 "score consecutive proteins together in packed samples of at most this many tokens (0: one at a "
+                 "time); the same scores, fewer forwards")
+      ->capture_default_str();
   pf::add_map_unknown_option(app, map_unknown);
   pf::add_override_option(app, overrides);
   app.add_option("inputs", inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
@@ -56,6 +63,7 @@ int main(int argc, char** argv) {
     so.first_residue = pf::parse_first_residue(first_residue);
     so.pll_batch_tokens = pll_batch_tokens;
     PF_REQUIRE(pf::ConfigError, pll_batch_tokens >= 1, "--pll-batch-tokens must be >= 1, got " << pll_batch_tokens);
+    PF_REQUIRE(pf::ConfigError, pack >= 0, "--pack must be >= 0 (0: one protein at a time), got " << pack);
     pf::check_sequence_inputs(inputs, "input");
     std::vector<std::string> read = inputs;
     read.push_back(checkpoint);
@@ -75,17 +83,42 @@ int main(int argc, char** argv) {
     int64_t proteins = 0, scored = 0;
     double total = 0;
     const double t0 = pf::seconds_now();
-    while (source.next(rec)) {
-      const pf::SequenceScore s = pf::score_sequence(*cm.model, rec.tokens, so, MPI_COMM_WORLD);
+    // Proteins read but not scored yet (--pack), and their tokens.
+    std::vector<pf::SequenceRecord> pending;
+    int64_t pending_tokens = 0;
+    auto emit = [&](const pf::SequenceRecord& r, const pf::SequenceScore& s) {
       ++proteins;
-      if (rank != 0) continue;
-      const int64_t n = static_cast<int64_t>(rec.tokens.size());
+      if (rank != 0) return;
+      const int64_t n = static_cast<int64_t>(r.tokens.size());
       if (proteins == 1) out->write(pf::score_header(fmt));  // after the first record read well
-      out->write(pf::format_score_row(fmt, pf::ScoreRow{rec.id, n, measure, s.scored, s.total, s.perplexity()}));
-      if (!per_residue.empty()) residues.add(rec.id, n, s.logprob);
+      out->write(pf::format_score_row(fmt, pf::ScoreRow{r.id, n, measure, s.scored, s.total, s.perplexity()}));
+      if (!per_residue.empty()) residues.add(r.id, n, s.logprob);
       scored += s.scored;
       total += s.total;
+    };
+    auto flush = [&] {
+      if (pending.size() == 1) {
+        emit(pending[0], pf::score_sequence(*cm.model, pending[0].tokens, so, MPI_COMM_WORLD));
+      } else if (!pending.empty()) {
+        std::vector<std::vector<uint8_t>> tokens;
+        for (const pf::SequenceRecord& r : pending) tokens.push_back(r.tokens);
+        const std::vector<pf::SequenceScore> s = pf::score_packed(*cm.model, tokens, so, MPI_COMM_WORLD);
+        for (size_t k = 0; k < pending.size(); ++k) emit(pending[k], s[k]);
+      }
+      pending.clear();
+      pending_tokens = 0;
+    };
+    while (source.next(rec)) {
+      if (pack == 0) {
+        emit(rec, pf::score_sequence(*cm.model, rec.tokens, so, MPI_COMM_WORLD));
+        continue;
+      }
+      const int64_t t = pf::packed_score_tokens(cm.cfg.model, static_cast<int64_t>(rec.tokens.size()), so);
+      if (pending_tokens + t > pack) flush();
+      pending.push_back(rec);
+      pending_tokens += t;
     }
+    flush();
     if (rank == 0) {
       out->commit();
       if (!per_residue.empty())

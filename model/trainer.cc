@@ -55,9 +55,8 @@ StepStats Trainer::train_step(const TokenBatch& local) {
   model_.zero_grads();
   grad_allreduce_.begin(ctx_.stream, model_.grads().data<float>(), model_.layout().total());
   st.loss_scale = scaler_.scale();
-  const ForwardResult fr =
-      model_.forward_backward(in, step_, st.loss_scale / static_cast<double>(global_count), &st.model,
-                              [this](int64_t from) { grad_allreduce_.ready(from); });
+  const ForwardResult fr = model_.forward_backward(in, step_, st.loss_scale / static_cast<double>(global_count),
+                                                   &st.model, [this](int64_t from) { grad_allreduce_.ready(from); });
   const GradientAllreduceTiming gt = grad_allreduce_.finish();
 
   ta = seconds_now();
@@ -99,12 +98,44 @@ bool Trainer::state_is_finite() {
   return true;
 }
 
-EvalStats Trainer::evaluate(const TokenBatch& local) {
+EvalStats Trainer::evaluate(const TokenBatch& local, const std::vector<int32_t>* groups,
+                            std::vector<EvalStats>* per_group) {
   // MLM masks of evaluations are keyed by a fixed step, so every evaluation of
   // every checkpoint scores the same positions.
   const ModelInput in = make_model_input(model_.config(), local, kEvalMaskStep);
-  const ForwardResult fr = model_.forward(in, step_);
-  return reduce(EvalStats{fr.loss_sum, fr.count, fr.correct});
+  if (!groups) {
+    const ForwardResult fr = model_.forward(in, step_);
+    return reduce(EvalStats{fr.loss_sum, fr.count, fr.correct});
+  }
+  PF_REQUIRE(ValueError, per_group != nullptr && groups->size() == in.targets.size(),
+             "evaluation groups: " << groups->size() << " entries for " << in.targets.size() << " positions");
+  std::vector<float> logits;
+  const ForwardResult fr = model_.forward(in, step_, &logits);
+  const int64_t V = model_.config().vocab, G = static_cast<int64_t>(per_group->size());
+  std::vector<double> sums(static_cast<size_t>(3 * G + 3), 0.0);
+  sums[0] = fr.loss_sum;
+  sums[1] = static_cast<double>(fr.count);
+  sums[2] = static_cast<double>(fr.correct);
+  for (size_t t = 0; t < in.targets.size(); ++t) {
+    const int32_t g = (*groups)[t], y = in.targets[t];
+    if (g < 0 || y < 0) continue;
+    PF_REQUIRE(ValueError, g < G, "evaluation group " << g << " outside [0, " << G << ")");
+    const float* row = logits.data() + t * static_cast<size_t>(V);
+    const int64_t best = std::max_element(row, row + V) - row;
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - row[best]);
+    sums[static_cast<size_t>(3 + 3 * g)] += std::log(sum) + row[best] - row[y];
+    sums[static_cast<size_t>(4 + 3 * g)] += 1;
+    sums[static_cast<size_t>(5 + 3 * g)] += best == y;
+  }
+  allreduce_host_values(grid_.world(), sums.data(), 3 * G + 3, DType::f64, ReduceOp::Sum, *ctx_.tracker);
+  for (int64_t g = 0; g < G; ++g) {
+    EvalStats& e = (*per_group)[static_cast<size_t>(g)];
+    e.loss_sum += sums[static_cast<size_t>(3 + 3 * g)];
+    e.tokens += std::llround(sums[static_cast<size_t>(4 + 3 * g)]);
+    e.correct += std::llround(sums[static_cast<size_t>(5 + 3 * g)]);
+  }
+  return EvalStats{sums[0], std::llround(sums[1]), std::llround(sums[2])};
 }
 
 EvalStats Trainer::reduce(const EvalStats& local) const {

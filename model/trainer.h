@@ -26,28 +26,28 @@
 namespace pf {
 
 struct OptimizerConfig {
-  AdamWConfig adamw;      // lr is taken from the schedule at each step
+  AdamWConfig adamw;  // lr is taken from the schedule at each step
   LrSchedule schedule;
   double clip_norm = 1.0;  // <= 0 disables clipping
   LossScaleConfig loss_scale;
 };
 
 struct StepStats {
-  int64_t step = 0;         // the update just taken (0-based)
-  double loss = 0;          // mean over the global predicted tokens
-  int64_t tokens = 0;       // global predicted tokens
-  double accuracy = 0;      // top-1 over them
+  int64_t step = 0;     // the update just taken (0-based)
+  double loss = 0;      // mean over the global predicted tokens
+  int64_t tokens = 0;   // global predicted tokens
+  double accuracy = 0;  // top-1 over them
   double lr = 0;
-  double grad_norm = 0;     // before clipping (unscaled; NaN on a skipped step)
-  double loss_scale = 1;    // the scale this step's backward used
-  bool skipped = false;     // non-finite gradients: no update was applied
-  double seconds = 0;       // wall time of the step
-  ModelTiming model;        // attention, scan, other compute
-  double allreduce = 0;     // gradient and scalar allreduces (the gradient part may overlap the backward)
+  double grad_norm = 0;          // before clipping (unscaled; NaN on a skipped step)
+  double loss_scale = 1;         // the scale this step's backward used
+  bool skipped = false;          // non-finite gradients: no update was applied
+  double seconds = 0;            // wall time of the step
+  ModelTiming model;             // attention, scan, other compute
+  double allreduce = 0;          // gradient and scalar allreduces (the gradient part may overlap the backward)
   double allreduce_exposed = 0;  // part of `allreduce` the step waited for after the backward
   bool allreduce_overlapped = false;
   double optimizer = 0;
-  int64_t peak_bytes = 0;   // this rank's tracked peak during the step
+  int64_t peak_bytes = 0;  // this rank's tracked peak during the step
 };
 
 struct EvalStats {
@@ -69,8 +69,12 @@ class Trainer {
 
   // One optimizer step on this rank's slice of the global batch.
   StepStats train_step(const TokenBatch& local);
-  // Forward only; sums over the world.
-  EvalStats evaluate(const TokenBatch& local);
+  // Forward only; sums over the world. With `groups` ([B, n]: a group index
+  // in [0, per_group->size()) per position, -1 for none) also the sums of
+  // each group's predicted positions, added into *per_group (from the logits
+  // on the host, in float64).
+  EvalStats evaluate(const TokenBatch& local, const std::vector<int32_t>* groups = nullptr,
+                     std::vector<EvalStats>* per_group = nullptr);
   // Sums this rank's contribution and that of the others (for several batches).
   EvalStats reduce(const EvalStats& local) const;
 

@@ -55,6 +55,16 @@ const char* score_measure(const ModelConfig& cfg);
 SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, const ScoreOptions& options,
                              MPI_Comm comm);
 
+// Several proteins scored together as one packed sample (model/packed_layout.h:
+// each attends to itself only), split over the ranks of `comm` like one long
+// protein: the same scores as score_sequence on each (to fp32 rounding), in
+// fewer, fuller forwards. Masked models mask position j of every protein
+// longer than j in the same copy. Collective like score_sequence.
+std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
+                                        const ScoreOptions& options, MPI_Comm comm);
+// Tokens a protein of `residues` takes in a packed sample (its input length).
+int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& options);
+
 // log softmax(logits [V])[target], in double.
 double log_softmax_at(const float* logits, int64_t V, int32_t target);
 

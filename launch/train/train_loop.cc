@@ -24,9 +24,12 @@ namespace {
 std::string format_duration(double s) {
   char buf[32];
   const long t = static_cast<long>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", t);
   return buf;
 }
 
@@ -167,15 +170,52 @@ int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer
   return st.step;
 }
 
-EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer) {
+int length_bucket(int64_t residues) { return residues <= kLengthEdges[0] ? 0 : residues <= kLengthEdges[1] ? 1 : 2; }
+
+namespace {
+
+// The length bucket of the protein at each position of a batch (-1: padding).
+std::vector<int32_t> length_groups(const Batch& b, const DataLoader& loader) {
+  std::vector<int32_t> g(b.tokens.size(), -1);
+  for (int64_t r = 0; r < b.batch_size; ++r) {
+    int32_t* row = g.data() + r * b.slice_length;
+    const SampleInfo& info = b.samples[static_cast<size_t>(r)];
+    if (!info.valid) continue;
+    if (loader.packed() == nullptr) {
+      std::fill(row, row + b.slice_length, length_bucket(info.source_length));
+      continue;
+    }
+    const std::vector<SliceSegment>& segs = b.segments[static_cast<size_t>(r)];
+    for (size_t k = 0; k < segs.size(); ++k) {
+      if (segs[k].protein < 0) continue;
+      const int64_t end = k + 1 < segs.size() ? segs[k + 1].begin : b.slice_length;
+      const int32_t bucket = length_bucket(loader.packed()->protein_tokens(segs[k].protein) - 1);
+      std::fill(row + segs[k].begin, row + end, bucket);
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
+                         std::vector<EvalStats>* by_length) {
   LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, false);
   o.prefetch = 0;
   DataLoader loader(o);
-  const int64_t batches = cfg.run.eval_batches > 0 ? std::min(cfg.run.eval_batches, loader.steps_per_epoch())
-                                                   : loader.steps_per_epoch();
+  const int64_t batches =
+      cfg.run.eval_batches > 0 ? std::min(cfg.run.eval_batches, loader.steps_per_epoch()) : loader.steps_per_epoch();
+  PF_REQUIRE(ConfigError, by_length == nullptr || cfg.data.mode != SampleMode::Concat,
+             "perplexity by protein length needs data.mode = \"packed\" or \"single\" (in concat mode a "
+             "sample runs across proteins)");
+  if (by_length) by_length->assign(kLengthBuckets, EvalStats{});
   EvalStats total;
   for (int64_t i = 0; i < batches; ++i) {
-    const EvalStats e = trainer.evaluate(to_token_batch(loader.next(), session.grid()));
+    const Batch batch = loader.next();
+    std::vector<int32_t> groups;
+    if (by_length) groups = length_groups(batch, loader);
+    const EvalStats e =
+        trainer.evaluate(to_token_batch(batch, session.grid()), by_length ? &groups : nullptr, by_length);
     total.loss_sum += e.loss_sum;
     total.tokens += e.tokens;
     total.correct += e.correct;
@@ -187,8 +227,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
   check_splits(cfg, grid);
-  Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention,
-                  cfg.parallel.bucket_mib << 20, cfg.parallel.overlap_allreduce);
+  Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention, cfg.parallel.bucket_mib << 20,
+                  cfg.parallel.overlap_allreduce);
   TrainOutcome out;
 
   // Resume.
@@ -302,7 +342,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                     "step %lld/%lld | loss %.4f | ppl %.3f | acc %.4f | %.0f tok/s | useful %.3f | lr %.3g | peak %s | "
                     "eta %s\n",
                     static_cast<long long>(done), static_cast<long long>(cfg.run.steps), st.loss, std::exp(st.loss),
-                    st.accuracy, tokens_per_step / step_time, useful_fraction, st.lr, format_bytes(st.peak_bytes).c_str(),
+                    st.accuracy, tokens_per_step / step_time, useful_fraction, st.lr,
+                    format_bytes(st.peak_bytes).c_str(),
                     format_duration(avg_step * static_cast<double>(cfg.run.steps - done)).c_str());
       log << line << std::flush;
     }

@@ -19,19 +19,27 @@
 namespace pf {
 
 struct TrainOutcome {
-  int64_t first_step = 0;     // step the run started from (after a resume)
-  int64_t last_step = 0;      // updates taken when the loop ended
+  int64_t first_step = 0;  // step the run started from (after a resume)
+  int64_t last_step = 0;   // updates taken when the loop ended
   bool stopped_by_signal = false;
-  EvalStats validation;       // the last validation
+  EvalStats validation;  // the last validation
   double last_loss = 0;
-  std::string checkpoint;     // the last checkpoint written ("" when none)
+  std::string checkpoint;  // the last checkpoint written ("" when none)
 };
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log);
 
 // Validation over the config's validation split: the first eval_batches
 // batches in file order (all batches when 0), identical for every layout.
-EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer);
+// With `by_length` (data.mode single or packed, where every position belongs
+// to one protein) also the sums per protein length bucket, kLengthBuckets
+// entries: proteins of at most kLengthEdges[0] residues, up to
+// kLengthEdges[1], and longer.
+constexpr int64_t kLengthEdges[2] = {1024, 8192};
+constexpr int kLengthBuckets = 3;
+int length_bucket(int64_t residues);
+EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
+                         std::vector<EvalStats>* by_length = nullptr);
 
 // Loads a checkpoint into the trainer (parameters, moments, step) after
 // checking, before any tensor is read, that it belongs to the same model

@@ -54,7 +54,8 @@ std::vector<int32_t> split_stream(const std::string& file, const std::string& sp
 Reference reference_eval(const ModelConfig& model_cfg, const std::vector<float>& params, int64_t step,
                          const std::string& file, const std::string& split, int64_t L, const ExecContext& ctx) {
   PerformerModel model(model_cfg, ctx, nullptr);
-  copy_bytes_blocking(model.params().raw(), model.params().device(), params.data(), Device::cpu(), model.params().nbytes());
+  copy_bytes_blocking(model.params().raw(), model.params().device(), params.data(), Device::cpu(),
+                      model.params().nbytes());
   const std::vector<int32_t> stream = split_stream(file, split);
   const int64_t V = model_cfg.vocab;
   Reference r;
@@ -156,6 +157,45 @@ TEST_P(EvalPath, CheckpointLossPerplexityAccuracyMatchAReference) {
   const EvalStats e2 = run_validation(cfg, session, again);
   EXPECT_EQ(e2.loss_sum, e.loss_sum);
   EXPECT_EQ(e2.correct, e.correct);
+}
+
+// Packed evaluation gives what one protein per sample gives (causal: the
+// padding after a protein in single mode changes nothing there; in masked LM
+// single mode's padding is attended to, so only the packed form is each
+// protein alone, which tests/model/test_packed_model.cc checks), overall and
+// per protein length; concat mode refuses the per-length sums.
+TEST_P(EvalPath, PackedEvaluationEqualsOneProteinPerSample) {
+  if (std::string(GetParam()) != "clm") GTEST_SKIP() << "single mode attends to its padding in masked LM";
+  const std::vector<std::string> o = trained("packed");
+  std::vector<EvalStats> results, packed_len, single_len;
+  for (const char* mode : {"packed", "single"}) {
+    const TrainConfig cfg = eval_config(o, {std::string("data.mode=\"") + mode + "\"", "data.sample_length=960"});
+    Session session(cfg, MPI_COMM_WORLD);
+    Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
+    load_parameters(checkpoint_, cfg, trainer);
+    results.push_back(run_validation(cfg, session, trainer, mode[0] == 'p' ? &packed_len : &single_len));
+  }
+  ASSERT_GT(results[0].tokens, 1000);
+  EXPECT_EQ(results[0].tokens, results[1].tokens);
+  EXPECT_NEAR(results[0].loss_sum, results[1].loss_sum, 1e-5 * results[1].loss_sum);
+  ASSERT_EQ(packed_len.size(), static_cast<size_t>(kLengthBuckets));
+  int64_t tokens = 0;
+  for (int b = 0; b < kLengthBuckets; ++b) {
+    EXPECT_EQ(packed_len[b].tokens, single_len[b].tokens) << "bucket " << b;
+    EXPECT_NEAR(packed_len[b].loss_sum, single_len[b].loss_sum, 1e-5 * single_len[b].loss_sum + 1e-9) << b;
+    tokens += packed_len[b].tokens;
+  }
+  EXPECT_EQ(tokens, results[0].tokens);
+  EXPECT_GT(packed_len[1].tokens, 0) << "the test split should hold proteins of 1,025-8,192 residues";
+  EXPECT_EQ(length_bucket(1024), 0);
+  EXPECT_EQ(length_bucket(1025), 1);
+  EXPECT_EQ(length_bucket(8192), 1);
+  EXPECT_EQ(length_bucket(8193), 2);
+  const TrainConfig concat = eval_config(o, {"data.mode=\"concat\""});
+  Session session(concat, MPI_COMM_WORLD);
+  Trainer trainer(concat.model, concat.optimizer, session.grid(), session.ctx(), concat.parallel.attention);
+  std::vector<EvalStats> by_length;
+  EXPECT_THROW(run_validation(concat, session, trainer, &by_length), ConfigError);
 }
 
 TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {

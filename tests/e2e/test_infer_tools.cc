@@ -40,8 +40,8 @@
 #include "launch/train/train_config.h"
 #include "model/model.h"
 #include "runtime/exec.h"
-#include "tests/support/tool_run.h"
 #include "runtime/random.h"
+#include "tests/support/tool_run.h"
 
 namespace pf {
 namespace {
@@ -301,6 +301,36 @@ TEST_F(InferTools, MaskedScoreIsThePseudoLogLikelihood) {
     pll -= model.forward(in, 0).loss_sum;
   }
   EXPECT_NEAR(a[0].ll, pll, 1e-5 * std::abs(pll));
+}
+
+// --pack: proteins scored together as packed samples give the scores of one
+// protein at a time, causal and masked, on 1 and 2 ranks (the packs are cut
+// so that several hold more than one protein and proteins span the ranks).
+TEST_F(InferTools, PackedScoresEqualOneProteinAtATime) {
+  for (const std::string& ckpt : {fx().causal, fx().masked}) {
+    const std::string one = out("pack_ref.tsv");
+    ToolRun r =
+        tool(PF_SCORE_TOOL, "--checkpoint " + quoted(ckpt) + " --output " + quoted(one) + " " + quoted(fx().proteins));
+    ASSERT_EQ(r.status, 0) << r.out;
+    const std::vector<Row> a = parse_tsv(read_text(one));
+    for (int ranks : {1, 2}) {
+      const std::string packed = out("pack_" + std::to_string(ranks) + ".tsv");
+      r = tool(PF_SCORE_TOOL,
+               "--checkpoint " + quoted(ckpt) + " --pack 700 --pll-batch-tokens 300 --output " + quoted(packed) + " " +
+                   quoted(fx().proteins),
+               ranks);
+      ASSERT_EQ(r.status, 0) << r.out;
+      const std::vector<Row> b = parse_tsv(read_text(packed));
+      ASSERT_EQ(b.size(), a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(b[i].id, a[i].id);
+        EXPECT_EQ(b[i].scored, a[i].scored);
+        EXPECT_NEAR(b[i].ll, a[i].ll, 1e-5 * std::abs(a[i].ll)) << a[i].id << " on " << ranks << " rank(s)";
+      }
+    }
+  }
+  EXPECT_EQ(tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --pack -1 " + quoted(fx().proteins)).status,
+            2);
 }
 
 TEST_F(InferTools, TitinLengthScoresOnFourRanksAsOnOne) {

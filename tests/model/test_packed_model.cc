@@ -124,6 +124,8 @@ TokenBatch alone(const Protein& p) {
   return b;
 }
 
+OptimizerConfig test_optimizer_for_eval() { return OptimizerConfig{}; }
+
 struct Pass {
   double loss = 0;
   std::vector<float> grads;
@@ -241,6 +243,47 @@ TEST(PackedModel, NoLeakageBetweenProteins) {
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) check_no_leakage(test::tiny_config(kind, obj));
   if (world_size() == 1) check_no_leakage(test::tiny_config(AttentionKind::Softmax, Objective::CausalLM));
+}
+
+// Trainer::evaluate with a group per protein: each group's loss sum and
+// token count are those of the protein alone, and the groups add up to the total.
+TEST(PackedModel, EvaluationPerProteinGroupEqualsEachProteinAlone) {
+  const int P = world_size(), r = world_rank();
+  const ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker, host_streams_from_env());
+  ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), P);
+  Trainer trainer(cfg, test_optimizer_for_eval(), grid, res.ctx());
+  const std::vector<PackedSample> samples = make_samples(3);
+  const int64_t B = static_cast<int64_t>(samples.size()), n = kLength / P;
+  std::vector<int32_t> groups;
+  std::vector<const Protein*> proteins;
+  for (int64_t s = 0; s < B; ++s) {
+    std::vector<int32_t> row(static_cast<size_t>(kLength), -1);
+    int64_t x = 0;
+    for (const Protein& p : samples[static_cast<size_t>(s)].proteins) {
+      for (size_t i = 0; i < p.tokens.size(); ++i)
+        row[static_cast<size_t>(x) + i] = static_cast<int32_t>(proteins.size());
+      x += static_cast<int64_t>(p.tokens.size());
+      proteins.push_back(&p);
+    }
+    groups.insert(groups.end(), row.begin() + r * n, row.begin() + (r + 1) * n);
+  }
+  std::vector<EvalStats> per(proteins.size());
+  const EvalStats total = trainer.evaluate(packed_slice(samples, 0, B, r * n, (r + 1) * n), &groups, &per);
+  double sum = 0;
+  int64_t tokens = 0;
+  for (size_t g = 0; g < proteins.size(); ++g) {
+    PerformerModel alone_model(cfg, res.ctx(), nullptr);
+    const ForwardResult a = alone_model.forward(make_model_input(cfg, alone(*proteins[g]), kEvalMaskStep), 0);
+    EXPECT_NEAR(per[g].loss_sum, a.loss_sum, 1e-5 * std::abs(a.loss_sum) + 1e-6) << "protein " << g;
+    EXPECT_EQ(per[g].tokens, a.count) << "protein " << g;
+    EXPECT_EQ(per[g].correct, a.correct) << "protein " << g;
+    sum += per[g].loss_sum;
+    tokens += per[g].tokens;
+  }
+  EXPECT_NEAR(sum, total.loss_sum, 1e-5 * total.loss_sum);
+  EXPECT_EQ(tokens, total.tokens);
 }
 
 OptimizerConfig test_optimizer() {
