@@ -6,7 +6,10 @@
 //       [--output OUT.fasta] [--id-prefix TEXT] [--set key=value ...]
 // Each protein starts from <end> (then the prompt's residues, when given:
 // every record of --prompt gets --num continuations) and stops when <end> is
-// drawn or after --max-length generated residues. Protein i's draws are keyed
+// drawn or after --max-length generated residues. A checkpoint trained with
+// data.mode = "packed" or "single" never predicted a protein's first residue:
+// its proteins start at position 0 with the prompt, by default the
+// initiator methionine M (--prompt gives others). Protein i's draws are keyed
 // by (seed, i) with a counter-based generator, so the output does not depend
 // on the rank count; with P ranks, rank r generates proteins r, r + P, ...
 // and rank 0 writes them in order. Output: FASTA, 60 residues a line, header
@@ -20,6 +23,7 @@
 #include <memory>
 #include <sstream>
 
+#include "data/vocab.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/generation.h"
 #include "launch/infer/output_file.h"
@@ -100,10 +104,16 @@ int main(int argc, char** argv) {
       pf::ReaderOptions ro;
       ro.map_unknown_to_x = map_unknown;
       prompt_records = pf::read_all_sequences(prompts, ro);
-    } else {
-      prompt_records.emplace_back();  // one empty prompt
     }
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, 1);
+    go.leading_end = cm.cfg.data.mode == pf::SampleMode::Concat;
+    if (prompt_records.empty()) {
+      prompt_records.emplace_back();  // one prompt: none, or M where the model starts at a residue
+      if (!go.leading_end) {
+        prompt_records.back().id = "M";
+        prompt_records.back().tokens = {pf::Vocab::encode('M')};
+      }
+    }
     pf::RecurrentPerformer rec(*cm.model, cm.session->ctx(), 1, cm.step);
     const int64_t total = num * static_cast<int64_t>(prompt_records.size());
     std::unique_ptr<pf::OutputFile> out;

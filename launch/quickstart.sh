@@ -44,6 +44,6 @@ echo "(the unigram baseline of amino acids is a perplexity of about 18 on this d
 
 echo "== 5/5 score the QUERY proteins (per-protein log-likelihood) and generate 5 proteins"
 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-score" --checkpoint "$last" \
-  --output "$OUT/query_scores.tsv" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
+  --first-residue context --pack 4096 --output "$OUT/query_scores.tsv" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 OMP_NUM_THREADS=1 "$bin/performer-generate" --checkpoint "$last" --num 5 --max-length 400 --top-p 0.95 --seed 1 \
   --output "$OUT/generated.fasta"

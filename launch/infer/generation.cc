@@ -16,7 +16,16 @@ GeneratedProtein generate_protein(RecurrentPerformer& model, const std::vector<u
   out.residues.reserve(prompt.size() + 64);
   model.reset(0);
   int32_t token = Vocab::kEnd;
-  for (size_t i = 0; i < prompt.size(); ++i) {
+  size_t first = 0;
+  if (!options.leading_end) {
+    PF_REQUIRE(ConfigError, !prompt.empty(),
+               "this model never predicts a protein's first residue (trained with data.mode = packed or single): "
+               "generation starts from a prompt of at least one residue");
+    token = prompt[0];
+    out.residues.push_back(Vocab::residue_letter(prompt[0]));
+    first = 1;
+  }
+  for (size_t i = first; i < prompt.size(); ++i) {
     model.step(&token, nullptr);
     token = prompt[i];
     out.residues.push_back(Vocab::residue_letter(prompt[i]));

@@ -2,8 +2,11 @@
 // (model/recurrent.h): <end> at position 0 (the separator that precedes
 // every protein in concatenated training samples), then the prompt's
 // residues, then one sampled token per step until <end> is drawn or
-// max_length residues have been generated. Memory: the recurrent state and
-// the protein's own text.
+// max_length residues have been generated. Without the leading <end>
+// (models trained with data.mode = "packed" or "single", which never predict
+// a protein's first residue) the prompt's first residue is at position 0,
+// and a prompt is required. Memory: the recurrent state and the protein's
+// own text.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@ struct GenerateOptions {
   SamplingOptions sampling;
   int64_t max_length = 1000;  // generated residues, not counting the prompt
   uint64_t seed = 0;
+  bool leading_end = true;  // false: the protein starts with the prompt at position 0
 };
 
 struct GeneratedProtein {

@@ -2,7 +2,8 @@
 // tokens, for FAVOR+, ReLU and exact softmax attention, causal and masked
 // objectives, fp32 and bf16; the loss and every parameter gradient must agree.
 // Then a short training run (30 steps of the quickstart's model size) on CUDA
-// follows the CPU run's losses. Skipped without a GPU.
+// follows the CPU run's losses; and a packed batch on CUDA as on the CPU.
+// Skipped without a GPU.
 //
 // Tolerances, from the CPU mixed-precision tests (test_mixed_precision.cc:
 // bf16 against fp32 within 2e-3 relative loss and 1e-2 relative L2 gradient):
@@ -108,6 +109,29 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
         std::printf("[ model    ] %s/%s %s: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
                     objective_name(obj), dtype_name(dtype), dl, dg);
       }
+}
+
+// A packed batch (model/packed_layout.h: several proteins per sample, each
+// attending to itself) on CUDA against the CPU: the per-piece copies (2-D
+// copies on CUDA) and the unchanged kernels on each piece, fp32.
+TEST_F(ModelGpu, PackedBatchMatchesTheCpuModel) {
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+      const ModelConfig cfg = test::tiny_config(kind, obj);
+      SCOPED_TRACE(testing::Message() << "packed " << attention_kind_name(kind) << "/" << objective_name(obj));
+      const std::vector<float> params = initial_params(cfg);
+      TokenBatch batch = test::synthetic_slice(9, 0, 2, 40, 0, 40);
+      batch.packed.samples = {{{0, 0, 1}, {7, 0, 2}, {8, 0, 3}, {30, 0, 4}}, {{0, 0, 5}, {20, 0, 6}}};
+      const ModelInput in = make_model_input(cfg, batch, 0);
+      const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
+      const Pass gpu = run_pass(cfg, Device::cuda(0), params, in);
+      const double dl = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss);
+      const double dg = test::rel_l2(gpu.grads, cpu.grads);
+      EXPECT_LT(dl, 1e-5);
+      EXPECT_LT(dg, 1e-4);
+      std::printf("[ model    ] packed %s/%s f32: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
+                  objective_name(obj), dl, dg);
+    }
 }
 
 std::vector<double> train_losses(const ModelConfig& cfg, Device device, const std::vector<float>& params, int steps) {
