@@ -221,6 +221,14 @@ class PackedPass {
   bool distributed_;
 };
 
+// Ends a call's timing once its work is done: compute is the wall time less
+// the communication the compute stream waited for.
+void end_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
+  synchronize(ctx.stream);
+  t.compute = seconds_now() - t0 - t.comm_wait;
+  if (timing) *timing = t;
+}
+
 void softmax_pieces(const ModelConfig& cfg, const PackedPass& pass, const float* q, const float* k, const float* v,
                     AttentionSaved& saved) {
   const int64_t D = pass.D();
@@ -254,16 +262,15 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
                    << sp->size() << " ranks (use favor or relu, or sp = 1)");
     saved.lse = Tensor::empty({heads, n}, DType::f32, tr, "attention.lse");
     softmax_pieces(cfg, pass, q, k, v, saved);
-    synchronize(ctx.stream);
-    t.compute = seconds_now() - t0;
-    if (timing) *timing = t;
+    end_timing(ctx, t, t0, timing);
     return;
   }
   const bool causal = cfg.causal();
   const int64_t ss = pass.state_size();
   saved.den = Tensor::empty({heads, n}, DType::f32, tr, "attention.den");
   saved.row_scale = Tensor::empty({heads, n}, DType::f32, tr, "attention.row_scale");
-  // causal: the prefix of each sample's first piece; bidirectional: each piece's sequence total.
+  // causal: the prefix of each sample's first piece; bidirectional: the
+  // sequence totals of the pieces that take part in the scans.
   if (causal)
     saved.state = pass.states("attention.state");
   else
@@ -319,9 +326,7 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
       favor_bidirectional_forward_finish(ctx, x.fs, x.q.p, W, x.state, x.y.p, x.rs.p);
     pass.finish(x, saved);
   }
-  synchronize(ctx.stream);
-  t.compute = seconds_now() - t0 - t.comm_wait;
-  if (timing) *timing = t;
+  end_timing(ctx, t, t0, timing);
 }
 
 void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const AttentionOptions& opt,
@@ -347,9 +352,7 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
       view.put(dks, dk, D);
       view.put(dvs, dv, D);
     });
-    synchronize(ctx.stream);
-    t.compute = seconds_now() - t0;
-    if (timing) *timing = t;
+    end_timing(ctx, t, t0, timing);
     return;
   }
   const bool causal = cfg.causal();
@@ -426,9 +429,7 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
       x.view.put(x.dv, dv, D);
     }
   }
-  synchronize(ctx.stream);
-  t.compute = seconds_now() - t0 - t.comm_wait;
-  if (timing) *timing = t;
+  end_timing(ctx, t, t0, timing);
 }
 
 }  // namespace pf

@@ -8,6 +8,7 @@
 
 #include "model/config.h"
 #include "model/objective.h"
+#include "model/trainer.h"
 #include "runtime/random.h"
 
 namespace pf::test {
@@ -48,8 +49,7 @@ inline int32_t synthetic_token(uint64_t seed, int64_t s, int64_t p, int64_t L) {
 }
 
 // Samples [first, first + count) of length L, positions [begin, end).
-inline TokenBatch synthetic_slice(uint64_t seed, int64_t first, int64_t count, int64_t L, int64_t begin,
-                                  int64_t end) {
+inline TokenBatch synthetic_slice(uint64_t seed, int64_t first, int64_t count, int64_t L, int64_t begin, int64_t end) {
   TokenBatch b;
   b.batch = count;
   b.n = end - begin;
@@ -60,6 +60,16 @@ inline TokenBatch synthetic_slice(uint64_t seed, int64_t first, int64_t count, i
     b.sample_ids.push_back(static_cast<uint64_t>(s));
   }
   return b;
+}
+
+// The optimizer of the multi-step equivalence tests: weight decay, a short
+// warmup and decay, and clipping that acts, so every part of the update runs.
+inline OptimizerConfig equivalence_optimizer() {
+  OptimizerConfig o;
+  o.adamw.weight_decay = 0.01f;
+  o.schedule = LrSchedule{1e-2, 1e-3, 1, 10};
+  o.clip_norm = 0.5;
+  return o;
 }
 
 }  // namespace pf::test

@@ -5,7 +5,6 @@
 // the MPI and the staged communicators; and the overlapped gradient allreduce
 // gives the bits of the deferred one.
 #include <gtest/gtest.h>
-
 #include <mpi.h>
 
 #include <cmath>
@@ -29,14 +28,6 @@ constexpr int64_t kSamples = 2;
 constexpr int64_t kLength = 24;  // divisible by 1, 2, 3, 4
 constexpr uint64_t kDataSeed = 5;
 
-OptimizerConfig test_optimizer() {
-  OptimizerConfig o;
-  o.adamw.weight_decay = 0.01f;
-  o.schedule = LrSchedule{1e-2, 1e-3, 1, 10};
-  o.clip_norm = 0.5;
-  return o;
-}
-
 struct RunResult {
   std::vector<double> losses;
   std::vector<float> first_grads;
@@ -44,10 +35,10 @@ struct RunResult {
 };
 
 RunResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker, int steps,
-               int64_t bucket_bytes = 16 << 20, bool overlap_allreduce = true, AttentionOptions attention = {},
-               const HostStreamConfig& streams = host_streams_from_env()) {
+                int64_t bucket_bytes = 16 << 20, bool overlap_allreduce = true, AttentionOptions attention = {},
+                const HostStreamConfig& streams = host_streams_from_env()) {
   ExecResources res(Device::cpu(), tracker, streams);
-  Trainer trainer(cfg, test_optimizer(), grid, res.ctx(), attention, bucket_bytes, overlap_allreduce);
+  Trainer trainer(cfg, test::equivalence_optimizer(), grid, res.ctx(), attention, bucket_bytes, overlap_allreduce);
   const int64_t per_dp = kSamples / grid.dp_size();
   const int64_t n = kLength / grid.sp_size();
   const TokenBatch local = test::synthetic_slice(kDataSeed, grid.dp_rank() * per_dp, per_dp, kLength,
@@ -74,8 +65,8 @@ void check_layout(AttentionKind kind, Objective obj, int sp,
   const std::string backend = world->backend_name();
   ParallelGrid grid(std::move(world), sp);
   const RunResult got = train(cfg, grid, tracker, 3);
-  const std::string what = std::string(attention_kind_name(kind)) + "/" + objective_name(obj) + " " + backend + " dp=" +
-                           std::to_string(grid.dp_size()) + " sp=" + std::to_string(sp);
+  const std::string what = std::string(attention_kind_name(kind)) + "/" + objective_name(obj) + " " + backend +
+                           " dp=" + std::to_string(grid.dp_size()) + " sp=" + std::to_string(sp);
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << what << " step " << s;
   EXPECT_LT(test::rel_l2(got.first_grads, want.first_grads), 1e-5) << what;
@@ -88,10 +79,18 @@ void check_layout(AttentionKind kind, Objective obj, int sp,
   }
 }
 
-TEST(ModelEquivalence, FavorCausalSequenceParallel) { check_layout(AttentionKind::Favor, Objective::CausalLM, world_size()); }
-TEST(ModelEquivalence, FavorMaskedSequenceParallel) { check_layout(AttentionKind::Favor, Objective::MaskedLM, world_size()); }
-TEST(ModelEquivalence, ReluCausalSequenceParallel) { check_layout(AttentionKind::Relu, Objective::CausalLM, world_size()); }
-TEST(ModelEquivalence, ReluMaskedSequenceParallel) { check_layout(AttentionKind::Relu, Objective::MaskedLM, world_size()); }
+TEST(ModelEquivalence, FavorCausalSequenceParallel) {
+  check_layout(AttentionKind::Favor, Objective::CausalLM, world_size());
+}
+TEST(ModelEquivalence, FavorMaskedSequenceParallel) {
+  check_layout(AttentionKind::Favor, Objective::MaskedLM, world_size());
+}
+TEST(ModelEquivalence, ReluCausalSequenceParallel) {
+  check_layout(AttentionKind::Relu, Objective::CausalLM, world_size());
+}
+TEST(ModelEquivalence, ReluMaskedSequenceParallel) {
+  check_layout(AttentionKind::Relu, Objective::MaskedLM, world_size());
+}
 
 // The staged communicator (device buffers through the host, MPI on its own
 // stream; the backend that lets several ranks share one GPU) on CPU buffers:
@@ -184,7 +183,8 @@ TEST(AsyncStreams, DetectAMissingWaitForTheForwardScan) {
   // first, it could finish during the chunks and hide the missing wait).
   omit.overlap_comm = false;
   int caught = 0;
-  for (int attempt = 0; attempt < 3; ++attempt) caught += !matches(train(cfg, grid, tracker, 1, 16 << 20, true, omit, streams));
+  for (int attempt = 0; attempt < 3; ++attempt)
+    caught += !matches(train(cfg, grid, tracker, 1, 16 << 20, true, omit, streams));
   int caught_anywhere = 0;
   MPI_Allreduce(&caught, &caught_anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   EXPECT_GT(caught_anywhere, 0) << "3 runs without the wait all matched: the async mode did not see it";

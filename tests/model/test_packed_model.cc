@@ -124,8 +124,6 @@ TokenBatch alone(const Protein& p) {
   return b;
 }
 
-OptimizerConfig test_optimizer_for_eval() { return OptimizerConfig{}; }
-
 struct Pass {
   double loss = 0;
   std::vector<float> grads;
@@ -253,7 +251,7 @@ TEST(PackedModel, EvaluationPerProteinGroupEqualsEachProteinAlone) {
   MemoryTracker tracker(Device::cpu());
   ExecResources res(Device::cpu(), tracker, host_streams_from_env());
   ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), P);
-  Trainer trainer(cfg, test_optimizer_for_eval(), grid, res.ctx());
+  Trainer trainer(cfg, OptimizerConfig{}, grid, res.ctx());
   const std::vector<PackedSample> samples = make_samples(3);
   const int64_t B = static_cast<int64_t>(samples.size()), n = kLength / P;
   std::vector<int32_t> groups;
@@ -286,14 +284,6 @@ TEST(PackedModel, EvaluationPerProteinGroupEqualsEachProteinAlone) {
   EXPECT_EQ(tokens, total.tokens);
 }
 
-OptimizerConfig test_optimizer() {
-  OptimizerConfig o;
-  o.adamw.weight_decay = 0.01f;
-  o.schedule = LrSchedule{1e-2, 1e-3, 1, 10};
-  o.clip_norm = 0.5;
-  return o;
-}
-
 struct TrainResult {
   std::vector<double> losses;
   std::vector<float> first_grads, final_params;
@@ -301,7 +291,7 @@ struct TrainResult {
 
 TrainResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker) {
   ExecResources res(Device::cpu(), tracker, host_streams_from_env());
-  Trainer trainer(cfg, test_optimizer(), grid, res.ctx());
+  Trainer trainer(cfg, test::equivalence_optimizer(), grid, res.ctx());
   const std::vector<PackedSample> samples = make_samples(3);
   const int64_t per_dp = static_cast<int64_t>(samples.size()) / grid.dp_size(), n = kLength / grid.sp_size();
   const TokenBatch local =

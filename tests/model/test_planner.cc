@@ -28,17 +28,23 @@ int64_t measured_peak(const ModelConfig& cfg, int64_t B, int64_t n, const std::v
   return trainer.train_step(batch).peak_bytes;
 }
 
+// A model whose activations are large enough for the plan to matter.
+ModelConfig planner_config(AttentionKind kind, Objective obj, bool checkpointing) {
+  ModelConfig cfg = test::tiny_config(kind, obj);
+  cfg.width = 64;
+  cfg.heads = 4;
+  cfg.ffn = 256;
+  cfg.features = 32;
+  cfg.layers = 3;
+  cfg.chunk = 64;
+  cfg.checkpoint_activations = checkpointing;
+  return cfg;
+}
+
 TEST(Planner, PredictsMeasuredPeakWithin15Percent) {
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
     for (bool ckpt : {false, true}) {
-      ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
-      cfg.width = 64;
-      cfg.heads = 4;
-      cfg.ffn = 256;
-      cfg.features = 32;
-      cfg.layers = 3;
-      cfg.chunk = 64;
-      cfg.checkpoint_activations = ckpt;
+      const ModelConfig cfg = planner_config(kind, Objective::CausalLM, ckpt);
       for (int64_t n : {128, 512, 1536}) {
         const int64_t want = measured_peak(cfg, 1, n);
         const MemoryPlan plan = plan_memory(cfg, 1, n);
@@ -66,14 +72,7 @@ TEST(Planner, PredictsThePeakOfPackedBatchesWithin15Percent) {
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
       for (bool ckpt : {false, true}) {
-        ModelConfig cfg = test::tiny_config(kind, obj);
-        cfg.width = 64;
-        cfg.heads = 4;
-        cfg.ffn = 256;
-        cfg.features = 32;
-        cfg.layers = 3;
-        cfg.chunk = 64;
-        cfg.checkpoint_activations = ckpt;
+        const ModelConfig cfg = planner_config(kind, obj, ckpt);
         const MemoryPlan plan = plan_memory(cfg, 2, n, true, Device::cpu(), true);
         for (const auto& layout : layouts) {
           const int64_t got = measured_peak(cfg, 2, n, layout);
