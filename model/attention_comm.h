@@ -1,12 +1,12 @@
 // Pieces of the attention layer's communication shared by its unpacked
-// (attention.cc) and packed (attention_packed.cc) forms: the log-scale state
-// combine as a scan operator, and a communication phase on the sequence
-// group's stream. Internal to model/.
+// (attention.cc) and packed (attention_packed.cc) forms: a communication
+// phase on the sequence group's stream (the scan operators are in
+// kernels/linear_attention/state_scan_combine.h). Internal to model/.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/linear_attention/linear_attention.h"
+#include "kernels/linear_attention/state_scan_combine.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "model/attention.h"
 #include "runtime/comm.h"
@@ -14,32 +14,6 @@
 #include "runtime/scan.h"
 
 namespace pf {
-
-// The log-scale state combine of the linear-attention kernels as a scan
-// operator: its kernels run on the stream the scan gives (the communicator's).
-class StateCombine : public ScanCombine {
- public:
-  StateCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
-  DType dtype() const override { return DType::f32; }
-  Device device() const override { return ctx_.device; }
-  int64_t granule() const override { return 1 + m_ * (d_ + 1); }
-  const char* name() const override { return "linear_attention_state"; }
-  void fill_identity(void* out, int64_t count, const Stream& stream) const override {
-    LinAttnShape s;
-    s.heads = count / granule();
-    s.m = m_;
-    s.d = d_;
-    linear_attention_state_clear(ctx_.on(stream), s, static_cast<float*>(out));
-  }
-  void combine(const void* earlier, const void* later, void* out, int64_t count, const Stream& stream) const override {
-    linear_attention_state_combine(ctx_.on(stream), count / granule(), m_, d_, static_cast<const float*>(earlier),
-                                   static_cast<const float*>(later), static_cast<float*>(out));
-  }
-
- private:
-  ExecContext ctx_;
-  int64_t m_, d_;
-};
 
 // Communication of one attention layer on the sequence group's stream, ordered
 // after the work already queued on the compute stream (which wrote its

@@ -2,8 +2,9 @@
 // the rows [H, len, D] of one sequence, runs through the same kernels as an
 // unpacked block of len positions, so a sequence attends to itself only.
 // Pieces whose sequence continues on a neighbouring rank exchange states by
-// segmented exclusive scans over the sequence group (runtime/scan.h), the flag
-// of sample b being "a sequence starts in b's slice":
+// segmented exclusive scans over the sequence group (runtime/scan.h, with the
+// fused SegmentedStateCombine), the flag of sample b being "a sequence starts
+// in b's slice":
 //   forward scan: element = the state of b's last piece; the result is the
 //     state of the sequence's earlier part, which runs into b's first piece;
 //   reverse scan: element = the state of b's first piece when it continues a
@@ -173,21 +174,17 @@ class PackedPass {
     copy_bytes(ctx_.stream, flag_rows.raw(), ctx_.device, flags.data(), Device::cpu(), heads * 4);
     copy_rows(ctx_.stream, send.raw(), g * 4, flag_rows.raw(), 4, 4, heads, ctx_.device);
     copy_rows(ctx_.stream, send.data<float>() + 1, g * 4, states, ss_ * 4, ss_ * 4, heads, ctx_.device);
-    const StateCombine inner(ctx_, cfg_.features, D_);
-    ScanWorkspace scratch(tr);
-    const std::unique_ptr<ScanCombine> segmented = make_segmented_combine(inner, scratch);
+    const SegmentedStateCombine segmented(ctx_, cfg_.features, D_);
     ScanOptions so;
     so.direction = direction;
     so.algorithm = opt_.scan;
     so.tracker = ctx_.tracker;
     CommPhase phase(ctx_, *sp_);
-    exclusive_scan(*sp_, send.raw(), recv.raw(), heads * g, *segmented, so);
+    exclusive_scan(*sp_, send.raw(), recv.raw(), heads * g, segmented, so);
     phase.issued();
     phase.join();
     copy_rows(ctx_.stream, out, ss_ * 4, recv.data<float>() + 1, g * 4, ss_ * 4, heads, ctx_.device);
-    // The host flags are read, and the scratch is free to go once the scan's stream is idle.
-    synchronize(ctx_.stream);
-    synchronize(phase.stream());
+    synchronize(ctx_.stream);  // the host flags have been read
     AttentionTiming pt;
     phase.times(pt);
     t.comm += pt.comm;

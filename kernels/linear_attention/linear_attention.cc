@@ -44,6 +44,22 @@ void linear_attention_state_combine(const ExecContext& ctx, int64_t heads, int64
   PF_LINATTN_DISPATCH(state_combine, heads, m, d, earlier, later, out);
 }
 
+void linear_attention_segmented_state_clear(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                            float* states) {
+  PF_REQUIRE(ValueError, heads >= 0 && m > 0 && d > 0,
+             __func__ << ": bad shape heads=" << heads << " m=" << m << " d=" << d);
+  check_ptrs(states || heads == 0, __func__, "states");
+  PF_LINATTN_DISPATCH(segmented_state_clear, heads, m, d, states);
+}
+
+void linear_attention_segmented_state_combine(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                              const float* earlier, const float* later, float* out) {
+  PF_REQUIRE(ValueError, heads >= 0 && m > 0 && d > 0,
+             __func__ << ": bad shape heads=" << heads << " m=" << m << " d=" << d);
+  check_ptrs((earlier && later && out) || heads == 0, __func__, "earlier, later and out");
+  PF_LINATTN_DISPATCH(segmented_state_combine, heads, m, d, earlier, later, out);
+}
+
 void causal_linear_attention_forward_local(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q,
                                            const float* phi_k, const float* c_k, const float* v, float* y,
                                            float* row_scale, float* block_total, const float* initial_state) {

@@ -73,6 +73,15 @@ void linear_attention_state_clear(const ExecContext& ctx, const LinAttnShape& s,
 void linear_attention_state_combine(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d, const float* earlier,
                                     const float* later, float* out);
 
+// Segmented states [heads][1 + state_size]: a flag (0 or 1: "a segment
+// starts here") before each state, the values of runtime/scan.h's segmented
+// combine of the state combine, fused into one pass:
+//   (A, f) (+) (B, h) = (h ? B : A (+) B, f or h).
+// Clear: every flag 0 and every state empty. `out` may alias either input.
+void linear_attention_segmented_state_clear(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d, float* states);
+void linear_attention_segmented_state_combine(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                              const float* earlier, const float* later, float* out);
+
 // ---- causal forward -------------------------------------------------------------
 // y, row_scale from this block only (zero initial state) and the block total T.
 // With initial_state != nullptr, its contribution is added as by
@@ -127,8 +136,7 @@ void bidirectional_linear_attention_backward_finish(const ExecContext& ctx, cons
 // ---- storage-typed overloads (see the top of this file) ---------------------------
 void causal_linear_attention_forward_local(const ExecContext& ctx, const LinAttnShape& s, DType storage,
                                            const void* phi_q, const void* phi_k, const float* c_k, const void* v,
-                                           float* y, float* row_scale, float* block_total,
-                                           const float* initial_state);
+                                           float* y, float* row_scale, float* block_total, const float* initial_state);
 void linear_attention_add_prefix(const ExecContext& ctx, const LinAttnShape& s, DType storage, const void* phi_q,
                                  const float* prefix, float* y, float* row_scale);
 void linear_attention_normalize(const ExecContext& ctx, const LinAttnShape& s, DType storage, const float* y, void* o,
@@ -145,8 +153,7 @@ void linear_attention_backward_add_suffix(const ExecContext& ctx, const LinAttnS
                                           const void* phi_k, const float* c_k, const void* v, const float* suffix,
                                           void* d_phi_k, void* d_v);
 void bidirectional_linear_attention_local_state(const ExecContext& ctx, const LinAttnShape& s, DType storage,
-                                                const void* phi_k, const float* c_k, const void* v,
-                                                float* local_total);
+                                                const void* phi_k, const float* c_k, const void* v, float* local_total);
 void bidirectional_linear_attention_forward_finish(const ExecContext& ctx, const LinAttnShape& s, DType storage,
                                                    const void* phi_q, const float* total, float* y, float* row_scale);
 void bidirectional_linear_attention_backward_local(const ExecContext& ctx, const LinAttnShape& s, DType storage,

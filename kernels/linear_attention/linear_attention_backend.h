@@ -15,6 +15,10 @@
   void linear_attention_state_clear##SUFFIX(const ExecContext& ctx, const LinAttnShape& s, float* states);             \
   void linear_attention_state_combine##SUFFIX(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,             \
                                               const float* earlier, const float* later, float* out);                   \
+  void linear_attention_segmented_state_clear##SUFFIX(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,     \
+                                                      float* states);                                                  \
+  void linear_attention_segmented_state_combine##SUFFIX(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,   \
+                                                        const float* earlier, const float* later, float* out);         \
   void linear_attention_causal_forward_local##SUFFIX(const ExecContext& ctx, const LinAttnShape& s,                    \
                                                      const float* phi_q, const float* phi_k, const float* c_k,         \
                                                      const float* v, float* y, float* row_scale, float* block_total);  \

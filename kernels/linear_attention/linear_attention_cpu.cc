@@ -28,7 +28,6 @@ namespace {
 
 using namespace cpu_tiles;
 
-
 int64_t row_block(const LinAttnShape& s) { return std::max<int64_t>(s.chunk, 256); }
 
 int64_t chunk_rows(const LinAttnShape& s) { return std::min(s.chunk, std::max<int64_t>(s.n, 1)); }
@@ -151,6 +150,39 @@ void linear_attention_state_combine_cpu(const ExecContext& ctx, int64_t heads, i
       const float we = log_scale_weight(e[0], top), wl = log_scale_weight(l[0], top);
       for (int64_t k = 1; k < size; ++k) r[k] = we * e[k] + wl * l[k];
       r[0] = top;
+    }
+  });
+}
+
+void linear_attention_segmented_state_clear_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                                float* states) {
+  host_launch(ctx, [=] {
+    const int64_t g = 2 + m * (d + 1);
+    for (int64_t h = 0; h < heads; ++h) {
+      std::fill(states + h * g, states + (h + 1) * g, 0.f);
+      states[h * g + 1] = kEmptyLogScale;
+    }
+  });
+}
+
+void linear_attention_segmented_state_combine_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                                  const float* earlier, const float* later, float* out) {
+  host_launch(ctx, [=] {
+    const int64_t g = 2 + m * (d + 1);
+#pragma omp parallel for if (heads * g > (1 << 16))
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *e = earlier + h * g, *l = later + h * g;
+      float* r = out + h * g;
+      if (l[0] != 0.f) {
+        if (r != l) std::copy(l + 1, l + g, r + 1);
+      } else {
+        // The two weights of segmented_state_element, once per head.
+        const float top = max_log_scale(e[1], l[1]);
+        const float we = log_scale_weight(e[1], top), wl = log_scale_weight(l[1], top);
+        for (int64_t k = 2; k < g; ++k) r[k] = we * e[k] + wl * l[k];
+        r[1] = top;
+      }
+      r[0] = (e[0] != 0.f || l[0] != 0.f) ? 1.f : 0.f;
     }
   });
 }

@@ -157,6 +157,22 @@ __global__ void k_combine(const float* earlier, const float* later, float* out, 
   state_combine_element(earlier + h * size, later + h * size, out + h * size, k);
 }
 
+__global__ void k_segmented_clear(float* states, int64_t g, int64_t heads) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (idx < heads * g) states[idx] = idx % g == 1 ? kEmptyLogScale : 0.f;
+}
+
+// Matrix elements first (k >= 2), the flags and log-scales in a second launch, so out may alias.
+__global__ void k_segmented_combine(const float* earlier, const float* later, float* out, int64_t g, int64_t heads,
+                                    bool heads_only) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t per = heads_only ? 1 : g - 2;
+  if (idx >= heads * per) return;
+  const int64_t h = idx / per;
+  if (heads_only) segmented_state_head(earlier + h * g, later + h * g, out + h * g);
+  else segmented_state_element(earlier + h * g, later + h * g, out + h * g, 2 + idx % per);
+}
+
 __global__ void k_normalize(const float* y, float* o, float* den, int64_t rows, int64_t d) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= rows) return;
@@ -210,6 +226,23 @@ void linear_attention_state_combine_cuda(const ExecContext& ctx, int64_t heads, 
   k_combine<<<grid_size(heads * (size - 1), kThreads), kThreads, 0, cuda_stream(ctx)>>>(earlier, later, out, size,
                                                                                         heads, false);
   k_combine<<<grid_size(heads, kThreads), kThreads, 0, cuda_stream(ctx)>>>(earlier, later, out, size, heads, true);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
+void linear_attention_segmented_state_clear_cuda(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                                 float* states) {
+  const int64_t g = 2 + m * (d + 1);
+  k_segmented_clear<<<grid_size(heads * g, kThreads), kThreads, 0, cuda_stream(ctx)>>>(states, g, heads);
+  PF_CUDA_CHECK_LAUNCH();
+}
+
+void linear_attention_segmented_state_combine_cuda(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
+                                                   const float* earlier, const float* later, float* out) {
+  const int64_t g = 2 + m * (d + 1);
+  k_segmented_combine<<<grid_size(heads * (g - 2), kThreads), kThreads, 0, cuda_stream(ctx)>>>(earlier, later, out,
+                                                                                               g, heads, false);
+  k_segmented_combine<<<grid_size(heads, kThreads), kThreads, 0, cuda_stream(ctx)>>>(earlier, later, out, g, heads,
+                                                                                     true);
   PF_CUDA_CHECK_LAUNCH();
 }
 

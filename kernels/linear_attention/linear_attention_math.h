@@ -34,6 +34,23 @@ PF_HD void state_combine_element(const float* earlier, const float* later, float
   }
 }
 
+// Segmented states [flag, log-scale, S] (linear_attention_segmented_state_combine):
+// matrix element k >= 2 of out, then (after every matrix element, so out may
+// alias) the flag and the log-scale.
+PF_HD void segmented_state_element(const float* earlier, const float* later, float* out, int64_t k) {
+  if (later[0] != 0.f) {
+    out[k] = later[k];
+    return;
+  }
+  const float top = max_log_scale(earlier[1], later[1]);
+  out[k] = log_scale_weight(earlier[1], top) * earlier[k] + log_scale_weight(later[1], top) * later[k];
+}
+PF_HD void segmented_state_head(const float* earlier, const float* later, float* out) {
+  const bool reset = later[0] != 0.f;
+  out[1] = reset ? later[1] : max_log_scale(earlier[1], later[1]);
+  out[0] = (earlier[0] != 0.f || reset) ? 1.f : 0.f;
+}
+
 // G_i for one row: g[0..d) = dO/den, g[d] = -(dO . o)/den.
 PF_HD void gradient_row(int64_t d, const float* o, float den, const float* d_o, float* g) {
   const float inv = 1.0f / guarded_denominator(den);

@@ -17,6 +17,13 @@ void linear_attention_state_combine_cuda(const ExecContext& ctx, int64_t, int64_
                                          float*) {
   unavailable(ctx);
 }
+void linear_attention_segmented_state_clear_cuda(const ExecContext& ctx, int64_t, int64_t, int64_t, float*) {
+  unavailable(ctx);
+}
+void linear_attention_segmented_state_combine_cuda(const ExecContext& ctx, int64_t, int64_t, int64_t, const float*,
+                                                   const float*, float*) {
+  unavailable(ctx);
+}
 void linear_attention_causal_forward_local_cuda(const ExecContext& ctx, const LinAttnShape&, const float*, const float*,
                                                 const float*, const float*, float*, float*, float*) {
   unavailable(ctx);

@@ -8,6 +8,11 @@
 // bytes per rank). Rows "segmented_scan": whole values of --segment-granule
 // floats with their flags through the segmented combine, beside rows
 // "plain_scan_same_bytes" (the sum scan of the same bytes), for its cost.
+// Rows "state_scan" and "segmented_state_scan": the model's own scan
+// operators (kernels/linear_attention/state_scan_combine.h) on FAVOR+ states
+// of --state-features x --state-head-dim, the log-scale combine and its fused
+// segmented form with every flag 0 (so each combine computes), the same
+// states.
 // Rank 0 writes the CSV.
 #include "runtime/comm.h"
 
@@ -21,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/linear_attention/state_scan_combine.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "launch/train/mpi_program.h"
@@ -58,8 +64,11 @@ class GranuleSum final : public ScanCombine {
 // data untouched since the last send is faster than sending new data).
 class BenchBuffer {
  public:
-  BenchBuffer(MemoryTracker& tracker, int64_t bytes)
-      : tracker_(tracker), bytes_(std::max<int64_t>(bytes, 4)), ones_(static_cast<size_t>(bytes_ / 4), 1.0f) {
+  // Filled with 1.0f, or with `pattern` (bytes / 4 floats) when given.
+  BenchBuffer(MemoryTracker& tracker, int64_t bytes, std::vector<float> pattern = {})
+      : tracker_(tracker),
+        bytes_(std::max<int64_t>(bytes, 4)),
+        ones_(pattern.empty() ? std::vector<float>(static_cast<size_t>(bytes_ / 4), 1.0f) : std::move(pattern)) {
     ptr_ = device_allocate(tracker_, bytes_, "bench buffer");
     refill();
   }
@@ -105,7 +114,7 @@ int run_comm_ranks(int argc, char** argv) {
   CLI::App app{"latency and bandwidth of scans, allreduce and allgather (run under mpirun)"};
   std::string backend = "mpi", csv_path;
   int64_t min_bytes = 4 << 10, max_bytes = 64 << 20, max_gather_bytes = 256 << 20, segment_bytes = 1 << 20,
-          segment_granule = 1 + 256 * 65;
+          segment_granule = 1 + 256 * 65, state_m = 256, state_d = 64;
   int factor = 4, max_reps = 30;
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (device buffers)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
@@ -120,8 +129,12 @@ int run_comm_ranks(int argc, char** argv) {
   app.add_option("--segment-granule", segment_granule,
                  "values per flag of the segmented scan rows (default: one FAVOR+ state of the paper preset, "
                  "1 + 256 x 65 floats); sizes below one value are skipped");
+  app.add_option("--state-features", state_m, "m of the state scan rows (default 256, the paper preset)");
+  app.add_option("--state-head-dim", state_d, "head dim d of the state scan rows (default 64)");
   CLI11_PARSE(app, argc, argv);
   PF_REQUIRE(ConfigError, segment_granule > 0, "--segment-granule must be positive, got " << segment_granule);
+  PF_REQUIRE(ConfigError, state_m > 0 && state_d > 0,
+             "--state-features and --state-head-dim must be positive, got " << state_m << " and " << state_d);
 
   auto comm = backend == "nccl" ? make_nccl_comm(MPI_COMM_WORLD) : make_mpi_comm(MPI_COMM_WORLD);
   const int rank = comm->rank(), ranks = comm->size();
@@ -131,6 +144,12 @@ int run_comm_ranks(int argc, char** argv) {
   const GranuleSum state_sum(*sum, segment_granule);
   ScanWorkspace segment_scratch(tracker);
   const auto segmented = make_segmented_combine(state_sum, segment_scratch);
+  ExecContext state_ctx;
+  state_ctx.device = comm->device();
+  state_ctx.stream = comm->stream();
+  state_ctx.tracker = &tracker;
+  const StateCombine state_combine(state_ctx, state_m, state_d);
+  const SegmentedStateCombine segmented_state_combine(state_ctx, state_m, state_d);
 
   FILE* out = stdout;
   if (rank == 0 && !csv_path.empty()) {
@@ -200,6 +219,32 @@ int run_comm_ranks(int argc, char** argv) {
             *comm, seg_refill,
             [&] { exclusive_scan(*comm, seg_in.get(), seg_out.get(), seg_count, *segmented, options); }, reps);
         report("segmented_scan", scan_algorithm_name(algorithm), "forward", t, seg_count * 4);
+      }
+    }
+    // The model's state combines: `states` whole states per rank, with and
+    // without their flags (0: every combine computes).
+    const int64_t ss = state_combine.granule(), states = count / ss;
+    if (states > 0) {
+      std::vector<float> flagged(static_cast<size_t>(states * (ss + 1)), 1.0f);
+      for (int64_t j = 0; j < states; ++j) flagged[static_cast<size_t>(j * (ss + 1))] = 0.0f;
+      BenchBuffer plain_in(tracker, states * ss * 4), plain_out(tracker, states * ss * 4);
+      BenchBuffer seg_in(tracker, states * (ss + 1) * 4, flagged), seg_out(tracker, states * (ss + 1) * 4);
+      for (ScanAlgorithm algorithm : {ScanAlgorithm::Chain, ScanAlgorithm::Auto}) {
+        ScanOptions options;
+        options.algorithm = algorithm;
+        options.chain_segment_bytes = segment_bytes;
+        options.workspace = &workspace;
+        const Timing plain = time_collective(
+            *comm, [&] { plain_in.refill(); },
+            [&] { exclusive_scan(*comm, plain_in.get(), plain_out.get(), states * ss, state_combine, options); }, reps);
+        report("state_scan", scan_algorithm_name(algorithm), "forward", plain, states * ss * 4);
+        const Timing t = time_collective(
+            *comm, [&] { seg_in.refill(); },
+            [&] {
+              exclusive_scan(*comm, seg_in.get(), seg_out.get(), states * (ss + 1), segmented_state_combine, options);
+            },
+            reps);
+        report("segmented_state_scan", scan_algorithm_name(algorithm), "forward", t, states * (ss + 1) * 4);
       }
     }
     report(

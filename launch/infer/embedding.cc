@@ -74,4 +74,68 @@ SequenceEmbedding embed_sequence(PerformerModel& model, const std::vector<uint8_
   return e;
 }
 
+std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
+                                            int64_t layer, bool per_residue, int64_t step, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int64_t C = model.config().width, K = static_cast<int64_t>(proteins.size());
+  PackedRow row;
+  for (const std::vector<uint8_t>& r : proteins) {
+    PF_REQUIRE(ValueError, !r.empty(), "cannot embed an empty sequence");
+    std::vector<int32_t> t(r.begin(), r.end());
+    t.push_back(Vocab::kEnd);
+    row.add(t);
+  }
+  const int64_t N = row.size();
+  const PositionBlock blk = rank_block(N, rank, size);
+  ModelInput in;
+  in.batch = 1;
+  in.n = blk.size();
+  in.offset = blk.begin;
+  in.inputs.assign(row.tokens.begin() + blk.begin, row.tokens.begin() + blk.end);
+  in.targets.assign(in.inputs.size(), -1);
+  in.packed.samples.push_back(row.pieces(blk));
+  std::vector<float> hidden;
+  model.hidden_states(in, step, layer, &hidden);
+
+  // Sums over each protein's residue rows (not its <end>), then the means on rank 0.
+  auto is_residue = [&](int64_t x) { return x + 1 < row.start[static_cast<size_t>(row.sequence_at(x)) + 1]; };
+  std::vector<double> sum(static_cast<size_t>(K * C), 0.0);
+  for (int64_t x = blk.begin; x < blk.end; ++x) {
+    if (!is_residue(x)) continue;
+    const int64_t k = row.sequence_at(x);
+    for (int64_t c = 0; c < C; ++c) sum[static_cast<size_t>(k * C + c)] += hidden[(x - blk.begin) * C + c];
+  }
+  sum_to_root(sum, comm);
+  std::vector<SequenceEmbedding> out(static_cast<size_t>(K));
+  if (rank == 0)
+    for (int64_t k = 0; k < K; ++k) {
+      const double n = static_cast<double>(proteins[static_cast<size_t>(k)].size());
+      out[static_cast<size_t>(k)].mean.resize(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c)
+        out[static_cast<size_t>(k)].mean[static_cast<size_t>(c)] = static_cast<float>(sum[k * C + c] / n);
+    }
+  if (per_residue) {
+    PF_REQUIRE(
+        ValueError, N * C <= std::numeric_limits<int>::max(),
+        "per-residue embeddings of " << N << " packed tokens x " << C << " exceed one MPI message; pack fewer tokens");
+    std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      const PositionBlock b = rank_block(N, r, size);
+      counts[r] = static_cast<int>(b.size() * C);
+      displs[r] = static_cast<int>(b.begin * C);
+    }
+    std::vector<float> all(rank == 0 ? static_cast<size_t>(N * C) : 0);
+    PF_MPI_CHECK(MPI_Gatherv(hidden.data(), static_cast<int>(blk.size() * C), MPI_FLOAT, all.data(), counts.data(),
+                             displs.data(), MPI_FLOAT, 0, comm));
+    if (rank == 0)
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t first = row.start[static_cast<size_t>(k)], n = static_cast<int64_t>(proteins[k].size());
+        out[static_cast<size_t>(k)].residues.assign(all.begin() + first * C, all.begin() + (first + n) * C);
+      }
+  }
+  return out;
+}
+
 }  // namespace pf

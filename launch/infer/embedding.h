@@ -32,4 +32,10 @@ int64_t parse_embedding_layer(const std::string& text, int64_t layers);
 SequenceEmbedding embed_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, int64_t layer,
                                  bool per_residue, int64_t step, MPI_Comm comm);
 
+// Several proteins embedded together as one packed sample (each attends to
+// itself only, at positions 0..n): the embeddings embed_sequence gives each
+// (to fp32 rounding), in one forward. Collective like embed_sequence.
+std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
+                                            int64_t layer, bool per_residue, int64_t step, MPI_Comm comm);
+
 }  // namespace pf

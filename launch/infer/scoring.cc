@@ -120,25 +120,6 @@ std::vector<int32_t> score_inputs(const ModelConfig& cfg, const std::vector<uint
   return t;
 }
 
-// The proteins back to back: their inputs, each one's first position, and
-// the pieces of the rank block [blk.begin, blk.end).
-struct PackedRow {
-  std::vector<int32_t> tokens;
-  std::vector<int64_t> start;  // [k] first position of protein k; start[K] = total
-  int64_t protein_at(int64_t x) const {
-    return static_cast<int64_t>(std::upper_bound(start.begin(), start.end(), x) - start.begin()) - 1;
-  }
-  std::vector<SequencePiece> pieces(const PositionBlock& blk) const {
-    std::vector<SequencePiece> p;
-    for (int64_t x = blk.begin; x < blk.end;) {
-      const int64_t k = protein_at(x);
-      p.push_back({x - blk.begin, x - start[static_cast<size_t>(k)], static_cast<uint64_t>(k)});
-      x = start[static_cast<size_t>(k) + 1];
-    }
-    return p;
-  }
-};
-
 }  // namespace
 
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& o) {
@@ -155,13 +136,11 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
   int64_t longest = 0;
   for (const std::vector<uint8_t>& r : proteins) {
     PF_REQUIRE(ValueError, !r.empty(), "cannot score an empty sequence");
-    row.start.push_back(static_cast<int64_t>(row.tokens.size()));
     inputs.push_back(score_inputs(cfg, r, o));
-    row.tokens.insert(row.tokens.end(), inputs.back().begin(), inputs.back().end());
+    row.add(inputs.back());
     longest = std::max<int64_t>(longest, static_cast<int64_t>(r.size()));
   }
-  row.start.push_back(static_cast<int64_t>(row.tokens.size()));
-  const int64_t N = static_cast<int64_t>(row.tokens.size());
+  const int64_t N = row.size();
   const PositionBlock blk = rank_block(N, ranks.rank, ranks.size);
   std::vector<SequenceScore> out(static_cast<size_t>(K));
   std::vector<std::vector<char>> scored(static_cast<size_t>(K));
@@ -178,7 +157,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     in.n = blk.size();
     in.offset = blk.begin;
     for (int64_t x = blk.begin; x < blk.end; ++x) {
-      const int64_t k = row.protein_at(x), i = x - row.start[static_cast<size_t>(k)];
+      const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
       const std::vector<int32_t>& t = inputs[static_cast<size_t>(k)];
       in.inputs.push_back(row.tokens[static_cast<size_t>(x)]);
       in.targets.push_back(i + 1 < static_cast<int64_t>(t.size()) ? t[static_cast<size_t>(i + 1)] : Vocab::kEnd);
@@ -190,7 +169,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       for (int64_t i = 0; i < n_in; ++i) scored[static_cast<size_t>(k)][static_cast<size_t>(lead ? i : i + 1)] = 1;
     }
     for (int64_t x = blk.begin; x < blk.end; ++x) {
-      const int64_t k = row.protein_at(x), i = x - row.start[static_cast<size_t>(k)];
+      const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
       out[static_cast<size_t>(k)].logprob[static_cast<size_t>(lead ? i : i + 1)] =
           log_softmax_at(logits.data() + (x - blk.begin) * V, V, in.targets[static_cast<size_t>(x - blk.begin)]);
     }
@@ -209,7 +188,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       in.offset = blk.begin;
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t x = blk.begin; x < blk.end; ++x) {
-          const int64_t k = row.protein_at(x), i = x - row.start[static_cast<size_t>(k)];
+          const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
           const bool masked = i == first + b && i < static_cast<int64_t>(proteins[static_cast<size_t>(k)].size());
           in.inputs.push_back(masked ? mask : row.tokens[static_cast<size_t>(x)]);
           in.targets.push_back(masked ? row.tokens[static_cast<size_t>(x)] : -1);
@@ -219,7 +198,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       model.forward(in, o.step, &logits);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t x = blk.begin; x < blk.end; ++x) {
-          const int64_t k = row.protein_at(x), i = x - row.start[static_cast<size_t>(k)];
+          const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
           if (i != first + b || i >= static_cast<int64_t>(proteins[static_cast<size_t>(k)].size())) continue;
           out[static_cast<size_t>(k)].logprob[static_cast<size_t>(i)] = log_softmax_at(
               logits.data() + (b * blk.size() + x - blk.begin) * V, V, row.tokens[static_cast<size_t>(x)]);

@@ -1,13 +1,16 @@
 // One sequence split over the ranks of a sequence group, as the trainer
 // splits a sample: rank r of P holds the contiguous positions
 // [r N / P, (r + 1) N / P) (balanced; a rank may hold none when N < P), and
-// per-position results are summed into rank 0.
+// per-position results are summed into rank 0. Several sequences may share
+// one split as a packed sample (PackedRow: each attends to itself only).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <vector>
+
+#include "model/packed_layout.h"
 
 namespace pf {
 
@@ -18,6 +21,18 @@ struct PositionBlock {
 };
 
 PositionBlock rank_block(int64_t n, int rank, int ranks);
+
+// Sequences back to back as one packed sample (model/packed_layout.h).
+struct PackedRow {
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> start = {0};  // [K + 1]: sequence k is [start[k], start[k + 1])
+  void add(const std::vector<int32_t>& sequence);
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t count() const { return static_cast<int64_t>(start.size()) - 1; }
+  int64_t sequence_at(int64_t x) const;  // the sequence holding position x
+  // The pieces of the rank block [blk.begin, blk.end), keyed by sequence index.
+  std::vector<SequencePiece> pieces(const PositionBlock& blk) const;
+};
 
 // Element-wise sum of `values` over the ranks of `comm`, left in rank 0's
 // `values` (the other ranks' are unchanged).

@@ -41,6 +41,7 @@
 #include "model/model.h"
 #include "runtime/exec.h"
 #include "runtime/random.h"
+#include "tests/support/numerics.h"
 #include "tests/support/tool_run.h"
 
 namespace pf {
@@ -349,6 +350,31 @@ TEST_F(InferTools, TitinLengthScoresOnFourRanksAsOnOne) {
   EXPECT_EQ(b[0].scored, 35214);
   EXPECT_NEAR(b[0].ll, a[0].ll, 1e-6 * std::abs(a[0].ll));
   EXPECT_NE(four.out.find("4 rank(s)"), std::string::npos) << four.out;
+}
+
+// --pack: proteins embedded together as packed samples give the embeddings of
+// one protein at a time (means and residue rows), on 1 and 2 ranks.
+TEST_F(InferTools, PackedEmbeddingsEqualOneProteinAtATime) {
+  const std::string one = out("embed_ref.h5");
+  ToolRun r = tool(PF_EMBED_TOOL, "--checkpoint " + quoted(fx().masked) + " --per-residue --output " + quoted(one) +
+                                      " " + quoted(fx().proteins));
+  ASSERT_EQ(r.status, 0) << r.out;
+  H5Id a = h5_open_file(one);
+  const std::vector<float> mean = h5_read_array<float>(a, "mean");
+  const std::vector<float> rows = h5_read_array<float>(h5_open_group(a, "residues"), "embeddings");
+  for (int ranks : {1, 2}) {
+    const std::string packed = out("embed_pack" + std::to_string(ranks) + ".h5");
+    r = tool(PF_EMBED_TOOL,
+             "--checkpoint " + quoted(fx().masked) + " --per-residue --pack 500 --output " + quoted(packed) + " " +
+                 quoted(fx().proteins),
+             ranks);
+    ASSERT_EQ(r.status, 0) << r.out;
+    H5Id b = h5_open_file(packed);
+    EXPECT_EQ(h5_read_strings(b, "ids"), h5_read_strings(a, "ids"));
+    EXPECT_LT(test::rel_l2(h5_read_array<float>(b, "mean"), mean), 1e-5) << ranks << " rank(s)";
+    EXPECT_LT(test::rel_l2(h5_read_array<float>(h5_open_group(b, "residues"), "embeddings"), rows), 1e-5)
+        << ranks << " rank(s)";
+  }
 }
 
 TEST_F(InferTools, EmbedWritesMeansAndResidueRows) {

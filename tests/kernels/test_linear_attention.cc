@@ -173,6 +173,52 @@ TEST(LinearAttention, TemporariesAreRecordedInTheTracker) {
   EXPECT_EQ(tracker.stats().current_bytes, 0);
 }
 
+// The fused segmented combine: flag then state per head; out = later where
+// later's flag is set, else the state combine (the same bits as
+// linear_attention_state_combine), flag = or; with out aliasing either input;
+// and its identity (cleared states) is neutral on both sides.
+TEST(LinearAttention, SegmentedStateCombineIsTheSegmentedFormOfTheStateCombine) {
+  const ExecContext ctx;
+  const int64_t heads = 4, m = 6, d = 3, ss = 1 + m * (d + 1), g = ss + 1;
+  auto e = test::cast_vector<float>(test::normal_vector(heads * g, 11));
+  auto l = test::cast_vector<float>(test::normal_vector(heads * g, 12));
+  const float flags_e[heads] = {0, 1, 0, 1}, flags_l[heads] = {0, 0, 1, 1};
+  for (int64_t h = 0; h < heads; ++h) {
+    e[h * g] = flags_e[h];
+    l[h * g] = flags_l[h];
+    e[h * g + 1] *= 20.f;
+    l[h * g + 1] *= 20.f;
+  }
+  std::vector<float> want(heads * g);
+  for (int64_t h = 0; h < heads; ++h) {
+    float* w = want.data() + h * g;
+    if (flags_l[h] != 0)
+      std::copy(l.begin() + h * g + 1, l.begin() + (h + 1) * g, w + 1);
+    else
+      linear_attention_state_combine(ctx, 1, m, d, e.data() + h * g + 1, l.data() + h * g + 1, w + 1);
+    w[0] = (flags_e[h] != 0 || flags_l[h] != 0) ? 1.f : 0.f;
+  }
+  std::vector<float> out(heads * g);
+  linear_attention_segmented_state_combine(ctx, heads, m, d, e.data(), l.data(), out.data());
+  EXPECT_EQ(out, want);
+  std::vector<float> into_e = e, into_l = l;
+  linear_attention_segmented_state_combine(ctx, heads, m, d, into_e.data(), l.data(), into_e.data());
+  linear_attention_segmented_state_combine(ctx, heads, m, d, e.data(), into_l.data(), into_l.data());
+  EXPECT_EQ(into_e, want);
+  EXPECT_EQ(into_l, want);
+  std::vector<float> id(heads * g), left(heads * g), right(heads * g);
+  linear_attention_segmented_state_clear(ctx, heads, m, d, id.data());
+  for (int64_t h = 0; h < heads; ++h) {
+    EXPECT_EQ(id[h * g], 0.f);
+    EXPECT_EQ(id[h * g + 1], kEmptyLogScale);
+  }
+  linear_attention_segmented_state_combine(ctx, heads, m, d, id.data(), e.data(), left.data());
+  linear_attention_segmented_state_combine(ctx, heads, m, d, e.data(), id.data(), right.data());
+  EXPECT_LE(rel_l2(left, e), 1e-7);
+  EXPECT_LE(rel_l2(right, e), 1e-7);
+  EXPECT_THROW(linear_attention_segmented_state_combine(ctx, 1, 0, d, e.data(), e.data(), e.data()), ValueError);
+}
+
 TEST(LinearAttention, RejectsBadShapes) {
   const ExecContext ctx;
   std::vector<float> x(64);

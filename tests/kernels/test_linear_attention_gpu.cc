@@ -19,8 +19,8 @@
 #include "runtime/exec.h"
 #include "runtime/memory.h"
 #include "tests/kernels/test_linear_attention_support.h"
-#include "tests/support/storage.h"
 #include "tests/support/gpu_harness.h"
+#include "tests/support/storage.h"
 
 namespace pf {
 namespace {
@@ -181,6 +181,29 @@ TEST(LinearAttentionGpu, StateCombineMatchesHost) {
   float *dx = gpu.upload(x), *dy = gpu.upload(y);
   linear_attention_state_combine(gpu.ctx(), s.heads, s.m, s.d, dx, dy, dx);  // aliased output
   EXPECT_LE(rel_l2(gpu.download(dx, static_cast<int64_t>(x.size())), want), 1e-6);
+}
+
+TEST(LinearAttentionGpu, SegmentedStateCombineMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  Gpu gpu;
+  const int64_t heads = 4, m = 16, d = 8, g = 2 + m * (d + 1);
+  auto x = test::cast_vector<float>(test::normal_vector(heads * g, 3));
+  auto y = test::cast_vector<float>(test::normal_vector(heads * g, 4));
+  for (int64_t h = 0; h < heads; ++h) {
+    x[h * g] = static_cast<float>(h % 2);
+    y[h * g] = static_cast<float>(h / 2);
+    x[h * g + 1] *= 30.f;
+    y[h * g + 1] *= 30.f;
+  }
+  std::vector<float> want(x.size());
+  linear_attention_segmented_state_combine(ExecContext{}, heads, m, d, x.data(), y.data(), want.data());
+  float *dx = gpu.upload(x), *dy = gpu.upload(y);
+  linear_attention_segmented_state_combine(gpu.ctx(), heads, m, d, dx, dy, dy);  // aliased output
+  EXPECT_LE(rel_l2(gpu.download(dy, static_cast<int64_t>(y.size())), want), 1e-6);
+  linear_attention_segmented_state_clear(gpu.ctx(), heads, m, d, dx);
+  std::vector<float> id(x.size());
+  linear_attention_segmented_state_clear(ExecContext{}, heads, m, d, id.data());
+  EXPECT_EQ(gpu.download(dx, static_cast<int64_t>(x.size())), id);
 }
 
 // The problem with phi_q, phi_k, v, d_o rounded to the storage type (c_k stays fp32).

@@ -8,7 +8,8 @@
 //    gradients and parameters of the same batch at sp = 1;
 //  - no leakage: changing every residue of one protein leaves the logits of
 //    every other protein of the batch bit for bit unchanged.
-// The layout of the 4 samples of 24 positions places boundaries on purpose
+// Three random packings (proteins of 2-17 tokens) are checked too. The
+// layout of the 4 samples of 24 positions places boundaries on purpose
 // (slices of 24, 12, 8, 6 positions at sp = 1..4):
 //   sample 0: proteins of 6, 2, 12, 4 tokens: a boundary at the rank edge 6
 //             (sp = 4) and 8 (sp = 3), a 1-residue protein, a protein over
@@ -68,13 +69,32 @@ Protein make_protein(uint64_t key, int64_t length, bool crop, uint64_t seed) {
   return p;
 }
 
-std::vector<PackedSample> make_samples(uint64_t seed) {
-  const std::vector<std::vector<int64_t>> lengths = {{6, 2, 12, 4}, {12, 5}, {24}, {3, 19, 2}};
+// Random packings: 4 samples of proteins of 2-17 tokens filled in turn, the
+// last one of a sample cut to the room left, keyed by `layout_seed`.
+std::vector<std::vector<int64_t>> random_lengths(uint64_t layout_seed) {
+  std::vector<std::vector<int64_t>> out(4);
+  const KeyedRandom r(layout_seed, 0x1a7, 0);
+  uint64_t k = 0;
+  for (auto& sample : out) {
+    int64_t used = 0;
+    while (used < kLength) {
+      const int64_t len = std::min<int64_t>(2 + r.draw(k++).v[0] % 16, kLength - used);
+      sample.push_back(len);
+      used += len;
+    }
+  }
+  return out;
+}
+
+std::vector<PackedSample> make_samples(uint64_t seed, uint64_t layout_seed = 0) {
+  const std::vector<std::vector<int64_t>> lengths =
+      layout_seed == 0 ? std::vector<std::vector<int64_t>>{{6, 2, 12, 4}, {12, 5}, {24}, {3, 19, 2}}
+                       : random_lengths(layout_seed);
   std::vector<PackedSample> out;
   uint64_t key = 100;
   for (size_t s = 0; s < lengths.size(); ++s) {
     PackedSample ps;
-    for (int64_t len : lengths[s]) ps.proteins.push_back(make_protein(key++, len, s == 2, seed));
+    for (int64_t len : lengths[s]) ps.proteins.push_back(make_protein(key++, len, layout_seed == 0 && s == 2, seed));
     out.push_back(ps);
   }
   return out;
@@ -150,10 +170,10 @@ std::string what(const ModelConfig& cfg, int sp) {
 }
 
 // The world as one sequence group: the packed slices against every protein alone.
-void check_against_alone(const ModelConfig& cfg) {
+void check_against_alone(const ModelConfig& cfg, uint64_t layout_seed = 0) {
   const int P = world_size(), r = world_rank();
   MemoryTracker tracker(Device::cpu());
-  const std::vector<PackedSample> samples = make_samples(3);
+  const std::vector<PackedSample> samples = make_samples(3, layout_seed);
   const int64_t B = static_cast<int64_t>(samples.size()), n = kLength / P;
   auto world = make_mpi_comm(MPI_COMM_WORLD);
   const TokenBatch slice = packed_slice(samples, 0, B, r * n, (r + 1) * n);
@@ -202,6 +222,15 @@ TEST(PackedModel, ReluCausalEqualsEachProteinAlone) {
 TEST(PackedModel, ReluMaskedEqualsEachProteinAlone) {
   check_against_alone(test::tiny_config(AttentionKind::Relu, Objective::MaskedLM));
 }
+TEST(PackedModel, RandomPackingsEqualEachProteinAlone) {
+  for (uint64_t layout : {1, 2, 3})
+    for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu})
+      for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+        SCOPED_TRACE(testing::Message() << "random packing " << layout);
+        check_against_alone(test::tiny_config(kind, obj), layout);
+      }
+}
+
 TEST(PackedModel, SoftmaxEqualsEachProteinAlone) {
   if (world_size() != 1) GTEST_SKIP() << "exact softmax attention runs on one rank";
   check_against_alone(test::tiny_config(AttentionKind::Softmax, Objective::CausalLM));
