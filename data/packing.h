@@ -23,7 +23,8 @@ namespace pf {
 
 struct PackedSegment {
   int64_t protein = 0;  // index into the lengths
-  int64_t start = 0;    // first token of the protein in the segment (a crop offset; 0 for whole proteins)
+  int64_t start = 0;    // first token of the protein in the segment: a crop offset at the plan's (seed,
+                        // epoch), 0 for whole proteins (PackedSamples draws each epoch's crop again)
   int64_t length = 0;   // tokens of the protein in the segment
 };
 

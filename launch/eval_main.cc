@@ -145,13 +145,16 @@ int main(int argc, char** argv) {
       std::printf("checkpoint %s (step %lld), %s, data.mode %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
                   checkpoint.c_str(), static_cast<long long>(step), what.c_str(), pf::sample_mode_name(cfg.data.mode),
                   e.loss(), e.perplexity(), e.accuracy(), static_cast<long long>(e.tokens));
-      const char* names[pf::kLengthBuckets] = {"<= 1,024 residues", "1,025-8,192 residues", "> 8,192 residues"};
+      const std::string names[pf::kLengthBuckets] = {
+          "<= " + std::to_string(pf::kLengthEdges[0]) + " residues",
+          std::to_string(pf::kLengthEdges[0] + 1) + "-" + std::to_string(pf::kLengthEdges[1]) + " residues",
+          "> " + std::to_string(pf::kLengthEdges[1]) + " residues"};
       for (size_t b = 0; b < by_length.size(); ++b) {
         if (by_length[b].tokens == 0) {
-          std::printf("  proteins of %-20s none\n", names[b]);
+          std::printf("  proteins of %-18s none\n", names[b].c_str());
           continue;
         }
-        std::printf("  proteins of %-20s loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n", names[b],
+        std::printf("  proteins of %-18s loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n", names[b].c_str(),
                     by_length[b].loss(), by_length[b].perplexity(), by_length[b].accuracy(),
                     static_cast<long long>(by_length[b].tokens));
       }

@@ -1,7 +1,7 @@
 // performer-score: per-protein log-likelihoods of FASTA / Swiss-Prot files
 // (plain or gzipped, read as performer-data reads them) under a checkpoint.
 //   [mpirun -np P] performer-score --checkpoint FILE [--format tsv|jsonl] [--output FILE]
-//       [--per-residue FILE.h5] [--first-residue scored|context] [--pll-batch-tokens N]
+//       [--per-residue FILE.h5] [--first-residue auto|scored|context] [--pll-batch-tokens N]
 //       [--pack TOKENS] [--map-unknown-to-x] [--set key=value ...] INPUT...
 // Causal checkpoints give the exact log-likelihood, masked ones the
 // pseudo-log-likelihood (each residue masked in turn); the `measure` column
@@ -33,7 +33,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"Log-likelihood (causal) or pseudo-log-likelihood (masked) of each protein under a checkpoint"};
-  std::string checkpoint, format = "tsv", output, per_residue, first_residue = "scored";
+  std::string checkpoint, format = "tsv", output, per_residue, first_residue = "auto";
   std::vector<std::string> inputs, overrides;
   int64_t pll_batch_tokens = 16384, pack = 0;
   bool map_unknown = false;
@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
   app.add_option("--output,-o", output, "results file (default: stdout)");
   app.add_option("--per-residue", per_residue, "also write per-residue log-probabilities to this HDF5 file");
   app.add_option("--first-residue", first_residue,
-                 "causal models: 'scored' (input starts with <end>, every residue is predicted) or 'context' "
-                 "(the first residue is context only, as a data.mode=single sample)")
+                 "causal models: 'scored' (input starts with <end>, every residue is predicted), 'context' "
+                 "(the first residue is context only, as a data.mode=single or packed sample) or 'auto' (scored "
+                 "for checkpoints trained with data.mode=concat, context otherwise)")
       ->capture_default_str();
   app.add_option("--pll-batch-tokens", pll_batch_tokens,
                  "masked models: tokens per rank in one forward (masked copies of a protein share a forward)")
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   return pf::run_mpi_program(argc, argv, "performer-score", [&](int size, int rank) {
     const pf::ScoreFormat fmt = pf::parse_score_format(format);
     pf::ScoreOptions so;
-    so.first_residue = pf::parse_first_residue(first_residue);
+    if (first_residue != "auto") so.first_residue = pf::parse_first_residue(first_residue);
     so.pll_batch_tokens = pll_batch_tokens;
     PF_REQUIRE(pf::ConfigError, pll_batch_tokens >= 1, "--pll-batch-tokens must be >= 1, got " << pll_batch_tokens);
     PF_REQUIRE(pf::ConfigError, pack >= 0, "--pack must be >= 0 (0: one protein at a time), got " << pack);
@@ -72,6 +73,12 @@ int main(int argc, char** argv) {
     if (!output.empty()) pf::require_distinct_output("--per-residue", per_residue, {output});
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
+    if (first_residue == "auto") {
+      // A model trained packed or single never predicted a protein's first residue.
+      so.first_residue =
+          cm.cfg.data.mode == pf::SampleMode::Concat ? pf::FirstResidue::Scored : pf::FirstResidue::Context;
+      first_residue = so.first_residue == pf::FirstResidue::Scored ? "scored" : "context";
+    }
     const std::string measure = pf::score_measure(cm.cfg.model);
     std::unique_ptr<pf::OutputFile> out;
     if (rank == 0) out = std::make_unique<pf::OutputFile>(output);

@@ -19,7 +19,8 @@
 // Packed batches (model/packed_layout.h): every sequence of a sample attends
 // to itself only; model/attention_packed.cc runs each piece of a sequence
 // through the same kernels and combines the pieces across ranks with the
-// segmented scan.
+// segmented scan (the ranks sharing a protein then hold its bidirectional
+// total to rounding, not bit for bit: each associates it from its own side).
 //
 // Memory: y [heads, n, D+1], the states, and the fused op's per-thread tiles
 // (favor_workspace_bytes); nothing per position is m wide.

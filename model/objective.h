@@ -33,7 +33,7 @@ struct TokenBatch {
   int64_t offset = 0;   // global position of the first local position
   std::vector<int32_t> tokens;     // [B, n]
   std::vector<int32_t> lookahead;  // [B] token at global position offset + n, or -1 at the end
-  std::vector<uint64_t> sample_ids;  // [B] global sample index (keys the MLM mask)
+  std::vector<uint64_t> sample_ids;  // [B] global sample index (keys the MLM mask; packed: the pieces' keys do)
   PackedLayout packed;               // the sequences of a packed batch; empty otherwise
 };
 

@@ -12,8 +12,9 @@
 //   split, so that masks do not depend on how proteins were packed).
 // Attention, positions and targets never cross a piece's sequence: the
 // causal and bidirectional states of model/attention.h restart where a
-// sequence starts and are combined across ranks with the segmented scan
-// (runtime/scan.h), the next-token target of a sequence's last row is none.
+// sequence starts and are combined across ranks by segmented scans
+// (model/attention_packed.cc), the next-token target of a sequence's last row
+// is none.
 // An empty layout (no samples) means one sequence per sample: the unpacked modes.
 #pragma once
 

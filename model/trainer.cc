@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/reduce/reduce.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
@@ -109,9 +110,11 @@ EvalStats Trainer::evaluate(const TokenBatch& local, const std::vector<int32_t>*
   }
   PF_REQUIRE(ValueError, per_group != nullptr && groups->size() == in.targets.size(),
              "evaluation groups: " << groups->size() << " entries for " << in.targets.size() << " positions");
+  const int64_t V = model_.config().vocab, G = static_cast<int64_t>(per_group->size());
+  for (int32_t g : *groups)
+    PF_REQUIRE(ValueError, g >= -1 && g < G, "evaluation group " << g << " outside [-1, " << G << ")");
   std::vector<float> logits;
   const ForwardResult fr = model_.forward(in, step_, &logits);
-  const int64_t V = model_.config().vocab, G = static_cast<int64_t>(per_group->size());
   std::vector<double> sums(static_cast<size_t>(3 * G + 3), 0.0);
   sums[0] = fr.loss_sum;
   sums[1] = static_cast<double>(fr.count);
@@ -119,12 +122,9 @@ EvalStats Trainer::evaluate(const TokenBatch& local, const std::vector<int32_t>*
   for (size_t t = 0; t < in.targets.size(); ++t) {
     const int32_t g = (*groups)[t], y = in.targets[t];
     if (g < 0 || y < 0) continue;
-    PF_REQUIRE(ValueError, g < G, "evaluation group " << g << " outside [0, " << G << ")");
     const float* row = logits.data() + t * static_cast<size_t>(V);
     const int64_t best = std::max_element(row, row + V) - row;
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - row[best]);
-    sums[static_cast<size_t>(3 + 3 * g)] += std::log(sum) + row[best] - row[y];
+    sums[static_cast<size_t>(3 + 3 * g)] -= log_softmax_at(row, V, y);
     sums[static_cast<size_t>(4 + 3 * g)] += 1;
     sums[static_cast<size_t>(5 + 3 * g)] += best == y;
   }

@@ -47,4 +47,8 @@ CrossEntropySums cross_entropy_forward_ref(const double* logits, const int32_t* 
 void cross_entropy_backward_ref(const double* logits, const int32_t* targets, double* dlogits, int64_t T, int64_t V,
                                 double scale);
 
+// log softmax(logits [V])[target] of one row on the host, in double (for the
+// per-token scores of evaluation and scoring).
+double log_softmax_at(const float* logits, int64_t V, int32_t target);
+
 }  // namespace pf

@@ -75,7 +75,7 @@ void linear_attention_state_combine(const ExecContext& ctx, int64_t heads, int64
 
 // Segmented states [heads][1 + state_size]: a flag (0 or 1: "a segment
 // starts here") before each state, the values of runtime/scan.h's segmented
-// combine of the state combine, fused into one pass:
+// combine of the state combine, with the select inside the combine (no scratch):
 //   (A, f) (+) (B, h) = (h ? B : A (+) B, f or h).
 // Clear: every flag 0 and every state empty. `out` may alias either input.
 void linear_attention_segmented_state_clear(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d, float* states);

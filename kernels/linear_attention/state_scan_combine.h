@@ -3,10 +3,12 @@
 //   StateCombine           granule 1 + m (d+1): the log-scale state combine
 //   SegmentedStateCombine  granule 2 + m (d+1): a flag before each state and
 //                          the segmented combine (h ? B : A (+) B, f or h)
-//                          fused into one pass
-//                          (linear_attention_segmented_state_combine): the
-//                          values of make_segmented_combine(StateCombine)
-//                          without its scratch and second pass.
+//                          with the select inside the state combine
+//                          (linear_attention_segmented_state_combine; on
+//                          CUDA the matrix, then the flags and log-scales,
+//                          as the plain combine): the values of
+//                          make_segmented_combine(StateCombine) without its
+//                          scratch and separate select pass.
 #pragma once
 
 #include <cstdint>

@@ -212,7 +212,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
 FirstResidue parse_first_residue(const std::string& text) {
   if (text == "scored") return FirstResidue::Scored;
   if (text == "context") return FirstResidue::Context;
-  throw ConfigError("--first-residue must be scored or context, got '" + text + "'");
+  throw ConfigError("--first-residue must be auto, scored or context, got '" + text + "'");
 }
 
 double SequenceScore::perplexity() const {
@@ -220,14 +220,6 @@ double SequenceScore::perplexity() const {
 }
 
 const char* score_measure(const ModelConfig& cfg) { return cfg.causal() ? "log_likelihood" : "pseudo_log_likelihood"; }
-
-double log_softmax_at(const float* logits, int64_t V, int32_t target) {
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(logits[v]));
-  double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(logits[v]) - mx);
-  return static_cast<double>(logits[target]) - mx - std::log(sum);
-}
 
 SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, const ScoreOptions& options,
                              MPI_Comm comm) {

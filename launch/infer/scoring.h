@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cross_entropy/cross_entropy.h"  // log_softmax_at
 #include "model/model.h"
 
 namespace pf {
@@ -65,7 +66,5 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
 // Tokens a protein of `residues` takes in a packed sample (its input length).
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& options);
 
-// log softmax(logits [V])[target], in double.
-double log_softmax_at(const float* logits, int64_t V, int32_t target);
 
 }  // namespace pf

@@ -39,7 +39,7 @@ m = re.search(r"data\.mode packed: " + num, text)
 if not m:
     sys.exit(f"{sys.argv[1]}: no overall result")
 print(f"{mode},{steps},all,{','.join(m.groups())}")
-for name, label in (("<= 1,024 residues", "le1024"), ("1,025-8,192 residues", "1025-8192"), ("> 8,192 residues", "gt8192")):
+for name, label in (("<= 1024 residues", "le1024"), ("1025-8192 residues", "1025-8192"), ("> 8192 residues", "gt8192")):
     b = re.search(re.escape(name) + r"\s+" + num, text)
     if b:
         print(f"{mode},{steps},{label},{','.join(b.groups())}")

@@ -56,7 +56,8 @@ for o in $OOD_ORGANISMS; do ood_args+=(--ood-organism "$o"); done
 "$bin/performer-data" prepare --output "$data" "${ood_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
 "$bin/performer-data" info "$data" | tee "$OUT/data-info.txt"
 
-common=(--config launch/configs/small.toml --set "data.files=[\"$data\"]" --set parallel.sp=1
+# Concat samples, as in the recorded results (the quickstart config now packs).
+common=(--config launch/configs/small.toml --set "data.files=[\"$data\"]" --set 'data.mode="concat"' --set parallel.sp=1
         --set checkpoint.resume=\"\" --set checkpoint.interval=0 --set checkpoint.keep=1
         --set train.log_interval=50 --set train.eval_interval=$(( STEPS >= 8 ? STEPS / 8 : 1 ))
         --set train.eval_batches=8)

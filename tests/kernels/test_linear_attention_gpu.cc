@@ -198,7 +198,10 @@ TEST(LinearAttentionGpu, SegmentedStateCombineMatchesTheCpu) {
   std::vector<float> want(x.size());
   linear_attention_segmented_state_combine(ExecContext{}, heads, m, d, x.data(), y.data(), want.data());
   float *dx = gpu.upload(x), *dy = gpu.upload(y);
-  linear_attention_segmented_state_combine(gpu.ctx(), heads, m, d, dx, dy, dy);  // aliased output
+  float* dx2 = gpu.upload(x);
+  linear_attention_segmented_state_combine(gpu.ctx(), heads, m, d, dx2, dy, dx2);  // out aliases earlier
+  EXPECT_LE(rel_l2(gpu.download(dx2, static_cast<int64_t>(x.size())), want), 1e-6);
+  linear_attention_segmented_state_combine(gpu.ctx(), heads, m, d, dx, dy, dy);  // out aliases later
   EXPECT_LE(rel_l2(gpu.download(dy, static_cast<int64_t>(y.size())), want), 1e-6);
   linear_attention_segmented_state_clear(gpu.ctx(), heads, m, d, dx);
   std::vector<float> id(x.size());
