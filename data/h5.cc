@@ -9,6 +9,16 @@ namespace pf {
 
 namespace {
 
+// HDF5 closes what is still open at exit (H5_term_library, which the library
+// registers with atexit when it initialises). A file whose close failed (its
+// last write hit a full disk) stays half-closed in HDF5's table, and closing
+// it again there crashes (SIGSEGV in H5F__close_cb) after the tool has
+// reported the error cleanly. Every object here is closed by its H5Id, and a
+// file whose close failed is a temporary that has been removed, so nothing
+// needs that exit hook: it is declined before the library's first call (this
+// runs at static initialisation, before main).
+[[maybe_unused]] const bool kNoExitHook = H5dont_atexit() >= 0;
+
 herr_t collect_error(unsigned n, const H5E_error2_t* err, void* data) {
   auto* os = static_cast<std::ostringstream*>(data);
   if (n > 0) *os << "; ";
@@ -61,7 +71,16 @@ std::string h5_error_stack() {
   std::ostringstream os;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &os);
   const std::string s = os.str();
-  return s.empty() ? "no HDF5 error stack" : s;
+  if (s.empty()) return "no HDF5 error stack";
+  // A failed system call deep in the stack (a full disk, a read error) is
+  // what a user needs first: HDF5's file driver reports it as
+  // "errno = 28, error message = 'No space left on device'".
+  const std::string tag = "error message = '";
+  const size_t at = s.find(tag);
+  if (at == std::string::npos) return s;
+  const size_t end = s.find('\'', at + tag.size());
+  if (end == std::string::npos) return s;
+  return s.substr(at + tag.size(), end - at - tag.size()) + " (HDF5: " + s + ")";
 }
 
 void h5_quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -190,9 +209,9 @@ std::vector<int64_t> h5_dataset_shape(hid_t dset) {
 
 int64_t h5_dataset_length(hid_t dset) {
   const std::vector<int64_t> dims = h5_dataset_shape(dset);
-  PF_REQUIRE(Hdf5Error, dims.size() == 1,
-             "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " has rank " << dims.size()
-                        << ", expected 1");
+  PF_REQUIRE(
+      Hdf5Error, dims.size() == 1,
+      "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " has rank " << dims.size() << ", expected 1");
   return dims[0];
 }
 
@@ -213,13 +232,12 @@ void h5_read_range_raw(hid_t dset, hid_t mem_type, int64_t first, int64_t count,
   PF_H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, nullptr, &cnt, nullptr));
   H5Id mspace(H5Screate_simple(1, &cnt, nullptr));
   PF_H5_CHECK(mspace.get());
-  PF_H5_CHECK_MSG(H5Dread(dset, mem_type, mspace, fspace, H5P_DEFAULT, out),
-                  "reading [" << first << ", " << first + count << ") of " << object_name(dset) << " in "
-                              << h5_file_name(dset));
+  PF_H5_CHECK_MSG(
+      H5Dread(dset, mem_type, mspace, fspace, H5P_DEFAULT, out),
+      "reading [" << first << ", " << first + count << ") of " << object_name(dset) << " in " << h5_file_name(dset));
 }
 
-void h5_write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& v,
-                      const H5Layout& layout) {
+void h5_write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& v, const H5Layout& layout) {
   H5Id type = vlen_string_type();
   const std::vector<int64_t> dims{static_cast<int64_t>(v.size())};
   H5Layout lay = layout;
