@@ -24,17 +24,14 @@
 #include "data/vocab.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
+#include "runtime/fnv1a.h"
 #include "runtime/random.h"
 
 namespace pf {
 
 namespace {
 
-uint64_t fnv1a64(const uint8_t* p, int64_t n) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (int64_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
-  return h;
-}
+uint64_t fnv1a64(const uint8_t* p, int64_t n) { return Fnv1a64().add(p, static_cast<size_t>(n)).value(); }
 
 // A second, independent 64-bit hash (mix64 over 8-byte words and the length):
 // duplicates are detected on the 128-bit pair.
@@ -76,6 +73,8 @@ class SplitWriter {
     offset_buf_.push_back(residues_);
     ids_buf_.push_back(rec.id);
     header_buf_.push_back(rec.header);
+    const int64_t length = static_cast<int64_t>(rec.tokens.size());
+    digest_.add(&length, sizeof length).add(rec.tokens.data(), rec.tokens.size());
     ++sequences_;
     if (token_buf_.size() >= (8u << 20) || ids_buf_.size() >= 65536) flush();
   }
@@ -95,6 +94,8 @@ class SplitWriter {
     h5_write_attr_int64(group_, "residues", residues_);
   }
   SplitCounts counts() const { return {sequences_, residues_}; }
+  // Over each sequence's length (int64) and tokens, in file order.
+  const Fnv1a64& digest() const { return digest_; }
 
  private:
   H5Id group_;
@@ -103,6 +104,7 @@ class SplitWriter {
   std::vector<int64_t> offset_buf_;
   std::vector<std::string> ids_buf_, header_buf_;
   int64_t sequences_ = 0, residues_ = 0;
+  Fnv1a64 digest_;
 };
 
 void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummary* summary) {
@@ -148,17 +150,23 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
     summary->sequences_read += reader.records_read();
     summary->bytes_read += reader.bytes_read();
   }
+  // The content digest (docs/data.md): each split's name and digest, in
+  // file order; what a checkpoint records to know its data.
+  Fnv1a64 content;
   for (int s = 0; s < 3; ++s) {
     writers[s]->finish();
     summary->splits[s] = writers[s]->counts();
+    content.add(kSplitNames[s]).add(writers[s]->digest().hex());
     writers[s].reset();
   }
   if (ood) {
     ood->finish();
     summary->ood = ood->counts();
+    content.add(kOodSplitName).add(ood->digest().hex());
     ood.reset();
     h5_write_attr_strings(file, "ood_organisms", opt.ood_organisms);
   }
+  h5_write_attr_string(file, kContentDigestAttr, "fnv1a64:" + content.hex());
   h5_write_attr_string(file, "schema", schema_string());
   h5_write_attr_int64(file, "schema_version", kSchemaVersion);
   h5_write_attr_string(file, "vocabulary", Vocab::description());
@@ -327,6 +335,7 @@ DatasetInfo read_dataset_info(const std::string& path) {
   info.test_fraction = h5_read_attr_double(file, "test_fraction");
   info.sequences_read = h5_read_attr_int64(file, "sequences_read");
   info.duplicates_dropped = h5_read_attr_int64(file, "duplicates_dropped");
+  if (h5_has_attr(file, kContentDigestAttr)) info.content_digest = h5_read_attr_string(file, kContentDigestAttr);
   for (int s = 0; s < 3; ++s) {
     H5Id group = h5_open_group(file, kSplitNames[s]);
     const std::vector<int64_t> offsets = h5_read_array<int64_t>(group, "offsets");
@@ -377,7 +386,9 @@ std::string format_info(const DatasetInfo& info) {
   os << info.path << "\n  schema: " << info.schema << "\n  vocabulary: " << info.vocabulary << "\n  sources:";
   for (const auto& s : info.sources) os << " " << s;
   os << "\n  seed " << info.seed << ", val_fraction " << info.val_fraction << ", test_fraction " << info.test_fraction
-     << "\n  sequences read " << info.sequences_read << ", duplicates dropped " << info.duplicates_dropped << "\n";
+     << "\n  sequences read " << info.sequences_read << ", duplicates dropped " << info.duplicates_dropped
+     << "\n  content digest "
+     << (info.content_digest.empty() ? "none (prepared by an older version)" : info.content_digest) << "\n";
   for (int i = 0; i < 3; ++i) {
     os << "  " << kSplitNames[i] << ": " << info.splits[i].sequences << " sequences, " << info.splits[i].residues
        << " residues";

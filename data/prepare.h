@@ -33,7 +33,7 @@ struct PrepareOptions {
   uint64_t seed = 0;
   bool map_unknown_to_x = false;
   std::vector<std::string> ood_organisms;  // OS= substrings routed to /ood; empty = no /ood group
-  std::ostream* progress = nullptr;  // per-file progress lines (stderr in the CLI); nullptr = silent
+  std::ostream* progress = nullptr;        // per-file progress lines (stderr in the CLI); nullptr = silent
   // Polled between records and before the final rename; when it returns true
   // the run stops with PrepareStopped (the CLI's SIGINT / SIGTERM flag).
   std::function<bool()> stop_requested;
@@ -102,6 +102,7 @@ bool is_ood_organism(const std::string& header, const std::vector<std::string>& 
 // What `performer-data info` prints.
 struct DatasetInfo {
   std::string path, schema, vocabulary;
+  std::string content_digest;  // "" for files prepared before it existed
   std::vector<std::string> sources;
   int64_t seed = 0, sequences_read = 0, duplicates_dropped = 0;
   double val_fraction = 0, test_fraction = 0;

@@ -2,7 +2,11 @@
 //   /                 attrs: schema="performer-protein-v1", schema_version=1,
 //                            vocabulary (Vocab::description()), sources (string[]),
 //                            seed, val_fraction, test_fraction, map_unknown_to_x,
-//                            sequences_read, duplicates_dropped
+//                            sequences_read, duplicates_dropped,
+//                            content_digest ("fnv1a64:" + 16 hex digits over
+//                            each split's name and the FNV-1a of its
+//                            sequences' lengths and tokens; files prepared
+//                            before it existed lack it)
 //   /train /valid /test   attrs: sequences, residues (int64)
 //     tokens   uint8   [residues]        concatenated residue tokens, chunked, deflate, Fletcher-32
 //     offsets  int64   [sequences + 1]   sequence i is tokens[offsets[i], offsets[i+1]); offsets[0] = 0
@@ -26,6 +30,7 @@ constexpr const char* kSchemaName = "performer-protein";
 constexpr int64_t kSchemaVersion = 1;
 constexpr const char* kSplitNames[3] = {"train", "valid", "test"};
 constexpr const char* kOodSplitName = "ood";  // optional fourth split: held-out organisms
+constexpr const char* kContentDigestAttr = "content_digest";
 
 // "performer-protein-v1"
 std::string schema_string();
