@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
 
   return pf::run_mpi_program(argc, argv, "performer-generate", [&](int size, int rank) {
     PF_REQUIRE(pf::ConfigError, num >= 1, "--num must be >= 1, got " << num);
-    PF_REQUIRE(pf::ConfigError, go.max_length >= 0, "--max-length must be >= 0, got " << go.max_length);
+    PF_REQUIRE(pf::ConfigError, go.max_length >= 1,
+               "--max-length must be >= 1 (a protein of no residues is no FASTA record), got " << go.max_length);
     pf::validate_sampling(go.sampling);
     std::vector<std::string> read = prompts;
     read.push_back(checkpoint);

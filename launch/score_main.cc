@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "launch/infer/checkpoint_model.h"
@@ -127,9 +128,20 @@ int main(int argc, char** argv) {
     }
     flush();
     if (rank == 0) {
-      out->commit();
+      // Both files or neither: the per-residue file (the larger) first, each
+      // under a temporary name until complete; if the table then fails, the
+      // per-residue file goes too.
       if (!per_residue.empty())
         residues.write(per_residue, measure, checkpoint, cm.cfg.model.causal() ? first_residue : "");
+      try {
+        out->commit();
+      } catch (const pf::Error& e) {
+        std::error_code ec;
+        if (!per_residue.empty()) std::filesystem::remove(per_residue, ec);
+        throw pf::IoError(
+            std::string(e.what()) +
+            (per_residue.empty() ? "" : "\n(removed '" + per_residue + "' too: the outputs go together)"));
+      }
       std::fprintf(stderr,
                    "performer-score: %lld proteins, %s %.4f per scored token (%lld tokens, perplexity %.3f), "
                    "%d rank(s), %.1f s\n",

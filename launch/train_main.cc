@@ -30,15 +30,20 @@ int main(int argc, char** argv) {
 
   return pf::run_mpi_program(argc, argv, "performer-train", [&](int size, int rank) {
     const pf::TrainConfig cfg = pf::load_train_config(config_path, overrides);
-    pf::validate_layout(cfg, size);
-    const int64_t sp = cfg.parallel.sp, dp = size / sp;
-    if (print_config || plan) {
+    const int64_t sp = cfg.parallel.sp;
+    // --plan and --print-config run alone too (no mpirun): every rank of a
+    // launched job has the same plan, so one process plans for any sp.
+    const bool inspect = print_config || plan;
+    pf::validate_layout(cfg, inspect && size == 1 ? static_cast<int>(sp) : size);
+    const std::string layout = size > 1 ? "dp " + std::to_string(size / sp) + " x sp " + std::to_string(sp)
+                                        : "sp " + std::to_string(sp) + ", any dp";
+    if (inspect) {
       if (rank == 0) {
         if (print_config) std::cout << cfg.source_text;
         if (plan) {
           const pf::MemoryPlan p = pf::plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / sp, true,
                                                    pf::Device::cpu(), cfg.data.mode == pf::SampleMode::Packed);
-          std::cout << "memory plan per rank (dp " << dp << " x sp " << sp << ", " << cfg.data.batch_size << " x "
+          std::cout << "memory plan per rank (" << layout << ", " << cfg.data.batch_size << " x "
                     << cfg.data.sample_length / sp << " tokens): " << p.summary() << "\n";
           if (cfg.device.memory_cap > 0)
             std::cout << (p.peak <= cfg.device.memory_cap ? "fits under" : "EXCEEDS") << " the cap of "
@@ -47,9 +52,10 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    const int64_t dp_size = size / sp;
     pf::Session session(cfg, MPI_COMM_WORLD);
     if (rank == 0) {
-      std::cout << "performer-train: " << size << " rank(s) as dp " << dp << " x sp " << sp << " on "
+      std::cout << "performer-train: " << size << " rank(s) as dp " << dp_size << " x sp " << sp << " on "
                 << session.device().str() << " (" << session.comm_backend() << " communicator)\n"
                 << "# resolved configuration\n"
                 << cfg.source_text << std::flush;

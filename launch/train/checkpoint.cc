@@ -14,6 +14,7 @@
 #include "data/h5.h"
 #include "launch/train/train_config.h"
 #include "runtime/check.h"
+#include "runtime/fnv1a.h"
 
 namespace pf {
 namespace fs = std::filesystem;
@@ -41,6 +42,8 @@ std::string metadata_text(hid_t file, hid_t optimizer) {
   for (const char* a : {"schema_version", "step", "loader_epoch", "loader_sample"}) i64(file, a, a);
   add("config", h5_read_attr_string(file, "config"));
   for (const char* a : {"model_seed", "redraw_index", "dp", "sp", "created"}) i64(file, a, a);
+  for (const char* a : {"run_id", "data"})
+    if (h5_has_attr(file, a)) add(a, h5_read_attr_string(file, a));
   i64(optimizer, "step", "optimizer/step");
   const double scale = h5_read_attr_double(optimizer, "loss_scale");
   uint64_t bits = 0;
@@ -52,18 +55,7 @@ std::string metadata_text(hid_t file, hid_t optimizer) {
   return text;
 }
 
-// FNV-1a, 64 bits, as 16 hex digits. Every step is a bijection of the state,
-// so a change of any one byte always changes the result.
-std::string fnv1a64(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
-}
+std::string fnv1a64(const std::string& bytes) { return Fnv1a64().add(bytes).hex(); }
 
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
@@ -77,7 +69,8 @@ void write_tensors(hid_t group, const ParamLayout& layout, const std::vector<flo
   // Chunked (required for Fletcher-32 checksums), about 1 MiB per chunk.
   for (const ParamSlice& s : layout.slices()) {
     const int64_t row = s.numel / s.shape[0];
-    const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(s.shape[0], (int64_t{1} << 18) / std::max<int64_t>(row, 1)));
+    const int64_t rows =
+        std::max<int64_t>(1, std::min<int64_t>(s.shape[0], (int64_t{1} << 18) / std::max<int64_t>(row, 1)));
     h5_write_array<float>(group, s.name, flat.data() + s.offset, s.shape, H5Layout{rows, 0, true});
   }
 }
@@ -108,8 +101,9 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 
 void write_checkpoint(const std::string& path, const CheckpointState& st, const ParamLayout& layout,
                       const ModelConfig& model) {
-  PF_REQUIRE(ValueError, static_cast<int64_t>(st.params.size()) == layout.total() &&
-                             st.m.size() == st.params.size() && st.v.size() == st.params.size(),
+  PF_REQUIRE(ValueError,
+             static_cast<int64_t>(st.params.size()) == layout.total() && st.m.size() == st.params.size() &&
+                 st.v.size() == st.params.size(),
              "checkpoint state does not match the parameter layout of " << layout.total() << " values");
   const fs::path final_path(path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
@@ -127,9 +121,12 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
       h5_write_attr_int64(file, "redraw_index", model.redraw_interval > 0 ? st.step / model.redraw_interval : 0);
       h5_write_attr_int64(file, "dp", st.dp);
       h5_write_attr_int64(file, "sp", st.sp);
-      h5_write_attr_int64(file, "created", std::chrono::duration_cast<std::chrono::seconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count());
+      h5_write_attr_int64(
+          file, "created",
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count());
+      h5_write_attr_string(file, "run_id", st.run_id);
+      h5_write_attr_string(file, "data", st.data);
       H5Id params = h5_create_group(file, "params");
       write_tensors(params, layout, st.params);
       H5Id opt = h5_create_group(file, "optimizer");
@@ -190,6 +187,8 @@ CheckpointState read_checkpoint_metadata(const std::string& path) {
     st.config_text = h5_read_attr_string(file, "config");
     st.dp = h5_read_attr_int64(file, "dp");
     st.sp = h5_read_attr_int64(file, "sp");
+    if (h5_has_attr(file, "run_id")) st.run_id = h5_read_attr_string(file, "run_id");
+    if (h5_has_attr(file, "data")) st.data = h5_read_attr_string(file, "data");
     optimizer_step = h5_read_attr_int64(opt, "step");
     st.loss_scale = h5_read_attr_double(opt, "loss_scale");
     st.loss_scale_good_steps = h5_read_attr_int64(opt, "loss_scale_good_steps");
@@ -318,9 +317,18 @@ std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& c
   return "";
 }
 
-void prune_checkpoints(const std::string& dir, int64_t keep) {
-  const std::vector<std::string> files = list_checkpoints(dir);
-  for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 0)); i < files.size(); ++i) fs::remove(files[i]);
+void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& run_id) {
+  int64_t kept = 0;
+  for (const std::string& f : list_checkpoints(dir)) {
+    std::string writer;
+    try {
+      writer = read_checkpoint_metadata(f).run_id;
+    } catch (const Error&) {
+      continue;  // unreadable: not known to be this run's
+    }
+    if (writer.empty() || writer != run_id) continue;
+    if (++kept > keep) fs::remove(f);
+  }
   if (!fs::is_directory(dir)) return;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();

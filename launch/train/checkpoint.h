@@ -3,9 +3,12 @@
 // (docs/checkpoints.md):
 //   /                 attributes: schema, schema_version, step (updates taken),
 //                     loader_epoch, loader_sample, config (resolved TOML),
-//                     model_seed, redraw_index, dp, sp, created,
-//                     metadata_checksum (over all of these and the /optimizer
-//                     attributes)
+//                     model_seed, redraw_index, dp, sp, created, run_id
+//                     (the run that wrote it: docs/checkpoints.md), data
+//                     (JSON: each data file's path, size, content digest and
+//                     split rule), metadata_checksum (over all of these and
+//                     the /optimizer attributes; run_id and data are absent
+//                     from files written before they existed)
 //   /params/<name>    float32, the parameter's shape ("layer0.qkv.weight" ...)
 //   /optimizer        attributes: step (AdamW's own count, equal to / step),
 //                     loss_scale, loss_scale_good_steps
@@ -37,10 +40,14 @@ struct CheckpointState {
   int64_t step = 0;  // optimizer updates taken
   LoaderPosition loader;
   std::string config_text;
-  int64_t dp = 1, sp = 1;  // layout that wrote it (informative)
+  int64_t dp = 1, sp = 1;           // layout that wrote it (informative)
   std::vector<float> params, m, v;  // flat, ParamLayout order
-  double loss_scale = 0;             // the loss scaler's state (model/loss_scaler.h)
+  double loss_scale = 0;            // the loss scaler's state (model/loss_scaler.h)
   int64_t loss_scale_good_steps = 0;
+  // The run that wrote it: a fresh run draws one, a resumed run keeps the id
+  // of the checkpoint it resumed from ("" in files written before it existed).
+  std::string run_id;
+  std::string data;  // data_identities_json of the run's data files ("" in older files)
 };
 
 std::string checkpoint_path(const std::string& dir, int64_t step);
@@ -91,7 +98,9 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // it would start at step 0 and overwrite it.
 std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& current,
                                     std::vector<std::string>* skipped = nullptr);
-// Removes all but the newest `keep` checkpoints (and stale temporary files).
-void prune_checkpoints(const std::string& dir, int64_t keep);
+// Removes all but the newest `keep` checkpoints written by run `run_id`
+// (and stale temporary files). A checkpoint of another run, or one whose
+// metadata does not read, is never removed.
+void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& run_id);
 
 }  // namespace pf

@@ -32,8 +32,7 @@ std::string resolve_comm(const std::string& comm, bool use_gpu, int gpus, const 
     PF_REQUIRE(ConfigError, comm != "nccl", "device.comm = nccl needs GPUs, but the run is on the CPU");
     return comm == "auto" ? "mpi" : comm;
   }
-  PF_REQUIRE(ConfigError, comm != "mpi",
-             "device.comm = mpi moves host buffers only; on GPUs use nccl, staged or auto");
+  PF_REQUIRE(ConfigError, comm != "mpi", "device.comm = mpi moves host buffers only; on GPUs use nccl, staged or auto");
   if (comm != "auto") return comm;
   int enough = gpus >= node.size ? 1 : 0, everywhere = 0;
   PF_MPI_CHECK(MPI_Allreduce(&enough, &everywhere, 1, MPI_INT, MPI_MIN, world));
@@ -42,7 +41,7 @@ std::string resolve_comm(const std::string& comm, bool use_gpu, int gpus, const 
 
 }  // namespace
 
-Session::Session(const TrainConfig& cfg, MPI_Comm comm) {
+Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
   int world_size = 1;
   MPI_Comm_size(comm, &world_size);
   MPI_Comm_rank(comm, &rank_);
@@ -79,8 +78,27 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) {
   grid_ = std::make_unique<ParallelGrid>(std::move(world), static_cast<int>(cfg.parallel.sp));
 }
 
-LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
-                             bool shuffle) {
+void Session::root_check(const std::function<void()>& check) {
+  std::string failure;
+  int failed = 0;
+  if (rank_ == 0) {
+    try {
+      check();
+    } catch (const Error& e) {
+      failure = e.what();
+      failed = 1;
+    }
+  }
+  PF_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm_));
+  if (!failed) return;
+  int length = static_cast<int>(failure.size());
+  PF_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm_));
+  failure.resize(static_cast<size_t>(length));
+  PF_MPI_CHECK(MPI_Bcast(failure.data(), length, MPI_CHAR, 0, comm_));
+  throw ConfigError(failure);
+}
+
+LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split, bool shuffle) {
   LoaderOptions o;
   o.files = cfg.data.files;
   PF_REQUIRE(ConfigError, !o.files.empty(), "data.files is empty: name the prepared HDF5 file(s)");

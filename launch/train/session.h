@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,8 +32,14 @@ class Session {
   // The communicator backend device.comm resolved to: mpi, nccl or staged.
   const std::string& comm_backend() const { return comm_backend_; }
   bool is_root() const { return rank_ == 0; }
+  // Runs `check` on rank 0 only (what only rank 0 touches: the checkpoint
+  // folder, the metrics file) and gives every rank its outcome: an Error it
+  // throws is rethrown on every rank as a ConfigError with its message, so
+  // that all ranks stop alike, before step 1, with exit status 2.
+  void root_check(const std::function<void()>& check);
 
  private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   Device device_;
   std::string comm_backend_;
@@ -42,8 +49,7 @@ class Session {
 };
 
 // Loader options for this rank and a split.
-LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
-                             bool shuffle);
+LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split, bool shuffle);
 
 // A loader batch as the model's TokenBatch: int32 tokens, the lookahead token
 // only where it is the next token of the same sample (never across the end

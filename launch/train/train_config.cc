@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -13,11 +14,21 @@
 namespace pf {
 namespace {
 
+// A key and where its value came from, for messages:
+// "--set 'model.width=32x': model.width" when a --set gave it, else
+// "run.toml: model.width".
+std::string where_key(const std::string& origin, const std::map<std::string, std::string>& set_keys,
+                      const std::string& key) {
+  const auto it = set_keys.find(key);
+  return (it != set_keys.end() ? "--set '" + it->second + "'" : origin) + ": " + key;
+}
+
 // Typed access to "section.key" with defaults; remembers every key it was
 // asked about so that anything else in the file is reported as unknown.
 class Reader {
  public:
-  explicit Reader(toml::table& root, std::string origin) : root_(root), origin_(std::move(origin)) {}
+  Reader(toml::table& root, std::string origin, const std::map<std::string, std::string>& set_keys)
+      : root_(root), origin_(std::move(origin)), set_keys_(set_keys) {}
 
   template <typename T>
   void get(const char* section, const char* key, T& out) {
@@ -64,9 +75,12 @@ class Reader {
     const toml::node* node = root_[section][key].node();
     if (!node) return;
     const std::string name = std::string(section) + "." + key;
-    if (auto i = node->value_exact<int64_t>()) out = *i;
-    else if (auto s = node->value_exact<std::string>()) out = parse_byte_size(*s, name);
-    else PF_REQUIRE(ConfigError, false, where(section, key) << " must be a byte count or a string like \"16GiB\"");
+    if (auto i = node->value_exact<int64_t>())
+      out = *i;
+    else if (auto s = node->value_exact<std::string>())
+      out = parse_byte_size(*s, name);
+    else
+      PF_REQUIRE(ConfigError, false, where(section, key) << " must be a byte count or a string like \"16GiB\"");
     PF_REQUIRE(ConfigError, out >= 0, where(section, key) << " must be >= 0");
   }
 
@@ -85,7 +99,7 @@ class Reader {
 
  private:
   std::string where(const char* section, const char* key) const {
-    return origin_ + ": " + section + "." + key;
+    return where_key(origin_, set_keys_, std::string(section) + "." + key);
   }
   std::string suggestion(const std::string& full) const {
     const std::string section = full.substr(0, full.find('.'));
@@ -97,10 +111,12 @@ class Reader {
 
   toml::table& root_;
   std::string origin_;
+  const std::map<std::string, std::string>& set_keys_;
   std::set<std::string> known_;
 };
 
-void apply_override(toml::table& root, const std::string& assignment) {
+// Applies one --set; returns its key ("section.key").
+std::string apply_override(toml::table& root, const std::string& assignment) {
   const size_t eq = assignment.find('=');
   const size_t dot = assignment.find('.');
   PF_REQUIRE(ConfigError, eq != std::string::npos && dot != std::string::npos && dot < eq,
@@ -128,11 +144,26 @@ void apply_override(toml::table& root, const std::string& assignment) {
   toml::table* t = root[section].as_table();
   PF_REQUIRE(ConfigError, t != nullptr, "--set '" << assignment << "': '" << section << "' is not a section");
   t->insert_or_assign(key, *parsed.get("v"));
+  return section + "." + key;
 }
 
-TrainConfig read_config(toml::table& root, const std::string& origin) {
+// Every --set once per key: a second one would silently win over the first,
+// where the TOML file refuses a key given twice.
+std::map<std::string, std::string> apply_overrides(toml::table& root, const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> keys;
+  for (const std::string& o : overrides) {
+    const std::string key = apply_override(root, o);
+    const auto [it, fresh] = keys.emplace(key, o);
+    PF_REQUIRE(ConfigError, fresh,
+               "--set: " << key << " is given twice ('" << it->second << "', then '" << o << "'): give it once");
+  }
+  return keys;
+}
+
+TrainConfig read_config(toml::table& root, const std::string& origin,
+                        const std::map<std::string, std::string>& set_keys) {
   TrainConfig c;
-  Reader r(root, origin);
+  Reader r(root, origin, set_keys);
   ModelConfig& m = c.model;
   std::string s;
   r.get("model", "layers", m.layers);
@@ -153,11 +184,13 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("model", "feature_draw", m.feature_draw);
   s = "orthogonal";
   r.get("model", "projection", s);
-  PF_REQUIRE(ConfigError, s == "orthogonal" || s == "iid", origin << ": model.projection must be orthogonal or iid, got '" << s << "'");
+  PF_REQUIRE(ConfigError, s == "orthogonal" || s == "iid",
+             where_key(origin, set_keys, "model.projection") << " must be orthogonal or iid, got '" << s << "'");
   m.projection = s == "iid" ? ProjectionKind::Iid : ProjectionKind::Orthogonal;
   s = "chi";
   r.get("model", "feature_scaling", s);
-  PF_REQUIRE(ConfigError, s == "chi" || s == "sqrt_d", origin << ": model.feature_scaling must be chi or sqrt_d, got '" << s << "'");
+  PF_REQUIRE(ConfigError, s == "chi" || s == "sqrt_d",
+             where_key(origin, set_keys, "model.feature_scaling") << " must be chi or sqrt_d, got '" << s << "'");
   m.feature_scaling = s == "chi" ? FeatureScaling::ChiNorms : FeatureScaling::SqrtD;
   r.get("model", "chunk", m.chunk);
   r.get("model", "checkpoint_activations", m.checkpoint_activations);
@@ -175,7 +208,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   s = sample_mode_name(d.mode);
   r.get("data", "mode", s);
   PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed",
-             origin << ": data.mode must be packed, concat or single, got '" << s << "'");
+             where_key(origin, set_keys, "data.mode") << " must be packed, concat or single, got '" << s << "'");
   d.mode = parse_sample_mode(s);
   r.get("data", "sample_length", d.sample_length);
   r.get("data", "batch_size", d.batch_size);
@@ -223,6 +256,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   r.get("checkpoint", "keep", ck.keep);
   r.get("checkpoint", "resume", ck.resume);
   r.get("checkpoint", "init_from", ck.init_from);
+  r.get("checkpoint", "allow_data_change", ck.allow_data_change);
 
   ParallelConfig& p = c.parallel;
   r.get("parallel", "sp", p.sp);
@@ -236,7 +270,8 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
       known = known || s == scan_algorithm_name(a);
       names += (names.empty() ? "" : ", ") + std::string(scan_algorithm_name(a));
     }
-    PF_REQUIRE(ConfigError, known, origin << ": parallel.scan must be one of " << names << ", got '" << s << "'");
+    PF_REQUIRE(ConfigError, known,
+               where_key(origin, set_keys, "parallel.scan") << " must be one of " << names << ", got '" << s << "'");
   }
   p.attention.scan = parse_scan_algorithm(s);
   r.get("parallel", "overlap", p.attention.overlap_comm);
@@ -264,7 +299,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   auto in_range = [&](const char* key, auto v, bool ok, const std::string& range) {
     if (ok) return;
     std::ostringstream os;
-    os << origin << ": " << key << " = " << v << " is out of range: " << range;
+    os << where_key(origin, set_keys, key) << " = " << v << " is out of range: " << range;
     throw ConfigError(os.str());
   };
   // The optimizer computes in float32: a finite double may not be a finite float.
@@ -298,7 +333,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin) {
   try {
     parse_host_streams(c.device.cpu_streams);
   } catch (const ConfigError& e) {
-    throw ConfigError(origin + ": device.cpu_streams: " + e.what());
+    throw ConfigError(where_key(origin, set_keys, "device.cpu_streams") + ": " + e.what());
   }
   try {
     m.validate();
@@ -322,12 +357,19 @@ int64_t parse_byte_size(const std::string& text, const std::string& key) {
   std::string unit = text.substr(pos);
   while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
   double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KiB" || unit == "K") mult = 1024.0;
-  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB" || unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
-  else PF_REQUIRE(ConfigError, false, key << ": unknown unit '" << unit << "' in '" << text << "' (B, KiB, MiB, GiB, TiB)");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KiB" || unit == "K")
+    mult = 1024.0;
+  else if (unit == "MiB" || unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB" || unit == "T")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    PF_REQUIRE(ConfigError, false,
+               key << ": unknown unit '" << unit << "' in '" << text << "' (B, KiB, MiB, GiB, TiB)");
   PF_REQUIRE(ConfigError, v >= 0, key << ": negative size '" << text << "'");
   return static_cast<int64_t>(v * mult);
 }
@@ -343,8 +385,8 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
       throw ConfigError(os.str());
     }
   }
-  for (const std::string& o : overrides) apply_override(root, o);
-  return read_config(root, path.empty() ? std::string("configuration") : path);
+  const std::map<std::string, std::string> set_keys = apply_overrides(root, overrides);
+  return read_config(root, path.empty() ? std::string("configuration") : path, set_keys);
 }
 
 TrainConfig parse_train_config_text(const std::string& text, const std::string& origin,
@@ -355,8 +397,8 @@ TrainConfig parse_train_config_text(const std::string& text, const std::string& 
   } catch (const toml::parse_error& e) {
     throw ConfigError(origin + ": stored configuration does not parse: " + std::string(e.description()));
   }
-  for (const std::string& o : overrides) apply_override(root, o);
-  return read_config(root, origin);
+  const std::map<std::string, std::string> set_keys = apply_overrides(root, overrides);
+  return read_config(root, origin, set_keys);
 }
 
 void validate_layout(const TrainConfig& cfg, int world_size) {
@@ -367,7 +409,8 @@ void validate_layout(const TrainConfig& cfg, int world_size) {
              "data.sample_length = " << cfg.data.sample_length << " is not divisible by parallel.sp = " << sp);
   PF_REQUIRE(ConfigError, cfg.model.attention != AttentionKind::Softmax || sp == 1,
              "model.attention = softmax needs parallel.sp = 1 (exact attention keeps the whole sequence on one "
-             "rank), got sp = " << sp);
+             "rank), got sp = "
+                 << sp);
 }
 
 }  // namespace pf

@@ -30,28 +30,34 @@ struct DataConfig {
 struct RunConfig {
   int64_t steps = 1000;
   int64_t log_interval = 10;
-  int64_t eval_interval = 200;   // 0: only at the end
-  int64_t eval_batches = 16;     // validation batches per evaluation (0: the whole split)
-  std::string metrics;           // JSON-lines file ("" = none)
-  int64_t stop_at = 0;           // stop at this step with a checkpoint, as if preempted (0: never)
+  int64_t eval_interval = 200;  // 0: only at the end
+  int64_t eval_batches = 16;    // validation batches per evaluation (0: the whole split)
+  std::string metrics;          // JSON-lines file ("" = none)
+  int64_t stop_at = 0;          // stop at this step with a checkpoint, as if preempted (0: never)
 };
 
 struct CheckpointConfig {
-  std::string dir;          // "" = no checkpoints
-  int64_t interval = 200;   // steps between checkpoints (0: only at the end)
-  int64_t keep = 3;         // newest files kept
-  std::string resume;       // "" (fresh), "auto" (newest valid in dir, else fresh) or a file
+  std::string dir;         // "" = no checkpoints
+  int64_t interval = 200;  // steps between checkpoints (0: only at the end)
+  int64_t keep = 3;        // newest files kept
+  std::string resume;      // "" (fresh), "auto" (newest valid in dir, else fresh) or a file
   // A checkpoint whose parameters start a fresh run (step 0, zero moments)
   // when there is nothing to resume; its attention keys (model.attention,
   // features, ...) may differ from this run's: e.g. fine-tuning a softmax
   // model with FAVOR+. "" = initialise from model.seed.
   std::string init_from;
+  // A resume whose data files differ from those the checkpoint was trained
+  // on (content digest, size or split rule) stops with exit 2 naming each
+  // change; true continues from the checkpoint's parameters and optimizer on
+  // the new data, with the loader restarted at its first sample (fine-tuning
+  // on new data on purpose).
+  bool allow_data_change = false;
 };
 
 struct ParallelConfig {
   int64_t sp = 1;  // sequence-parallel group size; dp = ranks / sp
   AttentionOptions attention;
-  int64_t bucket_mib = 16;  // gradient allreduce bucket
+  int64_t bucket_mib = 16;        // gradient allreduce bucket
   bool overlap_allreduce = true;  // sum gradient buckets while the backward runs
 };
 
@@ -60,7 +66,7 @@ struct DeviceConfig {
   // Communicator: auto | mpi | nccl | staged. auto: MPI on the CPU; on GPUs
   // NCCL when every node has a GPU per rank, else staged (ranks share GPUs).
   std::string comm = "auto";
-  int64_t memory_cap = 0;        // bytes per rank, 0 = none ("16GiB" accepted)
+  int64_t memory_cap = 0;  // bytes per rank, 0 = none ("16GiB" accepted)
   // CPU streams: sync | async | async+jitter[=SEED] (PF_CPU_STREAMS overrides)
   std::string cpu_streams = "sync";
 };

@@ -8,11 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "data/h5.h"
 #include "data/schema.h"
 #include "launch/train/checkpoint.h"
+#include "launch/train/data_identity.h"
+#include "launch/train/metrics_log.h"
+#include "launch/train/run_lock.h"
 #include "launch/train/stop_signal.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
@@ -46,7 +50,23 @@ void to_device(Tensor& t, const std::vector<float>& v) {
   synchronize(t.stream());
 }
 
-std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& trainer, const DataLoader& loader) {
+// The training log (standard output, usually a file under a batch system) is
+// checked like the metrics: a run whose log no longer reaches its file stops.
+void check_log(std::ostream& log) {
+  log.flush();
+  PF_REQUIRE(IoError, log.good(),
+             "cannot write the training log (standard output; a full disk?): training stops; the checkpoints saved "
+             "so far are intact");
+}
+
+// What the checkpoints of this run record besides the training state.
+struct RunRecord {
+  std::string run_id;     // the lineage: drawn by a fresh run, kept on resume
+  std::string data_json;  // data_identities_json of the data files
+};
+
+std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& trainer, const DataLoader& loader,
+                            const RunRecord& record, MetricsLog& metrics) {
   const std::string path = checkpoint_path(cfg.checkpoint.dir, trainer.step());
   // Checked on every rank (the state is the same on all): a state that is no
   // longer finite must not replace, or push out (checkpoint.keep), the last
@@ -55,7 +75,12 @@ std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& t
              "step " << trainer.step() << ": the parameters or optimizer moments are not finite: not saving " << path
                      << "; the earlier checkpoints are kept");
   if (session.is_root()) {
+    // The metrics reach the disk first: after a crash they hold every step
+    // up to the newest checkpoint.
+    metrics.sync(trainer.step());
     CheckpointState st;
+    st.run_id = record.run_id;
+    st.data = record.data_json;
     st.step = trainer.step();
     st.loader = loader.position();
     st.config_text = cfg.source_text;
@@ -67,7 +92,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& t
     st.loss_scale = trainer.loss_scaler().scale();
     st.loss_scale_good_steps = trainer.loss_scaler().good_steps();
     write_checkpoint(path, st, trainer.model().layout(), cfg.model);
-    prune_checkpoints(cfg.checkpoint.dir, cfg.checkpoint.keep);
+    prune_checkpoints(cfg.checkpoint.dir, cfg.checkpoint.keep, record.run_id);
   }
   session.grid().world().barrier();
   return path;
@@ -140,7 +165,8 @@ int64_t keep_metrics_through(const std::string& path, int64_t step) {
 
 }  // namespace
 
-LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
+                                  CheckpointState* metadata) {
   // The model first: a checkpoint of another shape is a ConfigError listing
   // the keys, not a tensor of the wrong shape.
   const ModelConfig stored = require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, false,
@@ -157,6 +183,12 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   // f32 run's scale of 1 is no start for f16).
   if (st.loss_scale > 0 && stored.dtype == cfg.model.dtype)
     trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
+  if (metadata) {
+    *metadata = st;
+    metadata->params.clear();
+    metadata->m.clear();
+    metadata->v.clear();
+  }
   return st.loader;
 }
 
@@ -223,10 +255,89 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
   return total;
 }
 
+namespace {
+
+// Checked before step 1, on rank 0, which alone writes there: each folder
+// takes new files, and no other live run holds it (run_lock.h). A fresh run
+// (no checkpoint.resume) refuses a checkpoint.dir that already holds
+// checkpoints: it would mix its own with them, and a later --resume auto
+// would pick whichever is newest.
+void take_folders(const TrainConfig& cfg, const std::string& run_id, std::vector<std::unique_ptr<RunLock>>& locks,
+                  std::ostream& log) {
+  namespace fs = std::filesystem;
+  std::string note;
+  const std::string& dir = cfg.checkpoint.dir;
+  if (!dir.empty()) {
+    require_writable_folder(dir, "checkpoint.dir");
+    locks.push_back(std::make_unique<RunLock>(run_lock_path(dir), "checkpoint.dir = '" + dir + "'", run_id, &note));
+    if (!note.empty()) log << note << "\n";
+    if (cfg.checkpoint.resume.empty()) {
+      const std::vector<std::string> existing = list_checkpoints(dir);
+      PF_REQUIRE(ConfigError, existing.empty(),
+                 "checkpoint.dir = '" << dir << "' already holds " << existing.size() << " checkpoint(s) (newest "
+                                      << existing.front()
+                                      << "), and this run starts fresh (no checkpoint.resume): its checkpoints "
+                                         "would mix with them. Resume them (--resume auto), or give this run an "
+                                         "empty checkpoint.dir");
+    }
+  }
+  if (!cfg.run.metrics.empty()) {
+    const fs::path mp = fs::absolute(cfg.run.metrics).lexically_normal();
+    const fs::path folder = mp.parent_path();
+    require_writable_folder(folder.string(), "train.metrics = '" + cfg.run.metrics + "'");
+    PF_REQUIRE(ConfigError, !fs::is_directory(mp),
+               "train.metrics = '" << cfg.run.metrics << "' is a folder: name a file");
+    // Inside checkpoint.dir, that folder's lock covers it.
+    const bool covered = !dir.empty() && folder == fs::absolute(dir).lexically_normal();
+    if (!covered) {
+      note.clear();
+      locks.push_back(std::make_unique<RunLock>(cfg.run.metrics + ".lock", "train.metrics = '" + cfg.run.metrics + "'",
+                                                run_id, &note));
+      if (!note.empty()) log << note << "\n";
+    }
+  }
+}
+
+// The data of a resumed run against the data its checkpoint was trained on.
+// Returns whether the loader restarts (checkpoint.allow_data_change).
+bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const CheckpointState& metadata,
+                        const std::vector<DataFileIdentity>& now, bool root, std::ostream& log) {
+  if (metadata.data.empty()) {
+    if (root)
+      log << "warning: " << path << " was written before checkpoints recorded their data: the data files are not "
+          << "compared with those it was trained on\n";
+    return false;
+  }
+  const std::vector<std::string> changes = data_changes(parse_data_identities(metadata.data, path), now);
+  if (changes.empty()) return false;
+  std::string list;
+  for (const std::string& c : changes) list += "\n  " + c;
+  PF_REQUIRE(ConfigError, cfg.checkpoint.allow_data_change,
+             path << ": the data changed since this checkpoint was written:" << list
+                  << "\nA resume would go on with other data than the run was trained on (and, with the splits "
+                     "drawn again, validation may hold proteins already trained on). Restore the data the run was "
+                     "trained on, or set checkpoint.allow_data_change = true to go on training on the new data "
+                     "with the loader restarted");
+  if (root)
+    log << "checkpoint.allow_data_change: the data changed since " << path << ":" << list
+        << "\ngoing on from its parameters and optimizer state on the new data, the loader restarted at its first "
+           "sample\n";
+  return true;
+}
+
+}  // namespace
+
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
+  // The data first (it is only read), then the folders, before anything in
+  // checkpoint.dir or beside train.metrics is read or written.
   check_splits(cfg, grid);
+  RunRecord record{new_run_id(), ""};
+  std::vector<std::unique_ptr<RunLock>> locks;
+  session.root_check([&] { take_folders(cfg, record.run_id, locks, log); });
+  const std::vector<DataFileIdentity> data = data_identities(cfg.data.files);
+  record.data_json = data_identities_json(data);
   Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention, cfg.parallel.bucket_mib << 20,
                   cfg.parallel.overlap_allreduce);
   TrainOutcome out;
@@ -245,7 +356,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   }
   LoaderPosition start;
   if (!resume_path.empty()) {
-    start = restore_checkpoint(resume_path, cfg, trainer);
+    CheckpointState metadata;
+    start = restore_checkpoint(resume_path, cfg, trainer, &metadata);
+    if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
+    if (check_resumed_data(cfg, resume_path, metadata, data, root, log)) start = LoaderPosition{};
     if (root)
       log << "resumed from " << resume_path << " at step " << trainer.step() << " (data epoch " << start.epoch
           << ", sample " << start.sample << ")\n";
@@ -261,19 +375,24 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
 
   DataLoader loader(loader_options(cfg, grid, cfg.data.train_split, cfg.data.shuffle));
   loader.set_position(start);
-  std::ofstream metrics;
-  if (root && !cfg.run.metrics.empty()) {
-    const std::filesystem::path mp(cfg.run.metrics);
-    if (mp.has_parent_path()) std::filesystem::create_directories(mp.parent_path());
+  // Every step fills dp x batch_size samples; a split with fewer would pad
+  // every step (padding is no training signal, and tokens/s would count it).
+  PF_REQUIRE(ConfigError, loader.samples_per_epoch() >= grid.dp_size() * cfg.data.batch_size,
+             "data.train_split = '" << cfg.data.train_split << "' has " << loader.samples_per_epoch()
+                                    << " sample(s) of data.sample_length = " << cfg.data.sample_length
+                                    << ", fewer than one step takes (dp " << grid.dp_size() << " x data.batch_size "
+                                    << cfg.data.batch_size << "): lower data.batch_size or use more data");
+  MetricsLog metrics;
+  session.root_check([&] {
+    if (cfg.run.metrics.empty()) return;
     if (trainer.step() > 0) {
       const int64_t dropped = keep_metrics_through(cfg.run.metrics, trainer.step());
       if (dropped > 0)
         log << "train.metrics: dropped " << dropped << " line(s) past step " << trainer.step()
             << " (written after the checkpoint by the run that stopped; this run logs those steps again)\n";
     }
-    metrics.open(cfg.run.metrics, trainer.step() > 0 ? std::ios::app : std::ios::trunc);
-    PF_REQUIRE(IoError, metrics.good(), "cannot open train.metrics file '" << cfg.run.metrics << "'");
-  }
+    metrics = MetricsLog(cfg.run.metrics, trainer.step() > 0);
+  });
   auto validate = [&] {
     const EvalStats e = run_validation(cfg, session, trainer);
     if (root) {
@@ -282,16 +401,15 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                     static_cast<long long>(trainer.step()), e.loss(), e.perplexity(), e.accuracy(),
                     static_cast<long long>(e.tokens));
       log << line << std::flush;
-      if (metrics.is_open())
-        metrics << nlohmann::json{{"eval",
-                                   {{"step", trainer.step()},
-                                    {"loss", e.loss()},
-                                    {"ppl", e.perplexity()},
-                                    {"accuracy", e.accuracy()},
-                                    {"tokens", e.tokens}}}}
-                       .dump()
-                << "\n"
-                << std::flush;
+      check_log(log);
+      metrics.write(nlohmann::json{{"eval",
+                                    {{"step", trainer.step()},
+                                     {"loss", e.loss()},
+                                     {"ppl", e.perplexity()},
+                                     {"accuracy", e.accuracy()},
+                                     {"tokens", e.tokens}}}}
+                        .dump(),
+                    trainer.step());
     }
     out.validation = e;
   };
@@ -347,32 +465,32 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                     format_duration(avg_step * static_cast<double>(cfg.run.steps - done)).c_str());
       log << line << std::flush;
     }
+    if (root) check_log(log);
     if (metrics.is_open())
-      metrics << nlohmann::json{{"step", done},
-                                {"loss", st.loss},
-                                {"ppl", std::exp(st.loss)},
-                                {"accuracy", st.accuracy},
-                                {"tokens_per_s", tokens_per_step / step_time},
-                                {"useful_fraction", useful_fraction},
-                                {"useful_tokens_per_s", static_cast<double>(useful) / step_time},
-                                {"lr", st.lr},
-                                {"grad_norm", st.grad_norm},
-                                {"loss_scale", st.loss_scale},
-                                {"skipped", st.skipped},
-                                {"peak_bytes", st.peak_bytes},
-                                {"seconds", step_time},
-                                {"time",
-                                 {{"data", data_time},
-                                  {"attention", st.model.attention},
-                                  {"scan", st.model.scan},
-                                  {"scan_exposed", st.model.scan_exposed},
-                                  {"other", st.model.other},
-                                  {"allreduce", st.allreduce},
-                                  {"allreduce_exposed", st.allreduce_exposed},
-                                  {"optimizer", st.optimizer}}}}
-                     .dump()
-              << "\n"
-              << std::flush;
+      metrics.write(nlohmann::json{{"step", done},
+                                   {"loss", st.loss},
+                                   {"ppl", std::exp(st.loss)},
+                                   {"accuracy", st.accuracy},
+                                   {"tokens_per_s", tokens_per_step / step_time},
+                                   {"useful_fraction", useful_fraction},
+                                   {"useful_tokens_per_s", static_cast<double>(useful) / step_time},
+                                   {"lr", st.lr},
+                                   {"grad_norm", st.grad_norm},
+                                   {"loss_scale", st.loss_scale},
+                                   {"skipped", st.skipped},
+                                   {"peak_bytes", st.peak_bytes},
+                                   {"seconds", step_time},
+                                   {"time",
+                                    {{"data", data_time},
+                                     {"attention", st.model.attention},
+                                     {"scan", st.model.scan},
+                                     {"scan_exposed", st.model.scan_exposed},
+                                     {"other", st.model.other},
+                                     {"allreduce", st.allreduce},
+                                     {"allreduce_exposed", st.allreduce_exposed},
+                                     {"optimizer", st.optimizer}}}}
+                        .dump(),
+                    done);
     if (stop[0] != 0 || stop[1] != 0) {
       if (root) {
         if (stop[1])
@@ -380,25 +498,26 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
         else
           log << "stop requested (signal " << stop[0] << "): saving a checkpoint at step " << done << "\n";
       }
-      if (!cfg.checkpoint.dir.empty()) out.checkpoint = save_checkpoint(cfg, session, trainer, loader);
+      if (!cfg.checkpoint.dir.empty()) out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics);
       out.stopped_by_signal = true;
       break;
     }
     if (cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0 && done < cfg.run.steps) validate();
     if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0 &&
         done < cfg.run.steps) {
-      out.checkpoint = save_checkpoint(cfg, session, trainer, loader);
+      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics);
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }
   if (!out.stopped_by_signal) {
     validate();
     if (!cfg.checkpoint.dir.empty()) {
-      out.checkpoint = save_checkpoint(cfg, session, trainer, loader);
+      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics);
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }
   out.last_step = trainer.step();
+  if (root) metrics.sync(out.last_step);
   if (root)
     log << "done: " << (out.last_step - out.first_step) << " steps in " << format_duration(seconds_now() - run_start)
         << "\n"

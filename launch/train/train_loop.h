@@ -12,6 +12,7 @@
 #include <ostream>
 #include <string>
 
+#include "launch/train/checkpoint.h"
 #include "launch/train/session.h"
 #include "launch/train/train_config.h"
 #include "model/trainer.h"
@@ -45,7 +46,9 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
 // checking, before any tensor is read, that it belongs to the same model
 // (ConfigError listing the differing keys); returns the loader position to
 // continue from.
-LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
+// `metadata` (optional) receives the checkpoint's attributes (no tensors).
+LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
+                                  CheckpointState* metadata = nullptr);
 
 // Loads only the parameters of a checkpoint (the trainer keeps its step and
 // moments), checking model_incompatibilities with attention_may_differ: the

@@ -1,0 +1,172 @@
+#include "launch/train/run_lock.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "runtime/check.h"
+#include "runtime/random.h"
+
+namespace pf {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string utc_time(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+bool alive_here(const LockOwner& o) {
+  if (o.host != host_name() || o.pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(o.pid), 0) == 0 || errno != ESRCH;
+}
+
+// The record in an open lock file; an empty or unreadable one is "no owner".
+bool read_owner(int fd, LockOwner* o) {
+  std::string text;
+  char buf[512];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    at += n;
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return false;
+  o->host = j.value("host", std::string("unknown"));
+  o->pid = j.value("pid", int64_t{0});
+  o->started = j.value("started", int64_t{0});
+  o->run_id = j.value("run_id", std::string("?"));
+  return true;
+}
+
+// An exclusive lock on the whole file: an open-file-description lock where
+// the kernel has them (so that two locks in one process conflict too), else
+// a classic record lock. 0, or the errno.
+int try_lock(int fd) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+#ifdef F_OFD_SETLK
+  if (::fcntl(fd, F_OFD_SETLK, &fl) == 0) return 0;
+  if (errno != EINVAL) return errno;
+#endif
+  return ::fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+std::string LockOwner::str() const {
+  return "run " + run_id + " (host " + host + ", pid " + std::to_string(pid) + ", started " + utc_time(started) + ")";
+}
+
+std::string run_lock_path(const std::string& dir) { return (fs::path(dir) / ".performer-lock").string(); }
+
+std::string new_run_id() {
+  const uint64_t t = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  std::random_device rd;
+  uint64_t h = mix64(t, static_cast<uint64_t>(::getpid()));
+  h = mix64(h, std::hash<std::string>{}(host_name()));
+  h = mix64(h, (static_cast<uint64_t>(rd()) << 32) | rd());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+void require_writable_folder(const std::string& dir, const std::string& key) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  PF_REQUIRE(ConfigError, !fs::exists(st) || fs::is_directory(st),
+             key << ": '" << dir << "' is not a folder (it is a file)");
+  fs::create_directories(dir, ec);
+  PF_REQUIRE(ConfigError, !ec, key << ": cannot create the folder '" << dir << "': " << ec.message());
+  // Checkpoints are written under a temporary name and renamed.
+  const std::string probe = (fs::path(dir) / (".performer-probe-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  PF_REQUIRE(ConfigError, fd >= 0,
+             key << ": cannot write in the folder '" << dir << "' (creating '" << probe << "': " << std::strerror(errno)
+                 << ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+RunLock::RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note)
+    : path_(path) {
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  PF_REQUIRE(ConfigError, fd_ >= 0, what << ": cannot open the lock file '" << path_ << "': " << std::strerror(errno));
+  LockOwner previous;
+  const bool had_owner = read_owner(fd_, &previous);
+  const int err = try_lock(fd_);
+  if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {
+    // No locks on this filesystem: the record alone decides.
+    if (had_owner && (previous.host != host_name() || alive_here(previous))) {
+      ::close(fd_);
+      fd_ = -1;
+      throw ConfigError(what + " belongs to " + previous.str() + " (this filesystem offers no locks (" +
+                        std::strerror(err) + "), so the owner record in '" + path_ +
+                        "' decides): wait for that run to end, or remove that file once it is known to have ended");
+    }
+    if (note)
+      *note = "warning: " + what + ": the filesystem offers no locks (" + std::strerror(err) +
+              "): only the owner record in '" + path_ + "' keeps a second run out";
+  } else if (err != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    PF_REQUIRE(ConfigError, err == EACCES || err == EAGAIN,
+               what << ": cannot lock '" << path_ << "': " << std::strerror(err));
+    throw ConfigError(what + " is in use by " + (had_owner ? previous.str() : "another run") + " (lock '" + path_ +
+                      "'): two runs there would mix their checkpoints and metrics; wait for it to end, or give "
+                      "this run its own");
+  } else if (had_owner && note) {
+    *note = what + ": taking over the lock from " + previous.str() +
+            ", which no longer holds it (it ended without releasing it: killed or crashed)";
+  }
+  const std::string record =
+      nlohmann::json{
+          {"host", host_name()}, {"pid", static_cast<int64_t>(::getpid())}, {"started", unix_now()}, {"run_id", run_id}}
+          .dump() +
+      "\n";
+  const bool written = ::ftruncate(fd_, 0) == 0 &&
+                       ::pwrite(fd_, record.data(), record.size(), 0) == static_cast<ssize_t>(record.size()) &&
+                       ::fsync(fd_) == 0;
+  if (!written) {
+    const int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw ConfigError(what + ": cannot write the owner record '" + path_ + "': " + std::strerror(e));
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ < 0) return;
+  // An empty record with the lock free: the folder's last run ended cleanly.
+  if (::ftruncate(fd_, 0) == 0) ::fsync(fd_);
+  ::close(fd_);
+}
+
+}  // namespace pf

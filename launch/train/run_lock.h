@@ -1,0 +1,59 @@
+// One run per folder: an exclusive lock on "<dir>/.performer-lock" (and on
+// "<metrics>.lock" when train.metrics lies outside checkpoint.dir) with an
+// owner record, taken by performer-train's rank 0 before it reads or writes
+// anything there (docs/checkpoints.md#one-run-per-folder).
+//
+// The lock is a POSIX record lock (fcntl F_SETLK) on the lock file: the
+// kernel (or, on NFS, the lock manager) drops it when the process ends in any
+// way, SIGKILL and crashes included. The file holds the owner record as one
+// JSON line: host, pid, start time (Unix seconds) and run id. A second run
+// finds the lock held and is refused with a ConfigError naming that owner. A
+// record with the lock free is what a process that died left behind: the
+// lock is taken over and the message says whose it was. Where the
+// filesystem offers no locks at all (ENOLCK: NFS without a lock manager) the
+// record alone decides: a live pid on this host, or any other host's record,
+// refuses the run; a dead pid on this host is taken over.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pf {
+
+struct LockOwner {
+  std::string host;
+  int64_t pid = 0;
+  int64_t started = 0;  // Unix seconds
+  std::string run_id;
+  std::string str() const;  // "run 1f2e... (host node1, pid 4242, started 2026-12-01 14:02:11 UTC)"
+};
+
+class RunLock {
+ public:
+  // Takes the lock file `path` (created when missing) for `run_id`.
+  // ConfigError naming `what` ("checkpoint.dir = 'runs/x'"), the owner and
+  // the reason when another live run holds it or the file cannot be written.
+  // `note` receives a line when a dead owner's lock is taken over, or when
+  // the filesystem has no locks.
+  RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note);
+  ~RunLock();  // clears the owner record, then releases the lock
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// The lock file of a folder ("<dir>/.performer-lock").
+std::string run_lock_path(const std::string& dir);
+// Creates `dir` when missing and checks that it takes new files (one made
+// and removed). ConfigError naming `key`, the folder and the reason: a
+// regular file of that name, no permission, a read-only filesystem.
+void require_writable_folder(const std::string& dir, const std::string& key);
+// 16 hex digits, distinct per process start (time, pid, host and the OS's
+// random source).
+std::string new_run_id();
+
+}  // namespace pf
