@@ -59,8 +59,7 @@ for o in $OOD_ORGANISMS; do ood_args+=(--ood-organism "$o"); done
 # Concat samples, as in the recorded results (the quickstart config now packs).
 common=(--config launch/configs/small.toml --set "data.files=[\"$data\"]" --set 'data.mode="concat"' --set parallel.sp=1
         --set checkpoint.resume=\"\" --set checkpoint.interval=0 --set checkpoint.keep=1
-        --set train.log_interval=50 --set train.eval_interval=$(( STEPS >= 8 ? STEPS / 8 : 1 ))
-        --set train.eval_batches=8)
+        --set train.log_interval=50 --set train.eval_batches=8)
 evals=$OUT/evals.csv
 echo "run,split,variant,features,draw,loss,ppl,accuracy,tokens" > "$evals"
 runs=$OUT/runs.csv
@@ -77,10 +76,10 @@ evaluate() {
   echo "$line" | sed -E "s/.*loss ([0-9.naif]+) \| ppl ([0-9.naif]+) \| accuracy ([0-9.naif]+) \| ([0-9]+) tokens.*/$run,$split,$variant,$m,$draw,\1,\2,\3,\4/" >> "$evals"
 }
 
-# train RUN ATTENTION OBJECTIVE STEPS [--set ...]
+# train RUN ATTENTION OBJECTIVE STEPS EVAL_INTERVAL [--set ...] (each key once)
 train() {
-  local run=$1 att=$2 obj=$3 steps=$4
-  shift 4
+  local run=$1 att=$2 obj=$3 steps=$4 eval_interval=$5
+  shift 5
   rm -rf "$OUT/$run"
   mkdir -p "$OUT/$run"
   echo "== train $run: attention $att, objective $obj, $steps steps"
@@ -88,6 +87,7 @@ train() {
   t0=$(date +%s.%N)
   /usr/bin/time -f "%M" -o "$OUT/$run/max_rss_kib" "${one_rank[@]}" "$bin/performer-train" "${common[@]}" \
     --set "model.attention=\"$att\"" --set "model.objective=\"$obj\"" --set "train.steps=$steps" \
+    --set "train.eval_interval=$eval_interval" \
     --set "checkpoint.dir=\"$OUT/$run/checkpoints\"" --set "train.metrics=\"$OUT/$run/metrics.jsonl\"" "$@" \
     > "$OUT/$run/train.log" 2>&1 || { tail -20 "$OUT/$run/train.log"; exit 1; }
   t1=$(date +%s.%N)
@@ -99,7 +99,7 @@ last_checkpoint() { ls "$OUT/$1/checkpoints"/ckpt-*.h5 | tail -1; }
 
 for obj in $OBJECTIVES; do
   for att in softmax favor relu; do
-    train "$att-$obj" "$att" "$obj" "$STEPS"
+    train "$att-$obj" "$att" "$obj" "$STEPS" $(( STEPS >= 8 ? STEPS / 8 : 1 ))
     ck=$(last_checkpoint "$att-$obj")
     for split in test ood; do evaluate "$att-$obj" "$split" trained "" "" "$ck"; done
   done
@@ -110,8 +110,8 @@ sm=$(last_checkpoint softmax-clm)
 for split in test ood; do
   evaluate softmax-clm "$split" favor-dropin 64 0 "$sm" --set 'model.attention="favor"' --set model.features=64
 done
-train favor-ft-clm favor clm "$FT_STEPS" --set "checkpoint.init_from=\"$sm\"" --set optimizer.warmup_steps=10 \
-  --set optimizer.lr=1e-3 --set optimizer.min_lr=1e-4 --set train.eval_interval=$(( FT_STEPS >= 4 ? FT_STEPS / 4 : 1 ))
+train favor-ft-clm favor clm "$FT_STEPS" $(( FT_STEPS >= 4 ? FT_STEPS / 4 : 1 )) \
+  --set "checkpoint.init_from=\"$sm\"" --set optimizer.warmup_steps=10 --set optimizer.lr=1e-3 --set optimizer.min_lr=1e-4
 ft=$(last_checkpoint favor-ft-clm)
 for split in test ood; do evaluate favor-ft-clm "$split" trained "" "" "$ft"; done
 

@@ -14,10 +14,10 @@ trap 'rm -rf "$dir"' EXIT
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz > /dev/null
 common=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=2 --set model.width=32 --set model.heads=2
         --set model.ffn=64 --set model.features=16 --set data.sample_length=64 --set data.batch_size=2
-        --set train.steps=100000 --set train.log_interval=1 --set train.eval_interval=0 --set train.eval_batches=1
+        --set train.eval_interval=0 --set train.eval_batches=1
         --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.interval=0 --set "train.metrics=\"$dir/m.jsonl\""
         --set parallel.sp=2)
-"${mpiexec[@]}" -n 2 "$train" "${common[@]}" > "$dir/log" 2>&1 &
+"${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=1 > "$dir/log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do
   [ -f "$dir/m.jsonl" ] && [ "$(wc -l < "$dir/m.jsonl")" -ge 5 ] && break
@@ -43,7 +43,8 @@ ck=$(ls "$dir/ck"/ckpt-*.h5 | tail -1)
 [ -n "$ck" ] || { echo "FAIL: no checkpoint after SIGTERM"; exit 1; }
 step=$(basename "$ck" .h5); step=$((10#${step#ckpt-}))
 # Resume: the run continues from the saved step.
-"${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=$((step + 2)) --resume auto > "$dir/log2" 2>&1
+"${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=$((step + 2)) --set train.log_interval=1 --resume auto \
+  > "$dir/log2" 2>&1
 grep -q "resumed from $ck at step $step" "$dir/log2" || { echo "FAIL: did not resume from $ck"; cat "$dir/log2"; exit 1; }
 grep -q "step $((step + 2))/$((step + 2))" "$dir/log2" || { echo "FAIL: resumed run did not finish"; exit 1; }
 echo "stopped at step $step on a signal to rank 1 (logged as signal 15), resumed and finished"
@@ -57,7 +58,7 @@ echo "stopped at step $step on a signal to rank 1 (logged as signal 15), resumed
 # and block, so this run logs rarely.
 if "${mpiexec[0]}" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
   rm -rf "$dir/ck" "$dir/m.jsonl"
-  "${mpiexec[@]}" --mca odls_base_sigkill_timeout 5 -n 2 "$train" "${common[@]}" --set train.log_interval=100000 \
+  "${mpiexec[@]}" --mca odls_base_sigkill_timeout 5 -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=100000 \
     > "$dir/log3" 2>&1 &
   pid=$!
   for _ in $(seq 1 600); do

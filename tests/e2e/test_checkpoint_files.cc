@@ -115,8 +115,15 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
   TempDir dir;
   const ModelConfig m = small_model();
   const ParamLayout layout(m);
-  for (int64_t step : {10, 20, 30, 40})
-    write_checkpoint(checkpoint_path(dir.path, step), make_state(m, step, step), layout, m);
+  for (int64_t step : {10, 20, 30, 40}) {
+    CheckpointState st = make_state(m, step, step);
+    st.run_id = "run-a";
+    write_checkpoint(checkpoint_path(dir.path, step), st, layout, m);
+  }
+  // A newer checkpoint of another run in the same folder.
+  CheckpointState other = make_state(m, 50, 50);
+  other.run_id = "run-b";
+  write_checkpoint(checkpoint_path(dir.path, 50), other, layout, m);
   const CheckpointState back = read_checkpoint(checkpoint_path(dir.path, 30), layout);
   const CheckpointState want = make_state(m, 30, 30);
   EXPECT_EQ(back.params, want.params);
@@ -125,12 +132,15 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
   EXPECT_EQ(back.step, 30);
   EXPECT_EQ(back.loader, want.loader);
   EXPECT_EQ(back.config_text, want.config_text);
+  EXPECT_EQ(back.run_id, "run-a");
   // Readable with standard tools: one dataset per named tensor.
   H5Id f = h5_open_file(checkpoint_path(dir.path, 30));
   EXPECT_EQ(h5_dataset_shape(h5_open_dataset(f, "params/layer1.qkv.weight")), (std::vector<int64_t>{96, 32}));
-  prune_checkpoints(dir.path, 2);
+  // Run a keeps its newest 2; run b's newer checkpoint is not run a's to remove.
+  prune_checkpoints(dir.path, 2, "run-a");
   EXPECT_EQ(list_checkpoints(dir.path),
-            (std::vector<std::string>{checkpoint_path(dir.path, 40), checkpoint_path(dir.path, 30)}));
+            (std::vector<std::string>{checkpoint_path(dir.path, 50), checkpoint_path(dir.path, 40),
+                                      checkpoint_path(dir.path, 30)}));
 }
 
 TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
@@ -298,7 +308,7 @@ TEST(CheckpointFiles, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   EXPECT_FALSE(fs::exists(next)) << "a half-written checkpoint appeared under its final name";
   EXPECT_EQ(latest_valid_checkpoint(dir.path, big), previous);
   EXPECT_EQ(read_checkpoint(previous, layout).params, st.params);
-  prune_checkpoints(dir.path, 3);  // removes the dead writer's temporary file
+  prune_checkpoints(dir.path, 3, "any run");  // removes the dead writer's temporary file
   EXPECT_FALSE(fs::exists(tmp));
 }
 

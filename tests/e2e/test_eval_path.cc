@@ -27,6 +27,9 @@
 namespace pf {
 namespace {
 
+using test::set_override;
+using test::set_overrides;
+
 using test::world_rank;
 using test::world_size;
 
@@ -105,8 +108,8 @@ class EvalPath : public ::testing::TestWithParam<const char*> {
     const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "evalpath-" + tag);
     const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
     std::vector<std::string> o = test::tiny_run(data, root, world_size(), 4);
-    o.push_back(std::string("model.objective=\"") + GetParam() + "\"");
-    o.insert(o.end(), extra.begin(), extra.end());
+    set_override(o, std::string("model.objective=\"") + GetParam() + "\"");
+    set_overrides(o, extra);
     const TrainConfig cfg = load_train_config("", o);
     Session session(cfg, MPI_COMM_WORLD);
     std::ostringstream log;
@@ -117,9 +120,9 @@ class EvalPath : public ::testing::TestWithParam<const char*> {
     return o;
   }
   static TrainConfig eval_config(std::vector<std::string> o, const std::vector<std::string>& extra = {}) {
-    o.push_back("data.valid_split=\"test\"");
-    o.push_back("train.eval_batches=0");
-    o.insert(o.end(), extra.begin(), extra.end());
+    set_override(o, "data.valid_split=\"test\"");
+    set_override(o, "train.eval_batches=0");
+    set_overrides(o, extra);
     return load_train_config("", o);
   }
   std::string checkpoint_, data_;
@@ -250,7 +253,7 @@ TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
        {std::string("checkpoint.init_from=\"") + source + "\"", std::string("checkpoint.dir=\"") + dir + "\"",
         std::string("train.metrics=\"") + dir + "/metrics.jsonl\"", std::string("model.features=32"),
         std::string("train.steps=3"), std::string("optimizer.lr=1e-30"), std::string("optimizer.min_lr=0")})
-    ft.push_back(k);
+    set_override(ft, k);
   const TrainConfig cfg = load_train_config("", ft);
   Session session(cfg, MPI_COMM_WORLD);
   std::ostringstream log;
@@ -263,8 +266,8 @@ TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
   // The same run without init_from starts from model.seed's initialisation.
   std::vector<std::string> fresh = ft;
   fresh.erase(std::find(fresh.begin(), fresh.end(), std::string("checkpoint.init_from=\"") + source + "\""));
-  fresh.push_back("checkpoint.dir=\"" + dir + "-fresh\"");
-  fresh.push_back("train.metrics=\"\"");
+  set_override(fresh, "checkpoint.dir=\"" + dir + "-fresh\"");
+  set_override(fresh, "train.metrics=\"\"");
   const TrainConfig fresh_cfg = load_train_config("", fresh);
   Session fresh_session(fresh_cfg, MPI_COMM_WORLD);
   const TrainOutcome fresh_out = run_training(fresh_cfg, fresh_session, log);

@@ -41,11 +41,15 @@
 #include "model/model.h"
 #include "runtime/exec.h"
 #include "runtime/random.h"
+#include "tests/e2e/train_fixtures.h"
 #include "tests/support/numerics.h"
 #include "tests/support/tool_run.h"
 
 namespace pf {
 namespace {
+
+using test::set_override;
+using test::set_overrides;
 
 const char* kQuery = "/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz";
 
@@ -135,8 +139,8 @@ const Fixture& fixture() {
     write_random_checkpoint(x.vocab33, clm, v33);
     // Another layout: the configuration says width 48, the tensors are width 32.
     std::vector<std::string> wide = clm;
-    wide.push_back("model.width=48");
-    wide.push_back("model.heads=3");
+    set_override(wide, "model.width=48");
+    set_override(wide, "model.heads=3");
     write_random_checkpoint(x.layout, wide, model_of(clm));
     x.records = short_proteins(6);
     x.proteins = x.dir + "/proteins.fasta";

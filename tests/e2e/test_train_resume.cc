@@ -19,6 +19,9 @@
 namespace pf {
 namespace {
 
+using test::set_override;
+using test::set_overrides;
+
 using test::world_rank;
 using test::world_size;
 
@@ -51,17 +54,17 @@ std::string check_stop_and_resume(const std::string& tag, const std::vector<std:
   const std::string a = root + "/a", b = root + "/b";
   auto run = [&](const std::string& dir) {
     std::vector<std::string> o = test::tiny_run(data, dir, P, 4);
-    o.insert(o.end(), extra.begin(), extra.end());
+    set_overrides(o, extra);
     return o;
   };
   train(run(a));
   std::vector<std::string> stop = run(b);
-  stop.push_back("train.stop_at=4");
+  set_override(stop, "train.stop_at=4");
   const TrainOutcome first = train(stop);
   EXPECT_EQ(first.last_step, 4);
   EXPECT_FALSE(first.checkpoint.empty());
   std::vector<std::string> resume = run(b);
-  resume.push_back("checkpoint.resume=\"auto\"");
+  set_override(resume, "checkpoint.resume=\"auto\"");
   const TrainOutcome second = train(resume);
   EXPECT_EQ(second.first_step, 4);
   EXPECT_EQ(second.last_step, 8);
@@ -113,7 +116,7 @@ TEST(TrainResume, ResumesInAnotherPrecisionWithItsOwnLossScale) {
   const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "resume-dtype");
   const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
   std::vector<std::string> stop = test::tiny_run(data, root, P, 4);
-  stop.push_back("train.stop_at=4");
+  set_override(stop, "train.stop_at=4");
   EXPECT_EQ(train(stop).last_step, 4);
   std::vector<std::string> resume = test::tiny_run(data, root, P, 4);
   for (const char* o : {"checkpoint.resume=\"auto\"", "model.dtype=\"f16\"", "optimizer.loss_scale_init=1024"})
@@ -136,7 +139,7 @@ TEST(TrainResume, ResumesOnAnotherLayout) {
   // Reference: the whole run on 1 x P.
   train(test::tiny_run(data, a, P, 4));
   std::vector<std::string> stop = test::tiny_run(data, b, P, 4);
-  stop.push_back("train.stop_at=4");
+  set_override(stop, "train.stop_at=4");
   train(stop);
   const TrainConfig cfg = load_train_config("", test::tiny_run(data, a, P, 4));
   const std::vector<double> la = test::metric_losses(a + "/metrics.jsonl");
@@ -146,7 +149,7 @@ TEST(TrainResume, ResumesOnAnotherLayout) {
   // Resume on (P/2) x 2 (or P x 1 at 2 ranks), keeping the global batch of 4.
   const int sp = P == 2 ? 1 : 2, dp = P / sp;
   std::vector<std::string> other = test::tiny_run(data, c, sp, 4 / dp);
-  other.push_back("checkpoint.resume=\"" + saved + "\"");
+  set_override(other, "checkpoint.resume=\"" + saved + "\"");
   train(other);
   if (world_rank() == 0) {
     const std::vector<double> lc = test::metric_losses(c + "/metrics.jsonl");
@@ -159,7 +162,7 @@ TEST(TrainResume, ResumesOnAnotherLayout) {
   if (world_rank() == 0) {
     const std::string d = root + "/d";
     std::vector<std::string> single = test::tiny_run(data, d, 1, 4);
-    single.push_back("checkpoint.resume=\"" + saved + "\"");
+    set_override(single, "checkpoint.resume=\"" + saved + "\"");
     train(single, MPI_COMM_SELF);
     const std::vector<double> ld = test::metric_losses(d + "/metrics.jsonl");
     ASSERT_EQ(ld.size(), 4u);

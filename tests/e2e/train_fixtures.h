@@ -3,11 +3,10 @@
 // and a tiny configuration built from key=value overrides.
 #pragma once
 
-#include <cstdlib>
-
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -47,8 +46,7 @@ inline std::string shared_temp_dir(MPI_Comm comm, const std::string& tag) {
   MPI_Barrier(comm);
   long pid = static_cast<long>(::getpid());
   MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("pf-" + tag + "-" + std::to_string(pid))).string();
+  const std::string dir = (std::filesystem::temp_directory_path() / ("pf-" + tag + "-" + std::to_string(pid))).string();
   if (rank == 0) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
@@ -74,14 +72,41 @@ inline std::string prepared_proteins(MPI_Comm comm, const std::string& dir) {
   return out;
 }
 
+// Sets one section.key=value override in `o`, replacing an earlier one of
+// the same key (a key may be given once: load_train_config refuses repeats).
+inline void set_override(std::vector<std::string>& o, const std::string& assignment) {
+  const std::string key = assignment.substr(0, assignment.find('=') + 1);
+  for (std::string& a : o)
+    if (a.compare(0, key.size(), key) == 0) {
+      a = assignment;
+      return;
+    }
+  o.push_back(assignment);
+}
+inline void set_overrides(std::vector<std::string>& o, const std::vector<std::string>& extra) {
+  for (const std::string& a : extra) set_override(o, a);
+}
+
 inline std::vector<std::string> tiny_run(const std::string& data, const std::string& dir, int sp, int batch) {
-  return {"model.layers=2",        "model.width=32",       "model.heads=2",
-          "model.ffn=64",          "model.features=16",    "model.chunk=16",
-          "data.files=[\"" + data + "\"]", "data.sample_length=48", "data.batch_size=" + std::to_string(batch),
-          "optimizer.lr=3e-3",     "optimizer.warmup_steps=2", "train.steps=8",
-          "train.log_interval=100", "train.eval_interval=0", "train.eval_batches=2",
-          "train.metrics=\"" + dir + "/metrics.jsonl\"", "checkpoint.dir=\"" + dir + "/ckpt\"",
-          "checkpoint.interval=0", "parallel.sp=" + std::to_string(sp)};
+  return {"model.layers=2",
+          "model.width=32",
+          "model.heads=2",
+          "model.ffn=64",
+          "model.features=16",
+          "model.chunk=16",
+          "data.files=[\"" + data + "\"]",
+          "data.sample_length=48",
+          "data.batch_size=" + std::to_string(batch),
+          "optimizer.lr=3e-3",
+          "optimizer.warmup_steps=2",
+          "train.steps=8",
+          "train.log_interval=100",
+          "train.eval_interval=0",
+          "train.eval_batches=2",
+          "train.metrics=\"" + dir + "/metrics.jsonl\"",
+          "checkpoint.dir=\"" + dir + "/ckpt\"",
+          "checkpoint.interval=0",
+          "parallel.sp=" + std::to_string(sp)};
 }
 
 // Losses of the metrics file, one per step line.

@@ -6,7 +6,9 @@
 #
 # - apt-get: Debian's python3-torch (1.13, CPU only, BLAS = Debian's OpenBLAS)
 #   and libtorch-dev (the C++ headers torch.utils.cpp_extension compiles
-#   against), python3-venv, python3-dev, g++, ninja-build;
+#   against), pybind11-dev (which torch/extension.h includes, and which
+#   libtorch-dev only recommends), python3-venv, python3-dev, g++,
+#   ninja-build;
 # - a virtual environment over Debian's /usr/bin/python3 (not a pyenv or
 #   conda python on PATH) with --system-site-packages, so Debian's torch is
 #   the torch it imports, in $PEERS_DIR/venv (default: .peers/ at the
@@ -45,7 +47,7 @@ case "$(cut -d. -f1 /etc/debian_version)" in
 esac
 
 # --- 1. Debian packages -------------------------------------------------------
-APT_PACKAGES=(python3-torch libtorch-dev python3-venv python3-dev g++ ninja-build time)
+APT_PACKAGES=(python3-torch libtorch-dev pybind11-dev python3-venv python3-dev g++ ninja-build time)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -66,6 +68,7 @@ import torch, torch.utils.cpp_extension as ce, os
 assert torch.__file__.startswith("/usr/lib/python3/dist-packages/"), torch.__file__
 inc = ce.include_paths()[0]
 assert os.path.exists(os.path.join(inc, "torch", "extension.h")), "no torch/extension.h under " + inc + " (libtorch-dev)"
+assert os.path.exists("/usr/include/pybind11/pybind11.h"), "no /usr/include/pybind11/pybind11.h (pybind11-dev)"
 EOF
 
 # --- 2. the virtual environment -----------------------------------------------

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A run owns its checkpoint folder and knows its data, end to end (one rank,
+# no launcher; docs/checkpoints.md#one-run-per-folder):
+#   - a second run on a live run's checkpoint.dir exits 2 naming the owner,
+#     and the first run's checkpoints and metrics go on untouched;
+#   - the lock of a run killed with SIGKILL is taken over with a message;
+#   - a fresh run refuses a checkpoint.dir that holds checkpoints;
+#   - a resume after the data file was prepared again (another split seed,
+#     or a smaller file) exits 2 naming the file and what changed;
+#     checkpoint.allow_data_change = true goes on with the loader restarted;
+#   - checks before step 1: checkpoint.dir a regular file, a batch larger
+#     than the training split;
+#   - --set given twice, a bad --set value named as the --set, --plan and
+#     --print-config of an sp = 2 configuration without a launcher,
+#     performer-generate --max-length 0.
+#   run_ownership_test.sh <performer-data> <performer-train> <performer-generate>
+set -uo pipefail
+data_tool=$1; train=$2; generate=$3
+dir=$(mktemp -d /tmp/pf-ownership-XXXXXX)
+first=
+trap '[ -n "$first" ] && kill -9 "$first" 2>/dev/null; rm -rf "$dir"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+  [ -n "${KEEP_GOING:-}" ] || exit 1
+}
+query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
+"$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 "$query" > /dev/null 2>&1 || fail "prepare"
+model=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=1 --set model.heads=2 --set model.ffn=64
+       --set model.features=16 --set data.sample_length=48 --set train.log_interval=1 --set train.eval_interval=0
+       --set train.eval_batches=1 --set checkpoint.interval=5 --set "train.metrics=\"$dir/m.jsonl\"")
+# (a key may be given once: the cases below add the keys that they vary)
+base=("${model[@]}" --set model.width=32 --set data.batch_size=2)
+common=("${base[@]}" --set "checkpoint.dir=\"$dir/ck\"")
+
+# expect_usage_error NAME TEXT... -- COMMAND...: exit 2 and every TEXT in the output.
+expect_usage_error() {
+  local name=$1; shift
+  local texts=()
+  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
+  shift
+  local rc=0
+  "$@" > "$dir/out" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || { tail -3 "$dir/out"; fail "$name: exit code $rc, expected 2"; return; }
+  for t in "${texts[@]}"; do
+    grep -qF -- "$t" "$dir/out" || { tail -3 "$dir/out"; fail "$name: the message does not say '$t'"; return; }
+  done
+  echo "ok: $name: exit 2, $(grep -m1 -F -- "${texts[0]}" "$dir/out" | cut -c1-200)"
+}
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+
+# A long first run; the second starts once the first has logged steps.
+"$train" "${common[@]}" --set train.steps=1000000 --resume auto > "$dir/first.log" 2>&1 &
+first=$!
+for _ in $(seq 1 600); do [ "$(lines "$dir/m.jsonl")" -ge 12 ] && break; sleep 0.1; done
+[ "$(lines "$dir/m.jsonl")" -ge 12 ] || { tail -3 "$dir/first.log"; fail "the first run logged no steps"; }
+expect_usage_error "second run on a live checkpoint.dir" "checkpoint.dir = '$dir/ck' is in use by run" \
+  "pid $first" -- "$train" "${common[@]}" --set train.steps=1000000 --resume auto
+expect_usage_error "second run with only the metrics shared" "train.metrics = '$dir/m.jsonl' is in use by run" \
+  "pid $first" -- "$train" "${base[@]}" --set train.steps=10 --set "checkpoint.dir=\"$dir/other\""
+before=$(lines "$dir/m.jsonl")
+sleep 1
+[ "$(lines "$dir/m.jsonl")" -gt "$before" ] || fail "the first run's metrics stopped growing after the refusals"
+grep -q "dropped" "$dir/first.log" && fail "the first run's metrics were rewritten"
+kill -0 "$first" 2>/dev/null || fail "the first run did not survive the refusals"
+kill -9 "$first"; wait "$first" 2>/dev/null; first=
+
+# Its lock is taken over; the run resumes from its newest checkpoint.
+newest=$(ls "$dir/ck" | tail -1)
+"$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --resume auto > "$dir/out" 2>&1 \
+  || { tail -3 "$dir/out"; fail "resume after SIGKILL"; }
+grep -qF "checkpoint.dir = '$dir/ck': taking over the lock from run" "$dir/out" \
+  && grep -qF "which no longer holds it" "$dir/out" \
+  && echo "ok: the lock of the killed run was taken over: $(grep -m1 -F "taking over" "$dir/out" | cut -c1-200)" \
+  || fail "no takeover message after SIGKILL"
+grep -qF "resumed from $dir/ck/$newest" "$dir/out" || fail "did not resume from the newest checkpoint $newest"
+
+# A fresh run into a folder with checkpoints.
+listing=$(ls "$dir/ck")
+expect_usage_error "fresh run into a used checkpoint.dir" "already holds" "--resume auto" -- \
+  "$train" "${common[@]}" --set train.steps=10
+[ "$(ls "$dir/ck")" = "$listing" ] || fail "the refused fresh run changed the checkpoint folder"
+
+# The data prepared again with another split seed: refused, then allowed.
+cp "$dir/p.h5" "$dir/p0.h5"
+"$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 --seed 7 "$query" > /dev/null 2>&1 || fail "prepare seed 7"
+expect_usage_error "resume on data prepared with --seed 7" "the data changed since this checkpoint" \
+  "data.files[0] '$dir/p.h5': content digest" "split rule 'hash seed=0" "'hash seed=7" "allow_data_change" -- \
+  "$train" "${common[@]}" --set train.steps=1000000 --resume auto
+[ "$(ls "$dir/ck")" = "$listing" ] || fail "the refused resume changed the checkpoint folder"
+"$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --set checkpoint.allow_data_change=true \
+  --resume auto > "$dir/out" 2>&1 || { tail -3 "$dir/out"; fail "resume with checkpoint.allow_data_change"; }
+grep -qF "the loader restarted" "$dir/out" && grep -qE "at step [0-9]+ \(data epoch 0, sample 0\)" "$dir/out" \
+  && echo "ok: checkpoint.allow_data_change = true goes on with the loader at epoch 0, sample 0" \
+  || { tail -5 "$dir/out"; fail "allow_data_change: no restart of the loader"; }
+# A smaller replacement file: named as a change of data, not a loader error.
+zcat "$query" | head -400 > "$dir/small.fasta"
+"$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 --seed 7 "$dir/small.fasta" > /dev/null 2>&1 \
+  || fail "prepare the smaller file"
+expect_usage_error "resume on a smaller replacement file" "the data changed since this checkpoint" "content digest" -- \
+  "$train" "${common[@]}" --set train.steps=1000000 --resume auto
+cp "$dir/p0.h5" "$dir/p.h5"
+
+# Checks before step 1.
+touch "$dir/a-file"
+expect_usage_error "checkpoint.dir is a regular file" "checkpoint.dir: '$dir/a-file' is not a folder" -- \
+  "$train" "${base[@]}" --set train.steps=10 --set "checkpoint.dir=\"$dir/a-file\""
+rm -rf "$dir/ck3"
+expect_usage_error "batch larger than the split" "fewer than one step takes" "data.batch_size 100000" -- \
+  "$train" "${model[@]}" --set model.width=32 --set train.steps=10 --set data.batch_size=100000 \
+  --set "checkpoint.dir=\"$dir/ck3\""
+[ -z "$(ls "$dir/ck3" 2>/dev/null)" ] || fail "the refused run wrote checkpoints"
+
+# Configuration items.
+expect_usage_error "--set twice" "--set: model.width is given twice ('model.width=32', then 'model.width=64')" -- \
+  "$train" "${base[@]}" --set model.width=64 --plan
+expect_usage_error "bad --set value" "--set 'model.ffn=64x': model.ffn must be an integer" -- \
+  "$train" --set "data.files=[\"$dir/p.h5\"]" --set model.ffn=64x --plan
+out=$("$train" "${common[@]}" --set parallel.sp=2 --plan 2>&1) \
+  && grep -qF "memory plan per rank (sp 2, any dp" <<< "$out" \
+  && echo "ok: --plan of an sp = 2 configuration without a launcher: $out" \
+  || { echo "$out" | tail -3; fail "--plan with parallel.sp = 2 alone"; }
+"$train" "${common[@]}" --set parallel.sp=2 --print-config 2>&1 | grep -qF "sp = 2" \
+  && echo "ok: --print-config of an sp = 2 configuration without a launcher" \
+  || fail "--print-config with parallel.sp = 2 alone"
+expect_usage_error "generate --max-length 0" "--max-length must be >= 1" -- \
+  "$generate" --checkpoint "$dir/ck/$newest" --num 1 --max-length 0 --output "$dir/gen.fasta"
+[ ! -e "$dir/gen.fasta" ] || fail "generate --max-length 0 wrote a file"
+
+[ "$failures" -eq 0 ] || { echo "FAIL: $failures case(s) failed"; exit 1; }
+echo "PASS: one run per folder, checkpoints that know their data, checks before step 1"
