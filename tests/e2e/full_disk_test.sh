@@ -33,27 +33,7 @@ fill() {
   avail=$(df -k --output=avail "$1" | tail -1)
   dd if=/dev/zero of="$1/.filler" bs=1k count=$((avail - $2)) status=none 2>/dev/null || true
 }
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-  [ -n "${KEEP_GOING:-}" ] || exit 1
-}
-# expect_failure NAME STATUS TEXT... -- COMMAND...: that exit status (never a
-# crash) and every TEXT in the output.
-expect_failure() {
-  local name=$1 want=$2; shift 2
-  local texts=()
-  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
-  shift
-  local rc=0
-  "$@" > "$dir/out" 2>&1 || rc=$?
-  [ "$rc" -eq "$want" ] || { tail -3 "$dir/out"; fail "$name: exit status $rc, expected $want"; return; }
-  for t in "${texts[@]}"; do
-    grep -qF -- "$t" "$dir/out" || { tail -3 "$dir/out"; fail "$name: the message does not say '$t'"; return; }
-  done
-  echo "ok: $name: exit $rc, $(grep -m1 -F -- "${texts[0]}" "$dir/out" | cut -c1-160)"
-}
+source "$(dirname "$0")/cli_checks.sh"
 # nothing_left NAME DIR: DIR holds nothing but the filler.
 nothing_left() {
   local left
@@ -75,17 +55,17 @@ ck="$dir/ck/ckpt-000000004.h5"
 
 mount_tmpfs "$dir/full" 1m
 fill "$dir/full" 0
-expect_failure "prepare --output on a full disk" 1 "No space left on device" -- \
+expect_status "prepare --output on a full disk" 1 "No space left on device" -- \
   "$data_tool" prepare --output "$dir/full/p.h5" "$query"
 nothing_left "prepare" "$dir/full"
 # (Open MPI keeps its own session files under /tmp, so that it starts)
-expect_failure "eval --fasta with TMPDIR on a full disk" 1 "No space left on device" -- \
+expect_status "eval --fasta with TMPDIR on a full disk" 1 "No space left on device" -- \
   env TMPDIR="$dir/full" OMPI_MCA_orte_tmpdir_base=/tmp "$eval_tool" --checkpoint "$ck" --fasta "$dir/few.fasta"
 nothing_left "eval --fasta" "$dir/full"
-expect_failure "score --output --per-residue on a full disk" 1 "No space left on device" -- \
+expect_status "score --output --per-residue on a full disk" 1 "No space left on device" -- \
   "$score" --checkpoint "$ck" --output "$dir/full/s.tsv" --per-residue "$dir/full/r.h5" "$dir/few.fasta"
 nothing_left "score" "$dir/full"
-expect_failure "embed --output on a full disk" 1 "No space left on device" -- \
+expect_status "embed --output on a full disk" 1 "No space left on device" -- \
   "$embed" --checkpoint "$ck" --output "$dir/full/e.h5" "$dir/few.fasta"
 nothing_left "embed" "$dir/full"
 
@@ -93,21 +73,21 @@ nothing_left "embed" "$dir/full"
 # not fit, naming the file and what was lost.
 mount_tmpfs "$dir/nearly" 1m
 fill "$dir/nearly" 16
-expect_failure "train.metrics on a nearly full disk" 1 "train.metrics '$dir/nearly/m.jsonl': writing failed" \
+expect_status "train.metrics on a nearly full disk" 1 "train.metrics '$dir/nearly/m.jsonl': writing failed" \
   "No space left on device" "are lost" -- \
   "$train" "${run[@]}" --set train.steps=400 --set train.log_interval=1 --set "checkpoint.dir=\"$dir/ck2\"" \
   --set "train.metrics=\"$dir/nearly/m.jsonl\""
 
 # Folders that cannot be written: refused before step 1.
 mount_tmpfs "$dir/ro" 1m ro
-expect_failure "checkpoint.dir on a read-only filesystem" 2 "checkpoint.dir: cannot write in the folder '$dir/ro'" \
+expect_status "checkpoint.dir on a read-only filesystem" 2 "checkpoint.dir: cannot write in the folder '$dir/ro'" \
   "Read-only file system" -- \
   "$train" "${run[@]}" --set train.steps=4 --set "checkpoint.dir=\"$dir/ro\"" --set "train.metrics=\"$dir/m3.jsonl\""
 [ ! -s "$dir/m3.jsonl" ] || fail "read-only checkpoint.dir: the run trained before refusing"
 mkdir -p "$dir/forbidden" "$dir/open"
 chmod 755 "$dir" "$dir/forbidden"
 chmod 1777 "$dir/open"
-expect_failure "checkpoint.dir not writable for the user" 2 "checkpoint.dir: cannot write in the folder" \
+expect_status "checkpoint.dir not writable for the user" 2 "checkpoint.dir: cannot write in the folder" \
   "Permission denied" -- \
   setpriv --reuid=nobody --regid=nogroup --clear-groups "$train" "${run[@]}" --set train.steps=4 \
   --set "checkpoint.dir=\"$dir/forbidden\"" --set "train.metrics=\"$dir/open/m4.jsonl\""

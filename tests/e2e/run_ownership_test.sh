@@ -19,12 +19,7 @@ data_tool=$1; train=$2; generate=$3
 dir=$(mktemp -d /tmp/pf-ownership-XXXXXX)
 first=
 trap '[ -n "$first" ] && kill -9 "$first" 2>/dev/null; rm -rf "$dir"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-  [ -n "${KEEP_GOING:-}" ] || exit 1
-}
+source "$(dirname "$0")/cli_checks.sh"
 query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 "$query" > /dev/null 2>&1 || fail "prepare"
 model=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=1 --set model.heads=2 --set model.ffn=64
@@ -37,16 +32,7 @@ common=("${base[@]}" --set "checkpoint.dir=\"$dir/ck\"")
 # expect_usage_error NAME TEXT... -- COMMAND...: exit 2 and every TEXT in the output.
 expect_usage_error() {
   local name=$1; shift
-  local texts=()
-  while [ "$1" != "--" ]; do texts+=("$1"); shift; done
-  shift
-  local rc=0
-  "$@" > "$dir/out" 2>&1 || rc=$?
-  [ "$rc" -eq 2 ] || { tail -3 "$dir/out"; fail "$name: exit code $rc, expected 2"; return; }
-  for t in "${texts[@]}"; do
-    grep -qF -- "$t" "$dir/out" || { tail -3 "$dir/out"; fail "$name: the message does not say '$t'"; return; }
-  done
-  echo "ok: $name: exit 2, $(grep -m1 -F -- "${texts[0]}" "$dir/out" | cut -c1-200)"
+  expect_status "$name" 2 "$@"
 }
 lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
 

@@ -16,12 +16,7 @@ set -uo pipefail
 data_tool=$1; train=$2
 dir=$(mktemp -d /tmp/pf-train-errors-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-  [ -n "${KEEP_GOING:-}" ] || exit 1
-}
+source "$(dirname "$0")/cli_checks.sh"
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz \
   > /dev/null 2>&1 || fail "prepare"
 common=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=2 --set model.width=32 --set model.heads=2
@@ -47,20 +42,14 @@ last_sets() {
   done
 }
 
-# expect_usage_error NAME TEXT... -- ARGS: exit code 2 and every TEXT in the output.
+# expect_usage_error NAME TEXT... -- ARGS: performer-train ARGS exits 2, every TEXT in the output.
 expect_usage_error() {
   local name=$1; shift
   local texts=()
   while [ "$1" != "--" ]; do texts+=("$1"); shift; done
   shift
-  local rc=0
   last_sets "$@"
-  "$train" "${DEDUPED[@]}" > "$dir/out" 2>&1 || rc=$?
-  [ "$rc" -eq 2 ] || { tail -3 "$dir/out"; fail "$name: exit code $rc, expected 2"; return; }
-  for t in "${texts[@]}"; do
-    grep -qF -- "$t" "$dir/out" || { tail -3 "$dir/out"; fail "$name: the message does not say '$t'"; return; }
-  done
-  echo "ok: $name: exit 2, $(grep -m1 -F -- "${texts[0]}" "$dir/out" | cut -c1-160)"
+  expect_status "$name" 2 "${texts[@]}" -- "$train" "${DEDUPED[@]}"
 }
 
 # A run stopped at step 4 leaves ckpt-4 and 4 metrics lines.
