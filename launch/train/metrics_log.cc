@@ -15,6 +15,8 @@ MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
   PF_REQUIRE(ConfigError, f_ != nullptr,
              "train.metrics = '" << path << "': cannot open it for writing: " << std::strerror(errno));
+  std::fseek(f_, 0, SEEK_END);
+  complete_ = std::ftell(f_);
 }
 
 MetricsLog::~MetricsLog() {
@@ -22,7 +24,7 @@ MetricsLog::~MetricsLog() {
 }
 
 MetricsLog::MetricsLog(MetricsLog&& o) noexcept
-    : path_(std::move(o.path_)), f_(std::exchange(o.f_, nullptr)), lines_(o.lines_) {}
+    : path_(std::move(o.path_)), f_(std::exchange(o.f_, nullptr)), lines_(o.lines_), complete_(o.complete_) {}
 
 MetricsLog& MetricsLog::operator=(MetricsLog&& o) noexcept {
   if (this != &o) {
@@ -30,20 +32,25 @@ MetricsLog& MetricsLog::operator=(MetricsLog&& o) noexcept {
     path_ = std::move(o.path_);
     f_ = std::exchange(o.f_, nullptr);
     lines_ = o.lines_;
+    complete_ = o.complete_;
   }
   return *this;
 }
 
 void MetricsLog::fail(const char* what, int err, int64_t step) {
-  // Closed without another flush: what could not be written stays unwritten,
-  // and the file is not written to again.
+  // The part of a line that reached the file is cut off (shrinking needs no
+  // space), so the file ends with its last complete line; then it is closed
+  // and not written to again.
+  const int fd = ::fileno(f_);
+  const bool cut = complete_ >= 0 && ::ftruncate(fd, complete_) == 0;
   std::fclose(f_);
   f_ = nullptr;
   std::ostringstream os;
   os << "train.metrics '" << path_ << "': " << what << " failed (" << std::strerror(err) << ") at step " << step
-     << ": its line and any later ones are lost (" << lines_
-     << " line(s) of this run were written; the last may be cut short). Training stops; the checkpoints saved so far "
-        "are intact, and a resume drops the metrics past the checkpoint it resumes from";
+     << ": its line and any later ones are lost (" << lines_ << " line(s) of this run were written"
+     << (cut ? "" : "; the last may be cut short")
+     << "). Training stops; the checkpoints saved so far are intact, and a resume drops the metrics past the "
+        "checkpoint it resumes from";
   throw IoError(os.str());
 }
 
@@ -54,6 +61,7 @@ void MetricsLog::write(const std::string& line, int64_t step) {
     fail("writing", errno ? errno : EIO, step);
   if (std::fflush(f_) != 0) fail("writing", errno ? errno : EIO, step);
   ++lines_;
+  complete_ += static_cast<long>(line.size()) + 1;
 }
 
 void MetricsLog::sync(int64_t step) {

@@ -1,9 +1,9 @@
 // train.metrics: one JSON object per line, appended by rank 0 and flushed
 // with each line. Every write is checked: a failed one (a full disk) is an
 // IoError naming the file, the step and what is lost, which ends the run
-// with exit status 1. sync() flushes and fsyncs; the trainer calls it before
-// each checkpoint, so after a crash the file holds at least every line up to
-// the newest checkpoint (and a resume drops the lines past it).
+// with exit status 1; the file is cut back to its last complete line. sync() flushes and fsyncs; the trainer calls it
+// before each checkpoint, so after a crash the file holds at least every line up to the newest checkpoint (and a resume
+// drops the lines past it).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,8 @@ class MetricsLog {
   [[noreturn]] void fail(const char* what, int err, int64_t step);
   std::string path_;
   std::FILE* f_ = nullptr;
-  int64_t lines_ = 0;  // written by this run
+  int64_t lines_ = 0;   // written by this run
+  long complete_ = -1;  // bytes of the file up to its last complete line
 };
 
 }  // namespace pf

@@ -7,7 +7,8 @@
 #     reason (No space left on device) named, no crash at exit, nothing left
 #     under the output names or their temporary names;
 #   - performer-train with train.metrics on a nearly full disk: exit 1
-#     naming the file, the step and what was lost;
+#     naming the file, the step and what was lost; the file cut back to its
+#     last complete line;
 #   - performer-train with checkpoint.dir on a read-only filesystem, or in a
 #     folder it may not write: exit 2 before step 1, the reason named.
 #   full_disk_test.sh <performer-data> <performer-train> <performer-eval> <performer-score> <performer-embed>
@@ -77,6 +78,16 @@ expect_status "train.metrics on a nearly full disk" 1 "train.metrics '$dir/nearl
   "No space left on device" "are lost" -- \
   "$train" "${run[@]}" --set train.steps=400 --set train.log_interval=1 --set "checkpoint.dir=\"$dir/ck2\"" \
   --set "train.metrics=\"$dir/nearly/m.jsonl\""
+python3 - "$dir/nearly/m.jsonl" <<'EOF' || fail "train.metrics on a nearly full disk: not cut back to complete lines"
+import json, sys
+text = open(sys.argv[1]).read()
+assert text.endswith("\n"), "the last line is cut short"
+lines = text.splitlines()
+assert len(lines) >= 1, "no line written"
+for line in lines:
+    json.loads(line)  # every line complete
+print(f"ok: the metrics file ends with its last complete line ({len(lines)} lines)")
+EOF
 
 # Folders that cannot be written: refused before step 1.
 mount_tmpfs "$dir/ro" 1m ro
