@@ -109,12 +109,14 @@ echo "PMIxCliTmpDirBase=$dir/pmix" >"$dir/mpi.conf"
 export SLURM_CONF="$dir/slurm.conf"
 /usr/sbin/slurmctld -f "$SLURM_CONF"
 /usr/sbin/slurmd -f "$SLURM_CONF"
-for _ in $(seq 300); do
+# Bounded by time (not a count of polls), generously: a loaded machine is slow to start daemons.
+end=$((SECONDS + ${PF_SLURM_WAIT:-300}))
+while [ "$SECONDS" -lt "$end" ]; do
   state=$(sinfo -h -o %T 2>/dev/null || true)
   [ "$state" = idle ] && { echo "$SLURM_CONF"; exit 0; }
   sleep 0.1
 done
-log "the node did not become idle in 30 s (state '${state:-none}'); logs in $dir/log"
+log "the node did not become idle in ${PF_SLURM_WAIT:-300} s (state '${state:-none}'); logs in $dir/log"
 tail -5 "$dir"/log/*.log >&2 || true
 stop
 exit 1
