@@ -7,7 +7,8 @@
 # - apt-get: Debian's python3-torch (1.13, CPU only, BLAS = Debian's OpenBLAS)
 #   and libtorch-dev (the C++ headers torch.utils.cpp_extension compiles
 #   against), pybind11-dev (which torch/extension.h includes, and which
-#   libtorch-dev only recommends), python3-venv, python3-dev, g++,
+#   libtorch-dev only recommends), python3-setuptools (which
+#   torch.utils.cpp_extension imports), python3-venv, python3-dev, g++,
 #   ninja-build;
 # - a virtual environment over Debian's /usr/bin/python3 (not a pyenv or
 #   conda python on PATH) with --system-site-packages, so Debian's torch is
@@ -47,7 +48,7 @@ case "$(cut -d. -f1 /etc/debian_version)" in
 esac
 
 # --- 1. Debian packages -------------------------------------------------------
-APT_PACKAGES=(python3-torch libtorch-dev pybind11-dev python3-venv python3-dev g++ ninja-build time)
+APT_PACKAGES=(python3-torch libtorch-dev pybind11-dev python3-setuptools python3-venv python3-dev g++ ninja-build time)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
