@@ -120,7 +120,13 @@ void H5Id::close() {
 
 H5Id h5_create_file(const std::string& path) {
   h5_quiet();
-  H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  // Closing a written file while an object of it is still open is an error
+  // (H5F_CLOSE_SEMI), not a close that silently waits for that object: with
+  // no exit hook (above), such a file would never be completed.
+  H5Id fapl(H5Pcreate(H5P_FILE_ACCESS));
+  PF_H5_CHECK_MSG(fapl.get(), "creating the file access list of '" << path << "'");
+  PF_H5_CHECK_MSG(H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI), "setting the close degree of '" << path << "'");
+  H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
   PF_H5_CHECK_MSG(file.get(), "cannot create HDF5 file '" << path << "'");
   return file;
 }

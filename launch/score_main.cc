@@ -30,6 +30,7 @@
 #include "launch/infer/sequence_input.h"
 #include "launch/infer/tool_cli.h"
 #include "launch/train/mpi_program.h"
+#include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 
 int main(int argc, char** argv) {
@@ -128,19 +129,23 @@ int main(int argc, char** argv) {
     }
     flush();
     if (rank == 0) {
-      // Both files or neither: the per-residue file (the larger) first, each
-      // under a temporary name until complete; if the table then fails, the
-      // per-residue file goes too.
-      if (!per_residue.empty())
-        residues.write(per_residue, measure, checkpoint, cm.cfg.model.causal() ? first_residue : "");
+      // Both files or neither: each is written in full under a temporary
+      // name, then both are renamed; a failure before the renames removes
+      // both temporaries and leaves any earlier outputs as they were.
+      std::string residue_tmp;
       try {
+        if (!per_residue.empty()) {
+          residue_tmp = pf::temporary_output_path(per_residue);
+          residues.write_file(residue_tmp, measure, checkpoint, cm.cfg.model.causal() ? first_residue : "");
+        }
+        out->finish();
+        if (!residue_tmp.empty()) pf::rename_into_place(residue_tmp, per_residue);
+        residue_tmp.clear();
         out->commit();
-      } catch (const pf::Error& e) {
+      } catch (...) {
         std::error_code ec;
-        if (!per_residue.empty()) std::filesystem::remove(per_residue, ec);
-        throw pf::IoError(
-            std::string(e.what()) +
-            (per_residue.empty() ? "" : "\n(removed '" + per_residue + "' too: the outputs go together)"));
+        if (!residue_tmp.empty()) std::filesystem::remove(residue_tmp, ec);
+        throw;
       }
       std::fprintf(stderr,
                    "performer-score: %lld proteins, %s %.4f per scored token (%lld tokens, perplexity %.3f), "

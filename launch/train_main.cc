@@ -10,6 +10,7 @@
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
 #include "model/planner.h"
+#include "runtime/check.h"
 #include "runtime/host_allocator.h"
 #include "runtime/memory.h"
 
@@ -26,9 +27,13 @@ int main(int argc, char** argv) {
   app.add_flag("--plan", plan, "print the memory plan of one rank and exit");
   app.add_flag("--print-config", print_config, "print the resolved configuration and exit");
   CLI11_PARSE(app, argc, argv);
-  if (!resume.empty()) overrides.push_back("checkpoint.resume=\"" + resume + "\"");
-
   return pf::run_mpi_program(argc, argv, "performer-train", [&](int size, int rank) {
+    if (!resume.empty()) {
+      for (const std::string& o : overrides)
+        PF_REQUIRE(pf::ConfigError, o.rfind("checkpoint.resume=", 0) != 0,
+                   "--resume " << resume << " and --set '" << o << "' both say where to resume from: give one");
+      overrides.push_back("checkpoint.resume=\"" + resume + "\"");
+    }
     const pf::TrainConfig cfg = pf::load_train_config(config_path, overrides);
     const int64_t sp = cfg.parallel.sp;
     // --plan and --print-config run alone too (no mpirun): every rank of a

@@ -1,6 +1,5 @@
 #include "launch/infer/embed_output.h"
 
-
 #include "data/h5.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
@@ -33,11 +32,13 @@ void EmbeddingWriter::write(const std::string& path, const std::string& checkpoi
       H5Id g = h5_create_group(f, "residues");
       h5_write_vector(g, "offsets", offsets_);
       h5_write_array(g, "embeddings", residues_.data(), {offsets_.back(), width_});
+      g.close();
     }
     h5_write_attr_string(f, "checkpoint", checkpoint);
     h5_write_attr_int64(f, "layer", layer);
     h5_write_attr_string(f, "layer_name", layer_name);
     h5_write_attr_int64(f, "width", width_);
+    f.close();  // a last write that fails is an error, not a silent short file
   });
 }
 

@@ -21,7 +21,7 @@ OutputFile::OutputFile(const std::string& path) : path_(path) {
 
 OutputFile::~OutputFile() {
   if (tmp_.empty() || committed_) return;
-  if (f_) std::fclose(f_);
+  if (f_ && !finished_) std::fclose(f_);
   std::error_code ignored;
   std::filesystem::remove(tmp_, ignored);
 }
@@ -31,16 +31,21 @@ void OutputFile::write(const std::string& text) {
              "writing '" << (tmp_.empty() ? std::string("stdout") : path_) << "' failed: " << std::strerror(errno));
 }
 
-void OutputFile::commit() {
+void OutputFile::finish() {
+  if (finished_) return;
+  finished_ = true;
   if (tmp_.empty()) {
-    std::fflush(f_);
-    committed_ = true;
+    PF_REQUIRE(IoError, std::fflush(f_) == 0 && !std::ferror(f_), "writing stdout failed: " << std::strerror(errno));
     return;
   }
   const bool ok = std::fflush(f_) == 0 && std::fclose(f_) == 0;
   f_ = nullptr;
   PF_REQUIRE(IoError, ok, "writing '" << path_ << "' failed: " << std::strerror(errno));
-  rename_into_place(tmp_, path_);
+}
+
+void OutputFile::commit() {
+  finish();
+  if (!tmp_.empty()) rename_into_place(tmp_, path_);
   committed_ = true;
 }
 

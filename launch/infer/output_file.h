@@ -16,12 +16,15 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   void write(const std::string& text);  // IoError naming the file
-  void commit();                        // flush, close and rename; IoError naming the file
+  // Flushes and closes the temporary file (stdout: flushes it); IoError
+  // naming the file when that fails. commit() calls it when not done yet.
+  void finish();
+  void commit();  // finish, then rename into place; IoError naming the file
 
  private:
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
-  bool committed_ = false;
+  bool finished_ = false, committed_ = false;
 };
 
 }  // namespace pf

@@ -45,18 +45,22 @@ void PerResidueWriter::add(const std::string& id, int64_t length, const std::vec
   offsets_.push_back(static_cast<int64_t>(logprob_.size()));
 }
 
+void PerResidueWriter::write_file(const std::string& file, const std::string& measure, const std::string& checkpoint,
+                                  const std::string& first_residue) const {
+  H5Id f = h5_create_file(file);
+  h5_write_strings(f, "ids", ids_);
+  h5_write_vector(f, "lengths", lengths_);
+  h5_write_vector(f, "offsets", offsets_);
+  h5_write_vector(f, "logprob", logprob_);
+  h5_write_attr_string(f, "measure", measure);
+  h5_write_attr_string(f, "checkpoint", checkpoint);
+  if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);
+  f.close();  // a last write that fails is an error, not a silent short file
+}
+
 void PerResidueWriter::write(const std::string& path, const std::string& measure, const std::string& checkpoint,
                              const std::string& first_residue) const {
-  write_then_rename(path, [&](const std::string& tmp) {
-    H5Id f = h5_create_file(tmp);
-    h5_write_strings(f, "ids", ids_);
-    h5_write_vector(f, "lengths", lengths_);
-    h5_write_vector(f, "offsets", offsets_);
-    h5_write_vector(f, "logprob", logprob_);
-    h5_write_attr_string(f, "measure", measure);
-    h5_write_attr_string(f, "checkpoint", checkpoint);
-    if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);
-  });
+  write_then_rename(path, [&](const std::string& tmp) { write_file(tmp, measure, checkpoint, first_residue); });
 }
 
 }  // namespace pf

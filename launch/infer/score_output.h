@@ -45,6 +45,10 @@ class PerResidueWriter {
   // Written as "<path>.tmp-<pid>" and renamed; Hdf5Error / IoError naming the file.
   void write(const std::string& path, const std::string& measure, const std::string& checkpoint,
              const std::string& first_residue) const;
+  // Written to `file` as it is (the caller renames it: performer-score
+  // renames it together with its table).
+  void write_file(const std::string& file, const std::string& measure, const std::string& checkpoint,
+                  const std::string& first_residue) const;
 
  private:
   std::vector<std::string> ids_;

@@ -66,5 +66,4 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
 // Tokens a protein of `residues` takes in a packed sample (its input length).
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& options);
 
-
 }  // namespace pf

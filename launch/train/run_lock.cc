@@ -58,10 +58,14 @@ bool read_owner(int fd, LockOwner* o) {
   }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return false;
-  o->host = j.value("host", std::string("unknown"));
-  o->pid = j.value("pid", int64_t{0});
-  o->started = j.value("started", int64_t{0});
-  o->run_id = j.value("run_id", std::string("?"));
+  try {
+    o->host = j.value("host", std::string("unknown"));
+    o->pid = j.value("pid", int64_t{0});
+    o->started = j.value("started", int64_t{0});
+    o->run_id = j.value("run_id", std::string("?"));
+  } catch (const nlohmann::json::exception&) {
+    return false;  // edited by hand: no owner this file can name
+  }
   return true;
 }
 
@@ -119,9 +123,11 @@ RunLock::RunLock(const std::string& path, const std::string& what, const std::st
     : path_(path) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   PF_REQUIRE(ConfigError, fd_ >= 0, what << ": cannot open the lock file '" << path_ << "': " << std::strerror(errno));
+  // The record is read once the lock is decided: held by us, it is what the
+  // last owner left (empty after a clean end); refused, it names the owner.
+  const int err = try_lock(fd_);
   LockOwner previous;
   const bool had_owner = read_owner(fd_, &previous);
-  const int err = try_lock(fd_);
   if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {
     // No locks on this filesystem: the record alone decides.
     if (had_owner && (previous.host != host_name() || alive_here(previous))) {

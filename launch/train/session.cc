@@ -84,7 +84,7 @@ void Session::root_check(const std::function<void()>& check) {
   if (rank_ == 0) {
     try {
       check();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // pf errors, and filesystem or JSON errors of the check
       failure = e.what();
       failed = 1;
     }

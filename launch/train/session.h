@@ -33,8 +33,8 @@ class Session {
   const std::string& comm_backend() const { return comm_backend_; }
   bool is_root() const { return rank_ == 0; }
   // Runs `check` on rank 0 only (what only rank 0 touches: the checkpoint
-  // folder, the metrics file) and gives every rank its outcome: an Error it
-  // throws is rethrown on every rank as a ConfigError with its message, so
+  // folder, the metrics file) and gives every rank its outcome: an exception
+  // it throws is rethrown on every rank as a ConfigError with its message, so
   // that all ranks stop alike, before step 1, with exit status 2.
   void root_check(const std::function<void()>& check);
 

@@ -18,6 +18,7 @@
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
 #include "launch/train/stop_signal.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/comm.h"
@@ -152,14 +153,13 @@ int64_t keep_metrics_through(const std::string& path, int64_t step) {
   }
   in.close();
   if (dropped == 0) return 0;
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
+  // The temporary file is removed when the rewrite fails (a full disk).
+  write_then_rename(path, [&](const std::string& tmp) {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
     out.flush();
     PF_REQUIRE(IoError, out.good(), "cannot write '" << tmp << "' (rewriting train.metrics)");
-  }
-  std::filesystem::rename(tmp, path);
+  });
   return dropped;
 }
 
@@ -287,25 +287,24 @@ void take_folders(const TrainConfig& cfg, const std::string& run_id, std::vector
     require_writable_folder(folder.string(), "train.metrics = '" + cfg.run.metrics + "'");
     PF_REQUIRE(ConfigError, !fs::is_directory(mp),
                "train.metrics = '" << cfg.run.metrics << "' is a folder: name a file");
-    // Inside checkpoint.dir, that folder's lock covers it.
-    const bool covered = !dir.empty() && folder == fs::absolute(dir).lexically_normal();
-    if (!covered) {
-      note.clear();
-      locks.push_back(std::make_unique<RunLock>(cfg.run.metrics + ".lock", "train.metrics = '" + cfg.run.metrics + "'",
-                                                run_id, &note));
-      if (!note.empty()) log << note << "\n";
-    }
+    // A lock of its own wherever it lies: another run may name the same file
+    // with another checkpoint.dir.
+    note.clear();
+    locks.push_back(std::make_unique<RunLock>(cfg.run.metrics + ".lock", "train.metrics = '" + cfg.run.metrics + "'",
+                                              run_id, &note));
+    if (!note.empty()) log << note << "\n";
   }
 }
 
 // The data of a resumed run against the data its checkpoint was trained on.
 // Returns whether the loader restarts (checkpoint.allow_data_change).
+// On rank 0 (the files are read there only: nodes with copies of their own
+// could disagree).
 bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const CheckpointState& metadata,
-                        const std::vector<DataFileIdentity>& now, bool root, std::ostream& log) {
+                        const std::vector<DataFileIdentity>& now, std::ostream& log) {
   if (metadata.data.empty()) {
-    if (root)
-      log << "warning: " << path << " was written before checkpoints recorded their data: the data files are not "
-          << "compared with those it was trained on\n";
+    log << "warning: " << path << " was written before checkpoints recorded their data: the data files are not "
+        << "compared with those it was trained on\n";
     return false;
   }
   const std::vector<std::string> changes = data_changes(parse_data_identities(metadata.data, path), now);
@@ -318,11 +317,32 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
                      "drawn again, validation may hold proteins already trained on). Restore the data the run was "
                      "trained on, or set checkpoint.allow_data_change = true to go on training on the new data "
                      "with the loader restarted");
-  if (root)
-    log << "checkpoint.allow_data_change: the data changed since " << path << ":" << list
-        << "\ngoing on from its parameters and optimizer state on the new data, the loader restarted at its first "
-           "sample\n";
+  log << "checkpoint.allow_data_change: the data changed since " << path << ":" << list
+      << "\ngoing on from its parameters and optimizer state on the new data, the loader restarted at its first "
+         "sample\n";
   return true;
+}
+
+// A resume from an earlier checkpoint than the newest of its run starts a new
+// branch of it: the newer checkpoints of that run would otherwise be what
+// --resume auto picks next, and they would count among checkpoint.keep. They
+// are renamed to "<name>.superseded" (kept, but neither resumed nor pruned).
+void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t step, std::ostream& log) {
+  if (dir.empty() || run_id.empty()) return;
+  for (const std::string& f : list_checkpoints(dir)) {
+    CheckpointState m;
+    try {
+      m = read_checkpoint_metadata(f);
+    } catch (const Error&) {
+      continue;  // unreadable: not known to be this run's
+    }
+    if (m.run_id != run_id || m.step <= step) continue;
+    std::string aside = f + ".superseded";
+    for (int k = 1; std::filesystem::exists(aside); ++k) aside = f + ".superseded-" + std::to_string(k);
+    std::filesystem::rename(f, aside);
+    log << "resumed at step " << step << ", before this run's newer checkpoint " << f << ": set aside as " << aside
+        << " (neither resumed nor pruned)\n";
+  }
 }
 
 }  // namespace
@@ -335,9 +355,12 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   check_splits(cfg, grid);
   RunRecord record{new_run_id(), ""};
   std::vector<std::unique_ptr<RunLock>> locks;
-  session.root_check([&] { take_folders(cfg, record.run_id, locks, log); });
-  const std::vector<DataFileIdentity> data = data_identities(cfg.data.files);
-  record.data_json = data_identities_json(data);
+  std::vector<DataFileIdentity> data;  // on rank 0, which writes the checkpoints
+  session.root_check([&] {
+    take_folders(cfg, record.run_id, locks, log);
+    data = data_identities(cfg.data.files);
+    record.data_json = data_identities_json(data);
+  });
   Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention, cfg.parallel.bucket_mib << 20,
                   cfg.parallel.overlap_allreduce);
   TrainOutcome out;
@@ -359,7 +382,13 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     CheckpointState metadata;
     start = restore_checkpoint(resume_path, cfg, trainer, &metadata);
     if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
-    if (check_resumed_data(cfg, resume_path, metadata, data, root, log)) start = LoaderPosition{};
+    int restart = 0;
+    session.root_check([&] {
+      restart = check_resumed_data(cfg, resume_path, metadata, data, log) ? 1 : 0;
+      set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), log);
+    });
+    allreduce_host_values(grid.world(), &restart, 1, DType::i32, ReduceOp::Max, session.tracker());
+    if (restart) start = LoaderPosition{};
     if (root)
       log << "resumed from " << resume_path << " at step " << trainer.step() << " (data epoch " << start.epoch
           << ", sample " << start.sample << ")\n";

@@ -5,6 +5,8 @@
 #     and the first run's checkpoints and metrics go on untouched;
 #   - the lock of a run killed with SIGKILL is taken over with a message;
 #   - a fresh run refuses a checkpoint.dir that holds checkpoints;
+#   - a resume from an earlier checkpoint than the run's newest sets the newer
+#     ones aside, so that --resume auto continues the new branch;
 #   - a resume after the data file was prepared again (another split seed,
 #     or a smaller file) exits 2 naming the file and what changed;
 #     checkpoint.allow_data_change = true goes on with the loader restarted;
@@ -18,7 +20,7 @@ set -uo pipefail
 data_tool=$1; train=$2; generate=$3
 dir=$(mktemp -d /tmp/pf-ownership-XXXXXX)
 first=
-trap '[ -n "$first" ] && kill -9 "$first" 2>/dev/null; rm -rf "$dir"' EXIT
+trap '[ -n "$first" ] && kill -9 "$first" 2>/dev/null; [ -n "${KEEP_DIR:-}" ] || rm -rf "$dir"' EXIT
 source "$(dirname "$0")/cli_checks.sh"
 query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 "$query" > /dev/null 2>&1 || fail "prepare"
@@ -53,7 +55,7 @@ kill -0 "$first" 2>/dev/null || fail "the first run did not survive the refusals
 kill -9 "$first"; wait "$first" 2>/dev/null; first=
 
 # Its lock is taken over; the run resumes from its newest checkpoint.
-newest=$(ls "$dir/ck" | tail -1)
+newest=$(ls "$dir/ck" | grep -E "^ckpt-[0-9]+\.h5$" | tail -1)
 "$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --resume auto > "$dir/out" 2>&1 \
   || { tail -3 "$dir/out"; fail "resume after SIGKILL"; }
 grep -qF "checkpoint.dir = '$dir/ck': taking over the lock from run" "$dir/out" \
@@ -87,6 +89,25 @@ zcat "$query" | head -400 > "$dir/small.fasta"
 expect_usage_error "resume on a smaller replacement file" "the data changed since this checkpoint" "content digest" -- \
   "$train" "${common[@]}" --set train.steps=1000000 --resume auto
 cp "$dir/p0.h5" "$dir/p.h5"
+
+# A resume from an earlier checkpoint than the run's newest starts a branch:
+# the newer checkpoints are set aside, and --resume auto continues the branch.
+ckpts=($(ls "$dir/ck" | grep -E "^ckpt-[0-9]+\.h5$"))
+older=${ckpts[0]}
+"$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --resume "$dir/ck/$older" > "$dir/out" 2>&1 \
+  || { tail -3 "$dir/out"; fail "resume from the older checkpoint $older"; }
+for newer in "${ckpts[@]:1}"; do
+  # (the branch's own next checkpoint may take the name again)
+  [ -f "$dir/ck/$newer.superseded" ] || fail "$newer was not set aside"
+  grep -qF "set aside as $dir/ck/$newer.superseded" "$dir/out" || fail "no message about setting $newer aside"
+done
+branch=$(ls "$dir/ck" | grep -E "^ckpt-[0-9]+\.h5$" | tail -1)
+"$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --resume auto > "$dir/out" 2>&1 \
+  && grep -qF "resumed from $dir/ck/$branch" "$dir/out" \
+  && echo "ok: a resume from $older set aside $((${#ckpts[@]} - 1)) newer checkpoint(s); --resume auto continued from $branch" \
+  || { tail -3 "$dir/out"; fail "--resume auto after the branch did not continue from $branch"; }
+expect_usage_error "--resume and --set checkpoint.resume" "both say where to resume from" -- \
+  "$train" "${common[@]}" --set train.steps=10 --set 'checkpoint.resume="auto"' --resume auto
 
 # Checks before step 1.
 touch "$dir/a-file"
