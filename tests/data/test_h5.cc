@@ -23,15 +23,18 @@ TEST(H5, ArraysRangesStringsAndAttributesRoundTrip) {
     h5_write_array(g, "w", w.data(), {6, 7});
     h5_write_vector(g, "big", big, H5Layout{4096, 4, true});
     h5_write_strings(f, "names", {"alpha", "", "gamma \xCE\xB3"});
-    H5Appender app(f, "grow", H5T_NATIVE_UINT8, H5Layout{16, 1, false});
-    const std::vector<uint8_t> a{1, 2, 3}, b(40, 9);
-    app.append_raw(a.data(), 3);
-    app.append_raw(b.data(), 40);
+    {
+      H5Appender app(f, "grow", H5T_NATIVE_UINT8, H5Layout{16, 1, false});
+      const std::vector<uint8_t> a{1, 2, 3}, b(40, 9);
+      app.append_raw(a.data(), 3);
+      app.append_raw(b.data(), 40);
+    }
     h5_write_attr_string(f, "s", "text");
     h5_write_attr_int64(g, "step", -42);
     h5_write_attr_int64s(g, "shape", {3, 4, 5});
     h5_write_attr_strings(f, "list", {"x", "yz"});
     h5_write_attr_double(f, "lr", 0.125);
+    g.close();  // a written file closes only once nothing of it is open
     f.close();
   }
   H5Id f = h5_open_file(path);
