@@ -41,7 +41,9 @@ lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
 # A long first run; the second starts once the first has logged steps.
 "$train" "${common[@]}" --set train.steps=1000000 --resume auto > "$dir/first.log" 2>&1 &
 first=$!
-for _ in $(seq 1 600); do [ "$(lines "$dir/m.jsonl")" -ge 12 ] && break; sleep 0.1; done
+# (a wait bounded by time, generously: a loaded machine starts slowly)
+end=$((SECONDS + 300))
+while [ "$(lines "$dir/m.jsonl")" -lt 12 ] && [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done
 [ "$(lines "$dir/m.jsonl")" -ge 12 ] || { tail -3 "$dir/first.log"; fail "the first run logged no steps"; }
 expect_usage_error "second run on a live checkpoint.dir" "checkpoint.dir = '$dir/ck' is in use by run" \
   "pid $first" -- "$train" "${common[@]}" --set train.steps=1000000 --resume auto

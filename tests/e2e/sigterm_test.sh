@@ -19,7 +19,7 @@ common=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=2 --set model.widt
         --set parallel.sp=2)
 "${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=1 > "$dir/log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
+end=$((SECONDS + 300)); while [ "$SECONDS" -lt "$end" ]; do
   [ -f "$dir/m.jsonl" ] && [ "$(wc -l < "$dir/m.jsonl")" -ge 5 ] && break
   sleep 0.1
 done
@@ -58,10 +58,10 @@ echo "stopped at step $step on a signal to rank 1 (logged as signal 15), resumed
 # and block, so this run logs rarely.
 if "${mpiexec[0]}" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
   rm -rf "$dir/ck" "$dir/m.jsonl"
-  "${mpiexec[@]}" --mca odls_base_sigkill_timeout 5 -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=100000 \
+  "${mpiexec[@]}" --mca odls_base_sigkill_timeout 30 -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=100000 \
     > "$dir/log3" 2>&1 &
   pid=$!
-  for _ in $(seq 1 600); do
+  end=$((SECONDS + 300)); while [ "$SECONDS" -lt "$end" ]; do
     [ -f "$dir/m.jsonl" ] && [ "$(wc -l < "$dir/m.jsonl")" -ge 5 ] && break
     sleep 0.1
   done
