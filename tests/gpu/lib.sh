@@ -187,6 +187,10 @@ run_steps() {
   t_all=$(date +%s)
   for entry in "$@"; do
     IFS=: read -r name limit gate <<<"$entry"
+    # The limits are the GPU machine's budget. The dry run gives each step
+    # PF_GPU_DRY_LIMIT_SCALE (default 4) times its limit: there the CPU stands
+    # in for the GPU, on a machine that may be loaded.
+    [ "$dry" = 1 ] && limit=$((limit * ${PF_GPU_DRY_LIMIT_SCALE:-4}))
     rm -f "$OUT/$name.figure"
     if [ -n "$blocked" ]; then
       echo "== $name: skipped ($blocked failed)"
