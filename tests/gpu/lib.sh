@@ -190,7 +190,7 @@ run_steps() {
     # The limits are the GPU machine's budget. The dry run gives each step
     # PF_GPU_DRY_LIMIT_SCALE (default 4) times its limit: there the CPU stands
     # in for the GPU, on a machine that may be loaded.
-    [ "$dry" = 1 ] && limit=$((limit * ${PF_GPU_DRY_LIMIT_SCALE:-4}))
+    if [ "${dry:-0}" = 1 ]; then limit=$((limit * ${PF_GPU_DRY_LIMIT_SCALE:-4})); fi
     rm -f "$OUT/$name.figure"
     if [ -n "$blocked" ]; then
       echo "== $name: skipped ($blocked failed)"
