@@ -33,7 +33,10 @@ for run in $(seq 1 "$runs"); do
   seconds=$(($(date +%s) - start))
   total=$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$log")
   failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$log")
-  names=$(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (.*/\1/p' "$log" | paste -sd' ' -)
+  # Only the list after "The following tests FAILED:" (the skipped GPU
+  # entries have a list of their own).
+  names=$(awk '/The following tests FAILED:/ {f = 1; next} f && /^[[:space:]]*[0-9]+ - / {print $3; next} f {f = 0}' \
+    "$log" | paste -sd' ' -)
   echo "$run,$seconds,${total:-?},${failed:-?},$names" >>"$out"
   echo "under_load.sh: run $run of $runs: ${failed:-?} of ${total:-?} failed in ${seconds} s ${names:+($names)}"
   ((rc == 0)) || status=1
