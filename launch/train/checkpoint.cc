@@ -317,18 +317,25 @@ std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& c
   return "";
 }
 
-void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& run_id) {
-  int64_t kept = 0;
+std::vector<std::pair<std::string, int64_t>> checkpoints_of_run(const std::string& dir, const std::string& run_id) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  if (run_id.empty()) return out;
   for (const std::string& f : list_checkpoints(dir)) {
-    std::string writer;
+    CheckpointState m;
     try {
-      writer = read_checkpoint_metadata(f).run_id;
+      m = read_checkpoint_metadata(f);
     } catch (const Error&) {
       continue;  // unreadable: not known to be this run's
     }
-    if (writer.empty() || writer != run_id) continue;
-    if (++kept > keep) fs::remove(f);
+    if (m.run_id == run_id) out.emplace_back(f, m.step);
   }
+  return out;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& run_id) {
+  int64_t kept = 0;
+  for (const auto& [f, step] : checkpoints_of_run(dir, run_id))
+    if (++kept > keep) fs::remove(f);
   if (!fs::is_directory(dir)) return;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/loader.h"
@@ -98,6 +99,10 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // it would start at step 0 and overwrite it.
 std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& current,
                                     std::vector<std::string>* skipped = nullptr);
+// The checkpoints in `dir` written by run `run_id`, newest first, with their
+// steps; files whose metadata does not read are left out (not known to be
+// that run's), and an empty run_id has none.
+std::vector<std::pair<std::string, int64_t>> checkpoints_of_run(const std::string& dir, const std::string& run_id);
 // Removes all but the newest `keep` checkpoints written by run `run_id`
 // (and stale temporary files). A checkpoint of another run, or one whose
 // metadata does not read, is never removed.

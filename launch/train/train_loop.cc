@@ -328,15 +328,9 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
 // --resume auto picks next, and they would count among checkpoint.keep. They
 // are renamed to "<name>.superseded" (kept, but neither resumed nor pruned).
 void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t step, std::ostream& log) {
-  if (dir.empty() || run_id.empty()) return;
-  for (const std::string& f : list_checkpoints(dir)) {
-    CheckpointState m;
-    try {
-      m = read_checkpoint_metadata(f);
-    } catch (const Error&) {
-      continue;  // unreadable: not known to be this run's
-    }
-    if (m.run_id != run_id || m.step <= step) continue;
+  if (dir.empty()) return;
+  for (const auto& [f, newer] : checkpoints_of_run(dir, run_id)) {
+    if (newer <= step) continue;
     std::string aside = f + ".superseded";
     for (int k = 1; std::filesystem::exists(aside); ++k) aside = f + ".superseded-" + std::to_string(k);
     std::filesystem::rename(f, aside);
