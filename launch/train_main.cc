@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::cout << "performer-train: " << size << " rank(s) as dp " << dp_size << " x sp " << sp << " on "
                 << session.device().str() << " (" << session.comm_backend() << " communicator)\n"
+                << "placement: " << session.placement() << "\n"
                 << "# resolved configuration\n"
                 << cfg.source_text << std::flush;
     }

@@ -2,6 +2,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <vector>
+
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
@@ -23,6 +28,48 @@ NodePlace node_place(MPI_Comm comm) {
   MPI_Comm_size(local, &p.size);
   MPI_Comm_free(&local);
   return p;
+}
+
+// On rank 0: the ranks of each node in node-local order, nodes in order of
+// their lowest rank, e.g. "node1 ranks 0,2 | node2 ranks 1,3" (the first 8
+// nodes, then a count). Empty on the other ranks.
+std::string placement_of(const NodePlace& node, MPI_Comm world) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  PF_MPI_CHECK(MPI_Get_processor_name(name, &length));
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  std::vector<char> names(rank == 0 ? static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME : 0);
+  std::vector<int> local(rank == 0 ? size : 0);
+  PF_MPI_CHECK(
+      MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, world));
+  PF_MPI_CHECK(MPI_Gather(&node.rank, 1, MPI_INT, local.data(), 1, MPI_INT, 0, world));
+  if (rank != 0) return "";
+  std::vector<std::string> hosts;
+  std::vector<std::map<int, int>> ranks;  // per node: node-local rank -> rank
+  for (int r = 0; r < size; ++r) {
+    const std::string host(&names[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    auto it = std::find(hosts.begin(), hosts.end(), host);
+    if (it == hosts.end()) {
+      hosts.push_back(host);
+      ranks.emplace_back();
+      it = hosts.end() - 1;
+    }
+    ranks[static_cast<size_t>(it - hosts.begin())][local[r]] = r;
+  }
+  std::ostringstream out;
+  const size_t shown = std::min<size_t>(hosts.size(), 8);
+  for (size_t i = 0; i < shown; ++i) {
+    out << (i ? " | " : "") << hosts[i] << " ranks ";
+    bool first = true;
+    for (const auto& [_, r] : ranks[i]) {
+      out << (first ? "" : ",") << r;
+      first = false;
+    }
+  }
+  if (hosts.size() > shown) out << " | ... (" << hosts.size() << " nodes)";
+  return out.str();
 }
 
 // device.comm resolved: "auto" becomes mpi on the CPU; on GPUs nccl when every
@@ -57,6 +104,7 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
   PF_MPI_CHECK(MPI_Allreduce(&has_gpu, &all_have_gpu, 1, MPI_INT, MPI_MIN, comm));
   const bool use_gpu = backend == "cuda" || (backend == "auto" && all_have_gpu == 1);
   const NodePlace node = node_place(comm);
+  placement_ = placement_of(node, comm);
   device_ = use_gpu ? Device::cuda(node.rank % gpus) : Device::cpu();
   tracker_ = std::make_unique<MemoryTracker>(device_, cfg.device.memory_cap);
   const HostStreamConfig streams = host_streams_from_env(parse_host_streams(cfg.device.cpu_streams));

@@ -32,6 +32,9 @@ class Session {
   // The communicator backend device.comm resolved to: mpi, nccl or staged.
   const std::string& comm_backend() const { return comm_backend_; }
   bool is_root() const { return rank_ == 0; }
+  // On rank 0, where each rank runs: each node's ranks in node-local order
+  // (the order that picks a node's GPUs), "node1 ranks 0,2 | node2 ranks 1,3".
+  const std::string& placement() const { return placement_; }
   // Runs `check` on rank 0 only (what only rank 0 touches: the checkpoint
   // folder, the metrics file) and gives every rank its outcome: an exception
   // it throws is rethrown on every rank as a ConfigError with its message, so
@@ -43,6 +46,7 @@ class Session {
   int rank_ = 0;
   Device device_;
   std::string comm_backend_;
+  std::string placement_;
   std::unique_ptr<MemoryTracker> tracker_;
   std::unique_ptr<ExecResources> resources_;
   std::unique_ptr<ParallelGrid> grid_;

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# A one-machine Slurm cluster for tests: munged, slurmctld and slurmd run as
-# this script's own processes with a private configuration, state and munge
-# key in DIR, on the loopback address and ports of their own, so nothing of
-# the machine's own Slurm or munge (if any) is used or touched.
-#   tests/slurm/cluster.sh start DIR   installs the Debian packages if missing,
-#                                      starts the daemons, waits until the
-#                                      node is idle; prints the SLURM_CONF to use
-#   tests/slurm/cluster.sh stop DIR    stops them by their PIDs (TERM, then
-#                                      KILL after 10 s) and removes DIR
+# A Slurm cluster on this machine for tests: munged, slurmctld and slurmd run
+# as this script's own processes with a private configuration, state and
+# munge key in DIR, on addresses and ports of their own, so nothing of the
+# machine's own Slurm or munge (if any) is used or touched.
+#   tests/slurm/cluster.sh start DIR       one node: the daemons on the
+#                                          loopback address of this machine
+#   tests/slurm/cluster.sh start DIR N     N nodes (2..4): a namespaced cluster
+#                                          (tests/cluster/nodes.sh) in DIR,
+#                                          slurmctld on node1, one slurmd per
+#                                          node; Slurm's commands must run on a
+#                                          node (nodes.sh exec DIR node1 ...),
+#                                          and job folders belong in DIR/shared
+#   Either installs the Debian packages if missing, starts the daemons, waits
+#   until every node is idle and prints the SLURM_CONF to use.
+#   tests/slurm/cluster.sh stop DIR        stops them by their PIDs (TERM, then
+#                                          KILL after 10 s), the nodes with
+#                                          them, and removes DIR
 # Needs root (slurmd starts jobs as their users) and a mounted cgroup
 # hierarchy (Slurm 22.05's slurmd initialises its cgroup plugin). Exit status
-# 77 means "cannot run here" (not root, no cgroups), for ctest's skip.
+# 77 means "cannot run here" (not root, no cgroups, no namespaces), for
+# ctest's skip.
 set -euo pipefail
-cmd=${1:?usage: cluster.sh start|stop DIR}
-dir=${2:?usage: cluster.sh start|stop DIR}
+cmd=${1:?usage: cluster.sh start DIR [N] | stop DIR}
+dir=${2:?usage: cluster.sh start DIR [N] | stop DIR}
+nodes=${3:-1}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 log() { echo "cluster.sh: $*" >&2; }
 
 stop() {
   local f pid
-  for f in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
+  for f in "$dir"/slurmd*.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
     [ -s "$f" ] || continue
     pid=$(cat "$f")
     kill -TERM "$pid" 2>/dev/null || continue
@@ -28,6 +39,7 @@ stop() {
   # Job steps slurmd started (slurmstepd) end with their jobs; any left over
   # belong to this cluster's spool folder.
   pkill -KILL -f "slurmstepd.*$dir" 2>/dev/null || true
+  if [ -d "$dir/run" ]; then "$repo/tests/cluster/nodes.sh" stop "$dir" || true; fi
   case "$dir" in /tmp/*|/var/tmp/*) rm -rf --one-file-system "$dir" ;; *) log "left $dir in place (not under /tmp)" ;; esac
 }
 
@@ -55,13 +67,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   rm -f "$dir.apt.log"
 fi
 
+[[ $nodes =~ ^[1-4]$ ]] || { log "node count '$nodes' is not 1..4"; exit 2; }
+on_node() { shift; "$@"; }  # NODE COMMAND...: runs COMMAND where that node's daemons run
+if [ "$nodes" -gt 1 ]; then
+  rc=0
+  "$repo/tests/cluster/nodes.sh" start "$nodes" "$dir" >&2 || rc=$?
+  [ "$rc" = 0 ] || exit "$rc"
+  on_node() { local node=$1; shift; "$repo/tests/cluster/nodes.sh" exec "$dir" "$node" "$@"; }
+fi
 mkdir -p "$dir"/state "$dir"/spool "$dir"/log
 chmod 755 "$dir"
 host=$(hostname -s)
+ctld_addr=127.0.0.1
+if [ "$nodes" -gt 1 ]; then host=node1 ctld_addr=10.77.0.1; fi
 # Eight CPUs whatever the machine has (config_overrides), so that jobs of up
 # to 8 tasks start on a 2-core machine, as mpirun --oversubscribe would.
 cpus=8
 # Free ports for the controller and the node daemon.
+# (In a namespaced cluster the ports are the nodes' own, free all the same.)
 read -r ctld_port slurmd_port < <(python3 -c '
 import socket
 ports = []
@@ -75,18 +98,18 @@ chmod 400 "$dir/munge.key"
   --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed"
 cat >"$dir/slurm.conf" <<CONF
 ClusterName=pftest
-SlurmctldHost=$host(127.0.0.1)
+SlurmctldHost=$host($ctld_addr)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$dir/munge.sock
 CredType=cred/munge
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 ProctrackType=proctrack/linuxproc
@@ -99,24 +122,44 @@ JobAcctGatherType=jobacct_gather/none
 SlurmdParameters=config_overrides
 KillWait=5
 MinJobAge=300
-NodeName=$host NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
-PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 CONF
+if [ "$nodes" = 1 ]; then
+  names=$host
+  echo "NodeName=$host NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN" >>"$dir/slurm.conf"
+else
+  names=$(seq -f 'node%g' "$nodes" | paste -sd, -)
+  for k in $(seq "$nodes"); do
+    echo "NodeName=node$k NodeAddr=10.77.0.$k NodeHostname=node$k CPUs=$cpus Sockets=1 CoresPerSocket=$cpus ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN" >>"$dir/slurm.conf"
+  done
+fi
+echo "PartitionName=test Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8" >>"$dir/slurm.conf"
 # PMIx's per-job folders go to DIR too: in /tmp they are named by uid and job
 # id only, and one left by a killed cluster breaks the next cluster's job 1.
-mkdir -p "$dir/pmix"
-echo "PMIxCliTmpDirBase=$dir/pmix" >"$dir/mpi.conf"
+# On namespaced nodes each node's private /tmp is new with the cluster, and
+# the folder must be the node's own (a shared one clashes between nodes).
+pmix=$dir/pmix
+[ "$nodes" = 1 ] || pmix=/tmp/pf-pmix
+for k in $(seq "$nodes"); do on_node "node$k" mkdir -p "$pmix"; done
+echo "PMIxCliTmpDirBase=$pmix" >"$dir/mpi.conf"
 export SLURM_CONF="$dir/slurm.conf"
-/usr/sbin/slurmctld -f "$SLURM_CONF"
-/usr/sbin/slurmd -f "$SLURM_CONF"
+mkdir -p "$dir/spool/$host"
+on_node node1 /usr/sbin/slurmctld -f "$SLURM_CONF"
+if [ "$nodes" = 1 ]; then
+  /usr/sbin/slurmd -f "$SLURM_CONF"
+else
+  for k in $(seq "$nodes"); do
+    mkdir -p "$dir/spool/node$k"
+    on_node "node$k" /usr/sbin/slurmd -f "$SLURM_CONF" -N "node$k"
+  done
+fi
 # Bounded by time (not a count of polls), generously: a loaded machine is slow to start daemons.
 end=$((SECONDS + ${PF_SLURM_WAIT:-300}))
 while [ "$SECONDS" -lt "$end" ]; do
-  state=$(sinfo -h -o %T 2>/dev/null || true)
+  state=$(on_node node1 sinfo -h -o %T 2>/dev/null | sort -u | paste -sd' ' - || true)
   [ "$state" = idle ] && { echo "$SLURM_CONF"; exit 0; }
   sleep 0.1
 done
-log "the node did not become idle in ${PF_SLURM_WAIT:-300} s (state '${state:-none}'); logs in $dir/log"
+log "the nodes did not become idle in ${PF_SLURM_WAIT:-300} s (state '${state:-none}'); logs in $dir/log"
 tail -5 "$dir"/log/*.log >&2 || true
 stop
 exit 1
