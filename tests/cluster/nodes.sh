@@ -136,9 +136,13 @@ for k in $(seq "$n"); do
   # The node's own host name, /etc/hosts, /tmp and /dev/shm; the kept paths
   # are bound back from the machine's /tmp, reached through the working folder
   # that still points there once the new /tmp covers it.
-  unshare --net --uts --mount --propagation private -- bash -c '
+  # Mounts made here stay on the node: --make-rprivate where / is a mount
+  # point; in a chroot it is not, and its mounts are those of the namespace
+  # the chroot runs in (private when tests/fresh_machine.sh made it).
+  unshare --net --uts --mount --propagation unchanged -- bash -c '
     set -e
     node=$1 dir=$2; shift 2
+    mount --make-rprivate / 2>/dev/null || true
     hostname "$node"
     mount --bind "$dir/hosts" /etc/hosts
     mount -t tmpfs -o size=4g,mode=1777 "$node-shm" /dev/shm
