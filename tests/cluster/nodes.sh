@@ -13,7 +13,8 @@
 #       --mca plm_rsh_agent DIR/agent) and DIR/mpirun (mpirun on node1 with
 #       that agent, the hostfile and TCP between nodes).
 #   tests/cluster/nodes.sh exec DIR NODE CMD...  runs CMD on NODE (its network,
-#       host name and mounts), in the current folder.
+#       host name and mounts, and the root folder of the node, which is that of
+#       `start`: a chroot's, when started in one), in the current folder.
 #   tests/cluster/nodes.sh link DIR NODE up|down sets NODE's link up or down.
 #   tests/cluster/nodes.sh stop DIR  ends every process inside the nodes'
 #       namespaces (TERM, then KILL after 5 s), which removes the namespaces,
@@ -77,7 +78,7 @@ case "$cmd" in
     dir=${2:?usage: nodes.sh exec DIR NODE CMD...}
     node=${3:?usage: nodes.sh exec DIR NODE CMD...}
     shift 3
-    exec nsenter -t "$(holder "$node")" -n -u -m -w"$PWD" -- "$@"
+    exec nsenter -t "$(holder "$node")" -n -u -m -r -w"$PWD" -- "$@"
     ;;
   link)
     dir=${2:?usage: nodes.sh link DIR NODE up|down}
@@ -178,7 +179,7 @@ host=\$1
 shift
 f="$dir/run/\$host.pid"
 [ -s "\$f" ] || { echo "agent: no node '\$host' in $dir" >&2; exit 255; }
-exec nsenter -t "\$(cat "\$f")" -n -u -m -- /bin/sh -c "\$*"
+exec nsenter -t "\$(cat "\$f")" -n -u -m -r -- /bin/sh -c "\$*"
 AGENT
 chmod +x "$dir/agent"
 cat >"$dir/mpirun" <<MPIRUN
@@ -189,7 +190,7 @@ cat >"$dir/mpirun" <<MPIRUN
 # nodes share this machine's cores, and a rank spinning in MPI starves the
 # kernel's packet processing of its peer (8 ms stalls per exchange, measured
 # with two ranks on two nodes). Arguments go to mpirun.
-exec nsenter -t "\$(cat "$dir/run/node1.pid")" -n -u -m -w"\$PWD" -- mpirun --mca plm_rsh_agent "$dir/agent" \\
+exec nsenter -t "\$(cat "$dir/run/node1.pid")" -n -u -m -r -w"\$PWD" -- mpirun --mca plm_rsh_agent "$dir/agent" \\
   --hostfile "$dir/hostfile" --mca btl tcp,vader,self --mca btl_tcp_if_include $subnet.0/24 \\
   --mca oob_tcp_if_include $subnet.0/24 --mca mpi_yield_when_idle 1 "\$@"
 MPIRUN
