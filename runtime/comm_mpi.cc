@@ -10,6 +10,12 @@
 // or queued on its own HostStream worker with asynchronous ones, where it
 // completes in stream order exactly as NCCL's work does on its CUDA stream.
 // Only that worker touches pending requests; argument checks run at the call.
+//
+// Every wait (of one operation, of a group at its end, of a barrier) is an
+// operation of the watchdog, when there is one (runtime/watchdog.h), named by
+// what it waits for: the operation, its size, its peer and the communicator.
+#include "runtime/comm_mpi.h"
+
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -18,7 +24,7 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_impl.h"
-#include "runtime/comm_mpi.h"
+#include "runtime/watchdog.h"
 
 namespace pf {
 namespace {
@@ -57,11 +63,13 @@ bool mpi_usable() {
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of `comm` (a communicator this library created).
-  MpiCommunicator(MPI_Comm comm, const HostStreamConfig& streams) : comm_(comm), streams_(streams) {
+  MpiCommunicator(MPI_Comm comm, const HostStreamConfig& streams, Watchdog* watchdog)
+      : comm_(comm), streams_(streams), watchdog_(watchdog) {
     PF_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     PF_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     PF_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     stream_ = create_stream(Device::cpu(), streams_);
+    where_ = " on rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (mpi)";
   }
 
   ~MpiCommunicator() override {
@@ -86,7 +94,8 @@ class MpiCommunicator final : public Communicator {
     detail::check_int_count(*this, count, "send");
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
-    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Isend(buf, n, t, peer, kTag, comm_, r)); });
+    issue(what("send", count, dtype, " to rank ", peer),
+          [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Isend(buf, n, t, peer, kTag, comm_, r)); });
   }
 
   void recv(void* buf, int64_t count, DType dtype, int peer) override {
@@ -94,7 +103,8 @@ class MpiCommunicator final : public Communicator {
     detail::check_int_count(*this, count, "recv");
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
-    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Irecv(buf, n, t, peer, kTag, comm_, r)); });
+    issue(what("recv", count, dtype, " from rank ", peer),
+          [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Irecv(buf, n, t, peer, kTag, comm_, r)); });
   }
 
   void allgather(const void* send, void* recv, int64_t count_per_rank, DType dtype) override {
@@ -103,7 +113,8 @@ class MpiCommunicator final : public Communicator {
     const auto* own = static_cast<const char*>(recv) + static_cast<int64_t>(rank_) * count_per_rank * dtype_size(dtype);
     const void* src = send == own ? MPI_IN_PLACE : send;
     const MPI_Datatype t = mpi_type(dtype);
-    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, r)); });
+    issue(what("allgather", count_per_rank, dtype),
+          [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Iallgather(src, n, t, recv, n, t, comm_, r)); });
   }
 
   void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) override {
@@ -116,7 +127,8 @@ class MpiCommunicator final : public Communicator {
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
     const MPI_Op o = mpi_op(op);
-    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Iallreduce(src, recv, n, t, o, comm_, r)); });
+    issue(what("allreduce", count, dtype),
+          [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Iallreduce(src, recv, n, t, o, comm_, r)); });
   }
 
   void broadcast(void* buf, int64_t count, DType dtype, int root) override {
@@ -124,12 +136,14 @@ class MpiCommunicator final : public Communicator {
     detail::check_int_count(*this, count, "broadcast");
     const int n = static_cast<int>(count);
     const MPI_Datatype t = mpi_type(dtype);
-    issue([=](MPI_Request* r) { PF_MPI_CHECK(MPI_Ibcast(buf, n, t, root, comm_, r)); });
+    issue(what("broadcast", count, dtype, " from rank ", root),
+          [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Ibcast(buf, n, t, root, comm_, r)); });
   }
 
   void barrier() override {
     detail::check_not_in_group(*this, depth_, "barrier");
     synchronize(stream_);
+    Watchdog::Op wait(watchdog_, "barrier" + where_);
     PF_MPI_CHECK(MPI_Barrier(comm_));
   }
 
@@ -141,9 +155,14 @@ class MpiCommunicator final : public Communicator {
     run([this] {
       std::vector<MPI_Request> requests;
       requests.swap(pending_);
+      std::string names;
+      names.swap(pending_what_);
       if (requests.empty()) return;
-      if (stream_ordered()) wait_politely(requests.data(), static_cast<int>(requests.size()));
-      else PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+      Watchdog::Op wait(watchdog_, watchdog_ ? "group of " + std::to_string(requests.size()) + " (" + names + ")" : "");
+      if (stream_ordered())
+        wait_politely(requests.data(), static_cast<int>(requests.size()));
+      else
+        PF_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
     });
   }
 
@@ -153,7 +172,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm sub = MPI_COMM_NULL;
     PF_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
     if (sub == MPI_COMM_NULL) return nullptr;
-    return std::make_unique<MpiCommunicator>(sub, streams_);
+    return std::make_unique<MpiCommunicator>(sub, streams_, watchdog_);
   }
 
  private:
@@ -164,18 +183,34 @@ class MpiCommunicator final : public Communicator {
   // the same algorithm (and gives the same bits) in every mode: inside a group
   // it completes at the outermost group_end; outside, at once, with MPI_Wait
   // on a synchronous stream or a polite wait on the stream's worker.
-  void issue(std::function<void(MPI_Request*)> post_op) {
+  void issue(std::string what, std::function<void(MPI_Request*)> post_op) {
     if (depth_ > 0) {
-      run([this, post_op] { post_op(post()); });
+      run([this, post_op, what = std::move(what)] {
+        post_op(post());
+        if (watchdog_) pending_what_ += (pending_what_.empty() ? "" : ", ") + what;
+      });
       return;
     }
     const bool worker = stream_ordered();
-    run([post_op, worker] {
+    run([this, post_op, worker, what = std::move(what)] {
       MPI_Request r = MPI_REQUEST_NULL;
       post_op(&r);
-      if (worker) wait_politely(&r, 1);
-      else PF_MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+      Watchdog::Op wait(watchdog_, watchdog_ ? what + where_ : std::string());
+      if (worker)
+        wait_politely(&r, 1);
+      else
+        PF_MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
     });
+  }
+
+  // "allreduce of 4096 x f32", "send of 12 x f32 to rank 1": the watchdog's
+  // name of an operation (empty without a watchdog).
+  std::string what(const char* op, int64_t count, DType dtype, const char* peer_word = "", int peer = -1) const {
+    if (!watchdog_) return "";
+    std::string s = std::string(op) + " of " + std::to_string(count) + " x " + dtype_name(dtype) + " (" +
+                    std::to_string(count * static_cast<int64_t>(dtype_size(dtype))) + " B)";
+    if (peer >= 0) s += peer_word + std::to_string(peer);
+    return s;
   }
 
   // Waits on a stream worker without holding a core: MPI's own waits spin,
@@ -205,11 +240,14 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   int depth_ = 0;
   std::vector<MPI_Request> pending_;
+  Watchdog* watchdog_ = nullptr;
+  std::string where_;         // " on rank R of P (mpi)"
+  std::string pending_what_;  // the operations of the open group, for the watchdog
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfig& streams) {
+std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfig& streams, Watchdog* watchdog) {
   PF_REQUIRE(CommError, mpi_usable(),
              "an MPI communicator was requested, but MPI is not initialised (or is finalised)");
   PF_REQUIRE(CommError, comm != MPI_COMM_NULL, "make_mpi_comm given MPI_COMM_NULL");
@@ -221,7 +259,7 @@ std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfi
                                 "was initialised with a lower level (use CPU streams 'sync')");
   MPI_Comm dup = MPI_COMM_NULL;
   PF_MPI_CHECK(MPI_Comm_dup(comm, &dup));
-  return std::make_unique<MpiCommunicator>(dup, streams);
+  return std::make_unique<MpiCommunicator>(dup, streams, watchdog);
 }
 
 }  // namespace pf

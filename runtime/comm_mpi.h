@@ -10,19 +10,28 @@
 
 namespace pf {
 
+class Watchdog;
+
 // Host buffers over a duplicate of `comm` (errors are returned, then thrown as
 // MpiError/CommError). MPI must be initialised; the result must be destroyed
 // before MPI_Finalize. Its operations run on a CPU stream made as `streams`
 // says (asynchronous streams need MPI_THREAD_MULTIPLE; CommError otherwise).
-std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfig& streams = host_streams_from_env());
+// Every wait is an operation of `watchdog` when one is given (it must outlive
+// the communicator and those split from it).
+std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfig& streams = host_streams_from_env(),
+                                            Watchdog* watchdog = nullptr);
 // CUDA buffers, one GPU per rank (the node-local rank picks it). Throws
 // CommError when the build has no CUDA backend or the node has fewer GPUs than
 // ranks.
-std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm);
+// With a watchdog, each operation is watched until its work on the stream is
+// done, and the watchdog aborts the NCCL communicator (ncclCommAbort) when it
+// fires.
+std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, Watchdog* watchdog = nullptr);
 // Buffers on `device` (a GPU or the CPU), staged through host memory and moved
 // by an MPI communicator over a duplicate of `comm` (runtime/comm_staged.cc):
 // stream-ordered like NCCL, for several ranks on one GPU. `streams` is the
 // inner MPI communicator's (and a CPU device's) stream mode.
-std::unique_ptr<Communicator> make_staged_comm(MPI_Comm comm, Device device, const HostStreamConfig& streams);
+std::unique_ptr<Communicator> make_staged_comm(MPI_Comm comm, Device device, const HostStreamConfig& streams,
+                                               Watchdog* watchdog = nullptr);
 
 }  // namespace pf

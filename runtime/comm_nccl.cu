@@ -17,6 +17,7 @@
 #include "runtime/comm_impl.h"
 #include "runtime/comm_nccl.cuh"
 #include "runtime/cuda_check.cuh"
+#include "runtime/watchdog.h"
 
 namespace pf {
 namespace {
@@ -75,15 +76,19 @@ bool mpi_usable() {
 class NcclCommunicator final : public Communicator {
  public:
   // Takes ownership of `mpi` and `nccl`, created for `device`.
-  NcclCommunicator(MPI_Comm mpi, ncclComm_t nccl, Device device) : mpi_(mpi), nccl_(nccl), device_(device) {
+  NcclCommunicator(MPI_Comm mpi, ncclComm_t nccl, Device device, Watchdog* watchdog)
+      : mpi_(mpi), nccl_(nccl), device_(device), watchdog_(watchdog) {
     PF_MPI_CHECK(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN));
     PF_MPI_CHECK(MPI_Comm_rank(mpi_, &rank_));
     PF_MPI_CHECK(MPI_Comm_size(mpi_, &size_));
     PF_CUDA_CHECK(cudaSetDevice(device_.index));
     PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    where_ = " on rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (nccl)";
+    if (watchdog_) abort_hook_ = watchdog_->add_abort_hook([nccl] { ncclCommAbort(nccl); });
   }
 
   ~NcclCommunicator() override {
+    if (watchdog_) watchdog_->remove_abort_hook(abort_hook_);
     if (nccl_) ncclCommDestroy(nccl_);
     if (stream_) cudaStreamDestroy(stream_);
     if (mpi_usable()) MPI_Comm_free(&mpi_);
@@ -102,32 +107,38 @@ class NcclCommunicator final : public Communicator {
     detail::check_peer(*this, peer, "send");
     detail::check_count(*this, count, "send");
     PF_NCCL_CHECK(ncclSend(buf, static_cast<size_t>(count), nccl_type(dtype), peer, nccl_, stream_));
+    watch("send", count, dtype, " to rank ", peer);
   }
 
   void recv(void* buf, int64_t count, DType dtype, int peer) override {
     detail::check_peer(*this, peer, "recv");
     detail::check_count(*this, count, "recv");
     PF_NCCL_CHECK(ncclRecv(buf, static_cast<size_t>(count), nccl_type(dtype), peer, nccl_, stream_));
+    watch("recv", count, dtype, " from rank ", peer);
   }
 
   void allgather(const void* send, void* recv, int64_t count_per_rank, DType dtype) override {
     detail::check_count(*this, count_per_rank, "allgather");
     PF_NCCL_CHECK(ncclAllGather(send, recv, static_cast<size_t>(count_per_rank), nccl_type(dtype), nccl_, stream_));
+    watch("allgather", count_per_rank, dtype);
   }
 
   void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) override {
     detail::check_count(*this, count, "allreduce");
     PF_NCCL_CHECK(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype), nccl_op(op), nccl_, stream_));
+    watch("allreduce", count, dtype);
   }
 
   void broadcast(void* buf, int64_t count, DType dtype, int root) override {
     detail::check_peer(*this, root, "broadcast root");
     detail::check_count(*this, count, "broadcast");
     PF_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<size_t>(count), nccl_type(dtype), root, nccl_, stream_));
+    watch("broadcast", count, dtype, " from rank ", root);
   }
 
   void barrier() override {
     detail::check_not_in_group(*this, depth_, "barrier");
+    Watchdog::Op wait(watchdog_, watchdog_ ? "barrier" + where_ : std::string());
     PF_CUDA_CHECK(cudaStreamSynchronize(stream_));
     PF_MPI_CHECK(MPI_Barrier(mpi_));
   }
@@ -141,6 +152,10 @@ class NcclCommunicator final : public Communicator {
     detail::check_group_open(*this, depth_);
     --depth_;
     PF_NCCL_CHECK(ncclGroupEnd());
+    if (depth_ == 0 && watchdog_ && watchdog_->enabled()) {
+      watch_stream("group (" + group_what_ + ")");
+      group_what_.clear();
+    }
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -161,10 +176,35 @@ class NcclCommunicator final : public Communicator {
     const ncclUniqueId id = shared_unique_id(sub);
     PF_NCCL_CHECK(ncclCommInitRank(&nccl_sub, sub_size, id, sub_rank));
 #endif
-    return std::make_unique<NcclCommunicator>(sub, nccl_sub, device_);
+    return std::make_unique<NcclCommunicator>(sub, nccl_sub, device_, watchdog_);
   }
 
  private:
+  // An operation just queued: outside a group, watched until the stream has
+  // done it; inside one, named in the group's description.
+  void watch(const char* op, int64_t count, DType dtype, const char* peer_word = "", int peer = -1) {
+    if (!watchdog_ || !watchdog_->enabled()) return;
+    std::string what = std::string(op) + " of " + std::to_string(count) + " x " + dtype_name(dtype) + " (" +
+                       std::to_string(count * static_cast<int64_t>(dtype_size(dtype))) + " B)";
+    if (peer >= 0) what += peer_word + std::to_string(peer);
+    if (depth_ > 0) {
+      group_what_ += (group_what_.empty() ? "" : ", ") + what;
+      return;
+    }
+    watch_stream(what);
+  }
+
+  void watch_stream(const std::string& what) {
+    cudaEvent_t done = nullptr;
+    PF_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    PF_CUDA_CHECK(cudaEventRecord(done, stream_));
+    watchdog_->watch_async(what + where_, [done] {
+      if (cudaEventQuery(done) == cudaErrorNotReady) return false;
+      cudaEventDestroy(done);
+      return true;
+    });
+  }
+
   MPI_Comm mpi_;
   ncclComm_t nccl_;
   Device device_;
@@ -172,11 +212,15 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int depth_ = 0;
+  Watchdog* watchdog_ = nullptr;
+  int abort_hook_ = 0;
+  std::string where_;       // " on rank R of P (nccl)"
+  std::string group_what_;  // the operations of the open group
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm) {
+std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, Watchdog* watchdog) {
   PF_REQUIRE(CommError, mpi_usable(), "an NCCL communicator was requested, but MPI (its bootstrap) is not initialised");
   PF_REQUIRE(CommError, comm != MPI_COMM_NULL, "make_nccl_comm given MPI_COMM_NULL");
   MPI_Comm mpi = MPI_COMM_NULL;
@@ -216,7 +260,7 @@ std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm) {
   }
   ncclComm_t nccl = nullptr;
   PF_NCCL_CHECK(ncclCommInitRank(&nccl, size, id, rank));
-  return std::make_unique<NcclCommunicator>(mpi, nccl, device);
+  return std::make_unique<NcclCommunicator>(mpi, nccl, device, watchdog);
 }
 
 }  // namespace pf

@@ -5,7 +5,7 @@
 
 namespace pf {
 
-std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm) {
+std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm, Watchdog*) {
   PF_REQUIRE(CommError, false,
              "an NCCL communicator was requested, but " << cuda_unavailable_reason()
                                                         << "; rebuild with CUDA and NCCL, or use the MPI backend");

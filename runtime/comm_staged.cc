@@ -238,7 +238,8 @@ class StagedCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_staged_comm(MPI_Comm comm, Device device, const HostStreamConfig& streams) {
+std::unique_ptr<Communicator> make_staged_comm(MPI_Comm comm, Device device, const HostStreamConfig& streams,
+                                               Watchdog* watchdog) {
   PF_REQUIRE(CommError, !device.is_cuda() || cuda_device_count() > device.index,
              "a staged communicator on " << device.str() << " was requested, but "
                                          << (cuda_device_count() == 0 ? cuda_unavailable_reason()
@@ -246,7 +247,7 @@ std::unique_ptr<Communicator> make_staged_comm(MPI_Comm comm, Device device, con
   std::unique_ptr<Communicator> inner;
   {
     DeviceGuard host(Device::cpu());
-    inner = make_mpi_comm(comm, streams);
+    inner = make_mpi_comm(comm, streams, watchdog);
   }
   return std::make_unique<StagedCommunicator>(std::move(inner), device, streams);
 }

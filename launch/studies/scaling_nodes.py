@@ -101,7 +101,9 @@ def main():
     for r in train:
         by[(r["rate"], int(r["nodes"]), int(r["per_node"]))].append(r)
     model_train = []
-    for (rate, nodes, per_node), rows in sorted(by.items(), key=lambda kv: (kv[0][1] * kv[0][2], kv[0][1], kv[0][0])):
+    rate_value = lambda r: 0.0 if r == "none" else float(r.rstrip("gbit"))  # noqa: E731
+    for (rate, nodes, per_node), rows in sorted(by.items(),
+                                                key=lambda kv: (kv[0][1] * kv[0][2], kv[0][1], rate_value(kv[0][0]))):
         if rate != "none" and rate not in links:
             continue
         P = nodes * per_node
@@ -125,7 +127,8 @@ def main():
     for k, L in links.items():
         lines.append(f"| {'shared memory' if k == 'none' else 'TCP, ' + k} | {L['a'] * 1e6:.1f} us | "
                      f"{1 / L['b'] / 1e9:.3f} GB/s |")
-    lines += ["", "Training steps (median of the timed steps; sp = all ranks):", "",
+    lines += ["", "Training steps (median of the timed steps; sp = all ranks). The measured scan and allreduce times",
+              "include waiting for the other ranks' compute; the model's (in parentheses) are the transfers alone:", "",
               "| link | nodes x ranks | step s | tokens/s | scan s (model) | allreduce s (model) |",
               "|---|---|---:|---:|---:|---:|"]
     for t in model_train:

@@ -3,13 +3,17 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
+#include "runtime/watchdog.h"
 
 namespace pf {
 
@@ -88,10 +92,24 @@ std::string resolve_comm(const std::string& comm, bool use_gpu, int gpus, const 
 
 }  // namespace
 
+Session::~Session() = default;
+
 Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
   int world_size = 1;
   MPI_Comm_size(comm, &world_size);
   MPI_Comm_rank(comm, &rank_);
+  // Before any communicator: they report their waits to it. MPI_Abort ends
+  // every rank of the job (the launcher kills the others).
+  watchdog_ = std::make_unique<Watchdog>(cfg.parallel.timeout_s, rank_, [comm](int code) {
+    // Should the abort itself hang (a launcher that cannot reach a lost
+    // node), the process still ends.
+    std::thread([code] {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      std::_Exit(code);
+    }).detach();
+    MPI_Abort(comm, code);
+    std::_Exit(code);
+  });
   validate_layout(cfg, world_size);
   const std::string& backend = cfg.device.backend;
   const int gpus = cuda_device_count();
@@ -112,15 +130,15 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
   comm_backend_ = resolve_comm(cfg.device.comm, use_gpu, gpus, node, comm);
   std::unique_ptr<Communicator> world;
   if (comm_backend_ == "nccl") {
-    world = make_nccl_comm(comm);
+    world = make_nccl_comm(comm, watchdog_.get());
   } else if (comm_backend_ == "staged") {
     // On GPUs the MPI half runs on its own host stream, so that it is ordered
     // like NCCL's work; on the CPU it follows device.cpu_streams.
     HostStreamConfig staged = streams;
     if (use_gpu) staged.async = true;
-    world = make_staged_comm(comm, device_, staged);
+    world = make_staged_comm(comm, device_, staged, watchdog_.get());
   } else {
-    world = make_mpi_comm(comm, streams);
+    world = make_mpi_comm(comm, streams, watchdog_.get());
   }
   set_current_device(device_);
   grid_ = std::make_unique<ParallelGrid>(std::move(world), static_cast<int>(cfg.parallel.sp));
@@ -137,6 +155,7 @@ void Session::root_check(const std::function<void()>& check) {
       failed = 1;
     }
   }
+  Watchdog::Op wait(watchdog_.get(), "broadcast of rank 0's check (folders, data, checkpoint) to every rank");
   PF_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm_));
   if (!failed) return;
   int length = static_cast<int>(failure.size());

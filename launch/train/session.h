@@ -18,6 +18,7 @@
 #include "model/objective.h"
 #include "runtime/exec.h"
 #include "runtime/grid.h"
+#include "runtime/watchdog.h"
 
 namespace pf {
 
@@ -25,6 +26,7 @@ class Session {
  public:
   // The ranks of `comm` (MPI_COMM_WORLD for a launched program) form the world.
   Session(const TrainConfig& cfg, MPI_Comm comm);
+  ~Session();
   ParallelGrid& grid() { return *grid_; }
   const ExecContext& ctx() const { return resources_->ctx(); }
   MemoryTracker& tracker() { return *tracker_; }
@@ -32,6 +34,8 @@ class Session {
   // The communicator backend device.comm resolved to: mpi, nccl or staged.
   const std::string& comm_backend() const { return comm_backend_; }
   bool is_root() const { return rank_ == 0; }
+  // Bounds every wait on another rank (parallel.timeout_s, runtime/watchdog.h).
+  Watchdog& watchdog() { return *watchdog_; }
   // On rank 0, where each rank runs: each node's ranks in node-local order
   // (the order that picks a node's GPUs), "node1 ranks 0,2 | node2 ranks 1,3".
   const std::string& placement() const { return placement_; }
@@ -44,6 +48,7 @@ class Session {
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
+  std::unique_ptr<Watchdog> watchdog_;  // first: destroyed after the communicators that report to it
   Device device_;
   std::string comm_backend_;
   std::string placement_;

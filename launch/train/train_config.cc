@@ -281,6 +281,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   r.get("parallel", "head_group", obsolete_head_group);
   r.get("parallel", "bucket_mib", p.bucket_mib);
   r.get("parallel", "overlap_allreduce", p.overlap_allreduce);
+  r.get("parallel", "timeout_s", p.timeout_s);
 
   r.get("device", "backend", c.device.backend);
   r.get_bytes("device", "memory_cap", c.device.memory_cap);
@@ -322,6 +323,8 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   require(ck.interval >= 0 && ck.keep >= 1, "checkpoint.interval must be >= 0 and checkpoint.keep >= 1");
   require(p.sp >= 1, "parallel.sp must be >= 1");
   require(p.bucket_mib >= 1, "parallel.bucket_mib must be >= 1");
+  require(p.timeout_s >= 0 && std::isfinite(p.timeout_s),
+          "parallel.timeout_s must be >= 0 seconds (0: no limit), got " + std::to_string(p.timeout_s));
   in_range("optimizer.loss_scale_init", o.loss_scale.init, finite32(o.loss_scale.init) && o.loss_scale.init > 0,
            "must be finite (in float32) and > 0");
   in_range("optimizer.loss_scale_window", o.loss_scale.window, o.loss_scale.window >= 1, "must be >= 1");

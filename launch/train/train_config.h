@@ -59,6 +59,9 @@ struct ParallelConfig {
   AttentionOptions attention;
   int64_t bucket_mib = 16;        // gradient allreduce bucket
   bool overlap_allreduce = true;  // sum gradient buckets while the backward runs
+  // Longest wait on another rank without progress before the watchdog ends
+  // the job (runtime/watchdog.h); 0: no limit.
+  double timeout_s = 600;
 };
 
 struct DeviceConfig {

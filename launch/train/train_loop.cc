@@ -69,6 +69,8 @@ struct RunRecord {
 std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& trainer, const DataLoader& loader,
                             const RunRecord& record, MetricsLog& metrics) {
   const std::string path = checkpoint_path(cfg.checkpoint.dir, trainer.step());
+  session.watchdog().set_phase("the checkpoint save at step " + std::to_string(trainer.step()) +
+                               " (rank 0 writes, the others wait for it)");
   // Checked on every rank (the state is the same on all): a state that is no
   // longer finite must not replace, or push out (checkpoint.keep), the last
   // good checkpoint.
@@ -417,6 +419,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     metrics = MetricsLog(cfg.run.metrics, trainer.step() > 0);
   });
   auto validate = [&] {
+    session.watchdog().set_phase("the validation after step " + std::to_string(trainer.step()));
     const EvalStats e = run_validation(cfg, session, trainer);
     if (root) {
       char line[256];
@@ -441,9 +444,14 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   const int64_t tokens_per_step = grid.dp_size() * cfg.data.batch_size * cfg.data.sample_length;
   double avg_step = 0;
   const double run_start = seconds_now();
+  Watchdog& watchdog = session.watchdog();
   while (trainer.step() < cfg.run.steps) {
     const double t0 = seconds_now();
-    const Batch batch = loader.next();
+    watchdog.set_phase("step " + std::to_string(trainer.step() + 1));
+    const Batch batch = [&] {
+      Watchdog::Op wait(&watchdog, "the loader's next training batch");
+      return loader.next();
+    }();
     const double data_time = seconds_now() - t0;
     const StepStats st = trainer.train_step(to_token_batch(batch, grid));
     // The loss is summed over the world, so every rank stops alike. In fp32
