@@ -16,13 +16,15 @@
 #       host name and mounts, and the root folder of the node, which is that of
 #       `start`: a chroot's, when started in one), in the current folder.
 #   tests/cluster/nodes.sh link DIR NODE up|down sets NODE's link up or down.
+#   tests/cluster/nodes.sh kill DIR NODE   SIGKILL to every process on NODE but
+#       the one holding its namespaces (a node whose processes died).
 #   tests/cluster/nodes.sh stop DIR  ends every process inside the nodes'
 #       namespaces (TERM, then KILL after 5 s), which removes the namespaces,
 #       links and bridge with them, and removes DIR.
 # Needs root. Exit status 77 means "cannot run here" (not root, no network
 # namespaces, no iproute2), for ctest's skip.
 set -euo pipefail
-cmd=${1:?usage: nodes.sh start N DIR [RATE] | exec DIR NODE CMD... | link DIR NODE up|down | stop DIR}
+cmd=${1:?usage: nodes.sh start N DIR [RATE] | exec DIR NODE CMD... | link DIR NODE up|down | kill DIR NODE | stop DIR}
 log() { echo "nodes.sh: $*" >&2; }
 subnet=10.77.0
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -87,9 +89,20 @@ case "$cmd" in
     [ "$state" = up ] || [ "$state" = down ] || { log "link state '$state' is neither up nor down"; exit 2; }
     exec nsenter -t "$(holder switch)" -n ip link set "${node#node}" "$state"
     ;;
+  kill)
+    dir=${2:?usage: nodes.sh kill DIR NODE}
+    node=${3:?usage: nodes.sh kill DIR NODE}
+    pid=$(holder "$node")
+    ns=$(readlink "/proc/$pid/ns/net")
+    for p in /proc/[0-9]*; do
+      q=${p#/proc/}
+      if [ "$q" != "$pid" ] && [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$ns" ]; then kill -KILL "$q" 2>/dev/null || true; fi
+    done
+    exit 0
+    ;;
   start) ;;
   *)
-    log "unknown command '$cmd' (start, exec, link or stop)"
+    log "unknown command '$cmd' (start, exec, link, kill or stop)"
     exit 2
     ;;
 esac
@@ -163,6 +176,10 @@ for k in $(seq "$n"); do
   nsenter -t "$pid" -n ip addr add "$subnet.$k/24" dev eth0
   nsenter -t "$pid" -n ip link set eth0 up
   nsenter -t "$pid" -n ip link set lo up
+  # A connection with data unacknowledged gives up after about 6 s, not the
+  # kernel default's 15 minutes: mpirun learns of a lost node in bounded time
+  # (with the keepalives that DIR/mpirun asks for, for idle connections).
+  nsenter -t "$pid" -n sh -c 'echo 4 >/proc/sys/net/ipv4/tcp_retries2'
   if [ -n "$rate" ]; then
     nsenter -t "$sw" -n tc qdisc add dev "$k" root tbf rate "$rate" burst 256kb latency 50ms
     nsenter -t "$pid" -n tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
@@ -174,12 +191,33 @@ seq -f "node%g" "$n" | paste -sd' ' - >"$dir/run/nodes"
 cat >"$dir/agent" <<AGENT
 #!/usr/bin/env bash
 # Open MPI's rsh agent for this cluster: AGENT HOST COMMAND... runs COMMAND
-# (a shell command line, as ssh would) on HOST.
+# (a shell command line, as ssh would) on HOST. Like ssh with
+# ServerAliveInterval=2 and ServerAliveCountMax=3, it probes the network path
+# to HOST from where it runs every 2 s and closes the connection (exit 255)
+# after 3 probes without an answer, so that mpirun learns of a lost link.
 host=\$1
 shift
 f="$dir/run/\$host.pid"
 [ -s "\$f" ] || { echo "agent: no node '\$host' in $dir" >&2; exit 255; }
-exec nsenter -t "\$(cat "\$f")" -n -u -m -r -- /bin/sh -c "\$*"
+address=$subnet.\${host#node}
+nsenter -t "\$(cat "\$f")" -n -u -m -r -- /bin/sh -c "\$*" &
+child=\$!
+trap 'kill -TERM "\$child" 2>/dev/null' TERM INT HUP
+# A refused connection answers (the node is there); a probe that times out does not.
+answers() { timeout 1 bash -c "exec 3<>/dev/tcp/\$address/9" 2>/dev/null; [ \$? -ne 124 ]; }
+misses=0
+while kill -0 "\$child" 2>/dev/null; do
+  sleep 2 &
+  wait \$! 2>/dev/null || true
+  kill -0 "\$child" 2>/dev/null || break
+  if answers; then misses=0; else misses=\$((misses + 1)); fi
+  if [ "\$misses" -ge 3 ]; then
+    echo "agent: no answer from \$host (\$address) to 3 probes in a row: closing the connection" >&2
+    kill -KILL "\$child" 2>/dev/null
+    exit 255
+  fi
+done
+wait "\$child"
 AGENT
 chmod +x "$dir/agent"
 cat >"$dir/mpirun" <<MPIRUN
@@ -189,10 +227,13 @@ cat >"$dir/mpirun" <<MPIRUN
 # within a node, as on a real cluster). Waiting ranks yield the core: the
 # nodes share this machine's cores, and a rank spinning in MPI starves the
 # kernel's packet processing of its peer (8 ms stalls per exchange, measured
-# with two ranks on two nodes). Arguments go to mpirun.
+# with two ranks on two nodes). Daemons' idle connections send keepalives
+# after 5 s (3 probes 2 s apart), so a lost node is noticed in seconds.
+# Arguments go to mpirun.
 exec nsenter -t "\$(cat "$dir/run/node1.pid")" -n -u -m -r -w"\$PWD" -- mpirun --mca plm_rsh_agent "$dir/agent" \\
   --hostfile "$dir/hostfile" --mca btl tcp,vader,self --mca btl_tcp_if_include $subnet.0/24 \\
-  --mca oob_tcp_if_include $subnet.0/24 --mca mpi_yield_when_idle 1 "\$@"
+  --mca oob_tcp_if_include $subnet.0/24 --mca mpi_yield_when_idle 1 \\
+  --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 "\$@"
 MPIRUN
 chmod +x "$dir/mpirun"
 trap - ERR

@@ -9,7 +9,9 @@
 #   2. SIGSTOP of rank 0 while it writes a checkpoint: the job ends with 75,
 #      rank 1's message names the checkpoint save; the earlier checkpoint
 #      resumes and the run finishes.
-#   3. A slow but progressing run (ranks descheduled by a CPU load for most
+#   3. Rank 1 ending early (SIGKILL): the launcher ends the job; the run
+#      resumes to the uninterrupted run's parameters.
+#   4. A slow but progressing run (ranks descheduled by a CPU load for most
 #      of every step) with a timeout far below its run time never fires.
 # Prints the time from each fault to the job's end (timeout plus the slack).
 #   watchdog_test.sh <performer-data> <performer-train> <mpiexec> [mpiexec flags...]
@@ -149,7 +151,32 @@ done_step=$(ls "$dir/save0/ck"/ckpt-*.h5 | tail -1 | sed 's/.*ckpt-0*\([0-9]*\)\
 grep -m1 "resumed from .* at step $done_step" "$dir/save0/resume.log" ||
   fail "the resume did not start from the last complete checkpoint (step $done_step)"
 
-echo "== 3. a slow, progressing run under a CPU load does not fire"
+echo "== 3. rank 1 ends early (SIGKILL) mid-run"
+mkdir -p "$dir/gone1"
+# shellcheck disable=SC2046
+"${mpiexec[@]}" -n 2 "$train" $(opts gone1 "${small[@]}" --set train.steps=400 --set checkpoint.interval=20 \
+  --set parallel.timeout_s=$timeout_s) >"$dir/gone1/log" 2>&1 &
+launcher=$!
+end=$((SECONDS + 300))
+until [ "$(steps_logged "$dir/gone1/m.jsonl")" -ge 50 ]; do
+  [ "$SECONDS" -lt "$end" ] || fail "the run did not reach step 50"
+  kill -0 "$launcher" 2>/dev/null || fail "the run ended before the fault: $(tail -3 "$dir/gone1/log")"
+  sleep 0.05
+done
+victim=$(rank_pid "$launcher" 1)
+[ -n "$victim" ] || fail "no rank 1 under the launcher"
+kill -KILL "$victim"
+t=$(now)
+finish gone1
+echo "SIGKILL of rank 1 to the job's end: $(since "$t") s, exit status $rc"
+[ "$rc" != 0 ] || fail "the job reported success with a rank gone"
+# shellcheck disable=SC2046
+"${mpiexec[@]}" -n 2 "$train" $(opts gone1 "${small[@]}" --set train.steps=400 --set checkpoint.interval=20) \
+  --resume auto >"$dir/gone1/resume.log" 2>&1 || fail "the resume failed: $(tail -5 "$dir/gone1/resume.log")"
+"$py" "$repo/tests/cluster/same_params.py" "$dir/ref1/ck" "$dir/gone1/ck" ||
+  fail "a rank lost and the run resumed: parameters differ from the uninterrupted run"
+
+echo "== 4. a slow, progressing run under a CPU load does not fire"
 mkdir -p "$dir/slow"
 load=()
 for _ in $(seq $(($(getconf _NPROCESSORS_ONLN) * 2))); do
