@@ -32,6 +32,7 @@ const Subcommand kSubcommands[] = {
     {"packing", pf::bench::run_packing,
      "useful fraction of samples: one protein per sample, the cut stream, whole proteins packed"},
     {"generate", pf::bench::run_generate, "generation tokens/s and peak memory: recurrent form vs forward per token"},
+    {"watchdog", pf::bench::run_watchdog, "the cost of one watched wait (parallel.timeout_s's watchdog), ns per operation"},
 };
 
 void usage() {

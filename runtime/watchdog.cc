@@ -75,7 +75,13 @@ void Watchdog::end(uint64_t id) {
   in_flight_.erase(it);
 }
 
+uint64_t Watchdog::completed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_;
+}
+
 void Watchdog::record_done(InFlight op, Clock::time_point now) {
+  ++completed_;
   recent_.push_back(Done{std::move(op.what), std::move(op.phase), seconds_between(op.start, now)});
   if (recent_.size() > kRecorded) recent_.pop_front();
 }

@@ -80,6 +80,9 @@ class Watchdog {
   // `done` is not kept and never called.
   void watch_async(std::string what, std::function<bool()> done);
 
+  // Operations completed so far (for benchmarks: waits per step).
+  uint64_t completed() const;
+
   // The report the watchdog prints when it fires, for the operation in flight
   // that has waited longest (empty when none is in flight). For tests.
   std::string report_now() const;
@@ -116,6 +119,7 @@ class Watchdog {
   bool stop_ = false;
   std::string phase_;
   uint64_t next_id_ = 1;
+  uint64_t completed_ = 0;
   std::map<uint64_t, InFlight> in_flight_;
   std::map<uint64_t, Async> async_;
   std::deque<Done> recent_;

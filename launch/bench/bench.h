@@ -19,5 +19,6 @@ int run_kernels(int argc, char** argv);  // FAVOR+ composite vs exact softmax: f
 int run_reductions(int argc, char** argv);  // backward column sums (bias, LayerNorm, embedding): GB/s vs a copy
 int run_packing(int argc, char** argv);  // useful fraction of samples: single, concat, packed
 int run_generate(int argc, char** argv);  // generation tokens/s and peak: recurrent form vs forward per token
+int run_watchdog(int argc, char** argv);  // the cost of one watched wait, ns per operation
 
 }  // namespace pf::bench

@@ -40,7 +40,6 @@
 namespace pf::bench {
 namespace {
 
-
 TokenBatch synthetic_batch(int64_t B, int64_t L, int64_t begin, int64_t end, int64_t first_sample) {
   TokenBatch b;
   b.batch = B;
@@ -206,10 +205,11 @@ int run_train_ranks(const Args& a, int size, int rank) {
       std::fprintf(out,
                    "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
                    "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,"
-                   "max_peak_bytes,gemm_gflop,attention_gflop,gflops,sgemm_gflops,fraction_of_peak\n");
+                   "max_peak_bytes,gemm_gflop,attention_gflop,gflops,sgemm_gflops,fraction_of_peak,watched_waits\n");
     int64_t step_peak = 0;  // this rank's largest tracked peak over the steps
     for (int64_t s = 0; s <= a.steps; ++s) {
       const double t0 = seconds_now();
+      const uint64_t waits0 = session.watchdog().completed();
       TokenBatch batch;
       if (loader) {
         batch = to_token_batch(loader->next(), grid);
@@ -220,6 +220,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
       const double data_s = seconds_now() - t0;
       const StepStats st = trainer.train_step(batch);
       const double secs = seconds_now() - t0;
+      const uint64_t waits = session.watchdog().completed() - waits0;  // this rank's, before the untimed allreduce
       step_peak = std::max(step_peak, st.peak_bytes);
       long long max_peak = static_cast<long long>(st.peak_bytes);  // over all ranks (untimed)
       MPI_Allreduce(MPI_IN_PLACE, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
@@ -227,14 +228,14 @@ int run_train_ranks(const Args& a, int size, int rank) {
         const double gflops = flop.total() * 1e-9 / secs;
         std::fprintf(out,
                      "%s,%s,%d,%d,%d,%lld,%lld,%lld,%.4f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%lld,%lld,"
-                     "%.2f,%.2f,%.1f,%.1f,%.3f\n",
-                     a.preset.c_str(), attention_kind_name(cfg.model.attention), size, grid.dp_size(),
-                     grid.sp_size(), static_cast<long long>(a.batch), static_cast<long long>(n),
-                     static_cast<long long>(s), secs,
+                     "%.2f,%.2f,%.1f,%.1f,%.3f,%llu\n",
+                     a.preset.c_str(), attention_kind_name(cfg.model.attention), size, grid.dp_size(), grid.sp_size(),
+                     static_cast<long long>(a.batch), static_cast<long long>(n), static_cast<long long>(s), secs,
                      static_cast<double>(grid.world_size() * a.batch * n) / secs, st.model.attention, st.model.scan,
                      st.model.scan_exposed, st.model.other, st.allreduce, st.allreduce_exposed, st.optimizer, data_s,
                      static_cast<long long>(st.peak_bytes), static_cast<long long>(plan.peak), max_peak,
-                     flop.gemm * 1e-9, flop.attention * 1e-9, gflops, sgemm, gflops / sgemm);
+                     flop.gemm * 1e-9, flop.attention * 1e-9, gflops, sgemm, gflops / sgemm,
+                     static_cast<unsigned long long>(waits));
         std::fflush(out);
       }
     }

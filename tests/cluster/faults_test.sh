@@ -24,23 +24,10 @@ cleanup() {
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-export OMP_NUM_THREADS=1
-[ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rc=0
-"$repo/tests/cluster/nodes.sh" start 2 "$cluster" || rc=$?
-[ "$rc" = 0 ] || {
-  [ "$rc" = 77 ] && echo "SKIP: no namespaced cluster can run here"
-  exit "$rc"
-}
-shared=$cluster/shared
+# shellcheck source=tests/cluster/lib.sh
+source "$repo/tests/cluster/lib.sh"
+start_cluster 2
 train=$build/launch/performer-train
-"$build/launch/performer-data" prepare --output "$shared/q.h5" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz >/dev/null
-now() { date +%s.%N; }
-since() { "$py" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 opts() { # NAME: the run's options
   echo --set "data.files=[\"$shared/q.h5\"]" --set model.layers=2 --set model.width=32 --set model.heads=2 \
     --set model.ffn=64 --set model.features=16 --set data.sample_length=64 --set data.batch_size=2 \
@@ -60,21 +47,11 @@ fault() {
   "$cluster/mpirun" -n 2 --map-by node --bind-to none -x OMP_NUM_THREADS "$train" $(opts "$name") \
     --set parallel.timeout_s=5 >"$shared/$name/log" 2>&1 &
   launcher=$!
-  local end=$((SECONDS + 300))
-  until [ -f "$shared/$name/m.jsonl" ] && [ "$(wc -l <"$shared/$name/m.jsonl")" -ge 50 ]; do
-    [ "$SECONDS" -lt "$end" ] || fail "$name: the run did not reach step 50"
-    kill -0 "$launcher" 2>/dev/null || fail "$name: the run ended before the fault: $(tail -3 "$shared/$name/log")"
-    sleep 0.05
-  done
+  await_lines "$shared/$name/m.jsonl" 50 "$launcher" "$name"
   "$@"
   local t
   t=$(now)
-  end=$((SECONDS + 300))
-  while kill -0 "$launcher" 2>/dev/null; do
-    [ "$SECONDS" -lt "$end" ] || fail "$name: the job did not end within 300 s of the fault"
-    sleep 0.1
-  done
-  wait "$launcher" && rc=0 || rc=$?
+  await_exit "$launcher" "$name"
   launcher=""
   echo "$name: fault to the job's end $(since "$t") s (parallel.timeout_s = 5), mpirun exit status $rc"
   [ "$rc" != 0 ] || fail "$name: the job reported success"

@@ -29,54 +29,13 @@ cleanup() {
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-export OMP_NUM_THREADS=1
-# The nodes' mpirun as the one-host one: Open MPI refuses root without these.
-[ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rc=0
-"$repo/tests/cluster/nodes.sh" start "$nodes" "$cluster" || rc=$?
-[ "$rc" = 0 ] || {
-  [ "$rc" = 77 ] && echo "SKIP: no namespaced cluster can run here"
-  exit "$rc"
-}
-shared=$cluster/shared
+# shellcheck source=tests/cluster/lib.sh
+source "$repo/tests/cluster/lib.sh"
+start_cluster "$nodes"
 train=$build/launch/performer-train
-"$build/launch/performer-data" prepare --output "$shared/q.h5" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz >/dev/null
 
 # write_config NAME SP: 12 steps, checkpoints every 6, in the shared folder.
-write_config() {
-  mkdir -p "$shared/$1"
-  cat >"$shared/$1/run.toml" <<TOML
-[model]
-layers = 2
-width = 32
-heads = 2
-ffn = 64
-features = 16
-chunk = 16
-[data]
-files = ["$shared/q.h5"]
-sample_length = 64
-batch_size = 4
-[optimizer]
-lr = 3e-3
-warmup_steps = 2
-[train]
-steps = 12
-log_interval = 1
-eval_interval = 0
-metrics = "$shared/$1/metrics.jsonl"
-[checkpoint]
-dir = "$shared/$1/ckpt"
-interval = 6
-keep = 4
-[parallel]
-sp = $2
-TOML
-}
+write_config() { tiny_config "$shared/$1/run.toml" "$shared/q.h5" "$shared/$1" 12 6 "$2"; }
 # on_host NAME [ARGS...]: the run with all 4 ranks on this host.
 on_host() {
   local name=$1

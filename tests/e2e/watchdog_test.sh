@@ -29,10 +29,8 @@ cleanup() {
   [ -n "${PF_KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+# shellcheck source=tests/cluster/lib.sh
+source "$repo/tests/cluster/lib.sh"
 timeout_s=5
 "$data_tool" prepare --output "$dir/p.h5" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz >/dev/null
 # run NAME SETS...: options of a run in $dir/NAME (tiny model, sp = 2).
@@ -44,7 +42,6 @@ opts() {
     --set train.log_interval=10 --set "checkpoint.dir=\"$dir/$name/ck\"" --set "train.metrics=\"$dir/$name/m.jsonl\"" \
     --set parallel.sp=2 "$@"
 }
-steps_logged() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 # The PID of rank R under launcher PID (Open MPI's or MPICH's rank variable).
 rank_pid() {
   local child
@@ -55,32 +52,27 @@ rank_pid() {
     fi
   done
 }
-now() { date +%s.%N; }
-since() { "$py" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
-# finish NAME RC_FILE: waits for the launcher, bounded (a hang fails the test).
+# finish NAME: waits for the launcher, bounded (a hang fails the test).
 finish() {
-  local end=$((SECONDS + 300))
-  while kill -0 "$launcher" 2>/dev/null; do
-    [ "$SECONDS" -lt "$end" ] || fail "$1: the job did not end within 300 s of the fault"
-    sleep 0.1
-  done
-  wait "$launcher" && rc=0 || rc=$?
+  await_exit "$launcher" "$1"
   launcher=""
+}
+# start_run NAME OPTIONS...: a run in the background, awaited to step 50.
+start_run() {
+  local name=$1
+  shift
+  mkdir -p "$dir/$name"
+  "${mpiexec[@]}" -n 2 "$train" "$@" >"$dir/$name/log" 2>&1 &
+  launcher=$!
+  await_lines "$dir/$name/m.jsonl" 50 "$launcher" "$name"
 }
 small=(--set model.width=32 --set model.ffn=64 --set model.heads=2 --set model.features=16)
 
 echo "== 1. SIGSTOP of rank 1 mid-run"
-mkdir -p "$dir/stop1" "$dir/ref1"
+mkdir -p "$dir/ref1"
 # shellcheck disable=SC2046
-"${mpiexec[@]}" -n 2 "$train" $(opts stop1 "${small[@]}" --set train.steps=400 --set checkpoint.interval=20 \
-  --set parallel.timeout_s=$timeout_s) >"$dir/stop1/log" 2>&1 &
-launcher=$!
-end=$((SECONDS + 300))
-until [ "$(steps_logged "$dir/stop1/m.jsonl")" -ge 50 ]; do
-  [ "$SECONDS" -lt "$end" ] || fail "the run did not reach step 50"
-  kill -0 "$launcher" 2>/dev/null || fail "the run ended before the fault: $(tail -3 "$dir/stop1/log")"
-  sleep 0.05
-done
+start_run stop1 $(opts stop1 "${small[@]}" --set train.steps=400 --set checkpoint.interval=20 \
+  --set parallel.timeout_s=$timeout_s)
 victim=$(rank_pid "$launcher" 1)
 [ -n "$victim" ] || fail "no rank 1 under the launcher"
 kill -STOP "$victim"
@@ -152,17 +144,9 @@ grep -m1 "resumed from .* at step $done_step" "$dir/save0/resume.log" ||
   fail "the resume did not start from the last complete checkpoint (step $done_step)"
 
 echo "== 3. rank 1 ends early (SIGKILL) mid-run"
-mkdir -p "$dir/gone1"
 # shellcheck disable=SC2046
-"${mpiexec[@]}" -n 2 "$train" $(opts gone1 "${small[@]}" --set train.steps=400 --set checkpoint.interval=20 \
-  --set parallel.timeout_s=$timeout_s) >"$dir/gone1/log" 2>&1 &
-launcher=$!
-end=$((SECONDS + 300))
-until [ "$(steps_logged "$dir/gone1/m.jsonl")" -ge 50 ]; do
-  [ "$SECONDS" -lt "$end" ] || fail "the run did not reach step 50"
-  kill -0 "$launcher" 2>/dev/null || fail "the run ended before the fault: $(tail -3 "$dir/gone1/log")"
-  sleep 0.05
-done
+start_run gone1 $(opts gone1 "${small[@]}" --set train.steps=400 --set checkpoint.interval=20 \
+  --set parallel.timeout_s=$timeout_s)
 victim=$(rank_pid "$launcher" 1)
 [ -n "$victim" ] || fail "no rank 1 under the launcher"
 kill -KILL "$victim"

@@ -27,9 +27,8 @@ cleanup() {
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
-now() { date +%s.%N; }
-since() { "$py" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/cluster/lib.sh
+source "$repo/tests/cluster/lib.sh"
 
 t0=$(now)
 rc=0
@@ -48,36 +47,7 @@ echo "cluster up in $(since "$t0") s"
 
 "$build/launch/performer-data" prepare --output "$jobs/q.h5" /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz >/dev/null
 # write_config NAME STEPS: a tiny model, dp x sp = 2 x 2, checkpoints every 20 steps.
-write_config() {
-  mkdir -p "$jobs/$1"
-  cat >"$jobs/$1/run.toml" <<TOML
-[model]
-layers = 2
-width = 32
-heads = 2
-ffn = 64
-features = 16
-chunk = 16
-[data]
-files = ["$jobs/q.h5"]
-sample_length = 64
-batch_size = 4
-[optimizer]
-lr = 3e-3
-warmup_steps = 2
-[train]
-steps = $2
-log_interval = 1
-eval_interval = 0
-metrics = "$jobs/$1/metrics.jsonl"
-[checkpoint]
-dir = "$jobs/$1/ckpt"
-interval = 20
-keep = 3
-[parallel]
-sp = 2
-TOML
-}
+write_config() { tiny_config "$jobs/$1/run.toml" "$jobs/q.h5" "$jobs/$1" "$2" 20 2; }
 last_step() { "$py" -c '
 import json, sys
 steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if l.strip() and "\"eval\"" not in l]
