@@ -12,12 +12,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <system_error>
 #include <unordered_set>
 
+#include "data/cluster_split.h"
+#include "data/clusters.h"
 #include "data/h5.h"
+#include "data/mmseqs.h"
 #include "data/paths.h"
 #include "data/schema.h"
 #include "data/sequence_reader.h"
@@ -30,6 +34,8 @@
 namespace pf {
 
 namespace {
+
+constexpr const char* kScratchInfix = ".mmseqs-";  // "<output>.mmseqs-<pid>": MMseqs2's working folder
 
 uint64_t fnv1a64(const uint8_t* p, int64_t n) { return Fnv1a64().add(p, static_cast<size_t>(n)).value(); }
 
@@ -59,15 +65,23 @@ struct Key128Hash {
 // One split group being written: buffered appends to extendible datasets.
 class SplitWriter {
  public:
-  SplitWriter(hid_t file, const char* name)
+  SplitWriter(hid_t file, const char* name, bool clustered)
       : group_(h5_create_group(file, std::string("/") + name)),
         tokens_(group_, "tokens", H5T_NATIVE_UINT8, H5Layout{kTokenChunk, 4, true}),
         offsets_(group_, "offsets", H5T_NATIVE_INT64, H5Layout{kOffsetChunk, 4, true}),
         ids_(group_, "ids", 0, H5Layout{4096, 0, false}),
         headers_(group_, "headers", 0, H5Layout{4096, 0, false}) {
     offset_buf_.push_back(0);
+    if (clustered)
+      clusters_ =
+          std::make_unique<H5Appender>(group_, kClustersName, H5T_NATIVE_INT64, H5Layout{kOffsetChunk, 4, true});
   }
-  void add(const SequenceRecord& rec) {
+  // cluster: the sequence's index in /clusters; ignored (pass -1) when unclustered.
+  void add(const SequenceRecord& rec, int64_t cluster) {
+    if (clusters_) {
+      cluster_buf_.push_back(cluster);
+      cluster_digest_.add(&cluster, sizeof cluster);
+    }
     token_buf_.insert(token_buf_.end(), rec.tokens.begin(), rec.tokens.end());
     residues_ += static_cast<int64_t>(rec.tokens.size());
     offset_buf_.push_back(residues_);
@@ -83,6 +97,8 @@ class SplitWriter {
     offsets_.append_raw(offset_buf_.data(), static_cast<int64_t>(offset_buf_.size()));
     ids_.append_strings(ids_buf_);
     headers_.append_strings(header_buf_);
+    if (clusters_) clusters_->append_raw(cluster_buf_.data(), static_cast<int64_t>(cluster_buf_.size()));
+    cluster_buf_.clear();
     token_buf_.clear();
     offset_buf_.clear();
     ids_buf_.clear();
@@ -96,10 +112,15 @@ class SplitWriter {
   SplitCounts counts() const { return {sequences_, residues_}; }
   // Over each sequence's length (int64) and tokens, in file order.
   const Fnv1a64& digest() const { return digest_; }
+  // Over each sequence's cluster index (int64), in file order.
+  const Fnv1a64& cluster_digest() const { return cluster_digest_; }
 
  private:
   H5Id group_;
   H5Appender tokens_, offsets_, ids_, headers_;
+  std::unique_ptr<H5Appender> clusters_;
+  std::vector<int64_t> cluster_buf_;
+  Fnv1a64 cluster_digest_;
   std::vector<uint8_t> token_buf_;
   std::vector<int64_t> offset_buf_;
   std::vector<std::string> ids_buf_, header_buf_;
@@ -107,22 +128,27 @@ class SplitWriter {
   Fnv1a64 digest_;
 };
 
-void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummary* summary) {
-  H5Id file = h5_create_file(tmp);
-  std::unique_ptr<SplitWriter> writers[3];
-  for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s]);
-  std::unique_ptr<SplitWriter> ood;
-  if (!opt.ood_organisms.empty()) ood = std::make_unique<SplitWriter>(file, kOodSplitName);
+// Counts of one pass over the inputs.
+struct PassCounts {
+  int64_t sequences_read = 0, bytes_read = 0, duplicates_dropped = 0;
+};
+
+// Calls fn(record, index) for each sequence of the inputs that is not an exact
+// repeat of an earlier one, index counting those from 0; the same inputs give
+// the same sequence of calls. `label` names the pass in progress lines.
+PassCounts for_each_unique(const PrepareOptions& opt, const std::string& tmp, const char* label,
+                           const std::function<void(const SequenceRecord&, int64_t)>& fn) {
+  PassCounts counts;
   std::unordered_set<Key128, Key128Hash> seen;
-  std::vector<int64_t> lengths;
   SequenceRecord rec;
+  int64_t index = 0;
   for (const std::string& input : opt.inputs) {
     SequenceReader reader(input, ReaderOptions{opt.map_unknown_to_x});
     double last = seconds_now();
     auto report = [&](const char* tag) {
       if (!opt.progress) return;
       char line[512];
-      std::snprintf(line, sizeof(line), "  %s: %lld sequences, %.1f MB read%s\n", input.c_str(),
+      std::snprintf(line, sizeof(line), "  %s%s: %lld sequences, %.1f MB read%s\n", label, input.c_str(),
                     static_cast<long long>(reader.records_read()), reader.bytes_read() / 1e6, tag);
       *opt.progress << line << std::flush;
     };
@@ -133,38 +159,208 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
                              "temporary file '" + tmp + "'");
       const int64_t n = static_cast<int64_t>(rec.tokens.size());
       if (!seen.insert(Key128{fnv1a64(rec.tokens.data(), n), word_hash64(rec.tokens.data(), n)}).second) {
-        ++summary->duplicates_dropped;
+        ++counts.duplicates_dropped;
         continue;
       }
-      lengths.push_back(n);
-      if (ood && is_ood_organism(rec.header, opt.ood_organisms))
-        ood->add(rec);
-      else
-        writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec);
+      fn(rec, index++);
       if ((reader.records_read() & 1023) == 0 && seconds_now() - last > 2.0) {
         last = seconds_now();
         report("");
       }
     }
     report(" (done)");
-    summary->sequences_read += reader.records_read();
-    summary->bytes_read += reader.bytes_read();
+    counts.sequences_read += reader.records_read();
+    counts.bytes_read += reader.bytes_read();
   }
+  return counts;
+}
+
+// A folder removed with everything in it when the object goes.
+class ScratchFolder {
+ public:
+  explicit ScratchFolder(std::string path) : path_(std::move(path)) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    PF_REQUIRE(IoError, std::filesystem::create_directories(path_, ec) && !ec,
+               "cannot create the scratch folder '" << path_ << "': " << ec.message());
+  }
+  ~ScratchFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// What the clustering decided, per unique sequence and per cluster.
+struct ClusterPlan {
+  std::vector<int64_t> cluster;         // per sequence: dense cluster index (order of first member)
+  std::vector<int64_t> representative;  // per cluster: its representative's sequence index
+  std::vector<uint8_t> split;           // per cluster: 0 train, 1 valid, 2 test
+  std::vector<uint8_t> ood;             // per sequence: 1 for /ood
+  std::string mmseqs_version;
+  ClusterSplitResult result;
+};
+
+// Copies the records of `all` (written by write_fasta_record) whose index is
+// flagged into `path`; returns how many.
+int64_t write_fasta_subset(const std::string& all, const std::vector<uint8_t>& flags, const std::string& path) {
+  std::ifstream in(all);
+  PF_REQUIRE(IoError, in.good(), "cannot read the scratch file '" << all << "'");
+  std::ofstream out(path);
+  PF_REQUIRE(IoError, out.good(), "cannot create the scratch file '" << path << "'");
+  std::string name, residues;
+  int64_t kept = 0;
+  while (std::getline(in, name) && std::getline(in, residues)) {
+    const int64_t i = parse_sequence_index(name.substr(1), static_cast<int64_t>(flags.size()), all);
+    if (!flags[static_cast<size_t>(i)]) continue;
+    out << name << '\n' << residues << '\n';
+    ++kept;
+  }
+  out.flush();
+  PF_REQUIRE(IoError, out.good(), "cannot write the scratch file '" << path << "': " << std::strerror(errno));
+  return kept;
+}
+
+ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, const std::string& scratch) {
+  ClusterPlan plan;
+  MmseqsSettings mm = opt.mmseqs;
+  if (!mm.stop_requested) mm.stop_requested = opt.stop_requested;
+  plan.mmseqs_version = mmseqs_version(mm, scratch);
+  const std::string all = scratch + "/sequences.fasta";
+  std::vector<uint64_t> hash;  // per sequence: FNV-1a of its residues
+  {
+    std::ofstream out(all);
+    PF_REQUIRE(IoError, out.good(), "cannot create the scratch file '" << all << "'");
+    for_each_unique(opt, tmp, "reading ", [&](const SequenceRecord& rec, int64_t i) {
+      const int64_t n = static_cast<int64_t>(rec.tokens.size());
+      write_fasta_record(out, i, rec.tokens.data(), n);
+      hash.push_back(fnv1a64(rec.tokens.data(), n));
+      plan.ood.push_back(is_ood_organism(rec.header, opt.ood_organisms) ? 1 : 0);
+    });
+    out.flush();
+    PF_REQUIRE(IoError, out.good(), "cannot write the scratch file '" << all << "': " << std::strerror(errno));
+  }
+  const int64_t n = static_cast<int64_t>(hash.size());
+  if (opt.progress)
+    *opt.progress << "  clustering " << n << " sequences with mmseqs " << plan.mmseqs_version << " ("
+                  << opt.cluster.mode << ", identity " << opt.cluster.identity << ", coverage " << opt.cluster.coverage
+                  << ")\n"
+                  << std::flush;
+  const std::vector<int64_t> rep = mmseqs_cluster(all, n, opt.cluster, mm, scratch);
+  std::vector<int64_t> index_of_rep(static_cast<size_t>(n), -1);
+  plan.cluster.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t& c = index_of_rep[static_cast<size_t>(rep[static_cast<size_t>(i)])];
+    if (c < 0) {
+      c = static_cast<int64_t>(plan.representative.size());
+      plan.representative.push_back(rep[static_cast<size_t>(i)]);
+    }
+    plan.cluster[static_cast<size_t>(i)] = c;
+  }
+  ClusterSplitInput in;
+  in.cluster = plan.cluster;
+  in.excluded = plan.ood;
+  in.identity = opt.cluster.identity;
+  int64_t eligible = 0;
+  for (uint8_t o : plan.ood) eligible += o ? 0 : 1;
+  in.targets[1] = std::llround(opt.val_fraction * static_cast<double>(eligible));
+  in.targets[2] = std::llround(opt.test_fraction * static_cast<double>(eligible));
+  for (int64_t r : plan.representative) in.cluster_key.push_back(mix64(opt.seed, hash[static_cast<size_t>(r)]));
+  const std::string query = scratch + "/heldout.fasta", target = scratch + "/train.fasta";
+  auto search = [&](const std::vector<uint8_t>& q, const std::vector<uint8_t>& t) {
+    const int64_t nq = write_fasta_subset(all, q, query), nt = write_fasta_subset(all, t, target);
+    if (nq == 0 || nt == 0) return std::vector<SearchHit>{};
+    return mmseqs_search(query, n, target, n, opt.cluster.coverage, kLeakSearchEvalue, mm, scratch);
+  };
+  auto progress = [&](const std::string& line) {
+    if (opt.progress) *opt.progress << line << std::flush;
+  };
+  plan.result = split_clusters(in, search, progress);
+  plan.split = plan.result.split;
+  return plan;
+}
+
+void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummary* summary) {
+  const bool clustered = opt.cluster.identity > 0;
+  std::unique_ptr<ScratchFolder> scratch;
+  ClusterPlan plan;
+  if (clustered) {
+    scratch = std::make_unique<ScratchFolder>(opt.output + kScratchInfix + std::to_string(::getpid()));
+    plan = plan_clusters(opt, tmp, scratch->path());
+  }
+  H5Id file = h5_create_file(tmp);
+  std::unique_ptr<SplitWriter> writers[3];
+  for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s], clustered);
+  std::unique_ptr<SplitWriter> ood;
+  if (!opt.ood_organisms.empty()) ood = std::make_unique<SplitWriter>(file, kOodSplitName, clustered);
+  std::vector<int64_t> lengths;
+  std::vector<std::string> representative_ids(plan.representative.size());
+  std::vector<int64_t> cluster_sizes(plan.representative.size(), 0);
+  const PassCounts counts =
+      for_each_unique(opt, tmp, clustered ? "writing " : "", [&](const SequenceRecord& rec, int64_t i) {
+        const int64_t n = static_cast<int64_t>(rec.tokens.size());
+        lengths.push_back(n);
+        int64_t cluster = -1;
+        if (clustered) {
+          PF_REQUIRE(DataError, i < static_cast<int64_t>(plan.cluster.size()),
+                     "the inputs changed while prepare read them: more sequences on the second pass than the "
+                         << plan.cluster.size() << " of the first");
+          cluster = plan.cluster[static_cast<size_t>(i)];
+          ++cluster_sizes[static_cast<size_t>(cluster)];
+          if (plan.representative[static_cast<size_t>(cluster)] == i)
+            representative_ids[static_cast<size_t>(cluster)] = rec.id;
+        }
+        if (ood && is_ood_organism(rec.header, opt.ood_organisms))
+          ood->add(rec, cluster);
+        else if (clustered)
+          writers[plan.split[static_cast<size_t>(cluster)]]->add(rec, cluster);
+        else
+          writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec, cluster);
+      });
+  PF_REQUIRE(DataError, !clustered || static_cast<int64_t>(lengths.size()) == static_cast<int64_t>(plan.cluster.size()),
+             "the inputs changed while prepare read them: " << lengths.size() << " sequences on the second pass, "
+                                                            << plan.cluster.size() << " on the first");
+  summary->sequences_read = counts.sequences_read;
+  summary->bytes_read = counts.bytes_read;
+  summary->duplicates_dropped = counts.duplicates_dropped;
   // The content digest (docs/data.md): each split's name and digest, in
-  // file order; what a checkpoint records to know its data.
+  // file order, and with clusters each split's cluster column; what a
+  // checkpoint records to know its data.
   Fnv1a64 content;
-  for (int s = 0; s < 3; ++s) {
-    writers[s]->finish();
-    summary->splits[s] = writers[s]->counts();
-    content.add(kSplitNames[s]).add(writers[s]->digest().hex());
-    writers[s].reset();
-  }
+  auto finish = [&](std::unique_ptr<SplitWriter>& w, const char* name, SplitCounts* out) {
+    w->finish();
+    *out = w->counts();
+    content.add(name).add(w->digest().hex());
+    if (clustered) content.add(kClustersName).add(w->cluster_digest().hex());
+    w.reset();
+  };
+  for (int s = 0; s < 3; ++s) finish(writers[s], kSplitNames[s], &summary->splits[s]);
   if (ood) {
-    ood->finish();
-    summary->ood = ood->counts();
-    content.add(kOodSplitName).add(ood->digest().hex());
-    ood.reset();
+    finish(ood, kOodSplitName, &summary->ood);
     h5_write_attr_strings(file, "ood_organisms", opt.ood_organisms);
+  }
+  h5_write_attr_string(file, kSplitRuleAttr, clustered ? kSplitRuleCluster : kSplitRuleSequence);
+  if (clustered) {
+    H5Id group = h5_create_group(file, std::string("/") + kClustersName);
+    h5_write_strings(group, "representatives", representative_ids);
+    h5_write_vector(group, "sizes", cluster_sizes);
+    h5_write_attr_int64(group, "count", static_cast<int64_t>(cluster_sizes.size()));
+    h5_write_attr_string(group, "mode", opt.cluster.mode);
+    h5_write_attr_double(group, "identity", opt.cluster.identity);
+    h5_write_attr_double(group, "coverage", opt.cluster.coverage);
+    h5_write_attr_string(group, "mmseqs_version", plan.mmseqs_version);
+    h5_write_attr_int64(group, "split_rounds", plan.result.rounds);
+    h5_write_attr_int64(group, "clusters_moved_to_train", plan.result.clusters_moved);
+    h5_write_attr_int64(group, "sequences_moved_to_train", plan.result.sequences_moved);
+    summary->clusters = static_cast<int64_t>(cluster_sizes.size());
+    summary->split_rounds = plan.result.rounds;
+    summary->clusters_moved = plan.result.clusters_moved;
+    summary->sequences_moved = plan.result.sequences_moved;
   }
   h5_write_attr_string(file, kContentDigestAttr, "fnv1a64:" + content.hex());
   h5_write_attr_string(file, "schema", schema_string());
@@ -184,31 +380,40 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
                          "temporary file '" + tmp + "'");
 }
 
-// Removes "<output>.tmp-<pid>" regular files whose process no longer exists
-// (kill(pid, 0) fails with ESRCH): what a run killed by SIGKILL or a crash
-// leaves. Files of live processes, of this process, and any other name are
-// kept. A pid is only meaningful on this machine: on a folder shared between
-// hosts, two concurrent prepares of one output race anyway.
+// Removes "<output>.tmp-<pid>" regular files and "<output>.mmseqs-<pid>"
+// scratch folders whose process no longer exists (kill(pid, 0) fails with
+// ESRCH): what a run killed by SIGKILL or a crash leaves. Those of live
+// processes, of this process, and any other name are kept. A pid is only
+// meaningful on this machine: on a folder shared between hosts, two
+// concurrent prepares of one output race anyway.
 void remove_stale_temporaries(const std::string& output, std::ostream* progress) {
   namespace fs = std::filesystem;
   const fs::path out(output);
-  const std::string prefix = out.filename().string() + ".tmp-";
   const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = name.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(digits));
-    std::error_code type_ec;
-    if (pid <= 0 || pid == ::getpid() || it->symlink_status(type_ec).type() != fs::file_type::regular) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to signal: alive
-    const std::string stale = output + ".tmp-" + digits;
-    std::error_code rm_ec;
-    if (fs::remove(it->path(), rm_ec) && progress)
-      *progress << "removed stale temporary file '" << stale << "' (process " << pid << " is gone)\n" << std::flush;
+  struct Kind {
+    std::string infix;
+    fs::file_type type;
+  };
+  for (const Kind& kind : {Kind{".tmp-", fs::file_type::regular}, Kind{kScratchInfix, fs::file_type::directory}}) {
+    const std::string prefix = out.filename().string() + kind.infix;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+      const std::string digits = name.substr(prefix.size());
+      if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(digits));
+      std::error_code type_ec;
+      if (pid <= 0 || pid == ::getpid() || it->symlink_status(type_ec).type() != kind.type) continue;
+      if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to signal: alive
+      const std::string stale = output + kind.infix + digits;
+      std::error_code rm_ec;
+      if (fs::remove_all(it->path(), rm_ec) > 0 && progress)
+        *progress << "removed stale temporary " << (kind.type == fs::file_type::regular ? "file" : "folder") << " '"
+                  << stale << "' (process " << pid << " is gone)\n"
+                  << std::flush;
+    }
   }
 }
 
@@ -349,6 +554,30 @@ DatasetInfo read_dataset_info(const std::string& path) {
     info.ood = {h5_read_attr_int64(group, "sequences"), h5_read_attr_int64(group, "residues")};
     if (h5_has_attr(file, "ood_organisms")) info.ood_organisms = h5_read_attr_strings(file, "ood_organisms");
   }
+  info.schema_version = h5_read_attr_int64(file, "schema_version");
+  info.split_rule = split_rule_of(file);
+  if (has_clusters(file)) {
+    const ClusterTable t = read_cluster_table(file, path);
+    info.cluster_mode = t.mode;
+    info.mmseqs_version = t.mmseqs_version;
+    info.cluster_identity = t.identity;
+    info.cluster_coverage = t.coverage;
+    info.clusters = static_cast<int64_t>(t.sizes.size());
+    info.split_rounds = t.split_rounds;
+    info.clusters_moved = t.clusters_moved;
+    info.sequences_moved = t.sequences_moved;
+    const LengthStats sizes = length_stats(t.sizes);  // nearest-rank percentiles of cluster sizes
+    info.largest_cluster = sizes.max;
+    info.cluster_size_p50 = sizes.p50;
+    info.cluster_size_p90 = sizes.p90;
+    info.cluster_size_p99 = sizes.p99;
+    for (int64_t n : t.sizes) info.singleton_clusters += n == 1 ? 1 : 0;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<uint8_t> in(t.sizes.size(), 0);
+      for (int64_t c : t.members[s]) in[static_cast<size_t>(c)] = 1;
+      for (uint8_t f : in) info.split_clusters[s] += f;
+    }
+  }
   return info;
 }
 
@@ -377,6 +606,9 @@ std::string format_summary(const PrepareSummary& s) {
   if (s.ood.sequences > 0 || s.ood.residues > 0)
     os << "  " << kOodSplitName << ": " << s.ood.sequences << " sequences, " << s.ood.residues
        << " residues (held-out organisms)\n";
+  if (s.clusters > 0)
+    os << "split by cluster: " << s.clusters << " clusters; leak purge: " << s.split_rounds << " search round(s), "
+       << s.clusters_moved << " held-out cluster(s) (" << s.sequences_moved << " sequences) moved to train\n";
   os << "lengths: " << format_lengths(s.lengths) << "\n";
   return os.str();
 }
@@ -389,6 +621,19 @@ std::string format_info(const DatasetInfo& info) {
      << "\n  sequences read " << info.sequences_read << ", duplicates dropped " << info.duplicates_dropped
      << "\n  content digest "
      << (info.content_digest.empty() ? "none (prepared by an older version)" : info.content_digest) << "\n";
+  if (info.split_rule == kSplitRuleCluster) {
+    os << "  split by cluster: " << info.clusters << " clusters (MMseqs2 " << info.mmseqs_version << " "
+       << info.cluster_mode << ", identity " << info.cluster_identity << ", coverage " << info.cluster_coverage
+       << "); sizes p50 " << info.cluster_size_p50 << ", p90 " << info.cluster_size_p90 << ", p99 "
+       << info.cluster_size_p99 << ", max " << info.largest_cluster << "; " << info.singleton_clusters
+       << " singletons\n  clusters per split: train " << info.split_clusters[0] << ", valid " << info.split_clusters[1]
+       << ", test " << info.split_clusters[2] << "; leak purge: " << info.split_rounds << " search round(s), "
+       << info.clusters_moved << " held-out cluster(s) (" << info.sequences_moved << " sequences) moved to train\n";
+  } else {
+    os << "  split by sequence hash: unclustered"
+       << (info.schema_version < kSchemaVersion ? " (schema version " + std::to_string(info.schema_version) + ")" : "")
+       << "; near-identical relatives may sit in different splits (performer-data audit measures it)\n";
+  }
   for (int i = 0; i < 3; ++i) {
     os << "  " << kSplitNames[i] << ": " << info.splits[i].sequences << " sequences, " << info.splits[i].residues
        << " residues";

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "data/mmseqs.h"
 #include "runtime/errors.h"
 
 namespace pf {
@@ -33,6 +34,12 @@ struct PrepareOptions {
   uint64_t seed = 0;
   bool map_unknown_to_x = false;
   std::vector<std::string> ood_organisms;  // OS= substrings routed to /ood; empty = no /ood group
+  // Homology-aware split (docs/data.md#homology-aware-splits): with
+  // cluster.identity > 0 the sequences are clustered with MMseqs2 and split by
+  // cluster with a leak purge (data/cluster_split.h); 0 keeps the split by
+  // sequence hash.
+  ClusterParams cluster{0.0, 0.8, "linclust"};
+  MmseqsSettings mmseqs;
   std::ostream* progress = nullptr;        // per-file progress lines (stderr in the CLI); nullptr = silent
   // Polled between records and before the final rename; when it returns true
   // the run stops with PrepareStopped (the CLI's SIGINT / SIGTERM flag).
@@ -64,6 +71,10 @@ struct PrepareSummary {
   SplitCounts splits[3];           // train, valid, test
   SplitCounts ood;                 // /ood (zero when no ood_organisms)
   LengthStats lengths;             // over the kept sequences
+  // Cluster split only (clusters == 0 otherwise).
+  int64_t clusters = 0;
+  int split_rounds = 0;
+  int64_t clusters_moved = 0, sequences_moved = 0;
 };
 
 PrepareSummary prepare_dataset(const PrepareOptions& options);
@@ -110,6 +121,15 @@ struct DatasetInfo {
   LengthStats lengths[3];
   std::vector<std::string> ood_organisms;  // empty when the file has no /ood group
   SplitCounts ood;
+  int64_t schema_version = 0;
+  std::string split_rule;  // "sequence" or "cluster"
+  // Cluster split only.
+  std::string cluster_mode, mmseqs_version;
+  double cluster_identity = 0, cluster_coverage = 0;
+  int64_t clusters = 0, singleton_clusters = 0, largest_cluster = 0;
+  int64_t cluster_size_p50 = 0, cluster_size_p90 = 0, cluster_size_p99 = 0;
+  int64_t split_clusters[3] = {0, 0, 0};  // clusters with members in train, valid, test
+  int64_t split_rounds = 0, clusters_moved = 0, sequences_moved = 0;
 };
 DatasetInfo read_dataset_info(const std::string& path);
 

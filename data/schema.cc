@@ -6,6 +6,10 @@
 
 namespace pf {
 
+std::string split_rule_of(hid_t file) {
+  return h5_has_attr(file, kSplitRuleAttr) ? h5_read_attr_string(file, kSplitRuleAttr) : kSplitRuleSequence;
+}
+
 std::string schema_string() { return std::string(kSchemaName) + "-v" + std::to_string(kSchemaVersion); }
 
 void check_schema(hid_t file, const std::string& path) {
@@ -15,9 +19,12 @@ void check_schema(hid_t file, const std::string& path) {
   PF_REQUIRE(DataError, schema.rfind(kSchemaName, 0) == 0,
              "'" << path << "' has schema '" << schema << "', expected '" << schema_string() << "'");
   const int64_t version = h5_has_attr(file, "schema_version") ? h5_read_attr_int64(file, "schema_version") : -1;
-  PF_REQUIRE(DataError, version == kSchemaVersion && schema == schema_string(),
-             "'" << path << "' has schema '" << schema << "' version " << version << ", this build reads version "
-                 << kSchemaVersion << " ('" << schema_string() << "') only");
+  PF_REQUIRE(DataError,
+             version >= kOldestSchemaVersion && version <= kSchemaVersion &&
+                 schema == std::string(kSchemaName) + "-v" + std::to_string(version),
+             "'" << path << "' has schema '" << schema << "' version " << version << ", this build reads versions "
+                 << kOldestSchemaVersion << " to " << kSchemaVersion << " ('" << kSchemaName << "-v"
+                 << kOldestSchemaVersion << "' to '" << schema_string() << "')");
   const std::string vocab = h5_read_attr_string(file, "vocabulary");
   PF_REQUIRE(DataError, vocab == Vocab::description(),
              "'" << path << "' was written with vocabulary '" << vocab << "', this build uses '"

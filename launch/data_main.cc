@@ -1,19 +1,25 @@
 // performer-data: protein data preparation and inspection.
 //   performer-data prepare --output OUT.h5 [--val-fraction F] [--test-fraction F]
 //                          [--seed S] [--map-unknown-to-x] [--ood-organism NAME ...] INPUT...
+//                          [--cluster-identity T [--cluster-coverage C] [--cluster-mode linclust|cluster]]
+//                          [--mmseqs PATH] [--threads N]
 //   performer-data info FILE.h5
+//   performer-data audit FILE.h5 [--identity T [--max-fraction F]] [--coverage C] [--json]
 // Inputs: FASTA (.fa .fasta .faa .fas) or Swiss-Prot flat files (.dat .txt .sp),
 // each optionally gzipped (.gz). The file schema is in docs/data.md.
 // Exit status: 0 done; 2 a usage error (a bad option, bad fractions, an
 // unknown input format, an output that is one of the inputs); 128 + N after
-// SIGINT / SIGTERM (signal N), with the temporary output file removed; 1 any
-// other error.
+// SIGINT / SIGTERM (signal N), with the temporary output file removed; 3 an
+// audit that found more leaks than --identity / --max-fraction allow; 1 any
+// other error (MMseqs2 missing, failing or killed among them).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
+#include "data/audit.h"
 #include "data/prepare.h"
 #include "launch/train/stop_signal.h"
 
@@ -33,14 +39,56 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   prepare->add_option("--seed", prep.seed, "key of the split hash")->capture_default_str();
   prepare->add_flag("--map-unknown-to-x", prep.map_unknown_to_x, "read unknown letters as X instead of failing");
-  prepare->add_option("--ood-organism", prep.ood_organisms,
-                      "hold out sequences whose OS= organism contains NAME (case-insensitive) in /ood (repeatable)")
+  prepare
+      ->add_option("--ood-organism", prep.ood_organisms,
+                   "hold out sequences whose OS= organism contains NAME (case-insensitive) in /ood (repeatable)")
       ->allow_extra_args(false);
+  prepare
+      ->add_option("--cluster-identity", prep.cluster.identity,
+                   "split by MMseqs2 cluster at this sequence identity (e.g. 0.5); 0 splits by sequence hash")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  prepare
+      ->add_option("--cluster-coverage", prep.cluster.coverage,
+                   "coverage of both sequences for clustering and the leak purge")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  prepare->add_option("--cluster-mode", prep.cluster.mode, "MMseqs2 easy-linclust (linear time) or easy-cluster")
+      ->check(CLI::IsMember({"linclust", "cluster"}))
+      ->capture_default_str();
+  std::string mmseqs = "mmseqs";
+  int threads = 0;
+  prepare->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
+  prepare->add_option("--threads", threads, "MMseqs2 threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   prepare->add_option("inputs", prep.inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
 
   std::string info_path;
   CLI::App* info = app.add_subcommand("info", "print the schema, counts and length statistics of a data file");
   info->add_option("file", info_path, "HDF5 data file")->required();
+
+  pf::AuditOptions audit_opt;
+  audit_opt.progress = &std::cerr;
+  double audit_identity = 0, audit_max_fraction = 0;
+  bool audit_json = false;
+  CLI::App* audit = app.add_subcommand(
+      "audit", "search /valid, /test (and /ood) against /train with MMseqs2 and count close relatives");
+  audit->add_option("file", audit_opt.path, "HDF5 data file")->required();
+  audit
+      ->add_option("--identity", audit_identity,
+                   "fail (exit 3) when more than --max-fraction of /valid or /test have a hit at this identity")
+      ->check(CLI::Range(0.0, 1.0));
+  audit->add_option("--max-fraction", audit_max_fraction, "allowed fraction for --identity")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  audit
+      ->add_option("--coverage", audit_opt.coverage,
+                   "coverage of both sequences a hit needs (default: the file's clustering coverage, else 0.8)")
+      ->check(CLI::Range(0.0, 1.0));
+  audit->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
+  audit->add_option("--threads", threads, "MMseqs2 threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  audit->add_flag("--json", audit_json, "print the result as JSON on stdout");
 
   try {
     app.parse(argc, argv);
@@ -55,11 +103,40 @@ int main(int argc, char** argv) {
       // removes the temporary file on its way out.
       pf::install_stop_handlers();
       prep.stop_requested = [] { return pf::stop_requested(); };
+      prep.mmseqs.program = mmseqs;
+      prep.mmseqs.threads = threads;
       const pf::PrepareSummary summary = pf::prepare_dataset(prep);
       std::cerr << pf::format_summary(summary);
       std::cerr << "wrote " << prep.output << "\n";
     } else if (*info) {
       std::cout << pf::format_info(pf::read_dataset_info(info_path));
+    } else if (*audit) {
+      pf::install_stop_handlers();
+      audit_opt.mmseqs.program = mmseqs;
+      audit_opt.mmseqs.threads = threads;
+      audit_opt.mmseqs.stop_requested = [] { return pf::stop_requested(); };
+      if (audit_identity > 0) audit_opt.thresholds.push_back(audit_identity);
+      const pf::AuditResult r = pf::run_audit(audit_opt);
+      const std::vector<std::string> failures =
+          audit_identity > 0 ? pf::audit_failures(r, audit_identity, audit_max_fraction) : std::vector<std::string>{};
+      if (audit_json) {
+        nlohmann::json j = {{"file", r.path},
+                            {"split_rule", r.split_rule},
+                            {"mmseqs_version", r.mmseqs_version},
+                            {"coverage", r.coverage},
+                            {"evalue", r.evalue},
+                            {"train_sequences", r.train_sequences},
+                            {"thresholds", r.thresholds},
+                            {"failures", failures}};
+        for (const pf::AuditSplit& sp : r.splits)
+          j["splits"].push_back({{"name", sp.name}, {"sequences", sp.sequences}, {"with_hit", sp.with_hit}});
+        if (audit_identity > 0) j["identity"] = audit_identity, j["max_fraction"] = audit_max_fraction;
+        std::cout << j.dump(2) << "\n";
+      } else {
+        std::cout << pf::format_audit(r);
+      }
+      for (const std::string& f : failures) std::cerr << "performer-data audit: leak: " << f << "\n";
+      if (!failures.empty()) return 3;
     }
   } catch (const std::exception& e) {
     if (const int sig = pf::stop_signal_number(); sig != 0) {

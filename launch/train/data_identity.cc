@@ -30,6 +30,12 @@ std::vector<DataFileIdentity> data_identities(const std::vector<std::string>& fi
       for (size_t i = 0; i < names.size(); ++i) rule << (i ? ", " : "") << names[i];
     }
     rule << "]";
+    if (split_rule_of(file) == kSplitRuleCluster) {
+      const H5Id clusters = h5_open_group(file, kClustersName);
+      rule << " by cluster mode=" << h5_read_attr_string(clusters, "mode")
+           << " identity=" << h5_read_attr_double(clusters, "identity")
+           << " coverage=" << h5_read_attr_double(clusters, "coverage");
+    }
     id.split_rule = rule.str();
     out.push_back(std::move(id));
   }

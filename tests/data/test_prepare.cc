@@ -73,11 +73,13 @@ TEST(Prepare, CountsMatchAnIndependentCountOfTheRealFiles) {
   EXPECT_GT(p.summary.splits[2].sequences, 0);
 
   const DatasetInfo info = read_dataset_info(p.path);
-  EXPECT_EQ(info.schema, "performer-protein-v1");
+  EXPECT_EQ(info.schema, "performer-protein-v2");
+  EXPECT_EQ(info.split_rule, "sequence");
   EXPECT_EQ(info.sources.size(), 3u);
   for (int s = 0; s < 3; ++s) EXPECT_EQ(info.splits[s].sequences, p.summary.splits[s].sequences);
   const std::string text = format_info(info);
-  EXPECT_NE(text.find("performer-protein-v1"), std::string::npos);
+  EXPECT_NE(text.find("performer-protein-v2"), std::string::npos);
+  EXPECT_NE(text.find("split by sequence hash: unclustered;"), std::string::npos) << text;
   EXPECT_NE(text.find("p99"), std::string::npos);
 }
 
@@ -174,20 +176,42 @@ TEST(Prepare, LengthPercentilesAreNearestRank) {
 TEST(Prepare, WrongSchemaVersionIsRefused) {
   test::TempDir dir;
   {
-    H5Id f = h5_create_file(dir.file("v2.h5"));
-    h5_write_attr_string(f, "schema", "performer-protein-v2");
-    h5_write_attr_int64(f, "schema_version", 2);
+    H5Id f = h5_create_file(dir.file("v3.h5"));
+    h5_write_attr_string(f, "schema", "performer-protein-v3");
+    h5_write_attr_int64(f, "schema_version", 3);
     h5_write_attr_string(f, "vocabulary", Vocab::description());
   }
   try {
-    read_dataset_info(dir.file("v2.h5"));
+    read_dataset_info(dir.file("v3.h5"));
     FAIL() << "no throw";
   } catch (const DataError& e) {
     const std::string w = e.what();
-    EXPECT_NE(w.find("performer-protein-v2"), std::string::npos) << w;
-    EXPECT_NE(w.find("performer-protein-v1"), std::string::npos) << w;
-    EXPECT_NE(w.find("v2.h5"), std::string::npos) << w;
+    EXPECT_NE(w.find("performer-protein-v3"), std::string::npos) << w;
+    EXPECT_NE(w.find("'performer-protein-v1' to 'performer-protein-v2'"), std::string::npos) << w;
+    EXPECT_NE(w.find("v3.h5"), std::string::npos) << w;
   }
+}
+
+// A version-1 file (before split_rule and clusters) is read as a sequence
+// split: the same counts, and info says so.
+TEST(Prepare, VersionOneFileReadsAsUnclustered) {
+  test::TempDir dir;
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  o.output = dir.file("v1.h5");
+  o.val_fraction = 0.1;
+  const PrepareSummary summary = prepare_dataset(o);
+  {
+    H5Id f = h5_open_file(o.output, true);
+    ASSERT_GE(H5Adelete(f.get(), kSplitRuleAttr), 0);
+    h5_write_attr_string(f, "schema", "performer-protein-v1");
+    h5_write_attr_int64(f, "schema_version", 1);
+  }
+  const DatasetInfo info = read_dataset_info(o.output);
+  EXPECT_EQ(info.schema_version, 1);
+  EXPECT_EQ(info.split_rule, "sequence");
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(info.splits[s].sequences, summary.splits[s].sequences);
+  EXPECT_NE(format_info(info).find("unclustered (schema version 1)"), std::string::npos) << format_info(info);
 }
 
 // Every sequence in one split, for evaluating a model on one's own file:

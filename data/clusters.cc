@@ -1,0 +1,79 @@
+// Cluster tables of data files: see clusters.h.
+#include "data/clusters.h"
+
+#include "data/h5.h"
+#include "data/schema.h"
+
+namespace pf {
+
+bool has_clusters(hid_t file) { return split_rule_of(file) == kSplitRuleCluster; }
+
+std::vector<int64_t> read_split_clusters(hid_t file, const std::string& path, const std::string& split,
+                                         int64_t clusters) {
+  const std::string where = "'" + path + "' dataset /" + split + "/" + kClustersName;
+  H5Id group = h5_open_group(file, split);
+  PF_REQUIRE(DataError, h5_exists(group, kClustersName), where << " is missing (the file's split_rule is cluster)");
+  std::vector<int64_t> shape;
+  std::vector<int64_t> c = h5_read_array<int64_t>(group, kClustersName, &shape);
+  const int64_t sequences = h5_read_attr_int64(group, "sequences");
+  PF_REQUIRE(DataError, shape.size() == 1 && static_cast<int64_t>(c.size()) == sequences,
+             where << " holds " << c.size() << " entries for the split's " << sequences << " sequences");
+  for (size_t i = 0; i < c.size(); ++i)
+    PF_REQUIRE(DataError, c[i] >= 0 && c[i] < clusters,
+               where << ": entry " << i << " is cluster " << c[i] << ", outside 0 .. " << clusters - 1);
+  return c;
+}
+
+ClusterTable read_cluster_table(hid_t file, const std::string& path) {
+  const std::string where = "'" + path + "' group /" + kClustersName;
+  PF_REQUIRE(DataError, h5_exists(file, kClustersName), where << " is missing (the file's split_rule is cluster)");
+  H5Id group = h5_open_group(file, kClustersName);
+  ClusterTable t;
+  for (const char* attr : {"count", "mode", "identity", "coverage", "mmseqs_version"})
+    PF_REQUIRE(DataError, h5_has_attr(group, attr), where << " lacks the attribute '" << attr << "'");
+  const int64_t count = h5_read_attr_int64(group, "count");
+  t.mode = h5_read_attr_string(group, "mode");
+  t.identity = h5_read_attr_double(group, "identity");
+  t.coverage = h5_read_attr_double(group, "coverage");
+  t.mmseqs_version = h5_read_attr_string(group, "mmseqs_version");
+  if (h5_has_attr(group, "split_rounds")) t.split_rounds = h5_read_attr_int64(group, "split_rounds");
+  if (h5_has_attr(group, "clusters_moved_to_train"))
+    t.clusters_moved = h5_read_attr_int64(group, "clusters_moved_to_train");
+  if (h5_has_attr(group, "sequences_moved_to_train"))
+    t.sequences_moved = h5_read_attr_int64(group, "sequences_moved_to_train");
+  for (const char* name : {"representatives", "sizes"})
+    PF_REQUIRE(DataError, h5_exists(group, name), where << " lacks the dataset '" << name << "'");
+  t.representatives = h5_read_strings(group, "representatives");
+  t.sizes = h5_read_array<int64_t>(group, "sizes");
+  PF_REQUIRE(DataError, count >= 0 && static_cast<int64_t>(t.representatives.size()) == count,
+             "'" << path << "' dataset /" << kClustersName << "/representatives holds " << t.representatives.size()
+                 << " entries for count = " << count);
+  PF_REQUIRE(DataError, static_cast<int64_t>(t.sizes.size()) == count,
+             "'" << path << "' dataset /" << kClustersName << "/sizes holds " << t.sizes.size()
+                 << " entries for count = " << count);
+  std::vector<int64_t> seen(static_cast<size_t>(count), 0);
+  const char* splits[4] = {kSplitNames[0], kSplitNames[1], kSplitNames[2], kOodSplitName};
+  for (int s = 0; s < 4; ++s) {
+    if (s == 3 && !h5_exists(file, kOodSplitName)) continue;
+    t.members[s] = read_split_clusters(file, path, splits[s], count);
+    for (int64_t c : t.members[s]) ++seen[static_cast<size_t>(c)];
+  }
+  for (int64_t c = 0; c < count; ++c)
+    PF_REQUIRE(DataError, seen[static_cast<size_t>(c)] == t.sizes[static_cast<size_t>(c)],
+               "'" << path << "' dataset /" << kClustersName << "/sizes: cluster " << c << " ('"
+                   << t.representatives[static_cast<size_t>(c)] << "') has size " << t.sizes[static_cast<size_t>(c)]
+                   << " but " << seen[static_cast<size_t>(c)] << " sequences name it");
+  // A cluster never straddles train, valid and test (ood is by organism).
+  std::vector<int8_t> split_of(static_cast<size_t>(count), -1);
+  for (int s = 0; s < 3; ++s)
+    for (int64_t c : t.members[s]) {
+      int8_t& o = split_of[static_cast<size_t>(c)];
+      PF_REQUIRE(DataError, o < 0 || o == s,
+                 "'" << path << "': cluster " << c << " ('" << t.representatives[static_cast<size_t>(c)]
+                     << "') has members in /" << kSplitNames[o] << " and /" << kSplitNames[s]);
+      o = static_cast<int8_t>(s);
+    }
+  return t;
+}
+
+}  // namespace pf
