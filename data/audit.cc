@@ -12,31 +12,11 @@
 
 #include "data/h5.h"
 #include "data/schema.h"
+#include "data/scratch_folder.h"
 
 namespace pf {
 
 namespace {
-
-// A folder under TMPDIR (else /tmp), removed with its contents at the end.
-class AuditFolder {
- public:
-  AuditFolder() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "pf-audit-XXXXXX").string();
-    PF_REQUIRE(IoError, ::mkdtemp(tmpl.data()) != nullptr,
-               "cannot create a temporary folder from '" << tmpl << "': " << std::strerror(errno));
-    path_ = tmpl;
-  }
-  ~AuditFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  AuditFolder(const AuditFolder&) = delete;
-  AuditFolder& operator=(const AuditFolder&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Writes every sequence of one split as s<first + i>; returns how many. The
 // tokens are read in blocks of about 64 MiB.
@@ -88,7 +68,8 @@ AuditResult run_audit(const AuditOptions& opt) {
                      : 0.8;
   PF_REQUIRE(ValueError, r.coverage <= 1, "audit: coverage " << r.coverage << " outside [0, 1]");
   r.evalue = kLeakSearchEvalue;
-  AuditFolder dir;
+  // Under TMPDIR, else /tmp; removed at the end.
+  ScratchFolder dir(ScratchFolder::temporary_path("pf-audit-"));
   r.mmseqs_version = mmseqs_version(opt.mmseqs, dir.path());
   const std::string train = dir.path() + "/train.fasta", held = dir.path() + "/heldout.fasta";
   std::vector<std::string> names = {kSplitNames[1], kSplitNames[2]};

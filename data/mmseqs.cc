@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -69,6 +70,21 @@ std::vector<std::string> split_tabs(const std::string& line) {
   }
 }
 
+// Calls fn(fields, "<path>:<line>") for each line of a tab-separated table;
+// returns the number of lines.
+int64_t for_each_table_line(const std::string& path, const char* what,
+                            const std::function<void(const std::vector<std::string>&, const std::string&)>& fn) {
+  std::ifstream in(path);
+  PF_REQUIRE(IoError, in.good(), "cannot open MMseqs2's " << what << " '" << path << "': " << std::strerror(errno));
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    fn(split_tabs(line), path + ":" + std::to_string(lineno));
+  }
+  return lineno;
+}
+
 }  // namespace
 
 std::string sequence_name(int64_t index) { return "s" + std::to_string(index); }
@@ -104,21 +120,15 @@ std::string mmseqs_version(const MmseqsSettings& settings, const std::string& wo
 }
 
 std::vector<int64_t> parse_cluster_table(const std::string& path, int64_t n) {
-  std::ifstream in(path);
-  PF_REQUIRE(IoError, in.good(), "cannot open MMseqs2's cluster table '" << path << "': " << std::strerror(errno));
   std::vector<int64_t> rep(static_cast<size_t>(n), -1);
-  std::string line;
-  int64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    const std::string where = path + ":" + std::to_string(lineno);
-    const std::vector<std::string> f = split_tabs(line);
-    PF_REQUIRE(DataError, f.size() == 2, where << ": expected 'representative<TAB>member', got '" << line << "'");
+  const int64_t lineno = for_each_table_line(path, "cluster table", [&](const auto& f, const std::string& where) {
+    PF_REQUIRE(DataError, f.size() == 2,
+               where << ": expected 'representative<TAB>member', got " << f.size() << " field(s)");
     const int64_t r = parse_sequence_index(f[0], n, where);
     const int64_t m = parse_sequence_index(f[1], n, where);
     PF_REQUIRE(DataError, rep[static_cast<size_t>(m)] < 0, where << ": sequence '" << f[1] << "' is in two clusters");
     rep[static_cast<size_t>(m)] = r;
-  }
+  });
   for (int64_t i = 0; i < n; ++i)
     PF_REQUIRE(DataError, rep[static_cast<size_t>(i)] >= 0,
                path << ": sequence '" << sequence_name(i) << "' is in no cluster (" << lineno << " lines for " << n
@@ -134,15 +144,8 @@ std::vector<int64_t> parse_cluster_table(const std::string& path, int64_t n) {
 }
 
 std::vector<SearchHit> parse_search_table(const std::string& path, int64_t n_query, int64_t n_target) {
-  std::ifstream in(path);
-  PF_REQUIRE(IoError, in.good(), "cannot open MMseqs2's search result '" << path << "': " << std::strerror(errno));
   std::vector<SearchHit> hits;
-  std::string line;
-  int64_t lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    const std::string where = path + ":" + std::to_string(lineno);
-    const std::vector<std::string> f = split_tabs(line);
+  for_each_table_line(path, "search result", [&](const auto& f, const std::string& where) {
     PF_REQUIRE(DataError, f.size() == 6,
                where << ": expected 6 columns (query target fident qcov tcov evalue), got " << f.size());
     SearchHit h;
@@ -154,7 +157,7 @@ std::vector<SearchHit> parse_search_table(const std::string& path, int64_t n_que
     h.evalue = parse_number(f[5], where, "evalue");
     PF_REQUIRE(DataError, h.identity >= 0 && h.identity <= 1, where << ": fident " << f[2] << " outside [0, 1]");
     hits.push_back(h);
-  }
+  });
   return hits;
 }
 

@@ -24,6 +24,7 @@
 #include "data/mmseqs.h"
 #include "data/paths.h"
 #include "data/schema.h"
+#include "data/scratch_folder.h"
 #include "data/sequence_reader.h"
 #include "data/vocab.h"
 #include "runtime/atomic_file.h"
@@ -174,27 +175,6 @@ PassCounts for_each_unique(const PrepareOptions& opt, const std::string& tmp, co
   }
   return counts;
 }
-
-// A folder removed with everything in it when the object goes.
-class ScratchFolder {
- public:
-  explicit ScratchFolder(std::string path) : path_(std::move(path)) {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-    PF_REQUIRE(IoError, std::filesystem::create_directories(path_, ec) && !ec,
-               "cannot create the scratch folder '" << path_ << "': " << ec.message());
-  }
-  ~ScratchFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchFolder(const ScratchFolder&) = delete;
-  ScratchFolder& operator=(const ScratchFolder&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // What the clustering decided, per unique sequence and per cluster.
 struct ClusterPlan {
@@ -505,10 +485,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
 
 TemporaryDataset::TemporaryDataset(PrepareOptions options) {
   PF_REQUIRE(ValueError, !options.inputs.empty(), "no input files");
-  std::string tmpl = (std::filesystem::temp_directory_path() / "pf-dataset-XXXXXX").string();
-  PF_REQUIRE(IoError, ::mkdtemp(tmpl.data()) != nullptr,
-             "cannot create a temporary folder from '" << tmpl << "': " << std::strerror(errno));
-  dir_ = tmpl;
+  dir_ = ScratchFolder::temporary_path("pf-dataset-");
   std::string name = std::filesystem::path(options.inputs.front()).filename().string();
   if (name.empty()) name = "data";
   path_ = dir_ + "/" + name + ".h5";
