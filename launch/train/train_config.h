@@ -16,7 +16,7 @@
 namespace pf {
 
 struct DataConfig {
-  std::vector<std::string> files;  // shards (performer-protein-v1)
+  std::vector<std::string> files;  // shards (performer-protein-v1 or -v2)
   std::string train_split = "train";
   std::string valid_split = "valid";
   SampleMode mode = SampleMode::Concat;
