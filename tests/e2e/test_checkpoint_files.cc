@@ -20,6 +20,7 @@
 #include "launch/train/checkpoint.h"
 #include "launch/train/train_config.h"
 #include "runtime/random.h"
+#include "tests/support/error_message.h"
 
 namespace pf {
 namespace {
@@ -79,20 +80,7 @@ std::string expect_error(const std::function<void()>& fn) {
   return "";
 }
 
-// The message of an error of type Err (a failure for no error or another type).
-template <typename Err>
-std::string expect_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Err& e) {
-    return e.what();
-  } catch (const Error& e) {
-    ADD_FAILURE() << "another kind of error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::expect_error_of;
 
 // Overwrites bytes [at, at + n) of a file with their complement.
 void flip_bytes(const std::string& path, size_t at, size_t n) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/subprocess.h"
+#include "tests/support/error_message.h"
 
 namespace pf {
 namespace {
@@ -35,17 +36,6 @@ class SubprocessTest : public ::testing::Test {
   std::string dir_;
 };
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
-}
-
 TEST_F(SubprocessTest, SuccessWritesTheLog) {
   run_subprocess({"sh", "-c", "echo out; echo err >&2"}, options());
   std::ifstream in(dir_ + "/log");
@@ -56,17 +46,17 @@ TEST_F(SubprocessTest, SuccessWritesTheLog) {
 }
 
 TEST_F(SubprocessTest, MissingProgramNamesTheCommand) {
-  const std::string w = message_of<SubprocessError>([&] {
+  const std::string w = test::expect_error_of<SubprocessError>([&] {
     run_subprocess({"pf-no-such-program", "easy-linclust", "a b"}, options());
   });
   EXPECT_NE(w.find("testing: cannot run 'pf-no-such-program easy-linclust 'a b''"), std::string::npos) << w;
   EXPECT_NE(w.find("not found on PATH"), std::string::npos) << w;
-  const std::string p = message_of<SubprocessError>([&] { run_subprocess({dir_ + "/nothing"}, options()); });
+  const std::string p = test::expect_error_of<SubprocessError>([&] { run_subprocess({dir_ + "/nothing"}, options()); });
   EXPECT_NE(p.find("'" + dir_ + "/nothing' not found or not executable"), std::string::npos) << p;
 }
 
 TEST_F(SubprocessTest, FailureQuotesTheEndOfTheOutput) {
-  const std::string w = message_of<SubprocessError>([&] {
+  const std::string w = test::expect_error_of<SubprocessError>([&] {
     run_subprocess({"sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do echo line$i; done; exit 3"}, options());
   });
   EXPECT_NE(w.find("exited with status 3"), std::string::npos) << w;
@@ -76,7 +66,9 @@ TEST_F(SubprocessTest, FailureQuotesTheEndOfTheOutput) {
 }
 
 TEST_F(SubprocessTest, KilledChildIsReportedWithItsSignal) {
-  const std::string w = message_of<SubprocessError>([&] { run_subprocess({"sh", "-c", "kill -9 $$"}, options()); });
+  const std::string w = test::expect_error_of<SubprocessError>([&] {
+    run_subprocess({"sh", "-c", "kill -9 $$"}, options());
+  });
   EXPECT_NE(w.find("was killed by signal 9"), std::string::npos) << w;
 }
 
@@ -85,7 +77,9 @@ TEST_F(SubprocessTest, StopRequestEndsTheChildGroup) {
   const auto start = std::chrono::steady_clock::now();
   o.stop_requested = [&] { return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300); };
   // The grandchild (sleep) is in the child's process group and goes too.
-  const std::string w = message_of<SubprocessStopped>([&] { run_subprocess({"sh", "-c", "sleep 60 & wait"}, o); });
+  const std::string w = test::expect_error_of<SubprocessStopped>([&] {
+    run_subprocess({"sh", "-c", "sleep 60 & wait"}, o);
+  });
   EXPECT_NE(w.find("stopped on request while running 'sh -c 'sleep 60 & wait''"), std::string::npos) << w;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
