@@ -1,7 +1,9 @@
 // The per-rank data loader: see loader.h.
 #include "data/loader.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "data/h5.h"
 #include "data/permutation.h"
@@ -25,33 +27,128 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
   hbool_t threadsafe = 0;
   if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) options_.prefetch = 0;
   shards_ = std::make_unique<ProteinShards>(o.files, o.split);
-  if (o.mode == SampleMode::Packed) {
+  if (o.sampling == Sampling::Cluster) {
+    clusters_ = std::make_unique<SplitClusters>(o.files, o.split);
+    PF_REQUIRE(DataError, clusters_->proteins() == shards_->num_proteins() && clusters_->count() > 0,
+               "split '" << o.split << "' of " << shards_->file_list() << ": " << clusters_->count()
+                         << " clusters over " << clusters_->proteins() << " proteins, but the split holds "
+                         << shards_->num_proteins() << " proteins");
+    if (o.mode != SampleMode::Single) {
+      std::vector<int64_t> tokens = shards_->protein_lengths();
+      for (int64_t& t : tokens) t += 1;  // its <end>
+      tokens_ = std::make_shared<const std::vector<int64_t>>(std::move(tokens));
+    }
+    cluster_epoch(0);  // a split too short for one sample fails here, not in the reading thread
+  } else if (o.mode == SampleMode::Packed) {
     packed_ = std::make_unique<PackedSamples>(*shards_, o.sample_length, o.seed);
     samples_per_epoch_ = packed_->count();
   } else {
     samples_per_epoch_ = sample_count(*shards_, o.mode, o.sample_length);
   }
-  const int64_t per_step = o.batch_size * o.dp_size;
-  steps_per_epoch_ = (samples_per_epoch_ + per_step - 1) / per_step;
   start_worker();
 }
 
 DataLoader::~DataLoader() { stop_worker(); }
 
+std::shared_ptr<const DataLoader::ClusterEpoch> DataLoader::cluster_epoch(int64_t epoch) const {
+  const LoaderOptions& o = options_;
+  std::lock_guard<std::mutex> lock(epochs_mutex_);
+  if (auto it = epochs_.find(epoch); it != epochs_.end()) return it->second;
+  auto e = std::make_shared<ClusterEpoch>();
+  e->proteins = clusters_->drawn_proteins(o.seed, epoch);
+  if (o.mode == SampleMode::Single) {
+    e->samples = static_cast<int64_t>(e->proteins.size());
+  } else if (o.mode == SampleMode::Concat) {
+    e->stream_starts.reserve(e->proteins.size() + 1);
+    e->stream_starts.push_back(0);
+    for (int64_t p : e->proteins)
+      e->stream_starts.push_back(e->stream_starts.back() + (*tokens_)[static_cast<size_t>(p)]);
+    e->samples = e->stream_starts.back() / o.sample_length;
+    PF_REQUIRE(DataError, e->samples >= 1,
+               "dataset shorter than one sample: epoch "
+                   << epoch << " draws " << e->proteins.size() << " proteins (one per cluster) of "
+                   << e->stream_starts.back() << " stream tokens, sample length " << o.sample_length
+                   << " (concat mode, cluster sampling) in " << shards_->file_list());
+  } else {
+    e->packed = std::make_unique<PackedSamples>(tokens_, e->proteins, o.sample_length, o.seed, epoch);
+    e->samples = e->packed->count();
+  }
+  // Keep the three epochs nearest to this one: the main thread's and the
+  // read-ahead thread's are at most one apart.
+  epochs_[epoch] = e;
+  while (epochs_.size() > 3) {
+    if (epochs_.begin()->first < epoch)
+      epochs_.erase(epochs_.begin());
+    else
+      epochs_.erase(std::prev(epochs_.end()));
+  }
+  return e;
+}
+
+std::vector<int64_t> DataLoader::drawn_proteins(int64_t epoch) const {
+  PF_REQUIRE(ValueError, clusters_ != nullptr, "drawn_proteins: the loader samples by sequence");
+  return cluster_epoch(epoch)->proteins;
+}
+
+int64_t DataLoader::samples_in_epoch(int64_t epoch) const {
+  return clusters_ ? cluster_epoch(epoch)->samples : samples_per_epoch_;
+}
+
+int64_t DataLoader::steps_per_epoch() const {
+  const int64_t per_step = options_.batch_size * options_.dp_size;
+  return (samples_per_epoch() + per_step - 1) / per_step;
+}
+
 int64_t DataLoader::sample_at(int64_t epoch, int64_t i) const {
   if (!options_.shuffle) return i;
-  const KeyedPermutation perm(static_cast<uint64_t>(samples_per_epoch_),
+  const KeyedPermutation perm(static_cast<uint64_t>(samples_in_epoch(epoch)),
                               mix64(mix64(options_.seed, 0x5A3Dull), static_cast<uint64_t>(epoch)));
   return static_cast<int64_t>(perm(static_cast<uint64_t>(i)));
 }
 
 LoaderPosition DataLoader::advance(LoaderPosition p) const {
   p.sample += options_.batch_size * options_.dp_size;
-  if (p.sample >= samples_per_epoch_) {
+  if (p.sample >= samples_in_epoch(p.epoch)) {
     p.sample = 0;
     ++p.epoch;
   }
   return p;
+}
+
+SampleInfo DataLoader::read_cluster_slice(const ClusterEpoch& e, int64_t epoch, int64_t sample, int64_t row, Batch& b) {
+  const LoaderOptions& o = options_;
+  const int64_t begin = b.global_offset, end = begin + b.slice_length;
+  uint8_t* out = b.tokens.data() + row * b.slice_length;
+  uint8_t* lookahead = &b.lookahead[static_cast<size_t>(row)];
+  if (o.mode == SampleMode::Packed)
+    return e.packed->read_slice(*shards_, o.seed, epoch, sample, begin, end, out, lookahead,
+                                &b.segments[static_cast<size_t>(row)]);
+  if (o.mode == SampleMode::Single) {
+    SampleInfo info = read_sample_slice(*shards_, SampleMode::Single, o.sample_length, o.seed, epoch,
+                                        e.proteins[static_cast<size_t>(sample)], begin, end, out, lookahead);
+    info.sample = sample;
+    return info;
+  }
+  // Concat: epoch-stream positions [sample L + begin, sample L + end], the
+  // last one the lookahead (<pad> past the stream's end).
+  const int64_t first = sample * o.sample_length + begin, last = sample * o.sample_length + end + 1;
+  std::vector<uint8_t> buf(static_cast<size_t>(last - first), Vocab::kPad);
+  const std::vector<int64_t>& starts = e.stream_starts;
+  size_t k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), first) - starts.begin()) - 1;
+  for (; k + 1 < starts.size() && starts[k] < last; ++k) {
+    const int64_t lo = std::max(first, starts[k]), hi = std::min(last, starts[k + 1]);
+    if (lo >= hi) continue;
+    const ProteinSpan span = shards_->locate(e.proteins[k]);
+    shards_->read_window(span, lo - starts[k], hi - starts[k], buf.data() + (lo - first));
+  }
+  std::memcpy(out, buf.data(), static_cast<size_t>(b.slice_length));
+  *lookahead = buf.back();
+  SampleInfo info;
+  info.sample = sample;
+  info.valid = true;
+  info.source_start = sample * o.sample_length;
+  info.source_length = o.sample_length;
+  return info;
 }
 
 Batch DataLoader::read_batch(LoaderPosition p) {
@@ -64,18 +161,25 @@ Batch DataLoader::read_batch(LoaderPosition p) {
   b.tokens.assign(static_cast<size_t>(b.batch_size * b.slice_length), Vocab::kPad);
   b.lookahead.assign(static_cast<size_t>(b.batch_size), Vocab::kPad);
   b.samples.resize(static_cast<size_t>(b.batch_size));
-  if (packed_) b.segments.resize(static_cast<size_t>(b.batch_size));
+  const bool packed = o.mode == SampleMode::Packed;
+  if (packed) b.segments.resize(static_cast<size_t>(b.batch_size));
+  const std::shared_ptr<const ClusterEpoch> epoch = clusters_ ? cluster_epoch(p.epoch) : nullptr;
+  const int64_t samples = samples_in_epoch(p.epoch);
   for (int64_t row = 0; row < o.batch_size; ++row) {
     const int64_t i = p.sample + o.dp_rank * o.batch_size + row;
-    if (i >= samples_per_epoch_) {  // padding row of the last step
-      if (packed_) b.segments[static_cast<size_t>(row)] = {{0, b.global_offset, -1}};
+    if (i >= samples) {  // padding row of the last step
+      if (packed) b.segments[static_cast<size_t>(row)] = {{0, b.global_offset, -1}};
+      continue;
+    }
+    if (epoch) {
+      b.samples[static_cast<size_t>(row)] = read_cluster_slice(*epoch, p.epoch, sample_at(p.epoch, i), row, b);
       continue;
     }
     if (packed_) {
-      b.samples[static_cast<size_t>(row)] = packed_->read_slice(
-          *shards_, o.seed, p.epoch, sample_at(p.epoch, i), b.global_offset, b.global_offset + b.slice_length,
-          b.tokens.data() + row * b.slice_length, &b.lookahead[static_cast<size_t>(row)],
-          &b.segments[static_cast<size_t>(row)]);
+      b.samples[static_cast<size_t>(row)] =
+          packed_->read_slice(*shards_, o.seed, p.epoch, sample_at(p.epoch, i), b.global_offset,
+                              b.global_offset + b.slice_length, b.tokens.data() + row * b.slice_length,
+                              &b.lookahead[static_cast<size_t>(row)], &b.segments[static_cast<size_t>(row)]);
       continue;
     }
     b.samples[static_cast<size_t>(row)] =
@@ -149,9 +253,11 @@ Batch DataLoader::next() {
 }
 
 void DataLoader::set_position(LoaderPosition position) {
-  PF_REQUIRE(ValueError, position.epoch >= 0 && position.sample >= 0 && position.sample < samples_per_epoch_,
-             "loader position (epoch " << position.epoch << ", sample " << position.sample
-                                       << ") outside an epoch of " << samples_per_epoch_ << " samples");
+  PF_REQUIRE(ValueError, position.epoch >= 0, "loader position: negative epoch " << position.epoch);
+  const int64_t samples = samples_in_epoch(position.epoch);
+  PF_REQUIRE(ValueError, position.sample >= 0 && position.sample < samples,
+             "loader position (epoch " << position.epoch << ", sample " << position.sample << ") outside an epoch of "
+                                       << samples << " samples");
   stop_worker();
   position_ = position;
   start_worker();

@@ -10,7 +10,10 @@
 //                    the other modes
 // Epoch order: position i of epoch e holds sample perm_e(i), perm_e a keyed
 // permutation of (seed, epoch) (identity with shuffle off), the same on every
-// rank. A step starting at epoch position i0 gives data-parallel rank d the
+// rank. With sampling = Cluster (data/cluster_sampling.h) the samples of
+// epoch e are made from one member drawn per cluster for that epoch: as many
+// samples as clusters (single), or a number that may differ between epochs
+// (concat, packed): samples_in_epoch(e). A step starting at epoch position i0 gives data-parallel rank d the
 // positions i0 + d B + b, b in [0, B), and the next step starts at
 // i0 + B DP: groups are disjoint and together cover the epoch; rows past the
 // end of the epoch (last step only) are padding rows (valid = false, all
@@ -28,24 +31,27 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "data/protein_shards.h"
+#include "data/cluster_sampling.h"
 #include "data/packed_samples.h"
+#include "data/protein_shards.h"
 #include "data/sample.h"
 
 namespace pf {
 
 struct LoaderOptions {
-  std::vector<std::string> files;  // shards of schema performer-protein-v1
+  std::vector<std::string> files;  // shards of schema performer-protein-v1 or -v2
   std::string split = "train";
   SampleMode mode = SampleMode::Concat;
-  int64_t sample_length = 8192;  // L, divisible by sp_size
-  int64_t batch_size = 1;        // samples per step per data-parallel group
+  Sampling sampling = Sampling::Sequence;  // Cluster: cluster-split files only
+  int64_t sample_length = 8192;            // L, divisible by sp_size
+  int64_t batch_size = 1;                  // samples per step per data-parallel group
   int64_t dp_size = 1, dp_rank = 0, sp_size = 1, sp_rank = 0;
   uint64_t seed = 0;
   bool shuffle = true;
@@ -60,13 +66,13 @@ struct LoaderPosition {
 };
 
 struct Batch {
-  LoaderPosition position;    // of this batch
-  int64_t batch_size = 0;     // rows
-  int64_t slice_length = 0;   // L / sp_size
-  int64_t global_offset = 0;  // sample position of tokens[:, 0] = sp_rank L / sp_size
-  std::vector<uint8_t> tokens;     // [batch_size, slice_length]
-  std::vector<uint8_t> lookahead;  // [batch_size]
-  std::vector<SampleInfo> samples;  // [batch_size]
+  LoaderPosition position;                          // of this batch
+  int64_t batch_size = 0;                           // rows
+  int64_t slice_length = 0;                         // L / sp_size
+  int64_t global_offset = 0;                        // sample position of tokens[:, 0] = sp_rank L / sp_size
+  std::vector<uint8_t> tokens;                      // [batch_size, slice_length]
+  std::vector<uint8_t> lookahead;                   // [batch_size]
+  std::vector<SampleInfo> samples;                  // [batch_size]
   std::vector<std::vector<SliceSegment>> segments;  // packed: [batch_size]; empty otherwise
   std::vector<int32_t> tokens_int32() const { return std::vector<int32_t>(tokens.begin(), tokens.end()); }
 };
@@ -81,20 +87,28 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  Batch next();                      // the batch at position(), then advances
+  Batch next();  // the batch at position(), then advances
   LoaderPosition position() const { return position_; }
   void set_position(LoaderPosition position);
 
-  int64_t samples_per_epoch() const { return samples_per_epoch_; }
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }  // from the start of an epoch
+  // Samples of epoch `epoch`: the same for every epoch except with cluster
+  // sampling in concat and packed modes.
+  int64_t samples_in_epoch(int64_t epoch) const;
+  // Those of the epoch of position(), and its steps from its start.
+  int64_t samples_per_epoch() const { return samples_in_epoch(position_.epoch); }
+  int64_t steps_per_epoch() const;
   const LoaderOptions& options() const { return options_; }
   // Bytes this loader has read from the shards (all batches read so far,
   // including read-ahead).
   ReadCounters read_counters() const { return shards_->counters(); }
   // Sample at position i of epoch `epoch` (the keyed permutation).
   int64_t sample_at(int64_t epoch, int64_t i) const;
-  // Packed mode: the plan (nullptr in the other modes).
+  // Packed mode with sequence sampling: the plan (nullptr otherwise).
   const PackedSamples* packed() const { return packed_.get(); }
+  // Cluster sampling: the split's clusters (nullptr with sequence sampling).
+  const SplitClusters* clusters() const { return clusters_.get(); }
+  // Cluster sampling: the protein drawn for each cluster in epoch `epoch`.
+  std::vector<int64_t> drawn_proteins(int64_t epoch) const;
 
  private:
   Batch read_batch(LoaderPosition p);
@@ -103,10 +117,25 @@ class DataLoader {
   void stop_worker();
   void worker_loop(LoaderPosition p);
 
+  // Cluster sampling: what epoch e is made of.
+  struct ClusterEpoch {
+    std::vector<int64_t> proteins;          // drawn for each cluster, in cluster order
+    std::vector<int64_t> stream_starts;     // concat: [clusters + 1] epoch-stream position of each protein
+    std::unique_ptr<PackedSamples> packed;  // packed: the epoch's plan
+    int64_t samples = 0;
+  };
+  // Built on first use and kept for the few latest epochs (both threads ask).
+  std::shared_ptr<const ClusterEpoch> cluster_epoch(int64_t epoch) const;
+  SampleInfo read_cluster_slice(const ClusterEpoch& e, int64_t epoch, int64_t sample, int64_t row, Batch& b);
+
   LoaderOptions options_;
   std::unique_ptr<ProteinShards> shards_;
-  std::unique_ptr<PackedSamples> packed_;  // packed mode
-  int64_t samples_per_epoch_ = 0, steps_per_epoch_ = 0;
+  std::unique_ptr<PackedSamples> packed_;               // packed mode, sequence sampling
+  std::unique_ptr<SplitClusters> clusters_;             // cluster sampling
+  std::shared_ptr<const std::vector<int64_t>> tokens_;  // cluster sampling, concat / packed: residues + 1 per protein
+  mutable std::mutex epochs_mutex_;
+  mutable std::map<int64_t, std::shared_ptr<const ClusterEpoch>> epochs_;
+  int64_t samples_per_epoch_ = 0;  // sequence sampling
   LoaderPosition position_;
 
   struct Item {

@@ -12,13 +12,30 @@ PackedSamples::PackedSamples(ProteinShards& shards, int64_t sample_length, uint6
     : sample_length_(sample_length) {
   PF_REQUIRE(ValueError, sample_length > 0, "sample length must be positive, got " << sample_length);
   if (shards.num_proteins() < 1) {
-    std::string files;
-    for (int64_t s = 0; s < shards.num_shards(); ++s) files += (s ? ", " : "") + shards.shard_path(s);
+    const std::string files = shards.file_list();
     PF_REQUIRE(DataError, false, "dataset has no protein to pack (packed mode) in " << files);
   }
-  tokens_ = shards.protein_lengths();
-  for (int64_t& t : tokens_) t += 1;  // its <end>
-  plan_ = plan_packing(tokens_, sample_length, seed, 0, window);
+  std::vector<int64_t> tokens = shards.protein_lengths();
+  for (int64_t& t : tokens) t += 1;  // its <end>
+  plan_ = plan_packing(tokens, sample_length, seed, 0, window);
+  tokens_ = std::make_shared<const std::vector<int64_t>>(std::move(tokens));
+}
+
+PackedSamples::PackedSamples(std::shared_ptr<const std::vector<int64_t>> tokens, const std::vector<int64_t>& proteins,
+                             int64_t sample_length, uint64_t seed, int64_t epoch, int64_t window)
+    : sample_length_(sample_length), tokens_(std::move(tokens)) {
+  PF_REQUIRE(ValueError, sample_length > 0, "sample length must be positive, got " << sample_length);
+  PF_REQUIRE(ValueError, !proteins.empty(), "packed samples of epoch " << epoch << ": no protein to pack");
+  std::vector<int64_t> sub(proteins.size());
+  for (size_t k = 0; k < proteins.size(); ++k) sub[k] = tokens_->at(static_cast<size_t>(proteins[k]));
+  plan_ = plan_packing(sub, sample_length, seed, epoch, window);
+  // Back from positions in `proteins` to the split's numbering, which keys the crops.
+  for (PackedSample& ps : plan_.samples)
+    for (PackedSegment& seg : ps.segments) {
+      seg.protein = proteins[static_cast<size_t>(seg.protein)];
+      const int64_t t = (*tokens_)[static_cast<size_t>(seg.protein)];
+      seg.start = t > sample_length ? crop_start(seed, epoch, seg.protein, t, sample_length) : 0;
+    }
 }
 
 SampleInfo PackedSamples::read_slice(ProteinShards& shards, uint64_t seed, int64_t epoch, int64_t sample, int64_t begin,
@@ -41,7 +58,7 @@ SampleInfo PackedSamples::read_slice(ProteinShards& shards, uint64_t seed, int64
   for (const PackedSegment& seg : ps.segments) {
     const int64_t lo = std::max(x, begin), hi = std::min(x + seg.length, end);
     if (lo < hi) {
-      const int64_t t = tokens_[static_cast<size_t>(seg.protein)];
+      const int64_t t = (*tokens_)[static_cast<size_t>(seg.protein)];
       const int64_t c = t > L ? crop_start(seed, epoch, seg.protein, t, L) : 0;
       // The lookahead comes with the last run: the protein's window goes on past its segment.
       const bool with_lookahead = lookahead && hi == end;

@@ -12,6 +12,8 @@
 //   slice   positions [begin, end) of a sample, as in data/sample.h, and the
 //           segments of the slice: runs of positions of one protein, or of
 //           the padding after the last one.
+//   cluster sampling (data/cluster_sampling.h): one plan per epoch over the
+//           proteins drawn for that epoch, keyed by (seed, epoch).
 // The lookahead token of a slice is the next token of the protein that holds
 // position end - 1 (its window continues there: a cropped protein's next
 // residue), and <pad> where that protein ends at `end` or position end - 1 is
@@ -19,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "data/packing.h"
@@ -38,10 +41,17 @@ class PackedSamples {
   // Plans the packing of every protein of `shards` (reads their lengths);
   // DataError naming the files when the split has no protein.
   PackedSamples(ProteinShards& shards, int64_t sample_length, uint64_t seed, int64_t window = 64);
+  // The plan of epoch `epoch` over `proteins` (indices of the split, each at
+  // most once), keyed by (seed, epoch); `tokens` holds residues + 1 of every
+  // protein of the split. ValueError when `proteins` is empty.
+  PackedSamples(std::shared_ptr<const std::vector<int64_t>> tokens, const std::vector<int64_t>& proteins,
+                int64_t sample_length, uint64_t seed, int64_t epoch, int64_t window = 64);
   int64_t count() const { return static_cast<int64_t>(plan_.samples.size()); }
   const PackingPlan& plan() const { return plan_; }
   // Tokens (residues + 1) of protein p of the split.
-  int64_t protein_tokens(int64_t p) const { return tokens_.at(static_cast<size_t>(p)); }
+  int64_t protein_tokens(int64_t p) const { return tokens_->at(static_cast<size_t>(p)); }
+  // Those of every protein of the split.
+  const std::shared_ptr<const std::vector<int64_t>>& tokens() const { return tokens_; }
 
   // Positions [begin, end) of sample `sample` into out[end - begin], the
   // lookahead into *lookahead (when not null) and the slice's segments into
@@ -51,7 +61,7 @@ class PackedSamples {
 
  private:
   int64_t sample_length_;
-  std::vector<int64_t> tokens_;  // residues + 1 per protein
+  std::shared_ptr<const std::vector<int64_t>> tokens_;  // residues + 1 per protein of the split
   PackingPlan plan_;
 };
 

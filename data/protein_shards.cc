@@ -76,6 +76,12 @@ ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::s
   reset_counters();
 }
 
+std::string ProteinShards::file_list() const {
+  std::string files;
+  for (const Shard& s : shards_) files += (files.empty() ? "" : ", ") + s.path;
+  return files;
+}
+
 ReadCounters ProteinShards::counters() const {
   return ReadCounters{token_bytes_.load(), offset_bytes_.load(), reads_.load()};
 }

@@ -44,6 +44,8 @@ class ProteinShards {
   int64_t num_residues() const { return num_residues_; }
   int64_t stream_length() const { return num_residues_ + num_proteins_; }
   const std::string& shard_path(int64_t s) const { return shards_[static_cast<size_t>(s)].path; }
+  // "a.h5, b.h5": the files, for messages.
+  std::string file_list() const;
 
   // Reads offsets[p], offsets[p+1] of protein p's shard (16 bytes).
   ProteinSpan locate(int64_t p);

@@ -26,8 +26,7 @@ int64_t sample_count(const ProteinShards& shards, SampleMode mode, int64_t sampl
   PF_REQUIRE(ValueError, mode != SampleMode::Packed, "packed samples are counted by PackedSamples");
   const int64_t n = mode == SampleMode::Single ? shards.num_proteins() : shards.stream_length() / sample_length;
   if (n < 1) {
-    std::string files;
-    for (int64_t s = 0; s < shards.num_shards(); ++s) files += (s ? ", " : "") + shards.shard_path(s);
+    const std::string files = shards.file_list();
     PF_REQUIRE(DataError, false,
                "dataset shorter than one sample: " << shards.num_proteins() << " proteins, "
                                                    << shards.stream_length() << " stream tokens, sample length "

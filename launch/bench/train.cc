@@ -194,7 +194,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
     Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention,
                     cfg.parallel.bucket_mib << 20, cfg.parallel.overlap_allreduce);
     std::unique_ptr<DataLoader> loader;
-    if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", true));
+    if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", LoaderUse::Training));
     const int64_t n = a.length, L = n * sp;
     const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, true, session.ctx().device);
     // The step's nominal FLOPs per rank, and the sgemm rate of this run's device,

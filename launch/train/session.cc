@@ -165,7 +165,8 @@ void Session::root_check(const std::function<void()>& check) {
   throw ConfigError(failure);
 }
 
-LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split, bool shuffle) {
+LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
+                             LoaderUse use) {
   LoaderOptions o;
   o.files = cfg.data.files;
   PF_REQUIRE(ConfigError, !o.files.empty(), "data.files is empty: name the prepared HDF5 file(s)");
@@ -178,7 +179,8 @@ LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, c
   o.sp_size = grid.sp_size();
   o.sp_rank = grid.sp_rank();
   o.seed = cfg.data.seed;
-  o.shuffle = shuffle;
+  o.shuffle = use == LoaderUse::Training && cfg.data.shuffle;
+  o.sampling = use == LoaderUse::Training ? cfg.data.sampling : Sampling::Sequence;
   o.prefetch = cfg.data.prefetch;
   return o;
 }

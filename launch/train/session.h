@@ -57,8 +57,12 @@ class Session {
   std::unique_ptr<ParallelGrid> grid_;
 };
 
+// Training: data.shuffle and data.sampling as configured; Evaluation: every
+// sequence of the split once, in file order.
+enum class LoaderUse { Training, Evaluation };
 // Loader options for this rank and a split.
-LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split, bool shuffle);
+LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
+                             LoaderUse use);
 
 // A loader batch as the model's TokenBatch: int32 tokens, the lookahead token
 // only where it is the next token of the same sample (never across the end

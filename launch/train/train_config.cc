@@ -210,6 +210,11 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed",
              where_key(origin, set_keys, "data.mode") << " must be packed, concat or single, got '" << s << "'");
   d.mode = parse_sample_mode(s);
+  s = sampling_name(d.sampling);
+  r.get("data", "sampling", s);
+  PF_REQUIRE(ConfigError, s == "sequence" || s == "cluster",
+             where_key(origin, set_keys, "data.sampling") << " must be sequence or cluster, got '" << s << "'");
+  d.sampling = parse_sampling(s);
   r.get("data", "sample_length", d.sample_length);
   r.get("data", "batch_size", d.batch_size);
   r.get("data", "shuffle", d.shuffle);
@@ -348,34 +353,6 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
 }
 
 }  // namespace
-
-int64_t parse_byte_size(const std::string& text, const std::string& key) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    PF_REQUIRE(ConfigError, false, key << ": cannot read a byte size from '" << text << "'");
-  }
-  std::string unit = text.substr(pos);
-  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
-  double mult = 1;
-  if (unit.empty() || unit == "B")
-    mult = 1;
-  else if (unit == "KiB" || unit == "K")
-    mult = 1024.0;
-  else if (unit == "MiB" || unit == "M")
-    mult = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G")
-    mult = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB" || unit == "T")
-    mult = 1024.0 * 1024 * 1024 * 1024;
-  else
-    PF_REQUIRE(ConfigError, false,
-               key << ": unknown unit '" << unit << "' in '" << text << "' (B, KiB, MiB, GiB, TiB)");
-  PF_REQUIRE(ConfigError, v >= 0, key << ": negative size '" << text << "'");
-  return static_cast<int64_t>(v * mult);
-}
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table root;

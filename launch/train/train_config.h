@@ -12,6 +12,7 @@
 #include "model/attention.h"
 #include "model/config.h"
 #include "model/trainer.h"
+#include "runtime/byte_size.h"
 
 namespace pf {
 
@@ -20,6 +21,10 @@ struct DataConfig {
   std::string train_split = "train";
   std::string valid_split = "valid";
   SampleMode mode = SampleMode::Concat;
+  // Training split only: "cluster" visits each cluster once per epoch, one
+  // drawn member per visit (data/cluster_sampling.h); validation always
+  // reads every sequence.
+  Sampling sampling = Sampling::Sequence;
   int64_t sample_length = 512;
   int64_t batch_size = 8;  // samples per step per data-parallel group
   bool shuffle = true;
@@ -96,7 +101,5 @@ TrainConfig parse_train_config_text(const std::string& text, const std::string& 
 void validate_layout(const TrainConfig& cfg, int world_size);
 // The resolved configuration, every key with its value, as TOML.
 std::string format_train_config(const TrainConfig& cfg);
-// "16GiB", "512MiB", "1000000" -> bytes.
-int64_t parse_byte_size(const std::string& text, const std::string& key);
 
 }  // namespace pf

@@ -35,6 +35,7 @@ std::string format_train_config(const TrainConfig& c) {
                            {"train_split", c.data.train_split},
                            {"valid_split", c.data.valid_split},
                            {"mode", sample_mode_name(c.data.mode)},
+                           {"sampling", sampling_name(c.data.sampling)},
                            {"sample_length", c.data.sample_length},
                            {"batch_size", c.data.batch_size},
                            {"shuffle", c.data.shuffle},

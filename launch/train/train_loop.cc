@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "data/clusters.h"
 #include "data/h5.h"
 #include "data/schema.h"
 #include "launch/train/checkpoint.h"
@@ -124,8 +125,12 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
                  key << " = '" << *split << "': '" << file << "' has no split '" << *split
                      << "' (its splits: " << (has.empty() ? "none" : has) << ")");
     }
+    PF_REQUIRE(ConfigError, cfg.data.sampling != Sampling::Cluster || has_clusters(f),
+               "data.sampling = \"cluster\": '" << file << "' has no clusters (split rule '" << split_rule_of(f)
+                                                << "'); prepare it with --cluster-identity (docs/data.md), or "
+                                                   "sample by sequence");
   }
-  LoaderOptions o = loader_options(cfg, grid, cfg.data.valid_split, false);
+  LoaderOptions o = loader_options(cfg, grid, cfg.data.valid_split, LoaderUse::Evaluation);
   o.prefetch = 0;
   DataLoader probe(o);
 }
@@ -215,7 +220,7 @@ std::vector<int32_t> length_groups(const Batch& b, const DataLoader& loader) {
     int32_t* row = g.data() + r * b.slice_length;
     const SampleInfo& info = b.samples[static_cast<size_t>(r)];
     if (!info.valid) continue;
-    if (loader.packed() == nullptr) {
+    if (loader.options().mode != SampleMode::Packed) {
       std::fill(row, row + b.slice_length, length_bucket(info.source_length));
       continue;
     }
@@ -234,7 +239,7 @@ std::vector<int32_t> length_groups(const Batch& b, const DataLoader& loader) {
 
 EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
                          std::vector<EvalStats>* by_length) {
-  LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, false);
+  LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, LoaderUse::Evaluation);
   o.prefetch = 0;
   DataLoader loader(o);
   const int64_t batches =
@@ -398,7 +403,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   }
   out.first_step = trainer.step();
 
-  DataLoader loader(loader_options(cfg, grid, cfg.data.train_split, cfg.data.shuffle));
+  DataLoader loader(loader_options(cfg, grid, cfg.data.train_split, LoaderUse::Training));
   loader.set_position(start);
   // Every step fills dp x batch_size samples; a split with fewer would pad
   // every step (padding is no training signal, and tokens/s would count it).

@@ -1,7 +1,9 @@
 // The loader under mpiexec: every factorisation world = dp x sp of the ranks
 // reads its own slices of its own samples; rank 0 gathers them and checks that
 // they reassemble the global batch read by one loader with dp = sp = 1 (so dp
-// groups are disjoint and complete, and sp slices join to the samples).
+// groups are disjoint and complete, and sp slices join to the samples), with
+// sequence and with cluster sampling (synthetic clusters: each rank draws
+// the same members without communicating).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include "data/prepare.h"
 #include "runtime/check.h"
 #include "tests/data/data_test_util.h"
+#include "tests/support/synthetic_clusters.h"
 
 namespace pf {
 namespace {
@@ -28,8 +31,9 @@ std::string shared_data_file(std::string* dir) {
       PrepareOptions o;
       o.inputs = {test::kQueryFasta};
       o.output = tmpl + "/query.h5";
-      o.val_fraction = o.test_fraction = 0;
+      o.val_fraction = o.test_fraction = 0.1;
       prepare_dataset(o);
+      test::add_synthetic_clusters(o.output);
       std::snprintf(path, sizeof(path), "%s", o.output.c_str());
     }
   }
@@ -45,13 +49,18 @@ TEST(LoaderMpi, EveryGridReassemblesTheGlobalBatch) {
   const std::string file = shared_data_file(&dir);
   ASSERT_FALSE(file.empty());
   const int64_t L = 3072, B = 2, steps = 3;  // L divisible by 1, 2, 3, 4
-  for (SampleMode mode : {SampleMode::Concat, SampleMode::Single}) {
+  for (const auto& [mode, sampling] : {std::pair{SampleMode::Concat, Sampling::Sequence},
+                                       {SampleMode::Single, Sampling::Sequence},
+                                       {SampleMode::Concat, Sampling::Cluster},
+                                       {SampleMode::Single, Sampling::Cluster},
+                                       {SampleMode::Packed, Sampling::Cluster}}) {
     for (int64_t sp = 1; sp <= world; ++sp) {
       if (world % sp) continue;
       const int64_t dp = world / sp;
       LoaderOptions o;
       o.files = {file};
       o.mode = mode;
+      o.sampling = sampling;
       o.sample_length = L;
       o.batch_size = B;
       o.seed = 5;
@@ -84,7 +93,7 @@ TEST(LoaderMpi, EveryGridReassemblesTheGlobalBatch) {
             const uint8_t* got = all.data() + r * static_cast<int64_t>(mine.size()) + (t * B + row) * slice;
             const uint8_t* want = expect.tokens.data() + (d * B + row) * L + k * slice;
             ASSERT_TRUE(std::equal(got, got + slice, want))
-                << sample_mode_name(mode) << " dp " << dp << " sp " << sp << " rank " << r << " step " << t;
+                << sample_mode_name(mode) << " " << sampling_name(sampling) << " dp " << dp << " sp " << sp << " rank " << r << " step " << t;
           }
         }
       }

@@ -13,6 +13,7 @@
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"
+#include "tests/support/synthetic_clusters.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
 
@@ -47,10 +48,14 @@ int metric_lines_with(const std::string& path, const std::string& text) {
 
 // N steps against N/2 + stop + resume on the same layout, with `extra`
 // overrides. Returns the work folder (uninterrupted run in a/, resumed in b/).
-std::string check_stop_and_resume(const std::string& tag, const std::vector<std::string>& extra) {
+// With `clustered`, the data file gets synthetic clusters first.
+std::string check_stop_and_resume(const std::string& tag, const std::vector<std::string>& extra,
+                                  bool clustered = false) {
   const int P = world_size();
   const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, tag);
   const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  if (clustered && world_rank() == 0) test::add_synthetic_clusters(data);
+  MPI_Barrier(MPI_COMM_WORLD);
   const std::string a = root + "/a", b = root + "/b";
   auto run = [&](const std::string& dir) {
     std::vector<std::string> o = test::tiny_run(data, dir, P, 4);
@@ -93,6 +98,17 @@ TEST(TrainResume, StopAndResumeIsBitIdenticalInPackedMode) {
   check_stop_and_resume("resume-packed", {"data.mode=\"packed\"", "data.sample_length=960"});
   check_stop_and_resume("resume-packed-mlm",
                         {"data.mode=\"packed\"", "data.sample_length=960", "model.objective=\"mlm\""});
+}
+
+// Cluster sampling in single mode, 16 samples a step: epoch 0 (one sample
+// per cluster) ends inside the 8 steps, so the resumed run also crosses into
+// an epoch of new draws.
+TEST(TrainResume, StopAndResumeIsBitIdenticalWithClusterSampling) {
+  check_stop_and_resume("resume-cluster", {"data.sampling=\"cluster\"", "data.mode=\"single\"",
+                                           "data.batch_size=16"},
+                        true);
+  check_stop_and_resume("resume-cluster-packed",
+                        {"data.sampling=\"cluster\"", "data.mode=\"packed\"", "data.sample_length=960"}, true);
 }
 
 // f16 with a dynamic loss scale that starts too high (the first steps overflow
