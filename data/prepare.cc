@@ -16,10 +16,10 @@
 #include <memory>
 #include <sstream>
 #include <system_error>
-#include <unordered_set>
 
 #include "data/cluster_split.h"
 #include "data/clusters.h"
+#include "data/duplicates.h"
 #include "data/h5.h"
 #include "data/mmseqs.h"
 #include "data/paths.h"
@@ -37,31 +37,9 @@ namespace pf {
 namespace {
 
 constexpr const char* kScratchInfix = ".mmseqs-";  // "<output>.mmseqs-<pid>": MMseqs2's working folder
+constexpr const char* kSortInfix = ".sort-";       // "<output>.sort-<pid>": the duplicate sort's runs
 
 uint64_t fnv1a64(const uint8_t* p, int64_t n) { return Fnv1a64().add(p, static_cast<size_t>(n)).value(); }
-
-// A second, independent 64-bit hash (mix64 over 8-byte words and the length):
-// duplicates are detected on the 128-bit pair.
-uint64_t word_hash64(const uint8_t* p, int64_t n) {
-  uint64_t h = mix64(0x5EEDull, static_cast<uint64_t>(n));
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w = 0;
-    for (int k = 0; k < 8; ++k) w |= static_cast<uint64_t>(p[i + k]) << (8 * k);
-    h = mix64(h, w);
-  }
-  uint64_t w = 0;
-  for (int k = 0; i + k < n; ++k) w |= static_cast<uint64_t>(p[i + k]) << (8 * k);
-  return mix64(h, w);
-}
-
-struct Key128 {
-  uint64_t a, b;
-  bool operator==(const Key128& o) const { return a == o.a && b == o.b; }
-};
-struct Key128Hash {
-  size_t operator()(const Key128& k) const { return static_cast<size_t>(k.a ^ (k.b * 0x9E3779B97F4A7C15ull)); }
-};
 
 // One split group being written: buffered appends to extendible datasets.
 class SplitWriter {
@@ -134,15 +112,13 @@ struct PassCounts {
   int64_t sequences_read = 0, bytes_read = 0, duplicates_dropped = 0;
 };
 
-// Calls fn(record, index) for each sequence of the inputs that is not an exact
-// repeat of an earlier one, index counting those from 0; the same inputs give
-// the same sequence of calls. `label` names the pass in progress lines.
-PassCounts for_each_unique(const PrepareOptions& opt, const std::string& tmp, const char* label,
+// Calls fn(record, number) for every record of the inputs, numbered from 0
+// in input order, with progress lines labelled `label` and the stop check.
+PassCounts for_each_record(const PrepareOptions& opt, const std::string& tmp, const char* label,
                            const std::function<void(const SequenceRecord&, int64_t)>& fn) {
   PassCounts counts;
-  std::unordered_set<Key128, Key128Hash> seen;
   SequenceRecord rec;
-  int64_t index = 0;
+  int64_t number = 0;
   for (const std::string& input : opt.inputs) {
     SequenceReader reader(input, ReaderOptions{opt.map_unknown_to_x});
     double last = seconds_now();
@@ -158,12 +134,7 @@ PassCounts for_each_unique(const PrepareOptions& opt, const std::string& tmp, co
         throw PrepareStopped("prepare of '" + opt.output + "' stopped on request while reading '" + input + "' (" +
                              std::to_string(reader.records_read()) + " sequences read); removed the " +
                              "temporary file '" + tmp + "'");
-      const int64_t n = static_cast<int64_t>(rec.tokens.size());
-      if (!seen.insert(Key128{fnv1a64(rec.tokens.data(), n), word_hash64(rec.tokens.data(), n)}).second) {
-        ++counts.duplicates_dropped;
-        continue;
-      }
-      fn(rec, index++);
+      fn(rec, number++);
       if ((reader.records_read() & 1023) == 0 && seconds_now() - last > 2.0) {
         last = seconds_now();
         report("");
@@ -174,6 +145,41 @@ PassCounts for_each_unique(const PrepareOptions& opt, const std::string& tmp, co
     counts.bytes_read += reader.bytes_read();
   }
   return counts;
+}
+
+// The exact repeats of the inputs, within opt.memory_budget (data/duplicates.h).
+struct Duplicates {
+  DropList drops;
+  PassCounts counts;
+  int64_t sort_runs = 0;
+};
+
+Duplicates find_duplicates(const PrepareOptions& opt, const std::string& tmp,
+                           const std::function<std::string()>& scratch) {
+  DuplicateFinder finder(scratch, opt.memory_budget);
+  Duplicates d;
+  d.counts = for_each_record(opt, tmp, "scanning ", [&](const SequenceRecord& rec, int64_t) {
+    finder.add(sequence_key(rec.tokens.data(), static_cast<int64_t>(rec.tokens.size())));
+  });
+  d.drops = finder.finish();
+  d.counts.duplicates_dropped = d.drops.count();
+  d.sort_runs = finder.runs_written();
+  return d;
+}
+
+// Calls fn(record, index) for each record that is not an exact repeat of an
+// earlier one, index counting those from 0; DataError when the inputs no
+// longer hold the records that find_duplicates numbered.
+void for_each_unique(const PrepareOptions& opt, const std::string& tmp, const char* label, const Duplicates& dups,
+                     const std::function<void(const SequenceRecord&, int64_t)>& fn) {
+  DropList::Cursor cursor(dups.drops);
+  int64_t index = 0;
+  const PassCounts counts = for_each_record(opt, tmp, label, [&](const SequenceRecord& rec, int64_t number) {
+    if (!cursor.dropped(number)) fn(rec, index++);
+  });
+  PF_REQUIRE(DataError, counts.sequences_read == dups.counts.sequences_read,
+             "the inputs changed while prepare read them: " << counts.sequences_read << " sequences on a later pass, "
+                                                            << dups.counts.sequences_read << " on the first");
 }
 
 // What the clustering decided, per unique sequence and per cluster.
@@ -206,7 +212,8 @@ int64_t write_fasta_subset(const std::string& all, const std::vector<uint8_t>& f
   return kept;
 }
 
-ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, const std::string& scratch) {
+ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, const Duplicates& dups,
+                          const std::string& scratch) {
   ClusterPlan plan;
   MmseqsSettings mm = opt.mmseqs;
   if (!mm.stop_requested) mm.stop_requested = opt.stop_requested;
@@ -216,7 +223,7 @@ ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, con
   {
     std::ofstream out(all);
     PF_REQUIRE(IoError, out.good(), "cannot create the scratch file '" << all << "'");
-    for_each_unique(opt, tmp, "reading ", [&](const SequenceRecord& rec, int64_t i) {
+    for_each_unique(opt, tmp, "reading ", dups, [&](const SequenceRecord& rec, int64_t i) {
       const int64_t n = static_cast<int64_t>(rec.tokens.size());
       write_fasta_record(out, i, rec.tokens.data(), n);
       hash.push_back(fnv1a64(rec.tokens.data(), n));
@@ -267,24 +274,33 @@ ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, con
 
 void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummary* summary) {
   const bool clustered = opt.cluster.identity > 0;
+  // The sort runs' folder, made only when the keys outgrow the budget.
+  std::unique_ptr<ScratchFolder> sort_scratch;
+  auto sort_folder = [&]() -> std::string {
+    if (!sort_scratch)
+      sort_scratch = std::make_unique<ScratchFolder>(opt.output + kSortInfix + std::to_string(::getpid()));
+    return sort_scratch->path();
+  };
+  const Duplicates dups = find_duplicates(opt, tmp, sort_folder);
   std::unique_ptr<ScratchFolder> scratch;
   ClusterPlan plan;
   if (clustered) {
     scratch = std::make_unique<ScratchFolder>(opt.output + kScratchInfix + std::to_string(::getpid()));
-    plan = plan_clusters(opt, tmp, scratch->path());
+    plan = plan_clusters(opt, tmp, dups, scratch->path());
   }
   H5Id file = h5_create_file(tmp);
   std::unique_ptr<SplitWriter> writers[3];
   for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s], clustered);
   std::unique_ptr<SplitWriter> ood;
   if (!opt.ood_organisms.empty()) ood = std::make_unique<SplitWriter>(file, kOodSplitName, clustered);
-  std::vector<int64_t> lengths;
+  LengthHistogram lengths;
+  int64_t written = 0;
   std::vector<std::string> representative_ids(plan.representative.size());
   std::vector<int64_t> cluster_sizes(plan.representative.size(), 0);
-  const PassCounts counts =
-      for_each_unique(opt, tmp, clustered ? "writing " : "", [&](const SequenceRecord& rec, int64_t i) {
+  for_each_unique(opt, tmp, "writing ", dups, [&](const SequenceRecord& rec, int64_t i) {
         const int64_t n = static_cast<int64_t>(rec.tokens.size());
-        lengths.push_back(n);
+        lengths.add(n);
+        ++written;
         int64_t cluster = -1;
         if (clustered) {
           PF_REQUIRE(DataError, i < static_cast<int64_t>(plan.cluster.size()),
@@ -302,12 +318,13 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
         else
           writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec, cluster);
       });
-  PF_REQUIRE(DataError, !clustered || static_cast<int64_t>(lengths.size()) == static_cast<int64_t>(plan.cluster.size()),
-             "the inputs changed while prepare read them: " << lengths.size() << " sequences on the second pass, "
+  PF_REQUIRE(DataError, !clustered || written == static_cast<int64_t>(plan.cluster.size()),
+             "the inputs changed while prepare read them: " << written << " sequences on the second pass, "
                                                             << plan.cluster.size() << " on the first");
-  summary->sequences_read = counts.sequences_read;
-  summary->bytes_read = counts.bytes_read;
-  summary->duplicates_dropped = counts.duplicates_dropped;
+  summary->sequences_read = dups.counts.sequences_read;
+  summary->bytes_read = dups.counts.bytes_read;
+  summary->duplicates_dropped = dups.counts.duplicates_dropped;
+  summary->sort_runs = dups.sort_runs;
   // The content digest (docs/data.md): each split's name and digest, in
   // file order, and with clusters each split's cluster column; what a
   // checkpoint records to know its data.
@@ -354,7 +371,7 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   h5_write_attr_int64(file, "sequences_read", summary->sequences_read);
   h5_write_attr_int64(file, "duplicates_dropped", summary->duplicates_dropped);
   file.close();
-  summary->lengths = length_stats(std::move(lengths));
+  summary->lengths = lengths.stats();
   if (opt.stop_requested && opt.stop_requested())
     throw PrepareStopped("prepare of '" + opt.output + "' stopped on request before its final rename; removed the " +
                          "temporary file '" + tmp + "'");
@@ -374,7 +391,8 @@ void remove_stale_temporaries(const std::string& output, std::ostream* progress)
     std::string infix;
     fs::file_type type;
   };
-  for (const Kind& kind : {Kind{".tmp-", fs::file_type::regular}, Kind{kScratchInfix, fs::file_type::directory}}) {
+  for (const Kind& kind : {Kind{".tmp-", fs::file_type::regular}, Kind{kScratchInfix, fs::file_type::directory},
+                           Kind{kSortInfix, fs::file_type::directory}}) {
     const std::string prefix = out.filename().string() + kind.infix;
     std::error_code ec;
     fs::directory_iterator it(dir, ec), end;
@@ -441,30 +459,41 @@ bool is_ood_organism(const std::string& header, const std::vector<std::string>& 
   return false;
 }
 
-LengthStats length_stats(std::vector<int64_t> lengths) {
+LengthStats LengthHistogram::stats() const {
   LengthStats s;
-  s.count = static_cast<int64_t>(lengths.size());
-  if (lengths.empty()) return s;
-  std::sort(lengths.begin(), lengths.end());
+  for (const auto& [n, k] : counts_) s.count += k;
+  if (s.count == 0) return s;
+  // Nearest rank r of p: the smallest length whose cumulative count reaches r.
   auto rank = [&](double p) {
-    const int64_t r = static_cast<int64_t>(std::ceil(p * static_cast<double>(s.count)));
-    return lengths[static_cast<size_t>(std::clamp<int64_t>(r, 1, s.count) - 1)];
+    const int64_t r = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(p * static_cast<double>(s.count))), 1, s.count);
+    int64_t seen = 0;
+    for (const auto& [n, k] : counts_)
+      if ((seen += k) >= r) return n;
+    return counts_.rbegin()->first;
   };
-  for (int64_t n : lengths) {
-    s.residues += n;
-    if (n > 8192) ++s.longer_than_8192;
+  for (const auto& [n, k] : counts_) {
+    s.residues += n * k;
+    if (n > 8192) s.longer_than_8192 += k;
   }
-  s.min = lengths.front();
-  s.max = lengths.back();
+  s.min = counts_.begin()->first;
+  s.max = counts_.rbegin()->first;
   s.p50 = rank(0.50);
   s.p90 = rank(0.90);
   s.p99 = rank(0.99);
   return s;
 }
 
+LengthStats length_stats(const std::vector<int64_t>& lengths) {
+  LengthHistogram h;
+  for (int64_t n : lengths) h.add(n);
+  return h.stats();
+}
+
 PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   PF_REQUIRE(ValueError, !opt.inputs.empty(), "no input files");
   PF_REQUIRE(ValueError, !opt.output.empty(), "no output file");
+  PF_REQUIRE(ValueError, opt.memory_budget >= (int64_t{1} << 20),
+             "memory budget of " << opt.memory_budget << " bytes is below the minimum of 1 MiB");
   // A sum of exactly 1 leaves /train empty; val 0 + test 1 puts every sequence in /test.
   PF_REQUIRE(ValueError, opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction <= 1.0,
              "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "
@@ -524,7 +553,7 @@ DatasetInfo read_dataset_info(const std::string& path) {
     std::vector<int64_t> lengths(offsets.size() > 0 ? offsets.size() - 1 : 0);
     for (size_t i = 0; i + 1 < offsets.size(); ++i) lengths[i] = offsets[i + 1] - offsets[i];
     info.splits[s] = {static_cast<int64_t>(lengths.size()), offsets.empty() ? 0 : offsets.back()};
-    info.lengths[s] = length_stats(std::move(lengths));
+    info.lengths[s] = length_stats(lengths);
   }
   if (h5_exists(file, kOodSplitName)) {
     H5Id group = h5_open_group(file, kOodSplitName);
@@ -575,7 +604,8 @@ std::string format_summary(const PrepareSummary& s) {
   std::ostringstream os;
   const int64_t kept = s.splits[0].sequences + s.splits[1].sequences + s.splits[2].sequences + s.ood.sequences;
   os << "sequences read: " << s.sequences_read << " (" << s.bytes_read / 1e6 << " MB)\n"
-     << "duplicates dropped: " << s.duplicates_dropped << "\n"
+     << "duplicates dropped: " << s.duplicates_dropped
+     << (s.sort_runs > 0 ? " (sorted in " + std::to_string(s.sort_runs) + " runs on disk)" : std::string()) << "\n"
      << "sequences kept: " << kept << ", residues: " << s.lengths.residues << "\n";
   for (int i = 0; i < 3; ++i)
     os << "  " << kSplitNames[i] << ": " << s.splits[i].sequences << " sequences, " << s.splits[i].residues

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct PrepareOptions {
   // sequence hash.
   ClusterParams cluster{0.0, 0.8, "linclust"};
   MmseqsSettings mmseqs;
+  // Bytes for the duplicate sort (data/duplicates.h): beyond it the keys go
+  // to sorted runs on disk beside the output. At least 1 MiB.
+  int64_t memory_budget = int64_t{2} << 30;
   std::ostream* progress = nullptr;        // per-file progress lines (stderr in the CLI); nullptr = silent
   // Polled between records and before the final rename; when it returns true
   // the run stops with PrepareStopped (the CLI's SIGINT / SIGTERM flag).
@@ -58,7 +62,17 @@ struct LengthStats {
   int64_t min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
   int64_t longer_than_8192 = 0;
 };
-LengthStats length_stats(std::vector<int64_t> lengths);
+LengthStats length_stats(const std::vector<int64_t>& lengths);
+// The same statistics from counts per length: memory grows with the number
+// of distinct lengths, not of sequences.
+class LengthHistogram {
+ public:
+  void add(int64_t residues) { ++counts_[residues]; }
+  LengthStats stats() const;
+
+ private:
+  std::map<int64_t, int64_t> counts_;
+};
 
 struct SplitCounts {
   int64_t sequences = 0, residues = 0;
@@ -68,6 +82,7 @@ struct PrepareSummary {
   int64_t sequences_read = 0;      // records in all inputs
   int64_t bytes_read = 0;          // uncompressed input bytes
   int64_t duplicates_dropped = 0;  // exact repeats of an earlier sequence
+  int64_t sort_runs = 0;           // runs the duplicate sort wrote to disk (0: within the budget in memory)
   SplitCounts splits[3];           // train, valid, test
   SplitCounts ood;                 // /ood (zero when no ood_organisms)
   LengthStats lengths;             // over the kept sequences

@@ -2,12 +2,12 @@
 //   performer-data prepare --output OUT.h5 [--val-fraction F] [--test-fraction F]
 //                          [--seed S] [--map-unknown-to-x] [--ood-organism NAME ...] INPUT...
 //                          [--cluster-identity T [--cluster-coverage C] [--cluster-mode linclust|cluster]]
-//                          [--mmseqs PATH] [--threads N]
+//                          [--mmseqs PATH] [--threads N] [--memory-budget SIZE]
 //   performer-data info FILE.h5
 //   performer-data audit FILE.h5 [--identity T [--max-fraction F]] [--coverage C] [--json]
 // Inputs: FASTA (.fa .fasta .faa .fas) or Swiss-Prot flat files (.dat .txt .sp),
 // each optionally gzipped (.gz). The file schema is in docs/data.md.
-// Exit status: 0 done; 2 a usage error (a bad option, bad fractions, an
+// Exit status: 0 done; 2 a usage error (a bad option, bad fractions or budget, an
 // unknown input format, an output that is one of the inputs); 128 + N after
 // SIGINT / SIGTERM (signal N), with the temporary output file removed; 3 an
 // audit that found more leaks than --identity / --max-fraction allow; 1 any
@@ -22,6 +22,7 @@
 #include "data/audit.h"
 #include "data/prepare.h"
 #include "launch/train/stop_signal.h"
+#include "runtime/byte_size.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"performer-data: protein FASTA / Swiss-Prot to HDF5, and data file inspection"};
@@ -61,6 +62,12 @@ int main(int argc, char** argv) {
   prepare->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
   prepare->add_option("--threads", threads, "MMseqs2 threads (0: all cores)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  std::string memory_budget = "2GiB";
+  prepare
+      ->add_option("--memory-budget", memory_budget,
+                   "memory for finding duplicates (e.g. 512MiB, 4M); beyond it sorted runs go to disk beside the "
+                   "output (at least 1MiB)")
       ->capture_default_str();
   prepare->add_option("inputs", prep.inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
 
@@ -105,6 +112,7 @@ int main(int argc, char** argv) {
       prep.stop_requested = [] { return pf::stop_requested(); };
       prep.mmseqs.program = mmseqs;
       prep.mmseqs.threads = threads;
+      prep.memory_budget = pf::parse_byte_size(memory_budget, "--memory-budget");
       const pf::PrepareSummary summary = pf::prepare_dataset(prep);
       std::cerr << pf::format_summary(summary);
       std::cerr << "wrote " << prep.output << "\n";
@@ -144,7 +152,8 @@ int main(int argc, char** argv) {
       return 128 + sig;
     }
     std::cerr << "performer-data: " << e.what() << "\n";
-    return dynamic_cast<const pf::ValueError*>(&e) ? 2 : 1;
+    const bool usage = dynamic_cast<const pf::ValueError*>(&e) || dynamic_cast<const pf::ConfigError*>(&e);
+    return usage ? 2 : 1;
   }
   return 0;
 }
