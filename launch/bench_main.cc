@@ -33,8 +33,6 @@ const Subcommand kSubcommands[] = {
      "useful fraction of samples: one protein per sample, the cut stream, whole proteins packed"},
     {"generate", pf::bench::run_generate, "generation tokens/s and peak memory: recurrent form vs forward per token"},
     {"synthetic", pf::bench::run_synthetic, "synthetic protein FASTA drawn from a real file's lengths and residues"},
-    {"prepare_scale", pf::bench::run_prepare_scale,
-     "one data preparation: sequences/s, residues/s, peak RSS, output size, sort runs on disk"},
     {"watchdog", pf::bench::run_watchdog, "the cost of one watched wait (parallel.timeout_s's watchdog), ns per operation"},
 };
 

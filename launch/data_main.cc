@@ -12,6 +12,8 @@
 // SIGINT / SIGTERM (signal N), with the temporary output file removed; 3 an
 // audit that found more leaks than --identity / --max-fraction allow; 1 any
 // other error (MMseqs2 missing, failing or killed among them).
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +25,7 @@
 #include "data/prepare.h"
 #include "launch/train/stop_signal.h"
 #include "runtime/byte_size.h"
+#include "runtime/clock.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"performer-data: protein FASTA / Swiss-Prot to HDF5, and data file inspection"};
@@ -113,9 +116,13 @@ int main(int argc, char** argv) {
       prep.mmseqs.program = mmseqs;
       prep.mmseqs.threads = threads;
       prep.memory_budget = pf::parse_byte_size(memory_budget, "--memory-budget");
+      const double t0 = pf::seconds_now();
       const pf::PrepareSummary summary = pf::prepare_dataset(prep);
       std::cerr << pf::format_summary(summary);
-      std::cerr << "wrote " << prep.output << "\n";
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);
+      std::fprintf(stderr, "wrote %s in %.1f s; peak resident memory %ld MiB\n", prep.output.c_str(),
+                   pf::seconds_now() - t0, usage.ru_maxrss / 1024);
     } else if (*info) {
       std::cout << pf::format_info(pf::read_dataset_info(info_path));
     } else if (*audit) {

@@ -20,7 +20,6 @@ int run_reductions(int argc, char** argv);  // backward column sums (bias, Layer
 int run_packing(int argc, char** argv);  // useful fraction of samples: single, concat, packed
 int run_generate(int argc, char** argv);  // generation tokens/s and peak: recurrent form vs forward per token
 int run_synthetic(int argc, char** argv);  // synthetic protein FASTA from a real file's statistics
-int run_prepare_scale(int argc, char** argv);  // one prepare: sequences/s, residues/s, peak RSS, output size
 int run_watchdog(int argc, char** argv);  // the cost of one watched wait, ns per operation
 
 }  // namespace pf::bench

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Data preparation at scale: one prepare of DB.fasta.gz, then of synthetic
-# inputs of COUNTS sequences drawn from its lengths and residue frequencies
-# (5 % exact repeats; generated here, never kept), each in its own process
-# so that its peak RSS is its own; a last run of the largest count with a
-# small budget shows the sort spilling to disk. Appends to OUT (CSV) and
-# writes the machine's description beside it.
+# Data preparation at scale: `performer-data prepare` of DB.fasta.gz, then of
+# synthetic inputs of COUNTS sequences drawn from its lengths and residue
+# frequencies (5 % exact repeats; generated here, removed afterwards), each
+# started from this shell so that the peak resident memory it reports is its
+# own; a last run of the largest count with a small budget shows the sort
+# spilling to disk. Appends a CSV row per run to OUT and writes the machine's
+# description beside it.
 #   launch/scripts/prepare_scale.sh [BUILD_DIR]
 # Environment: COUNTS ("1000000 20000000"), SMALL_BUDGET (256MiB), WORK
-# (scratch folder, needs about 8 GB per 20 M sequences), OUT
+# (scratch folder; about 8 GB per 20 M sequences), OUT
 # (docs/results/prepare_scale/prepare_scale.csv).
 set -euo pipefail
 build=${1:-build}
-bench=$build/launch/performer-bench
+bin=$build/launch
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 counts=${COUNTS:-"1000000 20000000"}
 small=${SMALL_BUDGET:-256MiB}
 work=${WORK:-${TMPDIR:-/tmp}/pf-prepare-scale}
 out=${OUT:-docs/results/prepare_scale/prepare_scale.csv}
-[[ -x $bench ]] || { echo "prepare_scale.sh: $bench not built" >&2; exit 2; }
+for t in performer-data performer-bench; do
+  [[ -x $bin/$t ]] || { echo "prepare_scale.sh: $bin/$t not built" >&2; exit 2; }
+done
 mkdir -p "$work" "$(dirname "$out")"
 trap 'rm -rf "$work"' EXIT
 {
@@ -25,15 +28,38 @@ trap 'rm -rf "$work"' EXIT
   echo "cpu: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1), $(nproc) cores"
   echo "memory: $(free -g | awk '/^Mem:/ {print $2}') GiB"
 } >"${out%.csv}.machine.txt"
-"$bench" prepare_scale --input "$db" --output "$work/db.h5" --label DB.fasta.gz --csv "$out"
+[[ -f $out ]] || echo "label,input_mb,sequences_read,duplicates,kept,residues,budget,sort_runs,seconds,sequences_per_s,residues_per_s,peak_rss_mib,output_mb" >"$out"
+
+# One prepare: its summary lines give the counts, the time and the peak.
+measure() { # label input budget
+  local log=$work/prepare.log h5=$work/out.h5
+  "$bin/performer-data" prepare --output "$h5" --memory-budget "$3" "$2" 2>"$log"
+  local read mb dups kept residues runs seconds peak size
+  read=$(sed -n 's/^sequences read: \([0-9]*\) (\([0-9.e+]*\) MB).*/\1/p' "$log")
+  mb=$(sed -n 's/^sequences read: [0-9]* (\([0-9.e+]*\) MB).*/\1/p' "$log")
+  dups=$(sed -n 's/^duplicates dropped: \([0-9]*\).*/\1/p' "$log")
+  runs=$(sed -n 's/^duplicates dropped: [0-9]* (sorted in \([0-9]*\) runs.*/\1/p' "$log")
+  kept=$(sed -n 's/^sequences kept: \([0-9]*\), residues: \([0-9]*\).*/\1/p' "$log")
+  residues=$(sed -n 's/^sequences kept: [0-9]*, residues: \([0-9]*\).*/\1/p' "$log")
+  seconds=$(sed -n 's/^wrote .* in \([0-9.]*\) s; peak resident memory \([0-9]*\) MiB.*/\1/p' "$log")
+  peak=$(sed -n 's/^wrote .* in [0-9.]* s; peak resident memory \([0-9]*\) MiB.*/\1/p' "$log")
+  size=$(stat -c %s "$h5")
+  rm -f "$h5"
+  awk -v l="$1" -v mb="$mb" -v r="$read" -v d="$dups" -v k="$kept" -v res="$residues" -v b="$3" -v runs="${runs:-0}" \
+    -v s="$seconds" -v p="$peak" -v z="$size" \
+    'BEGIN { printf "%s,%.1f,%d,%d,%d,%d,%s,%d,%.1f,%.0f,%.0f,%d,%.1f\n", l, mb, r, d, k, res, b, runs, s, r / s, res / s, p, z / 1e6 }' \
+    >>"$out"
+  tail -1 "$out"
+}
+
+measure DB.fasta.gz "$db" 2GiB
 last=""
 for n in $counts; do
   fasta=$work/synthetic-$n.fasta
-  "$bench" synthetic --like "$db" --count "$n" --duplicates 0.05 --seed 1 --output "$fasta"
-  "$bench" prepare_scale --input "$fasta" --output "$work/synthetic-$n.h5" --label "synthetic-$n" --csv "$out"
+  "$bin/performer-bench" synthetic --like "$db" --count "$n" --duplicates 0.05 --seed 1 --output "$fasta"
+  measure "synthetic-$n" "$fasta" 2GiB
   [[ -n $last ]] && rm -f "$last"
   last=$fasta
 done
-"$bench" prepare_scale --input "$last" --output "$work/small.h5" --budget "$small" \
-  --label "$(basename "$last" .fasta)-budget-$small" --csv "$out"
+measure "$(basename "$last" .fasta)" "$last" "$small"
 echo "prepare_scale.sh: wrote $out"
