@@ -1,5 +1,5 @@
 // performer-bench synthetic: inputs for preparation at scale
-// (launch/scripts/prepare_scale.sh).
+// (launch/studies/prepare_scale.sh).
 //   performer-bench synthetic --like FILE --count N --output OUT.fasta[.gz]
 //                   [--duplicates F] [--seed S]
 //     writes N synthetic proteins drawn from FILE's lengths and residue

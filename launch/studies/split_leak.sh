@@ -5,7 +5,7 @@
 # 2 ranks) trains on each split's /train; performer-eval reports perplexity
 # on its /test over every test protein. The gap between the two test
 # perplexities is what near-copies in training were worth. Writes OUT (CSV).
-#   launch/scripts/split_leak_study.sh [BUILD_DIR]
+#   launch/studies/split_leak.sh [BUILD_DIR]
 # Environment: STEPS (1500), WORK (out/split-leak), OUT
 # (docs/results/homology/split_leak.csv).
 set -euo pipefail

@@ -6,7 +6,7 @@
 # own; a last run of the largest count with a small budget shows the sort
 # spilling to disk. Appends a CSV row per run to OUT and writes the machine's
 # description beside it.
-#   launch/scripts/prepare_scale.sh [BUILD_DIR]
+#   launch/studies/prepare_scale.sh [BUILD_DIR]
 # Environment: COUNTS ("1000000 20000000"), SMALL_BUDGET (256MiB), WORK
 # (scratch folder; about 8 GB per 20 M sequences), OUT
 # (docs/results/prepare_scale/prepare_scale.csv).
@@ -47,7 +47,7 @@ measure() { # label input budget
   rm -f "$h5"
   awk -v l="$1" -v mb="$mb" -v r="$read" -v d="$dups" -v k="$kept" -v res="$residues" -v b="$3" -v runs="${runs:-0}" \
     -v s="$seconds" -v p="$peak" -v z="$size" \
-    'BEGIN { printf "%s,%.1f,%d,%d,%d,%d,%s,%d,%.1f,%.0f,%.0f,%d,%.1f\n", l, mb, r, d, k, res, b, runs, s, r / s, res / s, p, z / 1e6 }' \
+    'BEGIN { printf "%s,%.1f,%.0f,%.0f,%.0f,%.0f,%s,%d,%.1f,%.0f,%.0f,%d,%.1f\n", l, mb, r, d, k, res, b, runs, s, r / s, res / s, p, z / 1e6 }' \
     >>"$out"
   tail -1 "$out"
 }
