@@ -364,6 +364,9 @@ TEST(TrainConfigErrors, UnknownNamesAreConfigErrorsNamingTheKey) {
   };
   std::string w = error_of({"data.mode=chunks"});
   EXPECT_NE(w.find("data.mode must be packed, concat or single, got 'chunks'"), std::string::npos) << w;
+  w = error_of({"data.sampling=clusters"});
+  EXPECT_NE(w.find("data.sampling must be sequence or cluster, got 'clusters'"), std::string::npos) << w;
+  EXPECT_EQ(load_train_config("", {"data.sampling=cluster"}).data.sampling, Sampling::Cluster);
   w = error_of({"parallel.scan=tree"});
   EXPECT_NE(w.find("parallel.scan must be one of auto, chain, allgather, recursive_doubling, got 'tree'"),
             std::string::npos)

@@ -128,6 +128,12 @@ TEST(TrainFailures, SplitsAreCheckedBeforeTheFirstStep) {
   const std::string w = error_of<ConfigError>([&] { train(with(base, {"data.train_split=\"tain\""})); });
   EXPECT_NE(w.find("data.train_split"), std::string::npos) << w;
   EXPECT_NE(w.find("'tain'"), std::string::npos) << w;
+  // Cluster sampling of a file split by sequence hash.
+  const std::string c = error_of<ConfigError>([&] { train(with(base, {"data.sampling=\"cluster\""})); });
+  EXPECT_NE(c.find("data.sampling = \"cluster\": '" + data + "' has no clusters (split rule 'sequence')"),
+            std::string::npos)
+      << c;
+  EXPECT_TRUE(list_checkpoints(root + "/ckpt").empty()) << "the run trained before it checked the sampling";
 }
 
 // A learning rate of 1e30 (finite, so valid) blows the parameters up after
