@@ -22,6 +22,7 @@
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"
+#include "tests/support/error_message.h"
 #include "tests/support/mpi_world.h"
 
 namespace pf {
@@ -53,20 +54,7 @@ std::string file_bytes(const std::string& path) {
   return os.str();
 }
 
-// The message of the Err that fn throws ("" and a failure otherwise).
-template <typename Err>
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Err& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "another kind of error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::expect_error_of;
 
 // Step numbers of the metrics file: step lines and, separately, eval lines.
 void metric_steps(const std::string& path, std::vector<int64_t>* steps, std::vector<int64_t>* evals) {
@@ -90,7 +78,9 @@ TEST(TrainFailures, ResumeAutoRefusesACheckpointOfAnotherModelShape) {
   const std::string ck_bytes = file_bytes(ck), metrics = file_bytes(root + "/metrics.jsonl");
   for (const std::string change : {"model.width=48", "model.ffn=96", "model.layers=3"}) {
     const std::string key = change.substr(0, change.find('='));
-    const std::string w = error_of<ConfigError>([&] { train(with(base, {change, "checkpoint.resume=\"auto\""})); });
+    const std::string w = expect_error_of<ConfigError>([&] {
+      train(with(base, {change, "checkpoint.resume=\"auto\""}));
+    });
     EXPECT_NE(w.find(ck), std::string::npos) << w;
     EXPECT_NE(w.find(key + ": "), std::string::npos) << w;
     EXPECT_NE(w.find(" in the checkpoint, "), std::string::npos) << w;
@@ -100,7 +90,7 @@ TEST(TrainFailures, ResumeAutoRefusesACheckpointOfAnotherModelShape) {
     EXPECT_TRUE(file_bytes(root + "/metrics.jsonl") == metrics) << change << ": the metrics file changed";
   }
   // The same with the file named.
-  const std::string w = error_of<ConfigError>([&] {
+  const std::string w = expect_error_of<ConfigError>([&] {
     train(with(base, {"model.width=48", "checkpoint.resume=\"" + ck + "\""}));
   });
   EXPECT_NE(w.find("model.width: 32 in the checkpoint, 48 now"), std::string::npos) << w;
@@ -116,7 +106,8 @@ TEST(TrainFailures, SplitsAreCheckedBeforeTheFirstStep) {
   const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
   const std::vector<std::string> base = test::tiny_run(data, root, P, 4);
   for (const std::string split : {"vaild", "ood"}) {
-    const std::string w = error_of<ConfigError>([&] { train(with(base, {"data.valid_split=\"" + split + "\""})); });
+    const std::string w =
+        expect_error_of<ConfigError>([&] { train(with(base, {"data.valid_split=\"" + split + "\""})); });
     EXPECT_NE(w.find("data.valid_split"), std::string::npos) << w;
     EXPECT_NE(w.find("'" + split + "'"), std::string::npos) << w;
     EXPECT_NE(w.find(data), std::string::npos) << w;
@@ -125,11 +116,11 @@ TEST(TrainFailures, SplitsAreCheckedBeforeTheFirstStep) {
     EXPECT_TRUE(list_checkpoints(root + "/ckpt").empty()) << split << ": the run trained before it checked the split";
     EXPECT_TRUE(test::metric_losses(root + "/metrics.jsonl").empty()) << split;
   }
-  const std::string w = error_of<ConfigError>([&] { train(with(base, {"data.train_split=\"tain\""})); });
+  const std::string w = expect_error_of<ConfigError>([&] { train(with(base, {"data.train_split=\"tain\""})); });
   EXPECT_NE(w.find("data.train_split"), std::string::npos) << w;
   EXPECT_NE(w.find("'tain'"), std::string::npos) << w;
   // Cluster sampling of a file split by sequence hash.
-  const std::string c = error_of<ConfigError>([&] { train(with(base, {"data.sampling=\"cluster\""})); });
+  const std::string c = expect_error_of<ConfigError>([&] { train(with(base, {"data.sampling=\"cluster\""})); });
   EXPECT_NE(c.find("data.sampling = \"cluster\": '" + data + "' has no clusters (split rule 'sequence')"),
             std::string::npos)
       << c;
@@ -145,7 +136,7 @@ TEST(TrainFailures, NonFiniteLossInF32StopsTheRunWithoutSavingTheBrokenModel) {
   const std::vector<std::string> run =
       with(test::tiny_run(data, root, P, 4), {"optimizer.lr=1e30", "optimizer.min_lr=0", "optimizer.warmup_steps=0",
                                               "optimizer.clip_norm=0", "checkpoint.interval=1", "checkpoint.keep=10"});
-  const std::string w = error_of<TrainingError>([&] { train(run); });
+  const std::string w = expect_error_of<TrainingError>([&] { train(run); });
   EXPECT_NE(w.find("loss"), std::string::npos) << w;
   EXPECT_NE(w.find("step "), std::string::npos) << w;
   MPI_Barrier(MPI_COMM_WORLD);
