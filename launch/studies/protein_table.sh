@@ -2,11 +2,14 @@
 # Exact softmax vs FAVOR+ vs ReLU-kernel attention on UniProt proteins, both
 # objectives, with the trainer itself (docs/results/protein-study.md):
 #   1. prepare the 20,000 mmseqs2 example sequences with whole organisms held
-#      out in /ood (in-distribution test split by sequence hash);
+#      out in /ood; the in-distribution valid and test splits by MMseqs2
+#      cluster (SPLIT=cluster, the default: no test protein has a training
+#      relative at CLUSTER_IDENTITY or more) or by sequence hash
+#      (SPLIT=sequence, only exact copies kept apart);
 #   2. train softmax, favor and relu models with identical data, steps and
 #      seed, causal LM and masked LM (6 runs, one rank, OMP_NUM_THREADS cores);
 #   3. evaluate each on /test and /ood (loss, perplexity, accuracy);
-#   4. drop-in: the softmax causal model evaluated with FAVOR+ unchanged, then
+#   4. drop-in (DROPIN=1): the softmax causal model evaluated with FAVOR+ unchanged, then
 #      fine-tuned briefly with FAVOR+ (checkpoint.init_from) and evaluated again;
 #   5. features sweep: the FAVOR+ causal model evaluated with m random features
 #      at test time, SEEDS independent draws each (model.feature_draw);
@@ -15,7 +18,9 @@
 #   7. unigram baselines, CSV tables and PNG curves (protein_table_report.py).
 # Variables (defaults in brackets):
 #   STEPS [1000] training steps per run     FT_STEPS [STEPS/4] drop-in fine-tune steps
-#   FEATURES ["32 64 128 256 512"]         SEEDS [3] feature draws per m
+#   FEATURES ["32 64 128 256 512"] ("" skips the sweep)   SEEDS [3] feature draws per m
+#   DROPIN [1] 0 skips the drop-in         SPLIT [cluster] cluster | sequence
+#   CLUSTER_IDENTITY [0.5] MMseqs2 identity of the cluster split
 #   OBJECTIVES ["clm mlm"] objectives trained (clm is needed by the drop-in and sweep)
 #   REPEAT_SEEDS ["2 3"] extra model.seed values of the repeated runs (model.seed = 1234 + k)
 #   REPEAT_OBJECTIVES ["clm"] objectives repeated with those seeds ("" for none)
@@ -26,7 +31,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-1000}
 FT_STEPS=${FT_STEPS:-$((STEPS / 4))}
-FEATURES=${FEATURES:-"32 64 128 256 512"}
+FEATURES=${FEATURES-"32 64 128 256 512"}
+DROPIN=${DROPIN:-1}
+SPLIT=${SPLIT:-cluster}
+CLUSTER_IDENTITY=${CLUSTER_IDENTITY:-0.5}
 SEEDS=${SEEDS:-3}
 OBJECTIVES=${OBJECTIVES:-"clm mlm"}
 REPEAT_SEEDS=${REPEAT_SEEDS-"2 3"}
@@ -50,10 +58,15 @@ study_start=$(date +%s)
 data=$OUT/uniprot-ood.h5
 one_rank=(mpirun --oversubscribe -np 1 -x "OMP_NUM_THREADS=$OMP_NUM_THREADS")
 
-echo "== prepare: $FASTA, holding out OS= ${OOD_ORGANISMS}"
-ood_args=()
-for o in $OOD_ORGANISMS; do ood_args+=(--ood-organism "$o"); done
-"$bin/performer-data" prepare --output "$data" "${ood_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
+echo "== prepare: $FASTA, holding out OS= ${OOD_ORGANISMS}, split by $SPLIT"
+prep_args=()
+for o in $OOD_ORGANISMS; do prep_args+=(--ood-organism "$o"); done
+case $SPLIT in
+  cluster) prep_args+=(--cluster-identity "$CLUSTER_IDENTITY") ;;
+  sequence) ;;
+  *) echo "protein_table.sh: SPLIT must be cluster or sequence, not '$SPLIT'" >&2; exit 2 ;;
+esac
+"$bin/performer-data" prepare --output "$data" "${prep_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
 "$bin/performer-data" info "$data" | tee "$OUT/data-info.txt"
 
 # Concat samples, as in the recorded results (the quickstart config now packs).
@@ -105,23 +118,27 @@ for obj in $OBJECTIVES; do
   done
 done
 
-echo "== drop-in: softmax-clm evaluated with FAVOR+ (no training), then fine-tuned $FT_STEPS steps"
-sm=$(last_checkpoint softmax-clm)
-for split in test ood; do
-  evaluate softmax-clm "$split" favor-dropin 64 0 "$sm" --set 'model.attention="favor"' --set model.features=64
-done
-train favor-ft-clm favor clm "$FT_STEPS" $(( FT_STEPS >= 4 ? FT_STEPS / 4 : 1 )) \
-  --set "checkpoint.init_from=\"$sm\"" --set optimizer.warmup_steps=10 --set optimizer.lr=1e-3 --set optimizer.min_lr=1e-4
-ft=$(last_checkpoint favor-ft-clm)
-for split in test ood; do evaluate favor-ft-clm "$split" trained "" "" "$ft"; done
-
-echo "== features sweep: favor-clm with m in {$FEATURES}, draws 1..$SEEDS (draw 0 is the training draw)"
-fv=$(last_checkpoint favor-clm)
-for m in $FEATURES; do
-  for d in $(seq 1 "$SEEDS"); do
-    evaluate favor-clm test sweep "$m" "$d" "$fv" --set model.features="$m" --set model.feature_draw="$d"
+if [ "$DROPIN" = 1 ]; then
+  echo "== drop-in: softmax-clm evaluated with FAVOR+ (no training), then fine-tuned $FT_STEPS steps"
+  sm=$(last_checkpoint softmax-clm)
+  for split in test ood; do
+    evaluate softmax-clm "$split" favor-dropin 64 0 "$sm" --set 'model.attention="favor"' --set model.features=64
   done
-done
+  train favor-ft-clm favor clm "$FT_STEPS" $(( FT_STEPS >= 4 ? FT_STEPS / 4 : 1 )) \
+    --set "checkpoint.init_from=\"$sm\"" --set optimizer.warmup_steps=10 --set optimizer.lr=1e-3 --set optimizer.min_lr=1e-4
+  ft=$(last_checkpoint favor-ft-clm)
+  for split in test ood; do evaluate favor-ft-clm "$split" trained "" "" "$ft"; done
+fi
+
+if [ -n "$FEATURES" ]; then
+  echo "== features sweep: favor-clm with m in {$FEATURES}, draws 1..$SEEDS (draw 0 is the training draw)"
+  fv=$(last_checkpoint favor-clm)
+  for m in $FEATURES; do
+    for d in $(seq 1 "$SEEDS"); do
+      evaluate favor-clm test sweep "$m" "$d" "$fv" --set model.features="$m" --set model.feature_draw="$d"
+    done
+  done
+fi
 
 for obj in $REPEAT_OBJECTIVES; do
   for k in $REPEAT_SEEDS; do
@@ -137,4 +154,4 @@ done
 echo "== unigram baselines, tables and plots -> $RESULTS"
 "$PY" launch/studies/protein_table_report.py --out "$OUT" --data "$data" --results "$RESULTS"
 echo "study: $(( $(date +%s) - study_start )) s, STEPS=$STEPS FT_STEPS=$FT_STEPS OBJECTIVES=$OBJECTIVES" \
-  "REPEAT_SEEDS=$REPEAT_SEEDS REPEAT_OBJECTIVES=$REPEAT_OBJECTIVES"
+  "REPEAT_SEEDS=$REPEAT_SEEDS REPEAT_OBJECTIVES=$REPEAT_OBJECTIVES SPLIT=$SPLIT DROPIN=$DROPIN FEATURES=$FEATURES"
