@@ -10,18 +10,18 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <thread>
 
 #include "data/vocab.h"
 #include "runtime/check.h"
 #include "runtime/subprocess.h"
+#include "runtime/task_pool.h"
 
 namespace pf {
 
 namespace {
 
 std::string threads_arg(const MmseqsSettings& s) {
-  const int n = s.threads > 0 ? s.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = thread_count(s.threads);
   return std::to_string(n);
 }
 

@@ -21,6 +21,7 @@
 #include "data/clusters.h"
 #include "data/duplicates.h"
 #include "data/h5.h"
+#include "data/h5_direct_appender.h"
 #include "data/mmseqs.h"
 #include "data/paths.h"
 #include "data/schema.h"
@@ -31,6 +32,7 @@
 #include "runtime/clock.h"
 #include "runtime/fnv1a.h"
 #include "runtime/random.h"
+#include "runtime/task_pool.h"
 
 namespace pf {
 
@@ -41,50 +43,44 @@ constexpr const char* kSortInfix = ".sort-";       // "<output>.sort-<pid>": the
 
 uint64_t fnv1a64(const uint8_t* p, int64_t n) { return Fnv1a64().add(p, static_cast<size_t>(n)).value(); }
 
-// One split group being written: buffered appends to extendible datasets.
+// One split group being written to extendible datasets: tokens, offsets
+// and clusters go to their appenders record by record (full chunks are
+// compressed on `pool`'s threads while this one parses on), ids and headers
+// in batches.
 class SplitWriter {
  public:
-  SplitWriter(hid_t file, const char* name, bool clustered)
+  SplitWriter(hid_t file, const char* name, bool clustered, TaskPool* pool)
       : group_(h5_create_group(file, std::string("/") + name)),
-        tokens_(group_, "tokens", H5T_NATIVE_UINT8, H5Layout{kTokenChunk, 4, true}),
-        offsets_(group_, "offsets", H5T_NATIVE_INT64, H5Layout{kOffsetChunk, 4, true}),
+        tokens_(group_, "tokens", H5T_NATIVE_UINT8, H5Layout{kTokenChunk, 4, true}, pool),
+        offsets_(group_, "offsets", H5T_NATIVE_INT64, H5Layout{kOffsetChunk, 4, true}, pool),
         ids_(group_, "ids", 0, H5Layout{4096, 0, false}),
         headers_(group_, "headers", 0, H5Layout{4096, 0, false}) {
-    offset_buf_.push_back(0);
+    offsets_.append(&residues_, 1);
     if (clustered)
-      clusters_ =
-          std::make_unique<H5Appender>(group_, kClustersName, H5T_NATIVE_INT64, H5Layout{kOffsetChunk, 4, true});
+      clusters_ = std::make_unique<H5DirectAppender>(group_, kClustersName, H5T_NATIVE_INT64,
+                                                     H5Layout{kOffsetChunk, 4, true}, pool);
   }
   // cluster: the sequence's index in /clusters; ignored (pass -1) when unclustered.
   void add(const SequenceRecord& rec, int64_t cluster) {
     if (clusters_) {
-      cluster_buf_.push_back(cluster);
+      clusters_->append(&cluster, 1);
       cluster_digest_.add(&cluster, sizeof cluster);
     }
-    token_buf_.insert(token_buf_.end(), rec.tokens.begin(), rec.tokens.end());
-    residues_ += static_cast<int64_t>(rec.tokens.size());
-    offset_buf_.push_back(residues_);
+    const int64_t length = static_cast<int64_t>(rec.tokens.size());
+    tokens_.append(rec.tokens.data(), length);
+    residues_ += length;
+    offsets_.append(&residues_, 1);
     ids_buf_.push_back(rec.id);
     header_buf_.push_back(rec.header);
-    const int64_t length = static_cast<int64_t>(rec.tokens.size());
     digest_.add(&length, sizeof length).add(rec.tokens.data(), rec.tokens.size());
     ++sequences_;
-    if (token_buf_.size() >= (8u << 20) || ids_buf_.size() >= 65536) flush();
-  }
-  void flush() {
-    tokens_.append_raw(token_buf_.data(), static_cast<int64_t>(token_buf_.size()));
-    offsets_.append_raw(offset_buf_.data(), static_cast<int64_t>(offset_buf_.size()));
-    ids_.append_strings(ids_buf_);
-    headers_.append_strings(header_buf_);
-    if (clusters_) clusters_->append_raw(cluster_buf_.data(), static_cast<int64_t>(cluster_buf_.size()));
-    cluster_buf_.clear();
-    token_buf_.clear();
-    offset_buf_.clear();
-    ids_buf_.clear();
-    header_buf_.clear();
+    if (ids_buf_.size() >= 65536) flush_strings();
   }
   void finish() {
-    flush();
+    flush_strings();
+    tokens_.finish();
+    offsets_.finish();
+    if (clusters_) clusters_->finish();
     h5_write_attr_int64(group_, "sequences", sequences_);
     h5_write_attr_int64(group_, "residues", residues_);
   }
@@ -95,13 +91,18 @@ class SplitWriter {
   const Fnv1a64& cluster_digest() const { return cluster_digest_; }
 
  private:
+  void flush_strings() {
+    ids_.append_strings(ids_buf_);
+    headers_.append_strings(header_buf_);
+    ids_buf_.clear();
+    header_buf_.clear();
+  }
+
   H5Id group_;
-  H5Appender tokens_, offsets_, ids_, headers_;
-  std::unique_ptr<H5Appender> clusters_;
-  std::vector<int64_t> cluster_buf_;
+  H5DirectAppender tokens_, offsets_;
+  H5Appender ids_, headers_;
+  std::unique_ptr<H5DirectAppender> clusters_;
   Fnv1a64 cluster_digest_;
-  std::vector<uint8_t> token_buf_;
-  std::vector<int64_t> offset_buf_;
   std::vector<std::string> ids_buf_, header_buf_;
   int64_t sequences_ = 0, residues_ = 0;
   Fnv1a64 digest_;
@@ -289,35 +290,38 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
     plan = plan_clusters(opt, tmp, dups, scratch->path());
   }
   H5Id file = h5_create_file(tmp);
+  // This thread parses and makes every HDF5 call; the others compress chunks
+  // (and this one too, while it waits for them).
+  TaskPool pool(std::max(0, thread_count(opt.threads) - 1));
   std::unique_ptr<SplitWriter> writers[3];
-  for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s], clustered);
+  for (int s = 0; s < 3; ++s) writers[s] = std::make_unique<SplitWriter>(file, kSplitNames[s], clustered, &pool);
   std::unique_ptr<SplitWriter> ood;
-  if (!opt.ood_organisms.empty()) ood = std::make_unique<SplitWriter>(file, kOodSplitName, clustered);
+  if (!opt.ood_organisms.empty()) ood = std::make_unique<SplitWriter>(file, kOodSplitName, clustered, &pool);
   LengthHistogram lengths;
   int64_t written = 0;
   std::vector<std::string> representative_ids(plan.representative.size());
   std::vector<int64_t> cluster_sizes(plan.representative.size(), 0);
   for_each_unique(opt, tmp, "writing ", dups, [&](const SequenceRecord& rec, int64_t i) {
-        const int64_t n = static_cast<int64_t>(rec.tokens.size());
-        lengths.add(n);
-        ++written;
-        int64_t cluster = -1;
-        if (clustered) {
-          PF_REQUIRE(DataError, i < static_cast<int64_t>(plan.cluster.size()),
-                     "the inputs changed while prepare read them: more sequences on the second pass than the "
-                         << plan.cluster.size() << " of the first");
-          cluster = plan.cluster[static_cast<size_t>(i)];
-          ++cluster_sizes[static_cast<size_t>(cluster)];
-          if (plan.representative[static_cast<size_t>(cluster)] == i)
-            representative_ids[static_cast<size_t>(cluster)] = rec.id;
-        }
-        if (ood && is_ood_organism(rec.header, opt.ood_organisms))
-          ood->add(rec, cluster);
-        else if (clustered)
-          writers[plan.split[static_cast<size_t>(cluster)]]->add(rec, cluster);
-        else
-          writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec, cluster);
-      });
+    const int64_t n = static_cast<int64_t>(rec.tokens.size());
+    lengths.add(n);
+    ++written;
+    int64_t cluster = -1;
+    if (clustered) {
+      PF_REQUIRE(DataError, i < static_cast<int64_t>(plan.cluster.size()),
+                 "the inputs changed while prepare read them: more sequences on the second pass than the "
+                     << plan.cluster.size() << " of the first");
+      cluster = plan.cluster[static_cast<size_t>(i)];
+      ++cluster_sizes[static_cast<size_t>(cluster)];
+      if (plan.representative[static_cast<size_t>(cluster)] == i)
+        representative_ids[static_cast<size_t>(cluster)] = rec.id;
+    }
+    if (ood && is_ood_organism(rec.header, opt.ood_organisms))
+      ood->add(rec, cluster);
+    else if (clustered)
+      writers[plan.split[static_cast<size_t>(cluster)]]->add(rec, cluster);
+    else
+      writers[split_of(rec.tokens.data(), n, opt.seed, opt.val_fraction, opt.test_fraction)]->add(rec, cluster);
+  });
   PF_REQUIRE(DataError, !clustered || written == static_cast<int64_t>(plan.cluster.size()),
              "the inputs changed while prepare read them: " << written << " sequences on the second pass, "
                                                             << plan.cluster.size() << " on the first");
@@ -465,7 +469,8 @@ LengthStats LengthHistogram::stats() const {
   if (s.count == 0) return s;
   // Nearest rank r of p: the smallest length whose cumulative count reaches r.
   auto rank = [&](double p) {
-    const int64_t r = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(p * static_cast<double>(s.count))), 1, s.count);
+    const int64_t r =
+        std::clamp<int64_t>(static_cast<int64_t>(std::ceil(p * static_cast<double>(s.count))), 1, s.count);
     int64_t seen = 0;
     for (const auto& [n, k] : counts_)
       if ((seen += k) >= r) return n;

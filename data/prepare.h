@@ -44,6 +44,9 @@ struct PrepareOptions {
   // Bytes for the duplicate sort (data/duplicates.h): beyond it the keys go
   // to sorted runs on disk beside the output. At least 1 MiB.
   int64_t memory_budget = int64_t{2} << 30;
+  // Threads of the writing pass: one parses and writes, the others compress
+  // the output's chunks (data/h5_direct_appender.h). 0: the machine's cores.
+  int threads = 0;
   std::ostream* progress = nullptr;        // per-file progress lines (stderr in the CLI); nullptr = silent
   // Polled between records and before the final rename; when it returns true
   // the run stops with PrepareStopped (the CLI's SIGINT / SIGTERM flag).

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   std::string mmseqs = "mmseqs";
   int threads = 0;
   prepare->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
-  prepare->add_option("--threads", threads, "MMseqs2 threads (0: all cores)")
+  prepare->add_option("--threads", threads, "threads for MMseqs2 and for compressing the output (0: all cores)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   std::string memory_budget = "2GiB";
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
       prep.stop_requested = [] { return pf::stop_requested(); };
       prep.mmseqs.program = mmseqs;
       prep.mmseqs.threads = threads;
+      prep.threads = threads;
       prep.memory_budget = pf::parse_byte_size(memory_budget, "--memory-budget");
       const double t0 = pf::seconds_now();
       const pf::PrepareSummary summary = pf::prepare_dataset(prep);

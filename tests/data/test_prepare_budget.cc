@@ -1,8 +1,9 @@
 // Preparation within a memory budget: the external sort against std::sort
 // (several runs and merge levels), the duplicate finder against an in-memory
 // set of first occurrences, and prepare of 300,000 synthetic sequences (10 %
-// exact repeats) with a 4 MiB budget against the default budget, where
-// everything stays in memory: the same datasets, byte for byte.
+// exact repeats) with a 4 MiB budget and three threads against the default
+// budget, where everything stays in memory, and one thread (the caller
+// compresses every chunk itself): the same datasets, byte for byte.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -137,7 +138,7 @@ FileContent read_content(const std::string& path) {
   return c;
 }
 
-TEST(Prepare, FourMiBBudgetGivesTheSameFileAsTheInMemoryPath) {
+TEST(Prepare, FourMiBBudgetAndThreeThreadsGiveTheSameFileAsOneThreadInMemory) {
   test::TempDir dir;
   // Short proteins (5 .. 60 residues) with real-looking residue weights keep
   // 300,000 records small enough for a unit test.
@@ -157,9 +158,11 @@ TEST(Prepare, FourMiBBudgetGivesTheSameFileAsTheInMemoryPath) {
   o.inputs = {fasta};
   o.val_fraction = o.test_fraction = 0.05;
   o.output = dir.file("memory.h5");
+  o.threads = 1;
   const PrepareSummary memory = prepare_dataset(o);
   o.output = dir.file("budget.h5");
   o.memory_budget = int64_t{4} << 20;
+  o.threads = 3;
   const PrepareSummary budget = prepare_dataset(o);
   EXPECT_EQ(memory.sort_runs, 0);
   EXPECT_GE(budget.sort_runs, 3);  // 300,000 keys of 24 bytes in 2 MiB buffers
