@@ -8,7 +8,7 @@
 # shows the sort spilling to disk. Appends a CSV row per run to OUT and
 # writes the machine's description beside it.
 #   launch/studies/prepare_scale.sh [BUILD_DIR]
-# Environment: COUNTS ("1000000 20000000"), THREADS ("1 2"), SMALL_BUDGET (256MiB), WORK
+# Environment: COUNTS ("1000000 20000000"), THREADS ("1 2"), SMALL_BUDGET (256MiB; "" skips that run), WORK
 # (scratch folder; about 8 GB per 20 M sequences), OUT
 # (docs/results/prepare_scale/prepare_scale.csv).
 set -euo pipefail
@@ -17,7 +17,7 @@ bin=$build/launch
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 counts=${COUNTS:-"1000000 20000000"}
 threads=${THREADS:-"1 2"}
-small=${SMALL_BUDGET:-256MiB}
+small=${SMALL_BUDGET-256MiB}
 work=${WORK:-${TMPDIR:-/tmp}/pf-prepare-scale}
 out=${OUT:-docs/results/prepare_scale/prepare_scale.csv}
 for t in performer-data performer-bench; do
@@ -63,5 +63,5 @@ for n in $counts; do
   [[ -n $last ]] && rm -f "$last"
   last=$fasta
 done
-measure "$(basename "$last" .fasta)" "$last" "$small" "$t"
+[[ -n $small ]] && measure "$(basename "$last" .fasta)" "$last" "$small" "$t"
 echo "prepare_scale.sh: wrote $out"
