@@ -144,7 +144,7 @@ for obj in $REPEAT_OBJECTIVES; do
   for k in $REPEAT_SEEDS; do
     echo "== repeat: $obj runs with model.seed $((1234 + k))"
     for att in softmax favor relu; do
-      train "$att-$obj-seed$k" "$att" "$obj" "$STEPS" --set model.seed=$((1234 + k))
+      train "$att-$obj-seed$k" "$att" "$obj" "$STEPS" $(( STEPS >= 8 ? STEPS / 8 : 1 )) --set model.seed=$((1234 + k))
       ck=$(last_checkpoint "$att-$obj-seed$k")
       for split in test ood; do evaluate "$att-$obj-seed$k" "$split" trained "" "" "$ck"; done
     done
