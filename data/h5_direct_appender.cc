@@ -3,7 +3,6 @@
 #include "data/h5_direct_appender.h"
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 
 #include "data/h5_filters.h"
@@ -41,7 +40,6 @@ H5DirectAppender::H5DirectAppender(hid_t loc, const std::string& name, hid_t typ
 
 void H5DirectAppender::append(const void* data, int64_t count) {
   PF_REQUIRE(ValueError, !finished_, "dataset '" << name_ << "': append after finish");
-  const int64_t first_size = size_;
   const uint8_t* p = static_cast<const uint8_t*>(data);
   size_t bytes = static_cast<size_t>(count) * element_bytes_;
   while (bytes > 0) {
@@ -49,25 +47,23 @@ void H5DirectAppender::append(const void* data, int64_t count) {
     partial_.insert(partial_.end(), p, p + take);
     p += take;
     bytes -= take;
+    size_ += static_cast<int64_t>(take / element_bytes_);  // a chunk holds whole elements
     if (partial_.size() == chunk_bytes_) {
       std::vector<uint8_t> full;
       full.reserve(chunk_bytes_);
       full.swap(partial_);
       submit_chunk(std::move(full));
-      size_ = chunks_submitted_ * layout_.chunk;
       // Behind the workers: this thread filters (or waits) until half the
       // allowance is left, then goes back to its own work.
       const size_t limit = kPendingPerThread * static_cast<size_t>(pool_->workers() + 1);
       if (pending_.size() > limit) store_ready(true, limit / 2);
     }
   }
-  size_ = first_size + count;
   store_ready(false);
 }
 
 void H5DirectAppender::submit_chunk(std::vector<uint8_t> raw) {
   const H5Layout layout = layout_;
-  ++chunks_submitted_;
   pending_.push_back(
       pool_->submit([raw = std::move(raw), layout] { return h5_filter_chunk(raw.data(), raw.size(), layout); }));
 }

@@ -45,10 +45,9 @@ class H5DirectAppender {
   size_t element_bytes_ = 0, chunk_bytes_ = 0;
   std::vector<uint8_t> partial_;  // raw bytes of the chunk being filled
   std::deque<std::future<std::vector<uint8_t>>> pending_;
-  int64_t size_ = 0;              // elements appended
-  int64_t chunks_submitted_ = 0;  // chunks handed to the pool
-  int64_t chunks_stored_ = 0;     // chunks written to the file, in order
-  int64_t extent_ = 0;            // the dataset's current size
+  int64_t size_ = 0;           // elements appended
+  int64_t chunks_stored_ = 0;  // chunks written to the file, in order
+  int64_t extent_ = 0;         // the dataset's current size
   bool finished_ = false;
 };
 
