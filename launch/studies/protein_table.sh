@@ -21,7 +21,8 @@
 #   FEATURES ["32 64 128 256 512"] ("" skips the sweep)   SEEDS [3] feature draws per m
 #   DROPIN [1] 0 skips the drop-in         SPLIT [cluster] cluster | sequence
 #   CLUSTER_IDENTITY [0.5] MMseqs2 identity of the cluster split
-#   OBJECTIVES ["clm mlm"] objectives trained (clm is needed by the drop-in and sweep)
+#   OBJECTIVES ["clm mlm"] objectives trained (clm is needed by the drop-in and sweep; "" trains
+#     none of the first runs, for repeats alone)
 #   REPEAT_SEEDS ["2 3"] extra model.seed values of the repeated runs (model.seed = 1234 + k)
 #   REPEAT_OBJECTIVES ["clm"] objectives repeated with those seeds ("" for none)
 #   OOD_ORGANISMS ["Drosophila Mycobacterium"]   OS= substrings held out
@@ -36,7 +37,7 @@ DROPIN=${DROPIN:-1}
 SPLIT=${SPLIT:-cluster}
 CLUSTER_IDENTITY=${CLUSTER_IDENTITY:-0.5}
 SEEDS=${SEEDS:-3}
-OBJECTIVES=${OBJECTIVES:-"clm mlm"}
+OBJECTIVES=${OBJECTIVES-"clm mlm"}
 REPEAT_SEEDS=${REPEAT_SEEDS-"2 3"}
 REPEAT_OBJECTIVES=${REPEAT_OBJECTIVES-"clm"}
 OOD_ORGANISMS=${OOD_ORGANISMS:-"Drosophila Mycobacterium"}
