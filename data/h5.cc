@@ -283,17 +283,22 @@ std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name) {
   return h5_read_string_range(dset, 0, h5_dataset_length(dset));
 }
 
+H5Id h5_create_appendable(hid_t loc, const std::string& name, hid_t type, const H5Layout& layout) {
+  PF_REQUIRE(ValueError, layout.chunk > 0, "appendable dataset '" << name << "' needs a chunk size");
+  H5Id space = make_space({0}, /*unlimited=*/true);
+  H5Id dcpl = make_dcpl({layout.chunk}, layout);
+  H5Id dset(H5Dcreate2(loc, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  PF_H5_CHECK_MSG(dset.get(), "cannot create dataset '" << name << "' in " << h5_file_name(loc));
+  return dset;
+}
+
 H5Appender::H5Appender(hid_t loc, const std::string& name, hid_t mem_type, const H5Layout& layout)
     : mem_type_(mem_type), name_(name) {
-  PF_REQUIRE(ValueError, layout.chunk > 0, "appendable dataset '" << name << "' needs a chunk size");
   if (mem_type == 0) {
     type_ = vlen_string_type();
     mem_type_ = type_.get();
   }
-  H5Id space = make_space({0}, /*unlimited=*/true);
-  H5Id dcpl = make_dcpl({layout.chunk}, layout);
-  dset_ = H5Id(H5Dcreate2(loc, name.c_str(), mem_type_, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-  PF_H5_CHECK_MSG(dset_.get(), "cannot create dataset '" << name << "' in " << h5_file_name(loc));
+  dset_ = h5_create_appendable(loc, name, mem_type_, layout);
 }
 
 void H5Appender::append_raw(const void* data, int64_t count) {

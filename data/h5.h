@@ -154,6 +154,10 @@ void h5_write_strings(hid_t loc, const std::string& name, const std::vector<std:
 std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name);
 std::vector<std::string> h5_read_string_range(hid_t dset, int64_t first, int64_t count);
 
+// An empty 1-D dataset of `type` with an unlimited max size, chunked and
+// filtered as `layout` says (layout.chunk > 0: ValueError otherwise).
+H5Id h5_create_appendable(hid_t loc, const std::string& name, hid_t type, const H5Layout& layout);
+
 // A 1-D dataset that grows: created empty with an unlimited max size (chunked),
 // append() extends it and writes the new elements.
 class H5Appender {

@@ -24,17 +24,9 @@ H5DirectAppender::H5DirectAppender(hid_t loc, const std::string& name, hid_t typ
   PF_REQUIRE(ValueError, element_bytes_ > 0 && H5Tis_variable_str(type) <= 0,
              "dataset '" << name << "': chunks can be written directly only for fixed-size types");
   chunk_bytes_ = element_bytes_ * static_cast<size_t>(layout.chunk);
-  const hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = static_cast<hsize_t>(layout.chunk);
-  H5Id space(H5Screate_simple(1, &zero, &unlimited));
-  PF_H5_CHECK(space.get());
-  H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-  PF_H5_CHECK(dcpl.get());
-  PF_H5_CHECK(H5Pset_chunk(dcpl, 1, &chunk));
-  // The order H5Appender's layout sets them, which is the order the filters run.
-  if (layout.checksum) PF_H5_CHECK(H5Pset_fletcher32(dcpl));
-  if (layout.deflate > 0) PF_H5_CHECK(H5Pset_deflate(dcpl, static_cast<unsigned>(layout.deflate)));
-  dset_ = H5Id(H5Dcreate2(loc, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-  PF_H5_CHECK_MSG(dset_.get(), "cannot create dataset '" << name << "' in " << h5_file_name(loc));
+  // The filters in the order H5Appender's layout sets them (Fletcher-32, then
+  // deflate), which is the order h5_filter_chunk applies them.
+  dset_ = h5_create_appendable(loc, name, type, layout);
   partial_.reserve(chunk_bytes_);
 }
 
