@@ -38,21 +38,27 @@ PerformerModel::PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, C
   synchronize(ctx_.stream);  // `host` goes out of scope
 }
 
-int64_t PerformerModel::redraw_index(int64_t step) const {
-  return cfg_.redraw_interval > 0 ? step / cfg_.redraw_interval : 0;
+int64_t projection_redraw_index(const ModelConfig& cfg, int64_t step) {
+  return cfg.redraw_interval > 0 ? step / cfg.redraw_interval : 0;
 }
+
+std::vector<float> layer_projection(const ModelConfig& cfg, int64_t layer, int64_t redraw) {
+  const ProjectionSpec spec{cfg.features, cfg.head_dim(), cfg.projection, cfg.feature_scaling};
+  return random_projection_f32(
+      spec, ProjectionKey{cfg.seed, static_cast<uint64_t>(layer),
+                          static_cast<uint64_t>(redraw) + (static_cast<uint64_t>(cfg.feature_draw) << 32)});
+}
+
+int64_t PerformerModel::redraw_index(int64_t step) const { return projection_redraw_index(cfg_, step); }
 
 const float* PerformerModel::projection(int64_t layer, int64_t step) {
   if (cfg_.attention == AttentionKind::Softmax) return nullptr;
   const int64_t redraw = redraw_index(step);
   if (redraw != projection_redraw_) {
-    const ProjectionSpec spec{cfg_.features, cfg_.head_dim(), cfg_.projection, cfg_.feature_scaling};
     projections_.clear();
     for (int64_t l = 0; l < cfg_.layers; ++l) {
-      const std::vector<float> w = random_projection_f32(
-          spec, ProjectionKey{cfg_.seed, static_cast<uint64_t>(l),
-                              static_cast<uint64_t>(redraw) + (static_cast<uint64_t>(cfg_.feature_draw) << 32)});
-      Tensor t = Tensor::empty({spec.m, spec.d}, DType::f32, *ctx_.tracker, "model.projection");
+      const std::vector<float> w = layer_projection(cfg_, l, redraw);
+      Tensor t = Tensor::empty({cfg_.features, cfg_.head_dim()}, DType::f32, *ctx_.tracker, "model.projection");
       copy_bytes(ctx_.stream, t.raw(), ctx_.device, w.data(), Device::cpu(), t.nbytes());
       synchronize(ctx_.stream);  // `w` goes out of scope
       projections_.push_back(t);

@@ -45,6 +45,13 @@ struct ModelTiming {
 // finished). The trainer starts the gradient allreduce of that range.
 using GradientsReady = std::function<void(int64_t from)>;
 
+// The redraw index of the random features at `step` (0 without redraws).
+int64_t projection_redraw_index(const ModelConfig& cfg, int64_t step);
+// The random projection [m, D] (row-major) of `layer` at redraw index
+// `redraw`: keyed (seed, layer, redraw + feature_draw * 2^32), the same on
+// every rank and in every program (the model, the checkpoints that store it).
+std::vector<float> layer_projection(const ModelConfig& cfg, int64_t layer, int64_t redraw);
+
 class PerformerModel {
  public:
   // `sp` may be nullptr (the whole sequence on this rank).

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
   python3 python3-matplotlib python3-numpy python3-h5py   # plots and format checks
+  python3-torch python3-venv            # the PyTorch package (launch/python) and its golden tests
   mmseqs2-examples emboss-test          # real protein data: UniProt FASTA, Swiss-Prot
   mmseqs2                               # homology clustering, cluster splits and the leakage audit
   iproute2                              # the namespaced test cluster (ip, tc)

@@ -13,6 +13,7 @@
 
 #include "data/h5.h"
 #include "launch/train/train_config.h"
+#include "model/model.h"
 #include "runtime/check.h"
 #include "runtime/fnv1a.h"
 
@@ -91,6 +92,20 @@ std::vector<float> read_tensors(hid_t group, const ParamLayout& layout, const st
   return flat;
 }
 
+// /projections/layer<l> [m, D]: the random projections the model uses at
+// this checkpoint's step (none for softmax attention), so that programs
+// outside this build (the Python package) run the same function. The model
+// itself draws them again from their key; they are written, never read.
+void write_projections(hid_t file, const ModelConfig& model, int64_t redraw) {
+  if (model.attention == AttentionKind::Softmax) return;
+  H5Id group = h5_create_group(file, "projections");
+  for (int64_t l = 0; l < model.layers; ++l) {
+    const std::vector<float> w = layer_projection(model, l, redraw);
+    h5_write_array<float>(group, "layer" + std::to_string(l), w.data(), {model.features, model.head_dim()},
+                          H5Layout{model.features, 0, true});
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
@@ -118,7 +133,8 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
       h5_write_attr_int64(file, "loader_sample", st.loader.sample);
       h5_write_attr_string(file, "config", st.config_text);
       h5_write_attr_int64(file, "model_seed", static_cast<int64_t>(model.seed));
-      h5_write_attr_int64(file, "redraw_index", model.redraw_interval > 0 ? st.step / model.redraw_interval : 0);
+      const int64_t redraw = projection_redraw_index(model, st.step);
+      h5_write_attr_int64(file, "redraw_index", redraw);
       h5_write_attr_int64(file, "dp", st.dp);
       h5_write_attr_int64(file, "sp", st.sp);
       h5_write_attr_int64(
@@ -129,6 +145,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
       h5_write_attr_string(file, "data", st.data);
       H5Id params = h5_create_group(file, "params");
       write_tensors(params, layout, st.params);
+      write_projections(file, model, redraw);
       H5Id opt = h5_create_group(file, "optimizer");
       h5_write_attr_int64(opt, "step", st.step);
       h5_write_attr_double(opt, "loss_scale", st.loss_scale);

@@ -19,6 +19,8 @@
 #include "data/h5.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/train_config.h"
+#include "model/model.h"
+#include "runtime/exec.h"
 #include "runtime/random.h"
 #include "tests/support/error_message.h"
 
@@ -129,6 +131,37 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
   EXPECT_EQ(list_checkpoints(dir.path),
             (std::vector<std::string>{checkpoint_path(dir.path, 50), checkpoint_path(dir.path, 40),
                                       checkpoint_path(dir.path, 30)}));
+}
+
+// The checkpoint stores the random projections the model uses at its step
+// (its redraw index), for programs that cannot draw them (the Python
+// package); a softmax model has none.
+TEST(CheckpointFiles, StoresTheModelsProjectionsOfItsStep) {
+  TempDir dir;
+  ModelConfig m = small_model();
+  m.redraw_interval = 7;
+  const ParamLayout layout(m);
+  const std::string path = checkpoint_path(dir.path, 30);
+  write_checkpoint(path, make_state(m, 30, 3), layout, m);
+  MemoryTracker tracker{Device::cpu()};
+  ExecResources res{Device::cpu(), tracker};
+  PerformerModel model(m, res.ctx(), nullptr);
+  H5Id f = h5_open_file(path);
+  EXPECT_EQ(h5_read_attr_int64(f, "redraw_index"), 4);
+  for (int64_t l = 0; l < m.layers; ++l) {
+    std::vector<int64_t> shape;
+    const std::vector<float> stored = h5_read_array<float>(f, "projections/layer" + std::to_string(l), &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{m.features, m.head_dim()}));
+    const float* used = model.projection(l, 30);
+    EXPECT_EQ(stored, std::vector<float>(used, used + m.features * m.head_dim())) << "layer " << l;
+    const float* first = model.projection(l, 0);  // another redraw: another matrix
+    EXPECT_NE(stored, std::vector<float>(first, first + m.features * m.head_dim())) << "layer " << l;
+  }
+  ModelConfig s = small_model();
+  s.attention = AttentionKind::Softmax;
+  const std::string softmax_path = checkpoint_path(dir.path, 40);
+  write_checkpoint(softmax_path, make_state(s, 40, 4), ParamLayout(s), s);
+  EXPECT_FALSE(h5_exists(h5_open_file(softmax_path), "projections"));
 }
 
 TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {

@@ -1,0 +1,169 @@
+"""Reading the trainer's HDF5 checkpoints (docs/checkpoints.md) with h5py,
+with the checks the C++ reader makes: the schema and its version, the metadata
+checksum (FNV-1a over the attributes), the step against the optimizer's step,
+every tensor's shape against the stored configuration; HDF5 verifies each
+dataset's Fletcher-32 checksum as it reads it."""
+
+import json
+import struct
+import tomllib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import h5py
+import numpy as np
+
+from . import vocab
+from .config import ConfigError, ModelConfig
+
+SCHEMA = "performer-checkpoint"
+SCHEMA_VERSION = 2
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable checkpoint; the message names the file and the reason."""
+
+
+def fnv1a64(data: bytes) -> str:
+    """FNV-1a, 64 bits, as 16 lowercase hex digits (runtime/fnv1a.h)."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def _text(value):
+    """A string attribute (the trainer writes vlen UTF-8 strings of shape [1])."""
+    if isinstance(value, np.ndarray):
+        value = value.reshape(-1)[0]
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def metadata_text(root, optimizer) -> str:
+    """The text the metadata checksum covers, as launch/train/checkpoint.cc
+    makes it: one "<name>=<value>" line per attribute, in a fixed order."""
+    lines = [f"schema={_text(root.attrs['schema'])}"]
+    for a in ("schema_version", "step", "loader_epoch", "loader_sample"):
+        lines.append(f"{a}={int(root.attrs[a])}")
+    lines.append(f"config={_text(root.attrs['config'])}")
+    for a in ("model_seed", "redraw_index", "dp", "sp", "created"):
+        lines.append(f"{a}={int(root.attrs[a])}")
+    for a in ("run_id", "data"):
+        if a in root.attrs:
+            lines.append(f"{a}={_text(root.attrs[a])}")
+    lines.append(f"optimizer/step={int(optimizer.attrs['step'])}")
+    bits = struct.unpack("<Q", struct.pack("<d", float(optimizer.attrs["loss_scale"])))[0]
+    lines.append(f"optimizer/loss_scale={bits:016x}")
+    lines.append(f"optimizer/loss_scale_good_steps={int(optimizer.attrs['loss_scale_good_steps'])}")
+    return "".join(line + "\n" for line in lines)
+
+
+def parameter_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
+    """Every parameter's name and shape, in the trainer's order (model/params.cc)."""
+    V, C, F = cfg.vocab, cfg.width, cfg.ffn
+    shapes = {"embedding": (V, C)}
+    for l in range(cfg.layers):
+        p = f"layer{l}."
+        shapes.update({p + "ln1.gamma": (C,), p + "ln1.beta": (C,), p + "qkv.weight": (3 * C, C),
+                       p + "qkv.bias": (3 * C,), p + "out.weight": (C, C), p + "out.bias": (C,),
+                       p + "ln2.gamma": (C,), p + "ln2.beta": (C,), p + "ffn1.weight": (F, C),
+                       p + "ffn1.bias": (F,), p + "ffn2.weight": (C, F), p + "ffn2.bias": (C,)})
+    shapes.update({"final_ln.gamma": (C,), "final_ln.beta": (C,)})
+    return shapes
+
+
+@dataclass
+class Checkpoint:
+    path: str
+    config: ModelConfig
+    params: Dict[str, np.ndarray]          # float32, parameter_shapes(config)
+    projections: List[np.ndarray]          # float32 [m, D] per layer (empty for softmax)
+    step: int
+    redraw_index: int
+    config_text: str                       # the whole resolved configuration (TOML)
+    train_config: dict = field(default_factory=dict)  # config_text parsed
+    data: list = field(default_factory=list)          # the data files' identities (path, size, digest, split)
+    run_id: str = ""
+
+
+def _fail(path, reason):
+    raise CheckpointError(f"{path}: {reason}")
+
+
+def read_checkpoint(path: str) -> Checkpoint:
+    """Reads and checks a checkpoint; CheckpointError naming the file and what is wrong."""
+    try:
+        f = h5py.File(path, "r")
+    except FileNotFoundError:
+        _fail(path, "no such file")
+    except OSError as e:
+        _fail(path, f"not a readable HDF5 checkpoint (truncated or corrupt?): {e}")
+    with f:
+        schema = _text(f.attrs.get("schema", b""))
+        if schema != SCHEMA:
+            _fail(path, f"not a performer checkpoint (no schema attribute '{SCHEMA}')")
+        version = int(f.attrs.get("schema_version", -1))
+        if version != SCHEMA_VERSION:
+            _fail(path, f"checkpoint schema version {version}, this package reads version {SCHEMA_VERSION}")
+        if "optimizer" not in f:
+            _fail(path, "damaged checkpoint: the group /optimizer is missing")
+        opt = f["optimizer"]
+        try:
+            computed = fnv1a64(metadata_text(f, opt).encode())
+            stored = _text(f.attrs["metadata_checksum"])
+            step, opt_step = int(f.attrs["step"]), int(opt.attrs["step"])
+        except KeyError as e:
+            _fail(path, f"damaged checkpoint: the attribute {e} is missing")
+        if step != opt_step:
+            _fail(path, f"damaged checkpoint: step {step} but the optimizer's step is {opt_step}")
+        if stored != computed:
+            _fail(path, f"damaged checkpoint: the metadata checksum does not match (stored {stored}, computed "
+                        f"{computed}): an attribute (step, data position, configuration, ...) was changed")
+        config_text = _text(f.attrs["config"])
+        try:
+            train = tomllib.loads(config_text)
+        except tomllib.TOMLDecodeError as e:
+            _fail(path, f"the stored configuration is not TOML: {e}")
+        if "model" not in train:
+            _fail(path, "the stored configuration has no [model] table")
+        if "params" not in f or "embedding" not in f["params"]:
+            _fail(path, "damaged checkpoint: /params/embedding is missing")
+        rows = f["params/embedding"].shape[0]
+        if rows != vocab.SIZE:
+            _fail(path, f"checkpoint of another vocabulary: its token embedding has {rows} rows, this package's "
+                        f"protein vocabulary has {vocab.SIZE} tokens ({vocab.DESCRIPTION})")
+        try:
+            cfg = ModelConfig.from_dict(dict(train["model"], vocab=rows), where=f"{path}: [model]")
+        except (ConfigError, TypeError) as e:
+            _fail(path, f"the stored model configuration is not one this package runs: {e}")
+        params = {}
+        for name, shape in parameter_shapes(cfg).items():
+            key = f"params/{name}"
+            if key not in f:
+                _fail(path, f"/{key} is missing (the checkpoint is from another model)")
+            d = f[key]
+            if tuple(d.shape) != shape:
+                _fail(path, f"/{key} has shape {list(d.shape)}, the stored configuration needs {list(shape)}")
+            try:
+                params[name] = np.asarray(d[...], dtype=np.float32)
+            except OSError as e:
+                _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
+        projections = []
+        if cfg.attention != "softmax":
+            if "projections" not in f:
+                _fail(path, "the checkpoint holds no random projections (/projections): it was written by a "
+                            "trainer older than this package; continue the run for a step with the current "
+                            "trainer (its checkpoints store them)")
+            for l in range(cfg.layers):
+                key = f"projections/layer{l}"
+                want = (cfg.features, cfg.head_dim)
+                if key not in f or tuple(f[key].shape) != want:
+                    _fail(path, f"/{key} is missing or not of shape {list(want)}")
+                try:
+                    projections.append(np.asarray(f[key][...], dtype=np.float32))
+                except OSError as e:
+                    _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
+        data = json.loads(_text(f.attrs["data"])) if "data" in f.attrs and _text(f.attrs["data"]) else []
+        return Checkpoint(path=path, config=cfg, params=params, projections=projections, step=step,
+                          redraw_index=int(f.attrs["redraw_index"]), config_text=config_text, train_config=train,
+                          data=data, run_id=_text(f.attrs.get("run_id", b"")))

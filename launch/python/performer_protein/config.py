@@ -1,0 +1,75 @@
+"""The model configuration, as the trainer resolves it (model/config.h) and
+stores it in every checkpoint (the `[model]` table of the root attribute
+`config`, TOML)."""
+
+import dataclasses
+from dataclasses import dataclass
+
+from . import vocab
+
+ATTENTIONS = ("favor", "relu", "softmax")
+OBJECTIVES = ("clm", "mlm")
+POSITIONALS = ("sinusoidal", "none")
+DTYPES = ("f32", "bf16", "f16")
+
+
+class ConfigError(ValueError):
+    """A configuration this package cannot run; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    layers: int = 2
+    width: int = 128
+    heads: int = 4
+    ffn: int = 512
+    features: int = 64
+    attention: str = "favor"
+    objective: str = "clm"
+    positional: str = "sinusoidal"
+    redraw_interval: int = 0
+    feature_draw: int = 0
+    projection: str = "orthogonal"
+    feature_scaling: str = "chi"
+    chunk: int = 128
+    checkpoint_activations: bool = False
+    init_std: float = 0.02
+    mlm_probability: float = 0.15
+    seed: int = 1234
+    dtype: str = "f32"
+    vocab: int = vocab.SIZE
+
+    @property
+    def head_dim(self):
+        return self.width // self.heads
+
+    @property
+    def causal(self):
+        return self.objective == "clm"
+
+    def validate(self):
+        def need(ok, key, what):
+            if not ok:
+                raise ConfigError(f"model.{key} = {getattr(self, key)!r}: {what}")
+        need(self.attention in ATTENTIONS, "attention", f"must be one of {', '.join(ATTENTIONS)}")
+        need(self.objective in OBJECTIVES, "objective", f"must be one of {', '.join(OBJECTIVES)}")
+        need(self.positional in POSITIONALS, "positional", f"must be one of {', '.join(POSITIONALS)}")
+        need(self.dtype in DTYPES, "dtype", f"must be one of {', '.join(DTYPES)}")
+        for key in ("layers", "width", "heads", "ffn", "features", "vocab"):
+            need(getattr(self, key) >= 1, key, "must be >= 1")
+        need(self.width % self.heads == 0, "width", f"must be a multiple of model.heads = {self.heads}")
+        return self
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, table, where="model"):
+        """From a `[model]` table (the checkpoint's, or config.json's); an
+        unknown key is an error naming it."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(table) - names)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (this package knows "
+                              f"{', '.join(sorted(names))}): a newer trainer wrote it?")
+        return cls(**table).validate()

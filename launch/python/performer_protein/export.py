@@ -1,0 +1,168 @@
+"""Export of a checkpoint to a folder that needs no HDF5 and no trainer:
+
+    model.safetensors   float32 tensors named as in the checkpoint (`embedding`,
+                        `layer0.qkv.weight`, ...) and the random projections
+                        (`projections.layer0`, ...; favor and relu models)
+    config.json         the model configuration, the vocabulary, the step,
+                        the training data mode (for score's first_residue)
+    README.md           a model card: what was trained on which data, how far,
+                        the whole training configuration
+    configuration_performer_protein.py, modeling_performer_protein.py
+                        the Hugging Face `transformers` glue (docs/python.md)
+
+    performer-export --checkpoint X.h5 --output DIR
+    python -m performer_protein.export --checkpoint X.h5 --output DIR
+
+Round trip: load_pretrained(DIR) has bit-identical tensors and computes the
+same logits as PerformerProtein.from_checkpoint(X.h5)."""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+from . import vocab
+from .checkpoint import CheckpointError, read_checkpoint
+from .config import ConfigError, ModelConfig
+from .model import PerformerProtein
+
+FORMAT = "performer-protein-export"
+FORMAT_VERSION = 1
+MODEL_TYPE = "performer_protein"
+_HF_FILES = ("configuration_performer_protein.py", "modeling_performer_protein.py")
+
+
+def _model_card(ck, cfg):
+    train = ck.train_config
+    data = train.get("data", {})
+    lines = [
+        "---", "library_name: pytorch", "tags: [protein, performer, linear-attention]", "---", "",
+        f"# Performer protein language model (step {ck.step})", "",
+        f"A {cfg.layers}-layer, width-{cfg.width}, {cfg.heads}-head Performer with "
+        f"`{cfg.attention}` attention ({cfg.features} random features)" if cfg.attention != "softmax" else
+        f"A {cfg.layers}-layer, width-{cfg.width}, {cfg.heads}-head transformer with exact softmax attention",
+        f"trained with the {'causal' if cfg.causal else 'masked'} language-modelling objective "
+        f"(`{cfg.objective}`) for {ck.step} optimizer steps, model dtype `{cfg.dtype}`.", "",
+        f"- Source checkpoint: `{os.path.basename(ck.path)}` (run `{ck.run_id or 'unknown'}`), "
+        f"random-feature redraw index {ck.redraw_index}",
+        f"- Samples: data.mode = `{data.get('mode', '?')}`, sample_length {data.get('sample_length', '?')}, "
+        f"batch_size {data.get('batch_size', '?')}, sampling `{data.get('sampling', '?')}`",
+        f"- Vocabulary ({vocab.SIZE} tokens): `{vocab.DESCRIPTION}`", "",
+        "## Training data", "",
+    ]
+    if ck.data:
+        lines += ["| file | bytes | content digest | split rule |", "| --- | --- | --- | --- |"]
+        lines += [f"| `{d.get('path')}` | {d.get('size')} | `{d.get('digest')}` | {d.get('split_rule')} |"
+                  for d in ck.data]
+    else:
+        lines.append("The checkpoint records no data identity (written before the trainer stored it).")
+    lines += ["", "The split rule says how train, validation and test were drawn: `hash` splits by sequence, "
+              "`by cluster` keeps each MMseqs2 cluster on one side (no close homologues across splits).", "",
+              "## Use", "", "```python", "from performer_protein import PerformerProtein, score, embed",
+              "model = PerformerProtein.from_pretrained('.')", "```", "",
+              "## Training configuration", "", "```toml", ck.config_text.rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def export(checkpoint, output, hf_files=True):
+    """Writes the export folder (replacing `output` only when complete); returns its path."""
+    from safetensors.numpy import save_file  # from PyPI: only the export needs it
+
+    ck = read_checkpoint(checkpoint)
+    cfg = ck.config
+    tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in ck.params.items()}
+    tensors.update({f"projections.layer{l}": np.ascontiguousarray(w) for l, w in enumerate(ck.projections)})
+    config = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "model_type": MODEL_TYPE,
+        "performer": cfg.to_dict(), "vocab": vocab.DESCRIPTION,
+        "tokens": {"pad": vocab.PAD, "end": vocab.END, "mask": vocab.MASK, "unk": vocab.UNK,
+                   "first_residue": vocab.FIRST_RESIDUE},
+        "step": ck.step, "redraw_index": ck.redraw_index, "run_id": ck.run_id,
+        "data_mode": ck.train_config.get("data", {}).get("mode", ""), "data": ck.data,
+        "source_checkpoint": os.path.basename(ck.path),
+    }
+    if hf_files:
+        config["architectures"] = ["PerformerProteinModel"]
+        config["auto_map"] = {"AutoConfig": "configuration_performer_protein.PerformerProteinConfig",
+                              "AutoModel": "modeling_performer_protein.PerformerProteinModel"}
+    parent = os.path.dirname(os.path.abspath(output))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=os.path.basename(output) + ".tmp-", dir=parent)
+    try:
+        save_file(tensors, os.path.join(tmp, "model.safetensors"),
+                  metadata={"format": "pt", "source": FORMAT, "step": str(ck.step)})
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+        with open(os.path.join(tmp, "README.md"), "w") as f:
+            f.write(_model_card(ck, cfg))
+        if hf_files:
+            here = os.path.join(os.path.dirname(__file__), "hf")
+            for name in _HF_FILES:
+                shutil.copyfile(os.path.join(here, name), os.path.join(tmp, name))
+        if os.path.isdir(output):
+            shutil.rmtree(output)
+        os.rename(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output
+
+
+def read_export_config(folder):
+    path = os.path.join(folder, "config.json")
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{folder}: no config.json (not an export folder of performer-export)") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not JSON: {e}") from None
+    if config.get("format") != FORMAT or config.get("format_version") != FORMAT_VERSION:
+        raise ConfigError(f"{path}: format {config.get('format')!r} version {config.get('format_version')!r}, "
+                          f"this package reads {FORMAT!r} version {FORMAT_VERSION}")
+    if config.get("vocab") != vocab.DESCRIPTION:
+        raise ConfigError(f"{path}: another vocabulary ({config.get('vocab')!r}), this package's is "
+                          f"{vocab.DESCRIPTION!r}")
+    return config
+
+
+def load_pretrained(folder, dtype=torch.float32):
+    """The model of an export folder (no HDF5 needed)."""
+    from safetensors.numpy import load_file
+
+    config = read_export_config(folder)
+    cfg = ModelConfig.from_dict(config["performer"], where=os.path.join(folder, "config.json"))
+    weights = os.path.join(folder, "model.safetensors")
+    if not os.path.exists(weights):
+        raise ConfigError(f"{folder}: model.safetensors is missing")
+    model = PerformerProtein(cfg).load_trainer_state(load_file(weights), weights).to(dtype)
+    model.data_mode = config.get("data_mode", "")
+    model.export_config = config
+    return model
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="performer-export", description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", required=True, help="checkpoint file (ckpt-*.h5)")
+    p.add_argument("--output", "-o", required=True, help="folder to write (replaced when it exists)")
+    p.add_argument("--no-hf-files", action="store_true", help="leave out the transformers glue files")
+    a = p.parse_args(argv)
+    if os.path.abspath(a.output) == os.path.abspath(a.checkpoint):
+        p.error("--output names the checkpoint itself")
+    try:
+        out = export(a.checkpoint, a.output, hf_files=not a.no_hf_files)
+    except (CheckpointError, ConfigError) as e:
+        print(f"performer-export: error: {e}", file=sys.stderr)
+        return 2
+    print(f"performer-export: wrote {out} (model.safetensors, config.json, README.md)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

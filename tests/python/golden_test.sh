@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Golden tests of the Python package against the C++ trainer (CMakeLists.txt
+# of this folder says what is covered).
+#   golden_test.sh <python> <folder of the performer-* tools> <pf_golden_dump>
+# Exit 77 (skipped) when <python> lacks torch, h5py, numpy or safetensors.
+set -euo pipefail
+py=$1; bin=$2; dump=$3
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+if ! "$py" -c "import torch, h5py, numpy, safetensors" 2>/dev/null; then
+  echo "SKIP: '$py' cannot import torch, h5py, numpy and safetensors (tests/run.sh makes that venv:"
+  echo "      launch/python/make_venv.sh build/python-venv)"
+  exit 77
+fi
+export PYTHONPATH="$repo/launch/python${PYTHONPATH:+:$PYTHONPATH}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+work=$(mktemp -d "${TMPDIR:-/tmp}/pf-golden.XXXXXX")
+[ -n "${PF_GOLDEN_KEEP:-}" ] && echo "golden_test: keeping $work" || trap 'rm -rf "$work"' EXIT
+cd "$work"
+examples=/usr/share/doc/mmseqs2/example-data
+"$bin/performer-data" prepare --output data.h5 --val-fraction 0.1 "$examples/QUERY.fasta.gz" > prepare.log
+
+# name attention objective dtype data.mode [extra --set ...]
+runs=(
+  "favor_clm_f32_packed favor clm f32 packed model.redraw_interval=2"
+  "favor_mlm_bf16_single favor mlm bf16 single"
+  "relu_clm_f32_concat relu clm f32 concat"
+  "relu_mlm_f32_packed relu mlm f32 packed"
+  "softmax_clm_bf16_packed softmax clm bf16 packed"
+  "softmax_mlm_f32_single softmax mlm f32 single"
+)
+for spec in "${runs[@]}"; do
+  read -r name att obj dtype mode extra <<< "$spec"
+  sets=(--set "data.files=[\"data.h5\"]" --set model.layers=2 --set model.width=32 --set model.heads=2
+        --set model.ffn=64 --set model.features=24 --set model.chunk=16 --set "model.attention=\"$att\""
+        --set "model.objective=\"$obj\"" --set "model.dtype=\"$dtype\"" --set "data.mode=\"$mode\""
+        --set data.sample_length=96 --set data.batch_size=3 --set train.steps=3 --set train.eval_interval=0
+        --set train.log_interval=1 --set optimizer.lr=3e-3 --set optimizer.warmup_steps=1
+        --set "checkpoint.dir=\"$name\"" --set checkpoint.interval=3 --set "train.metrics=\"$name.jsonl\"")
+  [ -n "${extra:-}" ] && sets+=(--set "$extra")
+  "$bin/performer-train" "${sets[@]}" > "$name.train.log" 2>&1 || { cat "$name.train.log"; exit 1; }
+  ck="$name/ckpt-000000003.h5"
+  "$dump" --checkpoint "$ck" --output "$name.golden.h5" --set 'model.dtype="f32"' > /dev/null
+  if [ "$dtype" != f32 ]; then "$dump" --checkpoint "$ck" --output "$name.golden_$dtype.h5" > /dev/null; fi
+done
+
+# Proteins to score and embed: the first 6 of QUERY.fasta.gz and one of titin's
+# length (35,000 residues, real sequences of DB.fasta.gz back to back).
+"$py" - "$examples" <<'PY'
+import gzip, sys
+ex = sys.argv[1]
+def records(path):
+    name, seq = None, []
+    for line in gzip.open(path, "rt"):
+        line = line.strip()
+        if line.startswith(">"):
+            if name: yield name, "".join(seq)
+            name, seq = line[1:].split()[0], []
+        elif line: seq.append(line)
+    if name: yield name, "".join(seq)
+with open("proteins.fasta", "w") as f:
+    for i, (name, seq) in enumerate(records(f"{ex}/QUERY.fasta.gz")):
+        if i == 6: break
+        f.write(f">{name}\n{seq}\n")
+titin = ""
+for name, seq in records(f"{ex}/DB.fasta.gz"):
+    titin += seq
+    if len(titin) >= 35000: break
+with open("titin.fasta", "w") as f:
+    f.write(">titin_length_35000\n" + titin[:35000].replace("*", "") + "\n")
+PY
+for name in favor_clm_f32_packed relu_clm_f32_concat softmax_clm_bf16_packed relu_mlm_f32_packed; do
+  ck="$name/ckpt-000000003.h5"
+  "$bin/performer-score" --checkpoint "$ck" --format jsonl --set 'model.dtype="f32"' -o "$name.score.jsonl" \
+      --per-residue "$name.score.h5" proteins.fasta
+  "$bin/performer-embed" --checkpoint "$ck" --set 'model.dtype="f32"' -o "$name.embed.h5" --per-residue proteins.fasta
+done
+"$bin/performer-score" --checkpoint favor_clm_f32_packed/ckpt-000000003.h5 --format jsonl \
+    -o titin.score.jsonl --per-residue titin.score.h5 titin.fasta
+"$bin/performer-embed" --checkpoint favor_mlm_bf16_single/ckpt-000000003.h5 --set 'model.dtype="f32"' \
+    -o titin.embed.h5 titin.fasta
+
+"$py" "$here/golden_checks.py" "$work" "$repo"
