@@ -93,6 +93,20 @@ for f in /etc/apt/apt.conf.d/*; do
   case "$(basename "$f")" in docker-clean) ;; *) cp "$f" "$root/etc/apt/apt.conf.d/" ;; esac
 done
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# pip as this machine has it (a machine of this kind comes with the same
+# index settings and, where its network needs one, the same CA bundle): a
+# copy of /etc/pip.conf whose `cert` names a copy of that bundle, since the
+# root's own ca-certificates would rewrite the original path.
+if [ -f /etc/pip.conf ]; then
+  cert=$(awk -F' *= *' '$1 == "cert" {print $2; exit}' /etc/pip.conf)
+  if [ -n "$cert" ] && [ -f "$cert" ]; then
+    mkdir -p "$root/etc/ssl"
+    cp "$cert" "$root/etc/ssl/pip-ca-bundle.crt"
+    sed "s|^cert *=.*|cert = /etc/ssl/pip-ca-bundle.crt|" /etc/pip.conf > "$root/etc/pip.conf"
+  else
+    cp /etc/pip.conf "$root/etc/pip.conf"
+  fi
+fi
 cp /etc/hosts "$root/etc/hosts"
 
 # The CUDA toolkit, as a machine of this kind has it: a read-only bind mount of

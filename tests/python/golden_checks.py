@@ -19,7 +19,7 @@ from performer_protein import (CheckpointError, PerformerProtein, ProteinData, e
 
 work, repo = sys.argv[1], sys.argv[2]
 os.chdir(work)
-RUNS = ["favor_clm_f32_packed", "favor_mlm_bf16_single", "relu_clm_f32_concat", "relu_mlm_f32_packed",
+RUNS = ["favor_clm_f32_small", "favor_clm_f32_packed", "favor_mlm_bf16_single", "relu_clm_f32_concat", "relu_mlm_f32_packed",
         "softmax_clm_bf16_packed", "softmax_mlm_f32_single"]
 failures = []
 
@@ -79,7 +79,7 @@ def golden_forward_backward(name, golden, precision, tol_logits, tol_loss, tol_g
 # ---- 1. logits, loss and first-step gradients against the C++ model ----------------
 for name in RUNS:
     golden_forward_backward(name, f"{name}.golden.h5", None, 1e-5, 1e-6, 1e-4)
-    dtype = name.split("_")[2]
+    dtype = name.split("_")[2]  # as the trainer trained it
     if dtype != "f32":  # the trainer's own mixed-precision forward, rounding emulated
         golden_forward_backward(name, f"{name}.golden_{dtype}.h5", dtype, 1e-3, 1e-4, 2e-2)
 

@@ -20,8 +20,10 @@ cd "$work"
 examples=/usr/share/doc/mmseqs2/example-data
 "$bin/performer-data" prepare --output data.h5 --val-fraction 0.1 "$examples/QUERY.fasta.gz" > prepare.log
 
-# name attention objective dtype data.mode [extra --set ...]
+# name attention objective dtype data.mode [key=value ...: more --set]
 runs=(
+  "favor_clm_f32_small favor clm f32 packed model.width=128 model.heads=4 model.ffn=512 model.features=64 \
+   model.chunk=64 data.sample_length=512 data.batch_size=2"
   "favor_clm_f32_packed favor clm f32 packed model.redraw_interval=2"
   "favor_mlm_bf16_single favor mlm bf16 single"
   "relu_clm_f32_concat relu clm f32 concat"
@@ -37,7 +39,7 @@ for spec in "${runs[@]}"; do
         --set data.sample_length=96 --set data.batch_size=3 --set train.steps=3 --set train.eval_interval=0
         --set train.log_interval=1 --set optimizer.lr=3e-3 --set optimizer.warmup_steps=1
         --set "checkpoint.dir=\"$name\"" --set checkpoint.interval=3 --set "train.metrics=\"$name.jsonl\"")
-  [ -n "${extra:-}" ] && sets+=(--set "$extra")
+  for kv in ${extra:-}; do sets+=(--set "$kv"); done
   "$bin/performer-train" "${sets[@]}" > "$name.train.log" 2>&1 || { cat "$name.train.log"; exit 1; }
   ck="$name/ckpt-000000003.h5"
   "$dump" --checkpoint "$ck" --output "$name.golden.h5" --set 'model.dtype="f32"' > /dev/null
