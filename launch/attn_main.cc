@@ -1,12 +1,13 @@
 // performer-attn: one attention layer (no projections) on tensors from an HDF5
 // file, forward and optionally backward, for checking and inspecting kernels.
-//   performer-attn --input IN.h5 --output OUT.h5 --kernel favor|relu|softmax
+//   performer-attn --input IN.h5 --output OUT.h5 --kernel favor|relu|elu|softmax
 //                  --mode causal|bidirectional [--features M] [--seed S]
 //                  [--chunk C] [--backend cpu|cuda]
-// IN.h5:  float32 q, k, v [B, H, N, D]; optional w [M, D] (favor/relu; else drawn
-//         from --seed: random_projection_f32, layer 0, redraw 0, orthogonal, chi
-//         norms, M = --features); optional dout [B, H, N, D].
-// OUT.h5: out [B, H, N, D]; w [M, D] (favor/relu); with dout also dq, dk, dv
+// IN.h5:  float32 q, k, v [B, H, N, D]; optional w [M, D] (favor/relu/elu; else
+//         drawn from --seed: random_projection_f32, layer 0, redraw 0, orthogonal,
+//         chi norms, M = --features; elu: the identity [D, D], as the model runs
+//         it); optional dout [B, H, N, D].
+// OUT.h5: out [B, H, N, D]; w [M, D] (favor/relu/elu); with dout also dq, dk, dv
 //         [B, H, N, D]; attributes kernel, mode. Written under OUT.h5.tmp.<pid>
 //         and renamed, so OUT.h5 is either absent or complete.
 // Errors (missing or non-HDF5 file, missing dataset, wrong shape) print one line
@@ -124,6 +125,10 @@ int run(const Options& opt) {
       if (ws.size() != 2 || ws[1] != D || ws[0] < 1)
         throw ToolError(opt.input + ": dataset 'w' must be [M, D] with D = " + std::to_string(D) +
                         " (the last dim of 'q' " + shape_str(qs) + "), got shape " + shape_str(ws));
+    } else if (opt.kernel == "elu") {
+      res.w.assign(static_cast<size_t>(D * D), 0.f);
+      for (int64_t j = 0; j < D; ++j) res.w[static_cast<size_t>(j * D + j)] = 1.f;
+      ws = {D, D};
     } else {
       if (opt.features < 1) throw ToolError("--features must be >= 1, got " + std::to_string(opt.features));
       res.w = pf::random_projection_f32({opt.features, D, pf::ProjectionKind::Orthogonal, pf::FeatureScaling::ChiNorms},
@@ -153,7 +158,9 @@ int run(const Options& opt) {
       pf::softmax_attention_backward(ctx, p, q_.get(), k_.get(), v_.get(), o_.get(), lse.get(), g_.get(), dq_.get(),
                                      dk_.get(), dv_.get());
   } else {
-    const pf::FeatureKernel fk = opt.kernel == "relu" ? pf::FeatureKernel::Relu : pf::FeatureKernel::Softmax;
+    const pf::FeatureKernel fk = opt.kernel == "relu"  ? pf::FeatureKernel::Relu
+                                 : opt.kernel == "elu" ? pf::FeatureKernel::Elu
+                                                       : pf::FeatureKernel::Softmax;
     const pf::FavorAttentionParams p = pf::favor_attention_params(B, H, N, D, ws[0], causal, fk, opt.chunk);
     DeviceBuffer w_(tracker, device, ws[0] * D, res.w.data());
     DeviceBuffer den(tracker, device, B * H * N), row_scale(tracker, device, B * H * N);
@@ -202,13 +209,13 @@ std::string one_line(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"performer-attn: one attention layer (FAVOR+, relu or exact softmax) on tensors from HDF5"};
+  CLI::App app{"performer-attn: one attention layer (FAVOR+, relu, elu + 1 or exact softmax) on tensors from HDF5"};
   Options opt;
   app.add_option("--input", opt.input, "input HDF5 file with q, k, v [B, H, N, D], optional w [M, D], dout")
       ->required();
   app.add_option("--output", opt.output, "output HDF5 file (out, w, and dq, dk, dv with dout)")->required();
   app.add_option("--kernel", opt.kernel, "attention kernel")
-      ->check(CLI::IsMember({"favor", "relu", "softmax"}))
+      ->check(CLI::IsMember({"favor", "relu", "elu", "softmax"}))
       ->capture_default_str();
   app.add_option("--mode", opt.mode, "attention mask")
       ->check(CLI::IsMember({"causal", "bidirectional"}))

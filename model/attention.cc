@@ -39,8 +39,10 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
   s.d = cfg.head_dim();
   s.m = cfg.features;
   s.chunk = cfg.chunk;
-  s.features = default_feature_params(
-      cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu, cfg.head_dim());
+  s.features = default_feature_params(cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax
+                                      : cfg.attention == AttentionKind::Elu ? FeatureKernel::Elu
+                                                                            : FeatureKernel::Relu,
+                                      cfg.head_dim());
   // 16-bit models round their GEMM operands to 8 or 11 significant bits: the
   // fused CUDA kernels' TF32 tensor cores (11 bits) lose no more.
   s.tf32 = cfg.dtype != DType::f32;
@@ -67,7 +69,7 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
   if (cfg_.attention == AttentionKind::Softmax) {
     PF_REQUIRE(ConfigError, !distributed,
                "model.attention = softmax needs the whole sequence on one rank, but the sequence group has "
-                   << sp_->size() << " ranks (use favor or relu, or sp = 1)");
+                   << sp_->size() << " ranks (use favor, relu or elu, or sp = 1)");
     saved.lse = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.lse");
     softmax_attention_forward(ctx, attention_softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
                               saved.lse.data<float>());

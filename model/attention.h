@@ -1,9 +1,9 @@
 // Sequence-parallel attention core of one layer (after the q/k/v projections,
 // before the output projection), for every attention kind of the model:
 //   q, k, v, o, dq, dk, dv   [heads = B*H, n, D]   this rank's block of positions
-//   W                        [m, D]                the layer's random projection (favor, relu)
+//   W                        [m, D]                the layer's random projection (favor, relu; elu: I)
 //
-// favor/relu run the fused FAVOR+ protocol of kernels/favor_attention (the
+// favor/relu/elu run the fused FAVOR+ protocol of kernels/favor_attention (the
 // same op as performer-attn and the benchmarks), whose random features are
 // made chunk by chunk and never held whole:
 // causal (ARCHITECTURE.md §2): the block total T_r of the key state, an
@@ -12,7 +12,7 @@
 // attention, then the prefix added and the normalisation. The backward runs
 // the local backward with the forward prefix, reverse-scans the gradient block
 // totals U_r and adds the suffix.
-// favor/relu, bidirectional: the key state summed over the group (allgather of
+// favor/relu/elu, bidirectional: the key state summed over the group (allgather of
 // the per-rank states, combined in rank order with the log-scale combine, so
 // every rank holds bit-identical totals), then the same for the gradient state.
 // softmax: exact tiled attention; the whole sequence must be on one rank.
@@ -47,8 +47,8 @@ struct AttentionTiming {
 
 struct AttentionSaved {
   Tensor o;          // [heads, n, D]   the output (also the layer's attention output)
-  Tensor den;        // [heads, n]      favor/relu denominators
-  Tensor row_scale;  // [heads, n]      favor/relu row log-scales
+  Tensor den;        // [heads, n]      linear-attention denominators
+  Tensor row_scale;  // [heads, n]      linear-attention row log-scales
   Tensor state;      // [heads, state]  causal: the prefix Pre_r; bidirectional: the global total
   Tensor piece_state;  // packed, bidirectional: [2 B, H, state] the sequence totals of the pieces
                        // that continue across ranks (the others are made again in the backward)

@@ -256,7 +256,7 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
   if (cfg.attention == AttentionKind::Softmax) {
     PF_REQUIRE(ConfigError, !pass.distributed(),
                "model.attention = softmax needs the whole sequence on one rank, but the sequence group has "
-                   << sp->size() << " ranks (use favor or relu, or sp = 1)");
+                   << sp->size() << " ranks (use favor, relu or elu, or sp = 1)");
     saved.lse = Tensor::empty({heads, n}, DType::f32, tr, "attention.lse");
     softmax_pieces(cfg, pass, q, k, v, saved);
     end_timing(ctx, t, t0, timing);

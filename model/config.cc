@@ -11,6 +11,7 @@ const char* attention_kind_name(AttentionKind k) {
     case AttentionKind::Favor: return "favor";
     case AttentionKind::Relu: return "relu";
     case AttentionKind::Softmax: return "softmax";
+    case AttentionKind::Elu: return "elu";
   }
   return "?";
 }
@@ -20,9 +21,10 @@ const char* positional_name(PositionalEncoding p) {
 }
 
 AttentionKind parse_attention_kind(const std::string& s) {
-  for (AttentionKind k : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax})
+  for (AttentionKind k : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu})
     if (s == attention_kind_name(k)) return k;
-  PF_REQUIRE(ConfigError, false, "model.attention: unknown kernel '" << s << "' (expected favor, relu or softmax)");
+  PF_REQUIRE(ConfigError, false,
+             "model.attention: unknown kernel '" << s << "' (expected favor, relu, softmax or elu)");
   return AttentionKind::Favor;
 }
 
@@ -73,6 +75,10 @@ void ModelConfig::validate() const {
              "model.ffn = " << ffn << " is out of range: must be in [1, " << kMaxFfn << "]");
   PF_REQUIRE(ConfigError, attention == AttentionKind::Softmax || (features >= 1 && features <= kMaxFeatures),
              "model.features = " << features << " is out of range: must be in [1, " << kMaxFeatures << "]");
+  PF_REQUIRE(ConfigError, attention != AttentionKind::Elu || features == head_dim(),
+             "model.features = " << features << " with model.attention = \"elu\": elu(x) + 1 acts on the q and k rows "
+                                 "themselves, so m is the head dimension: set model.features = "
+                                 << head_dim() << " (model.width / model.heads)");
   PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
   PF_REQUIRE(ConfigError, feature_draw >= 0 && feature_draw < (int64_t{1} << 31),
              "model.feature_draw must be in [0, 2^31), got " << feature_draw);

@@ -43,6 +43,12 @@ int64_t projection_redraw_index(const ModelConfig& cfg, int64_t step) {
 }
 
 std::vector<float> layer_projection(const ModelConfig& cfg, int64_t layer, int64_t redraw) {
+  if (cfg.attention == AttentionKind::Elu) {  // elu(x) + 1 of the rows themselves: W = I, nothing drawn
+    const int64_t d = cfg.head_dim();
+    std::vector<float> eye(static_cast<size_t>(d * d), 0.f);
+    for (int64_t j = 0; j < d; ++j) eye[static_cast<size_t>(j * d + j)] = 1.f;
+    return eye;
+  }
   const ProjectionSpec spec{cfg.features, cfg.head_dim(), cfg.projection, cfg.feature_scaling};
   return random_projection_f32(
       spec, ProjectionKey{cfg.seed, static_cast<uint64_t>(layer),

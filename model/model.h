@@ -50,6 +50,7 @@ int64_t projection_redraw_index(const ModelConfig& cfg, int64_t step);
 // The random projection [m, D] (row-major) of `layer` at redraw index
 // `redraw`: keyed (seed, layer, redraw + feature_draw * 2^32), the same on
 // every rank and in every program (the model, the checkpoints that store it).
+// For model.attention = elu it is the identity [D, D] (no random features).
 std::vector<float> layer_projection(const ModelConfig& cfg, int64_t layer, int64_t redraw);
 
 class PerformerModel {

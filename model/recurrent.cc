@@ -35,7 +35,7 @@ RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext&
                                                           "form: generation needs a causal model (objective clm)");
   PF_REQUIRE(ConfigError, cfg_.attention != AttentionKind::Softmax,
              "model.attention = softmax has no fixed-size recurrent state: run the parameters with random features "
-             "(model.attention = favor or relu)");
+             "(model.attention = favor, relu or elu)");
   PF_REQUIRE(ValueError, batch >= 1, "recurrent batch must be >= 1, got " << batch);
   PF_REQUIRE(ValueError, ctx_.tracker != nullptr, "the recurrent model needs a memory tracker in its context");
   const int64_t C = cfg_.width, F = cfg_.ffn, V = cfg_.vocab, H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features,

@@ -69,6 +69,7 @@ inline Dims dims_for(const FavorShape& s, int ct, bool tf32) {
   D.inv_sqrt_m = r.inv_sqrt_m;
   D.eps = r.eps;
   D.softmax = r.softmax;
+  D.elu = r.elu;
   D.tf32 = tf32;
   return D;
 }

@@ -42,7 +42,7 @@ struct Dims {
   int ct;            // rows per tile (16 or 32)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
   float data_scale, inv_sqrt_m, eps;
-  bool softmax, tf32;
+  bool softmax, elu, tf32;
   __host__ __device__ int64_t state_floats() const { return int64_t(mp) * D1p; }
   __host__ __device__ int packed_size() const { return 1 + m * D1; }
 };
@@ -234,7 +234,7 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
 
 // ---- feature map ----------------------------------------------------------------
 // Phi [ct, mp] = features of the rows of X [ct, dp] (the first `rows`; padded
-// rows and columns are 0); c[i] = row log-scale (FAVOR+), 0 (Relu), or the
+// rows and columns are 0); c[i] = row log-scale (FAVOR+), 0 (Relu, Elu), or the
 // empty log-scale for padded rows, when c is not null. Wp is the padded W [mp, dp].
 __device__ inline void make_features(const Dims& D, const Tiles& t, const float* Wp, float* Phi, float* c, int rows) {
   block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, D.dp, Wp, D.dp, 0.f, Phi, D.mp);
@@ -260,6 +260,8 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const float*
       }
       top = warp_max(top);
       for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f;
+    } else if (D.elu) {
+      for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? elu_feature(u[l]) : 0.f;
     } else {
       for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? relu_feature(u[l], D.eps) : 0.f;
     }
@@ -278,7 +280,9 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
     const float* p = Phi + i * D.mp;
     float sum = 0.f;
     for (int l = lane; l < D.mp; l += 32) {
-      const float v = D.softmax ? favor_grad_weight(g[l], p[l]) : relu_grad_weight(g[l], l < D.m && p[l] > D.eps);
+      const float v = D.softmax ? favor_grad_weight(g[l], p[l])
+                      : D.elu   ? (l < D.m ? elu_grad_weight(g[l], p[l]) : 0.f)
+                                : relu_grad_weight(g[l], l < D.m && p[l] > D.eps);
       g[l] = v;
       sum += v;
     }

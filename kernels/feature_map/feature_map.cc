@@ -12,7 +12,7 @@ FeatureMapParams default_feature_params(FeatureKernel kernel, int64_t d) {
   PF_REQUIRE(ValueError, d > 0, "feature map head dimension must be positive, got d=" << d);
   FeatureMapParams p;
   p.kernel = kernel;
-  p.data_scale = std::pow(static_cast<double>(d), -0.25);
+  p.data_scale = kernel == FeatureKernel::Elu ? 1.0 : std::pow(static_cast<double>(d), -0.25);
   p.relu_eps = 1e-3;
   return p;
 }
@@ -21,6 +21,7 @@ const char* feature_kernel_name(FeatureKernel kernel) {
   switch (kernel) {
     case FeatureKernel::Softmax: return "softmax";
     case FeatureKernel::Relu: return "relu";
+    case FeatureKernel::Elu: return "elu";
   }
   return "?";
 }
@@ -28,7 +29,7 @@ const char* feature_kernel_name(FeatureKernel kernel) {
 void check_feature_map_args(const char* op, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m) {
   PF_REQUIRE(ValueError, n >= 0 && d > 0 && m > 0,
              op << ": need n >= 0, d > 0, m > 0, got n=" << n << " d=" << d << " m=" << m);
-  PF_REQUIRE(ValueError, p.kernel == FeatureKernel::Softmax || p.kernel == FeatureKernel::Relu,
+  PF_REQUIRE(ValueError, p.kernel == FeatureKernel::Softmax || p.kernel == FeatureKernel::Relu || p.kernel == FeatureKernel::Elu,
              op << ": unknown feature kernel " << static_cast<int>(p.kernel));
   PF_REQUIRE(ValueError, std::isfinite(p.data_scale) && std::isfinite(p.relu_eps) && p.relu_eps >= 0,
              op << ": need finite data_scale and relu_eps >= 0, got data_scale=" << p.data_scale

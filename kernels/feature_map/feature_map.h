@@ -14,12 +14,17 @@
 //   output, key scales are combined with a running log-scale as in online
 //   softmax, so no max over all keys and no additive epsilon are needed.
 // Relu (generalized kernel): Phi[i, l] = relu(w_l . x_i) + eps, c_i = 0.
+// Elu (the linear-attention baseline elu(x) + 1 of Katharopoulos et al. 2020):
+//   Phi[i, l] = elu(u_il) + 1 with u_il = w_l . x_i (u + 1 for u > 0, exp(u)
+//   otherwise), c_i = 0. The model runs it with W = I (m = d) and
+//   data_scale = 1, i.e. on the raw q and k rows.
 //
 // Backward, with c held constant (exact: the true features exp(c) Phi do not
 // depend on c, so a consumer that treats c as a constant input and returns
 // G = dL/dPhi gets the true gradient):
 //   Softmax: dx = W^T (G . Phi) - x * sum_l (G . Phi)_l
 //   Relu:    dx = W^T (G . 1[w.x > 0])
+//   Elu:     dx = W^T (G . elu'(w.x)),  elu'(u) = 1 (u > 0), exp(u) = Phi (u <= 0)
 //   dX[i, :] = data_scale * dx_i     (overwritten, not accumulated)
 // When Phi is nullptr the backward recomputes it (one GEMM); given Phi, the
 // Relu mask is Phi > eps (identical to w.x > 0 up to the rounding of
@@ -39,7 +44,7 @@
 
 namespace pf {
 
-enum class FeatureKernel { Softmax, Relu };
+enum class FeatureKernel { Softmax, Relu, Elu };
 
 struct FeatureMapParams {
   FeatureKernel kernel = FeatureKernel::Softmax;
@@ -47,12 +52,13 @@ struct FeatureMapParams {
   double relu_eps = 1e-3;   // Relu only
 };
 
-// The usual parameters for head dimension d: data_scale = d^(-1/4), eps = 1e-3.
+// The usual parameters for head dimension d: data_scale = d^(-1/4) (Elu: 1),
+// eps = 1e-3 (Relu).
 FeatureMapParams default_feature_params(FeatureKernel kernel, int64_t d);
 const char* feature_kernel_name(FeatureKernel kernel);
 
 // Dispatch on ctx.device. log_scale may be nullptr (callers that do not need
-// it, e.g. queries); it is written as 0 for Relu.
+// it, e.g. queries); it is written as 0 for Relu and Elu.
 void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                          const float* X, const float* W, float* Phi, float* log_scale);
 // dPhi [n, m] (same scaling as Phi); Phi may be nullptr (recomputed); dX [n, d].

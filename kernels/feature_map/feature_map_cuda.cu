@@ -92,6 +92,13 @@ __global__ void relu_kernel(int64_t count, float eps, const float* U, Out* Phi) 
     store_f32(Phi + k, relu_feature(U[k], eps));
 }
 
+template <typename Out>
+__global__ void elu_kernel(int64_t count, const float* U, Out* Phi) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < count;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store_f32(Phi + k, elu_feature(U[k]));
+}
+
 // Widens a storage-type buffer to fp32.
 template <typename In>
 __global__ void widen_kernel(int64_t count, const In* in, float* out) {
@@ -124,6 +131,16 @@ __global__ void relu_weights_kernel(int64_t count, float threshold, const GT* G,
     T[k] = relu_grad_weight(load_f32(G + k), load_f32(src + k) > threshold);
 }
 
+// T = G . elu'(u), from the features (given Phi) or from U (recomputed). src may alias T.
+template <typename GT, typename PT>
+__global__ void elu_weights_kernel(int64_t count, bool src_is_features, const GT* G, const PT* src, float* T) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < count;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = load_f32(src + k);
+    T[k] = elu_grad_weight(load_f32(G + k), src_is_features ? v : elu_feature(v));
+  }
+}
+
 // dX = dXs - s^2 rowsum_i X_i (Softmax) or dXs (Relu); dXs may alias dX when Out = float.
 template <typename Out>
 __global__ void dx_finish_kernel(int64_t n, int64_t d, float s2, bool softmax, const float* dXs, const float* X,
@@ -143,8 +160,11 @@ void finish_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, i
     favor_rows_kernel<Out><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(
         n, d, m, static_cast<float>(p.data_scale), inv_sqrt_m, X, U, Phi, log_scale);
   } else {
-    relu_kernel<Out><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(
-        n * m, static_cast<float>(p.relu_eps), U, Phi);
+    if (p.kernel == FeatureKernel::Elu)
+      elu_kernel<Out><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n * m, U, Phi);
+    else
+      relu_kernel<Out><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(
+          n * m, static_cast<float>(p.relu_eps), U, Phi);
     if (log_scale != nullptr) PF_CUDA_CHECK(cudaMemsetAsync(log_scale, 0, static_cast<size_t>(n) * sizeof(float), st));
   }
   PF_CUDA_CHECK_LAUNCH();
@@ -167,6 +187,13 @@ void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n,
       favor_weights_kernel<St, St><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(n, m, dPhi, Phi, T, rowsum);
     else
       favor_weights_kernel<St, float><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(n, m, dPhi, T, T, rowsum);
+  } else if (p.kernel == FeatureKernel::Elu) {
+    if (Phi)
+      elu_weights_kernel<St, St>
+          <<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n * m, true, dPhi, Phi, T);
+    else
+      elu_weights_kernel<St, float>
+          <<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n * m, false, dPhi, T, T);
   } else if (Phi) {
     relu_weights_kernel<St, St><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(
         n * m, static_cast<float>(p.relu_eps), dPhi, Phi, T);

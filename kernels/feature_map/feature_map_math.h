@@ -40,6 +40,13 @@ PF_HD T relu_feature(T u, T eps) {
   return (u > T(0) ? u : T(0)) + eps;
 }
 
+// elu(u) + 1: u + 1 for u > 0, exp(u) in (0, 1] otherwise (the exponent
+// clamped to <= 0 so that the vectorised exponential sees its own range).
+template <typename T>
+PF_HD T elu_feature(T u) {
+  return u > T(0) ? u + T(1) : fm_exp_nonpos(u < T(0) ? u : T(0));
+}
+
 // Backward weights t_l, with dx = W^T t - (softmax only) x sum_l t_l.
 template <typename T>
 PF_HD T favor_grad_weight(T g, T phi) {
@@ -48,6 +55,12 @@ PF_HD T favor_grad_weight(T g, T phi) {
 template <typename T>
 PF_HD T relu_grad_weight(T g, bool active) {
   return active ? g : T(0);
+}
+// Elu from its feature phi = elu(u) + 1: elu'(u) = 1 where phi > 1 (u > 0),
+// phi itself otherwise (exp(u)); at u = 0 both are 1.
+template <typename T>
+PF_HD T elu_grad_weight(T g, T phi) {
+  return g * (phi > T(1) ? T(1) : phi);
 }
 
 }  // namespace pf

@@ -40,6 +40,8 @@ void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, in
       c = -INFINITY;
       for (int64_t l = 0; l < m; ++l) c = std::fmax(c, favor_exponent(u[l], h));
       for (int64_t l = 0; l < m; ++l) out[l] = favor_feature(favor_exponent(u[l], h), c, inv_sqrt_m);
+    } else if (p.kernel == FeatureKernel::Elu) {
+      for (int64_t l = 0; l < m; ++l) out[l] = elu_feature(u[l]);
     } else {
       for (int64_t l = 0; l < m; ++l) out[l] = relu_feature(u[l], p.relu_eps);
     }
@@ -69,6 +71,8 @@ void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, i
         t[l] = favor_grad_weight(g[l], phi[l]);
         tsum += t[l];
       }
+    } else if (p.kernel == FeatureKernel::Elu) {
+      for (int64_t l = 0; l < m; ++l) t[l] = elu_grad_weight(g[l], Phi ? Phi[i * m + l] : elu_feature(u[l]));
     } else {
       for (int64_t l = 0; l < m; ++l) t[l] = relu_grad_weight(g[l], Phi ? Phi[i * m + l] > p.relu_eps : u[l] > 0.0);
     }

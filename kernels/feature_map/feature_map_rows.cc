@@ -12,7 +12,8 @@ FeatureRowParams::FeatureRowParams(const FeatureMapParams& p, int64_t m)
     : data_scale(static_cast<float>(p.data_scale)),
       inv_sqrt_m(static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)))),
       eps(static_cast<float>(p.relu_eps)),
-      softmax(p.kernel == FeatureKernel::Softmax) {}
+      softmax(p.kernel == FeatureKernel::Softmax),
+      elu(p.kernel == FeatureKernel::Elu) {}
 
 PF_VECTOR_CLONES
 void feature_rows_finish(const FeatureRowParams& r, int64_t rows, int64_t d, int64_t m, const float* X, float* Phi,
@@ -36,6 +37,9 @@ void feature_rows_finish(const FeatureRowParams& r, int64_t rows, int64_t d, int
       }
 #pragma omp simd
       for (int64_t l = 0; l < m; ++l) out[l] = favor_feature(out[l], top, inv_sqrt_m);
+    } else if (r.elu) {
+#pragma omp simd
+      for (int64_t l = 0; l < m; ++l) out[l] = elu_feature(out[l]);
     } else {
 #pragma omp simd
       for (int64_t l = 0; l < m; ++l) out[l] = relu_feature(out[l], eps);
@@ -58,6 +62,14 @@ void feature_rows_grad(const FeatureRowParams& r, int64_t rows, int64_t m, const
       for (int64_t l = 0; l < m; ++l) {
         t[l] = favor_grad_weight(g[l], src[l]);
         sum += t[l];
+      }
+    } else if (r.elu) {
+      if (phi_is_features) {
+#pragma omp simd
+        for (int64_t l = 0; l < m; ++l) t[l] = elu_grad_weight(g[l], src[l]);
+      } else {
+#pragma omp simd
+        for (int64_t l = 0; l < m; ++l) t[l] = elu_grad_weight(g[l], elu_feature(src[l]));
       }
     } else {
       const float threshold = phi_is_features ? eps : 0.f;

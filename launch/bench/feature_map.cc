@@ -53,7 +53,7 @@ int run_feature_map(int argc, char** argv) {
   std::printf("kernel,n,d,m,threads,pass,seconds,gflops,fraction_of_sgemm_peak,rows_per_second,rel_l2_vs_ref\n");
   for (int64_t d : dims)
     for (int64_t m : features)
-      for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+      for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
         const FeatureMapParams p = default_feature_params(k, d);
         const std::vector<float> X = normals(n * d, 1), G = normals(n * m, 2);
         const std::vector<float> W =

@@ -11,7 +11,7 @@
 //                     from files written before they existed)
 //   /params/<name>    float32, the parameter's shape ("layer0.qkv.weight" ...)
 //   /projections/layer<l>  float32 [m, D]: the random projection of layer l at
-//                     this step (favor, relu; written, never read: docs/checkpoints.md)
+//                     this step (favor, relu; elu: the identity; written, never read: docs/checkpoints.md)
 //   /optimizer        attributes: step (AdamW's own count, equal to / step),
 //                     loss_scale, loss_scale_good_steps
 //   /optimizer/m/<name>, /optimizer/v/<name>   AdamW moments, same shapes

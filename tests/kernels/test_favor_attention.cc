@@ -23,7 +23,7 @@ struct Case {
 
 // n in {1, 7, 64, 1000}; chunk divides none of the n > 1.
 const Case kCases[] = {{1, 2, 1, 16, 32, 4}, {2, 1, 7, 8, 16, 3}, {1, 3, 64, 16, 48, 24}, {1, 1, 1000, 16, 32, 96}};
-const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu};
+const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu};
 
 struct Problem {
   FavorAttentionParams p;

@@ -59,7 +59,7 @@ TEST(FavorAttentionGpu, MatchesReference) {
                            GpuCase{24, 40, 0, true}, GpuCase{32, 64, 100, false}}) {
     const int64_t d = c.d, m = c.m, size = B * H * n * d;
     for (bool causal : {true, false}) {
-      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
         SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " window=" << c.window << " tf32=" << c.tf32
                                         << " causal=" << causal << " kernel=" << feature_kernel_name(kernel));
         ++seed;

@@ -143,7 +143,7 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
   for (const Case& c : {Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 0}, Case{150, 16, 32, 16, 80},
                         Case{150, 5, 7, 32, 80}}) {
     for (bool causal : {true, false}) {
-      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
         const int64_t size = H * c.n * c.d;
         ++seed;
         const std::vector<float> q = test::cast_vector<float>(test::normal_vector(size, seed, 1));

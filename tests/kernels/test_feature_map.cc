@@ -27,7 +27,7 @@ struct Shape3 {
 const Shape3 kShapes[] = {{1, 16, 16},  {7, 32, 100}, {64, 64, 256},   {1000, 16, 64}, {4099, 64, 100},
                           {64, 32, 16}, {7, 64, 64},  {1000, 32, 256}, {1, 64, 100}};
 
-const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu};
+const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu};
 
 struct Inputs {
   std::vector<float> X, W, G;
@@ -119,6 +119,35 @@ TEST(FeatureMap, SoftmaxFeaturesAreBoundedWithRowMaxAttained) {
   }
 }
 
+// With W = I and the default data_scale 1 (how the model runs it), the Elu
+// features are elu(x) + 1 of the rows themselves, from the definition
+// (x + 1 for x > 0, exp(x) otherwise), in the reference and on the CPU.
+TEST(FeatureMap, EluIsEluPlusOneOfTheRows) {
+  const Shape3 s{50, 16, 16};
+  const Inputs in = make_inputs(s, 11, 2.0);
+  std::vector<double> eye(s.d * s.d, 0.0);
+  for (int64_t j = 0; j < s.d; ++j) eye[j * s.d + j] = 1.0;
+  const std::vector<float> eye_f(eye.begin(), eye.end());
+  const FeatureMapParams p = default_feature_params(FeatureKernel::Elu, s.d);
+  EXPECT_EQ(p.data_scale, 1.0);
+  std::vector<double> phi(s.n * s.m), c(s.n);
+  feature_map_forward_ref(p, s.n, s.d, s.m, in.Xd.data(), eye.data(), phi.data(), c.data());
+  std::vector<float> phi_cpu(s.n * s.m), c_cpu(s.n);
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  feature_map_forward_cpu(res.ctx(), p, s.n, s.d, s.m, in.X.data(), eye_f.data(), phi_cpu.data(), c_cpu.data());
+  synchronize(res.ctx().stream);
+  int negative = 0;
+  for (int64_t i = 0; i < s.n * s.d; ++i) {
+    const double x = in.Xd[i], want = x > 0 ? x + 1 : std::exp(x);
+    negative += x < 0;
+    EXPECT_NEAR(phi[i], want, 1e-15 * (1 + std::abs(want))) << "element " << i;
+    EXPECT_NEAR(phi_cpu[i], want, 3e-7 * (1 + std::abs(want))) << "element " << i;
+  }
+  EXPECT_GT(negative, s.n * s.d / 4);  // both branches were taken
+  for (int64_t i = 0; i < s.n; ++i) EXPECT_EQ(c[i], 0.0) << "Elu rows carry no log-scale";
+}
+
 // Loss L(X) = sum_il R_il F_il(X) for the features F the loss is taken of:
 // the true features exp(c) Phi, or Phi with the scale held at c0.
 enum class Target { TrueFeatures, HeldScale };
@@ -170,6 +199,7 @@ TEST(FeatureMap, ReferenceBackwardMatchesFiniteDifferences) {
       check_fd(FeatureKernel::Softmax, s, Target::TrueFeatures, give_phi, ++seed);
       check_fd(FeatureKernel::Softmax, s, Target::HeldScale, give_phi, ++seed);
       check_fd(FeatureKernel::Relu, s, Target::TrueFeatures, give_phi, ++seed);
+      check_fd(FeatureKernel::Elu, s, Target::TrueFeatures, give_phi, ++seed);
     }
 }
 

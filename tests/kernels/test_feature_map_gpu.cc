@@ -60,7 +60,7 @@ TEST(FeatureMapGpu, CudaMatchesReference) {
   uint64_t seed = 700;
   for (const Case& c : {Case{1, 16, 16, 1}, Case{7, 32, 100, 1}, Case{64, 64, 256, 1}, Case{1000, 16, 64, 1},
                         Case{4099, 64, 100, 1}, Case{257, 64, 100, 10}})
-    for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+    for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
       ++seed;
       const auto X = test::cast_vector<float>(test::normal_vector(c.n * c.d, seed, 1, c.x_scale));
       const auto W =
@@ -134,7 +134,7 @@ TEST(FeatureMapGpu, ReducedPrecisionStorageMatchesReference) {
   uint64_t seed = 800;
   for (DType t : {DType::f16, DType::bf16})
     for (const Case& c : {Case{7, 32, 100, 1}, Case{4099, 64, 256, 1}})
-      for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu}) {
+      for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
         ++seed;
         // Inputs rounded to the storage type; the reference sees the rounded values.
         std::vector<uint16_t> X16, G16;

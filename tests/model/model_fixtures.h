@@ -26,6 +26,7 @@ inline ModelConfig tiny_config(AttentionKind attention, Objective objective) {
   c.objective = objective;
   c.seed = 77;
   c.init_std = 0.1;
+  if (attention == AttentionKind::Elu) c.features = c.width / c.heads;  // elu: m = d
   return c;
 }
 
@@ -36,7 +37,7 @@ inline ModelConfig gradcheck_config(AttentionKind attention, Objective objective
   ModelConfig c = tiny_config(attention, objective);
   c.width = 16;
   c.ffn = 32;
-  c.features = 12;
+  c.features = attention == AttentionKind::Elu ? c.width / c.heads : 12;
   return c;
 }
 

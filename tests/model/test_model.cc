@@ -61,7 +61,7 @@ void check_loss(const ModelConfig& cfg) {
 }
 
 TEST(ModelReference, LossMatchesFloat64) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       check_loss(test::tiny_config(kind, obj));
       check_loss(test::gradcheck_config(kind, obj));
@@ -176,6 +176,8 @@ TEST(ModelGradients, FavorCausal) { check_gradients(AttentionKind::Favor, Object
 TEST(ModelGradients, FavorMasked) { check_gradients(AttentionKind::Favor, Objective::MaskedLM); }
 TEST(ModelGradients, ReluCausal) { check_gradients(AttentionKind::Relu, Objective::CausalLM); }
 TEST(ModelGradients, ReluMasked) { check_gradients(AttentionKind::Relu, Objective::MaskedLM); }
+TEST(ModelGradients, EluCausal) { check_gradients(AttentionKind::Elu, Objective::CausalLM); }
+TEST(ModelGradients, EluMasked) { check_gradients(AttentionKind::Elu, Objective::MaskedLM); }
 TEST(ModelGradients, SoftmaxCausal) { check_gradients(AttentionKind::Softmax, Objective::CausalLM); }
 TEST(ModelGradients, SoftmaxMasked) { check_gradients(AttentionKind::Softmax, Objective::MaskedLM); }
 
@@ -200,6 +202,7 @@ void check_causality(AttentionKind kind) {
 
 TEST(ModelCausality, Favor) { check_causality(AttentionKind::Favor); }
 TEST(ModelCausality, Relu) { check_causality(AttentionKind::Relu); }
+TEST(ModelCausality, Elu) { check_causality(AttentionKind::Elu); }
 TEST(ModelCausality, Softmax) { check_causality(AttentionKind::Softmax); }
 
 // Activation checkpointing recomputes each layer in the backward: identical

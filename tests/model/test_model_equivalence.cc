@@ -91,6 +91,12 @@ TEST(ModelEquivalence, ReluCausalSequenceParallel) {
 TEST(ModelEquivalence, ReluMaskedSequenceParallel) {
   check_layout(AttentionKind::Relu, Objective::MaskedLM, world_size());
 }
+TEST(ModelEquivalence, EluCausalSequenceParallel) {
+  check_layout(AttentionKind::Elu, Objective::CausalLM, world_size());
+}
+TEST(ModelEquivalence, EluMaskedSequenceParallel) {
+  check_layout(AttentionKind::Elu, Objective::MaskedLM, world_size());
+}
 
 // The staged communicator (device buffers through the host, MPI on its own
 // stream; the backend that lets several ranks share one GPU) on CPU buffers:

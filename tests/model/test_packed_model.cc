@@ -222,6 +222,12 @@ TEST(PackedModel, ReluCausalEqualsEachProteinAlone) {
 TEST(PackedModel, ReluMaskedEqualsEachProteinAlone) {
   check_against_alone(test::tiny_config(AttentionKind::Relu, Objective::MaskedLM));
 }
+TEST(PackedModel, EluCausalEqualsEachProteinAlone) {
+  check_against_alone(test::tiny_config(AttentionKind::Elu, Objective::CausalLM));
+}
+TEST(PackedModel, EluMaskedEqualsEachProteinAlone) {
+  check_against_alone(test::tiny_config(AttentionKind::Elu, Objective::MaskedLM));
+}
 TEST(PackedModel, RandomPackingsEqualEachProteinAlone) {
   for (uint64_t layout : {1, 2, 3})
     for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu})

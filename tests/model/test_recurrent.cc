@@ -120,6 +120,7 @@ void check_equivalence(AttentionKind kind, int64_t offset) {
 
 TEST(Recurrent, MatchesParallelFavor) { check_equivalence(AttentionKind::Favor, 0); }
 TEST(Recurrent, MatchesParallelRelu) { check_equivalence(AttentionKind::Relu, 0); }
+TEST(Recurrent, MatchesParallelElu) { check_equivalence(AttentionKind::Elu, 0); }
 // Positions enter the sinusoidal encoding as absolute positions in both forms.
 TEST(Recurrent, MatchesParallelFarPositionsFavor) { check_equivalence(AttentionKind::Favor, 100000); }
 

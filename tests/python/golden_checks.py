@@ -20,7 +20,7 @@ from performer_protein import (CheckpointError, PerformerProtein, ProteinData, e
 work, repo = sys.argv[1], sys.argv[2]
 os.chdir(work)
 RUNS = ["favor_clm_f32_small", "favor_clm_f32_packed", "favor_mlm_bf16_single", "relu_clm_f32_concat", "relu_mlm_f32_packed",
-        "softmax_clm_bf16_packed", "softmax_mlm_f32_single"]
+        "softmax_clm_bf16_packed", "softmax_mlm_f32_single", "elu_clm_f32_packed", "elu_mlm_f32_single"]
 failures = []
 
 
@@ -62,14 +62,12 @@ def golden_forward_backward(name, golden, precision, tol_logits, tol_loss, tol_g
     e_logits = rel(logits.detach().numpy(), want["logits"])
     e_loss = abs(float(loss_sum) - want["loss_sum"]) / abs(want["loss_sum"])
     (loss_sum / count).backward()
-    params = dict(model.named_parameters())
     state = model.trainer_state()
     worst, worst_name = 0.0, ""
     for pname, g in want["grads"].items():
         e = rel(state[pname].grad.numpy(), g)
         if e > worst:
             worst, worst_name = e, pname
-    del params
     check(e_logits <= tol_logits, f"{name} [{precision or 'f32'}]: logits rel L2 {e_logits:.1e} (<= {tol_logits:.0e})")
     check(e_loss <= tol_loss, f"{name} [{precision or 'f32'}]: loss rel {e_loss:.1e} (<= {tol_loss:.0e})")
     check(worst <= tol_grads, f"{name} [{precision or 'f32'}]: first-step gradients worst rel L2 {worst:.1e} "

@@ -30,16 +30,22 @@ runs=(
   "relu_mlm_f32_packed relu mlm f32 packed"
   "softmax_clm_bf16_packed softmax clm bf16 packed"
   "softmax_mlm_f32_single softmax mlm f32 single"
+  "elu_clm_f32_packed elu clm f32 packed model.features=16"
+  "elu_mlm_f32_single elu mlm f32 single model.features=16"
 )
 for spec in "${runs[@]}"; do
   read -r name att obj dtype mode extra <<< "$spec"
-  sets=(--set "data.files=[\"data.h5\"]" --set model.layers=2 --set model.width=32 --set model.heads=2
-        --set model.ffn=64 --set model.features=24 --set model.chunk=16 --set "model.attention=\"$att\""
-        --set "model.objective=\"$obj\"" --set "model.dtype=\"$dtype\"" --set "data.mode=\"$mode\""
-        --set data.sample_length=96 --set data.batch_size=3 --set train.steps=3 --set train.eval_interval=0
-        --set train.log_interval=1 --set optimizer.lr=3e-3 --set optimizer.warmup_steps=1
-        --set "checkpoint.dir=\"$name\"" --set checkpoint.interval=3 --set "train.metrics=\"$name.jsonl\"")
-  for kv in ${extra:-}; do sets+=(--set "$kv"); done
+  # Each key once (performer-train refuses a repeated --set): the extras replace the defaults.
+  declare -A kv=([data.files]='["data.h5"]' [model.layers]=2 [model.width]=32 [model.heads]=2 [model.ffn]=64
+                 [model.features]=24 [model.chunk]=16 [model.attention]="\"$att\"" [model.objective]="\"$obj\""
+                 [model.dtype]="\"$dtype\"" [data.mode]="\"$mode\"" [data.sample_length]=96 [data.batch_size]=3
+                 [train.steps]=3 [train.eval_interval]=0 [train.log_interval]=1 [optimizer.lr]=3e-3
+                 [optimizer.warmup_steps]=1 [checkpoint.dir]="\"$name\"" [checkpoint.interval]=3
+                 [train.metrics]="\"$name.jsonl\"")
+  for item in ${extra:-}; do kv[${item%%=*}]=${item#*=}; done
+  sets=()
+  for key in "${!kv[@]}"; do sets+=(--set "$key=${kv[$key]}"); done
+  unset kv
   "$bin/performer-train" "${sets[@]}" > "$name.train.log" 2>&1 || { cat "$name.train.log"; exit 1; }
   ck="$name/ckpt-000000003.h5"
   "$dump" --checkpoint "$ck" --output "$name.golden.h5" --set 'model.dtype="f32"' > /dev/null

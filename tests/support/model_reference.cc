@@ -46,7 +46,9 @@ void attention(const ModelConfig& cfg, const Dims& s, const std::vector<double>&
   }
   PF_REQUIRE(ValueError, static_cast<int64_t>(W.size()) == s.m * s.D,
              "reference attention: projection of " << W.size() << " values, want m x D = " << s.m << " x " << s.D);
-  const FeatureKernel kernel = cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax : FeatureKernel::Relu;
+  const FeatureKernel kernel = cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax
+                               : cfg.attention == AttentionKind::Elu ? FeatureKernel::Elu
+                                                                     : FeatureKernel::Relu;
   const FavorAttentionParams p = favor_attention_params(s.B, s.H, s.n, s.D, s.m, cfg.causal(), kernel, cfg.chunk);
   favor_attention_forward_ref(p, q, k, v, W.data(), o);
 }

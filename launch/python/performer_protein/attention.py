@@ -9,6 +9,8 @@ key at the strictly causal scale M_i = max_{j <= i} c_j (no maximum over
 later keys, so a large later key cannot underflow earlier rows); a
 bidirectional sequence uses the maximum over all its keys.
 ReLU (generalized kernel): features relu(W x) + 1e-3, no scale.
+elu + 1 (the linear-attention baseline): features elu(q) + 1 of the raw rows
+(the stored projection is the identity), no scale.
 Softmax: exact, scale 1 / sqrt(D).
 
 Causal attention is chunked: a running state S [H, m, D + 1] at log-scale s
@@ -36,6 +38,8 @@ def favor_logits(x, W):
 def _features(kind, x, W):
     """(features [H, n, m], key log-scales c [H, n]); the true features are exp(c) * features."""
     m = W.shape[0]
+    if kind == "elu":
+        return torch.nn.functional.elu(x @ W.t()) + 1.0, None
     if kind == "relu":
         return torch.relu(_scaled(x) @ W.t()) + RELU_EPS, None
     e = favor_logits(x, W)
@@ -48,7 +52,7 @@ def _with_ones(v):
 
 
 def linear_attention(kind, q, k, v, W, causal, chunk=128):
-    """FAVOR+ ("favor") or ReLU ("relu") attention of q, k, v [H, n, D] with projection W [m, D]."""
+    """FAVOR+ ("favor"), ReLU ("relu") or elu + 1 ("elu") attention of q, k, v [H, n, D] with projection W [m, D]."""
     fq, _ = _features(kind, q, W)
     fk, ck = _features(kind, k, W)
     vv = _with_ones(v)  # [H, n, D + 1]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from . import vocab
 
-ATTENTIONS = ("favor", "relu", "softmax")
+ATTENTIONS = ("favor", "relu", "softmax", "elu")
 OBJECTIVES = ("clm", "mlm")
 POSITIONALS = ("sinusoidal", "none")
 DTYPES = ("f32", "bf16", "f16")
@@ -58,6 +58,8 @@ class ModelConfig:
         for key in ("layers", "width", "heads", "ffn", "features", "vocab"):
             need(getattr(self, key) >= 1, key, "must be >= 1")
         need(self.width % self.heads == 0, "width", f"must be a multiple of model.heads = {self.heads}")
+        need(self.attention != "elu" or self.features == self.width // self.heads, "features",
+             "must equal the head dimension with model.attention = elu")
         return self
 
     def to_dict(self):

@@ -78,6 +78,7 @@ class Layer(nn.Module):
         # The layer's random projection [m, D] (favor, relu): stored with the
         # checkpoint, never trained.
         self.register_buffer("projection", torch.zeros(cfg.features, cfg.head_dim))
+        self.lowp = None  # set by PerformerProtein.set_precision
 
     def mix(self, h, segments):
         """Attention of h [B, n, C] (after LN1), each segment of each sample on its own."""
@@ -100,8 +101,6 @@ class Layer(nn.Module):
         if self.lowp is not None:  # GELU of the rounded pre-activation, as the trainer keeps it
             h1 = h1.to(self.lowp).to(h1.dtype)
         return mid + self.ffn2(gelu_tanh(h1), self.lowp)
-
-    lowp = None
 
 
 class PerformerProtein(nn.Module):
