@@ -9,18 +9,13 @@ import h5py
 import numpy as np
 
 from . import vocab
+from .checkpoint import _text
 
 SCHEMAS = {"performer-protein-v1": 1, "performer-protein-v2": 2}
 
 
 class DataFileError(ValueError):
     """A file that is not a readable data file; the message names the file and dataset."""
-
-
-def _text(v):
-    if isinstance(v, np.ndarray):
-        v = v.reshape(-1)[0]
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 @dataclass
