@@ -2,11 +2,17 @@
 # Learning on real proteins: the quickstart model (launch/configs/small.toml,
 # 1500 steps, mpirun -np 2 with each sequence split over both ranks) trained
 # on the 20,000 UniProt sequences of the mmseqs2 examples must reach, over the
-# whole validation split, a perplexity below the amino-acid unigram baseline
-# of about 17.8 and at least 0.045 nats per token below this data's own
-# unigram (residue and <end> frequencies of the training split scored on the
-# validation targets: ppl 18.65; trained and validated in packed mode, one protein
-# at a time, the model reached 17.58, 0.059 nats below).
+# whole validation split, a perplexity at least 0.025 nats per token below this
+# data's own unigram (residue and <end> frequencies of the training split
+# scored on the validation targets: ppl 18.65), trained and validated in
+# packed mode.
+# Where a run ends depends on when it leaves the unigram plateau, and that
+# depends on the GEMMs' rounding. On one 2-core Xeon with AVX-512, the same
+# run ended 0.034 nats below (ppl 18.03) with oneDNN's AVX-512 sgemm, and
+# 0.058 below (ppl 17.60) with DNNL_MAX_CPU_ISA=AVX2. Seeds 1 and 2 ended
+# 0.056 and 0.054 below, and the AVX2 AMD EPYC machine 0.059 below
+# (ppl 17.58). The bound sits under all of these; the amino-acid unigram of
+# about 17.8 is not a bound, since one of these runs ended above it.
 #   learning_test.sh <performer-data> <performer-train> <mpiexec> [mpiexec flags...]
 set -euo pipefail
 data_tool=$1; train=$2; shift 2
@@ -26,7 +32,6 @@ ppl=$(echo "$line" | sed 's/.*| ppl \([0-9.]*\) |.*/\1/')
 loss=$(echo "$line" | sed 's/.*| loss \([0-9.]*\) |.*/\1/')
 gain=$(awk -v u="$uni_loss" -v l="$loss" 'BEGIN { printf "%.4f", u - l }')
 echo "unigram of this data on the validation split: ppl $uni_ppl (loss $uni_loss); model: ppl $ppl (loss $loss), $gain nats below"
-awk -v p="$ppl" 'BEGIN { exit !(p < 17.8) }' || { echo "FAIL: validation perplexity $ppl is not below 17.8"; exit 1; }
-awk -v g="$gain" 'BEGIN { exit !(g >= 0.045) }' ||
-  { echo "FAIL: the model is only $gain nats per token below the unigram of this data (needs 0.045)"; exit 1; }
+awk -v g="$gain" 'BEGIN { exit !(g >= 0.025) }' ||
+  { echo "FAIL: the model is only $gain nats per token below the unigram of this data (needs 0.025)"; exit 1; }
 echo "PASS: validation perplexity $ppl, $gain nats per token below the unigram of this data (ppl $uni_ppl)"
