@@ -22,5 +22,5 @@ if ! "$venv/bin/python" -c "import transformers" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check "transformers>=4.46,<4.50" ||
     echo "make_venv: warning: transformers did not install; exports still load with performer_protein"
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall "$here"
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$here"
 "$venv/bin/python" -c "import performer_protein, torch, h5py, safetensors; print('make_venv: performer_protein in $venv (torch', torch.__version__ + ')')"
