@@ -4,7 +4,6 @@ Each check prints what it measured; any failure raises, and the last line is
 "PASS: ..." only when every check passed."""
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -14,8 +13,8 @@ import h5py
 import numpy as np
 import torch
 
-from performer_protein import (CheckpointError, PerformerProtein, ProteinData, embed, export, load_pretrained,
-                               packed_layout, read_sequences, score)
+from performer_protein import (CheckpointError, PerformerProtein, embed, export, load_pretrained, packed_layout,
+                               read_sequences, score)
 
 work, repo = sys.argv[1], sys.argv[2]
 os.chdir(work)

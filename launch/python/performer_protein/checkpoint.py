@@ -8,7 +8,7 @@ import json
 import struct
 import tomllib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import h5py
 import numpy as np

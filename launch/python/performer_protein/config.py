@@ -5,7 +5,7 @@ stores it in every checkpoint (the `[model]` table of the root attribute
 import dataclasses
 from dataclasses import dataclass
 
-from . import vocab
+from .vocab import SIZE as VOCAB_SIZE
 
 ATTENTIONS = ("favor", "relu", "softmax", "elu")
 OBJECTIVES = ("clm", "mlm")
@@ -37,7 +37,7 @@ class ModelConfig:
     mlm_probability: float = 0.15
     seed: int = 1234
     dtype: str = "f32"
-    vocab: int = vocab.SIZE
+    vocab: int = VOCAB_SIZE
 
     @property
     def head_dim(self):

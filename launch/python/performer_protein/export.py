@@ -37,15 +37,22 @@ MODEL_TYPE = "performer_protein"
 _HF_FILES = ("configuration_performer_protein.py", "modeling_performer_protein.py")
 
 
+def _attention_text(cfg):
+    if cfg.attention in ("favor", "relu"):
+        kind = "FAVOR+" if cfg.attention == "favor" else "ReLU-kernel"
+        return f"{kind} attention (`{cfg.attention}`, {cfg.features} random features)"
+    if cfg.attention == "elu":
+        return "elu(x) + 1 linear attention (`elu`)"
+    return "exact softmax attention (`softmax`)"
+
+
 def _model_card(ck, cfg):
     train = ck.train_config
     data = train.get("data", {})
     lines = [
         "---", "library_name: pytorch", "tags: [protein, performer, linear-attention]", "---", "",
         f"# Performer protein language model (step {ck.step})", "",
-        f"A {cfg.layers}-layer, width-{cfg.width}, {cfg.heads}-head Performer with "
-        f"`{cfg.attention}` attention ({cfg.features} random features)" if cfg.attention != "softmax" else
-        f"A {cfg.layers}-layer, width-{cfg.width}, {cfg.heads}-head transformer with exact softmax attention",
+        f"A {cfg.layers}-layer, width-{cfg.width}, {cfg.heads}-head model with {_attention_text(cfg)}",
         f"trained with the {'causal' if cfg.causal else 'masked'} language-modelling objective "
         f"(`{cfg.objective}`) for {ck.step} optimizer steps, model dtype `{cfg.dtype}`.", "",
         f"- Source checkpoint: `{os.path.basename(ck.path)}` (run `{ck.run_id or 'unknown'}`), "
