@@ -32,6 +32,17 @@ void allgather_combine(const ExecContext& ctx, Communicator& comm, CommPhase& ph
 
 }  // namespace
 
+FeatureKernel attention_feature_kernel(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::Favor: return FeatureKernel::Softmax;
+    case AttentionKind::Relu: return FeatureKernel::Relu;
+    case AttentionKind::Elu: return FeatureKernel::Elu;
+    case AttentionKind::Softmax: break;
+  }
+  PF_REQUIRE(ValueError, false, "model.attention = " << attention_kind_name(kind) << " has no feature map");
+  return FeatureKernel::Softmax;
+}
+
 FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t n) {
   FavorShape s;
   s.heads = heads;
@@ -39,10 +50,9 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
   s.d = cfg.head_dim();
   s.m = cfg.features;
   s.chunk = cfg.chunk;
-  s.features = default_feature_params(cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax
-                                      : cfg.attention == AttentionKind::Elu ? FeatureKernel::Elu
-                                                                            : FeatureKernel::Relu,
-                                      cfg.head_dim());
+  // Softmax attention has no feature map; its shape still sizes the planner's buffers.
+  if (cfg.attention != AttentionKind::Softmax)
+    s.features = default_feature_params(attention_feature_kernel(cfg.attention), cfg.head_dim());
   // 16-bit models round their GEMM operands to 8 or 11 significant bits: the
   // fused CUDA kernels' TF32 tensor cores (11 bits) lose no more.
   s.tf32 = cfg.dtype != DType::f32;

@@ -65,6 +65,9 @@ struct AttentionOptions {
   ScanAlgorithm scan = ScanAlgorithm::Auto;
 };
 
+// The feature map of a linear attention kind: favor -> Softmax (FAVOR+),
+// relu -> Relu, elu -> Elu (ValueError for softmax, which has none).
+FeatureKernel attention_feature_kernel(AttentionKind kind);
 // The fused op's shape for `heads` = B*H heads of n positions of this model.
 FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t n);
 

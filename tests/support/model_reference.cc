@@ -10,6 +10,7 @@
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/favor_attention/favor_attention.h"
+#include "model/attention.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/heads/heads_math.h"
 #include "kernels/layernorm/layernorm.h"
@@ -46,9 +47,7 @@ void attention(const ModelConfig& cfg, const Dims& s, const std::vector<double>&
   }
   PF_REQUIRE(ValueError, static_cast<int64_t>(W.size()) == s.m * s.D,
              "reference attention: projection of " << W.size() << " values, want m x D = " << s.m << " x " << s.D);
-  const FeatureKernel kernel = cfg.attention == AttentionKind::Favor ? FeatureKernel::Softmax
-                               : cfg.attention == AttentionKind::Elu ? FeatureKernel::Elu
-                                                                     : FeatureKernel::Relu;
+  const FeatureKernel kernel = attention_feature_kernel(cfg.attention);
   const FavorAttentionParams p = favor_attention_params(s.B, s.H, s.n, s.D, s.m, cfg.causal(), kernel, cfg.chunk);
   favor_attention_forward_ref(p, q, k, v, W.data(), o);
 }
