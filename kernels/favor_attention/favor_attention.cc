@@ -28,8 +28,11 @@ void check_ptrs(bool ok, const char* op, const char* what) {
 bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
 
 #if PF_HAVE_CUDA
+// The fused CUDA kernels take one W shared by all heads and hold it constant:
+// exp (per-head W and its gradient) runs windowed.
 bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
-  return ctx.device.is_cuda() && s.window == 0 && favor_cuda_fits(s, ctx.device);
+  return ctx.device.is_cuda() && s.window == 0 && s.w_heads == 1 && s.features.kernel != FeatureKernel::Exp &&
+         favor_cuda_fits(s, ctx.device);
 }
 // Calls the fused CPU or CUDA kernel, or the windowed composition, of op.
 #define PF_FAVOR_DISPATCH(op, ...)                     \
@@ -72,6 +75,7 @@ void favor_check(const FavorShape& s, const char* op) {
   PF_REQUIRE(ValueError, s.d >= 1 && s.m >= 1, op << ": need d >= 1 and m >= 1, got d=" << s.d << " m=" << s.m);
   PF_REQUIRE(ValueError, s.chunk >= 1, op << ": chunk must be >= 1, got " << s.chunk);
   PF_REQUIRE(ValueError, s.window >= 0, op << ": window must be >= 0, got " << s.window);
+  PF_REQUIRE(ValueError, s.w_heads >= 1, op << ": w_heads must be >= 1, got " << s.w_heads);
   check_feature_map_args(op, s.features, s.heads * s.n, s.d, s.m);
 }
 
@@ -132,38 +136,40 @@ void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape
 void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                  const float* v, const float* W, const float* o, const float* den,
                                  const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
-                                 float* dv, float* block_total_grad) {
+                                 float* dv, float* block_total_grad, float* dW) {
   favor_check(s, __func__);
   check_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
   check_ptrs((q && k && v && W && o && den && row_scale && d_o && dq && dk && dv) || s.heads * s.n == 0, __func__,
              "inputs and gradients");
-  PF_FAVOR_DISPATCH(causal_backward_local, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv, block_total_grad);
+  PF_FAVOR_DISPATCH(causal_backward_local, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv, block_total_grad,
+                    dW);
 }
 
 void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                               const float* W, const float* suffix, float* dk, float* dv) {
+                               const float* W, const float* suffix, float* dk, float* dv, float* dW) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(k && v && W && suffix && dk && dv, __func__, "k, v, W, suffix, dk and dv");
-  PF_FAVOR_DISPATCH(backward_add_suffix, k, v, W, suffix, dk, dv);
+  PF_FAVOR_DISPATCH(backward_add_suffix, k, v, W, suffix, dk, dv, dW);
 }
 
 void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                         const float* o, const float* den, const float* row_scale, const float* d_o,
-                                        const float* total, float* dq, float* local_grad_total) {
+                                        const float* total, float* dq, float* local_grad_total, float* dW) {
   favor_check(s, __func__);
   check_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
   check_ptrs((q && W && o && den && row_scale && d_o && total && dq) || s.heads * s.n == 0, __func__,
              "q, W, o, den, row_scale, d_o, total and dq");
-  PF_FAVOR_DISPATCH(bidirectional_backward_local, q, W, o, den, row_scale, d_o, total, dq, local_grad_total);
+  PF_FAVOR_DISPATCH(bidirectional_backward_local, q, W, o, den, row_scale, d_o, total, dq, local_grad_total, dW);
 }
 
 void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                         const float* W, const float* grad_total, float* dk, float* dv) {
+                                         const float* W, const float* grad_total, float* dk, float* dv,
+                                         float* dW) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(k && v && W && grad_total && dk && dv, __func__, "k, v, W, grad_total, dk and dv");
-  PF_FAVOR_DISPATCH(bidirectional_backward_finish, k, v, W, grad_total, dk, dv);
+  PF_FAVOR_DISPATCH(bidirectional_backward_finish, k, v, W, grad_total, dk, dv, dW);
 }
 
 FavorShape FavorAttentionParams::shape() const {
@@ -176,6 +182,7 @@ FavorShape FavorAttentionParams::shape() const {
   s.features = features;
   s.window = window;
   s.tf32 = tf32;
+  s.w_heads = per_head_w ? heads : 1;
   return s;
 }
 
@@ -240,7 +247,7 @@ void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams&
 void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
                               const float* v, const float* W, const float* out, const float* den,
                               const float* row_scale, const float* total, const float* dout, float* dq, float* dk,
-                              float* dv) {
+                              float* dv, float* dW) {
   favor_attention_check(p);
   if (rows(p) == 0) return;
   check_ptrs(q && k && v && W && out && den && row_scale && dout && dq && dk && dv, __func__,
@@ -252,10 +259,11 @@ void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams
   const Tensor grad_total = scratch(tr, s.heads * s.state_size());
   if (p.causal) {
     favor_causal_backward_local(ctx, s, q, k, v, W, out, den, row_scale, dout, nullptr, dq, dk, dv,
-                                grad_total.data<float>());
+                                grad_total.data<float>(), dW);
   } else {
-    favor_bidirectional_backward_local(ctx, s, q, W, out, den, row_scale, dout, total, dq, grad_total.data<float>());
-    favor_bidirectional_backward_finish(ctx, s, k, v, W, grad_total.data<float>(), dk, dv);
+    favor_bidirectional_backward_local(ctx, s, q, W, out, den, row_scale, dout, total, dq, grad_total.data<float>(),
+                                       dW);
+    favor_bidirectional_backward_finish(ctx, s, k, v, W, grad_total.data<float>(), dk, dv, dW);
   }
 }
 

@@ -13,7 +13,11 @@
 //     benchmarks run.
 //
 //   q, k, v, o, d_o, dq, dk, dv  [heads, n, d]  fp32, heads = B*H blocks of [n, d]
-//   W                            [m, d]         random projection shared by all heads
+//   W                            [w_heads, m, d] projections: head h uses W_(h mod w_heads)
+//                                               (1: one random projection shared by all heads;
+//                                               H: the per-head trained projections of exp)
+//   dW                           [heads, m, d]  backward only, nullptr when W is held constant:
+//                                               each head's gradient of its W, accumulated (+=)
 //   y                            [heads, n, d+1] unnormalised [num, den] at log-scale row_scale
 //   row_scale, den               [heads, n]
 //   states                       [heads, 1 + m (d+1)] packed (log-scale, S), as in linear_attention.h
@@ -36,7 +40,8 @@
 //    per (head, segment): each segment's own state, an exclusive scan over
 //    the segments, then each segment's tiles in order (and in reverse for
 //    dk, dv). TF32 tensor cores when FavorShape::tf32 and sm_80+, else fp32.
-//    Shapes whose 16-row tiles exceed the device's shared memory run windowed.
+//    Shapes whose 16-row tiles exceed the device's shared memory run windowed,
+//    and so does the exp kernel (per-head W and its gradient).
 //  - windowed (window > 0, on any backend): one head at a time, `window`
 //    positions at a time, through the feature-map and linear-attention
 //    kernels of that backend, with the state carried between windows; the
@@ -72,6 +77,9 @@ struct FavorShape {
   // (sm_80 and newer; fp32 accumulation). The model sets it for 16-bit
   // dtypes, whose GEMMs already round their operands further; fp32 otherwise.
   bool tf32 = false;
+  // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
+  int64_t w_heads = 1;
+  const float* head_w(const float* W, int64_t h) const { return W + (h % w_heads) * m * d; }
   LinAttnShape lin() const { return LinAttnShape{heads, n, m, d, chunk}; }
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
@@ -103,17 +111,18 @@ void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape
 void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                  const float* v, const float* W, const float* o, const float* den,
                                  const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
-                                 float* dv, float* block_total_grad);
+                                 float* dv, float* block_total_grad, float* dW = nullptr);
 // With the gradient suffix state of later ranks: dk += ..., dv += ... (accumulated).
 void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                               const float* W, const float* suffix, float* dk, float* dv);
+                               const float* W, const float* suffix, float* dk, float* dv, float* dW = nullptr);
 // Bidirectional backward: dq (written) and the local gradient total; after the
 // allreduce of that total, favor_bidirectional_backward_finish writes dk, dv.
 void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                         const float* o, const float* den, const float* row_scale, const float* d_o,
-                                        const float* total, float* dq, float* local_grad_total);
+                                        const float* total, float* dq, float* local_grad_total, float* dW = nullptr);
 void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                         const float* W, const float* grad_total, float* dk, float* dv);
+                                         const float* W, const float* grad_total, float* dk, float* dv,
+                                         float* dW = nullptr);
 
 // ---- 2. the one-rank composite ----------------------------------------------------
 struct FavorAttentionParams {
@@ -127,6 +136,7 @@ struct FavorAttentionParams {
   FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
   int64_t window = 0;         // FavorShape::window
   bool tf32 = false;          // FavorShape::tf32
+  bool per_head_w = false;    // W holds H projections [H, m, D] (exp), not one [m, D]
   FavorShape shape() const;
 };
 
@@ -147,18 +157,21 @@ int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p, 
 void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
                              const float* v, const float* W, float* out, float* den, float* row_scale, float* total);
 // Backward of sum(dout * out) given the forward's out, den, row_scale, total:
-// writes dq, dk, dv (overwritten, not accumulated). W is held constant.
+// writes dq, dk, dv (overwritten, not accumulated). W is held constant when dW
+// is nullptr; else dW [B*H, m, D] accumulates each head's gradient of its W.
 void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
                               const float* v, const float* W, const float* out, const float* den,
                               const float* row_scale, const float* total, const float* dout, float* dq, float* dk,
-                              float* dv);
+                              float* dv, float* dW = nullptr);
 
 // float64 reference, host memory, per head: feature_map_forward_ref then
 // linear_attention_forward_ref (O(N^2 (m + D)) per head, for tests); the
-// backward chains linear_attention_backward_ref and feature_map_backward_ref.
+// backward chains linear_attention_backward_ref and feature_map_backward_ref
+// (dW as in favor_attention_backward: [B*H, m, D], accumulated, when not nullptr).
 void favor_attention_forward_ref(const FavorAttentionParams& p, const double* q, const double* k, const double* v,
                                  const double* W, double* out);
 void favor_attention_backward_ref(const FavorAttentionParams& p, const double* q, const double* k, const double* v,
-                                  const double* W, const double* dout, double* dq, double* dk, double* dv);
+                                  const double* W, const double* dout, double* dq, double* dk, double* dv,
+                                  double* dW = nullptr);
 
 }  // namespace pf

@@ -10,7 +10,8 @@
 //     dV_t  = diag(exp(c_j + rho)) Pk R[:, :d] + mask(Pq Pk^T)^T G[:, :d]
 //     (rho, R) (+)= chunk
 // Feature gradients go straight to dq, dk rows: dX = s T W - s^2 rowsum(T) X
-// with T = dPhi . Phi (feature_map.h). Every exponent is <= 0. Each entry
+// with T = dPhi . Phi (feature_map.h), and, when W is trained (exp), the
+// head's dW += s T^T X from the same T. Every exponent is <= 0. Each entry
 // point runs on ctx.stream (host_launch). Per thread in flight: the tile of
 // tile_floats() below, O(C (m + d) + C^2 + m d), independent of n.
 #include <algorithm>
@@ -48,11 +49,13 @@ void features(const FeatureRowParams& r, int64_t rows, int64_t d, int64_t m, con
   feature_rows_finish(r, rows, d, m, X, Phi, c);
 }
 
-// dX (+)= the feature-map backward of dPhi given the features Phi.
+// dX (+)= the feature-map backward of dPhi given the features Phi; dW += s T^T X
+// when dW is not nullptr.
 void feature_grad(const FeatureRowParams& r, Tile& t, int64_t rows, const float* X, const float* W,
-                  const float* Phi, const float* dPhi, float* dX, bool accumulate) {
+                  const float* Phi, const float* dPhi, float* dX, bool accumulate, float* dW) {
   const int64_t m = t.m, d = t.d;
   feature_rows_grad(r, rows, m, dPhi, Phi, true, t.t.data(), t.rowsum.data());
+  if (dW) gemm_f32_host(true, false, m, d, rows, r.data_scale, t.t.data(), m, X, d, 1.f, dW, d);
   float* out = accumulate ? t.dx.data() : dX;
   gemm_f32_host(false, false, rows, d, m, r.data_scale, t.t.data(), m, W, d, 0.f, out, d);
   feature_rows_grad_finish(r, rows, d, X, t.rowsum.data(), out);
@@ -142,7 +145,7 @@ void add_prefix_head(const FavorShape& s, const FeatureRowParams& r, const float
 // Sweep 1 of the causal backward: dq, starting from the forward prefix state.
 void causal_dq_sweep(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k, const float* v,
                      const float* W, const float* o, const float* den, const float* L, const float* d_o,
-                     const float* prefix, float* dq, Tile& t) {
+                     const float* prefix, float* dq, float* dW, Tile& t) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
   float a;
   if (prefix) {
@@ -168,7 +171,7 @@ void causal_dq_sweep(const FavorShape& s, const FeatureRowParams& r, const float
     mm(false, true, rows, rows, D1, t.g.data(), D1, t.vp.data(), D1, 0.f, t.B.data(), rows);
     causal_mask(t.B.data(), rows, t.ck.data(), Lt);
     mm(false, false, rows, m, rows, t.B.data(), rows, t.pk.data(), m, 1.f, dP, m);
-    feature_grad(r, t, rows, q + t0 * d, W, t.pq.data(), dP, dq + t0 * d, false);
+    feature_grad(r, t, rows, q + t0 * d, W, t.pq.data(), dP, dq + t0 * d, false, dW);
     key_state_update(a, t.S.data(), rows, m, D1, t.pk.data(), t.ck.data(), t.vp.data(), t.scaled.data());
   }
 }
@@ -176,7 +179,7 @@ void causal_dq_sweep(const FavorShape& s, const FeatureRowParams& r, const float
 // Sweep 2 of the causal backward: dk, dv and the gradient block total, in reverse.
 void causal_dkv_sweep(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k, const float* v,
                       const float* W, const float* o, const float* den, const float* L, const float* d_o, float* dk,
-                      float* dv, float* total, Tile& t) {
+                      float* dv, float* total, float* dW, Tile& t) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
   std::vector<float>& R = t.S;
   float rho;
@@ -208,7 +211,7 @@ void causal_dkv_sweep(const FavorShape& s, const FeatureRowParams& r, const floa
     causal_mask(t.B.data(), rows, t.ck.data(), Lt);
     mm(true, false, rows, m, rows, t.B.data(), rows, t.pq.data(), m, 1.f, dP, m);
     mm(true, false, rows, d, rows, t.A.data(), rows, t.g.data(), D1, 1.f, dV, d);
-    feature_grad(r, t, rows, k + t0 * d, W, t.pk.data(), dP, dk + t0 * d, false);
+    feature_grad(r, t, rows, k + t0 * d, W, t.pk.data(), dP, dk + t0 * d, false, dW);
     query_state_update(rho, R.data(), rows, m, D1, t.pq.data(), Lt, t.g.data(), t.scaled.data());
   }
   store_state(rho, R, total);
@@ -217,7 +220,8 @@ void causal_dkv_sweep(const FavorShape& s, const FeatureRowParams& r, const floa
 // With the gradient state (rho, R) of later keys: dPk = diag(exp(c_j + rho)) V' R^T,
 // dV (+)= diag(exp(c_j + rho)) Pk R[:, :d]; dk (+)= the feature backward of dPk.
 void key_grad_from_state_head(const FavorShape& s, const FeatureRowParams& r, const float* k, const float* v,
-                              const float* W, const float* state, float* dk, float* dv, bool accumulate, Tile& t) {
+                              const float* W, const float* state, float* dk, float* dv, bool accumulate, float* dW,
+                              Tile& t) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
   const float rho = state[0];
   if (is_empty_log_scale(rho)) {
@@ -238,7 +242,7 @@ void key_grad_from_state_head(const FavorShape& s, const FeatureRowParams& r, co
     }
     mm(false, true, rows, m, D1, t.vp.data(), D1, state + 1, D1, 0.f, t.dphi.data(), m);
     mm(false, false, rows, d, m, t.scaled.data(), m, state + 1, D1, accumulate ? 1.f : 0.f, dv + t0 * d, d);
-    feature_grad(r, t, rows, k + t0 * d, W, t.pk.data(), t.dphi.data(), dk + t0 * d, accumulate);
+    feature_grad(r, t, rows, k + t0 * d, W, t.pk.data(), t.dphi.data(), dk + t0 * d, accumulate, dW);
   }
 }
 
@@ -251,7 +255,7 @@ void favor_key_state_cpu(const ExecContext& ctx, const FavorShape& s, const floa
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      key_state_head(s, r, k + h * s.n * s.d, v + h * s.n * s.d, W, total + h * s.state_size(), t);
+      key_state_head(s, r, k + h * s.n * s.d, v + h * s.n * s.d, s.head_w(W, h), total + h * s.state_size(), t);
     });
   });
 }
@@ -262,7 +266,7 @@ void favor_causal_forward_local_cpu(const ExecContext& ctx, const FavorShape& s,
     const FeatureRowParams r(s.features, s.m);
     const int64_t n = s.n, d = s.d;
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      causal_forward_head(s, r, q + h * n * d, k + h * n * d, v + h * n * d, W, y + h * n * (d + 1),
+      causal_forward_head(s, r, q + h * n * d, k + h * n * d, v + h * n * d, s.head_w(W, h), y + h * n * (d + 1),
                           row_scale + h * n, block_total + h * s.state_size(), t);
     });
   });
@@ -274,7 +278,8 @@ void favor_add_prefix_cpu(const ExecContext& ctx, const FavorShape& s, const flo
     const FeatureRowParams r(s.features, s.m);
     const int64_t n = s.n, d = s.d;
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      add_prefix_head(s, r, q + h * n * d, W, prefix + h * s.state_size(), y + h * n * (d + 1), row_scale + h * n, t);
+      add_prefix_head(s, r, q + h * n * d, s.head_w(W, h), prefix + h * s.state_size(), y + h * n * (d + 1),
+                      row_scale + h * n, t);
     });
   });
 }
@@ -282,28 +287,30 @@ void favor_add_prefix_cpu(const ExecContext& ctx, const FavorShape& s, const flo
 void favor_causal_backward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                      const float* v, const float* W, const float* o, const float* den,
                                      const float* row_scale, const float* d_o, const float* prefix, float* dq,
-                                     float* dk, float* dv, float* block_total_grad) {
+                                     float* dk, float* dv, float* block_total_grad, float* dW) {
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
     const int64_t n = s.n, d = s.d, ss = s.state_size();
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
       const int64_t x = h * n * d, row = h * n;
-      causal_dq_sweep(s, r, q + x, k + x, v + x, W, o + x, den + row, row_scale + row, d_o + x,
-                      prefix ? prefix + h * ss : nullptr, dq + x, t);
-      causal_dkv_sweep(s, r, q + x, k + x, v + x, W, o + x, den + row, row_scale + row, d_o + x, dk + x, dv + x,
-                       block_total_grad + h * ss, t);
+      const float* Wh = s.head_w(W, h);
+      float* dWh = dW ? dW + h * s.m * d : nullptr;
+      causal_dq_sweep(s, r, q + x, k + x, v + x, Wh, o + x, den + row, row_scale + row, d_o + x,
+                      prefix ? prefix + h * ss : nullptr, dq + x, dWh, t);
+      causal_dkv_sweep(s, r, q + x, k + x, v + x, Wh, o + x, den + row, row_scale + row, d_o + x, dk + x, dv + x,
+                       block_total_grad + h * ss, dWh, t);
     });
   });
 }
 
 void favor_backward_add_suffix_cpu(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                   const float* W, const float* suffix, float* dk, float* dv) {
+                                   const float* W, const float* suffix, float* dk, float* dv, float* dW) {
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
     const int64_t n = s.n, d = s.d;
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      key_grad_from_state_head(s, r, k + h * n * d, v + h * n * d, W, suffix + h * s.state_size(), dk + h * n * d,
-                               dv + h * n * d, true, t);
+      key_grad_from_state_head(s, r, k + h * n * d, v + h * n * d, s.head_w(W, h), suffix + h * s.state_size(),
+                               dk + h * n * d, dv + h * n * d, true, dW ? dW + h * s.m * d : nullptr, t);
     });
   });
 }
@@ -319,12 +326,15 @@ void favor_bidirectional_forward_finish_cpu(const ExecContext& ctx, const FavorS
 
 void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q,
                                             const float* W, const float* o, const float* den, const float* row_scale,
-                                            const float* d_o, const float* total, float* dq, float* local_grad_total) {
+                                            const float* d_o, const float* total, float* dq, float* local_grad_total,
+                                            float* dW) {
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
     const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, ss = s.state_size();
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
       const int64_t x = h * n * d, row = h * n;
+      const float* Wh = s.head_w(W, h);
+      float* dWh = dW ? dW + h * m * d : nullptr;
       const float* tot = total + h * ss;
       const float b = tot[0];
       std::vector<float>& R = t.S;
@@ -333,7 +343,7 @@ void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorS
       for (int64_t t0 = 0; t0 < n; t0 += t.C) {
         const int64_t rows = std::min(t.C, n - t0);
         const float* Lt = row_scale + row + t0;
-        features(r, rows, d, m, q + x + t0 * d, W, t.pq.data(), nullptr);
+        features(r, rows, d, m, q + x + t0 * d, Wh, t.pq.data(), nullptr);
         load_gradient_rows(o + x + t0 * d, den + row + t0, d_o + x + t0 * d, rows, d, t.g.data());
         // dPq = diag(exp(b - L_i)) G Tot^T (the scaled G in vp)
         for (int64_t i = 0; i < rows; ++i) {
@@ -345,7 +355,7 @@ void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorS
         } else {
           mm(false, true, rows, m, D1, t.vp.data(), D1, tot + 1, D1, 0.f, t.dphi.data(), m);
         }
-        feature_grad(r, t, rows, q + x + t0 * d, W, t.pq.data(), t.dphi.data(), dq + x + t0 * d, false);
+        feature_grad(r, t, rows, q + x + t0 * d, Wh, t.pq.data(), t.dphi.data(), dq + x + t0 * d, false, dWh);
         query_state_update(rho, R.data(), rows, m, D1, t.pq.data(), Lt, t.g.data(), t.scaled.data());
       }
       store_state(rho, R, local_grad_total + h * ss);
@@ -355,13 +365,13 @@ void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorS
 
 void favor_bidirectional_backward_finish_cpu(const ExecContext& ctx, const FavorShape& s, const float* k,
                                              const float* v, const float* W, const float* grad_total, float* dk,
-                                             float* dv) {
+                                             float* dv, float* dW) {
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
     const int64_t n = s.n, d = s.d;
     for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      key_grad_from_state_head(s, r, k + h * n * d, v + h * n * d, W, grad_total + h * s.state_size(),
-                               dk + h * n * d, dv + h * n * d, false, t);
+      key_grad_from_state_head(s, r, k + h * n * d, v + h * n * d, s.head_w(W, h), grad_total + h * s.state_size(),
+                               dk + h * n * d, dv + h * n * d, false, dW ? dW + h * s.m * d : nullptr, t);
     });
   });
 }

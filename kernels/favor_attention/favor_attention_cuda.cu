@@ -113,14 +113,18 @@ void favor_bidirectional_forward_finish_cuda(const ExecContext& ctx, const Favor
 void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                       const float* v, const float* W, const float* o, const float* den,
                                       const float* row_scale, const float* d_o, const float* prefix, float* dq,
-                                      float* dk, float* dv, float* block_total_grad) {
+                                      float* dk, float* dv, float* block_total_grad, float* dW) {
+  if (dW)  // the fused kernels hold W constant
+    return favor_causal_backward_local_windowed(ctx, s, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
+                                                block_total_grad, dW);
   CudaLaunch launch(ctx);
   fused_causal_backward_local(launch, plan(ctx, s), s.heads, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
                               block_total_grad);
 }
 
 void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                    const float* W, const float* suffix, float* dk, float* dv) {
+                                    const float* W, const float* suffix, float* dk, float* dv, float* dW) {
+  if (dW) return favor_backward_add_suffix_windowed(ctx, s, k, v, W, suffix, dk, dv, dW);
   CudaLaunch launch(ctx);
   fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, suffix, dk, dv, true);
 }
@@ -128,7 +132,10 @@ void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s,
 void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q,
                                              const float* W, const float* o, const float* den,
                                              const float* row_scale, const float* d_o, const float* total, float* dq,
-                                             float* local_grad_total) {
+                                             float* local_grad_total, float* dW) {
+  if (dW)
+    return favor_bidirectional_backward_local_windowed(ctx, s, q, W, o, den, row_scale, d_o, total, dq,
+                                                       local_grad_total, dW);
   CudaLaunch launch(ctx);
   fused_bidirectional_backward_local(launch, plan(ctx, s), s.heads, q, W, o, den, row_scale, d_o, total, dq,
                                      local_grad_total);
@@ -136,7 +143,8 @@ void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const Favor
 
 void favor_bidirectional_backward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* k,
                                               const float* v, const float* W, const float* grad_total, float* dk,
-                                              float* dv) {
+                                              float* dv, float* dW) {
+  if (dW) return favor_bidirectional_backward_finish_windowed(ctx, s, k, v, W, grad_total, dk, dv, dW);
   CudaLaunch launch(ctx);
   fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, grad_total, dk, dv, false);
 }

@@ -8,7 +8,9 @@
 //   causal backward: sweep 1 keeps the forward state at each window start
 //     (starting from the rank's prefix); sweep 2, in reverse, runs the local
 //     backward of each window with that state as its prefix and the gradient
-//     state of later windows as its suffix, then the feature-map backward.
+//     state of later windows as its suffix, then the feature-map backward
+//     (which also accumulates the head's dW when W is trained).
+// Head h uses its own projection s.head_w(W, h).
 // Everything is queued on ctx.stream; the buffers are released in its order.
 #include <algorithm>
 #include <memory>
@@ -51,17 +53,21 @@ class Windows {
 
   // Features of the window's rows of head h: q (no log-scales) or k (with them).
   void q_features(const float* q, const float* W, int64_t h, int64_t w) {
-    feature_map_forward(ctx_, s_.features, rows(w), s_.d, s_.m, q + row(h, w) * s_.d, W, phi_q(), nullptr);
+    feature_map_forward(ctx_, s_.features, rows(w), s_.d, s_.m, q + row(h, w) * s_.d, s_.head_w(W, h), phi_q(),
+                        nullptr);
   }
   void k_features(const float* k, const float* W, int64_t h, int64_t w) {
-    feature_map_forward(ctx_, s_.features, rows(w), s_.d, s_.m, k + row(h, w) * s_.d, W, phi_k(), c_k());
+    feature_map_forward(ctx_, s_.features, rows(w), s_.d, s_.m, k + row(h, w) * s_.d, s_.head_w(W, h), phi_k(),
+                        c_k());
   }
-  // dX rows of the window (written) from dPhi given the window's features.
+  // dX rows of the window (written) from dPhi given the window's features;
+  // head h's dW [m, d] (+)= its part when dW [heads, m, d] is not nullptr.
   void feature_backward(const float* X, const float* W, const float* phi, const float* d_phi, float* dX, int64_t h,
-                        int64_t w) {
-    feature_map_backward(ctx_, s_.features, rows(w), s_.d, s_.m, X + row(h, w) * s_.d, W, phi, d_phi,
-                         dX + row(h, w) * s_.d);
+                        int64_t w, float* dW) {
+    feature_map_backward(ctx_, s_.features, rows(w), s_.d, s_.m, X + row(h, w) * s_.d, s_.head_w(W, h), phi, d_phi,
+                         dX + row(h, w) * s_.d, head_dw(dW, h));
   }
+  float* head_dw(float* dW, int64_t h) const { return dW ? dW + h * s_.m * s_.d : nullptr; }
   // First row of window w of head h in [heads * n] row space.
   int64_t row(int64_t h, int64_t w) const { return h * s_.n + start(w); }
 
@@ -160,7 +166,7 @@ void favor_bidirectional_forward_finish_windowed(const ExecContext& ctx, const F
 void favor_causal_backward_local_windowed(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                           const float* v, const float* W, const float* o, const float* den,
                                           const float* row_scale, const float* d_o, const float* prefix, float* dq,
-                                          float* dk, float* dv, float* block_total_grad) {
+                                          float* dk, float* dv, float* block_total_grad, float* dW) {
   Windows win(ctx, s);
   const int64_t ss = s.state_size(), d = s.d, nw = win.count();
   // The forward state at the start of every window of one head.
@@ -188,15 +194,15 @@ void favor_causal_backward_local_windowed(const ExecContext& ctx, const FavorSha
                                              o + r * d, den + r, row_scale + r, d_o + r * d, win.d_phi_q(),
                                              win.d_phi_k(), dv + r * d, win.window_state(),
                                              (w > 0 || prefix) ? st + w * ss : nullptr, w + 1 < nw ? R : nullptr);
-      win.feature_backward(q, W, win.phi_q(), win.d_phi_q(), dq, h, w);
-      win.feature_backward(k, W, win.phi_k(), win.d_phi_k(), dk, h, w);
+      win.feature_backward(q, W, win.phi_q(), win.d_phi_q(), dq, h, w, dW);
+      win.feature_backward(k, W, win.phi_k(), win.d_phi_k(), dk, h, w, dW);
       combine(ctx, s, win.window_state(), R, R);
     }
   }
 }
 
 void favor_backward_add_suffix_windowed(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                        const float* W, const float* suffix, float* dk, float* dv) {
+                                        const float* W, const float* suffix, float* dk, float* dv, float* dW) {
   Windows win(ctx, s);
   const int64_t d = s.d;
   for (int64_t h = 0; h < s.heads; ++h) {
@@ -206,7 +212,8 @@ void favor_backward_add_suffix_windowed(const ExecContext& ctx, const FavorShape
       fill_zero(ctx.stream, win.d_phi_k(), ctx.device, rows * s.m * 4);
       linear_attention_backward_add_suffix(ctx, win.shape(w), win.phi_k(), win.c_k(), v + r * d,
                                            suffix + h * s.state_size(), win.d_phi_k(), dv + r * d);
-      feature_map_backward(ctx, s.features, rows, d, s.m, k + r * d, W, win.phi_k(), win.d_phi_k(), win.dx());
+      feature_map_backward(ctx, s.features, rows, d, s.m, k + r * d, s.head_w(W, h), win.phi_k(), win.d_phi_k(),
+                           win.dx(), win.head_dw(dW, h));
       residual_add(ctx, dk + r * d, win.dx(), dk + r * d, rows * d);
     }
   }
@@ -215,7 +222,7 @@ void favor_backward_add_suffix_windowed(const ExecContext& ctx, const FavorShape
 void favor_bidirectional_backward_local_windowed(const ExecContext& ctx, const FavorShape& s, const float* q,
                                                  const float* W, const float* o, const float* den,
                                                  const float* row_scale, const float* d_o, const float* total,
-                                                 float* dq, float* local_grad_total) {
+                                                 float* dq, float* local_grad_total, float* dW) {
   Windows win(ctx, s);
   const int64_t ss = s.state_size(), d = s.d;
   clear_states(ctx, s, s.heads, local_grad_total);
@@ -227,7 +234,7 @@ void favor_bidirectional_backward_local_windowed(const ExecContext& ctx, const F
       bidirectional_linear_attention_backward_local(ctx, win.shape(w), win.phi_q(), o + r * d, den + r,
                                                     row_scale + r, d_o + r * d, total + h * ss, win.d_phi_q(),
                                                     win.window_state());
-      win.feature_backward(q, W, win.phi_q(), win.d_phi_q(), dq, h, w);
+      win.feature_backward(q, W, win.phi_q(), win.d_phi_q(), dq, h, w, dW);
       combine(ctx, s, R, win.window_state(), R);
     }
   }
@@ -235,7 +242,7 @@ void favor_bidirectional_backward_local_windowed(const ExecContext& ctx, const F
 
 void favor_bidirectional_backward_finish_windowed(const ExecContext& ctx, const FavorShape& s, const float* k,
                                                   const float* v, const float* W, const float* grad_total, float* dk,
-                                                  float* dv) {
+                                                  float* dv, float* dW) {
   Windows win(ctx, s);
   const int64_t d = s.d;
   for (int64_t h = 0; h < s.heads; ++h) {
@@ -244,7 +251,7 @@ void favor_bidirectional_backward_finish_windowed(const ExecContext& ctx, const 
       win.k_features(k, W, h, w);
       bidirectional_linear_attention_backward_finish(ctx, win.shape(w), win.phi_k(), win.c_k(), v + r * d,
                                                      grad_total + h * s.state_size(), win.d_phi_k(), dv + r * d);
-      win.feature_backward(k, W, win.phi_k(), win.d_phi_k(), dk, h, w);
+      win.feature_backward(k, W, win.phi_k(), win.d_phi_k(), dk, h, w, dW);
     }
   }
 }

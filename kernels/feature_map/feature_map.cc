@@ -22,14 +22,25 @@ const char* feature_kernel_name(FeatureKernel kernel) {
     case FeatureKernel::Softmax: return "softmax";
     case FeatureKernel::Relu: return "relu";
     case FeatureKernel::Elu: return "elu";
+    case FeatureKernel::Exp: return "exp";
   }
   return "?";
+}
+
+bool feature_is_exponential(const FeatureMapParams& p) {
+  return p.kernel == FeatureKernel::Softmax || p.kernel == FeatureKernel::Exp;
+}
+
+bool feature_subtracts_half_norm(const FeatureMapParams& p) {
+  return p.kernel == FeatureKernel::Softmax || (p.kernel == FeatureKernel::Exp && p.half_norm);
 }
 
 void check_feature_map_args(const char* op, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m) {
   PF_REQUIRE(ValueError, n >= 0 && d > 0 && m > 0,
              op << ": need n >= 0, d > 0, m > 0, got n=" << n << " d=" << d << " m=" << m);
-  PF_REQUIRE(ValueError, p.kernel == FeatureKernel::Softmax || p.kernel == FeatureKernel::Relu || p.kernel == FeatureKernel::Elu,
+  PF_REQUIRE(ValueError,
+             p.kernel == FeatureKernel::Softmax || p.kernel == FeatureKernel::Relu || p.kernel == FeatureKernel::Elu ||
+                 p.kernel == FeatureKernel::Exp,
              op << ": unknown feature kernel " << static_cast<int>(p.kernel));
   PF_REQUIRE(ValueError, std::isfinite(p.data_scale) && std::isfinite(p.relu_eps) && p.relu_eps >= 0,
              op << ": need finite data_scale and relu_eps >= 0, got data_scale=" << p.data_scale
@@ -45,11 +56,12 @@ void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int6
 }
 
 void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                          const float* X, const float* W, const float* Phi, const float* dPhi, float* dX) {
+                          const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
+                          float* dW) {
   if (ctx.device.is_cuda())
-    feature_map_backward_cuda(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
+    feature_map_backward_cuda(ctx, p, n, d, m, X, W, Phi, dPhi, dX, dW);
   else
-    feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX);
+    feature_map_backward_cpu(ctx, p, n, d, m, X, W, Phi, dPhi, dX, dW);
 }
 
 void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,

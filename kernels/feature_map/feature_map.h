@@ -13,6 +13,11 @@
 //   attention) handles the scales: query scales cancel in the normalised
 //   output, key scales are combined with a running log-scale as in online
 //   softmax, so no max over all keys and no additive epsilon are needed.
+// Exp (the trained-projection map of the exp linear attention): as Softmax,
+//   with W trained instead of drawn and the |x_i|^2 / 2 term only when
+//   FeatureMapParams::half_norm: e_il = w_l . x_i [- |x_i|^2 / 2]. Without the
+//   term the map is exp(W x - c) (docs/kernels/features.md#exp); with it and
+//   W the FAVOR+ draw it equals Softmax exactly.
 // Relu (generalized kernel): Phi[i, l] = relu(w_l . x_i) + eps, c_i = 0.
 // Elu (the linear-attention baseline elu(x) + 1 of Katharopoulos et al. 2020):
 //   Phi[i, l] = elu(u_il) + 1 with u_il = w_l . x_i (u + 1 for u > 0, exp(u)
@@ -22,10 +27,13 @@
 // Backward, with c held constant (exact: the true features exp(c) Phi do not
 // depend on c, so a consumer that treats c as a constant input and returns
 // G = dL/dPhi gets the true gradient):
-//   Softmax: dx = W^T (G . Phi) - x * sum_l (G . Phi)_l
+//   Softmax: dx = W^T (G . Phi) - x * sum_l (G . Phi)_l   (Exp: the second term
+//            only with half_norm)
 //   Relu:    dx = W^T (G . 1[w.x > 0])
 //   Elu:     dx = W^T (G . elu'(w.x)),  elu'(u) = 1 (u > 0), exp(u) = Phi (u <= 0)
 //   dX[i, :] = data_scale * dx_i     (overwritten, not accumulated)
+// With respect to W (when dW is not nullptr; the map is u = s X W^T):
+//   dW [m, d] += s T^T X with the same weights T = dx's (G . Phi, the Relu mask, ...)
 // When Phi is nullptr the backward recomputes it (one GEMM); given Phi, the
 // Relu mask is Phi > eps (identical to w.x > 0 up to the rounding of
 // relu(u) + eps; exact for eps = 0), recomputing uses w.x > 0.
@@ -44,35 +52,44 @@
 
 namespace pf {
 
-enum class FeatureKernel { Softmax, Relu, Elu };
+enum class FeatureKernel { Softmax, Relu, Elu, Exp };
 
 struct FeatureMapParams {
   FeatureKernel kernel = FeatureKernel::Softmax;
   double data_scale = 1.0;  // x = data_scale * row
   double relu_eps = 1e-3;   // Relu only
+  bool half_norm = false;   // Exp only: subtract |x|^2 / 2 (Softmax always does)
 };
 
 // The usual parameters for head dimension d: data_scale = d^(-1/4) (Elu: 1),
-// eps = 1e-3 (Relu).
+// eps = 1e-3 (Relu), half_norm = false (Exp).
 FeatureMapParams default_feature_params(FeatureKernel kernel, int64_t d);
 const char* feature_kernel_name(FeatureKernel kernel);
+// Whether the map is exponential (Softmax, Exp) and whether it subtracts
+// |x|^2 / 2 (Softmax; Exp with half_norm).
+bool feature_is_exponential(const FeatureMapParams& p);
+bool feature_subtracts_half_norm(const FeatureMapParams& p);
 
 // Dispatch on ctx.device. log_scale may be nullptr (callers that do not need
 // it, e.g. queries); it is written as 0 for Relu and Elu.
 void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                          const float* X, const float* W, float* Phi, float* log_scale);
-// dPhi [n, m] (same scaling as Phi); Phi may be nullptr (recomputed); dX [n, d].
+// dPhi [n, m] (same scaling as Phi); Phi may be nullptr (recomputed); dX [n, d];
+// dW [m, d] accumulated (+=) when not nullptr.
 void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                          const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+                          const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
+                          float* dW = nullptr);
 
 void feature_map_forward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                              const float* X, const float* W, float* Phi, float* log_scale);
 void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                              const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+                              const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
+                              float* dW = nullptr);
 void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
                               const float* X, const float* W, float* Phi, float* log_scale);
 void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX);
+                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
+                               float* dW = nullptr);
 
 // Reduced-precision storage: X, Phi, dPhi and dX hold `storage` values
 // (DType::f32, f16 or bf16); W and log_scale stay fp32, and the GEMMs,
@@ -92,7 +109,8 @@ void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p
 void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,
                              const double* W, double* Phi, double* log_scale);
 void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,
-                              const double* W, const double* Phi, const double* dPhi, double* dX);
+                              const double* W, const double* Phi, const double* dPhi, double* dX,
+                              double* dW = nullptr);
 
 // ANALYSIS ONLY (approximation studies; not used in training, no backward, CPU
 // only, on ctx.stream): trigonometric random features of the softmax kernel,

@@ -3,7 +3,8 @@
 //   forward:  U = s X W^T by gemm_f32_cpu straight into Phi [n, m], then per
 //             row (OpenMP) the exponent, the row max c_i and the features in place;
 //   backward: T = G . Phi (or the Relu mask) [n, m] with the row sums,
-//             dX = s T W [n, d] by gemm_f32_cpu, then dX_i -= s^2 (sum_l T_il) X_i.
+//             dX = s T W [n, d] by gemm_f32_cpu, then dX_i -= s^2 (sum_l T_il) X_i;
+//             dW += s T^T X [m, d] by gemm_f32_cpu when dW is given.
 #include <algorithm>
 #include <cmath>
 
@@ -53,12 +54,13 @@ void feature_map_forward_cpu(const ExecContext& ctx, const FeatureMapParams& p, 
 }
 
 void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                              const float* X, const float* W, const float* Phi, const float* dPhi, float* dX) {
+                              const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
+                              float* dW) {
   check_feature_map_args("feature_map_backward_cpu", p, n, d, m);
   if (n == 0) return;
   host_launch(ctx, [=] {
     const float s = static_cast<float>(p.data_scale);
-    const bool softmax = p.kernel == FeatureKernel::Softmax;
+    const bool exponential = feature_is_exponential(p);
     MemoryTracker untracked(Device::cpu());  // holds the scratch when the context has no tracker
     MemoryTracker& tracker = ctx.tracker ? *ctx.tracker : untracked;
     const Tensor t_buf = Tensor::empty({n * m}, DType::f32, tracker, "feature_map_backward.t");
@@ -68,7 +70,7 @@ void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p,
     // Without Phi: T holds the recomputed features (Softmax) or U = s X W^T (Relu mask u > 0).
     if (!Phi) {
       gemm_f32_cpu(ctx, false, true, n, m, d, s, X, d, W, d, 0.f, T, m);
-      if (softmax) finish_rows(p, n, d, m, X, T, nullptr);
+      if (exponential) finish_rows(p, n, d, m, X, T, nullptr);
     }
     const FeatureRowParams r(p, m);
     const float* src = Phi ? Phi : T;
@@ -76,6 +78,7 @@ void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p,
       feature_rows_grad(r, rows, m, dPhi + i0 * m, src + i0 * m, Phi != nullptr, T + i0 * m, rowsum + i0);
     });
     gemm_f32_cpu(ctx, false, false, n, d, m, s, T, m, W, d, 0.f, dX, d);
+    if (dW) gemm_f32_cpu(ctx, true, false, m, d, n, s, T, m, X, d, 1.f, dW, d);
     for_row_blocks(n, [&](int64_t i0, int64_t rows) {
       feature_rows_grad_finish(r, rows, d, X + i0 * d, rowsum + i0, dX + i0 * d);
     });

@@ -4,7 +4,8 @@
 //             features; Relu is elementwise.
 //   backward: one block per row writes T = G . Phi (or the Relu mask) [n, m]
 //             and its row sum, dX = s T W [n, d] by cuBLAS, then
-//             dX_i -= s^2 (sum_l T_il) X_i elementwise.
+//             dX_i -= s^2 (sum_l T_il) X_i elementwise (the |x|^2/2 term);
+//             fp32 storage: dW += s T^T X by cuBLAS when dW is given.
 // fp32 storage: U is computed in place in Phi. fp16/bf16 storage (X, Phi,
 // dPhi, dX): rows are processed in chunks; each chunk's X is widened to fp32
 // scratch, U, T and dX live in fp32 scratch, and only the results are rounded
@@ -66,16 +67,16 @@ __device__ float block_reduce(float v, float* shared /* [32] */) {
 }
 
 // U [n, m] = s X W^T (fp32, may alias Phi when Out = float), X fp32 [n, d].
-// Phi = m^(-1/2) exp(U - |x|^2/2 - c), log_scale = c.
+// Phi = m^(-1/2) exp(U - |x|^2/2 - c) (exp without half_norm: exp(U - c)), log_scale = c.
 template <typename Out>
-__global__ void favor_rows_kernel(int64_t n, int64_t d, int64_t m, float s, float inv_sqrt_m, const float* X,
-                                  const float* U, Out* Phi, float* log_scale) {
+__global__ void favor_rows_kernel(int64_t n, int64_t d, int64_t m, float s, float inv_sqrt_m, bool half_norm,
+                                  const float* X, const float* U, Out* Phi, float* log_scale) {
   __shared__ float shared[32];
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const float* row = X + i * d;
     float sq = 0.f;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sq += row[j] * row[j];
-    const float h = 0.5f * s * s * block_reduce<false>(sq, shared);
+    const float h = half_norm ? 0.5f * s * s * block_reduce<false>(sq, shared) : 0.f;
     float c = -INFINITY;
     for (int64_t l = threadIdx.x; l < m; l += blockDim.x) c = fmaxf(c, favor_exponent(U[i * m + l], h));
     c = block_reduce<true>(c, shared);
@@ -141,13 +142,13 @@ __global__ void elu_weights_kernel(int64_t count, bool src_is_features, const GT
   }
 }
 
-// dX = dXs - s^2 rowsum_i X_i (Softmax) or dXs (Relu); dXs may alias dX when Out = float.
+// dX = dXs - s^2 rowsum_i X_i (the |x|^2/2 term) or dXs; dXs may alias dX when Out = float.
 template <typename Out>
-__global__ void dx_finish_kernel(int64_t n, int64_t d, float s2, bool softmax, const float* dXs, const float* X,
+__global__ void dx_finish_kernel(int64_t n, int64_t d, float s2, bool half_norm, const float* dXs, const float* X,
                                  const float* rowsum, Out* dX) {
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n * d;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    store_f32(dX + k, softmax ? dXs[k] - s2 * rowsum[k / d] * X[k] : dXs[k]);
+    store_f32(dX + k, half_norm ? dXs[k] - s2 * rowsum[k / d] * X[k] : dXs[k]);
 }
 
 // Features of n rows from U (fp32) and fp32 X.
@@ -155,10 +156,10 @@ template <typename Out>
 void finish_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const float* X,
                  const float* U, Out* Phi, float* log_scale) {
   cudaStream_t st = cuda_stream(ctx);
-  if (p.kernel == FeatureKernel::Softmax) {
+  if (feature_is_exponential(p)) {
     const float inv_sqrt_m = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)));
     favor_rows_kernel<Out><<<grid_size(n, 1, kMaxBlocks), kRowThreads, 0, st>>>(
-        n, d, m, static_cast<float>(p.data_scale), inv_sqrt_m, X, U, Phi, log_scale);
+        n, d, m, static_cast<float>(p.data_scale), inv_sqrt_m, feature_subtracts_half_norm(p), X, U, Phi, log_scale);
   } else {
     if (p.kernel == FeatureKernel::Elu)
       elu_kernel<Out><<<grid_size(n * m, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n * m, U, Phi);
@@ -171,12 +172,14 @@ void finish_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, i
 }
 
 // Backward of n rows given fp32 X, fp32 scratch T [n, m] (holding U = s X W^T
-// when Phi is nullptr), fp32 scratch rowsum [n] and dXs [n, d] (may be dX for fp32).
+// when Phi is nullptr), fp32 scratch rowsum [n] and dXs [n, d] (may be dX for
+// fp32); dW [m, d] += s T^T X when not nullptr.
 template <typename St>
 void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const float* Xf,
-                   const float* W, const St* Phi, const St* dPhi, float* T, float* rowsum, float* dXs, St* dX) {
+                   const float* W, const St* Phi, const St* dPhi, float* T, float* rowsum, float* dXs, St* dX,
+                   float* dW) {
   const float s = static_cast<float>(p.data_scale);
-  const bool softmax = p.kernel == FeatureKernel::Softmax;
+  const bool softmax = feature_is_exponential(p);
   cudaStream_t st = cuda_stream(ctx);
   if (Phi == nullptr) {
     gemm_f32_cuda(ctx, false, true, n, m, d, s, Xf, d, W, d, 0.f, T, m);
@@ -203,8 +206,9 @@ void backward_rows(const ExecContext& ctx, const FeatureMapParams& p, int64_t n,
   }
   PF_CUDA_CHECK_LAUNCH();
   gemm_f32_cuda(ctx, false, false, n, d, m, s, T, m, W, d, 0.f, dXs, d);
-  dx_finish_kernel<St>
-      <<<grid_size(n * d, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(n, d, s * s, softmax, dXs, Xf, rowsum, dX);
+  if (dW) gemm_f32_cuda(ctx, true, false, m, d, n, s, T, m, Xf, d, 1.f, dW, d);
+  dx_finish_kernel<St><<<grid_size(n * d, kElemThreads, kMaxBlocks), kElemThreads, 0, st>>>(
+      n, d, s * s, feature_subtracts_half_norm(p), dXs, Xf, rowsum, dX);
   PF_CUDA_CHECK_LAUNCH();
 }
 
@@ -248,7 +252,7 @@ void backward_reduced(const ExecContext& ctx, const FeatureMapParams& p, int64_t
         <<<grid_size(nr * d, kElemThreads, kMaxBlocks), kElemThreads, 0, cuda_stream(ctx)>>>(nr * d, X + r0 * d, Xf);
     PF_CUDA_CHECK_LAUNCH();
     backward_rows<St>(ctx, p, nr, d, m, Xf, W, Phi ? Phi + r0 * m : nullptr, dPhi + r0 * m, T, rowsum, dXs,
-                      dX + r0 * d);
+                      dX + r0 * d, nullptr);
   }
   PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // the scratch is freed on return
 }
@@ -270,12 +274,13 @@ void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p,
 }
 
 void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX) {
+                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
+                               float* dW) {
   check_cuda_args("feature_map_backward_cuda", ctx, p, n, d, m);
   if (n == 0) return;
   const Tensor t_buf = scratch_f32(ctx, n * m, "feature_map_backward.t");
   const Tensor sum_buf = scratch_f32(ctx, n, "feature_map_backward.rowsum");
-  backward_rows<float>(ctx, p, n, d, m, X, W, Phi, dPhi, t_buf.data<float>(), sum_buf.data<float>(), dX, dX);
+  backward_rows<float>(ctx, p, n, d, m, X, W, Phi, dPhi, t_buf.data<float>(), sum_buf.data<float>(), dX, dX, dW);
   PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // the scratch is freed on return
 }
 

@@ -10,7 +10,7 @@ void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams&, i
 }
 
 void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams&, int64_t, int64_t, int64_t, const float*,
-                               const float*, const float*, const float*, float*) {
+                               const float*, const float*, const float*, float*, float*) {
   PF_REQUIRE(CudaError, false, "feature_map_backward on " << ctx.device.str() << ": " << cuda_unavailable_reason());
 }
 

@@ -32,11 +32,12 @@ void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, in
   check_feature_map_args("feature_map_forward_ref", p, n, d, m);
   std::vector<double> x(static_cast<size_t>(d)), u(static_cast<size_t>(m));
   const double inv_sqrt_m = 1.0 / std::sqrt(static_cast<double>(m));
+  const double half_norm = feature_subtracts_half_norm(p) ? 1.0 : 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    const double h = project_row(p.data_scale, d, m, X + i * d, W, x.data(), u.data());
+    const double h = half_norm * project_row(p.data_scale, d, m, X + i * d, W, x.data(), u.data());
     double* out = Phi + i * m;
     double c = 0;
-    if (p.kernel == FeatureKernel::Softmax) {
+    if (feature_is_exponential(p)) {
       c = -INFINITY;
       for (int64_t l = 0; l < m; ++l) c = std::fmax(c, favor_exponent(u[l], h));
       for (int64_t l = 0; l < m; ++l) out[l] = favor_feature(favor_exponent(u[l], h), c, inv_sqrt_m);
@@ -50,16 +51,17 @@ void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, in
 }
 
 void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,
-                              const double* W, const double* Phi, const double* dPhi, double* dX) {
+                              const double* W, const double* Phi, const double* dPhi, double* dX, double* dW) {
   check_feature_map_args("feature_map_backward_ref", p, n, d, m);
   std::vector<double> x(static_cast<size_t>(d)), u(static_cast<size_t>(m)), phi(static_cast<size_t>(m)),
       t(static_cast<size_t>(m));
   const double inv_sqrt_m = 1.0 / std::sqrt(static_cast<double>(m));
+  const double half_norm = feature_subtracts_half_norm(p) ? 1.0 : 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    const double h = project_row(p.data_scale, d, m, X + i * d, W, x.data(), u.data());
+    const double h = half_norm * project_row(p.data_scale, d, m, X + i * d, W, x.data(), u.data());
     const double* g = dPhi + i * m;
     double tsum = 0;
-    if (p.kernel == FeatureKernel::Softmax) {
+    if (feature_is_exponential(p)) {
       if (Phi) {
         for (int64_t l = 0; l < m; ++l) phi[l] = Phi[i * m + l];
       } else {
@@ -79,8 +81,12 @@ void feature_map_backward_ref(const FeatureMapParams& p, int64_t n, int64_t d, i
     for (int64_t j = 0; j < d; ++j) {
       double acc = 0;
       for (int64_t l = 0; l < m; ++l) acc += t[l] * W[l * d + j];
-      dX[i * d + j] = p.data_scale * (acc - x[j] * tsum);
+      dX[i * d + j] = p.data_scale * (acc - half_norm * x[j] * tsum);
     }
+    // u_l = w_l . x with x = s X_i: du_l / dW[l, j] = x_j.
+    if (dW)
+      for (int64_t l = 0; l < m; ++l)
+        for (int64_t j = 0; j < d; ++j) dW[l * d + j] += t[l] * x[j];
   }
 }
 

@@ -12,7 +12,8 @@ FeatureRowParams::FeatureRowParams(const FeatureMapParams& p, int64_t m)
     : data_scale(static_cast<float>(p.data_scale)),
       inv_sqrt_m(static_cast<float>(1.0 / std::sqrt(static_cast<double>(m)))),
       eps(static_cast<float>(p.relu_eps)),
-      softmax(p.kernel == FeatureKernel::Softmax),
+      softmax(feature_is_exponential(p)),
+      half_norm(feature_subtracts_half_norm(p)),
       elu(p.kernel == FeatureKernel::Elu) {}
 
 PF_VECTOR_CLONES
@@ -27,7 +28,7 @@ void feature_rows_finish(const FeatureRowParams& r, int64_t rows, int64_t d, int
       float sq = 0.f;
 #pragma omp simd reduction(+ : sq)
       for (int64_t j = 0; j < d; ++j) sq += x[j] * x[j];
-      const float h = 0.5f * s * s * sq;
+      const float h = r.half_norm ? 0.5f * s * s * sq : 0.f;
       top = -INFINITY;
 #pragma omp simd reduction(max : top)
       for (int64_t l = 0; l < m; ++l) {
@@ -83,7 +84,7 @@ void feature_rows_grad(const FeatureRowParams& r, int64_t rows, int64_t m, const
 PF_VECTOR_CLONES
 void feature_rows_grad_finish(const FeatureRowParams& r, int64_t rows, int64_t d, const float* X,
                               const float* rowsum, float* dX) {
-  if (!r.softmax) return;
+  if (!r.half_norm) return;
   const float s2 = r.data_scale * r.data_scale;
   for (int64_t i = 0; i < rows; ++i) {
     const float w = s2 * rowsum[i];

@@ -23,7 +23,8 @@ struct FeatureRowParams {
   float data_scale;
   float inv_sqrt_m;
   float eps;
-  bool softmax;
+  bool softmax;    // exponential features (Softmax, Exp)
+  bool half_norm;  // ... minus |x|^2 / 2 (Softmax; Exp with half_norm)
   bool elu;
   explicit FeatureRowParams(const FeatureMapParams& p, int64_t m);
 };
@@ -32,12 +33,12 @@ struct FeatureRowParams {
 // log-scale (0 for Relu) when c is not null. X is [rows, d] (row stride d).
 void feature_rows_finish(const FeatureRowParams& r, int64_t rows, int64_t d, int64_t m, const float* X, float* Phi,
                          float* c);
-// T[i, :] = dPhi . Phi (softmax), dPhi . [active] (relu: Phi > eps when
+// T[i, :] = dPhi . Phi (softmax, exp), dPhi . [active] (relu: Phi > eps when
 // `phi_is_features`, else U > 0) or dPhi . elu'(U) (elu: from Phi when
-// `phi_is_features`, else from U), rowsum[i] = sum_l T[i, l] (softmax only).
+// `phi_is_features`, else from U), rowsum[i] = sum_l T[i, l] (half_norm only).
 void feature_rows_grad(const FeatureRowParams& r, int64_t rows, int64_t m, const float* dPhi, const float* Phi,
                        bool phi_is_features, float* T, float* rowsum);
-// dX[i, :] -= s^2 rowsum[i] X[i, :]   (softmax only; a no-op for Relu).
+// dX[i, :] -= s^2 rowsum[i] X[i, :]   (half_norm only; a no-op otherwise).
 void feature_rows_grad_finish(const FeatureRowParams& r, int64_t rows, int64_t d, const float* X,
                               const float* rowsum, float* dX);
 
