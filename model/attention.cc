@@ -5,6 +5,7 @@
 
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/linear_attention/linear_attention.h"
+#include "kernels/residual/residual.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "model/attention_comm.h"
 #include "runtime/check.h"
@@ -37,6 +38,7 @@ FeatureKernel attention_feature_kernel(AttentionKind kind) {
     case AttentionKind::Favor: return FeatureKernel::Softmax;
     case AttentionKind::Relu: return FeatureKernel::Relu;
     case AttentionKind::Elu: return FeatureKernel::Elu;
+    case AttentionKind::Exp: return FeatureKernel::Exp;
     case AttentionKind::Softmax: break;
   }
   PF_REQUIRE(ValueError, false, "model.attention = " << attention_kind_name(kind) << " has no feature map");
@@ -51,8 +53,12 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
   s.m = cfg.features;
   s.chunk = cfg.chunk;
   // Softmax attention has no feature map; its shape still sizes the planner's buffers.
-  if (cfg.attention != AttentionKind::Softmax)
+  if (cfg.attention != AttentionKind::Softmax) {
     s.features = default_feature_params(attention_feature_kernel(cfg.attention), cfg.head_dim());
+    s.features.half_norm = cfg.exp_key_norm;
+  }
+  // exp: every head has its own trained projection.
+  if (cfg.attention == AttentionKind::Exp) s.w_heads = cfg.heads;
   // 16-bit models round their GEMM operands to 8 or 11 significant bits: the
   // fused CUDA kernels' TF32 tensor cores (11 bits) lose no more.
   s.tf32 = cfg.dtype != DType::f32;
@@ -148,10 +154,15 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
 
 void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
                                  const float* k, const float* v, const AttentionSaved& saved, const float* d_o,
-                                 float* dq, float* dk, float* dv, AttentionTiming* timing,
+                                 float* dq, float* dk, float* dv, float* dW, AttentionTiming* timing,
                                  const PackedLayout* packed) const {
+  PF_REQUIRE(ValueError, (dW != nullptr) == (cfg_.attention == AttentionKind::Exp),
+             "attention backward: model.attention = " << attention_kind_name(cfg_.attention)
+                                                      << (dW ? " has no trained projection, but got its gradient"
+                                                             : " needs the gradient of its trained projection"));
   if (packed && !packed->empty()) {
-    packed_attention_backward(cfg_, sp_, opt_, ctx, heads, n, *packed, W, q, k, v, saved, d_o, dq, dk, dv, timing);
+    packed_attention_backward(cfg_, sp_, opt_, ctx, heads, n, *packed, W, q, k, v, saved, d_o, dq, dk, dv, dW,
+                              timing);
     return;
   }
   const int64_t D = cfg_.head_dim();
@@ -175,6 +186,10 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
   so.algorithm = opt_.scan;
   so.tracker = ctx.tracker;
   Tensor U = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total");
+  // exp: the kernels accumulate each of the B*H heads' dW; summed over the batch below.
+  Tensor dW_heads;
+  if (dW) dW_heads = Tensor::zeros({heads, m, D}, DType::f32, *ctx.tracker, "attention.grad_projection");
+  float* dWp = dW ? dW_heads.data<float>() : nullptr;
   float* Up = U.data<float>();
   const float* o = saved.o.data<float>();
   const float* den = saved.den.data<float>();
@@ -182,24 +197,29 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
   const float* state = saved.state.data<float>();
 
   if (cfg_.causal()) {
-    favor_causal_backward_local(ctx, fs, q, k, v, W, o, den, rs, d_o, distributed ? state : nullptr, dq, dk, dv, Up);
+    favor_causal_backward_local(ctx, fs, q, k, v, W, o, den, rs, d_o, distributed ? state : nullptr, dq, dk, dv, Up,
+                                dWp);
     if (distributed) {
       Tensor suffix = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.suffix");
       phase = std::make_unique<CommPhase>(ctx, *sp_);
       reverse_exclusive_scan(*sp_, Up, suffix.raw(), heads * ss, combine, so);
       phase->issued();
       phase->join();
-      favor_backward_add_suffix(ctx, fs, k, v, W, suffix.data<float>(), dk, dv);
+      favor_backward_add_suffix(ctx, fs, k, v, W, suffix.data<float>(), dk, dv, dWp);
     }
   } else {
-    favor_bidirectional_backward_local(ctx, fs, q, W, o, den, rs, d_o, state, dq, Up);
+    favor_bidirectional_backward_local(ctx, fs, q, W, o, den, rs, d_o, state, dq, Up, dWp);
     Tensor total = U;
     if (distributed) {
       total = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total_all");
       phase = std::make_unique<CommPhase>(ctx, *sp_);
       allgather_combine(ctx, *sp_, *phase, combine, Up, total.data<float>(), heads * ss);
     }
-    favor_bidirectional_backward_finish(ctx, fs, k, v, W, total.data<float>(), dk, dv);
+    favor_bidirectional_backward_finish(ctx, fs, k, v, W, total.data<float>(), dk, dv, dWp);
+  }
+  if (dW) {
+    const int64_t per_sample = cfg_.heads * m * D;
+    for (int64_t b = 0; b < heads / cfg_.heads; ++b) residual_add(ctx, dW, dWp + b * per_sample, dW, per_sample);
   }
   synchronize(ctx.stream);
   if (phase) phase->times(t);

@@ -2,6 +2,8 @@
 // before the output projection), for every attention kind of the model:
 //   q, k, v, o, dq, dk, dv   [heads = B*H, n, D]   this rank's block of positions
 //   W                        [m, D]                the layer's random projection (favor, relu; elu: I)
+//                            [H, m, D]             exp: the layer's trained per-head projections
+//   dW                       [H, m, D]             exp: their gradient, accumulated (+=)
 //
 // favor/relu/elu run the fused FAVOR+ protocol of kernels/favor_attention (the
 // same op as performer-attn and the benchmarks), whose random features are
@@ -66,7 +68,7 @@ struct AttentionOptions {
 };
 
 // The feature map of a linear attention kind: favor -> Softmax (FAVOR+),
-// relu -> Relu, elu -> Elu (ValueError for softmax, which has none).
+// relu -> Relu, elu -> Elu, exp -> Exp (ValueError for softmax, which has none).
 FeatureKernel attention_feature_kernel(AttentionKind kind);
 // The fused op's shape for `heads` = B*H heads of n positions of this model.
 FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t n);
@@ -79,10 +81,11 @@ class SequenceAttention {
   void forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
                const float* v, AttentionSaved& saved, AttentionTiming* timing,
                const PackedLayout* packed = nullptr) const;
-  // Writes (overwrites) dq, dk, dv. `packed` as given to the forward.
+  // Writes (overwrites) dq, dk, dv; accumulates dW (exp, else nullptr). `packed`
+  // as given to the forward.
   void backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
                 const float* v, const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
-                AttentionTiming* timing, const PackedLayout* packed = nullptr) const;
+                float* dW, AttentionTiming* timing, const PackedLayout* packed = nullptr) const;
 
  private:
   ModelConfig cfg_;

@@ -66,6 +66,6 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
                                const ExecContext& ctx, int64_t heads, int64_t n, const PackedLayout& layout,
                                const float* W, const float* q, const float* k, const float* v,
                                const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
-                               AttentionTiming* timing);
+                               float* dW, AttentionTiming* timing);
 
 }  // namespace pf

@@ -16,6 +16,8 @@
 // bidirectional: a piece's sequence total is [prefix (+)] own [(+) suffix] of
 //   key states in the forward and of gradient states in the backward.
 // softmax (one rank only): each piece its own exact attention.
+// exp: every piece is [H, len, D], so its per-head dW [H, m, D] accumulates
+//   straight into the layer's gradient.
 // A piece that is the whole slice of its sample is used in place; others are
 // copied to [H, len, ...] buffers and their results copied back.
 #include <vector>
@@ -330,7 +332,7 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
                                const ExecContext& ctx, int64_t heads, int64_t n, const PackedLayout& layout,
                                const float* W, const float* q, const float* k, const float* v,
                                const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
-                               AttentionTiming* timing) {
+                               float* dW, AttentionTiming* timing) {
   const PackedPass pass(cfg, sp, opt, ctx, heads, n, layout);
   const int64_t D = cfg.head_dim(), H = cfg.heads;
   AttentionTiming t;
@@ -372,7 +374,7 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
       float* U = x.first_continues ? pass.sample_state(first, b) : pass.new_state(x, "attention.grad_total");
       const float* prefix = pass.distributed() && x.first_continues ? pass.sample_state(saved.state, b) : nullptr;
       favor_causal_backward_local(ctx, x.fs, qs.p, x.k.p, x.v.p, W, os.p, dens.p, rss.p, dos.p, prefix, dqs.p, x.dk.p,
-                                  x.dv.p, U);
+                                  x.dv.p, U, dW);
       view.put(dqs, dq, D);
       if (pass.waits(x, false, true)) {
         waiting.push_back(std::move(x));
@@ -393,14 +395,14 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
         total = own.data<float>();
       }
       float* G = pass.new_state(x, "attention.grad_total");
-      favor_bidirectional_backward_local(ctx, x.fs, qs.p, W, os.p, dens.p, rss.p, dos.p, total, dqs.p, G);
+      favor_bidirectional_backward_local(ctx, x.fs, qs.p, W, os.p, dens.p, rss.p, dos.p, total, dqs.p, G, dW);
       view.put(dqs, dq, D);
       if (x.last) pass.copy_state(pass.sample_state(last, b), G);
       if (x.first_continues) pass.copy_state(pass.sample_state(first, b), G);
       if (pass.waits(x, true, true)) {
         waiting.push_back(std::move(x));
       } else {
-        favor_bidirectional_backward_finish(ctx, x.fs, x.k.p, x.v.p, W, G, x.dk.p, x.dv.p);
+        favor_bidirectional_backward_finish(ctx, x.fs, x.k.p, x.v.p, W, G, x.dk.p, x.dv.p, dW);
         view.put(x.dk, dk, D);
         view.put(x.dv, dv, D);
       }
@@ -416,11 +418,11 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
     }
     for (Piece& x : waiting) {
       if (causal) {
-        favor_backward_add_suffix(ctx, x.fs, x.k.p, x.v.p, W, pass.sample_state(suffix, x.b), x.dk.p, x.dv.p);
+        favor_backward_add_suffix(ctx, x.fs, x.k.p, x.v.p, W, pass.sample_state(suffix, x.b), x.dk.p, x.dv.p, dW);
       } else {
         if (x.first_continues) pass.combine(pass.sample_state(prefix, x.b), x.state, x.state);
         if (x.last) pass.combine(x.state, pass.sample_state(suffix, x.b), x.state);
-        favor_bidirectional_backward_finish(ctx, x.fs, x.k.p, x.v.p, W, x.state, x.dk.p, x.dv.p);
+        favor_bidirectional_backward_finish(ctx, x.fs, x.k.p, x.v.p, W, x.state, x.dk.p, x.dv.p, dW);
       }
       x.view.put(x.dk, dk, D);
       x.view.put(x.dv, dv, D);

@@ -12,6 +12,7 @@ const char* attention_kind_name(AttentionKind k) {
     case AttentionKind::Relu: return "relu";
     case AttentionKind::Softmax: return "softmax";
     case AttentionKind::Elu: return "elu";
+    case AttentionKind::Exp: return "exp";
   }
   return "?";
 }
@@ -21,10 +22,11 @@ const char* positional_name(PositionalEncoding p) {
 }
 
 AttentionKind parse_attention_kind(const std::string& s) {
-  for (AttentionKind k : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu})
+  for (AttentionKind k :
+       {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})
     if (s == attention_kind_name(k)) return k;
   PF_REQUIRE(ConfigError, false,
-             "model.attention: unknown kernel '" << s << "' (expected favor, relu, softmax or elu)");
+             "model.attention: unknown kernel '" << s << "' (expected favor, relu, softmax, elu or exp)");
   return AttentionKind::Favor;
 }
 
@@ -80,6 +82,13 @@ void ModelConfig::validate() const {
                                  "themselves, so m is the head dimension: set model.features = "
                                  << head_dim() << " (model.width / model.heads)");
   PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
+  // exp trains its projections: nothing to redraw, no other draw to evaluate with.
+  PF_REQUIRE(ConfigError, attention != AttentionKind::Exp || (redraw_interval == 0 && feature_draw == 0),
+             "model.attention = \"exp\" trains its projections, so they are never redrawn: model.redraw_interval "
+             "and model.feature_draw must be 0, got "
+                 << redraw_interval << " and " << feature_draw);
+  PF_REQUIRE(ConfigError, !exp_key_norm || attention == AttentionKind::Exp,
+             "model.exp_key_norm applies to model.attention = \"exp\" only, not " << attention_kind_name(attention));
   PF_REQUIRE(ConfigError, feature_draw >= 0 && feature_draw < (int64_t{1} << 31),
              "model.feature_draw must be in [0, 2^31), got " << feature_draw);
   PF_REQUIRE(ConfigError, dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,

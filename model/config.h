@@ -11,11 +11,11 @@
 
 namespace pf {
 
-enum class AttentionKind { Favor, Relu, Softmax, Elu };
+enum class AttentionKind { Favor, Relu, Softmax, Elu, Exp };
 enum class Objective { CausalLM, MaskedLM };
 enum class PositionalEncoding { Sinusoidal, None };
 
-const char* attention_kind_name(AttentionKind k);   // "favor", "relu", "softmax", "elu"
+const char* attention_kind_name(AttentionKind k);   // "favor", "relu", "softmax", "elu", "exp"
 const char* objective_name(Objective o);            // "clm", "mlm"
 const char* positional_name(PositionalEncoding p);  // "sinusoidal", "none"
 AttentionKind parse_attention_kind(const std::string& s);  // ConfigError naming the text
@@ -38,8 +38,10 @@ struct ModelConfig {
   int64_t width = 128;     // model width C
   int64_t heads = 4;       // attention heads H (width % heads == 0)
   int64_t ffn = 512;       // FFN hidden width F
-  int64_t features = 64;   // random features m (favor, relu); elu: must equal the head dim (m = d)
+  int64_t features = 64;   // random features m (favor, relu), trained ones (exp); elu: must equal the head dim (m = d)
   AttentionKind attention = AttentionKind::Favor;
+  // exp only: keys (and queries, where it cancels) keep FAVOR+'s -|x|^2/2 term.
+  bool exp_key_norm = false;
   Objective objective = Objective::CausalLM;  // causal LM -> causal attention; MLM -> bidirectional
   PositionalEncoding positional = PositionalEncoding::Sinusoidal;
   int64_t redraw_interval = 0;  // redraw random features every k steps (0: never)

@@ -164,7 +164,7 @@ void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, co
     float* dq = d_qkv_heads.data<float>();
     ta = seconds_now();
     attention_.backward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, d_o.data<float>(), dq, dq + T * C,
-                        dq + 2 * T * C, &at, packed);
+                        dq + 2 * T * C, off_.features_w >= 0 ? g + off_.features_w : nullptr, &at, packed);
     tb = seconds_now();
   }
   {

@@ -59,6 +59,7 @@ int64_t PerformerModel::redraw_index(int64_t step) const { return projection_red
 
 const float* PerformerModel::projection(int64_t layer, int64_t step) {
   if (cfg_.attention == AttentionKind::Softmax) return nullptr;
+  if (cfg_.attention == AttentionKind::Exp) return params_.data<float>() + layout_.layer(layer).features_w;
   const int64_t redraw = redraw_index(step);
   if (redraw != projection_redraw_) {
     projections_.clear();

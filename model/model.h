@@ -50,7 +50,8 @@ int64_t projection_redraw_index(const ModelConfig& cfg, int64_t step);
 // The random projection [m, D] (row-major) of `layer` at redraw index
 // `redraw`: keyed (seed, layer, redraw + feature_draw * 2^32), the same on
 // every rank and in every program (the model, the checkpoints that store it).
-// For model.attention = elu it is the identity [D, D] (no random features).
+// For model.attention = elu it is the identity [D, D] (no random features);
+// for exp, the draw its trained projections start from (model/params.h).
 std::vector<float> layer_projection(const ModelConfig& cfg, int64_t layer, int64_t redraw);
 
 class PerformerModel {
@@ -81,7 +82,8 @@ class PerformerModel {
   // rows the tied head reads). in.targets is not read.
   void hidden_states(const ModelInput& in, int64_t step, int64_t layer, std::vector<float>* out);
 
-  // The random projection of `layer` used at `step` ([m, D] on the device).
+  // The random projection of `layer` used at `step` ([m, D] on the device);
+  // exp: the layer's trained projections [H, m, D] in the parameters.
   const float* projection(int64_t layer, int64_t step);
   int64_t redraw_index(int64_t step) const;
 

@@ -1,7 +1,9 @@
 #include "model/params.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "model/model.h"
 #include "runtime/check.h"
 #include "runtime/random.h"
 
@@ -30,6 +32,8 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) {
     o.ln1_b = add(p + "ln1.beta", {C}, false);
     o.qkv_w = add(p + "qkv.weight", {3 * C, C}, true);
     o.qkv_b = add(p + "qkv.bias", {3 * C}, false);
+    if (cfg.attention == AttentionKind::Exp)
+      o.features_w = add(p + "attn.features", {cfg.heads, cfg.features, cfg.head_dim()}, false);
     o.out_w = add(p + "out.weight", {C, C}, true);
     o.out_b = add(p + "out.bias", {C}, false);
     o.ln2_g = add(p + "ln2.gamma", {C}, false);
@@ -60,9 +64,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* params) {
   const double residual_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.layers));
-  for (size_t si = 0; si < layout.slices().size(); ++si) {
-    const ParamSlice& s = layout.slices()[si];
+  // Keyed by the slice's index among the slices other than attn.features, so
+  // that exp draws every other tensor as the kinds without it do.
+  uint64_t key = 0;
+  for (const ParamSlice& s : layout.slices()) {
     float* p = params + s.offset;
+    if (ends_with(s.name, ".attn.features")) continue;  // below
+    const uint64_t si = key++;
     if (ends_with(s.name, ".gamma")) {
       for (int64_t i = 0; i < s.numel; ++i) p[i] = 1.0f;
     } else if (ends_with(s.name, ".beta") || ends_with(s.name, ".bias")) {
@@ -72,6 +80,13 @@ void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* p
       const double std = residual ? residual_std : cfg.init_std;
       fill_normal(p, s.numel, KeyedRandom(cfg.seed, 0x9a7a3e7e5ull, si), std);
     }
+  }
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const int64_t at = layout.layer(l).features_w;
+    if (at < 0) continue;
+    const std::vector<float> w = layer_projection(cfg, l, 0);
+    const int64_t per_head = static_cast<int64_t>(w.size());
+    for (int64_t h = 0; h < cfg.heads; ++h) std::copy(w.begin(), w.end(), params + at + h * per_head);
   }
 }
 

@@ -3,6 +3,7 @@
 // named slice per tensor. Layout, in order:
 //   embedding            [V, C]   (also the output head: tied)
 //   per layer l:  ln1.gamma [C], ln1.beta [C], qkv.weight [3C, C], qkv.bias [3C],
+//                 attn.features [H, m, D] (model.attention = exp only: the trained projections),
 //                 out.weight [C, C], out.bias [C], ln2.gamma [C], ln2.beta [C],
 //                 ffn1.weight [F, C], ffn1.bias [F], ffn2.weight [C, F], ffn2.bias [C]
 //   final_ln.gamma [C], final_ln.beta [C]
@@ -12,8 +13,11 @@
 // Initialisation (keyed by (seed, slice index, element): identical for any
 // layout of ranks): weights ~ N(0, init_std^2); the two projections that feed
 // the residual stream (out, ffn2) ~ N(0, (init_std / sqrt(2 layers))^2);
-// biases 0; layer-norm gains 1. Weight decay applies to weights and the
-// embedding, not to biases and layer-norm parameters.
+// biases 0; layer-norm gains 1; attn.features: every head the layer's
+// FAVOR+ draw at redraw index 0 (layer_projection), so that at step 0 exp
+// with model.exp_key_norm is FAVOR+. Weight decay applies to weights and the
+// embedding, not to biases, layer-norm parameters and attn.features (whose
+// norms set the kernel's sharpness, as the chi norms of the FAVOR+ draw do).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,7 @@ struct ParamSlice {
 // Offsets of one layer's tensors inside the flat buffer.
 struct LayerOffsets {
   int64_t ln1_g, ln1_b, qkv_w, qkv_b, out_w, out_b, ln2_g, ln2_b, ffn1_w, ffn1_b, ffn2_w, ffn2_b;
+  int64_t features_w = -1;  // attn.features (exp only), -1 otherwise
   int64_t begin, end;  // the layer's contiguous range
 };
 

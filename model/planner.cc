@@ -30,7 +30,9 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
 
   MemoryPlan plan;
   const int64_t P = ParamLayout(cfg).total();
-  plan.persistent = f * P * (training ? 4 : 1) + (linear ? f * L * m * D : 0) + (lowp ? h * P : 0);
+  // The random projections [m, D] per layer (exp's trained ones are in P).
+  const bool exp = cfg.attention == AttentionKind::Exp;
+  plan.persistent = f * P * (training ? 4 : 1) + (linear && !exp ? f * L * m * D : 0) + (lowp ? h * P : 0);
 
   // Kept per layer for its backward.
   // (Packed, bidirectional: the totals of the two pieces of each sample that
@@ -54,7 +56,10 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // the workspace; packed: the copies of q, k, v, o, d_o, dq, dk, dv, den and
   // row_scale, the scans' buffers and the pieces' states.
   const int64_t packed_bwd = packed ? f * (8 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 8 * BH * ss) : 0;
-  const int64_t att_bwd = linear ? f * 3 * BH * ss + favor_ws + packed_bwd : (packed ? f * (8 * T * C + 2 * T * H) : 0);
+  // exp, unpacked: each of the BH heads' dW [m, D] before the sum over the batch.
+  const int64_t exp_dw = exp && !packed ? f * BH * m * D : 0;
+  const int64_t att_bwd =
+      linear ? f * 3 * BH * ss + favor_ws + packed_bwd + exp_dw : (packed ? f * (8 * T * C + 2 * T * H) : 0);
   const int64_t layer_fwd = std::max({f * 3 * T * C, att_fwd, lowp_fwd});
   // Backward of one layer, above its activations: the FFN part with every
   // activation live; after it the layer has released g, h1 and ln2 (kept in

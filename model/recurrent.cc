@@ -90,8 +90,14 @@ void RecurrentPerformer::attention(int64_t layer, const float* heads_qkv, float*
   const float* q = heads_qkv;
   const float* k = heads_qkv + BH * D;
   const float* v = heads_qkv + 2 * BH * D;
-  feature_map_forward(ctx_, fp, BH, D, m, q, W, phi_q_.data<float>(), nullptr);
-  feature_map_forward(ctx_, fp, BH, D, m, k, W, phi_k_.data<float>(), c_k_.data<float>());
+  // Features of the BH rows [B*H, D]; exp: row b H + h with head h's own projection.
+  const FavorShape fs = attention_favor_shape(cfg_, BH, 1);
+  const int64_t groups = fs.w_heads == 1 ? 1 : BH, rows = BH / groups;
+  for (int64_t r = 0; r < BH; r += rows) {
+    feature_map_forward(ctx_, fp, rows, D, m, q + r * D, fs.head_w(W, r), phi_q_.data<float>() + r * m, nullptr);
+    feature_map_forward(ctx_, fp, rows, D, m, k + r * D, fs.head_w(W, r), phi_k_.data<float>() + r * m,
+                        c_k_.data<float>() + r);
+  }
   // A block of one position per head, started from the carried state: y
   // holds the carried prefix and this position's own term, own_ the block
   // total of this position alone.

@@ -6,8 +6,9 @@
 //   x [B, C] = sqrt(C) E[token] + pe(p)                 (the parallel form's embedding)
 //   per layer l:
 //     qkv [B, 3C] = W_qkv LN1(x) + b  -> q, k, v [B*H, 1, D]
-//     phi(q), phi(k), c_k  [B*H, m]   the layer's random projection W_l, the
-//                                     model's feature map (FAVOR+ or ReLU)
+//     phi(q), phi(k), c_k  [B*H, m]   the layer's random projection W_l (exp:
+//                                     head h's trained W_l,h), the model's
+//                                     feature map (FAVOR+, ReLU, elu + 1, exp)
 //     y [B*H, D+1]  = phi(q)^T (state_l (+) exp(c_k) phi(k) [v 1]^T)
 //     state_l       <- state_l (+) exp(c_k) phi(k) [v 1]^T
 //     o = y[:D] / y[D];  x <- x + W_o merge(o) + b;  x <- x + W_2 gelu(W_1 LN2(x) + b_1) + b_2

@@ -97,7 +97,8 @@ std::vector<float> read_tensors(hid_t group, const ParamLayout& layout, const st
 // outside this build (the Python package) run the same function. The model
 // itself draws them again from their key; they are written, never read.
 void write_projections(hid_t file, const ModelConfig& model, int64_t redraw) {
-  if (model.attention == AttentionKind::Softmax) return;
+  // softmax has none; exp's are parameters (/params/layer<l>.attn.features).
+  if (model.attention == AttentionKind::Softmax || model.attention == AttentionKind::Exp) return;
   H5Id group = h5_create_group(file, "projections");
   for (int64_t l = 0; l < model.layers; ++l) {
     const std::vector<float> w = layer_projection(model, l, redraw);
@@ -284,6 +285,11 @@ std::vector<std::string> model_incompatibilities(const ModelConfig& a, const Mod
   cmp("ffn", num(a.ffn), num(b.ffn));
   cmp("objective", objective_name(a.objective), objective_name(b.objective));
   cmp("positional", positional_name(a.positional), positional_name(b.positional));
+  // exp's trained projections are parameters: the layouts of exp and the other kinds differ.
+  if (attention_may_differ && (a.attention == AttentionKind::Exp) != (b.attention == AttentionKind::Exp))
+    cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
+  if (a.attention == AttentionKind::Exp && b.attention == AttentionKind::Exp)
+    cmp("exp_key_norm", a.exp_key_norm ? "true" : "false", b.exp_key_norm ? "true" : "false");
   if (!attention_may_differ) {
     cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
     if (a.attention != AttentionKind::Softmax) {

@@ -180,6 +180,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   s = positional_name(m.positional);
   r.get("model", "positional", s);
   m.positional = parse_positional(s);
+  r.get("model", "exp_key_norm", m.exp_key_norm);
   r.get("model", "redraw_interval", m.redraw_interval);
   r.get("model", "feature_draw", m.feature_draw);
   s = "orthogonal";

@@ -21,6 +21,7 @@ std::string format_train_config(const TrainConfig& c) {
                             {"attention", attention_kind_name(m.attention)},
                             {"objective", objective_name(m.objective)},
                             {"positional", positional_name(m.positional)},
+                            {"exp_key_norm", m.exp_key_norm},
                             {"redraw_interval", m.redraw_interval},
                             {"feature_draw", m.feature_draw},
                             {"projection", m.projection == ProjectionKind::Iid ? "iid" : "orthogonal"},
