@@ -5,7 +5,8 @@
 // and relu, n not a multiple of the tile, forward and backward, temporaries
 // recorded in the context's tracker and all released; and the
 // sequence-parallel protocol with the sequence in 3 blocks, fused and
-// windowed. Skipped without a GPU.
+// windowed; exp with a trained projection per head and its gradient.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,7 +60,8 @@ TEST(FavorAttentionGpu, MatchesReference) {
                            GpuCase{24, 40, 0, true}, GpuCase{32, 64, 100, false}}) {
     const int64_t d = c.d, m = c.m, size = B * H * n * d;
     for (bool causal : {true, false}) {
-      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
+      for (FeatureKernel kernel :
+           {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu, FeatureKernel::Exp}) {
         SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " window=" << c.window << " tf32=" << c.tf32
                                         << " causal=" << causal << " kernel=" << feature_kernel_name(kernel));
         ++seed;
@@ -88,6 +90,48 @@ TEST(FavorAttentionGpu, MatchesReference) {
 
         expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv, c.tf32 ? 1e-2 : 1e-4);
       }
+    }
+  }
+}
+
+// exp with a projection per head and its gradient dW [B*H, m, D] (CUDA runs
+// it through the windowed composition, dW by cuBLAS) against the reference.
+TEST(FavorAttentionGpu, ExpTrainedProjectionsMatchReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  const int64_t B = 2, H = 3, n = 211, d = 32, m = 48, chunk = 40, size = B * H * n * d;
+  uint64_t seed = 900;
+  for (bool causal : {true, false}) {
+    for (bool half_norm : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "causal=" << causal << " half_norm=" << half_norm);
+      ++seed;
+      FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, FeatureKernel::Exp, chunk);
+      p.per_head_w = true;
+      p.features.half_norm = half_norm;
+      const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+      const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+      const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+      const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+      const auto W = test::cast_vector<float>(test::normal_vector(H * m * d, seed, 5, 0.8));
+      const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+          gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+      std::vector<double> ro(size), rq(size), rk(size), rv(size), rw(B * H * m * d, 0.0);
+      favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
+      favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
+                                   rv.data(), rw.data());
+      Gpu gpu;
+      float *o = gpu.alloc(size), *den = gpu.alloc(B * H * n), *rs = gpu.alloc(B * H * n),
+            *total = gpu.alloc(favor_attention_total_floats(p)), *gq = gpu.alloc(size), *gk = gpu.alloc(size),
+            *gv = gpu.alloc(size), *gw = gpu.upload(std::vector<float>(B * H * m * d, 0.f));
+      float *dq_ = gpu.upload(q), *dk_ = gpu.upload(k), *dv_ = gpu.upload(v), *dg = gpu.upload(g),
+            *dW = gpu.upload(W);
+      float* tp = causal ? nullptr : total;
+      favor_attention_forward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp);
+      favor_attention_backward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp, dg, gq, gk, gv, gw);
+      EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
+      EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
+      EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
+      EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
+      EXPECT_LE(test::rel_l2(gpu.download(gw, B * H * m * d), rw), 1e-4);
     }
   }
 }

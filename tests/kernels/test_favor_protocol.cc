@@ -50,7 +50,8 @@ TEST(FavorProtocol, BlocksMatchWholeSequenceReference) {
   uint64_t seed = 900;
   for (int64_t n : {7, 200, 1000}) {
     for (bool causal : {true, false}) {
-      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
+      for (FeatureKernel kernel :
+           {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu, FeatureKernel::Exp}) {
         const int64_t size = H * n * d;
         const Inputs in = make_inputs(size, m, d, ++seed);
         FavorAttentionParams p = favor_attention_params(1, H, n, d, m, causal, kernel, chunk);

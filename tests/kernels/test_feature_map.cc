@@ -1,6 +1,7 @@
-// Feature maps (FAVOR+ softmax and ReLU kernels): the CPU backend against the
-// float64 reference on fresh random inputs over the shape grid, finite-
-// difference checks of the reference backward (true features and held scale),
+// Feature maps (FAVOR+ softmax, ReLU, elu + 1 and exp kernels): the CPU
+// backend against the float64 reference on fresh random inputs over the shape
+// grid (features, dX and the accumulated dW), finite-difference checks of the
+// reference backward with respect to X and W (true features and held scale),
 // invariants of the log-scale form, large input norms, the analysis-only
 // trigonometric features, argument errors.
 #include <gtest/gtest.h>
@@ -27,7 +28,8 @@ struct Shape3 {
 const Shape3 kShapes[] = {{1, 16, 16},  {7, 32, 100}, {64, 64, 256},   {1000, 16, 64}, {4099, 64, 100},
                           {64, 32, 16}, {7, 64, 64},  {1000, 32, 256}, {1, 64, 100}};
 
-const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu};
+const FeatureKernel kKernels[] = {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu,
+                                  FeatureKernel::Exp};
 
 struct Inputs {
   std::vector<float> X, W, G;
@@ -82,18 +84,37 @@ TEST(FeatureMap, CpuBackwardMatchesReferenceWithAndWithoutPhi) {
   for (const Shape3& s : kShapes)
     for (FeatureKernel k : kKernels) {
       const Inputs in = make_inputs(s, ++seed);
-      const FeatureMapParams p = default_feature_params(k, s.d);
+      FeatureMapParams p = default_feature_params(k, s.d);
+      p.half_norm = seed % 2 == 0;  // exp: both forms over the grid
       std::vector<float> phi(s.n * s.m), dx(s.n * s.d), dx_re(s.n * s.d);
       std::vector<double> dx_ref(s.n * s.d);
+      // dW accumulates: both start from the same non-zero values.
+      const std::vector<double> dw0 = test::normal_vector(s.m * s.d, seed, 5);
+      std::vector<float> dw = test::cast_vector<float>(dw0), dw_re = dw;
+      std::vector<double> dw_ref = dw0;
       feature_map_forward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), nullptr);
-      feature_map_backward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), in.G.data(), dx.data());
-      feature_map_backward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx_re.data());
-      feature_map_backward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), nullptr, in.Gd.data(), dx_ref.data());
+      feature_map_backward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi.data(), in.G.data(), dx.data(),
+                               dw.data());
+      feature_map_backward(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), nullptr, in.G.data(), dx_re.data(),
+                           dw_re.data());
+      feature_map_backward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), nullptr, in.Gd.data(), dx_ref.data(),
+                               dw_ref.data());
       synchronize(ctx.stream);
       const std::string where = std::string(feature_kernel_name(k)) + " n=" + std::to_string(s.n) +
-                                " d=" + std::to_string(s.d) + " m=" + std::to_string(s.m);
+                                " d=" + std::to_string(s.d) + " m=" + std::to_string(s.m) +
+                                (p.half_norm ? " half_norm" : "");
       EXPECT_LE(test::rel_l2(dx, dx_ref), 1e-5) << where << " (Phi given)";
       EXPECT_LE(test::rel_l2(dx_re, dx_ref), 1e-5) << where << " (Phi recomputed)";
+      // The accumulated part alone, against its own size.
+      std::vector<double> got(s.m * s.d), got_re(s.m * s.d), want(s.m * s.d);
+      for (int64_t e = 0; e < s.m * s.d; ++e) {
+        got[e] = dw[e] - static_cast<float>(dw0[e]);
+        got_re[e] = dw_re[e] - static_cast<float>(dw0[e]);
+        want[e] = dw_ref[e] - dw0[e];
+      }
+      const double tol = 1e-5 + 1e-6 * test::l2_norm(dw0) / std::max(test::l2_norm(want), 1e-30);
+      EXPECT_LE(test::rel_l2(got, want), tol) << where << " dW (Phi given)";
+      EXPECT_LE(test::rel_l2(got_re, want), tol) << where << " dW (Phi recomputed)";
     }
 }
 
@@ -148,6 +169,45 @@ TEST(FeatureMap, EluIsEluPlusOneOfTheRows) {
   for (int64_t i = 0; i < s.n; ++i) EXPECT_EQ(c[i], 0.0) << "Elu rows carry no log-scale";
 }
 
+// Exp is m^(-1/2) exp(u - max_l u_l) with u = s W x, from the definition; with
+// half_norm it is the FAVOR+ (Softmax) map, bit for bit on the CPU.
+TEST(FeatureMap, ExpIsExpOfTheProjection) {
+  const Shape3 s{40, 16, 48};
+  const Inputs in = make_inputs(s, 13, 1.5);
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  const ExecContext& ctx = res.ctx();
+  FeatureMapParams p = default_feature_params(FeatureKernel::Exp, s.d);
+  ASSERT_FALSE(p.half_norm) << "exp drops the key term by default";
+  std::vector<double> phi(s.n * s.m), c(s.n);
+  std::vector<float> phi_cpu(s.n * s.m), c_cpu(s.n);
+  feature_map_forward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), phi.data(), c.data());
+  feature_map_forward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi_cpu.data(), c_cpu.data());
+  synchronize(ctx.stream);
+  for (int64_t i = 0; i < s.n; ++i) {
+    std::vector<double> u(s.m);
+    double top = -INFINITY;
+    for (int64_t l = 0; l < s.m; ++l) {
+      for (int64_t j = 0; j < s.d; ++j) u[l] += in.Wd[l * s.d + j] * p.data_scale * in.Xd[i * s.d + j];
+      top = std::max(top, u[l]);
+    }
+    EXPECT_NEAR(c[i], top, 1e-12) << "row " << i;
+    for (int64_t l = 0; l < s.m; ++l) {
+      const double want = std::exp(u[l] - top) / std::sqrt(static_cast<double>(s.m));
+      EXPECT_NEAR(phi[i * s.m + l], want, 1e-14) << "row " << i << " feature " << l;
+      EXPECT_NEAR(phi_cpu[i * s.m + l], want, 1e-6) << "row " << i << " feature " << l;
+    }
+  }
+  p.half_norm = true;
+  std::vector<float> favor(s.n * s.m), favor_c(s.n);
+  feature_map_forward_cpu(ctx, p, s.n, s.d, s.m, in.X.data(), in.W.data(), phi_cpu.data(), c_cpu.data());
+  feature_map_forward_cpu(ctx, default_feature_params(FeatureKernel::Softmax, s.d), s.n, s.d, s.m, in.X.data(),
+                          in.W.data(), favor.data(), favor_c.data());
+  synchronize(ctx.stream);
+  EXPECT_EQ(phi_cpu, favor);
+  EXPECT_EQ(c_cpu, favor_c);
+}
+
 // Loss L(X) = sum_il R_il F_il(X) for the features F the loss is taken of:
 // the true features exp(c) Phi, or Phi with the scale held at c0.
 enum class Target { TrueFeatures, HeldScale };
@@ -163,11 +223,13 @@ std::vector<double> fd_target(const FeatureMapParams& p, const Shape3& s, const 
   return phi;
 }
 
-void check_fd(FeatureKernel k, const Shape3& s, Target target, bool give_phi, uint64_t seed) {
+// Central differences in X and in W against the reference's dX and dW.
+void check_fd(FeatureKernel k, const Shape3& s, Target target, bool give_phi, uint64_t seed, bool half_norm = false) {
   const Inputs in = make_inputs(s, seed, 1.5);
-  const FeatureMapParams p = default_feature_params(k, s.d);
+  FeatureMapParams p = default_feature_params(k, s.d);
+  p.half_norm = half_norm;
   const std::vector<double>& R = in.Gd;
-  std::vector<double> phi(s.n * s.m), c0(s.n), dx(s.n * s.d);
+  std::vector<double> phi(s.n * s.m), c0(s.n), dx(s.n * s.d), dw(s.m * s.d, 0.0);
   feature_map_forward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), phi.data(), c0.data());
   // dL/dPhi with the scale held: R exp(c) for the true features, R for the held scale.
   std::vector<double> G(R);
@@ -175,21 +237,30 @@ void check_fd(FeatureKernel k, const Shape3& s, Target target, bool give_phi, ui
     for (int64_t i = 0; i < s.n; ++i)
       for (int64_t l = 0; l < s.m; ++l) G[i * s.m + l] *= std::exp(c0[i]);
   feature_map_backward_ref(p, s.n, s.d, s.m, in.Xd.data(), in.Wd.data(), give_phi ? phi.data() : nullptr, G.data(),
-                           dx.data());
+                           dx.data(), dw.data());
   const double h = 1e-6;
-  std::vector<double> fd(s.n * s.d);
-  for (int64_t e = 0; e < s.n * s.d; ++e) {
-    std::vector<double> Xp(in.Xd), Xm(in.Xd);
-    Xp[e] += h;
-    Xm[e] -= h;
-    const auto fp = fd_target(p, s, Xp, in.Wd, c0, target), fm = fd_target(p, s, Xm, in.Wd, c0, target);
-    double acc = 0;
-    for (int64_t q = 0; q < s.n * s.m; ++q) acc += R[q] * (fp[q] - fm[q]);
-    fd[e] = acc / (2 * h);
-  }
-  EXPECT_LE(test::rel_l2(dx, fd), 1e-6) << feature_kernel_name(k) << " d=" << s.d << " m=" << s.m
-                                        << (target == Target::TrueFeatures ? " true features" : " held scale")
-                                        << (give_phi ? " Phi given" : " Phi recomputed");
+  // dL/dV[e] for V = X or W, by central differences.
+  auto fd_of = [&](bool of_w) {
+    const std::vector<double>& base = of_w ? in.Wd : in.Xd;
+    std::vector<double> fd(base.size());
+    for (size_t e = 0; e < base.size(); ++e) {
+      std::vector<double> up(base), down(base);
+      up[e] += h;
+      down[e] -= h;
+      const auto fp = of_w ? fd_target(p, s, in.Xd, up, c0, target) : fd_target(p, s, up, in.Wd, c0, target);
+      const auto fm = of_w ? fd_target(p, s, in.Xd, down, c0, target) : fd_target(p, s, down, in.Wd, c0, target);
+      double acc = 0;
+      for (int64_t q = 0; q < s.n * s.m; ++q) acc += R[q] * (fp[q] - fm[q]);
+      fd[e] = acc / (2 * h);
+    }
+    return fd;
+  };
+  const std::string what = std::string(feature_kernel_name(k)) + (half_norm ? " half_norm" : "") +
+                           " d=" + std::to_string(s.d) + " m=" + std::to_string(s.m) +
+                           (target == Target::TrueFeatures ? " true features" : " held scale") +
+                           (give_phi ? " Phi given" : " Phi recomputed");
+  EXPECT_LE(test::rel_l2(dx, fd_of(false)), 1e-6) << what << ": dX";
+  EXPECT_LE(test::rel_l2(dw, fd_of(true)), 1e-6) << what << ": dW";
 }
 
 TEST(FeatureMap, ReferenceBackwardMatchesFiniteDifferences) {
@@ -200,6 +271,10 @@ TEST(FeatureMap, ReferenceBackwardMatchesFiniteDifferences) {
       check_fd(FeatureKernel::Softmax, s, Target::HeldScale, give_phi, ++seed);
       check_fd(FeatureKernel::Relu, s, Target::TrueFeatures, give_phi, ++seed);
       check_fd(FeatureKernel::Elu, s, Target::TrueFeatures, give_phi, ++seed);
+      for (bool half_norm : {false, true}) {
+        check_fd(FeatureKernel::Exp, s, Target::TrueFeatures, give_phi, ++seed, half_norm);
+        check_fd(FeatureKernel::Exp, s, Target::HeldScale, give_phi, ++seed, half_norm);
+      }
     }
 }
 

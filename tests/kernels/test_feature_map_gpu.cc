@@ -60,22 +60,24 @@ TEST(FeatureMapGpu, CudaMatchesReference) {
   uint64_t seed = 700;
   for (const Case& c : {Case{1, 16, 16, 1}, Case{7, 32, 100, 1}, Case{64, 64, 256, 1}, Case{1000, 16, 64, 1},
                         Case{4099, 64, 100, 1}, Case{257, 64, 100, 10}})
-    for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
+    for (FeatureKernel k : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu, FeatureKernel::Exp}) {
       ++seed;
       const auto X = test::cast_vector<float>(test::normal_vector(c.n * c.d, seed, 1, c.x_scale));
       const auto W =
           random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
       const auto G = test::cast_vector<float>(test::normal_vector(c.n * c.m, seed, 2));
       const std::vector<double> Xd(X.begin(), X.end()), Wd(W.begin(), W.end()), Gd(G.begin(), G.end());
-      const FeatureMapParams p = default_feature_params(k, c.d);
-      std::vector<double> phi_ref(c.n * c.m), c_ref(c.n), dx_ref(c.n * c.d);
+      FeatureMapParams p = default_feature_params(k, c.d);
+      p.half_norm = seed % 2 == 0;  // exp: both forms
+      std::vector<double> phi_ref(c.n * c.m), c_ref(c.n), dx_ref(c.n * c.d), dw_ref(c.m * c.d, 0.0);
       feature_map_forward_ref(p, c.n, c.d, c.m, Xd.data(), Wd.data(), phi_ref.data(), c_ref.data());
-      feature_map_backward_ref(p, c.n, c.d, c.m, Xd.data(), Wd.data(), nullptr, Gd.data(), dx_ref.data());
+      feature_map_backward_ref(p, c.n, c.d, c.m, Xd.data(), Wd.data(), nullptr, Gd.data(), dx_ref.data(),
+                               dw_ref.data());
 
       DeviceFloats x(tracker, X), w(tracker, W), g(tracker, G), phi(tracker, c.n * c.m), ls(tracker, c.n),
-          dx(tracker, c.n * c.d), dx_re(tracker, c.n * c.d);
+          dx(tracker, c.n * c.d), dx_re(tracker, c.n * c.d), dw(tracker, std::vector<float>(c.m * c.d, 0.f));
       feature_map_forward(ctx, p, c.n, c.d, c.m, x.get(), w.get(), phi.get(), ls.get());
-      feature_map_backward(ctx, p, c.n, c.d, c.m, x.get(), w.get(), phi.get(), g.get(), dx.get());
+      feature_map_backward(ctx, p, c.n, c.d, c.m, x.get(), w.get(), phi.get(), g.get(), dx.get(), dw.get());
       feature_map_backward(ctx, p, c.n, c.d, c.m, x.get(), w.get(), nullptr, g.get(), dx_re.get());
       synchronize(ctx.stream);
       const std::string where = std::string(feature_kernel_name(k)) + " n=" + std::to_string(c.n) +
@@ -93,6 +95,7 @@ TEST(FeatureMapGpu, CudaMatchesReference) {
       if (c.x_scale == 1) {
         EXPECT_LE(test::rel_l2(dx_h, dx_ref), 1e-5) << where << " (Phi given)";
         EXPECT_LE(test::rel_l2(dx_re_h, dx_ref), 1e-5) << where << " (Phi recomputed)";
+        EXPECT_LE(test::rel_l2(dw.host(), dw_ref), 1e-5) << where << " (dW)";
       }
     }
 }

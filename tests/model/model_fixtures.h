@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/model.h"
 #include "model/objective.h"
 #include "model/trainer.h"
 #include "runtime/random.h"
+#include "tests/support/numerics.h"
 
 namespace pf::test {
 
@@ -39,6 +41,22 @@ inline ModelConfig gradcheck_config(AttentionKind attention, Objective objective
   c.ffn = 32;
   c.features = attention == AttentionKind::Elu ? c.width / c.heads : 12;
   return c;
+}
+
+// exp: every head's trained projection moved by its own noise (std 0.3), the
+// same on every rank and for every model of one config, so that a test sees
+// a head that used another head's W (at initialisation all heads hold the
+// same draw). A no-op for the other kinds. The parameters are host memory (CPU).
+inline void perturb_trained_projections(PerformerModel& model) {
+  const ModelConfig& cfg = model.config();
+  if (cfg.attention != AttentionKind::Exp) return;
+  const int64_t count = cfg.heads * cfg.features * cfg.head_dim();
+  float* p = model.params().data<float>();
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const std::vector<double> noise = normal_vector(count, cfg.seed + 1000 + static_cast<uint64_t>(l), 9, 0.3);
+    float* w = p + model.layout().layer(l).features_w;
+    for (int64_t e = 0; e < count; ++e) w[e] += static_cast<float>(noise[e]);
+  }
 }
 
 // Global sample s, position p: a residue token (ids 4..28), with a padding

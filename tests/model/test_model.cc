@@ -39,9 +39,11 @@ std::vector<double> params_f64(PerformerModel& model) {
 // offset 0 and at a later global offset (the positional encoding of global
 // positions). Measured: relative 3e-8 or less on the loss.
 void check_loss(const ModelConfig& cfg) {
-  const std::string what = std::string(attention_kind_name(cfg.attention)) + "/" + objective_name(cfg.objective);
+  const std::string what = std::string(attention_kind_name(cfg.attention)) + (cfg.exp_key_norm ? "+key_norm" : "") +
+                           "/" + objective_name(cfg.objective);
   Harness h;
   PerformerModel model(cfg, h.res.ctx(), nullptr);
+  test::perturb_trained_projections(model);
   const std::vector<double> params = params_f64(model);
   const std::vector<std::vector<double>> proj = test::reference_projections(model, 0);
   for (int64_t offset : {0, 7}) {
@@ -61,11 +63,42 @@ void check_loss(const ModelConfig& cfg) {
 }
 
 TEST(ModelReference, LossMatchesFloat64) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu,
+                             AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       check_loss(test::tiny_config(kind, obj));
       check_loss(test::gradcheck_config(kind, obj));
     }
+  for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+    ModelConfig cfg = test::tiny_config(AttentionKind::Exp, obj);
+    cfg.exp_key_norm = true;
+    check_loss(cfg);
+  }
+}
+
+// exp starts from the FAVOR+ draw in every head and draws every other
+// parameter as favor does: with the key term (exp_key_norm) its step-0 model
+// is FAVOR+ (the same logits, bit for bit: the same kernels on the same
+// numbers); without it the keys lose their -|k|^2/2 and the logits move.
+TEST(ModelReference, ExpWithKeyNormStartsAsFavor) {
+  for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+    const ModelConfig favor = test::tiny_config(AttentionKind::Favor, obj);
+    ModelConfig exp = test::tiny_config(AttentionKind::Exp, obj);
+    std::vector<float> want, same, moved;
+    {
+      Harness h;
+      PerformerModel model(favor, h.res.ctx(), nullptr);
+      model.forward(tiny_input(favor, 2, 19), 0, &want);
+    }
+    for (bool key_norm : {true, false}) {
+      exp.exp_key_norm = key_norm;
+      Harness h;
+      PerformerModel model(exp, h.res.ctx(), nullptr);
+      model.forward(tiny_input(exp, 2, 19), 0, key_norm ? &same : &moved);
+    }
+    EXPECT_EQ(same, want) << objective_name(obj);
+    EXPECT_GT(test::rel_l2(moved, want), 1e-4) << objective_name(obj);
+  }
 }
 
 // Per parameter tensor s, with r the finite differences and g the model's gradient:
@@ -152,11 +185,14 @@ void expect_comparator_rejects(const ParamLayout& layout, const std::vector<floa
 // taken with 10 h agree with these to 6e-8 relative per tensor): both far
 // below the fp32 error of the model's gradients (measured rel_l2 <= 4e-7,
 // element <= 1.1e-6), so the tolerances leave a margin of ~20x.
-void check_gradients(AttentionKind kind, Objective obj) {
-  const ModelConfig cfg = test::gradcheck_config(kind, obj);
-  const std::string what = std::string(attention_kind_name(kind)) + "/" + objective_name(obj);
+void check_gradients(AttentionKind kind, Objective obj, bool exp_key_norm = false) {
+  ModelConfig cfg = test::gradcheck_config(kind, obj);
+  cfg.exp_key_norm = exp_key_norm;
+  const std::string what =
+      std::string(attention_kind_name(kind)) + (exp_key_norm ? "+key_norm" : "") + "/" + objective_name(obj);
   Harness h;
   PerformerModel model(cfg, h.res.ctx(), nullptr);
+  test::perturb_trained_projections(model);
   const ModelInput in = tiny_input(cfg, 2, 11);
   ASSERT_GT(in.predicted(), 0) << what;
   model.zero_grads();
@@ -178,6 +214,10 @@ TEST(ModelGradients, ReluCausal) { check_gradients(AttentionKind::Relu, Objectiv
 TEST(ModelGradients, ReluMasked) { check_gradients(AttentionKind::Relu, Objective::MaskedLM); }
 TEST(ModelGradients, EluCausal) { check_gradients(AttentionKind::Elu, Objective::CausalLM); }
 TEST(ModelGradients, EluMasked) { check_gradients(AttentionKind::Elu, Objective::MaskedLM); }
+TEST(ModelGradients, ExpCausal) { check_gradients(AttentionKind::Exp, Objective::CausalLM); }
+TEST(ModelGradients, ExpMasked) { check_gradients(AttentionKind::Exp, Objective::MaskedLM); }
+TEST(ModelGradients, ExpKeyNormCausal) { check_gradients(AttentionKind::Exp, Objective::CausalLM, true); }
+TEST(ModelGradients, ExpKeyNormMasked) { check_gradients(AttentionKind::Exp, Objective::MaskedLM, true); }
 TEST(ModelGradients, SoftmaxCausal) { check_gradients(AttentionKind::Softmax, Objective::CausalLM); }
 TEST(ModelGradients, SoftmaxMasked) { check_gradients(AttentionKind::Softmax, Objective::MaskedLM); }
 
@@ -187,6 +227,7 @@ void check_causality(AttentionKind kind) {
   const ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
   Harness h;
   PerformerModel model(cfg, h.res.ctx(), nullptr);
+  test::perturb_trained_projections(model);
   const int64_t n = 23, i = 9;
   ModelInput a = tiny_input(cfg, 1, n);
   ModelInput b = a;
@@ -203,6 +244,7 @@ void check_causality(AttentionKind kind) {
 TEST(ModelCausality, Favor) { check_causality(AttentionKind::Favor); }
 TEST(ModelCausality, Relu) { check_causality(AttentionKind::Relu); }
 TEST(ModelCausality, Elu) { check_causality(AttentionKind::Elu); }
+TEST(ModelCausality, Exp) { check_causality(AttentionKind::Exp); }
 TEST(ModelCausality, Softmax) { check_causality(AttentionKind::Softmax); }
 
 // Activation checkpointing recomputes each layer in the backward: identical

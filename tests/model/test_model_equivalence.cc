@@ -97,6 +97,12 @@ TEST(ModelEquivalence, EluCausalSequenceParallel) {
 TEST(ModelEquivalence, EluMaskedSequenceParallel) {
   check_layout(AttentionKind::Elu, Objective::MaskedLM, world_size());
 }
+TEST(ModelEquivalence, ExpCausalSequenceParallel) {
+  check_layout(AttentionKind::Exp, Objective::CausalLM, world_size());
+}
+TEST(ModelEquivalence, ExpMaskedSequenceParallel) {
+  check_layout(AttentionKind::Exp, Objective::MaskedLM, world_size());
+}
 
 // The staged communicator (device buffers through the host, MPI on its own
 // stream; the backend that lets several ranks share one GPU) on CPU buffers:

@@ -76,7 +76,8 @@ class ModelGpu : public ::testing::Test {
 };
 
 TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu,
+                            AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
       for (auto [dtype, loss_tol, grad_tol] :
            {std::tuple<DType, double, double>{DType::f32, 1e-5, 1e-4}, {DType::bf16, 4e-3, 2e-2}}) {
@@ -115,7 +116,8 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
 // attending to itself) on CUDA against the CPU: the per-piece copies (2-D
 // copies on CUDA) and the unchanged kernels on each piece, fp32.
 TEST_F(ModelGpu, PackedBatchMatchesTheCpuModel) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu,
+                            AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       const ModelConfig cfg = test::tiny_config(kind, obj);
       SCOPED_TRACE(testing::Message() << "packed " << attention_kind_name(kind) << "/" << objective_name(obj));

@@ -154,6 +154,7 @@ Pass run_model(const ModelConfig& cfg, Communicator* sp, const TokenBatch& batch
                int64_t step = 0) {
   ExecResources res(Device::cpu(), tracker, host_streams_from_env());
   PerformerModel model(cfg, res.ctx(), sp);
+  test::perturb_trained_projections(model);
   const ModelInput in = make_model_input(cfg, batch, step);
   Pass r;
   r.loss = model.forward(in, step, &r.logits).loss_sum;
@@ -227,6 +228,12 @@ TEST(PackedModel, EluCausalEqualsEachProteinAlone) {
 }
 TEST(PackedModel, EluMaskedEqualsEachProteinAlone) {
   check_against_alone(test::tiny_config(AttentionKind::Elu, Objective::MaskedLM));
+}
+TEST(PackedModel, ExpCausalEqualsEachProteinAlone) {
+  check_against_alone(test::tiny_config(AttentionKind::Exp, Objective::CausalLM));
+}
+TEST(PackedModel, ExpMaskedEqualsEachProteinAlone) {
+  check_against_alone(test::tiny_config(AttentionKind::Exp, Objective::MaskedLM));
 }
 TEST(PackedModel, RandomPackingsEqualEachProteinAlone) {
   for (uint64_t layout : {1, 2, 3})

@@ -109,8 +109,10 @@ void check_equivalence(AttentionKind kind, int64_t offset) {
   // The parallel form over the launched ranks; the recurrent form on one.
   std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD);
   PerformerModel parallel(cfg, res.ctx(), world.get());
+  test::perturb_trained_projections(parallel);
   const std::vector<float> par = parallel_logits(parallel, begin, end, offset);
   PerformerModel single(cfg, res.ctx(), nullptr);
+  test::perturb_trained_projections(single);
   const std::vector<float> rec = recurrent_logits(single, res.ctx(), offset);
   const std::string what = std::string(attention_kind_name(kind)) + " on " + std::to_string(P) + " rank(s), offset " +
                            std::to_string(offset);
@@ -121,6 +123,7 @@ void check_equivalence(AttentionKind kind, int64_t offset) {
 TEST(Recurrent, MatchesParallelFavor) { check_equivalence(AttentionKind::Favor, 0); }
 TEST(Recurrent, MatchesParallelRelu) { check_equivalence(AttentionKind::Relu, 0); }
 TEST(Recurrent, MatchesParallelElu) { check_equivalence(AttentionKind::Elu, 0); }
+TEST(Recurrent, MatchesParallelExp) { check_equivalence(AttentionKind::Exp, 0); }
 // Positions enter the sinusoidal encoding as absolute positions in both forms.
 TEST(Recurrent, MatchesParallelFarPositionsFavor) { check_equivalence(AttentionKind::Favor, 100000); }
 

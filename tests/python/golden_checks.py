@@ -19,7 +19,8 @@ from performer_protein import (CheckpointError, PerformerProtein, embed, export,
 work, repo = sys.argv[1], sys.argv[2]
 os.chdir(work)
 RUNS = ["favor_clm_f32_small", "favor_clm_f32_packed", "favor_mlm_bf16_single", "relu_clm_f32_concat", "relu_mlm_f32_packed",
-        "softmax_clm_bf16_packed", "softmax_mlm_f32_single", "elu_clm_f32_packed", "elu_mlm_f32_single"]
+        "softmax_clm_bf16_packed", "softmax_mlm_f32_single", "elu_clm_f32_packed", "elu_mlm_f32_single",
+        "exp_clm_f32_packed", "exp_mlm_bf16_concat"]
 failures = []
 
 

@@ -32,6 +32,8 @@ runs=(
   "softmax_mlm_f32_single softmax mlm f32 single"
   "elu_clm_f32_packed elu clm f32 packed model.features=16"
   "elu_mlm_f32_single elu mlm f32 single model.features=16"
+  "exp_clm_f32_packed exp clm f32 packed"
+  "exp_mlm_bf16_concat exp mlm bf16 concat model.exp_key_norm=true"
 )
 for spec in "${runs[@]}"; do
   read -r name att obj dtype mode extra <<< "$spec"

@@ -32,8 +32,8 @@ void layernorm(const Dims& s, const double* X, const double* gamma, const double
   layernorm_forward_ref(X, gamma, beta, Y, mean.data(), rstd.data(), s.T, s.C, static_cast<double>(kLayerNormEps));
 }
 
-// o [B, H, n, D] = attention(q, k, v) of the layer's kind.
-void attention(const ModelConfig& cfg, const Dims& s, const std::vector<double>& W, const double* q, const double* k,
+// o [B, H, n, D] = attention(q, k, v) of the layer's kind; W [m, D] (exp: [H, m, D]).
+void attention(const ModelConfig& cfg, const Dims& s, const double* W, const double* q, const double* k,
                const double* v, double* o) {
   if (cfg.attention == AttentionKind::Softmax) {
     SoftmaxAttentionParams p;
@@ -45,22 +45,28 @@ void attention(const ModelConfig& cfg, const Dims& s, const std::vector<double>&
     softmax_attention_forward_ref(p, q, k, v, o, lse.data());
     return;
   }
-  PF_REQUIRE(ValueError, static_cast<int64_t>(W.size()) == s.m * s.D,
-             "reference attention: projection of " << W.size() << " values, want m x D = " << s.m << " x " << s.D);
   const FeatureKernel kernel = attention_feature_kernel(cfg.attention);
-  const FavorAttentionParams p = favor_attention_params(s.B, s.H, s.n, s.D, s.m, cfg.causal(), kernel, cfg.chunk);
-  favor_attention_forward_ref(p, q, k, v, W.data(), o);
+  FavorAttentionParams p = favor_attention_params(s.B, s.H, s.n, s.D, s.m, cfg.causal(), kernel, cfg.chunk);
+  p.features.half_norm = cfg.exp_key_norm;
+  p.per_head_w = cfg.attention == AttentionKind::Exp;
+  favor_attention_forward_ref(p, q, k, v, W, o);
 }
 
-// x [T, C] -> out [T, C]: one pre-LN block with the parameters of layer l.
+// x [T, C] -> out [T, C]: one pre-LN block with the parameters of layer l
+// and its random projection W (exp: the trained projections in p).
 void block(const ModelConfig& cfg, const Dims& s, const double* p, const LayerOffsets& off,
            const std::vector<double>& W, const double* x, double* out) {
   const int64_t T = s.T, C = s.C, F = s.F;
+  const bool trained = cfg.attention == AttentionKind::Exp;
+  PF_REQUIRE(ValueError, cfg.attention == AttentionKind::Softmax || trained ||
+                             static_cast<int64_t>(W.size()) == s.m * s.D,
+             "reference attention: projection of " << W.size() << " values, want m x D = " << s.m << " x " << s.D);
   std::vector<double> ln(T * C), qkv(T * 3 * C), heads(3 * T * C), o(T * C), merged(T * C), mid(T * C);
   layernorm(s, x, p + off.ln1_g, p + off.ln1_b, ln.data());
   linear_forward_ref(ln.data(), p + off.qkv_w, p + off.qkv_b, qkv.data(), T, C, 3 * C);
   for (int64_t e = 0; e < 3 * T * C; ++e) heads[e] = qkv[heads_row_index(e, 3, s.B, s.H, s.n, s.D)];
-  attention(cfg, s, W, heads.data(), heads.data() + T * C, heads.data() + 2 * T * C, o.data());
+  attention(cfg, s, trained ? p + off.features_w : W.data(), heads.data(), heads.data() + T * C,
+            heads.data() + 2 * T * C, o.data());
   for (int64_t e = 0; e < T * C; ++e) merged[heads_row_index(e, 1, s.B, s.H, s.n, s.D)] = o[e];
   linear_forward_ref(merged.data(), p + off.out_w, p + off.out_b, mid.data(), T, C, C);
   for (int64_t i = 0; i < T * C; ++i) mid[i] += x[i];
@@ -131,7 +137,8 @@ std::vector<double> reference_fd_gradient(const ModelConfig& cfg, const std::vec
 std::vector<std::vector<double>> reference_projections(PerformerModel& model, int64_t step) {
   const ModelConfig& cfg = model.config();
   std::vector<std::vector<double>> out(static_cast<size_t>(cfg.layers));
-  if (cfg.attention == AttentionKind::Softmax) return out;
+  // softmax has none; exp's are parameters.
+  if (cfg.attention == AttentionKind::Softmax || cfg.attention == AttentionKind::Exp) return out;
   const int64_t count = cfg.features * cfg.head_dim();
   std::vector<float> host(static_cast<size_t>(count));
   for (int64_t l = 0; l < cfg.layers; ++l) {
