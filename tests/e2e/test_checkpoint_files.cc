@@ -287,6 +287,17 @@ TEST(CheckpointFiles, IncompatibleModelIsRefusedWithTheReason) {
   const auto diff = model_incompatibilities(m, other);
   ASSERT_EQ(diff.size(), 1u);
   EXPECT_NE(diff[0].find("model.attention: favor in the checkpoint, relu now"), std::string::npos) << diff[0];
+  // exp holds its projections as parameters: no evaluation across exp and the
+  // fixed kinds, though other attention kinds may differ there.
+  ModelConfig exp = m;
+  exp.attention = AttentionKind::Exp;
+  ASSERT_EQ(model_incompatibilities(m, exp, true).size(), 1u);
+  EXPECT_TRUE(model_incompatibilities(m, other, true).empty());
+  ModelConfig exp_norm = exp;
+  exp_norm.exp_key_norm = true;
+  const auto norm = model_incompatibilities(exp, exp_norm, true);
+  ASSERT_EQ(norm.size(), 1u);
+  EXPECT_NE(norm[0].find("model.exp_key_norm: false in the checkpoint, true now"), std::string::npos) << norm[0];
   ModelConfig chunked = m;
   chunked.chunk = 7;
   chunked.checkpoint_activations = true;

@@ -89,6 +89,12 @@ expect_usage_error "data.mode=chunks" "data.mode" "chunks" -- "${common[@]}" --s
 expect_usage_error "parallel.scan=tree" "parallel.scan" "tree" -- "${common[@]}" --set parallel.scan=tree
 expect_usage_error "model.width=3000000000" "model.width" "3000000000" -- "${common[@]}" --set model.width=3000000000
 expect_usage_error "missing bracket" "data.files" "[\"$dir/p.h5\"" -- "${common[@]}" --set "data.files=[\"$dir/p.h5\""
+expect_usage_error "exp with redraws" "model.redraw_interval" "exp" "never redrawn" -- "${common[@]}" \
+  --set 'model.attention="exp"' --set model.redraw_interval=5
+expect_usage_error "exp_key_norm with favor" "model.exp_key_norm" "exp" "favor" -- "${common[@]}" \
+  --set model.exp_key_norm=true
+expect_usage_error "resume an exp checkpoint as favor" "$ck" "model.attention: favor in the checkpoint, exp now" -- \
+  "${common[@]}" --set 'model.attention="exp"' --resume "$ck"
 
 # A changed byte of metadata: an explicit --resume refuses the file (exit 1,
 # the reason named), --resume auto skips it with a warning and resumes from

@@ -92,7 +92,7 @@ Pass run_pass(ModelConfig cfg, DType dtype, int64_t B, int64_t n) {
 }
 
 TEST(MixedPrecision, LossAndGradientsFollowTheFp32Model) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       const ModelConfig cfg = test::tiny_config(kind, obj);
       const Pass ref = run_pass(cfg, DType::f32, 2, 24);

@@ -42,7 +42,7 @@ ModelConfig planner_config(AttentionKind kind, Objective obj, bool checkpointing
 }
 
 TEST(Planner, PredictsMeasuredPeakWithin15Percent) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax, AttentionKind::Exp})
     for (bool ckpt : {false, true}) {
       const ModelConfig cfg = planner_config(kind, Objective::CausalLM, ckpt);
       for (int64_t n : {128, 512, 1536}) {
@@ -69,7 +69,7 @@ TEST(Planner, LongestLengthFitsTheCap) {
 TEST(Planner, PredictsThePeakOfPackedBatchesWithin15Percent) {
   const int64_t n = 1536;
   const std::vector<std::vector<int64_t>> layouts = {{0, 768}, {0, 100, 700, 701, 1200}, {0, 1500}};
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
       for (bool ckpt : {false, true}) {
         const ModelConfig cfg = planner_config(kind, obj, ckpt);
