@@ -11,6 +11,9 @@ bidirectional sequence uses the maximum over all its keys.
 ReLU (generalized kernel): features relu(W x) + 1e-3, no scale.
 elu + 1 (the linear-attention baseline): features elu(q) + 1 of the raw rows
 (the stored projection is the identity), no scale.
+exp (trained projections): as FAVOR+ with every head's own trained W [H, m, D]
+and the -|x|^2 / 2 term only with model.exp_key_norm (queries and keys alike;
+for queries it cancels).
 Softmax: exact, scale 1 / sqrt(D).
 
 Causal attention is chunked: a running state S [H, m, D + 1] at log-scale s
@@ -29,20 +32,22 @@ def _scaled(x):
     return x * x.shape[-1] ** -0.25
 
 
-def favor_logits(x, W):
-    """e = W x - |x|^2 / 2 for x = D^(-1/4) rows of x [H, n, D]; W [m, D]."""
+def favor_logits(x, W, half_norm=True):
+    """e = W x - |x|^2 / 2 (without the term when not half_norm) for x = D^(-1/4)
+    rows of x [H, n, D]; W [m, D], or [H, m, D] (a projection per head)."""
     x = _scaled(x)
-    return x @ W.t() - 0.5 * (x * x).sum(-1, keepdim=True)
+    e = x @ W.transpose(-1, -2)
+    return e - 0.5 * (x * x).sum(-1, keepdim=True) if half_norm else e
 
 
-def _features(kind, x, W):
+def _features(kind, x, W, half_norm=False):
     """(features [H, n, m], key log-scales c [H, n]); the true features are exp(c) * features."""
-    m = W.shape[0]
+    m = W.shape[-2]
     if kind == "elu":
         return torch.nn.functional.elu(x @ W.t()) + 1.0, None
     if kind == "relu":
         return torch.relu(_scaled(x) @ W.t()) + RELU_EPS, None
-    e = favor_logits(x, W)
+    e = favor_logits(x, W, kind == "favor" or half_norm)
     c = e.max(-1).values.detach()  # the features do not depend on it: a constant
     return torch.exp(e - c.unsqueeze(-1)) / math.sqrt(m), c
 
@@ -51,10 +56,11 @@ def _with_ones(v):
     return torch.cat([v, torch.ones_like(v[..., :1])], -1)  # V' = [v 1]: numerator and denominator at once
 
 
-def linear_attention(kind, q, k, v, W, causal, chunk=128):
-    """FAVOR+ ("favor"), ReLU ("relu") or elu + 1 ("elu") attention of q, k, v [H, n, D] with projection W [m, D]."""
-    fq, _ = _features(kind, q, W)
-    fk, ck = _features(kind, k, W)
+def linear_attention(kind, q, k, v, W, causal, chunk=128, half_norm=False):
+    """FAVOR+ ("favor"), ReLU ("relu"), elu + 1 ("elu") or exp ("exp") attention of q, k, v [H, n, D] with
+    projection W [m, D] (exp: [H, m, D], and half_norm for its key term)."""
+    fq, _ = _features(kind, q, W, half_norm)
+    fk, ck = _features(kind, k, W, half_norm)
     vv = _with_ones(v)  # [H, n, D + 1]
     if not causal:
         if ck is not None:  # every key at the scale of the largest
@@ -99,7 +105,7 @@ def softmax_attention(q, k, v, causal, chunk=1024):
     return torch.cat(out, 1)
 
 
-def attention(kind, q, k, v, W, causal, chunk=128):
+def attention(kind, q, k, v, W, causal, chunk=128, half_norm=False):
     if kind == "softmax":
         return softmax_attention(q, k, v, causal)
-    return linear_attention(kind, q, k, v, W, causal, chunk)
+    return linear_attention(kind, q, k, v, W, causal, chunk, half_norm)

@@ -65,7 +65,10 @@ def parameter_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
     for l in range(cfg.layers):
         p = f"layer{l}."
         shapes.update({p + "ln1.gamma": (C,), p + "ln1.beta": (C,), p + "qkv.weight": (3 * C, C),
-                       p + "qkv.bias": (3 * C,), p + "out.weight": (C, C), p + "out.bias": (C,),
+                       p + "qkv.bias": (3 * C,)})
+        if cfg.attention == "exp":  # the trained projections
+            shapes[p + "attn.features"] = (cfg.heads, cfg.features, cfg.head_dim)
+        shapes.update({p + "out.weight": (C, C), p + "out.bias": (C,),
                        p + "ln2.gamma": (C,), p + "ln2.beta": (C,), p + "ffn1.weight": (F, C),
                        p + "ffn1.bias": (F,), p + "ffn2.weight": (C, F), p + "ffn2.bias": (C,)})
     shapes.update({"final_ln.gamma": (C,), "final_ln.beta": (C,)})
@@ -77,7 +80,7 @@ class Checkpoint:
     path: str
     config: ModelConfig
     params: Dict[str, np.ndarray]          # float32, parameter_shapes(config)
-    projections: List[np.ndarray]          # float32 [m, D] per layer (empty for softmax)
+    projections: List[np.ndarray]          # float32 [m, D] per layer (empty for softmax and exp)
     step: int
     redraw_index: int
     config_text: str                       # the whole resolved configuration (TOML)
@@ -149,7 +152,7 @@ def read_checkpoint(path: str) -> Checkpoint:
             except OSError as e:
                 _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
         projections = []
-        if cfg.attention != "softmax":
+        if cfg.attention not in ("softmax", "exp"):  # exp's are parameters (layer<l>.attn.features)
             if "projections" not in f:
                 _fail(path, "the checkpoint holds no random projections (/projections): it was written by a "
                             "trainer older than this package; continue the run for a step with the current "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .vocab import SIZE as VOCAB_SIZE
 
-ATTENTIONS = ("favor", "relu", "softmax", "elu")
+ATTENTIONS = ("favor", "relu", "softmax", "elu", "exp")
 OBJECTIVES = ("clm", "mlm")
 POSITIONALS = ("sinusoidal", "none")
 DTYPES = ("f32", "bf16", "f16")
@@ -25,6 +25,7 @@ class ModelConfig:
     ffn: int = 512
     features: int = 64
     attention: str = "favor"
+    exp_key_norm: bool = False
     objective: str = "clm"
     positional: str = "sinusoidal"
     redraw_interval: int = 0
@@ -60,6 +61,9 @@ class ModelConfig:
         need(self.width % self.heads == 0, "width", f"must be a multiple of model.heads = {self.heads}")
         need(self.attention != "elu" or self.features == self.width // self.heads, "features",
              "must equal the head dimension with model.attention = elu")
+        need(self.attention != "exp" or (self.redraw_interval == 0 and self.feature_draw == 0), "attention",
+             "exp trains its projections: model.redraw_interval and model.feature_draw must be 0")
+        need(not self.exp_key_norm or self.attention == "exp", "exp_key_norm", "applies to model.attention = exp only")
         return self
 
     def to_dict(self):

@@ -75,9 +75,12 @@ class Layer(nn.Module):
         self.ln1, self.ln2 = LayerNorm(C), LayerNorm(C)
         self.qkv, self.out = Linear(C, 3 * C), Linear(C, C)
         self.ffn1, self.ffn2 = Linear(C, cfg.ffn), Linear(cfg.ffn, C)
-        # The layer's random projection [m, D] (favor, relu): stored with the
-        # checkpoint, never trained.
-        self.register_buffer("projection", torch.zeros(cfg.features, cfg.head_dim))
+        # The layer's random projection [m, D] (favor, relu, elu): stored with the
+        # checkpoint, never trained; exp: every head's trained projection [H, m, D].
+        if cfg.attention == "exp":
+            self.features = nn.Parameter(torch.zeros(cfg.heads, cfg.features, cfg.head_dim))
+        else:
+            self.register_buffer("projection", torch.zeros(cfg.features, cfg.head_dim))
         self.lowp = None  # set by PerformerProtein.set_precision
 
     def mix(self, h, segments):
@@ -89,8 +92,9 @@ class Layer(nn.Module):
         q, k, v = qkv[0], qkv[1], qkv[2]
         rows = []
         for b in range(B):
-            parts = [attention(cfg.attention, q[b, :, s:e], k[b, :, s:e], v[b, :, s:e], self.projection,
-                               cfg.causal, cfg.chunk) for s, e in segments[b]]
+            W = self.features if cfg.attention == "exp" else self.projection
+            parts = [attention(cfg.attention, q[b, :, s:e], k[b, :, s:e], v[b, :, s:e], W, cfg.causal, cfg.chunk,
+                               cfg.exp_key_norm) for s, e in segments[b]]
             rows.append(torch.cat(parts, 1))
         o = torch.stack(rows).permute(0, 2, 1, 3).reshape(B, n, C)
         return self.out(o, self.lowp)
@@ -136,7 +140,9 @@ class PerformerProtein(nn.Module):
             for part in ("qkv", "out", "ffn1", "ffn2"):
                 out[f"layer{l}.{part}.weight"] = getattr(layer, part).weight
                 out[f"layer{l}.{part}.bias"] = getattr(layer, part).bias
-            if self.config.attention != "softmax":
+            if self.config.attention == "exp":
+                out[f"layer{l}.attn.features"] = layer.features
+            elif self.config.attention != "softmax":
                 out[f"projections.layer{l}"] = layer.projection
         return out
 
