@@ -28,11 +28,9 @@ void check_ptrs(bool ok, const char* op, const char* what) {
 bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
 
 #if PF_HAVE_CUDA
-// The fused CUDA kernels take one W shared by all heads and hold it constant:
-// exp (per-head W and its gradient) runs windowed.
+// The fused CUDA kernels, where their 16-row tiles fit in shared memory.
 bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
-  return ctx.device.is_cuda() && s.window == 0 && s.w_heads == 1 && s.features.kernel != FeatureKernel::Exp &&
-         favor_cuda_fits(s, ctx.device);
+  return ctx.device.is_cuda() && s.window == 0 && favor_cuda_fits(s, ctx.device);
 }
 // Calls the fused CPU or CUDA kernel, or the windowed composition, of op.
 #define PF_FAVOR_DISPATCH(op, ...)                     \

@@ -40,8 +40,11 @@
 //    per (head, segment): each segment's own state, an exclusive scan over
 //    the segments, then each segment's tiles in order (and in reverse for
 //    dk, dv). TF32 tensor cores when FavorShape::tf32 and sm_80+, else fp32.
-//    Shapes whose 16-row tiles exceed the device's shared memory run windowed,
-//    and so does the exp kernel (per-head W and its gradient).
+//    Per-head projections (w_heads) are padded once per call; the exp
+//    kernel's dW is summed per block and then per head in a fixed order
+//    (deterministic). Shapes whose 16-row tiles exceed the device's shared
+//    memory run windowed, and so does a dW asked for the fixed projections of
+//    the other kernels.
 //  - windowed (window > 0, on any backend): one head at a time, `window`
 //    positions at a time, through the feature-map and linear-attention
 //    kernels of that backend, with the state carried between windows; the

@@ -5,7 +5,9 @@
 // [n, m] buffer exists. Products run on TF32 tensor cores (sm_80+) when
 // FavorShape::tf32 allows, else in fp32 (favor_attention_cuda_tiles.cuh). The
 // algorithm and its launch order are in favor_attention_cuda_fused.cuh; this
-// file launches it on ctx.stream with temporaries from ctx.tracker. Nothing
+// file launches it on ctx.stream with temporaries from ctx.tracker. The exp
+// kernel's projection gradient dW is made by the fused kernels; a dW asked
+// for the fixed projections of the other kernels runs windowed. Nothing
 // here needs sm_80 except the guarded tensor-core path.
 #include <cuda_runtime.h>
 
@@ -114,39 +116,40 @@ void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& 
                                       const float* v, const float* W, const float* o, const float* den,
                                       const float* row_scale, const float* d_o, const float* prefix, float* dq,
                                       float* dk, float* dv, float* block_total_grad, float* dW) {
-  if (dW)  // the fused kernels hold W constant
+  if (dW && !fused_weight_grad(s))  // fixed projections: the fused kernels hold W constant
     return favor_causal_backward_local_windowed(ctx, s, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
                                                 block_total_grad, dW);
   CudaLaunch launch(ctx);
   fused_causal_backward_local(launch, plan(ctx, s), s.heads, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
-                              block_total_grad);
+                              block_total_grad, dW);
 }
 
 void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                     const float* W, const float* suffix, float* dk, float* dv, float* dW) {
-  if (dW) return favor_backward_add_suffix_windowed(ctx, s, k, v, W, suffix, dk, dv, dW);
+  if (dW && !fused_weight_grad(s)) return favor_backward_add_suffix_windowed(ctx, s, k, v, W, suffix, dk, dv, dW);
   CudaLaunch launch(ctx);
-  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, suffix, dk, dv, true);
+  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, suffix, dk, dv, true, dW);
 }
 
 void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q,
                                              const float* W, const float* o, const float* den,
                                              const float* row_scale, const float* d_o, const float* total, float* dq,
                                              float* local_grad_total, float* dW) {
-  if (dW)
+  if (dW && !fused_weight_grad(s))
     return favor_bidirectional_backward_local_windowed(ctx, s, q, W, o, den, row_scale, d_o, total, dq,
                                                        local_grad_total, dW);
   CudaLaunch launch(ctx);
   fused_bidirectional_backward_local(launch, plan(ctx, s), s.heads, q, W, o, den, row_scale, d_o, total, dq,
-                                     local_grad_total);
+                                     local_grad_total, dW);
 }
 
 void favor_bidirectional_backward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* k,
                                               const float* v, const float* W, const float* grad_total, float* dk,
                                               float* dv, float* dW) {
-  if (dW) return favor_bidirectional_backward_finish_windowed(ctx, s, k, v, W, grad_total, dk, dv, dW);
+  if (dW && !fused_weight_grad(s))
+    return favor_bidirectional_backward_finish_windowed(ctx, s, k, v, W, grad_total, dk, dv, dW);
   CudaLaunch launch(ctx);
-  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, grad_total, dk, dv, false);
+  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, grad_total, dk, dv, false, dW);
 }
 
 }  // namespace pf

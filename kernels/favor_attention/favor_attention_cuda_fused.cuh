@@ -15,6 +15,13 @@
 // The states between segments are [heads, segs, mp D1p] floats (about 256
 // blocks' worth, whatever n is), padded like the tiles.
 //
+// Projections: W holds w_heads of them (FavorShape::w_heads), padded once per
+// call to [w_heads, mp, dp]; head h uses the (h mod w_heads)-th. The exp
+// kernel trains them: its backward calls take dW [heads, m, d], and each
+// block adds its rows' s T^T X (weight_grad) to its own padded slot of
+// [heads, segs, mp, dp]; a last kernel adds the slots of each head to dW in
+// segment order, so dW does not depend on the scheduling of the blocks.
+//
 // Launch policy L:
 //   float* L.buffer(int64_t floats)      a temporary that lives as long as L
 //   L.tiles(kernel, gx, gy, smem_bytes, args)   kThreads per block, dynamic shared memory
@@ -69,7 +76,9 @@ inline Dims dims_for(const FavorShape& s, int ct, bool tf32) {
   D.inv_sqrt_m = r.inv_sqrt_m;
   D.eps = r.eps;
   D.softmax = r.softmax;
+  D.half_norm = r.half_norm;
   D.elu = r.elu;
+  D.w_heads = static_cast<int>(s.w_heads);
   D.tf32 = tf32;
   return D;
 }
@@ -79,7 +88,7 @@ inline int64_t smem_bytes(const Dims& D) { return Tiles::floats(D) * static_cast
 // ---- arguments and per-block helpers --------------------------------------------
 struct Args {
   Dims D;
-  const float *q, *k, *v, *Wp, *o, *den, *d_o;
+  const float *q, *k, *v, *Wp, *o, *den, *d_o;  // Wp: the padded projections [w_heads, mp, dp]
   float *y, *L, *dq, *dk, *dv;
   float* fS;         // forward states [heads][segs][mp D1p]
   float* fa;         // their log-scales [heads][segs]
@@ -87,6 +96,7 @@ struct Args {
   float* ga;
   const float* Sp;   // one padded state per head [heads][mp D1p] (prefix, total or suffix)
   const float* sa;   // its log-scale, packed: sa[h * packed_size]
+  float* dWp;        // null, or the blocks' projection gradients [heads][segs][mp dp]
   bool accumulate;
 };
 
@@ -103,17 +113,39 @@ struct Block {
   __device__ int64_t slot(const Dims& D) const { return int64_t(h) * D.segs + seg; }
 };
 
+// The block's head's padded projection [mp, dp].
+__device__ inline const float* head_projection(const Args& a, const Block& b) {
+  return a.Wp + int64_t(b.h % a.D.w_heads) * a.D.projection_floats();
+}
+
+// The block's slot of the projection gradient, zeroed (null when W is held
+// constant); weight_grad adds to it after each feature_grad.
+__device__ inline float* zeroed_weight_grad(const Args& a, const Block& b) {
+  if (!a.dWp) return nullptr;
+  float* dW = a.dWp + b.slot(a.D) * a.D.projection_floats();
+  for (int64_t e = threadIdx.x; e < a.D.projection_floats(); e += kThreads) dW[e] = 0.f;
+  __syncthreads();
+  return dW;
+}
+
+// feature_grad for the block's head, then (when dW is not null) its weight_grad.
+__device__ inline void feature_and_weight_grad(const Args& a, const Block& b, const Tiles& t, const float* Phi,
+                                               float* dW) {
+  feature_grad(a.D, t, head_projection(a, b), Phi);
+  if (dW) weight_grad(a.D, t, dW);
+}
+
 __device__ inline Tiles shared_tiles(const Dims& D) {
   PF_FAVOR_SHARED_FLOATS(smem);
   return Tiles(D, smem);
 }
 
 // X <- rows of x (q or k), then their features in Phi (and log-scales in c).
-__device__ inline void features_of(const Args& a, const Tiles& t, const float* x, int64_t row, int rows,
-                                   float* Phi, float* c) {
+__device__ inline void features_of(const Args& a, const Block& b, const Tiles& t, const float* x, int64_t row,
+                                   int rows, float* Phi, float* c) {
   const Dims& D = a.D;
   load_tile(x + row * D.d, rows, D.d, t.X, D.ct, D.dp);
-  make_features(D, t, a.Wp, Phi, c, rows);
+  make_features(D, t, head_projection(a, b), Phi, c, rows);
 }
 
 // t.L[i] = the row log-scales L of the tile's rows; padded rows get
@@ -124,12 +156,29 @@ __device__ inline void load_row_scales(const Args& a, const Tiles& t, int64_t ro
 }
 
 // ---- kernels --------------------------------------------------------------------
-// Wp [mp, dp] = W [m, d] with zero padding.
+// Wp [w_heads, mp, dp] = W [w_heads, m, d] with zero padding.
 __global__ void k_pad_projection(Dims D, const float* W, float* Wp) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < int64_t(D.mp) * D.dp;
+  const int64_t PF = D.projection_floats();
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < D.w_heads * PF;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int l = static_cast<int>(e / D.dp), j = static_cast<int>(e % D.dp);
-    Wp[e] = l < D.m && j < D.d ? W[int64_t(l) * D.d + j] : 0.f;
+    const int64_t w = e / PF;
+    const int l = static_cast<int>(e % PF / D.dp), j = static_cast<int>(e % D.dp);
+    Wp[e] = l < D.m && j < D.d ? W[(w * D.m + l) * D.d + j] : 0.f;
+  }
+}
+
+// dW [heads, m, d] += the sum of each head's segment slots of dWp, in
+// segment order.
+__global__ void k_sum_weight_grads(Dims D, int64_t heads, const float* dWp, float* dW) {
+  const int64_t md = int64_t(D.m) * D.d;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < heads * md;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = e / md;
+    const int l = static_cast<int>(e % md / D.d), j = static_cast<int>(e % D.d);
+    const float* slot = dWp + h * D.segs * D.projection_floats() + int64_t(l) * D.dp + j;
+    float sum = 0.f;
+    for (int seg = 0; seg < D.segs; ++seg) sum += slot[seg * D.projection_floats()];
+    dW[e] += sum;
   }
 }
 
@@ -154,7 +203,7 @@ __global__ void k_key_segments(Args a) {
   __syncthreads();
   for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
     const int rows = min(D.ct, b.r1 - t0);
-    features_of(a, t, a.k, b.row(D, t0), rows, t.Pk, t.c);
+    features_of(a, b, t, a.k, b.row(D, t0), rows, t.Pk, t.c);
     load_vprime(D, a.v + b.row(D, t0) * D.d, rows, t.VP);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   }
@@ -172,11 +221,12 @@ __global__ void k_query_segments(Args a) {
   for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) R[e] = 0.f;
   if (threadIdx.x == 0) t.scalar[1] = kEmptyLogScale;
   __syncthreads();
+  float* dW = a.dq ? zeroed_weight_grad(a, b) : nullptr;
   const float tot_a = a.dq ? a.sa[int64_t(b.h) * D.packed_size()] : 0.f;
   for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
     const int rows = min(D.ct, b.r1 - t0);
     const int64_t row = b.row(D, t0);
-    features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+    features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
     load_row_scales(a, t, row, rows);
     if (a.dq) {
@@ -186,7 +236,7 @@ __global__ void k_query_segments(Args a) {
       scaled_tile_rows(t.G, t.VP, D.D1p, D.ct, D.D1p, t.w);
       block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p,
                             0.f, t.WK, D.mp);
-      feature_grad(D, t, a.Wp, t.Pq);
+      feature_and_weight_grad(a, b, t, t.Pq, dW);
       store_rows(t.DX, D.D1p, rows, D.d, a.dq + row * D.d, false);
     }
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
@@ -242,8 +292,8 @@ __global__ void k_causal_forward(Args a) {
   for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
     const int rows = min(D.ct, b.r1 - t0);
     const int64_t row = b.row(D, t0);
-    features_of(a, t, a.q, row, rows, t.Pq, nullptr);
-    features_of(a, t, a.k, row, rows, t.Pk, t.c);
+    features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
+    features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
     load_vprime(D, a.v + row * D.d, rows, t.VP);
     if (threadIdx.x == 0) {
       float run = t.scalar[0];
@@ -276,7 +326,7 @@ __global__ void k_add_prefix(Args a) {
   for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
     const int rows = min(D.ct, b.r1 - t0);
     const int64_t row = b.row(D, t0);
-    features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+    features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) {
       const float old = i < rows && a.accumulate ? a.L[row + i] : kEmptyLogScale;
       const float top = max_log_scale(old, pa);
@@ -317,15 +367,16 @@ __global__ void k_causal_backward(Args a) {
     t.scalar[1] = a.ga[slot];
   }
   __syncthreads();
+  float* dW = zeroed_weight_grad(a, b);
   // The tile's features (q last, so that X holds q) or (k last), V', G and L.
   auto load = [&](int t0, int rows, bool k_last) {
     const int64_t row = b.row(D, t0);
     if (k_last) {
-      features_of(a, t, a.q, row, rows, t.Pq, nullptr);
-      features_of(a, t, a.k, row, rows, t.Pk, t.c);
+      features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
+      features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
     } else {
-      features_of(a, t, a.k, row, rows, t.Pk, t.c);
-      features_of(a, t, a.q, row, rows, t.Pq, nullptr);
+      features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
+      features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     }
     load_vprime(D, a.v + row * D.d, rows, t.VP);
     load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
@@ -341,7 +392,7 @@ __global__ void k_causal_backward(Args a) {
     block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
     causal_mask_tile(D, t.B, t.c, t.L);
     block_mm<false, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pk, D.mp, 1.f, t.WK, D.mp);
-    feature_grad(D, t, a.Wp, t.Pq);
+    feature_and_weight_grad(a, b, t, t.Pq, dW);
     store_rows(t.DX, D.D1p, rows, D.d, a.dq + b.row(D, t0) * D.d, false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   }
@@ -363,7 +414,7 @@ __global__ void k_causal_backward(Args a) {
     block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pq, D.mp, 1.f, t.WK, D.mp);
     block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.G, D.D1p, 1.f, t.DX, D.D1p);
     store_rows(t.DX, D.D1p, rows, D.d, a.dv + row * D.d, false);
-    feature_grad(D, t, a.Wp, t.Pk);
+    feature_and_weight_grad(a, b, t, t.Pk, dW);
     store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, false);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
     __syncthreads();
@@ -379,6 +430,7 @@ __global__ void k_key_grad_from_state(Args a) {
   const Tiles t = shared_tiles(D);
   const float rho = a.sa[int64_t(b.h) * D.packed_size()];
   const float* R = a.Sp + int64_t(b.h) * D.state_floats();
+  float* dW = zeroed_weight_grad(a, b);
   for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
     const int rows = min(D.ct, b.r1 - t0);
     const int64_t row = b.row(D, t0);
@@ -391,7 +443,7 @@ __global__ void k_key_grad_from_state(Args a) {
       }
       continue;
     }
-    features_of(a, t, a.k, row, rows, t.Pk, t.c);
+    features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
     load_vprime(D, a.v + row * D.d, rows, t.VP);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
     __syncthreads();
@@ -400,19 +452,26 @@ __global__ void k_key_grad_from_state(Args a) {
     block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
     block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
     store_rows(t.DX, D.D1p, rows, D.d, a.dv + row * D.d, a.accumulate);
-    feature_grad(D, t, a.Wp, t.Pk);
+    feature_and_weight_grad(a, b, t, t.Pk, dW);
     store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, a.accumulate);
   }
 }
 
+// Whether the backward calls of shape s take the projection gradient in the
+// fused kernels: the exp kernel, whose projections are trained. (A dW for the
+// fixed projections of the other kernels is a test's request: windowed.)
+inline bool fused_weight_grad(const FavorShape& s) { return s.features.kernel == FeatureKernel::Exp; }
+
 // Bytes of temporaries one protocol call may hold at once (the largest
 // over the steps: the causal backward's two segment-state sets, or one padded
-// state per head), with the padded projection; independent of the tile rows.
+// state per head), with the padded projections and, for the exp kernel, the
+// blocks' projection gradients; independent of the tile rows.
 inline int64_t fused_workspace_bytes(const FavorShape& s) {
   const Dims D = dims_for(s, 16, false);
   const int64_t count = s.heads * D.segs;
-  const int64_t floats =
-      int64_t(D.mp) * D.dp + std::max(2 * (count * D.state_floats() + 2 * count), s.heads * D.state_floats());
+  const int64_t weight_grads = fused_weight_grad(s) ? count * D.projection_floats() : 0;
+  const int64_t floats = s.w_heads * D.projection_floats() + weight_grads +
+                         std::max(2 * (count * D.state_floats() + 2 * count), s.heads * D.state_floats());
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
@@ -424,11 +483,24 @@ class FusedCall {
   FusedCall(Launch& launch, const Dims& D, int64_t heads, const float* W) : L_(launch), D_(D), heads_(heads) {
     a_ = Args{};
     a_.D = D;
-    float* Wp = L_.buffer(int64_t(D.mp) * D.dp);
-    L_.grid(k_pad_projection, blocks_for(int64_t(D.mp) * D.dp), 1, D, W, Wp);
+    const int64_t floats = D.w_heads * D.projection_floats();
+    float* Wp = L_.buffer(floats);
+    L_.grid(k_pad_projection, blocks_for(floats), 1, D, W, Wp);
     a_.Wp = Wp;
   }
   Args& args() { return a_; }
+
+  // dW (null: W is held constant) receives the projection gradients of the
+  // call's kernels, through the blocks' slots, at add_weight_grads().
+  void weight_grads(float* dW) {
+    dW_ = dW;
+    if (dW) a_.dWp = L_.buffer(heads_ * D_.segs * D_.projection_floats());
+  }
+  void add_weight_grads() {
+    if (dW_)
+      L_.grid(k_sum_weight_grads, blocks_for(heads_ * D_.m * D_.d), 1, D_, heads_,
+              static_cast<const float*>(a_.dWp), dW_);
+  }
 
   // Segment states: forward and/or gradient, each with two log-scale arrays
   // (the segments' own, then the scanned ones).
@@ -469,6 +541,7 @@ class FusedCall {
   Dims D_;
   int64_t heads_;
   Args a_;
+  float* dW_ = nullptr;
 };
 
 template <class Launch>
@@ -517,9 +590,10 @@ template <class Launch>
 void fused_causal_backward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* k,
                                  const float* v, const float* W, const float* o, const float* den,
                                  const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
-                                 float* dv, float* block_total_grad) {
+                                 float* dv, float* block_total_grad, float* dW) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(true, true);
+  call.weight_grads(dW);
   Args& a = call.args();
   a.q = q;
   a.k = k;
@@ -536,14 +610,16 @@ void fused_causal_backward_local(Launch& launch, const Dims& D, int64_t heads, c
   a.dk = dk;
   a.dv = dv;
   call.run(k_causal_backward);
+  call.add_weight_grads();
 }
 
 // dk, dv (+)= the keys' part of a gradient state (suffix, or the bidirectional total).
 template <class Launch>
 void fused_key_grad_from_state(Launch& launch, const Dims& D, int64_t heads, const float* k, const float* v,
-                               const float* W, const float* state, float* dk, float* dv, bool accumulate) {
+                               const float* W, const float* state, float* dk, float* dv, bool accumulate, float* dW) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.head_states(state);
+  call.weight_grads(dW);
   Args& a = call.args();
   a.k = k;
   a.v = v;
@@ -551,15 +627,17 @@ void fused_key_grad_from_state(Launch& launch, const Dims& D, int64_t heads, con
   a.dv = dv;
   a.accumulate = accumulate;
   call.run(k_key_grad_from_state);
+  call.add_weight_grads();
 }
 
 template <class Launch>
 void fused_bidirectional_backward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* W,
                                         const float* o, const float* den, const float* row_scale, const float* d_o,
-                                        const float* total, float* dq, float* local_grad_total) {
+                                        const float* total, float* dq, float* local_grad_total, float* dW) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(false, true);
   call.head_states(total);
+  call.weight_grads(dW);
   Args& a = call.args();
   a.q = q;
   a.o = o;
@@ -569,6 +647,7 @@ void fused_bidirectional_backward_local(Launch& launch, const Dims& D, int64_t h
   a.dq = dq;
   call.run(k_query_segments);
   call.scan(a.gS, a.ga, nullptr, local_grad_total, false);
+  call.add_weight_grads();
 }
 
 }  // namespace

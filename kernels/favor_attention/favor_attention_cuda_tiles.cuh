@@ -8,8 +8,9 @@
 //              tensor cores (wmma 16x16x8) when the call allows them and the
 //              code is compiled for sm_80 or newer; otherwise fp32 FMAs in
 //              4x4 register blocks (sm_70 and the fp32 default).
-//   make_features / feature_grad   the feature map of a tile of rows and its
-//              backward, with the per-element math of feature_map_math.h.
+//   make_features / feature_grad / weight_grad   the feature map of a tile
+//              of rows, its backward, and the gradient of the projection,
+//              with the per-element math of feature_map_math.h.
 // Included through favor_attention_cuda_fused.cuh (by favor_attention_cuda.cu,
 // and by the emulated test under tests/support/cuda_block_emulator.h).
 #pragma once
@@ -41,10 +42,12 @@ struct Dims {
   int dp, mp, D1p;   // padded d, m, D1
   int ct;            // rows per tile (16 or 32)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
+  int w_heads;         // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;
-  bool softmax, elu, tf32;
+  bool softmax, half_norm, elu, tf32;  // softmax: exponential features (FAVOR+, exp); half_norm: minus |x|^2/2
   __host__ __device__ int64_t state_floats() const { return int64_t(mp) * D1p; }
   __host__ __device__ int packed_size() const { return 1 + m * D1; }
+  __host__ __device__ int64_t projection_floats() const { return int64_t(mp) * dp; }
 };
 
 // Shared memory of a block: the tiles of one chunk of rows.
@@ -234,8 +237,9 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
 
 // ---- feature map ----------------------------------------------------------------
 // Phi [ct, mp] = features of the rows of X [ct, dp] (the first `rows`; padded
-// rows and columns are 0); c[i] = row log-scale (FAVOR+), 0 (Relu, Elu), or the
-// empty log-scale for padded rows, when c is not null. Wp is the padded W [mp, dp].
+// rows and columns are 0); c[i] = row log-scale (FAVOR+, exp), 0 (Relu, Elu), or
+// the empty log-scale for padded rows, when c is not null. Wp is the head's
+// padded W [mp, dp].
 __device__ inline void make_features(const Dims& D, const Tiles& t, const float* Wp, float* Phi, float* c, int rows) {
   block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, D.dp, Wp, D.dp, 0.f, Phi, D.mp);
   const int lane = threadIdx.x % 32;
@@ -248,11 +252,14 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const float*
     }
     float top = 0.f;
     if (D.softmax) {
-      const float* x = t.X + i * D.dp;
-      float sq = 0.f;
-      for (int j = lane; j < D.d; j += 32) sq += x[j] * x[j];
-      sq = warp_sum(sq);
-      const float h = 0.5f * D.data_scale * D.data_scale * sq;
+      float h = 0.f;
+      if (D.half_norm) {
+        const float* x = t.X + i * D.dp;
+        float sq = 0.f;
+        for (int j = lane; j < D.d; j += 32) sq += x[j] * x[j];
+        sq = warp_sum(sq);
+        h = 0.5f * D.data_scale * D.data_scale * sq;
+      }
       top = -INFINITY;
       for (int l = lane; l < D.m; l += 32) {
         u[l] = favor_exponent(u[l], h);
@@ -271,8 +278,9 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const float*
 }
 
 // DX [ct, D1p, first dp columns used] = the feature-map backward of dPhi (in
-// WK, overwritten by T = dPhi . Phi or the Relu mask) given Phi and X:
-// dX = s T W - s^2 rowsum(T) X.
+// WK, overwritten by T = dPhi . Phi, the Relu mask or elu') given Phi and X:
+// dX = s T W - s^2 rowsum(T) X (the last term with half_norm only). T stays
+// in WK for weight_grad.
 __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* Wp, const float* Phi) {
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
@@ -287,11 +295,11 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
       sum += v;
     }
     sum = warp_sum(sum);
-    if (lane == 0) t.rowsum[i] = D.softmax ? sum : 0.f;
+    if (lane == 0) t.rowsum[i] = D.half_norm ? sum : 0.f;
   }
   __syncthreads();
   block_mm<false, false>(D, D.ct, D.dp, D.mp, D.data_scale, t.WK, D.mp, Wp, D.dp, 0.f, t.DX, D.D1p);
-  if (D.softmax) {
+  if (D.half_norm) {
     const float s2 = D.data_scale * D.data_scale;
     for (int e = threadIdx.x; e < D.ct * D.dp; e += kThreads) {
       const int i = e / D.dp, j = e % D.dp;
@@ -299,6 +307,14 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
     }
   }
   __syncthreads();
+}
+
+// dWp [mp, dp] += s T^T X after feature_grad (T in WK, the rows' x in X;
+// padded rows and columns of both are 0): the tile's part of the gradient of
+// the head's projection (phi depends on W through s W x only; the log-scale
+// c cancels in the normalisation).
+__device__ inline void weight_grad(const Dims& D, const Tiles& t, float* dWp) {
+  block_mm<true, false>(D, D.mp, D.dp, D.ct, D.data_scale, t.WK, D.mp, t.X, D.dp, 1.f, dWp, D.dp);
 }
 
 // dst rows [rows, cols] (row stride cols) (+)= src [., lds].

@@ -3,7 +3,9 @@
 // runs the protocol's local steps as its rank would, and the scans between
 // them are done in order with the log-scale combine. Works on any device: the
 // arrays are device pointers of ctx, blocks are gathered and scattered with
-// copy_bytes. Writes whole-sequence out, dq, dk, dv [heads, n, d].
+// copy_bytes. Writes whole-sequence out, dq, dk, dv [heads, n, d]; when dW is
+// not null, every block's backward calls add their projection gradient to it
+// ([heads, m, d], as the ranks' partial sums would be added by the allreduce).
 #pragma once
 
 #include <algorithm>
@@ -40,7 +42,7 @@ struct DispatchedFavorOps {
 template <class Ops>
 inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const FavorShape& whole, bool causal, int P,
                                const float* q, const float* k, const float* v, const float* W, const float* d_o,
-                               float* out, float* dq, float* dk, float* dv) {
+                               float* out, float* dq, float* dk, float* dv, float* dW = nullptr) {
   MemoryTracker& tr = *ctx.tracker;
   const int64_t H = whole.heads, n = whole.n, d = whole.d, ss = whole.state_size();
   std::vector<int64_t> start(P + 1);
@@ -101,23 +103,23 @@ inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const Fav
     for (int r = 0; r < P; ++r)
       ops.causal_backward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].o), F(b[r].den),
                                   F(b[r].rs), F(b[r].g), r > 0 ? F(b[r].pre) : nullptr, F(b[r].dq), F(b[r].dk),
-                                  F(b[r].dv), F(b[r].U));
+                                  F(b[r].dv), F(b[r].U), dW);
     linear_attention_state_clear(ctx, states, F(b[P - 1].suf));
     for (int r = P - 2; r >= 0; --r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(b[r + 1].U), F(b[r + 1].suf), F(b[r].suf));
     for (int r = 0; r + 1 < P; ++r)
-      ops.backward_add_suffix(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].suf), F(b[r].dk), F(b[r].dv));
+      ops.backward_add_suffix(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].suf), F(b[r].dk), F(b[r].dv), dW);
   } else {
     const Tensor grad_total = tensor(H * ss);
     for (int r = 0; r < P; ++r)
       ops.bidirectional_backward_local(ctx, shape_of(r), F(b[r].q), W, F(b[r].o), F(b[r].den), F(b[r].rs),
-                                         F(b[r].g), F(total), F(b[r].dq), F(b[r].U));
+                                         F(b[r].g), F(total), F(b[r].dq), F(b[r].U), dW);
     linear_attention_state_clear(ctx, states, F(grad_total));
     for (int r = 0; r < P; ++r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(grad_total), F(b[r].U), F(grad_total));
     for (int r = 0; r < P; ++r)
       ops.bidirectional_backward_finish(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(grad_total), F(b[r].dk),
-                                          F(b[r].dv));
+                                          F(b[r].dv), dW);
   }
   for (int r = 0; r < P; ++r) {
     move_block(r, d, F(b[r].o), out, false);
@@ -130,8 +132,8 @@ inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const Fav
 
 inline void run_favor_protocol(const ExecContext& ctx, const FavorShape& whole, bool causal, int P, const float* q,
                                const float* k, const float* v, const float* W, const float* d_o, float* out, float* dq,
-                               float* dk, float* dv) {
-  run_favor_protocol(DispatchedFavorOps{}, ctx, whole, causal, P, q, k, v, W, d_o, out, dq, dk, dv);
+                               float* dk, float* dv, float* dW = nullptr) {
+  run_favor_protocol(DispatchedFavorOps{}, ctx, whole, causal, P, q, k, v, W, d_o, out, dq, dk, dv, dW);
 }
 
 }  // namespace test

@@ -105,7 +105,9 @@ TEST(ExpAttention, FusedAndWindowedMatchReferenceWithTrainedW) {
           EXPECT_LE(test::rel_l2(dk, dk_ref), 1e-5);
           EXPECT_LE(test::rel_l2(dW, dW_ref), 1e-5);
           // Each head used its own W: the heads' dW differ.
-          if (c.heads > 1) EXPECT_GT(test::rel_l2(dW_ref.data(), dW_ref.data() + c.m * c.d, c.m * c.d), 1e-2);
+          if (c.heads > 1) {
+            EXPECT_GT(test::rel_l2(dW_ref.data(), dW_ref.data() + c.m * c.d, c.m * c.d), 1e-2);
+          }
         }
 }
 

@@ -94,17 +94,20 @@ TEST(FavorAttentionGpu, MatchesReference) {
   }
 }
 
-// exp with a projection per head and its gradient dW [B*H, m, D] (CUDA runs
-// it through the windowed composition, dW by cuBLAS) against the reference.
+// exp with a projection per head and its gradient dW [B*H, m, D] against the
+// reference: the fused kernels (window 0: per-block dW slots summed per head)
+// and the windowed composition (dW by cuBLAS).
 TEST(FavorAttentionGpu, ExpTrainedProjectionsMatchReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const int64_t B = 2, H = 3, n = 211, d = 32, m = 48, chunk = 40, size = B * H * n * d;
   uint64_t seed = 900;
+  for (int64_t window : {0, 64})
   for (bool causal : {true, false}) {
     for (bool half_norm : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "causal=" << causal << " half_norm=" << half_norm);
+      SCOPED_TRACE(testing::Message() << "window=" << window << " causal=" << causal << " half_norm=" << half_norm);
       ++seed;
       FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, FeatureKernel::Exp, chunk);
+      p.window = window;
       p.per_head_w = true;
       p.features.half_norm = half_norm;
       const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));

@@ -8,7 +8,8 @@
 // causal and bidirectional, FAVOR+ and relu; and every call's temporaries
 // within the bytes the planner is told (fused_workspace_bytes). The TF32
 // tensor-core products are not emulated (they need a GPU; tests/gpu runs
-// them).
+// them). The exp kernel's trained per-head projections and their gradient
+// dW go through the same protocol, with and without the key's |k|^2/2 term.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
@@ -104,30 +105,34 @@ struct EmulatedCudaOps {
   }
   void causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                              const float* v, const float* W, const float* o, const float* den, const float* rs,
-                             const float* d_o, const float* prefix, float* dq, float* dk, float* dv,
-                             float* total) const {
+                             const float* d_o, const float* prefix, float* dq, float* dk, float* dv, float* total,
+                             float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_causal_backward_local(L, D, s.heads, q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total);
+      fused_causal_backward_local(L, D, s.heads, q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total, dW);
     });
   }
   void backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                           const float* W, const float* suffix, float* dk, float* dv) const {
+                           const float* W, const float* suffix, float* dk, float* dv, float* dW) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, suffix, dk, dv, true); });
+    run(ctx, s,
+        [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, suffix, dk, dv, true, dW); });
   }
   void bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* o, const float* den, const float* rs, const float* d_o,
-                                    const float* total, float* dq, float* grad_total) const {
+                                    const float* total, float* dq, float* grad_total, float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_bidirectional_backward_local(L, D, s.heads, q, W, o, den, rs, d_o, total, dq, grad_total);
+      fused_bidirectional_backward_local(L, D, s.heads, q, W, o, den, rs, d_o, total, dq, grad_total, dW);
     });
   }
   void bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                     const float* W, const float* grad_total, float* dk, float* dv) const {
+                                     const float* W, const float* grad_total, float* dk, float* dv,
+                                     float* dW) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, grad_total, dk, dv, false); });
+    run(ctx, s, [=](EmulatedLaunch& L) {
+      fused_key_grad_from_state(L, D, s.heads, k, v, W, grad_total, dk, dv, false, dW);
+    });
   }
 };
 
@@ -172,6 +177,61 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
           EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
           EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
           EXPECT_LE(test::rel_l2(dv, rv), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// The exp kernel: per-head projections W [H, m, d] (head h of B*H uses
+// W_(h mod H)) and their gradient, summed over the P blocks like the ranks'
+// allreduce, against the float64 reference.
+TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
+  const int64_t B = 2, H = 2, BH = B * H;
+  uint64_t seed = 4200;
+  for (const Case& c : {Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 80}}) {
+    for (bool causal : {true, false}) {
+      for (bool half_norm : {false, true}) {
+        const int64_t size = BH * c.n * c.d, wsize = c.m * c.d;
+        ++seed;
+        const std::vector<float> q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+        const std::vector<float> k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+        const std::vector<float> v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+        const std::vector<float> g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+        // Trained projections differ from any draw: a draw per head plus noise.
+        std::vector<float> W;
+        for (int64_t h = 0; h < H; ++h) {
+          const std::vector<float> Wh =
+              random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 1, static_cast<uint64_t>(h)});
+          W.insert(W.end(), Wh.begin(), Wh.end());
+        }
+        const std::vector<double> noise = test::normal_vector(H * wsize, seed, 5);
+        for (int64_t e = 0; e < H * wsize; ++e) W[e] += static_cast<float>(0.2 * noise[e]);
+        const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+            gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+        FavorAttentionParams p = favor_attention_params(B, H, c.n, c.d, c.m, causal, FeatureKernel::Exp);
+        p.features.half_norm = half_norm;
+        p.per_head_w = true;
+        std::vector<double> ro(size), rq(size), rk(size), rv(size), rW(BH * wsize, 0.0);
+        favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
+        favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
+                                     rv.data(), rW.data());
+        for (int P : {1, 3}) {
+          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
+                                          << " seg_len=" << c.seg_len << " causal=" << causal
+                                          << " half_norm=" << half_norm << " P=" << P);
+          MemoryTracker tracker(Device::cpu());
+          const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+          std::vector<float> o(size), dq(size), dk(size), dv(size), dW(BH * wsize, 0.f);
+          const FavorShape shape = p.shape();
+          ASSERT_EQ(shape.w_heads, H);
+          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len}, res.ctx(), shape, causal, P, q.data(), k.data(),
+                                   v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
+          EXPECT_LE(test::rel_l2(o, ro), 1e-5);
+          EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
+          EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
+          EXPECT_LE(test::rel_l2(dv, rv), 1e-5);
+          EXPECT_LE(test::rel_l2(dW, rW), 1e-5);
         }
       }
     }
