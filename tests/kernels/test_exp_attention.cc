@@ -11,6 +11,7 @@
 
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
+#include "tests/kernels/favor_reference_loss.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
@@ -134,11 +135,7 @@ TEST(ExpAttention, HalfNormWithOneProjectionIsFavor) {
 
 // Loss sum(dout * out) of the reference forward with projections W [H, m, D].
 double ref_loss(const ExpProblem& pr, const std::vector<double>& W) {
-  std::vector<double> out(pr.size());
-  favor_attention_forward_ref(pr.p, pr.qd.data(), pr.kd.data(), pr.vd.data(), W.data(), out.data());
-  double s = 0;
-  for (int64_t i = 0; i < pr.size(); ++i) s += pr.doutd[i] * out[i];
-  return s;
+  return test::favor_reference_loss(pr.p, pr.qd.data(), pr.kd.data(), pr.vd.data(), W.data(), pr.doutd.data());
 }
 
 TEST(ExpAttention, ReferenceWeightGradientMatchesFiniteDifferences) {

@@ -12,6 +12,7 @@
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
 #include "runtime/errors.h"
+#include "tests/kernels/favor_reference_loss.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
@@ -127,11 +128,7 @@ TEST(FavorAttention, CpuMatchesReference) {
 // Loss sum(dout * out) of the reference forward.
 double ref_loss(const Problem& pr, const std::vector<double>& q, const std::vector<double>& k,
                 const std::vector<double>& v) {
-  std::vector<double> out(pr.size());
-  favor_attention_forward_ref(pr.p, q.data(), k.data(), v.data(), pr.Wd.data(), out.data());
-  double s = 0;
-  for (int64_t i = 0; i < pr.size(); ++i) s += pr.doutd[i] * out[i];
-  return s;
+  return test::favor_reference_loss(pr.p, q.data(), k.data(), v.data(), pr.Wd.data(), pr.doutd.data());
 }
 
 TEST(FavorAttention, ReferenceBackwardMatchesFiniteDifferences) {
