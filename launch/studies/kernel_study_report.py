@@ -10,6 +10,8 @@ counts once) and writes to RESULTS:
   table.csv    per kernel, m and objective over the seeds run: count, test
                perplexity mean / std / min / max, gain mean and std, ood
                perplexity mean, median tokens/s, effective rank and rank / n
+  paired.csv   exp against FAVOR+ at the same m and model seed: both test
+               perplexities and their difference
   baselines.csv  unigram (causal) and best context-free (masked) baselines
   kernel_study.png  test perplexity per kernel (mean and spread over seeds), both objectives
 """
@@ -106,6 +108,19 @@ def main():
               ["objective", "attention", "features", "seeds", "test_ppl_mean", "test_ppl_std", "test_ppl_min",
                "test_ppl_max", "gain_nats_mean", "gain_nats_std", "ood_ppl_mean", "median_tokens_per_s",
                "effective_rank", "rank_over_n", "baseline_test_ppl"], table)
+
+    # Paired by seed: the same model seed (so the same initial weights apart
+    # from the attention's own, and the same data order) with exp and with
+    # FAVOR+ at the same m.
+    by_key = {(r["objective"], r["attention"], int(r["features"]), r["seed"]): r for r in per_run}
+    paired = []
+    for (obj, kind, m, seed), r in sorted(by_key.items()):
+        other = by_key.get((obj, "favor", m, seed))
+        if kind == "exp" and other:
+            paired.append([obj, m, seed, f"{r['test_ppl']:.3f}", f"{other['test_ppl']:.3f}",
+                           f"{r['test_ppl'] - other['test_ppl']:+.3f}"])
+    write_csv(os.path.join(a.results, "paired.csv"),
+              ["objective", "features", "seed", "exp_test_ppl", "favor_test_ppl", "exp_minus_favor"], paired)
 
     objectives = [o for o in ("clm", "mlm") if any(k[0] == o for k in groups)]
     if not objectives:
