@@ -73,7 +73,7 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
                                 const PackedLayout* packed) const {
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "attention needs a memory tracker in its context");
   if (packed && !packed->empty()) {
-    packed_attention_forward(cfg_, sp_, opt_, ctx, heads, n, *packed, W, q, k, v, saved, timing);
+    packed_attention_forward(cfg_, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, timing);
     return;
   }
   const int64_t D = cfg_.head_dim();
@@ -161,7 +161,7 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
                                                       << (dW ? " has no trained projection, but got its gradient"
                                                              : " needs the gradient of its trained projection"));
   if (packed && !packed->empty()) {
-    packed_attention_backward(cfg_, sp_, opt_, ctx, heads, n, *packed, W, q, k, v, saved, d_o, dq, dk, dv, dW,
+    packed_attention_backward(cfg_, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, d_o, dq, dk, dv, dW,
                               timing);
     return;
   }

@@ -38,7 +38,7 @@ ModelInput make_model_input(const ModelConfig& cfg, const TokenBatch& b, int64_t
     if (!b.packed.empty())
       for (int64_t s = 0; s < b.batch; ++s)
         for (const SequencePiece& p : b.packed.samples[static_cast<size_t>(s)])
-          if (p.begin > 0) in.targets[s * b.n + p.begin - 1] = -1;
+          if (p.begin > 0 && !p.joins) in.targets[s * b.n + p.begin - 1] = -1;
     return in;
   }
   const uint32_t threshold = static_cast<uint32_t>(cfg.mlm_probability * 4294967296.0);

@@ -9,6 +9,18 @@ int64_t PackedLayout::piece_length(int64_t b, size_t i, int64_t n) const {
   return (i + 1 < p.size() ? p[i + 1].begin : n) - p[i].begin;
 }
 
+PackedLayout PackedLayout::state_segments() const {
+  PackedLayout out;
+  out.samples.reserve(samples.size());
+  for (const std::vector<SequencePiece>& pieces : samples) {
+    std::vector<SequencePiece> merged;
+    for (size_t i = 0; i < pieces.size(); ++i)
+      if (i == 0 || !pieces[i].joins) merged.push_back(pieces[i]);
+    out.samples.push_back(std::move(merged));
+  }
+  return out;
+}
+
 bool PackedLayout::starts_sequence(int64_t b) const {
   for (const SequencePiece& p : samples[static_cast<size_t>(b)])
     if (p.starts()) return true;
@@ -28,6 +40,9 @@ void PackedLayout::check(int64_t B, int64_t n) const {
       PF_REQUIRE(ValueError, p[i].position >= 0 && (i == 0 || p[i].position == 0),
                  "packed layout: sample " << b << " piece " << i << " at position " << p[i].position
                                           << " (only the first piece may continue a sequence)");
+      PF_REQUIRE(ValueError, !p[i].joins || p[i].position == 0,
+                 "packed layout: sample " << b << " piece " << i << " joins the sequence before it but starts at "
+                                          << "position " << p[i].position << " of its own sequence");
       PF_REQUIRE(ValueError, piece_length(b, i, n) > 0 && p[i].begin < n,
                  "packed layout: sample " << b << " piece " << i << " at row " << p[i].begin
                                           << " is empty or outside the " << n << " rows");

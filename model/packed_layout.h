@@ -1,7 +1,8 @@
 // Where the sequences of a packed batch lie in this rank's slice (data.mode =
-// "packed", docs/data.md): each sample of L positions holds several proteins
-// back to back (and padding after the last), and the slice [offset, offset + n)
-// of a sequence-parallel rank may start in the middle of one.
+// "packed" or "family", docs/data.md): each sample of L positions holds
+// several proteins back to back (and padding after the last), and the slice
+// [offset, offset + n) of a sequence-parallel rank may start in the middle of
+// one.
 //
 // A sample's slice is cut into pieces, runs of rows of one sequence:
 //   pieces[0].begin == 0; piece i covers [begin_i, begin_{i+1}) (the last up
@@ -9,12 +10,18 @@
 //   sinusoidal position of that row), 0 where the sequence starts at that row,
 //   > 0 only for pieces[0] when the sequence began on an earlier rank; `key`
 //   names the sequence for the masked-LM draws (the protein's index in its
-//   split, so that masks do not depend on how proteins were packed).
-// Attention, positions and targets never cross a piece's sequence: the
-// causal and bidirectional states of model/attention.h restart where a
-// sequence starts and are combined across ranks by segmented scans
-// (model/attention_packed.cc), the next-token target of a sequence's last row
-// is none.
+//   split, so that masks do not depend on how proteins were packed); `joins`
+//   marks a sequence that continues the attention state of the sequence
+//   before it (a later member of the same family, data.mode = "family"), in
+//   this slice or on an earlier rank.
+// Positions never cross a piece's sequence. Attention and targets never cross
+// a *state segment*: a run of sequences each joining the one before it (a
+// family; in packed mode every sequence is its own segment). The causal and
+// bidirectional states of model/attention.h restart where a segment starts
+// and are combined across ranks by segmented scans (model/attention_packed.cc,
+// which runs on state_segments()); the next-token target of a segment's last
+// row is none, and the last row of a sequence that another joins predicts
+// that sequence's first token.
 // An empty layout (no samples) means one sequence per sample: the unpacked modes.
 #pragma once
 
@@ -28,7 +35,9 @@ struct SequencePiece {
   int64_t begin = 0;     // first local row
   int64_t position = 0;  // position inside its sequence of that row
   uint64_t key = 0;      // the sequence's masked-LM key
-  bool starts() const { return position == 0; }
+  bool joins = false;    // the sequence continues the state segment of the sequence before it
+  // A state segment starts at row `begin` (the segmented scan's flag).
+  bool starts() const { return position == 0 && !joins; }
 };
 
 struct PackedLayout {
@@ -36,8 +45,13 @@ struct PackedLayout {
   bool empty() const { return samples.empty(); }
   // Rows of piece i of sample b in a slice of n rows.
   int64_t piece_length(int64_t b, size_t i, int64_t n) const;
-  // A sequence starts in sample b's slice (the segmented scan's flag).
+  // A state segment starts in sample b's slice (the segmented scan's flag).
   bool starts_sequence(int64_t b) const;
+  // The state segments as pieces: every piece that joins the one before it
+  // in the slice is merged into it (positions and keys are those of the
+  // segment's first piece; a first piece that joins a sequence of an earlier
+  // rank keeps `joins`). The identity in packed mode.
+  PackedLayout state_segments() const;
   // Throws ValueError naming the sample and piece unless the layout describes
   // B samples of n rows as above.
   void check(int64_t B, int64_t n) const;
