@@ -34,13 +34,14 @@ int64_t draw_member(uint64_t seed, int64_t epoch, int64_t cluster, int64_t size)
   }
 }
 
-SplitClusters::SplitClusters(const std::vector<std::string>& paths, const std::string& split) {
+SplitClusters::SplitClusters(const std::vector<std::string>& paths, const std::string& split,
+                             const std::string& needed_by) {
   std::vector<int64_t> cluster_of;
   int64_t base = 0;
   for (const std::string& path : paths) {
     H5Id file = h5_open_file(path);
     PF_REQUIRE(DataError, has_clusters(file),
-               "data.sampling = \"cluster\" needs a cluster-split data file, but '"
+               needed_by << " needs a cluster-split data file, but '"
                    << path << "' was split by sequence hash (prepare it with --cluster-identity, see docs/data.md)");
     PF_REQUIRE(DataError, h5_exists(file, kClustersName),
                "'" << path << "' group /" << kClustersName << " is missing (the file's split_rule is cluster)");

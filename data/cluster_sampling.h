@@ -37,10 +37,12 @@ int64_t draw_member(uint64_t seed, int64_t epoch, int64_t cluster, int64_t size)
 class SplitClusters {
  public:
   // The clusters of `split` in the cluster-split data files `paths` (in the
-  // loader's order). DataError naming the file when one has no clusters
-  // (split by sequence hash, or schema version 1) or a damaged cluster
-  // column (data/clusters.h).
-  SplitClusters(const std::vector<std::string>& paths, const std::string& split);
+  // loader's order). DataError naming the file and `needed_by` (the setting
+  // that needs them) when one has no clusters (split by sequence hash, or
+  // schema version 1), or naming the file for a damaged cluster column
+  // (data/clusters.h).
+  SplitClusters(const std::vector<std::string>& paths, const std::string& split,
+                const std::string& needed_by = "data.sampling = \"cluster\"");
   // From each protein's cluster (any non-negative ids; clusters numbered in
   // ascending id order). ValueError for a negative id.
   explicit SplitClusters(const std::vector<int64_t>& cluster_of_protein);

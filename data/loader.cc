@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "data/family_contexts.h"
 #include "data/h5.h"
 #include "data/permutation.h"
 #include "data/vocab.h"
@@ -27,8 +28,11 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
   hbool_t threadsafe = 0;
   if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) options_.prefetch = 0;
   shards_ = std::make_unique<ProteinShards>(o.files, o.split);
-  if (o.sampling == Sampling::Cluster) {
-    clusters_ = std::make_unique<SplitClusters>(o.files, o.split);
+  if (o.sampling == Sampling::Cluster || o.mode == SampleMode::Family) {
+    clusters_ = std::make_unique<SplitClusters>(
+        o.files, o.split,
+        o.mode == SampleMode::Family ? "data.mode = \"family\" (families are the file's clusters)"
+                                     : "data.sampling = \"cluster\"");
     PF_REQUIRE(DataError, clusters_->proteins() == shards_->num_proteins() && clusters_->count() > 0,
                "split '" << o.split << "' of " << shards_->file_list() << ": " << clusters_->count()
                          << " clusters over " << clusters_->proteins() << " proteins, but the split holds "
@@ -41,6 +45,7 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
     cluster_epoch(0);  // a split too short for one sample fails here, not in the reading thread
   } else if (o.mode == SampleMode::Packed) {
     packed_ = std::make_unique<PackedSamples>(*shards_, o.sample_length, o.seed);
+    tokens_ = packed_->tokens();
     samples_per_epoch_ = packed_->count();
   } else {
     samples_per_epoch_ = sample_count(*shards_, o.mode, o.sample_length);
@@ -55,8 +60,13 @@ std::shared_ptr<const DataLoader::ClusterEpoch> DataLoader::cluster_epoch(int64_
   std::lock_guard<std::mutex> lock(epochs_mutex_);
   if (auto it = epochs_.find(epoch); it != epochs_.end()) return it->second;
   auto e = std::make_shared<ClusterEpoch>();
-  e->proteins = clusters_->drawn_proteins(o.seed, epoch);
-  if (o.mode == SampleMode::Single) {
+  if (o.mode == SampleMode::Family) {
+    const std::vector<std::vector<int64_t>> contexts =
+        family_contexts(*clusters_, *tokens_, o.sample_length, o.seed, epoch, o.sampling);
+    for (const std::vector<int64_t>& c : contexts) e->proteins.insert(e->proteins.end(), c.begin(), c.end());
+    e->packed = std::make_unique<PackedSamples>(tokens_, contexts, o.sample_length, o.seed, epoch);
+    e->samples = e->packed->count();
+  } else if (e->proteins = clusters_->drawn_proteins(o.seed, epoch); o.mode == SampleMode::Single) {
     e->samples = static_cast<int64_t>(e->proteins.size());
   } else if (o.mode == SampleMode::Concat) {
     e->stream_starts.reserve(e->proteins.size() + 1);
@@ -90,6 +100,11 @@ std::vector<int64_t> DataLoader::drawn_proteins(int64_t epoch) const {
   return cluster_epoch(epoch)->proteins;
 }
 
+int64_t DataLoader::protein_tokens(int64_t p) const {
+  if (tokens_) return tokens_->at(static_cast<size_t>(p));
+  return shards_->locate(p).length + 1;
+}
+
 int64_t DataLoader::samples_in_epoch(int64_t epoch) const {
   return clusters_ ? cluster_epoch(epoch)->samples : samples_per_epoch_;
 }
@@ -120,9 +135,9 @@ SampleInfo DataLoader::read_cluster_slice(const ClusterEpoch& e, int64_t epoch, 
   const int64_t begin = b.global_offset, end = begin + b.slice_length;
   uint8_t* out = b.tokens.data() + row * b.slice_length;
   uint8_t* lookahead = &b.lookahead[static_cast<size_t>(row)];
-  if (o.mode == SampleMode::Packed)
+  if (packs_proteins(o.mode))
     return e.packed->read_slice(*shards_, o.seed, epoch, sample, begin, end, out, lookahead,
-                                &b.segments[static_cast<size_t>(row)]);
+                                &b.segments[static_cast<size_t>(row)], o.members_alone);
   if (o.mode == SampleMode::Single) {
     SampleInfo info = read_sample_slice(*shards_, SampleMode::Single, o.sample_length, o.seed, epoch,
                                         e.proteins[static_cast<size_t>(sample)], begin, end, out, lookahead);
@@ -161,7 +176,7 @@ Batch DataLoader::read_batch(LoaderPosition p) {
   b.tokens.assign(static_cast<size_t>(b.batch_size * b.slice_length), Vocab::kPad);
   b.lookahead.assign(static_cast<size_t>(b.batch_size), Vocab::kPad);
   b.samples.resize(static_cast<size_t>(b.batch_size));
-  const bool packed = o.mode == SampleMode::Packed;
+  const bool packed = packs_proteins(o.mode);
   if (packed) b.segments.resize(static_cast<size_t>(b.batch_size));
   const std::shared_ptr<const ClusterEpoch> epoch = clusters_ ? cluster_epoch(p.epoch) : nullptr;
   const int64_t samples = samples_in_epoch(p.epoch);

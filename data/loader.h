@@ -5,15 +5,18 @@
 //                    each sample (see data/sample.h): the next-token target of
 //                    the slice's last position
 //   Batch.samples    [batch_size] per-sample metadata
-//   Batch.segments   packed mode: [batch_size] the runs of the slice that
-//                    hold one protein each (data/packed_samples.h); empty in
-//                    the other modes
+//   Batch.segments   packed and family modes: [batch_size] the runs of the
+//                    slice that hold one protein each (data/packed_samples.h);
+//                    empty in the other modes
 // Epoch order: position i of epoch e holds sample perm_e(i), perm_e a keyed
 // permutation of (seed, epoch) (identity with shuffle off), the same on every
 // rank. With sampling = Cluster (data/cluster_sampling.h) the samples of
 // epoch e are made from one member drawn per cluster for that epoch: as many
 // samples as clusters (single), or a number that may differ between epochs
-// (concat, packed): samples_in_epoch(e). A step starting at epoch position i0 gives data-parallel rank d the
+// (concat, packed): samples_in_epoch(e). Family mode (data/family_contexts.h)
+// makes each epoch's samples from the split's families (the file's clusters):
+// every context of every family with sequence sampling, the first context of
+// each with cluster sampling; its sample count may differ between epochs. A step starting at epoch position i0 gives data-parallel rank d the
 // positions i0 + d B + b, b in [0, B), and the next step starts at
 // i0 + B DP: groups are disjoint and together cover the epoch; rows past the
 // end of the epoch (last step only) are padding rows (valid = false, all
@@ -49,13 +52,15 @@ struct LoaderOptions {
   std::vector<std::string> files;  // shards of schema performer-protein-v1 or -v2
   std::string split = "train";
   SampleMode mode = SampleMode::Concat;
-  Sampling sampling = Sampling::Sequence;  // Cluster: cluster-split files only
+  Sampling sampling = Sampling::Sequence;  // Cluster (and mode Family): cluster-split files only
   int64_t sample_length = 8192;            // L, divisible by sp_size
   int64_t batch_size = 1;                  // samples per step per data-parallel group
   int64_t dp_size = 1, dp_rank = 0, sp_size = 1, sp_rank = 0;
   uint64_t seed = 0;
   bool shuffle = true;
   int64_t prefetch = 2;  // batches read ahead by a background thread; 0 = read inside next()
+  // Family mode: the same samples with every member on its own (PackedSamples::read_slice).
+  bool members_alone = false;
 };
 
 struct LoaderPosition {
@@ -73,7 +78,7 @@ struct Batch {
   std::vector<uint8_t> tokens;                      // [batch_size, slice_length]
   std::vector<uint8_t> lookahead;                   // [batch_size]
   std::vector<SampleInfo> samples;                  // [batch_size]
-  std::vector<std::vector<SliceSegment>> segments;  // packed: [batch_size]; empty otherwise
+  std::vector<std::vector<SliceSegment>> segments;  // packed, family: [batch_size]; empty otherwise
   std::vector<int32_t> tokens_int32() const { return std::vector<int32_t>(tokens.begin(), tokens.end()); }
 };
 
@@ -105,10 +110,13 @@ class DataLoader {
   int64_t sample_at(int64_t epoch, int64_t i) const;
   // Packed mode with sequence sampling: the plan (nullptr otherwise).
   const PackedSamples* packed() const { return packed_.get(); }
-  // Cluster sampling: the split's clusters (nullptr with sequence sampling).
+  // Cluster sampling or family mode: the split's clusters (nullptr otherwise).
   const SplitClusters* clusters() const { return clusters_.get(); }
-  // Cluster sampling: the protein drawn for each cluster in epoch `epoch`.
+  // Cluster sampling: the protein drawn for each cluster in epoch `epoch`;
+  // family mode: the proteins of epoch `epoch`'s contexts, context by context.
   std::vector<int64_t> drawn_proteins(int64_t epoch) const;
+  // Tokens (residues + 1) of protein p of the split.
+  int64_t protein_tokens(int64_t p) const;
 
  private:
   Batch read_batch(LoaderPosition p);
@@ -117,11 +125,11 @@ class DataLoader {
   void stop_worker();
   void worker_loop(LoaderPosition p);
 
-  // Cluster sampling: what epoch e is made of.
+  // Cluster sampling or family mode: what epoch e is made of.
   struct ClusterEpoch {
-    std::vector<int64_t> proteins;          // drawn for each cluster, in cluster order
+    std::vector<int64_t> proteins;          // drawn for each cluster, in cluster order (family: every context's)
     std::vector<int64_t> stream_starts;     // concat: [clusters + 1] epoch-stream position of each protein
-    std::unique_ptr<PackedSamples> packed;  // packed: the epoch's plan
+    std::unique_ptr<PackedSamples> packed;  // packed, family: the epoch's plan
     int64_t samples = 0;
   };
   // Built on first use and kept for the few latest epochs (both threads ask).
@@ -131,8 +139,8 @@ class DataLoader {
   LoaderOptions options_;
   std::unique_ptr<ProteinShards> shards_;
   std::unique_ptr<PackedSamples> packed_;               // packed mode, sequence sampling
-  std::unique_ptr<SplitClusters> clusters_;             // cluster sampling
-  std::shared_ptr<const std::vector<int64_t>> tokens_;  // cluster sampling, concat / packed: residues + 1 per protein
+  std::unique_ptr<SplitClusters> clusters_;             // cluster sampling, family mode
+  std::shared_ptr<const std::vector<int64_t>> tokens_;  // not in single mode: residues + 1 per protein
   mutable std::mutex epochs_mutex_;
   mutable std::map<int64_t, std::shared_ptr<const ClusterEpoch>> epochs_;
   int64_t samples_per_epoch_ = 0;  // sequence sampling

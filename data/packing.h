@@ -26,6 +26,7 @@ struct PackedSegment {
   int64_t start = 0;    // first token of the protein in the segment: a crop offset at the plan's (seed,
                         // epoch), 0 for whole proteins (PackedSamples draws each epoch's crop again)
   int64_t length = 0;   // tokens of the protein in the segment
+  int64_t relatives = 0;  // members of its family context before it (family mode); > 0: it joins the one before
 };
 
 struct PackedSample {

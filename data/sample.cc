@@ -14,16 +14,23 @@ SampleMode parse_sample_mode(const std::string& name) {
   if (name == "single") return SampleMode::Single;
   if (name == "concat") return SampleMode::Concat;
   if (name == "packed") return SampleMode::Packed;
-  PF_REQUIRE(ValueError, false, "unknown sample mode '" << name << "': expected single, concat or packed");
+  if (name == "family") return SampleMode::Family;
+  PF_REQUIRE(ValueError, false, "unknown sample mode '" << name << "': expected single, concat, packed or family");
 }
 
 const char* sample_mode_name(SampleMode mode) {
-  return mode == SampleMode::Single ? "single" : mode == SampleMode::Concat ? "concat" : "packed";
+  switch (mode) {
+    case SampleMode::Single: return "single";
+    case SampleMode::Concat: return "concat";
+    case SampleMode::Packed: return "packed";
+    case SampleMode::Family: return "family";
+  }
+  return "?";
 }
 
 int64_t sample_count(const ProteinShards& shards, SampleMode mode, int64_t sample_length) {
   PF_REQUIRE(ValueError, sample_length > 0, "sample length must be positive, got " << sample_length);
-  PF_REQUIRE(ValueError, mode != SampleMode::Packed, "packed samples are counted by PackedSamples");
+  PF_REQUIRE(ValueError, !packs_proteins(mode), "packed and family samples are counted by PackedSamples");
   const int64_t n = mode == SampleMode::Single ? shards.num_proteins() : shards.stream_length() / sample_length;
   if (n < 1) {
     const std::string files = shards.file_list();
@@ -53,7 +60,7 @@ int64_t crop_start(uint64_t seed, int64_t epoch, int64_t sample, int64_t window,
 SampleInfo read_sample_slice(ProteinShards& shards, SampleMode mode, int64_t sample_length, uint64_t seed,
                              int64_t epoch, int64_t sample, int64_t begin, int64_t end, uint8_t* out,
                              uint8_t* lookahead) {
-  PF_REQUIRE(ValueError, mode != SampleMode::Packed, "packed samples are read by PackedSamples");
+  PF_REQUIRE(ValueError, !packs_proteins(mode), "packed and family samples are read by PackedSamples");
   PF_REQUIRE(ValueError, 0 <= begin && begin <= end && end <= sample_length,
              "slice [" << begin << ", " << end << ") outside a sample of length " << sample_length);
   const int64_t n = end - begin + (lookahead ? 1 : 0);

@@ -8,6 +8,9 @@
 //           floor(stream length / L) samples; the tail shorter than L is unused.
 //   packed: whole proteins packed into samples, each attending to itself
 //           only (data/packed_samples.h).
+//   family: the members of one family back to back, attending to the members
+//           before them; several small families may share a sample, each
+//           attending to itself only (data/family_contexts.h).
 // The lookahead token of a slice is the token at sample position `end`: the
 // next token of the same source (the rest of the protein or stream), or <pad>
 // where the source ends. The rank holding the last slice uses it as the
@@ -22,22 +25,25 @@
 
 namespace pf {
 
-enum class SampleMode { Single, Concat, Packed };
-// "single" | "concat" | "packed"; ValueError otherwise. Packed samples are
-// read through data/packed_samples.h.
+enum class SampleMode { Single, Concat, Packed, Family };
+// "single" | "concat" | "packed" | "family"; ValueError otherwise. Packed and
+// family samples are read through data/packed_samples.h.
 SampleMode parse_sample_mode(const std::string& name);
 const char* sample_mode_name(SampleMode mode);
+// Packed and family samples: several proteins per sample, described by
+// segments (Batch.segments) that the model turns into a PackedLayout.
+inline bool packs_proteins(SampleMode mode) { return mode == SampleMode::Packed || mode == SampleMode::Family; }
 
 struct SampleInfo {
   int64_t sample = -1;        // sample index in [0, sample_count); -1 for a padding row
   bool valid = false;         // false: a padding row past the end of the epoch (all <pad>)
   int64_t protein = -1;       // single: global protein index; concat: -1
   int64_t source_start = 0;   // single: crop offset in the protein; concat: stream position of the sample
-  int64_t source_length = 0;  // single: protein residues; concat: L; packed: the sample's useful tokens
+  int64_t source_length = 0;  // single: protein residues; concat: L; packed, family: the sample's useful tokens
 };
 
 // Tokens of a sample that are residues or <end> (the rest is padding):
-// single min(residues + 1, L), concat L, packed the packed tokens; 0 for a
+// single min(residues + 1, L), concat L, packed and family the packed tokens; 0 for a
 // padding row.
 int64_t useful_tokens(SampleMode mode, const SampleInfo& info, int64_t sample_length);
 

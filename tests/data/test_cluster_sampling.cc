@@ -2,10 +2,11 @@
 // proteins with synthetic clusters (tests/support/synthetic_clusters.h):
 // draws uniform within a cluster (a chi-square bound that biased samplers
 // fail), keyed by (seed, epoch, cluster) alone; every cluster visited once per
-// epoch in single, concat and packed modes, the samples built independently
+// epoch in single, concat and packed modes (family mode: the first context of
+// each family, tests/data/test_family_loader.cc), the samples built independently
 // from the drawn proteins read straight from the file; slices of sp = 1..4
-// joining to the sample; a restored position giving the same batches across
-// epochs of different lengths; clear errors for unclustered and damaged files.
+// joining to the sample and a restored position giving the same batches
+// across epochs of different lengths (in all four modes); clear errors for unclustered and damaged files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,12 +21,19 @@
 #include "data/prepare.h"
 #include "data/vocab.h"
 #include "runtime/random.h"
+#include "tests/data/clustered_query.h"
 #include "tests/data/data_test_util.h"
 #include "tests/support/error_message.h"
 #include "tests/support/synthetic_clusters.h"
 
 namespace pf {
 namespace {
+
+using test::clustered;
+using test::cluster_options;
+using test::ClusteredQuery;
+using test::read_epoch;
+using test::window_at;
 
 // Pearson's statistic of `counts` against a uniform expectation.
 double chi_square(const std::vector<int64_t>& counts) {
@@ -114,62 +122,6 @@ TEST(ClusterSampling, SplitClustersGroupMembersInAscendingOrder) {
   EXPECT_EQ(parse_sampling("cluster"), Sampling::Cluster);
   EXPECT_STREQ(sampling_name(parse_sampling("sequence")), "sequence");
   EXPECT_THROW(parse_sampling("clusters"), ValueError);
-}
-
-// QUERY.fasta.gz, split by sequence hash (10 % valid, 10 % test), then given
-// synthetic clusters.
-struct ClusteredQuery {
-  test::TempDir dir;
-  std::string path = dir.file("clustered.h5");
-  std::vector<int64_t> train_clusters;        // cluster of each train protein
-  std::vector<std::vector<uint8_t>> windows;  // each train protein's residues then <end>
-  ClusteredQuery() {
-    PrepareOptions o;
-    o.inputs = {test::kQueryFasta};
-    o.output = path;
-    o.val_fraction = o.test_fraction = 0.1;
-    prepare_dataset(o);
-    train_clusters = test::add_synthetic_clusters(path).at(0);
-    H5Id f = h5_open_file(path);
-    H5Id g = h5_open_group(f, "train");
-    const auto tokens = h5_read_array<uint8_t>(g, "tokens");
-    const auto offsets = h5_read_array<int64_t>(g, "offsets");
-    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
-      windows.emplace_back(tokens.begin() + offsets[i], tokens.begin() + offsets[i + 1]);
-      windows.back().push_back(Vocab::kEnd);
-    }
-  }
-  int64_t clusters() const { return train_clusters.back() + 1; }
-};
-
-const ClusteredQuery& clustered() {
-  static const ClusteredQuery q;
-  return q;
-}
-
-LoaderOptions cluster_options(SampleMode mode, int64_t L, int64_t batch) {
-  LoaderOptions o;
-  o.files = {clustered().path};
-  o.mode = mode;
-  o.sampling = Sampling::Cluster;
-  o.sample_length = L;
-  o.batch_size = batch;
-  o.seed = 23;
-  return o;
-}
-
-// Window position x of protein p (residues, <end>, then <pad>).
-uint8_t window_at(int64_t p, int64_t x) {
-  const std::vector<uint8_t>& w = clustered().windows[static_cast<size_t>(p)];
-  return x < static_cast<int64_t>(w.size()) ? w[static_cast<size_t>(x)] : Vocab::kPad;
-}
-
-// The batches of one whole epoch from the loader's current position.
-std::vector<Batch> read_epoch(DataLoader& loader) {
-  std::vector<Batch> out;
-  const int64_t epoch = loader.position().epoch;
-  while (loader.position().epoch == epoch) out.push_back(loader.next());
-  return out;
 }
 
 TEST(ClusterLoader, SingleModeVisitsEveryClusterOncePerEpochWithItsDrawnMember) {
@@ -285,7 +237,7 @@ TEST(ClusterLoader, DrawsAreKeyedBySeedAndEpochAloneSoEveryRankAgrees) {
 }
 
 TEST(ClusterLoader, SlicesOfSp1To4JoinToTheSample) {
-  for (SampleMode mode : {SampleMode::Single, SampleMode::Concat, SampleMode::Packed}) {
+  for (SampleMode mode : {SampleMode::Single, SampleMode::Concat, SampleMode::Packed, SampleMode::Family}) {
     const int64_t L = 840, B = 3;  // divisible by 1 .. 4
     DataLoader whole(cluster_options(mode, L, B));
     std::vector<Batch> expect;
@@ -340,12 +292,14 @@ void expect_same_batch(const Batch& a, const Batch& b) {
     for (size_t k = 0; k < a.segments[r].size(); ++k) {
       ASSERT_EQ(a.segments[r][k].begin, b.segments[r][k].begin);
       ASSERT_EQ(a.segments[r][k].protein, b.segments[r][k].protein);
+      ASSERT_EQ(a.segments[r][k].relatives, b.segments[r][k].relatives);
+      ASSERT_EQ(a.segments[r][k].joins, b.segments[r][k].joins);
     }
   }
 }
 
 TEST(ClusterLoader, RestoredPositionSeesTheSameBatchesAcrossEpochs) {
-  for (SampleMode mode : {SampleMode::Single, SampleMode::Concat, SampleMode::Packed}) {
+  for (SampleMode mode : {SampleMode::Single, SampleMode::Concat, SampleMode::Packed, SampleMode::Family}) {
     LoaderOptions o = cluster_options(mode, mode == SampleMode::Single ? 256 : 2048, 4);
     o.dp_size = 2;
     o.dp_rank = 1;

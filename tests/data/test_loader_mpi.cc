@@ -53,7 +53,9 @@ TEST(LoaderMpi, EveryGridReassemblesTheGlobalBatch) {
                                        {SampleMode::Single, Sampling::Sequence},
                                        {SampleMode::Concat, Sampling::Cluster},
                                        {SampleMode::Single, Sampling::Cluster},
-                                       {SampleMode::Packed, Sampling::Cluster}}) {
+                                       {SampleMode::Packed, Sampling::Cluster},
+                                       {SampleMode::Family, Sampling::Sequence},
+                                       {SampleMode::Family, Sampling::Cluster}}) {
     for (int64_t sp = 1; sp <= world; ++sp) {
       if (world % sp) continue;
       const int64_t dp = world / sp;
