@@ -16,7 +16,9 @@
 // preparation is deterministic), so no folder needs to be shared between nodes.
 // In the packed and single data modes it also reports each protein length
 // bucket (at most 1,024 residues, 1,025-8,192, longer): every position belongs
-// to one protein there.
+// to one protein there. In family mode it reports the context gain
+// (launch/train/evaluation.h): every member scored after the relatives before
+// it and alone, by the number of relatives before it.
 // Usage errors (bad options, a negative --batches, --fasta with --split or with
 // a missing file or unknown format, a parallel.sp that does not divide the
 // launched ranks) exit with status 2 and name the option.
@@ -69,6 +71,36 @@ std::unique_ptr<pf::TemporaryDataset> prepare_on_every_rank(const std::vector<st
   if (error) std::rethrow_exception(error);
   PF_REQUIRE(pf::DataError, failed == 0, "--fasta: another rank failed to prepare the files");
   return data;
+}
+
+std::string stats_text(const pf::EvalStats& e) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens", e.loss(), e.perplexity(),
+                e.accuracy(), static_cast<long long>(e.tokens));
+  return buf;
+}
+
+// Family mode: each pass's totals, then per number of relatives before a
+// member the loss with them and alone, and the gain in nats per token.
+void print_context_gain(const std::string& checkpoint, int64_t step, const std::string& what,
+                        const pf::ContextGain& g) {
+  std::printf("checkpoint %s (step %lld), %s, data.mode family\n", checkpoint.c_str(), static_cast<long long>(step),
+              what.c_str());
+  std::printf("  members after their relatives: %s\n", stats_text(g.context).c_str());
+  std::printf("  members alone:                 %s\n", stats_text(g.alone).c_str());
+  std::printf("  by relatives before a member (every token but the member's first residue):\n");
+  std::printf("  %-10s %10s %10s %10s %10s %12s\n", "relatives", "tokens", "ppl_ctx", "ppl_alone", "gain_nats",
+              "acc_ctx");
+  for (int b = 0; b < pf::kRelativeBuckets; ++b) {
+    const pf::EvalStats& c = g.context_by[static_cast<size_t>(b)];
+    if (c.tokens == 0) {
+      std::printf("  %-10s %10s\n", pf::relatives_bucket_name(b).c_str(), "none");
+      continue;
+    }
+    std::printf("  %-10s %10lld %10.3f %10.3f %10.4f %12.4f\n", pf::relatives_bucket_name(b).c_str(),
+                static_cast<long long>(c.tokens), c.perplexity(), g.alone_by[static_cast<size_t>(b)].perplexity(),
+                g.gain(b), c.accuracy());
+  }
 }
 
 }  // namespace
@@ -138,26 +170,20 @@ int main(int argc, char** argv) {
     pf::Session session(cfg, MPI_COMM_WORLD);
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     const int64_t step = pf::load_parameters(checkpoint, cfg, trainer);
+    if (cfg.data.mode == pf::SampleMode::Family) {
+      const pf::ContextGain g = pf::run_context_gain(cfg, session, trainer);
+      if (rank == 0) print_context_gain(checkpoint, step, what, g);
+      return 0;
+    }
     std::vector<pf::EvalStats> by_length;
     const bool bucketed = cfg.data.mode != pf::SampleMode::Concat;
     const pf::EvalStats e = pf::run_validation(cfg, session, trainer, bucketed ? &by_length : nullptr);
     if (rank == 0) {
-      std::printf("checkpoint %s (step %lld), %s, data.mode %s: loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n",
-                  checkpoint.c_str(), static_cast<long long>(step), what.c_str(), pf::sample_mode_name(cfg.data.mode),
-                  e.loss(), e.perplexity(), e.accuracy(), static_cast<long long>(e.tokens));
-      const std::string names[pf::kLengthBuckets] = {
-          "<= " + std::to_string(pf::kLengthEdges[0]) + " residues",
-          std::to_string(pf::kLengthEdges[0] + 1) + "-" + std::to_string(pf::kLengthEdges[1]) + " residues",
-          "> " + std::to_string(pf::kLengthEdges[1]) + " residues"};
-      for (size_t b = 0; b < by_length.size(); ++b) {
-        if (by_length[b].tokens == 0) {
-          std::printf("  proteins of %-18s none\n", names[b].c_str());
-          continue;
-        }
-        std::printf("  proteins of %-18s loss %.4f | ppl %.3f | accuracy %.4f | %lld tokens\n", names[b].c_str(),
-                    by_length[b].loss(), by_length[b].perplexity(), by_length[b].accuracy(),
-                    static_cast<long long>(by_length[b].tokens));
-      }
+      std::printf("checkpoint %s (step %lld), %s, data.mode %s: %s\n", checkpoint.c_str(), static_cast<long long>(step),
+                  what.c_str(), pf::sample_mode_name(cfg.data.mode), stats_text(e).c_str());
+      for (size_t b = 0; b < by_length.size(); ++b)
+        std::printf("  proteins of %-18s %s\n", pf::length_bucket_name(static_cast<int>(b)).c_str(),
+                    by_length[b].tokens ? stats_text(by_length[b]).c_str() : "none");
       if (!bucketed) std::printf("  (perplexity by protein length: evaluate with --set data.mode=packed or single)\n");
     }
     return 0;

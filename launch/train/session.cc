@@ -200,7 +200,8 @@ TokenBatch to_token_batch(const Batch& b, const ParallelGrid& grid) {
   for (const std::vector<SliceSegment>& row : b.segments) {
     std::vector<SequencePiece> pieces;
     for (const SliceSegment& g : row)
-      pieces.push_back({g.begin, g.position, g.protein >= 0 ? static_cast<uint64_t>(g.protein) : ~uint64_t{0}});
+      pieces.push_back(
+          {g.begin, g.position, g.protein >= 0 ? static_cast<uint64_t>(g.protein) : ~uint64_t{0}, g.joins});
     t.packed.samples.push_back(std::move(pieces));
   }
   return t;

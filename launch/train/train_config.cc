@@ -208,8 +208,9 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   r.get("data", "valid_split", d.valid_split);
   s = sample_mode_name(d.mode);
   r.get("data", "mode", s);
-  PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed",
-             where_key(origin, set_keys, "data.mode") << " must be packed, concat or single, got '" << s << "'");
+  PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed" || s == "family",
+             where_key(origin, set_keys, "data.mode") << " must be packed, family, concat or single, got '" << s
+                                                      << "'");
   d.mode = parse_sample_mode(s);
   s = sampling_name(d.sampling);
   r.get("data", "sampling", s);

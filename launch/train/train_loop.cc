@@ -209,59 +209,6 @@ int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer
   return st.step;
 }
 
-int length_bucket(int64_t residues) { return residues <= kLengthEdges[0] ? 0 : residues <= kLengthEdges[1] ? 1 : 2; }
-
-namespace {
-
-// The length bucket of the protein at each position of a batch (-1: padding).
-std::vector<int32_t> length_groups(const Batch& b, const DataLoader& loader) {
-  std::vector<int32_t> g(b.tokens.size(), -1);
-  for (int64_t r = 0; r < b.batch_size; ++r) {
-    int32_t* row = g.data() + r * b.slice_length;
-    const SampleInfo& info = b.samples[static_cast<size_t>(r)];
-    if (!info.valid) continue;
-    if (loader.options().mode != SampleMode::Packed) {
-      std::fill(row, row + b.slice_length, length_bucket(info.source_length));
-      continue;
-    }
-    const std::vector<SliceSegment>& segs = b.segments[static_cast<size_t>(r)];
-    for (size_t k = 0; k < segs.size(); ++k) {
-      if (segs[k].protein < 0) continue;
-      const int64_t end = k + 1 < segs.size() ? segs[k + 1].begin : b.slice_length;
-      const int32_t bucket = length_bucket(loader.packed()->protein_tokens(segs[k].protein) - 1);
-      std::fill(row + segs[k].begin, row + end, bucket);
-    }
-  }
-  return g;
-}
-
-}  // namespace
-
-EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
-                         std::vector<EvalStats>* by_length) {
-  LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, LoaderUse::Evaluation);
-  o.prefetch = 0;
-  DataLoader loader(o);
-  const int64_t batches =
-      cfg.run.eval_batches > 0 ? std::min(cfg.run.eval_batches, loader.steps_per_epoch()) : loader.steps_per_epoch();
-  PF_REQUIRE(ConfigError, by_length == nullptr || cfg.data.mode != SampleMode::Concat,
-             "perplexity by protein length needs data.mode = \"packed\" or \"single\" (in concat mode a "
-             "sample runs across proteins)");
-  if (by_length) by_length->assign(kLengthBuckets, EvalStats{});
-  EvalStats total;
-  for (int64_t i = 0; i < batches; ++i) {
-    const Batch batch = loader.next();
-    std::vector<int32_t> groups;
-    if (by_length) groups = length_groups(batch, loader);
-    const EvalStats e =
-        trainer.evaluate(to_token_batch(batch, session.grid()), by_length ? &groups : nullptr, by_length);
-    total.loss_sum += e.loss_sum;
-    total.tokens += e.tokens;
-    total.correct += e.correct;
-  }
-  return total;
-}
-
 namespace {
 
 // Checked before step 1, on rank 0, which alone writes there: each folder

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "launch/train/checkpoint.h"
+#include "launch/train/evaluation.h"
 #include "launch/train/session.h"
 #include "launch/train/train_config.h"
 #include "model/trainer.h"
@@ -29,18 +30,6 @@ struct TrainOutcome {
 };
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log);
-
-// Validation over the config's validation split: the first eval_batches
-// batches in file order (all batches when 0), identical for every layout.
-// With `by_length` (data.mode single or packed, where every position belongs
-// to one protein) also the sums per protein length bucket, kLengthBuckets
-// entries: proteins of at most kLengthEdges[0] residues, up to
-// kLengthEdges[1], and longer.
-constexpr int64_t kLengthEdges[2] = {1024, 8192};
-constexpr int kLengthBuckets = 3;
-int length_bucket(int64_t residues);
-EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
-                         std::vector<EvalStats>* by_length = nullptr);
 
 // Loads a checkpoint into the trainer (parameters, moments, step) after
 // checking, before any tensor is read, that it belongs to the same model

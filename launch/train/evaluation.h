@@ -1,0 +1,53 @@
+// Evaluation of a model on a split of prepared data (performer-train's
+// validation, performer-eval).
+//   run_validation   the first eval_batches batches of the config's
+//                    validation split in file order (all batches when 0),
+//                    identical for every layout. With `by_length` (data.mode
+//                    single, packed or family, where every position belongs
+//                    to one protein) also the sums per protein length bucket:
+//                    kLengthBuckets entries, proteins of at most
+//                    kLengthEdges[0] residues, up to kLengthEdges[1], longer.
+//   run_context_gain family mode: the same batches scored twice, each member
+//                    after the relatives before it in its family context and
+//                    each member on its own (LoaderOptions::members_alone),
+//                    with the sums per number of relatives before a member
+//                    (kRelativeBuckets: 0, 1, 2-3, 4-7, 8 or more). The
+//                    buckets count the targets both passes predict: every
+//                    token of a member but its first residue, which only a
+//                    context predicts (from the <end> before it); the totals
+//                    count every target of their pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launch/train/session.h"
+#include "launch/train/train_config.h"
+#include "model/trainer.h"
+
+namespace pf {
+
+constexpr int64_t kLengthEdges[2] = {1024, 8192};
+constexpr int kLengthBuckets = 3;
+int length_bucket(int64_t residues);
+// "<= 1024 residues", "1025-8192 residues", "> 8192 residues".
+std::string length_bucket_name(int bucket);
+
+constexpr int kRelativeBuckets = 5;
+int relatives_bucket(int64_t relatives);
+// "0", "1", "2-3", "4-7", "8+".
+std::string relatives_bucket_name(int bucket);
+
+EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
+                         std::vector<EvalStats>* by_length = nullptr);
+
+struct ContextGain {
+  EvalStats context, alone;                              // every target of each pass
+  std::vector<EvalStats> context_by, alone_by;           // [kRelativeBuckets]
+  // Nats per token that the relatives save in bucket b (alone - context); 0 when it is empty.
+  double gain(int b) const;
+};
+ContextGain run_context_gain(const TrainConfig& cfg, Session& session, Trainer& trainer);
+
+}  // namespace pf
