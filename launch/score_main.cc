@@ -11,6 +11,12 @@
 // --pack TOKENS scores consecutive proteins together, as packed samples of at
 // most TOKENS tokens (each protein attends to itself only: the same scores as
 // one at a time, in fewer and fuller forwards); a longer protein goes alone.
+// --context FILE... scores every query given those proteins (its homologs)
+// before it, as a data.mode = "family" model reads a family, and alone
+// (launch/infer/context_scoring.h): the linear kernels run the context once
+// and start every query from its state (--context-mode cached, the default);
+// one-pass runs context + query together for every query (exact softmax
+// always does). Causal checkpoints only.
 // Exit status: 0 done; 2 a usage error (bad option, missing input or unknown
 // extension, a checkpoint this tool cannot use: another vocabulary, another
 // model layout, not a checkpoint); 1 any other error, e.g. malformed input
@@ -24,6 +30,7 @@
 #include <memory>
 
 #include "launch/infer/checkpoint_model.h"
+#include "launch/infer/context_scoring.h"
 #include "launch/infer/output_file.h"
 #include "launch/infer/score_output.h"
 #include "launch/infer/scoring.h"
@@ -55,6 +62,16 @@ int main(int argc, char** argv) {
                  "score consecutive proteins together in packed samples of at most this many tokens (0: one at a "
                  "time); the same scores, fewer forwards")
       ->capture_default_str();
+  std::vector<std::string> context;
+  std::string context_mode = "auto";
+  app.add_option("--context", context,
+                 "FASTA / Swiss-Prot files of homologs: score each query given them (before it, as a family) and "
+                 "alone");
+  app.add_option("--context-mode", context_mode,
+                 "with --context: 'cached' (run the context once, start every query from its state; linear "
+                 "kernels), 'one-pass' (context + query together for each query) or 'auto' (cached unless "
+                 "model.attention = softmax)")
+      ->capture_default_str();
   pf::add_map_unknown_option(app, map_unknown);
   pf::add_override_option(app, overrides);
   app.add_option("inputs", inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
@@ -68,7 +85,13 @@ int main(int argc, char** argv) {
     PF_REQUIRE(pf::ConfigError, pll_batch_tokens >= 1, "--pll-batch-tokens must be >= 1, got " << pll_batch_tokens);
     PF_REQUIRE(pf::ConfigError, pack >= 0, "--pack must be >= 0 (0: one protein at a time), got " << pack);
     pf::check_sequence_inputs(inputs, "input");
+    if (!context.empty()) pf::check_sequence_inputs(context, "--context");
+    PF_REQUIRE(pf::ConfigError, context_mode == "auto" || context_mode == "cached" || context_mode == "one-pass",
+               "--context-mode must be auto, cached or one-pass, got '" << context_mode << "'");
+    PF_REQUIRE(pf::ConfigError, context.empty() || pack == 0,
+               "--pack scores proteins alone in shared samples; it cannot be combined with --context");
     std::vector<std::string> read = inputs;
+    read.insert(read.end(), context.begin(), context.end());
     read.push_back(checkpoint);
     pf::require_distinct_output("--output", output, read);
     pf::require_distinct_output("--per-residue", per_residue, read);
@@ -117,7 +140,43 @@ int main(int argc, char** argv) {
       pending.clear();
       pending_tokens = 0;
     };
-    while (source.next(rec)) {
+    if (!context.empty()) {
+      PF_REQUIRE(pf::ConfigError, context_mode != "cached" || cm.cfg.model.attention != pf::AttentionKind::Softmax,
+                 "--context-mode cached needs a linear kernel: model.attention = softmax keeps every context key "
+                 "(use one-pass, or --set model.attention=favor)");
+      std::vector<std::vector<uint8_t>> homologs, queries;
+      for (const pf::SequenceRecord& r : pf::read_all_sequences(context, ro)) homologs.push_back(r.tokens);
+      const std::vector<pf::SequenceRecord> records = pf::read_all_sequences(inputs, ro);
+      for (const pf::SequenceRecord& r : records) queries.push_back(r.tokens);
+      pf::ContextScorer scorer(*cm.model, cm.session->ctx(), homologs, so, MPI_COMM_WORLD, context_mode != "one-pass");
+      const std::vector<pf::SequenceScore> given = scorer.score(queries);
+      for (size_t k = 0; k < records.size(); ++k) {
+        const pf::SequenceScore alone = pf::score_sequence(*cm.model, queries[k], so, MPI_COMM_WORLD);
+        ++proteins;
+        if (rank != 0) continue;
+        const pf::SequenceScore& g = given[k];
+        const int64_t n = static_cast<int64_t>(queries[k].size());
+        double common = 0;  // log P given the context over the terms scored alone too
+        for (size_t i = 0; i < alone.logprob.size(); ++i)
+          if (!std::isnan(alone.logprob[i])) common += g.logprob[i];
+        pf::ScoreRow row{records[k].id, n, "log_likelihood_given_context", g.scored, g.total, g.perplexity()};
+        row.with_context = true;
+        row.alone_scored = alone.scored;
+        row.alone_log_likelihood = alone.total;
+        row.gain_per_token = alone.scored ? (common - alone.total) / static_cast<double>(alone.scored) : 0.0;
+        if (proteins == 1) out->write(pf::score_header(fmt, true));
+        out->write(pf::format_score_row(fmt, row));
+        if (!per_residue.empty()) residues.add(records[k].id, n, g.logprob);
+        scored += g.scored;
+        total += g.total;
+      }
+      if (rank == 0)
+        std::fprintf(stderr, "performer-score: context of %zu proteins (%lld tokens), %s: %lld context tokens run\n",
+                     homologs.size(), static_cast<long long>(scorer.context_tokens()),
+                     scorer.cached() ? "cached state" : "one pass per query",
+                     static_cast<long long>(scorer.context_tokens_run()));
+    }
+    while (context.empty() && source.next(rec)) {
       if (pack == 0) {
         emit(rec, pf::score_sequence(*cm.model, rec.tokens, so, MPI_COMM_WORLD));
         continue;
@@ -136,7 +195,8 @@ int main(int argc, char** argv) {
       try {
         if (!per_residue.empty()) {
           residue_tmp = pf::temporary_output_path(per_residue);
-          residues.write_file(residue_tmp, measure, checkpoint, cm.cfg.model.causal() ? first_residue : "");
+          residues.write_file(residue_tmp, context.empty() ? measure : "log_likelihood_given_context", checkpoint,
+                              cm.cfg.model.causal() ? (context.empty() ? first_residue : "given_context") : "");
         }
         out->finish();
         if (!residue_tmp.empty()) pf::rename_into_place(residue_tmp, per_residue);

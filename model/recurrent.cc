@@ -82,6 +82,38 @@ void RecurrentPerformer::reset(int64_t position) {
   position_ = position;
 }
 
+void RecurrentPerformer::set_position(int64_t position) {
+  PF_REQUIRE(ValueError, position >= 0, "recurrent position must be >= 0, got " << position);
+  position_ = position;
+}
+
+std::vector<std::vector<float>> RecurrentPerformer::save_stream(int64_t b) const {
+  PF_REQUIRE(ValueError, b >= 0 && b < B_, "recurrent stream " << b << " outside [0, " << B_ << ")");
+  const int64_t rows = cfg_.heads * (states_.empty() ? 0 : states_[0].shape()[1]);
+  std::vector<std::vector<float>> out;
+  for (const Tensor& t : states_) {
+    std::vector<float> host(static_cast<size_t>(rows));
+    copy_bytes(ctx_.stream, host.data(), Device::cpu(), t.data<float>() + b * rows, ctx_.device, rows * 4);
+    out.push_back(std::move(host));
+  }
+  synchronize(ctx_.stream);
+  return out;
+}
+
+void RecurrentPerformer::load_stream(int64_t b, const std::vector<std::vector<float>>& state) {
+  PF_REQUIRE(ValueError, b >= 0 && b < B_, "recurrent stream " << b << " outside [0, " << B_ << ")");
+  const int64_t rows = cfg_.heads * (states_.empty() ? 0 : states_[0].shape()[1]);
+  PF_REQUIRE(ValueError, state.size() == states_.size(),
+             "recurrent state of " << state.size() << " layers for a model of " << states_.size());
+  for (size_t l = 0; l < states_.size(); ++l) {
+    PF_REQUIRE(ValueError, static_cast<int64_t>(state[l].size()) == rows,
+               "recurrent state of layer " << l << " holds " << state[l].size() << " values, not " << rows);
+    copy_bytes(ctx_.stream, states_[l].data<float>() + b * rows, ctx_.device, state[l].data(), Device::cpu(),
+               rows * 4);
+  }
+  synchronize(ctx_.stream);
+}
+
 // o [B*H, D] for this position; the layer's state takes in this position's key.
 void RecurrentPerformer::attention(int64_t layer, const float* heads_qkv, float* o) {
   const int64_t H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features, BH = B_ * H;

@@ -45,6 +45,14 @@ class RecurrentPerformer {
 
   // Empties every state; the next token is at absolute position `position`.
   void reset(int64_t position = 0);
+  // Keeps the states; the next token is at position `position` (a new member
+  // of a family context: positions restart per member, the state runs on).
+  void set_position(int64_t position);
+  // The carried states of stream b, every layer's [H, 1 + m (D+1)] (host
+  // copies), and back into any stream: a context's state, made once and
+  // started from by every query (launch/infer/context_scoring.h).
+  std::vector<std::vector<float>> save_stream(int64_t b) const;
+  void load_stream(int64_t b, const std::vector<std::vector<float>>& state);
   // Feeds tokens [batch] (host) at position(), advances the position and,
   // when `logits` is not null, writes the logits [batch, vocab] (host) that
   // predict the next token.

@@ -15,8 +15,10 @@ ScoreFormat parse_score_format(const std::string& text) {
   throw ConfigError("--format must be tsv or jsonl, got '" + text + "'");
 }
 
-std::string score_header(ScoreFormat format) {
-  return format == ScoreFormat::Tsv ? "id\tlength\tmeasure\tscored\tlog_likelihood\tperplexity\n" : "";
+std::string score_header(ScoreFormat format, bool with_context) {
+  if (format != ScoreFormat::Tsv) return "";
+  return std::string("id\tlength\tmeasure\tscored\tlog_likelihood\tperplexity") +
+         (with_context ? "\talone_scored\talone_log_likelihood\tgain_per_token\n" : "\n");
 }
 
 std::string format_score_row(ScoreFormat format, const ScoreRow& r) {
@@ -28,12 +30,23 @@ std::string format_score_row(ScoreFormat format, const ScoreRow& r) {
     j["scored"] = r.scored;
     j["log_likelihood"] = r.log_likelihood;
     j["perplexity"] = r.perplexity;
+    if (r.with_context) {
+      j["alone_scored"] = r.alone_scored;
+      j["alone_log_likelihood"] = r.alone_log_likelihood;
+      j["gain_per_token"] = r.gain_per_token;
+    }
     return j.dump() + "\n";
   }
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "\t%lld\t%s\t%lld\t%.6f\t%.6f\n", static_cast<long long>(r.length), r.measure.c_str(),
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "\t%lld\t%s\t%lld\t%.6f\t%.6f", static_cast<long long>(r.length), r.measure.c_str(),
                 static_cast<long long>(r.scored), r.log_likelihood, r.perplexity);
-  return r.id + buf;
+  std::string line = r.id + buf;
+  if (r.with_context) {
+    std::snprintf(buf, sizeof(buf), "\t%lld\t%.6f\t%.6f", static_cast<long long>(r.alone_scored),
+                  r.alone_log_likelihood, r.gain_per_token);
+    line += buf;
+  }
+  return line + "\n";
 }
 
 void PerResidueWriter::add(const std::string& id, int64_t length, const std::vector<double>& logprob) {

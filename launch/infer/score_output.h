@@ -7,6 +7,11 @@
 // measure: "log_likelihood" (causal, exact) or "pseudo_log_likelihood"
 // (masked); scored: the number of terms summed in log_likelihood (natural
 // log); perplexity = exp(-log_likelihood / scored).
+// With a context (--context, launch/infer/context_scoring.h) measure is
+// "log_likelihood_given_context" (every residue and <end>: n + 1 terms), and
+// three columns follow: alone_scored and alone_log_likelihood (the query
+// scored alone, as without --context), and gain_per_token = the mean over the
+// terms both score of log P(given context) - log P(alone), in nats.
 // Per-residue HDF5 file (--per-residue FILE.h5), readable with h5py:
 //   /ids        vlen UTF-8 string [N]
 //   /lengths    int64 [N]     residues n_i
@@ -33,9 +38,13 @@ struct ScoreRow {
   int64_t scored = 0;
   double log_likelihood = 0;
   double perplexity = 0;
+  bool with_context = false;  // the three columns below follow
+  int64_t alone_scored = 0;
+  double alone_log_likelihood = 0;
+  double gain_per_token = 0;
 };
 
-std::string score_header(ScoreFormat format);  // "" for jsonl
+std::string score_header(ScoreFormat format, bool with_context = false);  // "" for jsonl
 std::string format_score_row(ScoreFormat format, const ScoreRow& row);
 
 // Collects the per-residue values of every protein and writes the file at the end.

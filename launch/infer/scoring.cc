@@ -20,9 +20,9 @@ struct Ranks {
   }
 };
 
-// Rank 0's totals from the summed per-position values; `scored` marks the
-// positions that hold a term.
-void finish(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm) {
+}  // namespace
+
+void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm) {
   sum_to_root(s.logprob, comm);
   s.scored = 0;
   s.total = 0;
@@ -35,6 +35,8 @@ void finish(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm) {
     }
   }
 }
+
+namespace {
 
 SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o, MPI_Comm comm) {
   const Ranks ranks(comm);
@@ -66,7 +68,7 @@ SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r,
   for (int64_t i = 0; i < N; ++i) scored[slot_of(i)] = 1;
   for (int64_t i = blk.begin; i < blk.end; ++i)
     s.logprob[slot_of(i)] = log_softmax_at(logits.data() + (i - blk.begin) * V, V, target_of(i));
-  finish(s, scored, comm);
+  finish_sequence_score(s, scored, comm);
   return s;
 }
 
@@ -107,7 +109,7 @@ SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r,
       s.logprob[masked] = log_softmax_at(logits.data() + (b * blk.size() + masked - blk.begin) * V, V, tokens[masked]);
     }
   }
-  finish(s, scored, comm);
+  finish_sequence_score(s, scored, comm);
   return s;
 }
 
@@ -205,7 +207,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
         }
     }
   }
-  for (int64_t k = 0; k < K; ++k) finish(out[static_cast<size_t>(k)], scored[static_cast<size_t>(k)], comm);
+  for (int64_t k = 0; k < K; ++k) finish_sequence_score(out[static_cast<size_t>(k)], scored[static_cast<size_t>(k)], comm);
   return out;
 }
 

@@ -63,6 +63,11 @@ SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& 
 // longer than j in the same copy. Collective like score_sequence.
 std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
                                         const ScoreOptions& options, MPI_Comm comm);
+// Rank 0's score from every rank's per-position values (summed into rank 0;
+// each position computed by one rank, zeros elsewhere); `scored` marks the
+// positions that hold a term, the others become NaN.
+void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm);
+
 // Tokens a protein of `residues` takes in a packed sample (its input length).
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& options);
 
