@@ -115,7 +115,7 @@ AuditResult run_audit(const AuditOptions& opt) {
 std::string format_audit(const AuditResult& r) {
   std::ostringstream os;
   os << r.path << " (split by " << r.split_rule << "): held-out sequences with a training hit at identity >= t, "
-     << "coverage >= " << r.coverage << " of both, e-value <= " << r.evalue << " (mmseqs " << r.mmseqs_version << "; "
+     << "coverage >= " << r.coverage << " of the held-out sequence, e-value <= " << r.evalue << " (mmseqs " << r.mmseqs_version << "; "
      << r.train_sequences << " training sequences)\n";
   os << "  split       sequences";
   for (double t : r.thresholds) {

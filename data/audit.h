@@ -2,8 +2,10 @@
 // docs/data.md#the-leakage-audit): every sequence of /valid, /test (and
 // /ood when present) is searched with MMseqs2 against /train, and for each
 // split the audit counts the sequences whose best training hit reaches each
-// identity threshold. Hits count when they cover at least `coverage` of both
-// sequences (MMseqs2 -c, --cov-mode 0) with e-value <= kLeakSearchEvalue:
+// identity threshold. Hits count when they cover at least `coverage` of the
+// held-out sequence (MMseqs2 -c, --cov-mode 2: query coverage, so a
+// held-out fragment of a training protein counts) with e-value <=
+// kLeakSearchEvalue:
 // the same search the cluster split's purge runs, so a cluster split passes
 // its own identity by construction.
 #pragma once

@@ -181,7 +181,7 @@ std::vector<SearchHit> mmseqs_search(const std::string& query_fasta, int64_t n_q
   if (n_query == 0 || n_target == 0) return {};
   const std::string out = workdir + "/search.m8";
   run({settings.program, "easy-search", query_fasta, target_fasta, out, workdir + "/tmp", "-c", fmt(coverage),
-       "--cov-mode", "0", "-e", fmt(evalue), "--threads", threads_arg(settings), "-v", "2", "--format-output",
+       "--cov-mode", "2", "-e", fmt(evalue), "--threads", threads_arg(settings), "-v", "2", "--format-output",
        "query,target,fident,qcov,tcov,evalue"},
       settings, workdir + "/search.log", "homology search");
   return parse_search_table(out, n_query, n_target);

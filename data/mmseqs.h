@@ -27,7 +27,7 @@ struct MmseqsSettings {
 
 struct ClusterParams {
   double identity = 0.5;          // --min-seq-id
-  double coverage = 0.8;          // -c, with --cov-mode 0 (of query and target)
+  double coverage = 0.8;          // -c, with --cov-mode 0 (of both sequences) for clustering
   std::string mode = "linclust";  // "linclust" (easy-linclust) or "cluster" (easy-cluster)
 };
 
@@ -57,8 +57,9 @@ std::vector<int64_t> mmseqs_cluster(const std::string& fasta, int64_t n, const C
                                     const MmseqsSettings& settings, const std::string& workdir);
 
 // Searches `query_fasta` (n_query sequences) against `target_fasta`
-// (n_target), keeping alignments with both coverages >= coverage
-// (-c, --cov-mode 0) and e-value <= evalue; no identity filter (the callers
+// (n_target), keeping alignments that cover at least `coverage` of the
+// query (-c, --cov-mode 2: a query that is a fragment of a target is a
+// hit, whatever part of the target it covers) with e-value <= evalue; no identity filter (the callers
 // count thresholds themselves). Returns every hit of the result table.
 std::vector<SearchHit> mmseqs_search(const std::string& query_fasta, int64_t n_query, const std::string& target_fasta,
                                      int64_t n_target, double coverage, double evalue, const MmseqsSettings& settings,

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   prepare
       ->add_option("--cluster-coverage", prep.cluster.coverage,
-                   "coverage of both sequences for clustering and the leak purge")
+                   "coverage of both sequences for clustering; of the held-out sequence for the leak purge")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   prepare->add_option("--cluster-mode", prep.cluster.mode, "MMseqs2 easy-linclust (linear time) or easy-cluster")
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   audit
       ->add_option("--coverage", audit_opt.coverage,
-                   "coverage of both sequences a hit needs (default: the file's clustering coverage, else 0.8)")
+                   "coverage of the held-out sequence a hit needs (default: the file's clustering coverage, else 0.8)")
       ->check(CLI::Range(0.0, 1.0));
   audit->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
   audit->add_option("--threads", threads, "MMseqs2 threads (0: all cores)")->check(CLI::NonNegativeNumber);

@@ -87,7 +87,7 @@ fasta("train", f"{work}/t.fa", "train")
 n = {s: fasta(s, f"{work}/q.fa", s) for s in ("valid", "test")}
 r = json.load(open(report))
 subprocess.run([mmseqs, "easy-search", f"{work}/q.fa", f"{work}/t.fa", f"{work}/res.m8", f"{work}/tmp",
-                "-c", str(r["coverage"]), "--cov-mode", "0", "-e", "1e-3", "--threads", "1", "-v", "1",
+                "-c", str(r["coverage"]), "--cov-mode", "2", "-e", "1e-3", "--threads", "1", "-v", "1",
                 "--format-output", "query,target,fident"], check=True)
 best = {}
 for line in open(f"{work}/res.m8"):
