@@ -15,7 +15,7 @@ check() {  # check DESCRIPTION CONDITION...
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
 }
 
-# 1. Gates: step a fails, b and c are skipped; without the gate, b runs.
+# Gates: step a fails, b and c are skipped; without the gate, b runs.
 (
   cd "$repo" && . tests/gpu/lib.sh
   OUT="$work/gates" gpu_init unused >/dev/null
@@ -36,7 +36,12 @@ check "the steps after a failed gate are skipped" grep -q '| b .*| skipped .*not
 ) >"$work/nogate.txt" 2>&1
 check "without a gate the next step runs" grep -q '| b .*| ok .*b ran' "$work/nogate.txt"
 
-# 2. unpack_deps.sh on two made-up packages.
+# unpack_deps.sh on two made-up packages. NCCL_ROOT names a made-up NCCL,
+# so that the machine's own NCCL, or its lack, does not decide the checks.
+mkdir -p "$work/nccl/include" "$work/nccl/lib"
+printf '#define NCCL_MAJOR 2\n#define NCCL_MINOR 99\n#define NCCL_PATCH 0\n' >"$work/nccl/include/nccl.h"
+: >"$work/nccl/lib/libnccl.so.2"
+export NCCL_ROOT="$work/nccl"
 make_deb() {  # make_deb NAME GLIBC_NEEDED|none FOLDER: a package with a fake mpiexec and patchelf
   local d="$work/pkg-$1" depends="Depends: libc6 (>= $2)"
   [ "$2" = none ] && depends="Depends: made-up-other"
