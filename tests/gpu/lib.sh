@@ -22,7 +22,10 @@ gpu_init() {
 
 figure() { echo "$*" >"$OUT/$step_name.figure"; }
 bin() { echo "$BUILD_DIR/launch/$1"; }
-mpi() { mpiexec --oversubscribe -x OMP_NUM_THREADS=1 "$@"; }
+# Ranks unpinned (--bind-to none), as the ctest entries run them: Open MPI
+# binds each of up to 2 ranks to one core, where its stream and communication
+# threads would then share that core.
+mpi() { mpiexec --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
 
 # Pre-flight, the first step: one line for each fact the run depends on, and a
 # fast stop (the later steps are skipped) when one makes the run pointless:
