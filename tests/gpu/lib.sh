@@ -6,6 +6,8 @@
 # own time limit (`timeout`), logs it to $OUT/NAME.log, and prints the table
 # of results and key figures (written by `figure` to $OUT/NAME.figure) last.
 
+. "$(dirname "${BASH_SOURCE[0]}")/deps.sh"
+
 gpu_absolute() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
 
 gpu_init() {
@@ -27,11 +29,19 @@ bin() { echo "$BUILD_DIR/launch/$1"; }
 # threads would then share that core.
 mpi() { mpiexec --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
 
+# build_device_probe NVCC OUTPUT ARCH: tests/gpu/device_probe.cu compiled by
+# nvcc alone (no CMake), for ARCH (native in the preflight).
+build_device_probe() {
+  "$1" -O2 -arch="$3" -o "$2" "$repo/tests/gpu/device_probe.cu"
+}
+
 # Pre-flight, the first step: one line for each fact the run depends on, and a
 # fast stop (the later steps are skipped) when one makes the run pointless:
-# no NVIDIA driver or GPU, no CUDA compiler, no NCCL, too little disk, or
-# neither the build's libraries nor a dependency folder. In the dry run only
-# the disk and the libraries count.
+# no NVIDIA driver or GPU, no CUDA compiler, a device probe that fails (a
+# kernel of this toolkit does not run here, for example a CUDA 13 toolkit
+# beside an older driver), no NCCL (2.12 or newer) here or packed, too
+# little disk, or a build dependency missing with nothing packed to supply
+# it. In the dry run only the disk and the dependencies count.
 step_preflight() {
   local stop=() line
   echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
@@ -56,39 +66,78 @@ step_preflight() {
     [ "$dry" = 1 ] || stop+=("no nvidia-smi: this machine has no NVIDIA driver")
   fi
   local nvcc
-  nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+  nvcc=$(find_nvcc)
   if [ -n "$nvcc" ]; then
     echo "nvcc: $nvcc, $("$nvcc" --version | sed -n 's/.*\(release [0-9.]*\).*/\1/p')"
   else
     echo "nvcc: none"
     [ "$dry" = 1 ] || stop+=("no nvcc on PATH or in /usr/local/cuda/bin: the CUDA backend cannot be built")
   fi
-  # NCCL where cmake/cuda.cmake looks for it.
-  local nccl="" dir
-  for dir in ${NCCL_ROOT:-} ${NCCL_HOME:-} "$(dirname "${nvcc:-/usr/local/cuda/bin/nvcc}")/.." /usr/local/cuda /usr \
-             "$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)"; do
-    [ -n "$dir" ] && [ -f "$dir/include/nccl.h" ] && { nccl=$dir/include/nccl.h; break; }
-  done
-  if [ -n "$nccl" ]; then
-    echo "NCCL: $nccl, version $(awk '/^#define NCCL_(MAJOR|MINOR|PATCH) / {printf "%s%s", sep, $3; sep="."}' "$nccl")"
-  else
-    echo "NCCL: no nccl.h"
-    [ "$dry" = 1 ] || stop+=("no NCCL (nccl.h) in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, /usr or the nvidia-nccl wheel")
+  # The device probe: asking nvidia-smi proves a driver, not that a kernel of
+  # this toolkit runs on this GPU. The dry run uses no GPU, so it neither
+  # builds nor runs the probe (tests/gpu/test_script_parts.sh compiles it and
+  # runs it where there is no GPU, where it must fail).
+  local probe="not run"
+  rm -f "$OUT/device_probe.txt"
+  if [ "$dry" != 1 ] && [ -n "$nvcc" ]; then
+    local tmp
+    tmp=$(mktemp -d)
+    if build_device_probe "$nvcc" "$tmp/device_probe" native >"$OUT/device_probe.txt" 2>&1; then
+      "$tmp/device_probe" >>"$OUT/device_probe.txt" 2>&1 && probe=ok || probe=failed
+    else
+      probe="did not compile"
+    fi
+    rm -rf "$tmp"
+    cat "$OUT/device_probe.txt"
+    case $probe in
+      failed) stop+=("$(grep -m1 'FAILED' "$OUT/device_probe.txt" || echo "device probe: FAILED without a message")") ;;
+      "did not compile") stop+=("device probe: nvcc could not compile tests/gpu/device_probe.cu: $(tail -1 "$OUT/device_probe.txt")") ;;
+    esac
   fi
-  if command -v mpiexec >/dev/null && [ -e /usr/include/gtest/gtest.h ]; then
-    echo "MPI, GoogleTest: installed ($(mpiexec --version 2>&1 | head -1))"
+  echo "device probe: $probe"
+  # NCCL where cmake/cuda.cmake looks for it, else as packed in $PF_GPU_DEPS.
+  local nccl nccl_h="" where=""
+  nccl=$(find_nccl)
+  if [ -n "$nccl" ]; then
+    nccl_h=${nccl%% *} where="here"
+  elif [ -f "$PF_GPU_DEPS/nccl/include/nccl.h" ]; then
+    nccl_h=$PF_GPU_DEPS/nccl/include/nccl.h where="packed ($(cat "$PF_GPU_DEPS/nccl/SOURCE" 2>/dev/null))"
+  fi
+  local nccl_v=""
+  if [ -n "$nccl_h" ]; then
+    nccl_v=$(nccl_version "$nccl_h")
+    echo "NCCL: $nccl_v, $where: ${nccl:-$nccl_h}"
+    [ "$(printf '2.12\n%s\n' "$nccl_v" | sort -V | head -1)" = 2.12 ] ||
+      { [ "$dry" = 1 ] || stop+=("NCCL $nccl_v ($nccl_h) is older than the 2.12 the build needs"); }
   else
-    local debs
-    debs=$(ls "$PF_GPU_DEPS"/*.deb 2>/dev/null | wc -l)
-    echo "MPI, GoogleTest: not installed; $debs packages in $PF_GPU_DEPS"
-    [ "$debs" -gt 0 ] || stop+=("no MPI or GoogleTest here and no packages in $PF_GPU_DEPS (tests/gpu/pack_deps.sh makes them)")
+    echo "NCCL: no nccl.h with libnccl.so here or in $PF_GPU_DEPS/nccl"
+    [ "$dry" = 1 ] || stop+=("no NCCL (nccl.h and libnccl.so) in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, /usr or the" \
+                             "nvidia-nccl wheel, and none packed in $PF_GPU_DEPS/nccl (tests/gpu/pack_deps.sh)")
+  fi
+  # The other build dependencies, here or as packages to unpack (step deps).
+  local missing debs dep
+  missing=$(missing_deps)
+  debs=$(ls "$PF_GPU_DEPS"/*.deb 2>/dev/null | wc -l)
+  if [ -z "$missing" ]; then
+    echo "build dependencies: all installed ($(mpiexec --version 2>&1 | head -1))"
+  else
+    echo "build dependencies missing here: $missing; $debs packages in $PF_GPU_DEPS"
+    for dep in $missing; do
+      [ "$dep" = NCCL ] || [ "$debs" -gt 0 ] ||
+        { stop+=("no $missing here and no packages in $PF_GPU_DEPS (tests/gpu/pack_deps.sh makes them)"); break; }
+    done
   fi
   if [ ${#stop[@]} -gt 0 ]; then
     for line in "${stop[@]}"; do echo "preflight: stop: $line"; done
-    figure "stop: ${stop[0]}"
+    figure "stop: ${stop[0]}$([ ${#stop[@]} -gt 1 ] && echo " (and $(( ${#stop[@]} - 1 )) more, in preflight.log)")"
     return 1
   fi
-  figure "$gpu; $(getconf GNU_LIBC_VERSION 2>/dev/null); NCCL ${nccl:-none}; ${free_gib} GiB free"
+  local versions=""
+  [ ! -f "$OUT/device_probe.txt" ] ||
+    versions="$(sed -n 's/^device probe: \(driver supports\|runtime (toolkit)\): /\1 /p' "$OUT/device_probe.txt" |
+      paste -sd, -), "
+  figure "$gpu; ${versions}probe $probe; $(getconf GNU_LIBC_VERSION 2>/dev/null); NCCL ${nccl_v:-none};" \
+    "${free_gib} GiB free"
 }
 
 step_deps() {
@@ -185,7 +234,9 @@ tiny_sp_losses() {
 run_steps() {
   local title=$1 entry name limit gate t0 rc dt result r a b c d blocked=""
   shift
-  export -f figure bin mpi gpu_targets make_tiny_run tiny_sp_losses $(compgen -A function step_) $(compgen -A function bench_)
+  export -f figure bin mpi build_device_probe gpu_targets make_tiny_run tiny_sp_losses \
+    $(compgen -A function step_) $(compgen -A function bench_) $(compgen -A function deps_) \
+    find_nvcc find_nccl nccl_version missing_deps
   local t_all rows=()
   t_all=$(date +%s)
   for entry in "$@"; do

@@ -13,10 +13,13 @@
 # Steps, most informative first (docs/testing.md#the-gpu-script says what
 # each proves); a failed preflight, deps or build skips the rest:
 #   preflight   glibc, the GPU (name, memory, compute mode, driver), nvcc,
-#               NCCL's location and version, free disk, the build's libraries;
-#               stops the run at once when one of them makes it pointless
-#   deps        the build's packages from $PF_GPU_DEPS (tests/gpu/pack_deps.sh)
-#               unpacked into a private prefix, when the machine lacks them
+#               the device probe (a kernel compiled by nvcc must run here; the
+#               driver's CUDA version beside the toolkit's), NCCL's location
+#               and version, free disk, the build's dependencies; stops the
+#               run at once when one of them makes it pointless
+#   deps        the build's packages and NCCL from $PF_GPU_DEPS
+#               (tests/gpu/pack_deps.sh) unpacked into a private prefix, when
+#               the machine lacks them
 #   build       CMake, all cores, CUDA for the native architecture; only the
 #               tools and the binaries of the ctest entries labelled gpu
 #   gpu_tests   ctest -L gpu (each entry under its own short TIMEOUT): every

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Parts of the GPU script that can be checked without a GPU (ctest:
-# gpu_script_parts): a failed gate step skips the steps after it;
+# gpu_script_parts): a failed gate step skips the steps after it; the device
+# probe compiles (where nvcc is) and fails where there is no GPU;
 # unpack_deps.sh refuses packages that need a newer glibc than the machine
 # has, naming the package, and otherwise keeps its libraries off
 # LD_LIBRARY_PATH for everything but its wrapped tools.
@@ -35,6 +36,26 @@ check "the steps after a failed gate are skipped" grep -q '| b .*| skipped .*not
   run_steps "no gate" a:5 b:5
 ) >"$work/nogate.txt" 2>&1
 check "without a gate the next step runs" grep -q '| b .*| ok .*b ran' "$work/nogate.txt"
+
+# The device probe, compiled as the preflight compiles it. Without a GPU
+# it must fail and say why; with one it must pass.
+nvcc=$(. "$repo/tests/gpu/deps.sh" && find_nvcc)
+if [ -z "$nvcc" ]; then
+  echo "skipped: no nvcc, so the device probe cannot be compiled here"
+else
+  (cd "$repo" && . tests/gpu/lib.sh && build_device_probe "$nvcc" "$work/device_probe" native) >"$work/probe_build.txt" 2>&1
+  check "the device probe compiles with $nvcc" [ -x "$work/device_probe" ]
+  "$work/device_probe" >"$work/probe.txt" 2>&1
+  rc=$?
+  check "the probe prints the runtime's CUDA version" grep -q '^device probe: runtime (toolkit): CUDA [0-9]' "$work/probe.txt"
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    check "with a GPU the probe passes" [ "$rc" = 0 ]
+    check "with a GPU the probe reads back what its kernel wrote" grep -q '^device probe: ok: a kernel wrote' "$work/probe.txt"
+  else
+    check "without a GPU the probe fails" [ "$rc" = 1 ]
+    check "without a GPU the probe says why" grep -q '^device probe: FAILED: ' "$work/probe.txt"
+  fi
+fi
 
 # unpack_deps.sh on two made-up packages. NCCL_ROOT names a made-up NCCL,
 # so that the machine's own NCCL, or its lack, does not decide the checks.
