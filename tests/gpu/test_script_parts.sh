@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Parts of the GPU script that can be checked without a GPU (ctest:
 # gpu_script_parts): a failed gate step skips the steps after it; the device
-# probe compiles (where nvcc is) and fails where there is no GPU;
+# probe compiles (where nvcc is) and fails where there is no GPU; the test
+# step fails when GPU tests were skipped that the machine's GPUs could run;
 # unpack_deps.sh refuses packages that need a newer glibc than the machine
 # has, naming the package, and otherwise keeps its libraries off
 # LD_LIBRARY_PATH for everything but its wrapped tools.
@@ -56,6 +57,45 @@ else
     check "without a GPU the probe says why" grep -q '^device probe: FAILED: ' "$work/probe.txt"
   fi
 fi
+
+# The test step's skip rule on made-up ctest outputs of the gpu entries.
+gpu_entries="test_posops_gpu test_column_sums_gpu test_feature_map_gpu test_linear_attention_gpu
+  test_softmax_attention_gpu test_favor_attention_gpu test_model_gpu test_comm_nccl.np1 test_comm_nccl.np2
+  test_comm_nccl.np3 test_comm_nccl.np4 test_comm_staged_gpu.np1 test_comm_staged_gpu.np2
+  test_comm_staged_gpu.np3 test_comm_staged_gpu.np4"
+ctest_output() {  # ctest_output SKIPPED_REGEX: ctest's result lines, skipped where the name matches
+  local n=0 name
+  echo "Test project /build"
+  for name in $gpu_entries; do
+    n=$((n + 1))
+    echo "    Start $n: $name"
+    if [[ "$name" =~ $1 ]]; then
+      printf '%d/15 Test #%d: %s ....................***Skipped   0.41 sec\n' "$n" "$n" "$name"
+    else
+      printf '%d/15 Test #%d: %s ....................   Passed    2.03 sec\n' "$n" "$n" "$name"
+    fi
+  done
+}
+skips() { python3 "$repo/tests/gpu/check_gpu_skips.py" "$@"; }
+ctest_output '.' >"$work/all_skipped.txt"
+ctest_output '^test_comm_nccl\.np[234]$' >"$work/nccl_skipped.txt"
+ctest_output '^test_comm_nccl\.np[1234]$' >"$work/nccl1_skipped.txt"
+: >"$work/no_output.txt"
+skips "$work/all_skipped.txt" 1 >"$work/skips1.txt"
+check "every gpu entry skipped on one GPU fails" [ $? = 1 ]
+check "the failure names the skipped entries" grep -q 'skipped with 1 GPU(s) enough to run them: .*test_model_gpu' "$work/skips1.txt"
+skips "$work/nccl_skipped.txt" 1 >"$work/skips2.txt"
+check "only NCCL's 2-4 rank entries skipped on one GPU passes" [ $? = 0 ]
+check "the pass names the allowed skips" \
+  grep -q '12 of 15 gpu entries passed, 3 skipped (needing more than 1 GPU(s): test_comm_nccl.np2, test_comm_nccl.np3, test_comm_nccl.np4)' "$work/skips2.txt"
+skips "$work/nccl_skipped.txt" 4 >/dev/null
+check "NCCL's 2-4 rank entries skipped on four GPUs fails" [ $? = 1 ]
+skips "$work/nccl1_skipped.txt" 1 >/dev/null
+check "NCCL's one-rank entry skipped on one GPU fails" [ $? = 1 ]
+skips "$work/no_output.txt" 1 >/dev/null
+check "an output without results fails" [ $? = 1 ]
+skips "$work/all_skipped.txt" 0 >/dev/null
+check "without a GPU (the dry run) every entry may skip" [ $? = 0 ]
 
 # unpack_deps.sh on two made-up packages. NCCL_ROOT names a made-up NCCL,
 # so that the machine's own NCCL, or its lack, does not decide the checks.
