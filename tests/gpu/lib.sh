@@ -3,8 +3,9 @@
 #
 # After gpu_init: repo, OUT, BUILD_DIR, JOBS, PF_GPU_DEPS (absolute), exported
 # for the steps. A step is a function step_NAME; run_steps runs each under its
-# own time limit (`timeout`), logs it to $OUT/NAME.log, and prints the table
-# of results and key figures (written by `figure` to $OUT/NAME.figure) last.
+# own time limit (`timeout`), logs it to $OUT/NAME.log, and after each step
+# prints the table of results and key figures (written by `figure` to
+# $OUT/NAME.figure) and writes it to $OUT/summary.md.
 
 . "$(dirname "${BASH_SOURCE[0]}")/deps.sh"
 
@@ -228,32 +229,70 @@ tiny_sp_losses() {
   return "${PIPESTATUS[0]}"
 }
 
+# check_limits BUDGET NAME:LIMIT[:gate]...: prints each step's limit and
+# their sum, and fails when the sum is over BUDGET seconds.
+check_limits() {
+  local budget=$1 entry name limit sum=0
+  shift
+  for entry in "$@"; do
+    IFS=: read -r name limit _ <<<"$entry"
+    printf '%-10s %4s s\n' "$name" "$limit"
+    sum=$((sum + limit))
+  done
+  echo "sum of the limits: $sum s; budget: $budget s"
+  [ "$sum" -le "$budget" ]
+}
+
+# summary_table HEADING ROW...: the table of rows NAME|RESULT|TIME|FIGURE.
+summary_table() {
+  local r a b c d
+  echo
+  echo "== $1"
+  shift
+  printf '| %-10s | %-12s | %-6s | %s |\n' step result time "key figure"
+  printf '|%s|%s|%s|%s|\n' ------------ -------------- -------- ------------
+  for r in "$@"; do
+    IFS='|' read -r a b c d <<<"$r"
+    printf '| %-10s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
+  done
+}
+
 # run_steps TITLE NAME:LIMIT[:gate]... ; exits 1 unless every step passed.
 # When a gate step fails (preflight, deps, build), the steps after it are
-# not run: each is a row "skipped" naming the gate.
+# not run: each is a row "skipped" naming the gate. The table is written to
+# $OUT/summary.md before each step (that step "running") and after it, and
+# printed after each step that ran, so that a run stopped from outside
+# keeps the rows of the steps that ran and names the one that was running.
 run_steps() {
-  local title=$1 entry name limit gate t0 rc dt result r a b c d blocked=""
+  local title=$1 entry name limit gate t0 rc dt result r i=0 blocked="" printed=1
   shift
   export -f figure bin mpi build_device_probe gpu_targets make_tiny_run tiny_sp_losses \
     $(compgen -A function step_) $(compgen -A function bench_) $(compgen -A function deps_) \
     find_nvcc find_nccl nccl_version missing_deps
   local t_all rows=()
   t_all=$(date +%s)
+  for entry in "$@"; do rows+=("${entry%%:*}|not run yet|-|-"); done
   for entry in "$@"; do
     IFS=: read -r name limit gate <<<"$entry"
-    # The limits are the GPU machine's budget. The dry run gives each step
-    # PF_GPU_DRY_LIMIT_SCALE (default 4) times its limit: there the CPU stands
-    # in for the GPU, on a machine that may be loaded.
+    # The limits are the GPU machine's budget (step_limit, for the step's own
+    # checks). The dry run gives each step PF_GPU_DRY_LIMIT_SCALE (default 4)
+    # times its limit: there the CPU stands in for the GPU, on a machine that
+    # may be loaded.
+    local step_limit=$limit
     if [ "${dry:-0}" = 1 ]; then limit=$((limit * ${PF_GPU_DRY_LIMIT_SCALE:-4})); fi
     rm -f "$OUT/$name.figure"
     if [ -n "$blocked" ]; then
       echo "== $name: skipped ($blocked failed)"
-      rows+=("$name|skipped|0s|not run: $blocked failed")
+      rows[i]="$name|skipped|0s|not run: $blocked failed"
+      summary_table "$title, stopped by $blocked" "${rows[@]}" >"$OUT/summary.md"
+      i=$((i + 1)) printed=0
       continue
     fi
+    rows[i]="$name|running|-|since $(date +%T), limit ${limit}s"
+    summary_table "$title, running $name" "${rows[@]}" >"$OUT/summary.md"
     echo "== $name (limit ${limit}s)"
     t0=$(date +%s)
-    step_name=$name timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
+    step_name=$name step_limit=$step_limit timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
     rc=$?
     dt=$(( $(date +%s) - t0 ))
     case $rc in
@@ -263,20 +302,15 @@ run_steps() {
     esac
     [ "$rc" = 0 ] || tail -15 "$OUT/$name.log"
     [ "$rc" = 0 ] || [ "$gate" != gate ] || blocked=$name
-    rows+=("$name|$result|${dt}s|$(cat "$OUT/$name.figure" 2>/dev/null || echo -)")
+    rows[i]="$name|$result|${dt}s|$(cat "$OUT/$name.figure" 2>/dev/null || echo -)"
+    summary_table "$title, after $name, $(( $(date +%s) - t_all ))s so far, logs in $OUT" "${rows[@]}" |
+      tee "$OUT/summary.md"
+    i=$((i + 1)) printed=1
   done
-  {
-    echo
-    echo "== $title, $(( $(date +%s) - t_all ))s in all, logs in $OUT"
-    printf '| %-10s | %-12s | %-6s | %s |\n' step result time "key figure"
-    printf '|%s|%s|%s|%s|\n' ------------ -------------- -------- ------------
-    for r in "${rows[@]}"; do
-      IFS='|' read -r a b c d <<<"$r"
-      printf '| %-10s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
-    done
-  } | tee "$OUT/summary.md"
+  summary_table "$title, $(( $(date +%s) - t_all ))s in all, logs in $OUT" "${rows[@]}" >"$OUT/summary.md"
+  [ "$printed" = 1 ] || cat "$OUT/summary.md"
   for r in "${rows[@]}"; do
-    IFS='|' read -r _ b _ _ <<<"$r"
-    [ "$b" = ok ] || return 1
+    IFS='|' read -r _ result _ _ <<<"$r"
+    [ "$result" = ok ] || return 1
   done
 }

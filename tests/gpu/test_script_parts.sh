@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Parts of the GPU script that can be checked without a GPU (ctest:
-# gpu_script_parts): a failed gate step skips the steps after it; the device
-# probe compiles (where nvcc is) and fails where there is no GPU; the test
-# step fails when GPU tests were skipped that the machine's GPUs could run;
-# unpack_deps.sh refuses packages that need a newer glibc than the machine
-# has, naming the package, and otherwise keeps its libraries off
-# LD_LIBRARY_PATH for everything but its wrapped tools.
+# gpu_script_parts): a failed gate step skips the steps after it; the table
+# is on disk after each step, so a run stopped from outside keeps it; the
+# steps' limits fit the budget; the device probe compiles (where nvcc is)
+# and fails where there is no GPU; the test step fails when GPU tests were
+# skipped that the machine's GPUs could run; unpack_deps.sh refuses packages
+# that need a newer glibc than the machine has, naming the package, and
+# otherwise keeps its libraries off LD_LIBRARY_PATH for everything but its
+# wrapped tools.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -37,6 +39,41 @@ check "the steps after a failed gate are skipped" grep -q '| b .*| skipped .*not
   run_steps "no gate" a:5 b:5
 ) >"$work/nogate.txt" 2>&1
 check "without a gate the next step runs" grep -q '| b .*| ok .*b ran' "$work/nogate.txt"
+
+# A run stopped from outside during step b keeps a's row and names b as
+# running in $OUT/summary.md; a's row was printed when a ended.
+setsid bash -c '
+  cd "$1" && . tests/gpu/lib.sh
+  OUT="$2" gpu_init unused >/dev/null
+  step_a() { figure "a ran"; }
+  step_b() { sleep 120; }
+  step_c() { figure "c ran"; }
+  run_steps "stopped" a:5 b:150 c:5
+' stopped "$repo" "$work/stopped" >"$work/stopped.txt" 2>&1 &
+pid=$!
+deadline=$((SECONDS + 60))
+until grep -q '| b .*| running' "$work/stopped/summary.md" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; do
+  sleep 0.1
+done
+# The step's timeout leads a process group of its own: stop the run's group,
+# then that timeout, which passes the signal on to the step.
+step_timeout=$(pgrep -P "$pid" -x timeout)
+kill -TERM -- "-$pid"
+wait "$pid" 2>/dev/null
+[ -z "$step_timeout" ] || kill -TERM $step_timeout
+check "the table on disk keeps the step that ran" grep -q '| a .*| ok .*a ran' "$work/stopped/summary.md"
+check "the table on disk names the step that was running" grep -q '| b .*| running .*limit 150s' "$work/stopped/summary.md"
+check "the table on disk shows the steps not reached" grep -q '| c .*| not run yet' "$work/stopped/summary.md"
+check "the table was printed after the first step" grep -q '| a .*| ok .*a ran' "$work/stopped.txt"
+
+# Limits: run.sh's steps fit the 480 s budget; a list over it is refused.
+"$repo/tests/gpu/run.sh" --limits >"$work/limits.txt" 2>&1
+rc=$?
+sum=$(sed -n 's/^sum of the limits: \([0-9]*\) s.*/\1/p' "$work/limits.txt")
+check "run.sh --limits passes" [ "$rc" = 0 ]
+check "the sum of run.sh's limits (${sum:-none} s) is at most 480 s" [ "${sum:-481}" -le 480 ]
+(cd "$repo" && . tests/gpu/lib.sh && check_limits 480 a:400 b:81) >/dev/null
+check "limits over the budget are refused" [ $? = 1 ]
 
 # The device probe, compiled as the preflight compiles it. Without a GPU
 # it must fail and say why; with one it must pass.
