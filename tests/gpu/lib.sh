@@ -3,8 +3,11 @@
 #
 # After gpu_init: repo, OUT, BUILD_DIR, JOBS, PF_GPU_DEPS (absolute), exported
 # for the steps. A step is a function step_NAME; run_steps runs each under its
-# own time limit (`timeout`), logs it to $OUT/NAME.log, and prints the table
-# of results and key figures (written by `figure` to $OUT/NAME.figure) last.
+# own time limit (`timeout`), logs it to $OUT/NAME.log, and after each step
+# prints the table of results and key figures (written by `figure` to
+# $OUT/NAME.figure) and writes it to $OUT/summary.md.
+
+. "$(dirname "${BASH_SOURCE[0]}")/deps.sh"
 
 gpu_absolute() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
 
@@ -22,13 +25,24 @@ gpu_init() {
 
 figure() { echo "$*" >"$OUT/$step_name.figure"; }
 bin() { echo "$BUILD_DIR/launch/$1"; }
-mpi() { mpiexec --oversubscribe -x OMP_NUM_THREADS=1 "$@"; }
+# Ranks unpinned (--bind-to none), as the ctest entries run them: Open MPI
+# binds each of up to 2 ranks to one core, where its stream and communication
+# threads would then share that core.
+mpi() { mpiexec --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
+
+# build_device_probe NVCC OUTPUT ARCH: tests/gpu/device_probe.cu compiled by
+# nvcc alone (no CMake), for ARCH (native in the preflight).
+build_device_probe() {
+  "$1" -O2 -arch="$3" -o "$2" "$repo/tests/gpu/device_probe.cu"
+}
 
 # Pre-flight, the first step: one line for each fact the run depends on, and a
 # fast stop (the later steps are skipped) when one makes the run pointless:
-# no NVIDIA driver or GPU, no CUDA compiler, no NCCL, too little disk, or
-# neither the build's libraries nor a dependency folder. In the dry run only
-# the disk and the libraries count.
+# no NVIDIA driver or GPU, no CUDA compiler, a device probe that fails (a
+# kernel of this toolkit does not run here, for example a CUDA 13 toolkit
+# beside an older driver), no NCCL (2.12 or newer) here or packed, too
+# little disk, or a build dependency missing with nothing packed to supply
+# it. In the dry run only the disk and the dependencies count.
 step_preflight() {
   local stop=() line
   echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
@@ -53,39 +67,78 @@ step_preflight() {
     [ "$dry" = 1 ] || stop+=("no nvidia-smi: this machine has no NVIDIA driver")
   fi
   local nvcc
-  nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+  nvcc=$(find_nvcc)
   if [ -n "$nvcc" ]; then
     echo "nvcc: $nvcc, $("$nvcc" --version | sed -n 's/.*\(release [0-9.]*\).*/\1/p')"
   else
     echo "nvcc: none"
     [ "$dry" = 1 ] || stop+=("no nvcc on PATH or in /usr/local/cuda/bin: the CUDA backend cannot be built")
   fi
-  # NCCL where cmake/cuda.cmake looks for it.
-  local nccl="" dir
-  for dir in ${NCCL_ROOT:-} ${NCCL_HOME:-} "$(dirname "${nvcc:-/usr/local/cuda/bin/nvcc}")/.." /usr/local/cuda /usr \
-             "$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)"; do
-    [ -n "$dir" ] && [ -f "$dir/include/nccl.h" ] && { nccl=$dir/include/nccl.h; break; }
-  done
-  if [ -n "$nccl" ]; then
-    echo "NCCL: $nccl, version $(awk '/^#define NCCL_(MAJOR|MINOR|PATCH) / {printf "%s%s", sep, $3; sep="."}' "$nccl")"
-  else
-    echo "NCCL: no nccl.h"
-    [ "$dry" = 1 ] || stop+=("no NCCL (nccl.h) in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, /usr or the nvidia-nccl wheel")
+  # The device probe: asking nvidia-smi proves a driver, not that a kernel of
+  # this toolkit runs on this GPU. The dry run uses no GPU, so it neither
+  # builds nor runs the probe (tests/gpu/test_script_parts.sh compiles it and
+  # runs it where there is no GPU, where it must fail).
+  local probe="not run"
+  rm -f "$OUT/device_probe.txt"
+  if [ "$dry" != 1 ] && [ -n "$nvcc" ]; then
+    local tmp
+    tmp=$(mktemp -d)
+    if build_device_probe "$nvcc" "$tmp/device_probe" native >"$OUT/device_probe.txt" 2>&1; then
+      "$tmp/device_probe" >>"$OUT/device_probe.txt" 2>&1 && probe=ok || probe=failed
+    else
+      probe="did not compile"
+    fi
+    rm -rf "$tmp"
+    cat "$OUT/device_probe.txt"
+    case $probe in
+      failed) stop+=("$(grep -m1 'FAILED' "$OUT/device_probe.txt" || echo "device probe: FAILED without a message")") ;;
+      "did not compile") stop+=("device probe: nvcc could not compile tests/gpu/device_probe.cu: $(tail -1 "$OUT/device_probe.txt")") ;;
+    esac
   fi
-  if command -v mpiexec >/dev/null && [ -e /usr/include/gtest/gtest.h ]; then
-    echo "MPI, GoogleTest: installed ($(mpiexec --version 2>&1 | head -1))"
+  echo "device probe: $probe"
+  # NCCL where cmake/cuda.cmake looks for it, else as packed in $PF_GPU_DEPS.
+  local nccl nccl_h="" where=""
+  nccl=$(find_nccl)
+  if [ -n "$nccl" ]; then
+    nccl_h=${nccl%% *} where="here"
+  elif [ -f "$PF_GPU_DEPS/nccl/include/nccl.h" ]; then
+    nccl_h=$PF_GPU_DEPS/nccl/include/nccl.h where="packed ($(cat "$PF_GPU_DEPS/nccl/SOURCE" 2>/dev/null))"
+  fi
+  local nccl_v=""
+  if [ -n "$nccl_h" ]; then
+    nccl_v=$(nccl_version "$nccl_h")
+    echo "NCCL: $nccl_v, $where: ${nccl:-$nccl_h}"
+    [ "$(printf '2.12\n%s\n' "$nccl_v" | sort -V | head -1)" = 2.12 ] ||
+      { [ "$dry" = 1 ] || stop+=("NCCL $nccl_v ($nccl_h) is older than the 2.12 the build needs"); }
   else
-    local debs
-    debs=$(ls "$PF_GPU_DEPS"/*.deb 2>/dev/null | wc -l)
-    echo "MPI, GoogleTest: not installed; $debs packages in $PF_GPU_DEPS"
-    [ "$debs" -gt 0 ] || stop+=("no MPI or GoogleTest here and no packages in $PF_GPU_DEPS (tests/gpu/pack_deps.sh makes them)")
+    echo "NCCL: no nccl.h with libnccl.so here or in $PF_GPU_DEPS/nccl"
+    [ "$dry" = 1 ] || stop+=("no NCCL (nccl.h and libnccl.so) in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, /usr or the" \
+                             "nvidia-nccl wheel, and none packed in $PF_GPU_DEPS/nccl (tests/gpu/pack_deps.sh)")
+  fi
+  # The other build dependencies, here or as packages to unpack (step deps).
+  local missing debs dep
+  missing=$(missing_deps)
+  debs=$(ls "$PF_GPU_DEPS"/*.deb 2>/dev/null | wc -l)
+  if [ -z "$missing" ]; then
+    echo "build dependencies: all installed ($(mpiexec --version 2>&1 | head -1))"
+  else
+    echo "build dependencies missing here: $missing; $debs packages in $PF_GPU_DEPS"
+    for dep in $missing; do
+      [ "$dep" = NCCL ] || [ "$debs" -gt 0 ] ||
+        { stop+=("no $missing here and no packages in $PF_GPU_DEPS (tests/gpu/pack_deps.sh makes them)"); break; }
+    done
   fi
   if [ ${#stop[@]} -gt 0 ]; then
     for line in "${stop[@]}"; do echo "preflight: stop: $line"; done
-    figure "stop: ${stop[0]}"
+    figure "stop: ${stop[0]}$([ ${#stop[@]} -gt 1 ] && echo " (and $(( ${#stop[@]} - 1 )) more, in preflight.log)")"
     return 1
   fi
-  figure "$gpu; $(getconf GNU_LIBC_VERSION 2>/dev/null); NCCL ${nccl:-none}; ${free_gib} GiB free"
+  local versions=""
+  [ ! -f "$OUT/device_probe.txt" ] ||
+    versions="$(sed -n 's/^device probe: \(driver supports\|runtime (toolkit)\): /\1 /p' "$OUT/device_probe.txt" |
+      paste -sd, -), "
+  figure "$gpu; ${versions}probe $probe; $(getconf GNU_LIBC_VERSION 2>/dev/null); NCCL ${nccl_v:-none};" \
+    "${free_gib} GiB free"
 }
 
 step_deps() {
@@ -176,30 +229,70 @@ tiny_sp_losses() {
   return "${PIPESTATUS[0]}"
 }
 
+# check_limits BUDGET NAME:LIMIT[:gate]...: prints each step's limit and
+# their sum, and fails when the sum is over BUDGET seconds.
+check_limits() {
+  local budget=$1 entry name limit sum=0
+  shift
+  for entry in "$@"; do
+    IFS=: read -r name limit _ <<<"$entry"
+    printf '%-10s %4s s\n' "$name" "$limit"
+    sum=$((sum + limit))
+  done
+  echo "sum of the limits: $sum s; budget: $budget s"
+  [ "$sum" -le "$budget" ]
+}
+
+# summary_table HEADING ROW...: the table of rows NAME|RESULT|TIME|FIGURE.
+summary_table() {
+  local r a b c d
+  echo
+  echo "== $1"
+  shift
+  printf '| %-10s | %-12s | %-6s | %s |\n' step result time "key figure"
+  printf '|%s|%s|%s|%s|\n' ------------ -------------- -------- ------------
+  for r in "$@"; do
+    IFS='|' read -r a b c d <<<"$r"
+    printf '| %-10s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
+  done
+}
+
 # run_steps TITLE NAME:LIMIT[:gate]... ; exits 1 unless every step passed.
 # When a gate step fails (preflight, deps, build), the steps after it are
-# not run: each is a row "skipped" naming the gate.
+# not run: each is a row "skipped" naming the gate. The table is written to
+# $OUT/summary.md before each step (that step "running") and after it, and
+# printed after each step that ran, so that a run stopped from outside
+# keeps the rows of the steps that ran and names the one that was running.
 run_steps() {
-  local title=$1 entry name limit gate t0 rc dt result r a b c d blocked=""
+  local title=$1 entry name limit gate t0 rc dt result r i=0 blocked="" printed=1
   shift
-  export -f figure bin mpi gpu_targets make_tiny_run tiny_sp_losses $(compgen -A function step_) $(compgen -A function bench_)
+  export -f figure bin mpi build_device_probe gpu_targets make_tiny_run tiny_sp_losses \
+    $(compgen -A function step_) $(compgen -A function bench_) $(compgen -A function deps_) \
+    find_nvcc find_nccl nccl_version missing_deps
   local t_all rows=()
   t_all=$(date +%s)
+  for entry in "$@"; do rows+=("${entry%%:*}|not run yet|-|-"); done
   for entry in "$@"; do
     IFS=: read -r name limit gate <<<"$entry"
-    # The limits are the GPU machine's budget. The dry run gives each step
-    # PF_GPU_DRY_LIMIT_SCALE (default 4) times its limit: there the CPU stands
-    # in for the GPU, on a machine that may be loaded.
+    # The limits are the GPU machine's budget (step_limit, for the step's own
+    # checks). The dry run gives each step PF_GPU_DRY_LIMIT_SCALE (default 4)
+    # times its limit: there the CPU stands in for the GPU, on a machine that
+    # may be loaded.
+    local step_limit=$limit
     if [ "${dry:-0}" = 1 ]; then limit=$((limit * ${PF_GPU_DRY_LIMIT_SCALE:-4})); fi
     rm -f "$OUT/$name.figure"
     if [ -n "$blocked" ]; then
       echo "== $name: skipped ($blocked failed)"
-      rows+=("$name|skipped|0s|not run: $blocked failed")
+      rows[i]="$name|skipped|0s|not run: $blocked failed"
+      summary_table "$title, stopped by $blocked" "${rows[@]}" >"$OUT/summary.md"
+      i=$((i + 1)) printed=0
       continue
     fi
+    rows[i]="$name|running|-|since $(date +%T), limit ${limit}s"
+    summary_table "$title, running $name" "${rows[@]}" >"$OUT/summary.md"
     echo "== $name (limit ${limit}s)"
     t0=$(date +%s)
-    step_name=$name timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
+    step_name=$name step_limit=$step_limit timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
     rc=$?
     dt=$(( $(date +%s) - t0 ))
     case $rc in
@@ -209,20 +302,15 @@ run_steps() {
     esac
     [ "$rc" = 0 ] || tail -15 "$OUT/$name.log"
     [ "$rc" = 0 ] || [ "$gate" != gate ] || blocked=$name
-    rows+=("$name|$result|${dt}s|$(cat "$OUT/$name.figure" 2>/dev/null || echo -)")
+    rows[i]="$name|$result|${dt}s|$(cat "$OUT/$name.figure" 2>/dev/null || echo -)"
+    summary_table "$title, after $name, $(( $(date +%s) - t_all ))s so far, logs in $OUT" "${rows[@]}" |
+      tee "$OUT/summary.md"
+    i=$((i + 1)) printed=1
   done
-  {
-    echo
-    echo "== $title, $(( $(date +%s) - t_all ))s in all, logs in $OUT"
-    printf '| %-10s | %-12s | %-6s | %s |\n' step result time "key figure"
-    printf '|%s|%s|%s|%s|\n' ------------ -------------- -------- ------------
-    for r in "${rows[@]}"; do
-      IFS='|' read -r a b c d <<<"$r"
-      printf '| %-10s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
-    done
-  } | tee "$OUT/summary.md"
+  summary_table "$title, $(( $(date +%s) - t_all ))s in all, logs in $OUT" "${rows[@]}" >"$OUT/summary.md"
+  [ "$printed" = 1 ] || cat "$OUT/summary.md"
   for r in "${rows[@]}"; do
-    IFS='|' read -r _ b _ _ <<<"$r"
-    [ "$b" = ok ] || return 1
+    IFS='|' read -r _ result _ _ <<<"$r"
+    [ "$result" = ok ] || return 1
   done
 }

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Parts of the GPU script that can be checked without a GPU (ctest:
-# gpu_script_parts): a failed gate step skips the steps after it;
-# unpack_deps.sh refuses packages that need a newer glibc than the machine
-# has, naming the package, and otherwise keeps its libraries off
-# LD_LIBRARY_PATH for everything but its wrapped tools.
+# gpu_script_parts): a failed gate step skips the steps after it; the table
+# is on disk after each step, so a run stopped from outside keeps it; the
+# steps' limits fit the budget; the device probe compiles (where nvcc is)
+# and fails where there is no GPU; the test step fails when GPU tests were
+# skipped that the machine's GPUs could run; unpack_deps.sh refuses packages
+# that need a newer glibc than the machine has, naming the package, and
+# otherwise keeps its libraries off LD_LIBRARY_PATH for everything but its
+# wrapped tools.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -15,7 +19,7 @@ check() {  # check DESCRIPTION CONDITION...
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
 }
 
-# 1. Gates: step a fails, b and c are skipped; without the gate, b runs.
+# Gates: step a fails, b and c are skipped; without the gate, b runs.
 (
   cd "$repo" && . tests/gpu/lib.sh
   OUT="$work/gates" gpu_init unused >/dev/null
@@ -36,7 +40,106 @@ check "the steps after a failed gate are skipped" grep -q '| b .*| skipped .*not
 ) >"$work/nogate.txt" 2>&1
 check "without a gate the next step runs" grep -q '| b .*| ok .*b ran' "$work/nogate.txt"
 
-# 2. unpack_deps.sh on two made-up packages.
+# A run stopped from outside during step b keeps a's row and names b as
+# running in $OUT/summary.md; a's row was printed when a ended.
+setsid bash -c '
+  cd "$1" && . tests/gpu/lib.sh
+  OUT="$2" gpu_init unused >/dev/null
+  step_a() { figure "a ran"; }
+  step_b() { sleep 120; }
+  step_c() { figure "c ran"; }
+  run_steps "stopped" a:5 b:150 c:5
+' stopped "$repo" "$work/stopped" >"$work/stopped.txt" 2>&1 &
+pid=$!
+deadline=$((SECONDS + 60))
+until grep -q '| b .*| running' "$work/stopped/summary.md" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; do
+  sleep 0.1
+done
+# The step's timeout leads a process group of its own: stop the run's group,
+# then that timeout, which passes the signal on to the step.
+step_timeout=$(pgrep -P "$pid" -x timeout)
+kill -TERM -- "-$pid"
+wait "$pid" 2>/dev/null
+[ -z "$step_timeout" ] || kill -TERM $step_timeout
+check "the table on disk keeps the step that ran" grep -q '| a .*| ok .*a ran' "$work/stopped/summary.md"
+check "the table on disk names the step that was running" grep -q '| b .*| running .*limit 150s' "$work/stopped/summary.md"
+check "the table on disk shows the steps not reached" grep -q '| c .*| not run yet' "$work/stopped/summary.md"
+check "the table was printed after the first step" grep -q '| a .*| ok .*a ran' "$work/stopped.txt"
+
+# Limits: run.sh's steps fit the 480 s budget; a list over it is refused.
+"$repo/tests/gpu/run.sh" --limits >"$work/limits.txt" 2>&1
+rc=$?
+sum=$(sed -n 's/^sum of the limits: \([0-9]*\) s.*/\1/p' "$work/limits.txt")
+check "run.sh --limits passes" [ "$rc" = 0 ]
+check "the sum of run.sh's limits (${sum:-none} s) is at most 480 s" [ "${sum:-481}" -le 480 ]
+(cd "$repo" && . tests/gpu/lib.sh && check_limits 480 a:400 b:81) >/dev/null
+check "limits over the budget are refused" [ $? = 1 ]
+
+# The device probe, compiled as the preflight compiles it. Without a GPU
+# it must fail and say why; with one it must pass.
+nvcc=$(. "$repo/tests/gpu/deps.sh" && find_nvcc)
+if [ -z "$nvcc" ]; then
+  echo "skipped: no nvcc, so the device probe cannot be compiled here"
+else
+  (cd "$repo" && . tests/gpu/lib.sh && build_device_probe "$nvcc" "$work/device_probe" native) >"$work/probe_build.txt" 2>&1
+  check "the device probe compiles with $nvcc" [ -x "$work/device_probe" ]
+  "$work/device_probe" >"$work/probe.txt" 2>&1
+  rc=$?
+  check "the probe prints the runtime's CUDA version" grep -q '^device probe: runtime (toolkit): CUDA [0-9]' "$work/probe.txt"
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    check "with a GPU the probe passes" [ "$rc" = 0 ]
+    check "with a GPU the probe reads back what its kernel wrote" grep -q '^device probe: ok: a kernel wrote' "$work/probe.txt"
+  else
+    check "without a GPU the probe fails" [ "$rc" = 1 ]
+    check "without a GPU the probe says why" grep -q '^device probe: FAILED: ' "$work/probe.txt"
+  fi
+fi
+
+# The test step's skip rule on made-up ctest outputs of the gpu entries.
+gpu_entries="test_posops_gpu test_column_sums_gpu test_feature_map_gpu test_linear_attention_gpu
+  test_softmax_attention_gpu test_favor_attention_gpu test_model_gpu test_comm_nccl.np1 test_comm_nccl.np2
+  test_comm_nccl.np3 test_comm_nccl.np4 test_comm_staged_gpu.np1 test_comm_staged_gpu.np2
+  test_comm_staged_gpu.np3 test_comm_staged_gpu.np4"
+ctest_output() {  # ctest_output SKIPPED_REGEX: ctest's result lines, skipped where the name matches
+  local n=0 name
+  echo "Test project /build"
+  for name in $gpu_entries; do
+    n=$((n + 1))
+    echo "    Start $n: $name"
+    if [[ "$name" =~ $1 ]]; then
+      printf '%d/15 Test #%d: %s ....................***Skipped   0.41 sec\n' "$n" "$n" "$name"
+    else
+      printf '%d/15 Test #%d: %s ....................   Passed    2.03 sec\n' "$n" "$n" "$name"
+    fi
+  done
+}
+skips() { python3 "$repo/tests/gpu/check_gpu_skips.py" "$@"; }
+ctest_output '.' >"$work/all_skipped.txt"
+ctest_output '^test_comm_nccl\.np[234]$' >"$work/nccl_skipped.txt"
+ctest_output '^test_comm_nccl\.np[1234]$' >"$work/nccl1_skipped.txt"
+: >"$work/no_output.txt"
+skips "$work/all_skipped.txt" 1 >"$work/skips1.txt"
+check "every gpu entry skipped on one GPU fails" [ $? = 1 ]
+check "the failure names the skipped entries" grep -q 'skipped with 1 GPU(s) enough to run them: .*test_model_gpu' "$work/skips1.txt"
+skips "$work/nccl_skipped.txt" 1 >"$work/skips2.txt"
+check "only NCCL's 2-4 rank entries skipped on one GPU passes" [ $? = 0 ]
+check "the pass names the allowed skips" \
+  grep -q '12 of 15 gpu entries passed, 3 skipped (needing more than 1 GPU(s): test_comm_nccl.np2, test_comm_nccl.np3, test_comm_nccl.np4)' "$work/skips2.txt"
+skips "$work/nccl_skipped.txt" 4 >/dev/null
+check "NCCL's 2-4 rank entries skipped on four GPUs fails" [ $? = 1 ]
+skips "$work/nccl1_skipped.txt" 1 >/dev/null
+check "NCCL's one-rank entry skipped on one GPU fails" [ $? = 1 ]
+skips "$work/no_output.txt" 1 >/dev/null
+check "an output without results fails" [ $? = 1 ]
+skips "$work/all_skipped.txt" 0 >/dev/null
+check "without a GPU (the dry run) every entry may skip" [ $? = 0 ]
+
+# unpack_deps.sh on two made-up packages. NCCL_ROOT names a made-up NCCL,
+# so that the machine's own NCCL, or its lack, does not decide the checks.
+mkdir -p "$work/nccl/include" "$work/nccl/lib"
+printf '#define NCCL_MAJOR 2\n#define NCCL_MINOR 99\n#define NCCL_PATCH 0\n' >"$work/nccl/include/nccl.h"
+: >"$work/nccl/lib/libnccl.so.2"
+export NCCL_ROOT="$work/nccl"
 make_deb() {  # make_deb NAME GLIBC_NEEDED|none FOLDER: a package with a fake mpiexec and patchelf
   local d="$work/pkg-$1" depends="Depends: libc6 (>= $2)"
   [ "$2" = none ] && depends="Depends: made-up-other"

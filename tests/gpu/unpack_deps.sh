@@ -6,26 +6,61 @@
 # Refuses (naming the package) when the machine's glibc is older than the
 # packages need.
 #   tests/gpu/unpack_deps.sh DEBS PREFIX ENV_FILE
-# Does nothing (and writes an empty ENV_FILE) when the machine already has
-# MPI, HDF5 and GoogleTest (unless PF_DEPS_FORCE=1); fails naming what is
-# missing when DEBS has no .deb files.
+# First it checks every build dependency where CMake looks for it
+# (tests/gpu/deps.sh: MPI, HDF5, zlib, GoogleTest, CLI11, toml++,
+# nlohmann-json, OpenBLAS, and NCCL where nvcc exists). When none is missing
+# it does nothing and writes an empty ENV_FILE (PF_DEPS_FORCE=1 unpacks the
+# .deb files all the same). When one of the .deb-packed ones is missing it
+# unpacks all the .deb files; when NCCL is missing it copies DEBS/nccl into
+# the prefix and points NCCL_ROOT at it. It fails naming what is missing when
+# DEBS lacks what would supply it.
 set -euo pipefail
 debs=$1 prefix=$2 env_file=$3
 : >"$env_file"
-have() { command -v "$1" >/dev/null 2>&1; }
-if [ "${PF_DEPS_FORCE:-0}" != 1 ] && have mpiexec &&
-   { have h5cc || [ -e /usr/include/hdf5/serial/hdf5.h ] || [ -e /usr/include/hdf5.h ]; } &&
-   [ -e /usr/include/gtest/gtest.h ]; then
-  echo "unpack_deps: MPI, HDF5 and GoogleTest are installed; nothing to unpack"
+. "$(dirname "$0")/deps.sh"
+missing=$(missing_deps)
+need_nccl=0 need_debs=0
+for dep in $missing; do
+  if [ "$dep" = NCCL ]; then need_nccl=1; else need_debs=1; fi
+done
+[ "${PF_DEPS_FORCE:-0}" = 1 ] && need_debs=1
+if [ "$need_debs$need_nccl" = 00 ]; then
+  echo "unpack_deps: MPI, HDF5, zlib, GoogleTest, CLI11, toml++, nlohmann-json, OpenBLAS and" \
+    "$([ -n "$(find_nvcc)" ] && echo "NCCL" || echo "(no nvcc, so no need of) NCCL") are installed; nothing to unpack"
   exit 0
 fi
+echo "unpack_deps: this machine lacks: ${missing:-nothing (PF_DEPS_FORCE=1)}"
 shopt -s nullglob
 files=("$debs"/*.deb)
-if [ ${#files[@]} -eq 0 ]; then
-  echo "unpack_deps: this machine lacks MPI, HDF5 or GoogleTest and $debs has no .deb files" >&2
+nccl_libs=("$debs"/nccl/lib/libnccl.so*)
+if [ "$need_nccl" = 1 ] && { [ ! -f "$debs/nccl/include/nccl.h" ] || [ ${#nccl_libs[@]} -eq 0 ]; }; then
+  echo "unpack_deps: this machine lacks NCCL (nvcc is $(find_nvcc)) and $debs/nccl has no include/nccl.h and" \
+    "lib/libnccl.so* (tests/gpu/pack_deps.sh packs the NCCL of the machine it runs on)" >&2
+  exit 1
+fi
+if [ "$need_debs" = 1 ] && [ ${#files[@]} -eq 0 ]; then
+  echo "unpack_deps: this machine lacks ${missing:-what PF_DEPS_FORCE=1 asks for} and $debs has no .deb files" >&2
   echo "  (make them on a Debian 12 machine with tests/gpu/pack_deps.sh and carry the folder)" >&2
   exit 1
 fi
+
+# NCCL as packed: nccl.h and libnccl.so*, found by cmake/cuda.cmake through
+# NCCL_ROOT; the build's RPATH then holds its folder (CMake adds the folder of
+# every library linked by its path).
+copy_nccl() {
+  rm -rf "$prefix/nccl"
+  mkdir -p "$prefix/nccl"
+  cp -a "$debs/nccl/include" "$debs/nccl/lib" "$prefix/nccl/" || { echo "unpack_deps: cannot copy $debs/nccl" >&2; exit 1; }
+  echo "export NCCL_ROOT=\"$prefix/nccl\"" >>"$env_file"
+  echo "unpack_deps: NCCL $(nccl_version "$prefix/nccl/include/nccl.h") copied into $prefix/nccl" \
+    "($(cat "$debs/nccl/SOURCE" 2>/dev/null || echo "source not recorded"))"
+}
+
+if [ "$need_debs" = 0 ]; then
+  copy_nccl
+  exit 0
+fi
+
 # The packages were built against some glibc (Debian 12: 2.36); on an older
 # one every program of theirs fails to load, so say so now, naming the package.
 have_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
@@ -39,8 +74,8 @@ done
 echo "unpack_deps: the packages need glibc >= $need_glibc ($need_pkg); this machine has ${have_glibc:-unknown}"
 if [ -z "$have_glibc" ] || [ "$(printf '%s\n%s\n' "$have_glibc" "$need_glibc" | sort -V | head -1)" != "$need_glibc" ]; then
   echo "unpack_deps: this machine's glibc ${have_glibc:-unknown} is older than the $need_glibc that $need_pkg needs:" >&2
-  echo "  make the folder with tests/gpu/pack_deps.sh on a release with that glibc or older, or install MPI," >&2
-  echo "  HDF5 and GoogleTest on this machine" >&2
+  echo "  make the folder with tests/gpu/pack_deps.sh on a release with that glibc or older, or install what" >&2
+  echo "  this machine lacks (${missing:-nothing: PF_DEPS_FORCE=1}) here" >&2
   exit 1
 fi
 mkdir -p "$prefix"
@@ -107,3 +142,4 @@ export HDF5_ROOT="$lib/hdf5/serial"
 export PF_CMAKE_ARGS="-DMPI_C_COMPILER=$wrap/mpicc -DMPI_CXX_COMPILER=$wrap/mpicxx -DMPIEXEC_EXECUTABLE=$wrap/mpiexec -DPKG_CONFIG_EXECUTABLE=$wrap/pkg-config -DBLAS_LIBRARIES=$lib/openblas-pthread/libblas.so -DPF_CBLAS_INCLUDE_DIR=$usr/include/x86_64-linux-gnu/openblas-pthread -DCMAKE_BUILD_RPATH=${libs//:/;} -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags,-rpath-link,$libs"
 ENV
 echo "unpack_deps: ${#files[@]} packages unpacked into $prefix"
+[ "$need_nccl" = 0 ] || copy_nccl
