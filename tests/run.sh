@@ -12,9 +12,9 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 # Open MPI refuses root without these; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# The Python package's environment (its golden tests skip, saying why, without it).
+# The Python package's environment (its tests skip, saying why, without it).
 launch/python/make_venv.sh "$BUILD_DIR/python-venv" ||
-  echo "tests/run.sh: warning: launch/python/make_venv.sh failed (above): python_golden will be skipped"
+  echo "tests/run.sh: warning: launch/python/make_venv.sh failed (above): python_golden and python_export_output will be skipped"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 cd "$BUILD_DIR"

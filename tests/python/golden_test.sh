@@ -7,12 +7,7 @@ set -euo pipefail
 py=$1; bin=$2; dump=$3
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-if ! "$py" -c "import torch, h5py, numpy, safetensors" 2>/dev/null; then
-  echo "SKIP: '$py' cannot import torch, h5py, numpy and safetensors (tests/run.sh makes that venv:"
-  echo "      launch/python/make_venv.sh build/python-venv)"
-  exit 77
-fi
-export PYTHONPATH="$repo/launch/python${PYTHONPATH:+:$PYTHONPATH}"
+source "$here/package_env.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/pf-golden.XXXXXX")
 [ -n "${PF_GOLDEN_KEEP:-}" ] && echo "golden_test: keeping $work" || trap 'rm -rf "$work"' EXIT

@@ -2,7 +2,8 @@
 with the checks the C++ reader makes: the schema and its version, the metadata
 checksum (FNV-1a over the attributes), the step against the optimizer's step,
 every tensor's shape against the stored configuration; HDF5 verifies each
-dataset's Fletcher-32 checksum as it reads it."""
+dataset's Fletcher-32 checksum as it reads it. Beyond those, every tensor read
+must be stored as float32 (never converted) and hold no NaN or Inf."""
 
 import json
 import struct
@@ -93,6 +94,29 @@ def _fail(path, reason):
     raise CheckpointError(f"{path}: {reason}")
 
 
+def _read_float32(f, path, key, shape, missing):
+    """The dataset `key` as float32, refused (naming it) when it is missing, of
+    another shape, stored as another type than float32 (never converted), fails
+    its checksum or holds NaN or Inf."""
+    if key not in f:
+        _fail(path, f"/{key} is missing ({missing})")
+    d = f[key]
+    if tuple(d.shape) != shape:
+        _fail(path, f"/{key} has shape {list(d.shape)}, the stored configuration needs {list(shape)}")
+    if d.dtype.kind != "f" or d.dtype.itemsize != 4:
+        _fail(path, f"/{key} is stored as {d.dtype}, checkpoints hold float32: not written by the trainer")
+    try:
+        a = np.asarray(d[...], dtype=np.float32)
+    except OSError as e:
+        _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        n, first = int(bad.sum()), [int(i) for i in np.argwhere(bad)[0]]
+        _fail(path, f"/{key} holds {n} NaN or Inf value{'s' if n > 1 else ''} (the first at {first}): the trainer "
+                    f"saves finite parameters only, so the file was written or changed by another program")
+    return a
+
+
 def read_checkpoint(path: str) -> Checkpoint:
     """Reads and checks a checkpoint; CheckpointError naming the file and what is wrong."""
     try:
@@ -139,33 +163,16 @@ def read_checkpoint(path: str) -> Checkpoint:
             cfg = ModelConfig.from_dict(dict(train["model"], vocab=rows), where=f"{path}: [model]")
         except (ConfigError, TypeError) as e:
             _fail(path, f"the stored model configuration is not one this package runs: {e}")
-        params = {}
-        for name, shape in parameter_shapes(cfg).items():
-            key = f"params/{name}"
-            if key not in f:
-                _fail(path, f"/{key} is missing (the checkpoint is from another model)")
-            d = f[key]
-            if tuple(d.shape) != shape:
-                _fail(path, f"/{key} has shape {list(d.shape)}, the stored configuration needs {list(shape)}")
-            try:
-                params[name] = np.asarray(d[...], dtype=np.float32)
-            except OSError as e:
-                _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
+        params = {name: _read_float32(f, path, f"params/{name}", shape, "the checkpoint is from another model")
+                  for name, shape in parameter_shapes(cfg).items()}
         projections = []
         if cfg.attention not in ("softmax", "exp"):  # exp's are parameters (layer<l>.attn.features)
             if "projections" not in f:
                 _fail(path, "the checkpoint holds no random projections (/projections): it was written by a "
                             "trainer older than this package; continue the run for a step with the current "
                             "trainer (its checkpoints store them)")
-            for l in range(cfg.layers):
-                key = f"projections/layer{l}"
-                want = (cfg.features, cfg.head_dim)
-                if key not in f or tuple(f[key].shape) != want:
-                    _fail(path, f"/{key} is missing or not of shape {list(want)}")
-                try:
-                    projections.append(np.asarray(f[key][...], dtype=np.float32))
-                except OSError as e:
-                    _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
+            projections = [_read_float32(f, path, f"projections/layer{l}", (cfg.features, cfg.head_dim),
+                                         "the checkpoint is damaged") for l in range(cfg.layers)]
         data = json.loads(_text(f.attrs["data"])) if "data" in f.attrs and _text(f.attrs["data"]) else []
         return Checkpoint(path=path, config=cfg, params=params, projections=projections, step=step,
                           redraw_index=int(f.attrs["redraw_index"]), config_text=config_text, train_config=train,

@@ -9,6 +9,10 @@
                         the whole training configuration
     configuration_performer_protein.py, modeling_performer_protein.py
                         the Hugging Face `transformers` glue (docs/python.md)
+    performer-export.json
+                        the marker of an export: the files it wrote (a later
+                        export replaces the folder only when it holds that
+                        marker and nothing else; output_folder.py)
 
     performer-export --checkpoint X.h5 --output DIR
     python -m performer_protein.export --checkpoint X.h5 --output DIR
@@ -21,7 +25,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -30,7 +33,9 @@ from . import vocab
 from .checkpoint import CheckpointError, read_checkpoint
 from .config import ConfigError, ModelConfig
 from .model import PerformerProtein
+from .output_folder import Interrupted, OutputPathError, check_output, new_folder, signals_raise
 
+TOOL = "performer-export"  # its marker in each export folder: performer-export.json (output_folder.py)
 FORMAT = "performer-protein-export"
 FORMAT_VERSION = 1
 MODEL_TYPE = "performer_protein"
@@ -77,9 +82,13 @@ def _model_card(ck, cfg):
 
 
 def export(checkpoint, output, hf_files=True):
-    """Writes the export folder (replacing `output` only when complete); returns its path."""
-    from safetensors.numpy import save_file  # from PyPI: only the export needs it
+    """Writes the export folder `output`, a new folder or the replacement of a
+    previous export (output_folder.py says which paths are refused); returns its path."""
+    from safetensors import SafetensorError  # from PyPI: only the export needs it
+    from safetensors.numpy import save_file
 
+    rule = dict(tool=TOOL, fmt=(FORMAT, FORMAT_VERSION), inputs=[checkpoint])
+    check_output(output, **rule)  # before the checkpoint is read
     ck = read_checkpoint(checkpoint)
     cfg = ck.config
     tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in ck.params.items()}
@@ -97,12 +106,12 @@ def export(checkpoint, output, hf_files=True):
         config["architectures"] = ["PerformerProteinModel"]
         config["auto_map"] = {"AutoConfig": "configuration_performer_protein.PerformerProteinConfig",
                               "AutoModel": "modeling_performer_protein.PerformerProteinModel"}
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=os.path.basename(output) + ".tmp-", dir=parent)
-    try:
-        save_file(tensors, os.path.join(tmp, "model.safetensors"),
-                  metadata={"format": "pt", "source": FORMAT, "step": str(ck.step)})
+    with new_folder(output, **rule) as tmp:
+        weights = os.path.join(tmp, "model.safetensors")
+        try:
+            save_file(tensors, weights, metadata={"format": "pt", "source": FORMAT, "step": str(ck.step)})
+        except SafetensorError as e:  # a full disk, among others
+            raise OSError(f"{os.path.join(output, 'model.safetensors')}: {e}") from None
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
             f.write("\n")
@@ -112,12 +121,6 @@ def export(checkpoint, output, hf_files=True):
             here = os.path.join(os.path.dirname(__file__), "hf")
             for name in _HF_FILES:
                 shutil.copyfile(os.path.join(here, name), os.path.join(tmp, name))
-        if os.path.isdir(output):
-            shutil.rmtree(output)
-        os.rename(tmp, output)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return output
 
 
@@ -154,19 +157,27 @@ def load_pretrained(folder, dtype=torch.float32):
     return model
 
 
+def _error(message, status):
+    print(f"performer-export: error: {message}", file=sys.stderr)
+    return status
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="performer-export", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="checkpoint file (ckpt-*.h5)")
-    p.add_argument("--output", "-o", required=True, help="folder to write (replaced when it exists)")
+    p.add_argument("--output", "-o", required=True,
+                   help="folder to write: a new or empty one, or a previous export (replaced)")
     p.add_argument("--no-hf-files", action="store_true", help="leave out the transformers glue files")
     a = p.parse_args(argv)
-    if os.path.abspath(a.output) == os.path.abspath(a.checkpoint):
-        p.error("--output names the checkpoint itself")
     try:
-        out = export(a.checkpoint, a.output, hf_files=not a.no_hf_files)
-    except (CheckpointError, ConfigError) as e:
-        print(f"performer-export: error: {e}", file=sys.stderr)
-        return 2
+        with signals_raise():
+            out = export(a.checkpoint, a.output, hf_files=not a.no_hf_files)
+    except (CheckpointError, ConfigError, OutputPathError) as e:
+        return _error(e, 2)
+    except OSError as e:
+        return _error(e, 1)
+    except Interrupted as e:
+        return _error(f"{e} (its temporary folder was removed)", 128 + e.signum)
     print(f"performer-export: wrote {out} (model.safetensors, config.json, README.md)")
     return 0
 
