@@ -270,10 +270,8 @@ TEST(ClusterLoader, SlicesOfSp1To4JoinToTheSample) {
   }
 }
 
-// The DataError of fn names every piece.
 void expect_data_error(const std::function<void()>& fn, const std::vector<std::string>& pieces) {
-  const std::string m = test::expect_error_of<DataError>(fn);
-  for (const std::string& piece : pieces) EXPECT_NE(m.find(piece), std::string::npos) << piece << " not in: " << m;
+  test::expect_error_naming<DataError>(fn, pieces);
 }
 
 void expect_same_batch(const Batch& a, const Batch& b) {

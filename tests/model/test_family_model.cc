@@ -35,6 +35,7 @@
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
 #include "runtime/random.h"
+#include "tests/model/layout_fixtures.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
@@ -42,6 +43,9 @@
 namespace pf {
 namespace {
 
+using test::Pass;
+using test::run_model;
+using test::what;
 using test::world_rank;
 using test::world_size;
 
@@ -125,31 +129,6 @@ TokenBatch family_slice(const std::vector<Sample>& samples, int64_t first, int64
 TokenBatch family_alone(const Family& f) {
   const std::vector<Sample> one = {{f}};
   return family_slice(one, 0, 1, tokens_of(f), 0, tokens_of(f));
-}
-
-struct Pass {
-  double loss = 0;
-  std::vector<float> grads;
-  std::vector<float> logits;  // [B, n, V] of this rank's slice
-};
-
-Pass run_model(const ModelConfig& cfg, Communicator* sp, const TokenBatch& batch, MemoryTracker& tracker) {
-  ExecResources res(Device::cpu(), tracker, host_streams_from_env());
-  PerformerModel model(cfg, res.ctx(), sp);
-  test::perturb_trained_projections(model);
-  const ModelInput in = make_model_input(cfg, batch, 0);
-  Pass r;
-  r.loss = model.forward(in, 0, &r.logits).loss_sum;
-  model.zero_grads();
-  model.forward_backward(in, 0, 1.0);
-  const Tensor& g = model.grads();
-  r.grads.assign(g.data<float>(), g.data<float>() + g.numel());
-  return r;
-}
-
-std::string what(const ModelConfig& cfg, int sp) {
-  return std::string(attention_kind_name(cfg.attention)) + "/" + objective_name(cfg.objective) +
-         " sp=" + std::to_string(sp);
 }
 
 // The world as one sequence group: the family slices against every family alone.
@@ -271,29 +250,12 @@ TEST(FamilyModel, LeakageInsideAFamilyOnly) {
   }
 }
 
-struct TrainResult {
-  std::vector<double> losses;
-  std::vector<float> first_grads, final_params;
-};
-
-TrainResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker) {
-  ExecResources res(Device::cpu(), tracker, host_streams_from_env());
-  Trainer trainer(cfg, test::equivalence_optimizer(), grid, res.ctx());
+test::TrainResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker) {
   const std::vector<Sample> samples = make_samples(3);
   const int64_t per_dp = static_cast<int64_t>(samples.size()) / grid.dp_size(), n = kLength / grid.sp_size();
-  const TokenBatch local = family_slice(samples, grid.dp_rank() * per_dp, per_dp, kLength, grid.sp_rank() * n,
-                                        (grid.sp_rank() + 1) * n);
-  TrainResult t;
-  for (int s = 0; s < 3; ++s) {
-    t.losses.push_back(trainer.train_step(local).loss);
-    if (s == 0) {
-      const Tensor& g = trainer.model().grads();
-      t.first_grads.assign(g.data<float>(), g.data<float>() + g.numel());
-    }
-  }
-  const Tensor& p = trainer.model().params();
-  t.final_params.assign(p.data<float>(), p.data<float>() + p.numel());
-  return t;
+  return test::train_three_steps(cfg, grid, tracker,
+                                 family_slice(samples, grid.dp_rank() * per_dp, per_dp, kLength, grid.sp_rank() * n,
+                                              (grid.sp_rank() + 1) * n));
 }
 
 TEST(FamilyModel, ThreeAdamWStepsMatchOneRank) {
@@ -302,16 +264,12 @@ TEST(FamilyModel, ThreeAdamWStepsMatchOneRank) {
       const ModelConfig cfg = test::tiny_config(kind, obj);
       MemoryTracker tracker(Device::cpu());
       ParallelGrid local(make_local_comm(), 1);
-      const TrainResult want = train(cfg, local, tracker);
+      const test::TrainResult want = train(cfg, local, tracker);
       for (int sp : {world_size(), world_size() == 4 ? 2 : 0}) {
         if (sp == 0) continue;
         ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
-        const TrainResult got = train(cfg, grid, tracker);
-        const std::string w = what(cfg, sp) + " dp=" + std::to_string(grid.dp_size());
-        for (size_t s = 0; s < want.losses.size(); ++s)
-          EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << w << " step " << s;
-        EXPECT_LT(test::rel_l2(got.first_grads, want.first_grads), 1e-5) << w;
-        EXPECT_LT(test::rel_l2(got.final_params, want.final_params), 1e-5) << w;
+        test::expect_same_training(train(cfg, grid, tracker), want,
+                                   what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
       }
     }
 }

@@ -31,6 +31,7 @@
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
 #include "runtime/random.h"
+#include "tests/model/layout_fixtures.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
@@ -38,6 +39,9 @@
 namespace pf {
 namespace {
 
+using test::Pass;
+using test::run_model;
+using test::what;
 using test::world_rank;
 using test::world_size;
 
@@ -142,32 +146,6 @@ TokenBatch alone(const Protein& p) {
   b.lookahead = {p.next};
   b.sample_ids = {p.key};
   return b;
-}
-
-struct Pass {
-  double loss = 0;
-  std::vector<float> grads;
-  std::vector<float> logits;  // [B, n, V] of this rank's slice
-};
-
-Pass run_model(const ModelConfig& cfg, Communicator* sp, const TokenBatch& batch, MemoryTracker& tracker,
-               int64_t step = 0) {
-  ExecResources res(Device::cpu(), tracker, host_streams_from_env());
-  PerformerModel model(cfg, res.ctx(), sp);
-  test::perturb_trained_projections(model);
-  const ModelInput in = make_model_input(cfg, batch, step);
-  Pass r;
-  r.loss = model.forward(in, step, &r.logits).loss_sum;
-  model.zero_grads();
-  model.forward_backward(in, step, 1.0);
-  const Tensor& g = model.grads();
-  r.grads.assign(g.data<float>(), g.data<float>() + g.numel());
-  return r;
-}
-
-std::string what(const ModelConfig& cfg, int sp) {
-  return std::string(attention_kind_name(cfg.attention)) + "/" + objective_name(cfg.objective) +
-         " sp=" + std::to_string(sp);
 }
 
 // The world as one sequence group: the packed slices against every protein alone.
@@ -326,43 +304,22 @@ TEST(PackedModel, EvaluationPerProteinGroupEqualsEachProteinAlone) {
   EXPECT_EQ(tokens, total.tokens);
 }
 
-struct TrainResult {
-  std::vector<double> losses;
-  std::vector<float> first_grads, final_params;
-};
-
-TrainResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker) {
-  ExecResources res(Device::cpu(), tracker, host_streams_from_env());
-  Trainer trainer(cfg, test::equivalence_optimizer(), grid, res.ctx());
+test::TrainResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker) {
   const std::vector<PackedSample> samples = make_samples(3);
   const int64_t per_dp = static_cast<int64_t>(samples.size()) / grid.dp_size(), n = kLength / grid.sp_size();
-  const TokenBatch local =
-      packed_slice(samples, grid.dp_rank() * per_dp, per_dp, grid.sp_rank() * n, (grid.sp_rank() + 1) * n);
-  TrainResult t;
-  for (int s = 0; s < 3; ++s) {
-    t.losses.push_back(trainer.train_step(local).loss);
-    if (s == 0) {
-      const Tensor& g = trainer.model().grads();
-      t.first_grads.assign(g.data<float>(), g.data<float>() + g.numel());
-    }
-  }
-  const Tensor& p = trainer.model().params();
-  t.final_params.assign(p.data<float>(), p.data<float>() + p.numel());
-  return t;
+  return test::train_three_steps(
+      cfg, grid, tracker,
+      packed_slice(samples, grid.dp_rank() * per_dp, per_dp, grid.sp_rank() * n, (grid.sp_rank() + 1) * n));
 }
 
 void check_training(AttentionKind kind, Objective obj, int sp) {
   const ModelConfig cfg = test::tiny_config(kind, obj);
   MemoryTracker tracker(Device::cpu());
   ParallelGrid local(make_local_comm(), 1);
-  const TrainResult want = train(cfg, local, tracker);
+  const test::TrainResult want = train(cfg, local, tracker);
   ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
-  const TrainResult got = train(cfg, grid, tracker);
-  const std::string w = what(cfg, sp) + " dp=" + std::to_string(grid.dp_size());
-  for (size_t s = 0; s < want.losses.size(); ++s)
-    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << w << " step " << s;
-  EXPECT_LT(test::rel_l2(got.first_grads, want.first_grads), 1e-5) << w;
-  EXPECT_LT(test::rel_l2(got.final_params, want.final_params), 1e-5) << w;
+  test::expect_same_training(train(cfg, grid, tracker), want,
+                             what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
 }
 
 TEST(PackedModel, ThreeAdamWStepsMatchOneRank) {

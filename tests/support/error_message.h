@@ -1,12 +1,14 @@
 // The message of an expected error: expect_error_of<E>(fn) runs fn and
 // returns what() of the E it throws; another kind of pf::Error, or no error,
-// is a test failure (and "").
+// is a test failure (and ""). expect_error_naming<E>(fn, pieces) checks that
+// the message names every piece.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/errors.h"
 
@@ -24,6 +26,13 @@ std::string expect_error_of(const std::function<void()>& fn) {
   }
   ADD_FAILURE() << "no error";
   return "";
+}
+
+// fn throws an Err whose message holds every piece.
+template <typename Err>
+void expect_error_naming(const std::function<void()>& fn, const std::vector<std::string>& pieces) {
+  const std::string m = expect_error_of<Err>(fn);
+  for (const std::string& piece : pieces) EXPECT_NE(m.find(piece), std::string::npos) << piece << " not in: " << m;
 }
 
 }  // namespace pf::test
