@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -44,6 +45,34 @@ inline std::string what(const ModelConfig& cfg, int sp) {
   return std::string(attention_kind_name(cfg.attention)) + "/" + objective_name(cfg.objective) +
          " sp=" + std::to_string(sp);
 }
+
+// Independent runs of parts of a batch (each protein or family alone),
+// summed to compare with one pass over the whole batch.
+struct AloneSum {
+  double loss = 0, logit_err = 0, logit_norm = 0;
+  std::vector<float> grads;
+  // `alone` ran the rows [x, x + len) of sample s on its own; `got` holds
+  // this rank's rows [r n, (r + 1) n) of every sample (vocabulary V).
+  void add(const Pass& alone, const Pass& got, int64_t s, int64_t x, int64_t len, int64_t r, int64_t n, int64_t V) {
+    loss += alone.loss;
+    if (grads.empty()) grads.assign(alone.grads.size(), 0.f);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] += alone.grads[i];
+    for (int64_t i = std::max(x, r * n); i < std::min(x + len, (r + 1) * n); ++i)
+      for (int64_t v = 0; v < V; ++v) {
+        const double w = alone.logits[static_cast<size_t>((i - x) * V + v)];
+        const double g = got.logits[static_cast<size_t>((s * n + i - r * n) * V + v)];
+        logit_err += (g - w) * (g - w);
+        logit_norm += w * w;
+      }
+  }
+  // The whole batch's loss and gradients summed over the ranks: relative 1e-6
+  // for the loss and this rank's logits, 1e-5 L2 for the gradients.
+  void expect_matches(double total_loss, const std::vector<float>& total_grads, const std::string& w) const {
+    EXPECT_NEAR(total_loss, loss, 1e-6 * std::abs(loss)) << w;
+    EXPECT_LT(rel_l2(total_grads, grads), 1e-5) << w;
+    EXPECT_LT(std::sqrt(logit_err / logit_norm), 1e-6) << w << " logits";
+  }
+};
 
 struct TrainResult {
   std::vector<double> losses;

@@ -143,28 +143,15 @@ void check_against_each_family(const ModelConfig& cfg) {
   std::vector<float> grads = got.grads;
   MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  double want_loss = 0, logit_err = 0, logit_norm = 0;
-  std::vector<float> want_grads(grads.size(), 0.f);
+  test::AloneSum want;
   for (int64_t s = 0; s < B; ++s) {
     int64_t x = 0;
     for (const Family& f : samples[static_cast<size_t>(s)]) {
-      const Pass a = run_model(cfg, nullptr, family_alone(f), tracker);
-      want_loss += a.loss;
-      for (size_t i = 0; i < want_grads.size(); ++i) want_grads[i] += a.grads[i];
-      const int64_t len = tokens_of(f);
-      for (int64_t i = std::max(x, r * n); i < std::min(x + len, (r + 1) * n); ++i)
-        for (int64_t v = 0; v < V; ++v) {
-          const double w = a.logits[static_cast<size_t>((i - x) * V + v)];
-          const double g = got.logits[static_cast<size_t>((s * n + i - r * n) * V + v)];
-          logit_err += (g - w) * (g - w);
-          logit_norm += w * w;
-        }
-      x += len;
+      want.add(run_model(cfg, nullptr, family_alone(f), tracker), got, s, x, tokens_of(f), r, n, V);
+      x += tokens_of(f);
     }
   }
-  EXPECT_NEAR(loss, want_loss, 1e-6 * std::abs(want_loss)) << what(cfg, P);
-  EXPECT_LT(test::rel_l2(grads, want_grads), 1e-5) << what(cfg, P);
-  EXPECT_LT(std::sqrt(logit_err / logit_norm), 1e-6) << what(cfg, P) << " logits on rank " << r;
+  want.expect_matches(loss, grads, what(cfg, P) + " rank " + std::to_string(r));
 }
 
 TEST(FamilyModel, EqualsEachFamilyAlone) {
@@ -232,13 +219,15 @@ void check_leakage(const ModelConfig& cfg) {
       }
     }
   EXPECT_EQ(differing[0], 0) << what(cfg, P) << " rank " << r << ": another family's logits changed";
-  if (cfg.objective == Objective::CausalLM)
+  if (cfg.objective == Objective::CausalLM) {
     EXPECT_EQ(differing[1], 0) << what(cfg, P) << " rank " << r << ": an earlier member's logits changed";
+  }
   int64_t anywhere[4];
   MPI_Allreduce(differing, anywhere, 4, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_GT(anywhere[3], 0) << what(cfg, P) << ": the later member did not read the changed one";
-  if (cfg.objective == Objective::MaskedLM)
+  if (cfg.objective == Objective::MaskedLM) {
     EXPECT_GT(anywhere[1], 0) << what(cfg, P) << ": bidirectional, the earlier member did not read the changed one";
+  }
 }
 
 TEST(FamilyModel, LeakageInsideAFamilyOnly) {

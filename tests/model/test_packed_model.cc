@@ -162,31 +162,16 @@ void check_against_alone(const ModelConfig& cfg, uint64_t layout_seed = 0) {
   MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, grads.data(), static_cast<int>(grads.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 
-  double want_loss = 0;
-  std::vector<float> want_grads(grads.size(), 0.f);
-  const int64_t V = cfg.vocab;
-  double logit_err = 0, logit_norm = 0;
+  test::AloneSum want;
   for (int64_t s = 0; s < B; ++s) {
     int64_t x = 0;
     for (const Protein& p : samples[static_cast<size_t>(s)].proteins) {
-      const Pass a = run_model(cfg, nullptr, alone(p), tracker);
-      want_loss += a.loss;
-      for (size_t i = 0; i < want_grads.size(); ++i) want_grads[i] += a.grads[i];
-      // This rank's rows of the protein.
       const int64_t len = static_cast<int64_t>(p.tokens.size());
-      for (int64_t i = std::max(x, r * n); i < std::min(x + len, (r + 1) * n); ++i)
-        for (int64_t v = 0; v < V; ++v) {
-          const double w = a.logits[static_cast<size_t>((i - x) * V + v)];
-          const double g = packed.logits[static_cast<size_t>((s * n + i - r * n) * V + v)];
-          logit_err += (g - w) * (g - w);
-          logit_norm += w * w;
-        }
+      want.add(run_model(cfg, nullptr, alone(p), tracker), packed, s, x, len, r, n, cfg.vocab);
       x += len;
     }
   }
-  EXPECT_NEAR(loss, want_loss, 1e-6 * std::abs(want_loss)) << what(cfg, P);
-  EXPECT_LT(test::rel_l2(grads, want_grads), 1e-5) << what(cfg, P);
-  EXPECT_LT(std::sqrt(logit_err / logit_norm), 1e-6) << what(cfg, P) << " logits on rank " << r;
+  want.expect_matches(loss, grads, what(cfg, P) + " rank " + std::to_string(r));
 }
 
 TEST(PackedModel, FavorCausalEqualsEachProteinAlone) {
