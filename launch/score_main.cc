@@ -148,8 +148,11 @@ int main(int argc, char** argv) {
       for (const pf::SequenceRecord& r : pf::read_all_sequences(context, ro)) homologs.push_back(r.tokens);
       const std::vector<pf::SequenceRecord> records = pf::read_all_sequences(inputs, ro);
       for (const pf::SequenceRecord& r : records) queries.push_back(r.tokens);
+      const double c0 = pf::seconds_now();
       pf::ContextScorer scorer(*cm.model, cm.session->ctx(), homologs, so, MPI_COMM_WORLD, context_mode != "one-pass");
+      const double c1 = pf::seconds_now();
       const std::vector<pf::SequenceScore> given = scorer.score(queries);
+      const double c2 = pf::seconds_now();
       for (size_t k = 0; k < records.size(); ++k) {
         const pf::SequenceScore alone = pf::score_sequence(*cm.model, queries[k], so, MPI_COMM_WORLD);
         ++proteins;
@@ -171,10 +174,13 @@ int main(int argc, char** argv) {
         total += g.total;
       }
       if (rank == 0)
-        std::fprintf(stderr, "performer-score: context of %zu proteins (%lld tokens), %s: %lld context tokens run\n",
+        std::fprintf(stderr,
+                     "performer-score: context of %zu proteins (%lld tokens), %s: %lld context tokens run; "
+                     "context %.3f s, %zu queries given it %.3f s (%.4f s per query)\n",
                      homologs.size(), static_cast<long long>(scorer.context_tokens()),
                      scorer.cached() ? "cached state" : "one pass per query",
-                     static_cast<long long>(scorer.context_tokens_run()));
+                     static_cast<long long>(scorer.context_tokens_run()), c1 - c0, queries.size(), c2 - c1,
+                     queries.empty() ? 0.0 : (c2 - c1) / static_cast<double>(queries.size()));
     }
     while (context.empty() && source.next(rec)) {
       if (pack == 0) {

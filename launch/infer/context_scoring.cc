@@ -71,7 +71,7 @@ SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector
 
 ContextScorer::ContextScorer(PerformerModel& model, const ExecContext& ctx, std::vector<std::vector<uint8_t>> context,
                              const ScoreOptions& options, MPI_Comm comm, bool cached, int64_t streams)
-    : model_(model), context_(std::move(context)), options_(options), comm_(comm) {
+    : model_(model), ctx_(ctx), context_(std::move(context)), options_(options), comm_(comm), streams_(streams) {
   check_context(model.config(), context_);
   PF_REQUIRE(ValueError, streams >= 1, "context scoring streams must be >= 1, got " << streams);
   if (!cached || model.config().attention == AttentionKind::Softmax) return;
@@ -88,7 +88,7 @@ ContextScorer::ContextScorer(PerformerModel& model, const ExecContext& ctx, std:
     }
   }
   state_ = once.save_stream(0);
-  recurrent_ = std::make_unique<RecurrentPerformer>(model, ctx, streams, options.step);
+  cached_ = true;
 }
 
 int64_t ContextScorer::context_tokens() const {
@@ -112,12 +112,16 @@ std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::ve
   int rank = 0, size = 1;
   MPI_Comm_rank(comm_, &rank);
   MPI_Comm_size(comm_, &size);
-  const int64_t V = model_.config().vocab, B = recurrent_->batch(), Q = static_cast<int64_t>(queries.size());
+  const int64_t V = model_.config().vocab, Q = static_cast<int64_t>(queries.size());
   std::vector<SequenceScore> out(static_cast<size_t>(Q));
   for (int64_t q = 0; q < Q; ++q) out[static_cast<size_t>(q)].logprob.assign(queries[q].size() + 1, 0.0);
-  // This rank's queries (q = rank, rank + size, ...), B streams at a time.
+  // This rank's queries (q = rank, rank + size, ...), B streams at a time
+  // (no more streams than queries: every stream costs a step).
   std::vector<int64_t> mine;
   for (int64_t q = rank; q < Q; q += size) mine.push_back(q);
+  const int64_t B = std::max<int64_t>(1, std::min<int64_t>(streams_, static_cast<int64_t>(mine.size())));
+  if (!recurrent_ || recurrent_->batch() != B)
+    recurrent_ = std::make_unique<RecurrentPerformer>(model_, ctx_, B, options_.step);
   std::vector<int32_t> tokens(static_cast<size_t>(B));
   std::vector<float> logits(static_cast<size_t>(B * V));
   for (size_t first = 0; first < mine.size(); first += static_cast<size_t>(B)) {

@@ -47,7 +47,7 @@ class ContextScorer {
   // The queries given the context, in order. Collective over `comm`; the
   // results on rank 0 (empty scores elsewhere).
   std::vector<SequenceScore> score(const std::vector<std::vector<uint8_t>>& queries);
-  bool cached() const { return recurrent_ != nullptr; }
+  bool cached() const { return cached_; }
   // Tokens of the context run through the model so far, on this rank: the
   // context's length once when cached, once per query otherwise.
   int64_t context_tokens_run() const { return context_tokens_run_; }
@@ -56,10 +56,13 @@ class ContextScorer {
  private:
   std::vector<SequenceScore> score_cached(const std::vector<std::vector<uint8_t>>& queries);
   PerformerModel& model_;
+  ExecContext ctx_;
   std::vector<std::vector<uint8_t>> context_;
   ScoreOptions options_;
   MPI_Comm comm_;
-  std::unique_ptr<RecurrentPerformer> recurrent_;
+  int64_t streams_ = 1;
+  bool cached_ = false;
+  std::unique_ptr<RecurrentPerformer> recurrent_;  // the queries' streams, made when they are known
   std::vector<std::vector<float>> state_;  // after the context's last token
   std::vector<float> first_logits_;        // [V]: predict a query's first residue
   int64_t context_tokens_run_ = 0;
