@@ -26,6 +26,7 @@
 #include "launch/train/stop_signal.h"
 #include "runtime/byte_size.h"
 #include "runtime/clock.h"
+#include "runtime/task_pool.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"performer-data: protein FASTA / Swiss-Prot to HDF5, and data file inspection"};
@@ -63,8 +64,11 @@ int main(int argc, char** argv) {
   std::string mmseqs = "mmseqs";
   int threads = 0;
   prepare->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
-  prepare->add_option("--threads", threads, "threads for MMseqs2 and for compressing the output (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
+  prepare
+      ->add_option("--threads", threads,
+                   "threads for MMseqs2 and for compressing the output (0: all cores; at most " +
+                       std::to_string(pf::kMaxThreads) + ")")
+      ->check(CLI::Range(0, pf::kMaxThreads))
       ->capture_default_str();
   std::string memory_budget = "2GiB";
   prepare
@@ -97,7 +101,10 @@ int main(int argc, char** argv) {
                    "coverage of the held-out sequence a hit needs (default: the file's clustering coverage, else 0.8)")
       ->check(CLI::Range(0.0, 1.0));
   audit->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
-  audit->add_option("--threads", threads, "MMseqs2 threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  audit
+      ->add_option("--threads", threads,
+                   "MMseqs2 threads (0: all cores; at most " + std::to_string(pf::kMaxThreads) + ")")
+      ->check(CLI::Range(0, pf::kMaxThreads));
   audit->add_flag("--json", audit_json, "print the result as JSON on stdout");
 
   try {

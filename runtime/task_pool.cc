@@ -2,6 +2,9 @@
 #include "runtime/task_pool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "runtime/check.h"
 
 namespace pf {
 
@@ -10,10 +13,19 @@ int thread_count(int requested) {
 }
 
 TaskPool::TaskPool(int workers) {
-  for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { run_worker(); });
+  try {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { run_worker(); });
+  } catch (const std::system_error& e) {
+    // The workers started so far end and are joined (a joinable thread left
+    // behind would end the process); then the caller hears why.
+    const size_t started = threads_.size();
+    stop_and_join();
+    PF_REQUIRE(MemoryError, false,
+               "could not start worker thread " << started + 1 << " of " << workers << ": " << e.what());
+  }
 }
 
-TaskPool::~TaskPool() {
+void TaskPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -21,7 +33,10 @@ TaskPool::~TaskPool() {
   }
   wake_.notify_all();
   for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
+
+TaskPool::~TaskPool() { stop_and_join(); }
 
 void TaskPool::push(std::function<void()> job) {
   {

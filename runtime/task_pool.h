@@ -6,7 +6,9 @@
 //   while (!ready(f)) if (!pool.help()) f.wait();
 // With 0 workers nothing runs until help() or get_on_caller() runs it on the
 // calling thread. The destructor runs nothing more: it discards queued jobs
-// (their futures report broken_promise) and joins the workers.
+// (their futures report broken_promise) and joins the workers. A worker that
+// cannot start (the system's thread limit) is a MemoryError naming how many
+// started, with the ones that did joined first.
 #pragma once
 
 #include <condition_variable>
@@ -22,6 +24,9 @@ namespace pf {
 
 // `requested` threads, or the machine's hardware threads (at least 1) when 0.
 int thread_count(int requested);
+// The most threads a tool's --threads accepts: far above any core count, far
+// below what a process may start.
+constexpr int kMaxThreads = 1024;
 
 class TaskPool {
  public:
@@ -53,6 +58,7 @@ class TaskPool {
  private:
   void push(std::function<void()> job);
   void run_worker();
+  void stop_and_join();
 
   std::mutex mutex_;
   std::condition_variable wake_;

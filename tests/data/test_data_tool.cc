@@ -92,6 +92,24 @@ TEST(DataTool, OutputThatIsAnInputIsRefusedWithStatus2) {
   EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "link.fa", "log.txt"}));
 }
 
+// More threads than any machine has cores (the process could not start them
+// all): refused before anything is read or written.
+TEST(DataTool, ThreadsBeyondTheLimitAreRefusedWithStatus2) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, ">a\nMKV\n");
+  for (const std::string& tool : {"prepare", "audit"}) {
+    const ToolRun r = tool == std::string("prepare") ? run({"prepare", "--output", dir.file("out.h5"), "--threads",
+                                                            "100000", in},
+                                                           dir)
+                                                     : run({"audit", "--threads", "100000", in}, dir);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("100000"), std::string::npos) << r.err;
+    EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"})) << tool;
+  }
+}
+
 // Waits (up to a minute) until `path` exists; false if `pid` ended first.
 bool wait_for_file(const std::string& path, pid_t pid) {
   for (int i = 0; i < 60000; ++i) {
