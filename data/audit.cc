@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "data/h5.h"
+#include "data/protein_shards.h"
 #include "data/schema.h"
 #include "data/scratch_folder.h"
 
@@ -19,7 +20,8 @@ namespace pf {
 namespace {
 
 // Writes every sequence of one split as s<first + i>; returns how many. The
-// tokens are read in blocks of about 64 MiB.
+// tokens are read in blocks of about 64 MiB; the offsets were checked by
+// run_audit (check_split) before anything ran.
 int64_t write_split_fasta(hid_t file, const std::string& split, int64_t first, std::ofstream& out) {
   H5Id group = h5_open_group(file, split);
   const std::vector<int64_t> offsets = h5_read_array<int64_t>(group, "offsets");
@@ -68,12 +70,15 @@ AuditResult run_audit(const AuditOptions& opt) {
                      : 0.8;
   PF_REQUIRE(ValueError, r.coverage <= 1, "audit: coverage " << r.coverage << " outside [0, 1]");
   r.evalue = kLeakSearchEvalue;
+  std::vector<std::string> names = {kSplitNames[1], kSplitNames[2]};
+  if (h5_exists(file, kOodSplitName)) names.push_back(kOodSplitName);
+  for (const char* s : {kSplitNames[0], kSplitNames[1], kSplitNames[2]})
+    check_split(H5Id(h5_open_group(file, s)).get(), opt.path, s);
+  if (names.size() == 3) check_split(H5Id(h5_open_group(file, kOodSplitName)).get(), opt.path, kOodSplitName);
   // Under TMPDIR, else /tmp; removed at the end.
   ScratchFolder dir(ScratchFolder::temporary_path("pf-audit-"));
   r.mmseqs_version = mmseqs_version(opt.mmseqs, dir.path());
   const std::string train = dir.path() + "/train.fasta", held = dir.path() + "/heldout.fasta";
-  std::vector<std::string> names = {kSplitNames[1], kSplitNames[2]};
-  if (h5_exists(file, kOodSplitName)) names.push_back(kOodSplitName);
   std::vector<int64_t> first;  // query index of each split's first sequence
   int64_t queries = 0;
   {

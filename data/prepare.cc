@@ -24,6 +24,7 @@
 #include "data/h5_direct_appender.h"
 #include "data/mmseqs.h"
 #include "data/paths.h"
+#include "data/protein_shards.h"
 #include "data/schema.h"
 #include "data/scratch_folder.h"
 #include "data/sequence_reader.h"
@@ -554,6 +555,7 @@ DatasetInfo read_dataset_info(const std::string& path) {
   if (h5_has_attr(file, kContentDigestAttr)) info.content_digest = h5_read_attr_string(file, kContentDigestAttr);
   for (int s = 0; s < 3; ++s) {
     H5Id group = h5_open_group(file, kSplitNames[s]);
+    check_split(group, path, kSplitNames[s]);  // the lengths below come from the offsets
     const std::vector<int64_t> offsets = h5_read_array<int64_t>(group, "offsets");
     std::vector<int64_t> lengths(offsets.size() > 0 ? offsets.size() - 1 : 0);
     for (size_t i = 0; i + 1 < offsets.size(); ++i) lengths[i] = offsets[i + 1] - offsets[i];

@@ -45,6 +45,21 @@ void check_offsets(hid_t offsets, const std::string& path, const std::string& sp
 
 }  // namespace
 
+SplitExtent check_split(hid_t group, const std::string& path, const std::string& split) {
+  H5Id tokens = h5_open_dataset(group, "tokens");
+  H5Id offsets = h5_open_dataset(group, "offsets");
+  SplitExtent e;
+  e.sequences = h5_read_attr_int64(group, "sequences");
+  e.residues = h5_read_attr_int64(group, "residues");
+  const int64_t n_off = h5_dataset_length(offsets), n_tok = h5_dataset_length(tokens);
+  PF_REQUIRE(DataError, e.sequences >= 0 && n_off == e.sequences + 1 && n_tok == e.residues,
+             "'" << path << "' /" << split << ": offsets has " << n_off << " entries and tokens " << n_tok
+                 << ", but the group records " << e.sequences << " sequences and " << e.residues
+                 << " residues (expected offsets of length sequences+1)");
+  check_offsets(offsets, path, split, e.sequences, e.residues);
+  return e;
+}
+
 ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::string& split) {
   PF_REQUIRE(ValueError, !paths.empty(), "no data files given");
   PF_REQUIRE(ValueError, split == "train" || split == "valid" || split == "test" || split == kOodSplitName,
@@ -59,14 +74,9 @@ ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::s
     H5Id group = h5_open_group(s.file, split);
     s.tokens = h5_open_dataset(group, "tokens", kChunkCacheBytes);
     s.offsets = h5_open_dataset(group, "offsets", kChunkCacheBytes);
-    s.proteins = h5_read_attr_int64(group, "sequences");
-    s.residues = h5_read_attr_int64(group, "residues");
-    const int64_t n_off = h5_dataset_length(s.offsets), n_tok = h5_dataset_length(s.tokens);
-    PF_REQUIRE(DataError, n_off == s.proteins + 1 && n_tok == s.residues,
-               "'" << path << "' /" << split << ": offsets has " << n_off << " entries and tokens " << n_tok
-                   << ", but the group records " << s.proteins << " sequences and " << s.residues
-                   << " residues (expected offsets of length sequences+1)");
-    check_offsets(s.offsets, path, split, s.proteins, s.residues);
+    const SplitExtent e = check_split(group, path, split);
+    s.proteins = e.sequences;
+    s.residues = e.residues;
     s.first_protein = num_proteins_;
     s.stream_start = num_residues_ + num_proteins_;
     num_proteins_ += s.proteins;

@@ -30,6 +30,16 @@ struct ProteinSpan {
   int64_t shard = 0, first_token = 0, length = 0;
 };
 
+// A split of a data file, checked: the group's `sequences` and `residues`
+// attributes against the lengths of its offsets and tokens, and every
+// offset (first 0, non-decreasing, within the tokens, last = residues),
+// streamed in blocks. DataError naming the file, the split and the entry.
+// Every reader of a split calls it before it trusts an offset.
+struct SplitExtent {
+  int64_t sequences = 0, residues = 0;
+};
+SplitExtent check_split(hid_t group, const std::string& path, const std::string& split);
+
 class ProteinShards {
  public:
   // Opens every file, checks schema, vocabulary and the split's datasets

@@ -1,0 +1,101 @@
+// Every reader of a data file's split checks its offsets before it trusts
+// one (data/protein_shards.h check_split): a crafted /train/offsets (an
+// entry 3e9 past the tokens, a negative entry, one below its predecessor)
+// makes the loader, `performer-data info` (read_dataset_info) and the
+// leakage audit stop with a DataError naming the file, the split and the
+// entry, before they allocate what the offsets claim: each runs in a child
+// process under a 1 GiB address-space limit that the unchecked audit (2.9 GB
+// for a gap of 3e9) exceeds.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+
+#include "data/audit.h"
+#include "data/h5.h"
+#include "data/loader.h"
+#include "data/prepare.h"
+#include "tests/data/data_test_util.h"
+
+namespace pf {
+namespace {
+
+// fn in a child under a 1 GiB address space: true when it threw a DataError
+// naming every piece (the child's verdict is its exit status).
+bool refused_in_child(const std::function<void()>& fn, const std::vector<std::string>& pieces) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const rlimit cap{rlim_t{1} << 30, rlim_t{1} << 30};
+    setrlimit(RLIMIT_AS, &cap);
+    try {
+      fn();
+    } catch (const DataError& e) {
+      const std::string m = e.what();
+      for (const std::string& p : pieces)
+        if (m.find(p) == std::string::npos) _exit(3);
+      _exit(0);
+    } catch (...) {
+      _exit(2);
+    }
+    _exit(1);
+  }
+  int raw = 0;
+  waitpid(pid, &raw, 0);
+  return WIFEXITED(raw) && WEXITSTATUS(raw) == 0;
+}
+
+TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
+  test::TempDir dir;
+  const std::string path = dir.file("crafted.h5");
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  o.output = path;
+  prepare_dataset(o);
+  std::vector<int64_t> good;
+  {
+    H5Id f = h5_open_file(path);
+    good = h5_read_array<int64_t>(H5Id(h5_open_group(f, "train")), "offsets");
+  }
+  struct Case {
+    int64_t index, value;
+    std::string says;
+  };
+  for (const Case& c : {Case{1, 3000000000, "is outside [0, "}, Case{1, -5, "is outside [0, "},
+                        Case{3, good[1], "is below offsets[2]"}}) {
+    SCOPED_TRACE(c.says + " at " + std::to_string(c.index));
+    std::vector<int64_t> bad = good;
+    bad[static_cast<size_t>(c.index)] = c.value;
+    {
+      H5Id f = h5_open_file(path, true);
+      H5Id g = h5_open_group(f, "train");
+      H5Ldelete(g, "offsets", H5P_DEFAULT);
+      h5_write_vector(g, "offsets", bad);
+    }
+    const std::vector<std::string> pieces = {"'" + path + "' /train/offsets", "offsets[" + std::to_string(c.index) +
+                                                                                  "]", c.says};
+    EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
+    EXPECT_TRUE(refused_in_child(
+        [&] {
+          AuditOptions a;
+          a.path = path;
+          a.mmseqs.program = "/nonexistent/mmseqs";  // never reached
+          run_audit(a);
+        },
+        pieces))
+        << "audit";
+    EXPECT_TRUE(refused_in_child(
+        [&] {
+          LoaderOptions lo;
+          lo.files = {path};
+          lo.sample_length = 256;
+          DataLoader loader(lo);
+        },
+        pieces))
+        << "loader";
+  }
+}
+
+}  // namespace
+}  // namespace pf
