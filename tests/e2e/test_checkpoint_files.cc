@@ -407,7 +407,7 @@ TEST(TrainConfigErrors, UnknownNamesAreConfigErrorsNamingTheKey) {
     return expect_error_of<ConfigError>([&] { load_train_config("", o); });
   };
   std::string w = error_of({"data.mode=chunks"});
-  EXPECT_NE(w.find("data.mode must be packed, concat or single, got 'chunks'"), std::string::npos) << w;
+  EXPECT_NE(w.find("data.mode must be packed, family, concat or single, got 'chunks'"), std::string::npos) << w;
   w = error_of({"data.sampling=clusters"});
   EXPECT_NE(w.find("data.sampling must be sequence or cluster, got 'clusters'"), std::string::npos) << w;
   EXPECT_EQ(load_train_config("", {"data.sampling=cluster"}).data.sampling, Sampling::Cluster);
