@@ -2,14 +2,16 @@
 # Run on a Debian 12 machine with network access: downloads the .deb files of
 # the libraries the build needs (MPI, HDF5, BLAS, GoogleTest, CLI11, toml++,
 # nlohmann-json, zlib) with their dependencies into a folder, for a GPU
-# machine that cannot install packages, and copies this machine's NCCL
-# (nccl.h and libnccl.so*, found as cmake/cuda.cmake finds it; Debian 12 has
-# no NCCL package) into FOLDER/nccl. tests/gpu/run.sh unpacks them into a
+# machine that cannot install packages, and, with PF_PACK_NCCL=1, copies this
+# machine's NCCL (nccl.h and libnccl.so*, found as cmake/cuda.cmake finds it;
+# Debian 12 has no NCCL package) into FOLDER/nccl. tests/gpu/run.sh unpacks them into a
 # private prefix there (tests/gpu/unpack_deps.sh), NCCL only when that
 # machine has none; the machine must bring the compiler, CMake, Python and
 # the CUDA toolkit itself. NCCL's library holds code for every GPU
-# architecture (218 MB for NCCL 2.28 of CUDA 13); PF_PACK_NCCL=0 leaves it
-# out, for a machine whose CUDA toolkit has NCCL.
+# architecture (218 MB for NCCL 2.28 of CUDA 13), more than the 64 MiB a
+# lent GPU machine's working tree may carry, so it is left out unless
+# PF_PACK_NCCL=1: the lent machine's image has NCCL (the nvidia-nccl wheel,
+# which cmake/cuda.cmake and the preflight find).
 #   tests/gpu/pack_deps.sh [FOLDER]     default FOLDER: .gpu-deps (git-ignored)
 # Left out: packages every Debian/Ubuntu system has (priority required or
 # important: the C library, libstdc++, ...) and the toolchain (compilers,
@@ -20,11 +22,11 @@ dest=${1:-$repo/.gpu-deps}
 . "$repo/tests/gpu/deps.sh"
 # NCCL first: a machine that has none cannot make a complete folder.
 nccl=""
-if [ "${PF_PACK_NCCL:-1}" != 0 ]; then
+if [ "${PF_PACK_NCCL:-0}" = 1 ]; then
   nccl=$(find_nccl)
   [ -n "$nccl" ] || {
     echo "pack_deps: no NCCL here (nccl.h beside libnccl.so* in NCCL_ROOT, NCCL_HOME, the CUDA toolkit, /usr or" \
-      "the nvidia-nccl wheel); set NCCL_ROOT, or PF_PACK_NCCL=0 for a GPU machine that has NCCL" >&2
+      "the nvidia-nccl wheel); set NCCL_ROOT, or leave PF_PACK_NCCL unset for a GPU machine that has NCCL" >&2
     exit 1
   }
 fi
