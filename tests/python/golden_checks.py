@@ -13,14 +13,15 @@ import h5py
 import numpy as np
 import torch
 
-from performer_protein import (CheckpointError, PerformerProtein, embed, export, load_pretrained, packed_layout,
-                               read_sequences, score)
+from performer_protein import (CheckpointError, PerformerProtein, context_gain, embed, export, load_pretrained,
+                               packed_layout, read_sequences, score, score_in_context)
 
 work, repo = sys.argv[1], sys.argv[2]
 os.chdir(work)
 RUNS = ["favor_clm_f32_small", "favor_clm_f32_packed", "favor_mlm_bf16_single", "relu_clm_f32_concat", "relu_mlm_f32_packed",
         "softmax_clm_bf16_packed", "softmax_mlm_f32_single", "elu_clm_f32_packed", "elu_mlm_f32_single",
-        "exp_clm_f32_packed", "exp_mlm_bf16_concat"]
+        "exp_clm_f32_packed", "exp_mlm_bf16_concat", "favor_clm_f32_family", "softmax_mlm_f32_family",
+        "exp_clm_f32_family"]
 failures = []
 
 
@@ -47,7 +48,8 @@ def batch_of(golden, model):
         positions, segments = None, None
         if "piece_sample" in g:
             positions, segments = packed_layout(g["piece_sample"][...].tolist(), g["piece_begin"][...].tolist(),
-                                                g["piece_position"][...].tolist(), B, n)
+                                                g["piece_position"][...].tolist(), B, n,
+                                                g["piece_joins"][...].tolist())
         want = {"logits": g["logits"][...], "loss_sum": float(g.attrs["loss_sum"]), "count": int(g.attrs["count"]),
                 "grads": {k: g["grads"][k][...] for k in g["grads"]}}
     return ids, targets, positions, segments, want
@@ -80,6 +82,14 @@ for name in RUNS:
     dtype = name.split("_")[2]  # as the trainer trained it
     if dtype != "f32":  # the trainer's own mixed-precision forward, rounding emulated
         golden_forward_backward(name, f"{name}.golden_{dtype}.h5", dtype, 1e-3, 1e-4, 2e-2)
+
+# Family batches hold members that join the state of the member before them
+# (else the golden above would not test the family layout).
+for name in ["favor_clm_f32_family", "softmax_mlm_f32_family", "exp_clm_f32_family"]:
+    with h5py.File(f"{name}.golden.h5", "r") as g:
+        joins = int(g["piece_joins"][...].sum())
+        starts = int((g["piece_joins"][...] == 0).sum())
+    check(joins > 0 and starts > 1, f"{name}: the golden batch has {joins} joined members and {starts} families")
 
 # ---- 2. damaged checkpoints are refused, naming the reason -------------------------
 src = ckpt("favor_clm_f32_packed")
@@ -160,6 +170,38 @@ with h5py.File("titin.embed.h5", "r") as e:
     e_mean = rel(mean, e["mean"][0])
 check(e_mean <= 1e-5, f"titin length, bidirectional FAVOR+ mean embedding rel L2 {e_mean:.1e} (<= 1e-5)")
 
+# ---- 4b. performer-score --context against score_in_context() ----------------------
+context = [r.tokens for r in read_sequences("context.fasta")]
+queries = list(read_sequences("context_queries.fasta"))
+for name in ["favor_clm_f32_family", "exp_clm_f32_family", "relu_clm_f32_concat", "softmax_clm_bf16_packed"]:
+    model = PerformerProtein.from_checkpoint(ckpt(name), dtype=torch.float64).set_precision(None)
+    rows = [json.loads(line) for line in open(f"{name}.context.jsonl")]
+    with h5py.File(f"{name}.context.h5", "r") as h:
+        off, lp = h["offsets"][...], h["logprob"][...]
+        worst_total = worst_res = worst_gain = 0.0
+        for i, rec in enumerate(queries):
+            given, alone = score_in_context(model, context, rec.tokens), score(model, rec.tokens)
+            row = rows[i]
+            check(row["id"] == rec.id and row["scored"] == given.scored == len(rec.tokens) + 1
+                  and row["alone_scored"] == alone.scored, f"{name}: {rec.id} given the context, terms scored")
+            worst_total = max(worst_total, abs(given.total - row["log_likelihood"]) / abs(row["log_likelihood"]),
+                              abs(alone.total - row["alone_log_likelihood"]) / abs(row["alone_log_likelihood"]))
+            worst_res = max(worst_res, float(np.max(np.abs(lp[off[i]:off[i + 1]] - given.logprob))))
+            worst_gain = max(worst_gain, abs(context_gain(given, alone) - row["gain_per_token"]))
+    mode = open(f"{name}.context.log").read()
+    how = "one pass per query" if name.startswith("softmax") else "cached state"
+    check(how in mode, f"{name}: performer-score --context ran with {how}")
+    check(worst_total <= 1e-5, f"{name}: --context totals (given and alone) rel {worst_total:.1e} (<= 1e-5)")
+    check(worst_res <= 1e-4, f"{name}: --context per-residue log-probabilities max abs {worst_res:.1e} (<= 1e-4)")
+    check(worst_gain <= 1e-5, f"{name}: --context gain per token max abs {worst_gain:.1e} (<= 1e-5)")
+model = PerformerProtein.from_checkpoint(ckpt("softmax_mlm_f32_family"))
+try:
+    score_in_context(model, context, queries[0].tokens)
+    refused_mlm = False
+except ValueError as e:
+    refused_mlm = "causal" in str(e)
+check(refused_mlm, "score_in_context refuses a masked model, saying it needs a causal one")
+
 # ---- 5. export: safetensors + config.json, round trip exact ------------------------
 for name in RUNS:
     out = export(ckpt(name), f"export/{name}")
@@ -171,7 +213,8 @@ for name in RUNS:
     with torch.no_grad():
         same_logits = torch.equal(a(ids, positions, segments), b(ids, positions, segments))
     card = open(os.path.join(out, "README.md")).read()
-    check(same and same_logits and "step 3" in card and "data.h5" in card,
+    data_file = "families.h5" if name.endswith("_family") else "data.h5"
+    check(same and same_logits and "step 3" in card and data_file in card,
           f"{name}: export round trip (tensors and logits identical, model card names step and data)")
 r = subprocess.run([sys.executable, "-m", "performer_protein.export", "--checkpoint", "flipped.h5", "--output",
                     "export/bad"], capture_output=True, text=True)

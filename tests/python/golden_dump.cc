@@ -6,8 +6,10 @@
 // loader position (the batch its next step trains on, with that step's
 // masked-LM draw) and writes, readable with h5py:
 //   /inputs, /targets  int32 [B, n]     the model input (-1: not predicted)
-//   /piece_sample, /piece_begin, /piece_position  int64 [P]
-//                      packed batches: each piece of each sample (model/packed_layout.h)
+//   /piece_sample, /piece_begin, /piece_position, /piece_joins  int64 [P]
+//                      packed and family batches: each piece of each sample
+//                      (model/packed_layout.h; joins = 1 where a family member
+//                      continues the state of the member before it)
 //   /logits            float32 [B, n, V] the forward's logits
 //   /grads/<name>      float32           d(mean token loss)/d(parameter), the first step's gradients
 //   attributes: loss_sum (float64), count, correct, step, dtype (the forward's model.dtype)
@@ -30,17 +32,19 @@ void write_int32(hid_t loc, const std::string& name, const std::vector<int32_t>&
 }
 
 void write_pieces(hid_t file, const PackedLayout& packed) {
-  std::vector<int64_t> sample, begin, position;
+  std::vector<int64_t> sample, begin, position, joins;
   for (size_t b = 0; b < packed.samples.size(); ++b)
     for (const SequencePiece& p : packed.samples[b]) {
       sample.push_back(static_cast<int64_t>(b));
       begin.push_back(p.begin);
       position.push_back(p.position);
+      joins.push_back(p.joins ? 1 : 0);
     }
   const Shape shape{static_cast<int64_t>(sample.size())};
   h5_write_array<int64_t>(file, "piece_sample", sample.data(), shape, H5Layout{});
   h5_write_array<int64_t>(file, "piece_begin", begin.data(), shape, H5Layout{});
   h5_write_array<int64_t>(file, "piece_position", position.data(), shape, H5Layout{});
+  h5_write_array<int64_t>(file, "piece_joins", joins.data(), shape, H5Layout{});
 }
 
 void dump(const std::string& checkpoint, const std::string& output, const std::vector<std::string>& overrides) {

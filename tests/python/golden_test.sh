@@ -14,6 +14,10 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pf-golden.XXXXXX")
 cd "$work"
 examples=/usr/share/doc/mmseqs2/example-data
 "$bin/performer-data" prepare --output data.h5 --val-fraction 0.1 "$examples/QUERY.fasta.gz" > prepare.log
+# Families (synthetic, 90 % identity; MMseqs2 clusters them) for data.mode = "family".
+"$py" "$repo/launch/studies/synthetic_families.py" families.fasta --families 40 --members 4 --min 20 --max 50
+"$bin/performer-data" prepare --output families.h5 --cluster-identity 0.5 --val-fraction 0.1 families.fasta \
+    > prepare_families.log
 
 # name attention objective dtype data.mode [key=value ...: more --set]
 runs=(
@@ -29,6 +33,9 @@ runs=(
   "elu_mlm_f32_single elu mlm f32 single model.features=16"
   "exp_clm_f32_packed exp clm f32 packed"
   "exp_mlm_bf16_concat exp mlm bf16 concat model.exp_key_norm=true"
+  "favor_clm_f32_family favor clm f32 family data.files=[\"families.h5\"] data.sample_length=256"
+  "softmax_mlm_f32_family softmax mlm f32 family data.files=[\"families.h5\"] data.sample_length=256"
+  "exp_clm_f32_family exp clm f32 family data.files=[\"families.h5\"] data.sample_length=256"
 )
 for spec in "${runs[@]}"; do
   read -r name att obj dtype mode extra <<< "$spec"
@@ -84,5 +91,14 @@ done
     -o titin.score.jsonl --per-residue titin.score.h5 titin.fasta
 "$bin/performer-embed" --checkpoint favor_mlm_bf16_single/ckpt-000000003.h5 --set 'model.dtype="f32"' \
     -o titin.embed.h5 titin.fasta
+# Scoring given a context: three members of a family before the fourth and two
+# unrelated proteins; cached state (linear kernels) and one pass (softmax).
+head -6 families.fasta > context.fasta
+{ sed -n 7,8p families.fasta; head -4 proteins.fasta; } > context_queries.fasta
+for name in favor_clm_f32_family exp_clm_f32_family relu_clm_f32_concat softmax_clm_bf16_packed; do
+  "$bin/performer-score" --checkpoint "$name/ckpt-000000003.h5" --format jsonl --set 'model.dtype="f32"' \
+      --context context.fasta -o "$name.context.jsonl" --per-residue "$name.context.h5" context_queries.fasta \
+      2> "$name.context.log"
+done
 
 "$py" "$here/golden_checks.py" "$work" "$repo"

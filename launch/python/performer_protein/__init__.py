@@ -12,10 +12,10 @@ from .checkpoint import Checkpoint, CheckpointError, read_checkpoint
 from .config import ConfigError, ModelConfig
 from .data import DataFileError, ProteinData
 from .export import export, load_pretrained
-from .inference import Score, embed, score
+from .inference import Score, context_gain, embed, score, score_in_context
 from .model import PerformerProtein, packed_layout
 from .sequences import SequenceFileError, read_sequences
 
 __all__ = ["vocab", "Checkpoint", "CheckpointError", "read_checkpoint", "ConfigError", "ModelConfig",
-           "DataFileError", "ProteinData", "export", "load_pretrained", "Score", "embed", "score",
-           "PerformerProtein", "packed_layout", "SequenceFileError", "read_sequences"]
+           "DataFileError", "ProteinData", "export", "load_pretrained", "Score", "context_gain", "embed", "score",
+           "score_in_context", "PerformerProtein", "packed_layout", "SequenceFileError", "read_sequences"]

@@ -9,6 +9,17 @@ does: "scored" for a model trained on concatenated samples (data.mode =
 "concat"), "context" otherwise. Masked models give the pseudo-log-likelihood:
 for each residue, the input r_1 .. r_n <end> with that residue replaced by
 <mask> predicts it (n terms, one forward per residue, `batch` at a time).
+score_in_context(): a causal model's log-likelihood of a query given a context
+of homologs, as performer-score --context computes it
+(launch/infer/context_scoring.h) and a data.mode = "family" model reads a
+family: the context members c_1 .. c_K, each its residues then <end> with
+positions restarting at 0, then the query r_1 .. r_n at positions 0..n-1, all
+in one attention segment; r_1 is predicted from the context's last <end>, r_2
+.. r_n and the closing <end> from the query's rows (n + 1 terms). The package
+runs context + query in one pass for every query (performer-score's
+"one-pass"; its cached mode gives the same numbers). context_gain(): the
+difference per token between a query scored given the context and alone, over
+the terms both score (performer-score's gain_per_token).
 embed(): the input r_1 .. r_n <end> at positions 0..n; the mean over the n
 residue rows of the chosen layer's hidden states (summed in float64)."""
 
@@ -80,6 +91,42 @@ def score(model, residues: List[int], first_residue="auto", batch=16) -> Score:
             logprob[i] = float(lp[r, i, tokens[i]])
     scored[:n] = True
     return _finish(logprob, scored)
+
+
+@torch.no_grad()
+def score_in_context(model, context: List[List[int]], residues: List[int]) -> Score:
+    """Score of one protein (residue tokens, no <end>) given the context
+    proteins before it (each a list of residue tokens)."""
+    if not model.config.causal:
+        raise ValueError("scoring given a context needs a causal model (objective clm); this one is masked")
+    if not context:
+        raise ValueError("the context holds no protein")
+    n = len(residues)
+    if n == 0:
+        raise ValueError("cannot score an empty sequence")
+    tokens, positions = [], []
+    for k, member in enumerate(context):
+        if not member:
+            raise ValueError(f"context protein {k} is empty")
+        tokens += list(member) + [vocab.END]
+        positions += list(range(len(member) + 1))
+    first = len(tokens) - 1  # the context's last <end>: predicts r_1
+    tokens += list(residues)
+    positions += list(range(n))
+    lp = _log_softmax(model(torch.tensor([tokens]), torch.tensor([positions]), [[(0, len(tokens))]])[0])
+    targets = list(residues) + [vocab.END]
+    rows = torch.arange(first, first + n + 1)
+    logprob = lp[rows, torch.tensor(targets)].numpy().copy()
+    return _finish(logprob, np.ones(n + 1, dtype=bool))
+
+
+def context_gain(given: Score, alone: Score) -> float:
+    """Nats per token that the context adds: (log P given the context - log P
+    alone) over the terms scored alone, divided by their number."""
+    common = ~np.isnan(alone.logprob)
+    if not common.any():
+        return 0.0
+    return float((given.logprob[common].sum() - alone.total) / alone.scored)
 
 
 @torch.no_grad()

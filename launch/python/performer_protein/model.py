@@ -6,9 +6,9 @@ plain PyTorch, for reading, checking and fine-tuning its checkpoints:
                          x'  = mid + FFN2(gelu_tanh(FFN1(LN2(mid))))
     logits = LN_final(x_L) E^T            (the head is tied to the embedding)
 
-Positions are 0.. along each sample, or, in a packed sample, inside each
-protein (`positions`); attention never crosses a protein of a packed sample
-(`segments`). Gradients come from autograd. With dtype "bf16" or "f16" the
+Positions are 0.. along each sample, or, in a packed or family sample, inside
+each protein (`positions`); attention runs inside each segment (`segments`):
+a protein of a packed sample, a family of a family sample. Gradients come from autograd. With dtype "bf16" or "f16" the
 linear layers and the head round their two operands to that type and
 accumulate in fp32, as the trainer's mixed precision does (embedding lookup,
 layer norms, attention and residuals stay fp32)."""
@@ -231,15 +231,24 @@ class PerformerProtein(nn.Module):
             (targets != -1).sum())
 
 
-def packed_layout(piece_sample, piece_begin, piece_position, B, n):
-    """positions [B, n] and segments of a packed batch from its pieces (model/packed_layout.h)."""
+def packed_layout(piece_sample, piece_begin, piece_position, B, n, piece_joins=None):
+    """positions [B, n] and segments of a packed or family batch from its pieces
+    (model/packed_layout.h). Positions restart at each piece's `position`; a
+    piece whose `piece_joins` is true (a family member after the first)
+    continues the attention segment of the piece before it, so the segments are
+    the state segments: one per protein in a packed batch, one per family in a
+    family batch."""
     positions = torch.zeros(B, n, dtype=torch.long)
     segments = [[] for _ in range(B)]
-    pieces = sorted(zip(piece_sample, piece_begin, piece_position))
-    for i, (b, begin, pos) in enumerate(pieces):
+    joins = piece_joins if piece_joins is not None else [0] * len(piece_sample)
+    pieces = sorted(zip(piece_sample, piece_begin, piece_position, joins))
+    for i, (b, begin, pos, join) in enumerate(pieces):
         end = pieces[i + 1][1] if i + 1 < len(pieces) and pieces[i + 1][0] == b else n
         positions[b, begin:end] = torch.arange(pos, pos + end - begin)
-        segments[b].append((int(begin), int(end)))
+        if join and segments[b]:
+            segments[b][-1] = (segments[b][-1][0], int(end))
+        else:
+            segments[b].append((int(begin), int(end)))
     return positions, segments
 
 
