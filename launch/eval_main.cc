@@ -16,7 +16,9 @@
 // preparation is deterministic), so no folder needs to be shared between nodes.
 // In the packed and single data modes it also reports each protein length
 // bucket (at most 1,024 residues, 1,025-8,192, longer): every position belongs
-// to one protein there. In family mode it reports the context gain
+// to one protein there. A protein longer than a sample counts as the one crop
+// its sample holds; such buckets are marked "(crops)" (performer-score scores
+// whole proteins). In family mode it reports the context gain
 // (launch/train/evaluation.h): every member scored after the relatives before
 // it and alone, by the number of relatives before it.
 // Usage errors (bad options, a negative --batches, --fasta with --split or with
@@ -181,9 +183,18 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("checkpoint %s (step %lld), %s, data.mode %s: %s\n", checkpoint.c_str(), static_cast<long long>(step),
                   what.c_str(), pf::sample_mode_name(cfg.data.mode), stats_text(e).c_str());
-      for (size_t b = 0; b < by_length.size(); ++b)
-        std::printf("  proteins of %-18s %s\n", pf::length_bucket_name(static_cast<int>(b)).c_str(),
-                    by_length[b].tokens ? stats_text(by_length[b]).c_str() : "none");
+      bool crops = false;  // a bucket that may hold proteins longer than a sample
+      for (size_t b = 0; b < by_length.size(); ++b) {
+        const bool cropped = b >= 2 || pf::kLengthEdges[b] + 1 > cfg.data.sample_length;
+        crops = crops || (cropped && by_length[b].tokens > 0);
+        std::printf("  proteins of %-18s %s%s\n", pf::length_bucket_name(static_cast<int>(b)).c_str(),
+                    by_length[b].tokens ? stats_text(by_length[b]).c_str() : "none",
+                    cropped && by_length[b].tokens ? " (crops)" : "");
+      }
+      if (crops)
+        std::printf("  (crops): a protein longer than data.sample_length = %lld tokens counts one crop of at most "
+                    "that many tokens, not the whole protein; performer-score scores whole proteins\n",
+                    static_cast<long long>(cfg.data.sample_length));
       if (!bucketed) std::printf("  (perplexity by protein length: evaluate with --set data.mode=packed or single)\n");
     }
     return 0;

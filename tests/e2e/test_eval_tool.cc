@@ -8,7 +8,10 @@
 //   one rank with the checkpoint's sp = 2 fails with a hint to pass
 //     --set parallel.sp=1;
 //   --batches -3, --fasta with --split, and --fasta of a missing file or of
-//     an unknown format, are refused with status 2.
+//     an unknown format, are refused with status 2;
+//   in packed mode, a length bucket that holds proteins longer than a sample
+//     is marked "(crops)" and a footnote names data.sample_length; a bucket
+//     whose proteins all fit is not marked.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,6 +164,35 @@ TEST_F(EvalTool, FewerRanksThanTheCheckpointsSpHintAtParallelSp) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("parallel.sp = 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--set parallel.sp=1"), std::string::npos) << r.out;
+}
+
+// The line of a length bucket in the output ("" if absent).
+std::string bucket_line(const std::string& out, const std::string& bucket) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("proteins of " + bucket) != std::string::npos) return line;
+  return "";
+}
+
+TEST_F(EvalTool, LengthBucketsSayWhenTheyScoreCrops) {
+  const std::string query = " --fasta " + std::string(kQuery) + " --set 'data.mode=\"packed\"'";
+  // 48-token samples: every protein of QUERY.fasta.gz (at least 50 residues) is cropped.
+  ToolRun r = eval("--set parallel.sp=1 --set data.sample_length=48" + query);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::string small = bucket_line(r.out, "<= 1024 residues");
+  ASSERT_FALSE(small.empty()) << r.out;
+  EXPECT_NE(small.find("(crops)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data.sample_length = 48 tokens counts one crop"), std::string::npos) << r.out;
+  // 1,040-token samples hold every protein of at most 1,024 residues whole.
+  r = eval("--set parallel.sp=1 --set data.sample_length=1040 --set data.batch_size=1" + query);
+  ASSERT_EQ(r.status, 0) << r.out;
+  small = bucket_line(r.out, "<= 1024 residues");
+  ASSERT_FALSE(small.empty()) << r.out;
+  EXPECT_EQ(small.find("(crops)"), std::string::npos) << r.out;
+  const std::string longer = bucket_line(r.out, "1025-8192 residues");
+  const bool has_long = !longer.empty() && longer.find("none") == std::string::npos;
+  EXPECT_EQ(longer.find("(crops)") != std::string::npos, has_long) << r.out;
+  EXPECT_EQ(r.out.find("counts one crop") != std::string::npos, has_long) << r.out;
 }
 
 TEST_F(EvalTool, UsageErrorsExitWithStatus2) {
