@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,53 @@
 namespace pf {
 
 namespace {
+
+// The guardian's SIGTERM: the caller died (parent-death signal) or asked the
+// group to stop; the whole process group, the guardian included, ends now.
+void kill_group(int) { ::kill(0, SIGKILL); }
+
+// The child of run_subprocess, between fork and the program: it leads a new
+// process group, forks the program into it and waits for it, ending as the
+// program ended. It holds the parent-death signal, so when the caller dies
+// (even by SIGKILL) it kills the group: the program and every process the
+// program started (MMseqs2 workflows run their steps as child processes),
+// which a parent-death signal on the program alone would leave running.
+[[noreturn]] void guard_program(pid_t caller, char* const* args, int log, int report_write) {
+  ::setpgid(0, 0);
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGPIPE, SIG_DFL);
+  ::signal(SIGTERM, kill_group);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != caller) kill_group(0);  // the caller died before the signal was set
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (null >= 0) ::dup2(null, 0);
+  ::dup2(log, 1);
+  ::dup2(log, 2);
+  const pid_t program = ::fork();
+  if (program == 0) {
+    ::signal(SIGTERM, SIG_DFL);
+    ::execvp(args[0], args);
+    const int e = errno;
+    ssize_t ignored = ::write(report_write, &e, sizeof e);
+    (void)ignored;
+    ::_exit(127);
+  }
+  if (program < 0) {
+    const int e = errno;
+    ssize_t ignored = ::write(report_write, &e, sizeof e);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(report_write);  // the caller's read ends when the program's copy closes (exec or exit)
+  int status = 0;
+  while (::waitpid(program, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    ::signal(WTERMSIG(status), SIG_DFL);
+    ::raise(WTERMSIG(status));
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
+}
 
 bool is_executable_file(const std::string& path) {
   struct stat st {};
@@ -111,6 +159,7 @@ void run_subprocess(const std::vector<std::string>& argv, const SubprocessOption
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const pid_t caller = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
@@ -119,23 +168,7 @@ void run_subprocess(const std::vector<std::string>& argv, const SubprocessOption
     ::close(report[1]);
     throw SubprocessError(what + "cannot start '" + cmd + "': fork: " + std::strerror(e));
   }
-  if (pid == 0) {
-    // Child: its own process group (a terminal's Ctrl-C reaches the parent,
-    // which decides), default signal handling, stdin from /dev/null.
-    ::setpgid(0, 0);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    ::execvp(args[0], args.data());
-    const int e = errno;
-    ssize_t ignored = ::write(report[1], &e, sizeof e);
-    (void)ignored;
-    ::_exit(127);
-  }
+  if (pid == 0) guard_program(caller, args.data(), log, report[1]);
   ::setpgid(pid, pid);  // also here, so that the group exists before any kill below
   ::close(log);
   ::close(report[1]);

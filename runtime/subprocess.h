@@ -1,9 +1,12 @@
 // Running an external program (MMseqs2) as a child process: argv is executed
 // directly (no shell), its stdout and stderr go to a log file, and a failure
 // becomes an error that names the command, how it ended and the end of the
-// log. A stop request (SIGINT / SIGTERM flag of the caller) is polled while
-// the child runs; the child's process group then gets SIGTERM, and SIGKILL
-// 5 s later if it is still there.
+// log. The program runs in a process group of its own under a small guardian
+// process that holds the parent-death signal: when the caller dies, even by
+// SIGKILL, the guardian kills the group, so neither the program nor anything
+// it started outlives the caller. A stop request (SIGINT / SIGTERM flag of the
+// caller) is polled while the child runs; the group then gets SIGTERM (the
+// guardian ends it at once), and SIGKILL 5 s later if it is still there.
 #pragma once
 
 #include <functional>

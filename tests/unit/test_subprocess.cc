@@ -1,6 +1,9 @@
 // run_subprocess: a missing program, a non-zero exit with its output, a child
-// killed by a signal, and a stop request, each reported with the command.
+// killed by a signal, and a stop request, each reported with the command; a
+// caller killed by SIGKILL takes the program and its children with it.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -82,6 +85,56 @@ TEST_F(SubprocessTest, StopRequestEndsTheChildGroup) {
   });
   EXPECT_NE(w.find("stopped on request while running 'sh -c 'sleep 60 & wait''"), std::string::npos) << w;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+// True while `pid` runs: it exists and is not a zombie waiting to be reaped.
+bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+pid_t read_pid(const std::string& path) {
+  std::ifstream in(path);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+TEST_F(SubprocessTest, CallerKilledTakesTheProgramAndItsChildren) {
+  // The caller: a process of its own that runs a program which starts a
+  // grandchild, as an MMseqs2 workflow does, and writes both pids.
+  const std::string script = "echo $$ > " + dir_ + "/program.tmp; mv " + dir_ + "/program.tmp " + dir_ +
+                             "/program; sleep 60 & echo $! > " + dir_ + "/child.tmp; mv " + dir_ + "/child.tmp " +
+                             dir_ + "/child; wait";
+  const pid_t caller = ::fork();
+  ASSERT_GE(caller, 0);
+  if (caller == 0) {
+    try {
+      run_subprocess({"sh", "-c", script}, options());
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(dir_ + "/child") && std::chrono::steady_clock::now() - start < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const pid_t program = read_pid(dir_ + "/program"), child = read_pid(dir_ + "/child");
+  ASSERT_GT(program, 0);
+  ASSERT_GT(child, 0);
+  ASSERT_TRUE(running(program) && running(child));
+  ::kill(caller, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(caller, &status, 0), caller);
+  const auto killed = std::chrono::steady_clock::now();
+  while ((running(program) || running(child)) && std::chrono::steady_clock::now() - killed < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(running(program)) << "the program outlived its caller";
+  EXPECT_FALSE(running(child)) << "the program's child outlived the caller";
+  if (running(child)) ::kill(child, SIGKILL);
+  if (running(program)) ::kill(program, SIGKILL);
 }
 
 TEST(CommandLine, QuotesWhatAShellWouldSplit) {
