@@ -23,6 +23,7 @@
 
 #include "data/audit.h"
 #include "data/prepare.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/train/stop_signal.h"
 #include "runtime/byte_size.h"
 #include "runtime/clock.h"
@@ -37,10 +38,10 @@ int main(int argc, char** argv) {
   CLI::App* prepare = app.add_subcommand("prepare", "convert sequence files into one HDF5 data file");
   prepare->add_option("--output,-o", prep.output, "output HDF5 file")->required();
   prepare->add_option("--val-fraction", prep.val_fraction, "fraction of sequences in /valid")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(pf::number_in(0.0, 1.0))
       ->capture_default_str();
   prepare->add_option("--test-fraction", prep.test_fraction, "fraction of sequences in /test")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(pf::number_in(0.0, 1.0))
       ->capture_default_str();
   prepare->add_option("--seed", prep.seed, "key of the split hash")->capture_default_str();
   prepare->add_flag("--map-unknown-to-x", prep.map_unknown_to_x, "read unknown letters as X instead of failing");
@@ -51,12 +52,12 @@ int main(int argc, char** argv) {
   prepare
       ->add_option("--cluster-identity", prep.cluster.identity,
                    "split by MMseqs2 cluster at this sequence identity (e.g. 0.5); 0 splits by sequence hash")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(pf::number_in(0.0, 1.0))
       ->capture_default_str();
   prepare
       ->add_option("--cluster-coverage", prep.cluster.coverage,
                    "coverage of both sequences for clustering; of the held-out sequence for the leak purge")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(pf::number_in(0.0, 1.0))
       ->capture_default_str();
   prepare->add_option("--cluster-mode", prep.cluster.mode, "MMseqs2 easy-linclust (linear time) or easy-cluster")
       ->check(CLI::IsMember({"linclust", "cluster"}))
@@ -92,14 +93,14 @@ int main(int argc, char** argv) {
   audit
       ->add_option("--identity", audit_identity,
                    "fail (exit 3) when more than --max-fraction of /valid or /test have a hit at this identity")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(pf::number_in(0.0, 1.0, true));
   audit->add_option("--max-fraction", audit_max_fraction, "allowed fraction for --identity")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(pf::number_in(0.0, 1.0))
       ->capture_default_str();
   audit
       ->add_option("--coverage", audit_opt.coverage,
                    "coverage of the held-out sequence a hit needs (default: the file's clustering coverage, else 0.8)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(pf::number_in(0.0, 1.0));
   audit->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();
   audit
       ->add_option("--threads", threads,
@@ -138,10 +139,12 @@ int main(int argc, char** argv) {
       audit_opt.mmseqs.program = mmseqs;
       audit_opt.mmseqs.threads = threads;
       audit_opt.mmseqs.stop_requested = [] { return pf::stop_requested(); };
-      if (audit_identity > 0) audit_opt.thresholds.push_back(audit_identity);
+      // The gate is on whenever --identity is given.
+      const bool gate = audit->count("--identity") > 0;
+      if (gate) audit_opt.thresholds.push_back(audit_identity);
       const pf::AuditResult r = pf::run_audit(audit_opt);
       const std::vector<std::string> failures =
-          audit_identity > 0 ? pf::audit_failures(r, audit_identity, audit_max_fraction) : std::vector<std::string>{};
+          gate ? pf::audit_failures(r, audit_identity, audit_max_fraction) : std::vector<std::string>{};
       if (audit_json) {
         nlohmann::json j = {{"file", r.path},
                             {"split_rule", r.split_rule},
@@ -153,7 +156,7 @@ int main(int argc, char** argv) {
                             {"failures", failures}};
         for (const pf::AuditSplit& sp : r.splits)
           j["splits"].push_back({{"name", sp.name}, {"sequences", sp.sequences}, {"with_hit", sp.with_hit}});
-        if (audit_identity > 0) j["identity"] = audit_identity, j["max_fraction"] = audit_max_fraction;
+        if (gate) j["identity"] = audit_identity, j["max_fraction"] = audit_max_fraction;
         std::cout << j.dump(2) << "\n";
       } else {
         std::cout << pf::format_audit(r);

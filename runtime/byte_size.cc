@@ -2,6 +2,7 @@
 #include "runtime/byte_size.h"
 
 #include <cctype>
+#include <cmath>
 #include <exception>
 
 #include "runtime/check.h"
@@ -32,7 +33,12 @@ int64_t parse_byte_size(const std::string& text, const std::string& key) {
   else
     PF_REQUIRE(ConfigError, false,
                key << ": unknown unit '" << unit << "' in '" << text << "' (B, KiB, MiB, GiB, TiB)");
+  PF_REQUIRE(ConfigError, std::isfinite(v), key << ": '" << text << "' is not a size (a number with a unit)");
   PF_REQUIRE(ConfigError, v >= 0, key << ": negative size '" << text << "'");
+  // 2^62 bytes (4 EiB): far above any memory, and v * mult stays exact in int64.
+  constexpr double kLargest = 4611686018427387904.0;
+  PF_REQUIRE(ConfigError, v * mult < kLargest,
+             key << ": '" << text << "' is larger than the largest size accepted (4 EiB)");
   return static_cast<int64_t>(v * mult);
 }
 

@@ -1,5 +1,8 @@
 #include "launch/infer/tool_cli.h"
 
+#include <cmath>
+#include <sstream>
+
 namespace pf {
 
 void add_override_option(CLI::App& app, std::vector<std::string>& overrides) {
@@ -8,6 +11,25 @@ void add_override_option(CLI::App& app, std::vector<std::string>& overrides) {
 
 void add_map_unknown_option(CLI::App& app, bool& map_unknown, const std::string& what) {
   app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters " + what + "as X instead of failing");
+}
+
+CLI::Validator number_in(double lo, double hi, bool open_below) {
+  std::ostringstream range;
+  range << (open_below ? "(" : "[") << lo << ", " << hi << "]";
+  return CLI::Validator(
+      [lo, hi, open_below, r = range.str()](std::string& text) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          return "'" + text + "' is not a number in " + r;
+        }
+        if (used != text.size() || std::isnan(v) || v < lo || v > hi || (open_below && v == lo))
+          return "'" + text + "' is not a number in " + r;
+        return std::string();
+      },
+      "NUMBER in " + range.str());
 }
 
 std::optional<int> parse_tool_args(CLI::App& app, int argc, char** argv) {

@@ -110,6 +110,40 @@ TEST(DataTool, ThreadsBeyondTheLimitAreRefusedWithStatus2) {
   }
 }
 
+// NaN, text and out-of-range numbers never switch a feature off: each is
+// refused with status 2 naming the option and the value, before any work.
+TEST(DataTool, NanAndOutOfRangeNumbersAreRefusedWithStatus2) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, ">a\nMKV\n");
+  const std::string out = dir.file("out.h5");
+  const std::vector<std::vector<std::string>> cases = {
+      {"prepare", "--output", out, "--cluster-identity", "nan", in},
+      {"prepare", "--output", out, "--cluster-identity", "1.5", in},
+      {"prepare", "--output", out, "--val-fraction", "NaN", in},
+      {"prepare", "--output", out, "--cluster-coverage", "0.8x", in},
+      {"audit", "--identity", "nan", in},
+      {"audit", "--identity", "0", in},
+      {"audit", "--max-fraction", "-0.1", in},
+  };
+  for (const std::vector<std::string>& args : cases) {
+    SCOPED_TRACE(args[args.size() - 3] + " " + args[args.size() - 2]);
+    const ToolRun r = run(args, dir);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find(args[args.size() - 3]), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'" + args[args.size() - 2] + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
+  }
+  // Sizes: NaN, and one past what int64 holds (it used to print as a negative number).
+  for (const std::string& size : {"nan", "1e19", "inf"}) {
+    const ToolRun r = run({"prepare", "--output", out, "--memory-budget", size, in}, dir);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--memory-budget: '" + size + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("-9223372036854775808"), std::string::npos) << r.err;
+    EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
+  }
+}
+
 // Waits (up to a minute) until `path` exists; false if `pid` ended first.
 bool wait_for_file(const std::string& path, pid_t pid) {
   for (int i = 0; i < 60000; ++i) {
