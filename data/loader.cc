@@ -29,6 +29,9 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
   if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) options_.prefetch = 0;
   shards_ = std::make_unique<ProteinShards>(o.files, o.split);
   if (o.sampling == Sampling::Cluster || o.mode == SampleMode::Family) {
+    PF_REQUIRE(DataError, shards_->num_proteins() > 0,
+               "split '" << o.split << "' of " << shards_->file_list() << " holds no protein to sample "
+                         << (o.mode == SampleMode::Family ? "families" : "clusters") << " from");
     clusters_ = std::make_unique<SplitClusters>(
         o.files, o.split,
         o.mode == SampleMode::Family ? "data.mode = \"family\" (families are the file's clusters)"

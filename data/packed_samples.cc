@@ -13,7 +13,8 @@ PackedSamples::PackedSamples(ProteinShards& shards, int64_t sample_length, uint6
   PF_REQUIRE(ValueError, sample_length > 0, "sample length must be positive, got " << sample_length);
   if (shards.num_proteins() < 1) {
     const std::string files = shards.file_list();
-    PF_REQUIRE(DataError, false, "dataset has no protein to pack (packed mode) in " << files);
+    PF_REQUIRE(DataError, false,
+               "split '" << shards.split() << "' of " << files << " holds no protein to pack (data.mode = packed)");
   }
   std::vector<int64_t> tokens = shards.protein_lengths();
   for (int64_t& t : tokens) t += 1;  // its <end>

@@ -60,7 +60,7 @@ SplitExtent check_split(hid_t group, const std::string& path, const std::string&
   return e;
 }
 
-ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::string& split) {
+ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::string& split) : split_(split) {
   PF_REQUIRE(ValueError, !paths.empty(), "no data files given");
   PF_REQUIRE(ValueError, split == "train" || split == "valid" || split == "test" || split == kOodSplitName,
              "unknown split '" << split << "': expected train, valid, test or ood");

@@ -56,6 +56,7 @@ class ProteinShards {
   const std::string& shard_path(int64_t s) const { return shards_[static_cast<size_t>(s)].path; }
   // "a.h5, b.h5": the files, for messages.
   std::string file_list() const;
+  const std::string& split() const { return split_; }
 
   // Reads offsets[p], offsets[p+1] of protein p's shard (16 bytes).
   ProteinSpan locate(int64_t p);
@@ -85,6 +86,7 @@ class ProteinShards {
   void read_shard_stream(Shard& s, int64_t begin, int64_t end, uint8_t* out);
 
   std::vector<Shard> shards_;
+  std::string split_;
   int64_t num_proteins_ = 0, num_residues_ = 0;
   std::atomic<int64_t> token_bytes_{0}, offset_bytes_{0}, reads_{0};
 };

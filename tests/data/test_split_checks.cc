@@ -5,7 +5,8 @@
 // leakage audit stop with a DataError naming the file, the split and the
 // entry, before they allocate what the offsets claim: each runs in a child
 // process under a 1 GiB address-space limit that the unchecked audit (2.9 GB
-// for a gap of 3e9) exceeds.
+// for a gap of 3e9) exceeds. A split with no protein is named when a loader
+// reads it.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -94,6 +95,43 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
         },
         pieces))
         << "loader";
+  }
+}
+
+// A split with no protein (--val-fraction 0) read in packed, cluster-sampled
+// or family mode: a DataError naming the split and the file.
+TEST(SplitChecks, AnEmptySplitIsNamed) {
+  test::TempDir dir;
+  const std::string path = dir.file("no_valid.h5");
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  o.output = path;
+  o.val_fraction = 0;
+  o.cluster.identity = 0.5;
+  prepare_dataset(o);
+  struct Case {
+    SampleMode mode;
+    Sampling sampling;
+    std::string says;
+  };
+  for (const Case& c : {Case{SampleMode::Packed, Sampling::Sequence, "holds no protein to pack"},
+                        Case{SampleMode::Packed, Sampling::Cluster, "holds no protein to sample clusters from"},
+                        Case{SampleMode::Family, Sampling::Sequence, "holds no protein to sample families from"}}) {
+    SCOPED_TRACE(c.says);
+    LoaderOptions lo;
+    lo.files = {path};
+    lo.split = "valid";
+    lo.mode = c.mode;
+    lo.sampling = c.sampling;
+    lo.sample_length = 256;
+    try {
+      DataLoader loader(lo);
+      ADD_FAILURE() << "an empty split was read";
+    } catch (const DataError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("split 'valid' of " + path), std::string::npos) << m;
+      EXPECT_NE(m.find(c.says), std::string::npos) << m;
+    }
   }
 }
 
