@@ -79,6 +79,7 @@ import gzip
 import hashlib
 import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -377,7 +378,6 @@ def choose_roots(path, a):
     if len(eligible) < a.families:
         raise Failure(f"{path}: {len(eligible)} of its {len(records)} proteins have {a.min_length}-{a.max_length} "
                       f"residues of the 20 standard amino acids; --families {a.families} needs that many")
-    import random
     picks = sorted(random.Random(a.seed).sample(range(len(eligible)), a.families))
     return [eligible[i] for i in picks]
 

@@ -22,7 +22,7 @@ def fail(msg):
 
 def fasta(path):
     opener = gzip.open if path.endswith(".gz") else open
-    out, name = [], None
+    out = []
     with opener(path, "rt") as f:
         for line in f:
             line = line.strip()
