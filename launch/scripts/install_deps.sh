@@ -14,6 +14,7 @@ packages=(
   python3-torch python3-venv            # the PyTorch package (launch/python) and its golden tests
   mmseqs2-examples emboss-test          # real protein data: UniProt FASTA, Swiss-Prot
   mmseqs2                               # homology clustering, cluster splits and the leakage audit
+  indelible                             # protein families of known divergence (launch/studies/indelible_families.py)
   iproute2                              # the namespaced test cluster (ip, tc)
 )
 

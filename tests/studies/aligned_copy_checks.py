@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Checks of launch/studies/aligned_copy.py without a model (CMakeLists.txt of
+this folder says what): a hand-made alignment whose classes are written out
+below, and fake_score.py, whose log-probabilities are known by construction.
+  aligned_copy_checks.py STUDIES_DIR WORKDIR
+"""
+import csv
+import math
+import os
+import stat
+import subprocess
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import fake_score  # noqa: E402
+
+# Columns:         012345678
+ALIGNMENT = """\
+>fam0_root P1
+MKV-LAGT-
+>fam0_m0
+MKVQLA-T-
+>fam0_m1
+MRV-LSGT-
+>fam0_m2
+-KAQL-GSW
+>fam1_root P2
+ACDE
+>fam1_m0
+AC-E
+>fam1_m1
+A-DF
+>fam2_root P3
+MK
+>fam2_m0
+MR
+"""
+# The last member of each family of two or more, residue by residue, against
+# the earlier members' column: fam0_m2 K(K,R) A(V,V) Q(Q,-) L(L,L) G(-,G)
+# S(T,T) W(-,-); fam1_m1 A(A) D(-) F(E). fam2 has no earlier member.
+EXPECTED = {
+    "fam0_m2": ("KAQLGSW", ["copyable", "substituted", "copyable", "copyable", "copyable", "substituted",
+                            "unaligned"]),
+    "fam1_m1": ("ADF", ["copyable", "unaligned", "substituted"]),
+}
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def expected_rows():
+    """category -> (count, mean lp ctx, mean p ctx, mean lp alone, mean p alone) by construction."""
+    acc = {}
+
+    def add(key, lc, la):
+        acc.setdefault(key, []).append((lc, la))
+
+    for seq, classes in EXPECTED.values():
+        for i, cls in enumerate(classes):
+            lc, la = fake_score.given_logprob(seq, i), fake_score.alone_logprob(seq, i)
+            if math.isnan(la):
+                add("first_residue", lc, la)
+                continue
+            add(cls, lc, la)
+            if cls != "copyable":
+                add("not_copyable", lc, la)
+            add("all_residues", lc, la)
+        n = len(seq)
+        add("end", fake_score.given_logprob(seq, n), fake_score.alone_logprob(seq, n))
+    out = {}
+    for key, v in acc.items():
+        k = len(v)
+        out[key] = (k, sum(x for x, _ in v) / k, sum(math.exp(x) for x, _ in v) / k,
+                    sum(y for _, y in v) / k, sum(math.exp(y) for _, y in v) / k)
+    return out
+
+
+def main():
+    studies, work = sys.argv[1:3]
+    sys.path.insert(0, studies)
+    import aligned_copy
+    import indelible_families
+
+    aln = os.path.join(work, "id0.90.aln.fasta")
+    members = os.path.join(work, "id0.90.fasta")
+    with open(aln, "w") as f:
+        f.write(ALIGNMENT)
+    blocks = indelible_families.read_alignment(aln)
+    with open(members, "w") as f:
+        for fam, rows in blocks.items():
+            for m, row in rows[1:]:
+                f.write(f">{fam}_{m}\n{row.replace('-', '')}\n")
+
+    # The classes, straight and through the reader.
+    families = aligned_copy.families_and_queries(members, aln, 0)
+    got = {name: (seq, classes) for _, _, name, seq, classes in families}
+    if got != EXPECTED:
+        fail(f"copy classes {got}, want {EXPECTED}")
+    if [ctx for _, ctx, _, _, _ in families] != [["MKVQLAT", "MRVLSGT"], ["ACE"]]:
+        fail(f"contexts {[ctx for _, ctx, _, _, _ in families]}")
+    print("  classes of the hand-made alignment as written; fam2 (one member) left out")
+
+    # A member that is not its alignment row without gaps is refused, by name.
+    bad = os.path.join(work, "bad.fasta")
+    with open(members) as f, open(bad, "w") as g:
+        g.write(f.read().replace("ADF", "ADY"))
+    try:
+        aligned_copy.families_and_queries(bad, aln, 0)
+        fail("a member that differs from its alignment row was accepted")
+    except indelible_families.Failure as e:
+        if "fam1_m1" not in str(e):
+            fail(f"the refusal does not name fam1_m1: {e}")
+
+    # The whole script against the stand-in tool.
+    tool = os.path.join(work, "performer-score")
+    with open(tool, "w") as f:
+        f.write(f"#!/bin/sh\nexec '{sys.executable}' '{os.path.join(here, 'fake_score.py')}' \"$@\"\n")
+    os.chmod(tool, os.stat(tool).st_mode | stat.S_IXUSR)
+    ckpt = os.path.join(work, "ckpt.h5")
+    open(ckpt, "w").close()
+    out = os.path.join(work, "copy.csv")
+    cmd = [sys.executable, os.path.join(studies, "aligned_copy.py"), "--score", tool, "--checkpoint", ckpt,
+           "--families", members, "--alignment", aln, "--output", out, "--set", "model.features=8"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"aligned_copy.py exited {r.returncode}: {r.stdout}{r.stderr}")
+    with open(out) as f:
+        rows = {row["category"]: row for row in csv.DictReader(f)}
+    want = expected_rows()
+    if set(rows) != set(want):
+        fail(f"CSV rows {sorted(rows)}, want {sorted(want)}")
+    counted = want["all_residues"][0]
+    for key, (n, lc, pc, la, pa) in want.items():
+        row = rows[key]
+        values = [("residues", int(row["residues"]), n), ("logprob_context", float(row["logprob_context"]), lc),
+                  ("prob_context", float(row["prob_context"]), pc)]
+        if key != "first_residue":
+            values += [("logprob_alone", float(row["logprob_alone"]), la),
+                       ("prob_alone", float(row["prob_alone"]), pa),
+                       ("gain_nats", float(row["gain_nats"]), lc - la)]
+        if key not in ("first_residue", "end"):
+            values.append(("fraction", float(row["fraction"]), n / counted))
+        for col, value, expect in values:
+            if abs(value - expect) > 1e-5:
+                fail(f"{key} {col} = {value}, want {expect:.6f}")
+    print(f"  CSV of {len(rows)} rows equals the means by construction "
+          f"(copyable {want['copyable'][0]}, not copyable {want['not_copyable'][0]} residues)")
+
+    # Per-residue values that do not sum to the tool's total are refused.
+    r = subprocess.run(cmd[:-4] + ["--output", os.path.join(work, "bad.csv")], capture_output=True, text=True,
+                       env=dict(os.environ, FAKE_SCORE_BAD="1"))
+    if r.returncode != 1 or "sum to" not in r.stderr or os.path.exists(os.path.join(work, "bad.csv")):
+        fail(f"a per-residue file off the tool's total: exit {r.returncode}, {r.stderr}")
+    print("PASS: aligned_copy.py classes, means and total checks")
+
+
+if __name__ == "__main__":
+    main()
