@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -296,20 +297,19 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   r.get("device", "comm", c.device.comm);
   r.check_unknown();
 
-  auto require = [&](bool ok, const std::string& msg) {
-    if (!ok) throw ConfigError(origin + ": " + msg);
-  };
-  require(run.steps >= 1, "train.steps must be >= 1");
-  require(run.log_interval >= 1, "train.log_interval must be >= 1");
-  require(run.stop_at >= 0, "train.stop_at must be >= 0");
-  require(run.eval_interval >= 0 && run.eval_batches >= 0, "train.eval_interval and train.eval_batches must be >= 0");
-  // A value out of its range names the key, the value and the range.
+
+  // A value out of its range names the key (and the --set that gave it), the value and the range.
   auto in_range = [&](const char* key, auto v, bool ok, const std::string& range) {
     if (ok) return;
     std::ostringstream os;
     os << where_key(origin, set_keys, key) << " = " << v << " is out of range: " << range;
     throw ConfigError(os.str());
   };
+  in_range("train.steps", run.steps, run.steps >= 1, "must be >= 1");
+  in_range("train.log_interval", run.log_interval, run.log_interval >= 1, "must be >= 1");
+  in_range("train.stop_at", run.stop_at, run.stop_at >= 0, "must be >= 0 (0: run to train.steps)");
+  in_range("train.eval_interval", run.eval_interval, run.eval_interval >= 0, "must be >= 0 (0: only at the end)");
+  in_range("train.eval_batches", run.eval_batches, run.eval_batches >= 0, "must be >= 0 (0: the whole split)");
   // The optimizer computes in float32: a finite double may not be a finite float.
   auto finite32 = [](double v) { return std::isfinite(static_cast<float>(v)); };
   in_range("optimizer.lr", lr, finite32(lr) && lr > 0, "must be finite (in float32) and > 0");
@@ -325,21 +325,29 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   in_range("optimizer.weight_decay", weight_decay, finite32(weight_decay) && weight_decay >= 0,
            "must be finite and >= 0");
   in_range("optimizer.clip_norm", o.clip_norm, std::isfinite(o.clip_norm), "must be finite (<= 0 disables clipping)");
-  require(d.sample_length >= 1 && d.batch_size >= 1 && d.prefetch >= 0,
-          "data.sample_length and data.batch_size must be >= 1, data.prefetch >= 0");
-  require(ck.interval >= 0 && ck.keep >= 1, "checkpoint.interval must be >= 0 and checkpoint.keep >= 1");
-  require(p.sp >= 1, "parallel.sp must be >= 1");
-  require(p.bucket_mib >= 1, "parallel.bucket_mib must be >= 1");
-  require(p.timeout_s >= 0 && std::isfinite(p.timeout_s),
-          "parallel.timeout_s must be >= 0 seconds (0: no limit), got " + std::to_string(p.timeout_s));
+  in_range("data.sample_length", d.sample_length, d.sample_length >= 1, "must be >= 1");
+  in_range("data.batch_size", d.batch_size, d.batch_size >= 1, "must be >= 1");
+  in_range("data.prefetch", d.prefetch, d.prefetch >= 0, "must be >= 0");
+  in_range("checkpoint.interval", ck.interval, ck.interval >= 0, "must be >= 0 (0: only at the end and on a stop)");
+  in_range("checkpoint.keep", ck.keep, ck.keep >= 1, "must be >= 1");
+  in_range("parallel.sp", p.sp, p.sp >= 1, "must be >= 1");
+  in_range("parallel.bucket_mib", p.bucket_mib, p.bucket_mib >= 1, "must be >= 1");
+  in_range("parallel.timeout_s", p.timeout_s, p.timeout_s >= 0 && std::isfinite(p.timeout_s),
+           "must be >= 0 seconds (0: no limit)");
   in_range("optimizer.loss_scale_init", o.loss_scale.init, finite32(o.loss_scale.init) && o.loss_scale.init > 0,
            "must be finite (in float32) and > 0");
   in_range("optimizer.loss_scale_window", o.loss_scale.window, o.loss_scale.window >= 1, "must be >= 1");
   in_range("optimizer.max_skipped_steps", o.loss_scale.max_skips, o.loss_scale.max_skips >= 1, "must be >= 1");
-  require(c.device.backend == "auto" || c.device.backend == "cpu" || c.device.backend == "cuda",
-          "device.backend must be auto, cpu or cuda, got '" + c.device.backend + "'");
-  require(c.device.comm == "auto" || c.device.comm == "mpi" || c.device.comm == "nccl" || c.device.comm == "staged",
-          "device.comm must be auto, mpi, nccl or staged, got '" + c.device.comm + "'");
+  auto one_of = [&](const char* key, const std::string& v, std::initializer_list<const char*> names) {
+    std::string list;
+    for (const char* n : names) {
+      if (v == n) return;
+      list += (list.empty() ? "" : ", ") + std::string(n);
+    }
+    throw ConfigError(where_key(origin, set_keys, key) + " must be one of " + list + ", got '" + v + "'");
+  };
+  one_of("device.backend", c.device.backend, {"auto", "cpu", "cuda"});
+  one_of("device.comm", c.device.comm, {"auto", "mpi", "nccl", "staged"});
   try {
     parse_host_streams(c.device.cpu_streams);
   } catch (const ConfigError& e) {
@@ -348,7 +356,13 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   try {
     m.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError(origin + ": " + e.what());
+    // The model's messages name their key ("model.width = 0 is out of
+    // range ..."): blame the --set that gave it, if one did.
+    const std::string what = e.what();
+    static const std::regex model_key("model\\.[a-z_0-9]+");
+    std::smatch key;
+    const auto it = std::regex_search(what, key, model_key) ? set_keys.find(key.str()) : set_keys.end();
+    throw ConfigError((it != set_keys.end() ? "--set '" + it->second + "'" : origin) + ": " + what);
   }
   c.source_text = format_train_config(c);
   return c;

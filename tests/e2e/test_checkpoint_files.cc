@@ -395,6 +395,30 @@ TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
   for (const auto& [assignment, message] : cases)
     EXPECT_NE(error_of({assignment}).find(message), std::string::npos)
         << assignment << " -> " << error_of({assignment});
+  // Integer keys of every section, and the --set that gave the value.
+  const std::vector<std::pair<std::string, std::string>> set_cases = {
+      {"data.batch_size=0", "--set 'data.batch_size=0': data.batch_size = 0 is out of range: must be >= 1"},
+      {"data.sample_length=0", "--set 'data.sample_length=0': data.sample_length = 0 is out of range"},
+      {"data.prefetch=-1", "--set 'data.prefetch=-1': data.prefetch = -1 is out of range: must be >= 0"},
+      {"checkpoint.keep=0", "--set 'checkpoint.keep=0': checkpoint.keep = 0 is out of range: must be >= 1"},
+      {"checkpoint.interval=-5", "--set 'checkpoint.interval=-5': checkpoint.interval = -5 is out of range"},
+      {"train.steps=0", "--set 'train.steps=0': train.steps = 0 is out of range: must be >= 1"},
+      {"train.stop_at=-1", "--set 'train.stop_at=-1': train.stop_at = -1 is out of range"},
+      {"parallel.sp=0", "--set 'parallel.sp=0': parallel.sp = 0 is out of range: must be >= 1"},
+      {"parallel.timeout_s=nan", "--set 'parallel.timeout_s=nan': parallel.timeout_s = nan is out of range"},
+      {"model.width=0", "--set 'model.width=0': "},
+      {"device.comm=\"tcp\"", "--set 'device.comm=\"tcp\"': device.comm must be one of auto, mpi, nccl, staged, got 'tcp'"},
+  };
+  for (const auto& [assignment, message] : set_cases)
+    EXPECT_NE(error_of({assignment}).find(message), std::string::npos)
+        << assignment << " -> " << error_of({assignment});
+  // The same value from a file: the file is named, not a --set.
+  TempDir dir;
+  const std::string file = dir.path + "/run.toml";
+  std::ofstream(file) << "[data]\nbatch_size = 0\n";
+  const std::string from_file = expect_error_of<ConfigError>([&] { load_train_config(file, {}); });
+  EXPECT_NE(from_file.find(file + ": data.batch_size = 0 is out of range"), std::string::npos) << from_file;
+  EXPECT_EQ(from_file.find("--set"), std::string::npos) << from_file;
   // The defaults and ordinary values are accepted.
   const TrainConfig ok = load_train_config("", {"optimizer.beta1=0", "optimizer.weight_decay=0",
                                                 "optimizer.clip_norm=0", "optimizer.lr=1e-30", "optimizer.min_lr=0"});
