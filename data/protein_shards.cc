@@ -10,6 +10,25 @@
 namespace pf {
 
 namespace {
+
+// The stored type of a dataset: an integer of `bytes` bytes and `sign`, else a
+// DataError naming the file, the dataset and what it holds (HDF5 would
+// convert another type silently: -3 in int8 tokens would read as 253).
+void require_integer_type(hid_t dset, const std::string& path, const std::string& name, size_t bytes,
+                          H5T_sign_t sign) {
+  H5Id type(H5Dget_type(dset));
+  const bool integer = type.get() >= 0 && H5Tget_class(type.get()) == H5T_INTEGER;
+  const size_t size = integer ? H5Tget_size(type.get()) : 0;
+  const H5T_sign_t got = integer ? H5Tget_sign(type.get()) : H5T_SGN_ERROR;
+  PF_REQUIRE(DataError, integer && size == bytes && got == sign,
+             "'" << path << "' " << name << " holds "
+                 << (integer ? std::string(got == H5T_SGN_NONE ? "unsigned " : "signed ") + std::to_string(8 * size) +
+                                   "-bit integers"
+                             : std::string("values that are not integers"))
+                 << "; the schema stores " << (sign == H5T_SGN_NONE ? "unsigned " : "signed ") << 8 * bytes
+                 << "-bit integers there");
+}
+
 constexpr int64_t kChunkCacheBytes = 8 << 20;  // per dataset: a few decompressed chunks
 constexpr int64_t kCheckBlock = 1 << 16;       // offsets read per block by check_offsets (512 KiB)
 
@@ -74,6 +93,8 @@ ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::s
     H5Id group = h5_open_group(s.file, split);
     s.tokens = h5_open_dataset(group, "tokens", kChunkCacheBytes);
     s.offsets = h5_open_dataset(group, "offsets", kChunkCacheBytes);
+    require_integer_type(s.tokens, path, "/" + split + "/tokens", 1, H5T_SGN_NONE);
+    require_integer_type(s.offsets, path, "/" + split + "/offsets", 8, H5T_SGN_2);
     const SplitExtent e = check_split(group, path, split);
     s.proteins = e.sequences;
     s.residues = e.residues;
@@ -131,6 +152,10 @@ int64_t ProteinShards::read_offset(Shard& s, int64_t i) {
 void ProteinShards::read_tokens(Shard& s, int64_t first, int64_t count, uint8_t* out) {
   if (count == 0) return;
   h5_read_range(s.tokens, first, count, out);
+  for (int64_t i = 0; i < count; ++i)
+    PF_REQUIRE(DataError, out[i] < Vocab::kSize,
+               "'" << s.path << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]}
+                   << " is not a token of the vocabulary (0-" << Vocab::kSize - 1 << ")");
   token_bytes_ += count;
   ++reads_;
 }

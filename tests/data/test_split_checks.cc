@@ -6,7 +6,7 @@
 // entry, before they allocate what the offsets claim: each runs in a child
 // process under a 1 GiB address-space limit that the unchecked audit (2.9 GB
 // for a gap of 3e9) exceeds. A split with no protein is named when a loader
-// reads it.
+// reads it; tokens of another type or outside the vocabulary are named.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -95,6 +95,50 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
         },
         pieces))
         << "loader";
+  }
+}
+
+// Tokens stored as another integer type (HDF5 would convert int8 -3 to 253
+// silently), or a value outside the vocabulary: a DataError naming the file,
+// the dataset and (for a value) the index and the value.
+TEST(SplitChecks, TokensOfAnotherTypeOrOutsideTheVocabularyAreNamed) {
+  test::TempDir dir;
+  const std::string path = dir.file("tokens.h5");
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  o.output = path;
+  prepare_dataset(o);
+  std::vector<uint8_t> good;
+  {
+    H5Id f = h5_open_file(path);
+    good = h5_read_array<uint8_t>(H5Id(h5_open_group(f, "train")), "tokens");
+  }
+  auto replace_tokens = [&](auto values) {
+    H5Id f = h5_open_file(path, true);
+    H5Id g = h5_open_group(f, "train");
+    H5Ldelete(g, "tokens", H5P_DEFAULT);
+    h5_write_vector(g, "tokens", values);
+  };
+  LoaderOptions lo;
+  lo.files = {path};
+  lo.sample_length = 64;
+  replace_tokens(std::vector<int8_t>(good.begin(), good.end()));
+  try {
+    DataLoader loader(lo);
+    ADD_FAILURE() << "int8 tokens were read";
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'" + path + "' /train/tokens holds signed 8-bit integers"), std::string::npos) << m;
+  }
+  replace_tokens(std::vector<uint8_t>(good.size(), 40));
+  try {
+    DataLoader loader(lo);
+    loader.next();
+    ADD_FAILURE() << "a token of 40 was read";
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'" + path + "' /train/tokens["), std::string::npos) << m;
+    EXPECT_NE(m.find("] = 40 is not a token of the vocabulary (0-28)"), std::string::npos) << m;
   }
 }
 
