@@ -199,11 +199,16 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   return st.loader;
 }
 
-int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+void require_loadable_parameters(const std::string& path, const TrainConfig& cfg) {
   // The stored model is compared before any tensor is read, so another shape
   // is a ConfigError naming each key, not a shape error of the first tensor.
   require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
                            "cannot load these parameters into this model");
+  check_checkpoint_tensors(path, ParamLayout(cfg.model), false);
+}
+
+int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+  require_loadable_parameters(path, cfg);
   const CheckpointState st = read_checkpoint_params(path, trainer.model().layout());
   to_device(trainer.model().params(), st.params);
   return st.step;
