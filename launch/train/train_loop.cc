@@ -13,6 +13,7 @@
 
 #include "data/clusters.h"
 #include "data/h5.h"
+#include "data/paths.h"
 #include "data/schema.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/data_identity.h"
@@ -298,6 +299,45 @@ void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t 
   }
 }
 
+// A resume continues the run that wrote its checkpoint, and saves its next
+// checkpoints in checkpoint.dir under the names of their steps. Where that
+// folder holds another run's checkpoints, those at steps it saves again would
+// be replaced, and --resume auto would then choose between two runs: the
+// resume is refused, naming both runs and their files, before anything is
+// changed. Files whose metadata does not read are not known to be another
+// run's (a damaged checkpoint, which --resume auto skips).
+void require_own_folder(const std::string& dir, const std::string& resumed, const CheckpointState& metadata) {
+  if (dir.empty()) return;
+  auto run_name = [](const std::string& id) {
+    return id.empty() ? std::string("a run without a run id") : "run " + id;
+  };
+  std::string others;
+  int64_t count = 0;
+  for (const std::string& f : list_checkpoints(dir)) {
+    if (same_file(f, resumed)) continue;
+    CheckpointState other;
+    try {
+      other = read_checkpoint_metadata(f);
+    } catch (const Error&) {
+      continue;
+    }
+    if (other.run_id == metadata.run_id) continue;
+    others += "\n  " + f + " (" + run_name(other.run_id) + ", step " + std::to_string(other.step) +
+              (other.step > metadata.step ? ": the resumed run would replace it when it saves that step)" : ")");
+    ++count;
+  }
+  std::string home = std::filesystem::path(resumed).parent_path().string();
+  if (home.empty()) home = ".";
+  PF_REQUIRE(ConfigError, count == 0,
+             "checkpoint.dir = '" << dir << "' holds " << count << " checkpoint(s) of another run than the one "
+                                  << "resumed ('" << resumed << "', " << run_name(metadata.run_id) << " at step "
+                                  << metadata.step << ", from the folder '" << home << "'):" << others
+                                  << "\nA resume saves its checkpoints in checkpoint.dir under the names of their "
+                                     "steps, never over another run's. Nothing was changed: resume into the folder "
+                                     "of that checkpoint (checkpoint.dir = '"
+                                  << home << "') or into an empty one");
+}
+
 }  // namespace
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
@@ -337,6 +377,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
     int restart = 0;
     session.root_check([&] {
+      require_own_folder(cfg.checkpoint.dir, resume_path, metadata);
       restart = check_resumed_data(cfg, resume_path, metadata, data, log) ? 1 : 0;
       set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), log);
     });
