@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
       text = pf::h5_read_attr_string(f, "config");
     }
     pf::TrainConfig cfg = pf::parse_train_config_text(text, checkpoint, overrides);
+    // Before anything is built from the stored configuration (its sizes are
+    // only as sound as the file that declares them).
+    pf::require_loadable_parameters(checkpoint, cfg);
     PF_REQUIRE(pf::ConfigError, size % cfg.parallel.sp == 0,
                "parallel.sp = " << cfg.parallel.sp << " (from the checkpoint or --set) does not divide the " << size
                                 << " launched rank(s): evaluate with --set parallel.sp=" << suggested_sp(cfg, size)

@@ -50,6 +50,16 @@ TrainConfig read_checkpoint_config(const std::string& path, const std::vector<st
   TrainConfig cfg = parse_train_config_text(metadata.config_text, path, overrides);
   require_protein_vocabulary(path, cfg.model);
   require_compatible_model(path, metadata, cfg.model, true, "cannot load these parameters into this model");
+  // Before a model is built from the stored configuration, whose sizes are
+  // only as sound as the file: its tensors must be declared and stored there.
+  try {
+    check_checkpoint_tensors(path, ParamLayout(cfg.model), false);
+  } catch (const Error& e) {
+    throw ConfigError(path +
+                      ": the stored tensors do not fit the stored model configuration (another model "
+                      "layout, or a damaged file): " +
+                      e.what());
+  }
   return cfg;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -76,18 +77,58 @@ void write_tensors(hid_t group, const ParamLayout& layout, const std::vector<flo
   }
 }
 
+// Every tensor of `layout` in `group` as the reader will read it: present,
+// float32, of the layout's shape, in chunks no larger than that shape, and
+// its data stored in the file (at least 4 bytes an element, so a declared
+// shape is backed by the file's own bytes). Checked for every tensor before
+// any is read: what a reader allocates is what the model needs, never what
+// a file declares.
+void check_tensors(hid_t group, const ParamLayout& layout, const std::string& path, const std::string& where) {
+  for (const ParamSlice& s : layout.slices()) {
+    const std::string name = where + "/" + s.name;
+    PF_REQUIRE(DataError, h5_exists(group, s.name),
+               path << ": " << name << " is missing (the checkpoint is from another model)");
+    H5Id d = h5_open_dataset(group, s.name);
+    const std::vector<int64_t> shape = h5_dataset_shape(d);
+    PF_REQUIRE(DataError, shape == s.shape,
+               path << ": " << name << " has shape " << shape_str(shape) << ", the model needs " << shape_str(s.shape));
+    H5Id type(H5Dget_type(d));
+    PF_H5_CHECK(type.get());
+    PF_REQUIRE(DataError, H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == sizeof(float),
+               path << ": " << name << " is not stored as float32");
+    H5Id plist(H5Dget_create_plist(d));
+    PF_H5_CHECK(plist.get());
+    if (H5Pget_layout(plist) == H5D_CHUNKED) {
+      std::vector<hsize_t> chunk(shape.size());
+      PF_REQUIRE(DataError,
+                 H5Pget_chunk(plist, static_cast<int>(chunk.size()), chunk.data()) == static_cast<int>(chunk.size()),
+                 path << ": " << name << " has chunks of another rank than its shape " << shape_str(shape));
+      for (size_t i = 0; i < chunk.size(); ++i)
+        PF_REQUIRE(DataError, static_cast<int64_t>(chunk[i]) <= shape[i],
+                   path << ": " << name << " of shape " << shape_str(shape) << " declares chunks of "
+                        << shape_str(std::vector<int64_t>(chunk.begin(), chunk.end())) << ", larger than itself");
+    }
+    const int64_t bytes = s.numel * static_cast<int64_t>(sizeof(float));
+    const int64_t stored = static_cast<int64_t>(H5Dget_storage_size(d));
+    PF_REQUIRE(DataError, stored >= bytes,
+               path << ": " << name << " of shape " << shape_str(shape) << " (" << bytes << " bytes) has only "
+                    << stored << " bytes stored in the file");
+  }
+}
+
+// Reads every tensor of `layout` (checked by check_tensors) into one flat
+// buffer, refusing a value that is not finite: the trainer never saves one.
 std::vector<float> read_tensors(hid_t group, const ParamLayout& layout, const std::string& path,
                                 const std::string& where) {
   std::vector<float> flat(static_cast<size_t>(layout.total()));
   for (const ParamSlice& s : layout.slices()) {
-    PF_REQUIRE(DataError, h5_exists(group, s.name),
-               path << ": " << where << "/" << s.name << " is missing (the checkpoint is from another model)");
-    std::vector<int64_t> shape;
-    const std::vector<float> v = h5_read_array<float>(group, s.name, &shape);
-    PF_REQUIRE(DataError, shape == s.shape,
-               path << ": " << where << "/" << s.name << " has shape " << shape_str(shape) << ", the model needs "
-                    << shape_str(s.shape));
-    std::copy(v.begin(), v.end(), flat.begin() + s.offset);
+    H5Id d = h5_open_dataset(group, s.name);
+    float* v = flat.data() + s.offset;
+    h5_read_array_raw(d, H5T_NATIVE_FLOAT, v);
+    const float* bad = std::find_if(v, v + s.numel, [](float x) { return !std::isfinite(x); });
+    PF_REQUIRE(DataError, bad == v + s.numel,
+               path << ": " << where << "/" << s.name << " holds " << *bad << " (element " << bad - v
+                    << "): a checkpoint holds finite values only");
   }
   return flat;
 }
@@ -226,19 +267,22 @@ CheckpointState read_checkpoint_metadata(const std::string& path) {
 
 namespace {
 
-// read_checkpoint_metadata, then the parameters and, with `moments`, AdamW's m and v.
+// The groups of tensors a reader reads: /params and, with `moments`, AdamW's m and v.
+std::vector<std::string> tensor_groups(bool moments) {
+  if (moments) return {"params", "optimizer/m", "optimizer/v"};
+  return {"params"};
+}
+
+// read_checkpoint_metadata, then every tensor checked, then read.
 CheckpointState read_checkpoint_tensors(const std::string& path, const ParamLayout& layout, bool moments) {
   CheckpointState st = read_checkpoint_metadata(path);
+  check_checkpoint_tensors(path, layout, moments);
   try {
     H5Id file = h5_open_file(path);
-    H5Id params = h5_open_group(file, "params");
-    st.params = read_tensors(params, layout, path, "/params");
-    if (moments) {
-      H5Id gm = h5_open_group(file, "optimizer/m");
-      st.m = read_tensors(gm, layout, path, "/optimizer/m");
-      H5Id gv = h5_open_group(file, "optimizer/v");
-      st.v = read_tensors(gv, layout, path, "/optimizer/v");
-    }
+    std::vector<float>* const into[] = {&st.params, &st.m, &st.v};  // in the order of tensor_groups
+    const std::vector<std::string> groups = tensor_groups(moments);
+    for (size_t i = 0; i < groups.size(); ++i)
+      *into[i] = read_tensors(h5_open_group(file, groups[i]), layout, path, "/" + groups[i]);
   } catch (const Hdf5Error& e) {
     throw DataError(path + ": damaged checkpoint (a dataset failed to read or its checksum failed): " + e.what());
   }
@@ -246,6 +290,15 @@ CheckpointState read_checkpoint_tensors(const std::string& path, const ParamLayo
 }
 
 }  // namespace
+
+void check_checkpoint_tensors(const std::string& path, const ParamLayout& layout, bool moments) {
+  try {
+    H5Id file = h5_open_file(path);
+    for (const std::string& g : tensor_groups(moments)) check_tensors(h5_open_group(file, g), layout, path, "/" + g);
+  } catch (const Hdf5Error& e) {
+    throw DataError(path + ": damaged checkpoint (a dataset's declaration failed to read): " + e.what());
+  }
+}
 
 CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout) {
   return read_checkpoint_tensors(path, layout, true);

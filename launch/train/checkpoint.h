@@ -64,8 +64,18 @@ void write_checkpoint(const std::string& path, const CheckpointState& state, con
 // optimizer's step (DataError naming the file and what is wrong). The
 // returned state has empty params, m and v.
 CheckpointState read_checkpoint_metadata(const std::string& path);
-// read_checkpoint_metadata, then every tensor present with the expected shape
-// and its checksum. DataError / Hdf5Error naming the file and what is wrong.
+// Checks, before any tensor is allocated or read, what the file declares for
+// each tensor of `layout` (/params and, with `moments`, /optimizer/m and /v):
+// present, float32, the layout's shape, chunks within it, and that many
+// bytes stored in the file. A DataError names the file, the tensor, the
+// declared and the expected shape. So a reader allocates what the model
+// needs, not what a file claims, and a model built from a checkpoint's own
+// configuration is no larger than what the file holds: the tools that build
+// one call this before they allocate it.
+void check_checkpoint_tensors(const std::string& path, const ParamLayout& layout, bool moments);
+// read_checkpoint_metadata, check_checkpoint_tensors, then every tensor with
+// its checksum, each value finite. DataError / Hdf5Error naming the file and
+// what is wrong (a tensor holding NaN or Inf: the tensor and the element).
 CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout);
 // The same without the optimizer moments (m and v stay empty): for tools that
 // only evaluate or run the model.

@@ -69,10 +69,9 @@ bool read_owner(int fd, LockOwner* o) {
   return true;
 }
 
-// An exclusive lock on the whole file: an open-file-description lock where
-// the kernel has them (so that two locks in one process conflict too), else
-// a classic record lock. 0, or the errno.
-int try_lock(int fd) {
+}  // namespace
+
+int lock_whole_file(int fd) {
   struct flock fl {};
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
@@ -83,7 +82,20 @@ int try_lock(int fd) {
   return ::fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno;
 }
 
-}  // namespace
+bool read_lock_owner(const std::string& path, LockOwner* owner) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool found = read_owner(fd, owner);
+  ::close(fd);
+  return found;
+}
+
+std::string metrics_lock_path(const std::string& metrics) {
+  std::error_code ec;
+  fs::path resolved = fs::weakly_canonical(fs::absolute(metrics), ec);
+  if (ec) resolved = fs::absolute(metrics).lexically_normal();
+  return resolved.string() + ".lock";
+}
 
 std::string LockOwner::str() const {
   return "run " + run_id + " (host " + host + ", pid " + std::to_string(pid) + ", started " + utc_time(started) + ")";
@@ -125,7 +137,7 @@ RunLock::RunLock(const std::string& path, const std::string& what, const std::st
   PF_REQUIRE(ConfigError, fd_ >= 0, what << ": cannot open the lock file '" << path_ << "': " << std::strerror(errno));
   // The record is read once the lock is decided: held by us, it is what the
   // last owner left (empty after a clean end); refused, it names the owner.
-  const int err = try_lock(fd_);
+  const int err = lock_whole_file(fd_);
   LockOwner previous;
   const bool had_owner = read_owner(fd_, &previous);
   if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {

@@ -1,7 +1,9 @@
 // One run per folder: an exclusive lock on "<dir>/.performer-lock" (and on
-// "<metrics>.lock" when train.metrics lies outside checkpoint.dir) with an
+// "<metrics>.lock" beside the file that train.metrics resolves to) with an
 // owner record, taken by performer-train's rank 0 before it reads or writes
-// anything there (docs/checkpoints.md#one-run-per-folder).
+// anything there (docs/checkpoints.md#one-run-per-folder). The metrics file
+// itself is locked too (metrics_log.h), so that a second name of it (a
+// symbolic or hard link) finds it held.
 //
 // The lock is a POSIX record lock (fcntl F_SETLK) on the lock file: the
 // kernel (or, on NFS, the lock manager) drops it when the process ends in any
@@ -48,6 +50,17 @@ class RunLock {
 
 // The lock file of a folder ("<dir>/.performer-lock").
 std::string run_lock_path(const std::string& dir);
+// The lock file of train.metrics: "<file>.lock" beside the file the path
+// resolves to (symbolic links followed), so every name that resolves to one
+// file finds one owner record.
+std::string metrics_lock_path(const std::string& metrics);
+// An exclusive lock on the whole open file `fd` (an open-file-description
+// lock where the kernel has them, so that two in one process conflict too,
+// else a record lock), released when the file is closed: 0, or the errno
+// (EAGAIN or EACCES: another holds it; ENOLCK: the filesystem has no locks).
+int lock_whole_file(int fd);
+// The owner record in the lock file `path`; false when there is none.
+bool read_lock_owner(const std::string& path, LockOwner* owner);
 // Creates `dir` when missing and checks that it takes new files (one made
 // and removed). ConfigError naming `key`, the folder and the reason: a
 // regular file of that name, no permission, a read-only filesystem.

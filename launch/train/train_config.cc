@@ -382,7 +382,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     }
   }
   const std::map<std::string, std::string> set_keys = apply_overrides(root, overrides);
-  return read_config(root, path.empty() ? std::string("configuration") : path, set_keys);
+  TrainConfig c = read_config(root, path.empty() ? std::string("configuration") : path, set_keys);
+  c.source_path = path;
+  return c;
 }
 
 TrainConfig parse_train_config_text(const std::string& text, const std::string& origin,

@@ -88,6 +88,7 @@ struct TrainConfig {
   ParallelConfig parallel;
   DeviceConfig device;
   std::string source_text;  // the resolved configuration as TOML (stored in checkpoints)
+  std::string source_path;  // the file it was read from ("" for defaults and --set alone): an input of the run
 };
 
 // Reads `path` ("" = defaults only), applies "section.key=value" overrides.

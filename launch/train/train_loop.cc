@@ -6,20 +6,19 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "data/clusters.h"
 #include "data/h5.h"
+#include "data/paths.h"
 #include "data/schema.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/data_identity.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
 #include "launch/train/stop_signal.h"
-#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/comm.h"
@@ -135,41 +134,6 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
   DataLoader probe(o);
 }
 
-// A run resumed at `step` logs the steps after it again: the lines that a
-// crashed run wrote past its last checkpoint are dropped, so that each step
-// (and each validation) appears once. A line cut short by the crash is
-// dropped too. Rewritten through a temporary file and a rename; returns the
-// number of lines dropped.
-int64_t keep_metrics_through(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return 0;
-  std::string kept, line;
-  int64_t dropped = 0;
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    bool keep = j.is_object();
-    if (keep) {
-      const nlohmann::json& record = j.contains("eval") ? j["eval"] : j;
-      if (record.is_object() && record.contains("step") && record["step"].is_number_integer())
-        keep = record["step"].get<int64_t>() <= step;
-    }
-    if (keep)
-      kept += line + "\n";
-    else
-      ++dropped;
-  }
-  in.close();
-  if (dropped == 0) return 0;
-  // The temporary file is removed when the rewrite fails (a full disk).
-  write_then_rename(path, [&](const std::string& tmp) {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    out.flush();
-    PF_REQUIRE(IoError, out.good(), "cannot write '" << tmp << "' (rewriting train.metrics)");
-  });
-  return dropped;
-}
-
 }  // namespace
 
 LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
@@ -199,11 +163,16 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   return st.loader;
 }
 
-int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+void require_loadable_parameters(const std::string& path, const TrainConfig& cfg) {
   // The stored model is compared before any tensor is read, so another shape
   // is a ConfigError naming each key, not a shape error of the first tensor.
   require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
                            "cannot load these parameters into this model");
+  check_checkpoint_tensors(path, ParamLayout(cfg.model), false);
+}
+
+int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
+  require_loadable_parameters(path, cfg);
   const CheckpointState st = read_checkpoint_params(path, trainer.model().layout());
   to_device(trainer.model().params(), st.params);
   return st.step;
@@ -211,13 +180,38 @@ int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer
 
 namespace {
 
+// What train.metrics must never be: the run's inputs (the data files, the
+// configuration file, the checkpoint it starts from), the checkpoint folder
+// and the checkpoints in it, and the lock files.
+std::vector<GuardedPath> metrics_guarded(const TrainConfig& cfg, const std::string& metrics_lock) {
+  std::vector<GuardedPath> guarded;
+  for (size_t i = 0; i < cfg.data.files.size(); ++i)
+    guarded.push_back({cfg.data.files[i], "data.files[" + std::to_string(i) + "]"});
+  if (!cfg.source_path.empty()) guarded.push_back({cfg.source_path, "the configuration file"});
+  if (!cfg.checkpoint.resume.empty() && cfg.checkpoint.resume != "auto")
+    guarded.push_back({cfg.checkpoint.resume, "checkpoint.resume"});
+  if (!cfg.checkpoint.init_from.empty()) guarded.push_back({cfg.checkpoint.init_from, "checkpoint.init_from"});
+  const std::string& dir = cfg.checkpoint.dir;
+  if (!dir.empty()) {
+    guarded.push_back({dir, "checkpoint.dir"});
+    guarded.push_back({run_lock_path(dir), "the lock file of checkpoint.dir"});
+    // (checkpoints, checkpoints set aside and temporary ones)
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().filename().string().rfind("ckpt-", 0) == 0)
+        guarded.push_back({e.path().string(), "a checkpoint in checkpoint.dir"});
+  }
+  guarded.push_back({metrics_lock, "the lock file of train.metrics"});
+  return guarded;
+}
+
 // Checked before step 1, on rank 0, which alone writes there: each folder
 // takes new files, and no other live run holds it (run_lock.h). A fresh run
 // (no checkpoint.resume) refuses a checkpoint.dir that already holds
 // checkpoints: it would mix its own with them, and a later --resume auto
-// would pick whichever is newest.
+// would pick whichever is newest. train.metrics is claimed (metrics_log.h):
+// never an input, a checkpoint or a lock, and locked on the file itself.
 void take_folders(const TrainConfig& cfg, const std::string& run_id, std::vector<std::unique_ptr<RunLock>>& locks,
-                  std::ostream& log) {
+                  MetricsLog& metrics, std::ostream& log) {
   namespace fs = std::filesystem;
   std::string note;
   const std::string& dir = cfg.checkpoint.dir;
@@ -236,16 +230,14 @@ void take_folders(const TrainConfig& cfg, const std::string& run_id, std::vector
     }
   }
   if (!cfg.run.metrics.empty()) {
-    const fs::path mp = fs::absolute(cfg.run.metrics).lexically_normal();
-    const fs::path folder = mp.parent_path();
+    const fs::path folder = fs::absolute(cfg.run.metrics).lexically_normal().parent_path();
     require_writable_folder(folder.string(), "train.metrics = '" + cfg.run.metrics + "'");
-    PF_REQUIRE(ConfigError, !fs::is_directory(mp),
-               "train.metrics = '" << cfg.run.metrics << "' is a folder: name a file");
-    // A lock of its own wherever it lies: another run may name the same file
-    // with another checkpoint.dir.
+    // The owner record lies beside the file the path resolves to: another
+    // run may name the same file with another checkpoint.dir, or through a link.
+    const std::string lock = metrics_lock_path(cfg.run.metrics);
+    metrics = MetricsLog(cfg.run.metrics, metrics_guarded(cfg, lock), lock);
     note.clear();
-    locks.push_back(std::make_unique<RunLock>(cfg.run.metrics + ".lock", "train.metrics = '" + cfg.run.metrics + "'",
-                                              run_id, &note));
+    locks.push_back(std::make_unique<RunLock>(lock, "train.metrics = '" + cfg.run.metrics + "'", run_id, &note));
     if (!note.empty()) log << note << "\n";
   }
 }
@@ -293,6 +285,45 @@ void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t 
   }
 }
 
+// A resume continues the run that wrote its checkpoint, and saves its next
+// checkpoints in checkpoint.dir under the names of their steps. Where that
+// folder holds another run's checkpoints, those at steps it saves again would
+// be replaced, and --resume auto would then choose between two runs: the
+// resume is refused, naming both runs and their files, before anything is
+// changed. Files whose metadata does not read are not known to be another
+// run's (a damaged checkpoint, which --resume auto skips).
+void require_own_folder(const std::string& dir, const std::string& resumed, const CheckpointState& metadata) {
+  if (dir.empty()) return;
+  auto run_name = [](const std::string& id) {
+    return id.empty() ? std::string("a run without a run id") : "run " + id;
+  };
+  std::string others;
+  int64_t count = 0;
+  for (const std::string& f : list_checkpoints(dir)) {
+    if (same_file(f, resumed)) continue;
+    CheckpointState other;
+    try {
+      other = read_checkpoint_metadata(f);
+    } catch (const Error&) {
+      continue;
+    }
+    if (other.run_id == metadata.run_id) continue;
+    others += "\n  " + f + " (" + run_name(other.run_id) + ", step " + std::to_string(other.step) +
+              (other.step > metadata.step ? ": the resumed run would replace it when it saves that step)" : ")");
+    ++count;
+  }
+  std::string home = std::filesystem::path(resumed).parent_path().string();
+  if (home.empty()) home = ".";
+  PF_REQUIRE(ConfigError, count == 0,
+             "checkpoint.dir = '" << dir << "' holds " << count << " checkpoint(s) of another run than the one "
+                                  << "resumed ('" << resumed << "', " << run_name(metadata.run_id) << " at step "
+                                  << metadata.step << ", from the folder '" << home << "'):" << others
+                                  << "\nA resume saves its checkpoints in checkpoint.dir under the names of their "
+                                     "steps, never over another run's. Nothing was changed: resume into the folder "
+                                     "of that checkpoint (checkpoint.dir = '"
+                                  << home << "') or into an empty one");
+}
+
 }  // namespace
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
@@ -303,9 +334,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   check_splits(cfg, grid);
   RunRecord record{new_run_id(), ""};
   std::vector<std::unique_ptr<RunLock>> locks;
+  MetricsLog metrics;                  // on rank 0, which writes it
   std::vector<DataFileIdentity> data;  // on rank 0, which writes the checkpoints
   session.root_check([&] {
-    take_folders(cfg, record.run_id, locks, log);
+    take_folders(cfg, record.run_id, locks, metrics, log);
     data = data_identities(cfg.data.files);
     record.data_json = data_identities_json(data);
   });
@@ -332,6 +364,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
     int restart = 0;
     session.root_check([&] {
+      require_own_folder(cfg.checkpoint.dir, resume_path, metadata);
       restart = check_resumed_data(cfg, resume_path, metadata, data, log) ? 1 : 0;
       set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), log);
     });
@@ -359,16 +392,12 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                     << " sample(s) of data.sample_length = " << cfg.data.sample_length
                                     << ", fewer than one step takes (dp " << grid.dp_size() << " x data.batch_size "
                                     << cfg.data.batch_size << "): lower data.batch_size or use more data");
-  MetricsLog metrics;
   session.root_check([&] {
     if (cfg.run.metrics.empty()) return;
-    if (trainer.step() > 0) {
-      const int64_t dropped = keep_metrics_through(cfg.run.metrics, trainer.step());
-      if (dropped > 0)
-        log << "train.metrics: dropped " << dropped << " line(s) past step " << trainer.step()
-            << " (written after the checkpoint by the run that stopped; this run logs those steps again)\n";
-    }
-    metrics = MetricsLog(cfg.run.metrics, trainer.step() > 0);
+    const int64_t dropped = metrics.start(trainer.step(), record.run_id);
+    if (dropped > 0)
+      log << "train.metrics: dropped " << dropped << " line(s) past step " << trainer.step()
+          << " (written after the checkpoint by the run that stopped; this run logs those steps again)\n";
   });
   auto validate = [&] {
     session.watchdog().set_phase("the validation after step " + std::to_string(trainer.step()));
@@ -385,8 +414,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                      {"loss", e.loss()},
                                      {"ppl", e.perplexity()},
                                      {"accuracy", e.accuracy()},
-                                     {"tokens", e.tokens}}}}
-                        .dump(),
+                                     {"tokens", e.tokens}}}},
                     trainer.step());
     }
     out.validation = e;
@@ -471,8 +499,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                                      {"other", st.model.other},
                                      {"allreduce", st.allreduce},
                                      {"allreduce_exposed", st.allreduce_exposed},
-                                     {"optimizer", st.optimizer}}}}
-                        .dump(),
+                                     {"optimizer", st.optimizer}}}},
                     done);
     if (stop[0] != 0 || stop[1] != 0) {
       if (root) {

@@ -45,5 +45,11 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
 // checkpoint.init_from and for evaluating a checkpoint with another attention
 // (performer-eval). Returns the checkpoint's step.
 int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
+// The checks of load_parameters, reading no tensor: the stored model against
+// `cfg` (ConfigError listing the keys), then what the file declares for each
+// parameter (check_checkpoint_tensors, a DataError). performer-eval builds its
+// model from the checkpoint's own configuration and calls this before it
+// allocates one.
+void require_loadable_parameters(const std::string& path, const TrainConfig& cfg);
 
 }  // namespace pf

@@ -2,10 +2,14 @@
 // truncated, corrupted or foreign file, one whose metadata was changed and one
 // from an incompatible model are refused with a message that says why; a
 // writer killed with SIGKILL in the middle of a save leaves the previous
-// checkpoint intact and loadable; every kind of configuration mistake names
-// its key (and a value out of range, the value and the range).
+// checkpoint intact and loadable; crafted declarations (a tensor of 2^51
+// elements, a model of 576 TiB in a small file) are refused before anything
+// is allocated, under an address-space limit, and a tensor holding NaN or Inf
+// is refused by name; every kind of configuration mistake names its key (and
+// a value out of range, the value and the range).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,11 +18,14 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "data/h5.h"
+#include "launch/infer/checkpoint_model.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/train_config.h"
+#include "launch/train/train_loop.h"
 #include "model/model.h"
 #include "runtime/exec.h"
 #include "runtime/random.h"
@@ -342,6 +349,184 @@ TEST(CheckpointFiles, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   EXPECT_EQ(read_checkpoint(previous, layout).params, st.params);
   prune_checkpoints(dir.path, 3, "any run");  // removes the dead writer's temporary file
   EXPECT_FALSE(fs::exists(tmp));
+}
+
+// Bytes of address space this process maps now.
+int64_t address_space_now() {
+  std::ifstream in("/proc/self/statm");
+  int64_t pages = 0;
+  in >> pages;
+  return pages * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// fn in a child process whose address space may grow by `headroom` bytes at
+// most (RLIMIT_AS, as tests/data/test_split_checks.cc does): the message of
+// the Err it throws. Another error, running out of memory (what a reader that
+// allocates what a file declares does) or no error is a test failure ("").
+template <typename Err>
+std::string error_in_child(const std::function<void()>& fn, int64_t headroom = int64_t{256} << 20) {
+  int pipe_fds[2];
+  EXPECT_EQ(::pipe(pipe_fds), 0);
+  const rlim_t cap = static_cast<rlim_t>(address_space_now() + headroom);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    const rlimit limit{cap, cap};
+    ::setrlimit(RLIMIT_AS, &limit);
+    std::string said = "no error";
+    int code = 1;
+    try {
+      fn();
+    } catch (const Err& e) {
+      said = e.what();
+      code = 0;
+    } catch (const std::exception& e) {  // std::bad_alloc included
+      said = std::string("another error: ") + e.what();
+      code = 2;
+    }
+    const ssize_t ignored = ::write(pipe_fds[1], said.data(), said.size());
+    (void)ignored;
+    ::_exit(code);
+  }
+  ::close(pipe_fds[1]);
+  std::string said;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child said: " << said;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? said : "";
+}
+
+// Replaces the dataset `name` of a checkpoint with a float32 one that declares
+// `dims` and stores nothing (chunked, no chunk written): a file of a few KB.
+void declare_unstored(const std::string& path, const std::string& name, const std::vector<int64_t>& dims) {
+  H5Id f = h5_open_file(path, true);
+  if (h5_exists(f, name)) {
+    ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0) << name;
+  }
+  const std::vector<hsize_t> d(dims.begin(), dims.end());
+  std::vector<hsize_t> chunk(d.size(), 1);
+  chunk.back() = std::min<hsize_t>(d.back(), 1024);
+  H5Id space(H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr));
+  H5Id plist(H5Pcreate(H5P_DATASET_CREATE));
+  ASSERT_GE(H5Pset_chunk(plist, static_cast<int>(chunk.size()), chunk.data()), 0);
+  H5Id dset(H5Dcreate2(f, name.c_str(), H5T_NATIVE_FLOAT, space, H5P_DEFAULT, plist, H5P_DEFAULT));
+  ASSERT_TRUE(dset.valid()) << name;
+}
+
+// A dataset declaring 2^28 elements (1 GiB) or 2^51 in a small file: refused
+// with the declared and the expected shape before the reader allocates
+// either, by the trainer's reader and by the tools' (params only).
+TEST(CheckpointBounds, CraftedTensorShapesAreRefusedBeforeAllocation) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  const std::string good = checkpoint_path(dir.path, 1);
+  write_checkpoint(good, make_state(m, 1, 1), layout, m);
+  struct Case {
+    std::string tensor;
+    std::vector<int64_t> declared;
+  };
+  for (const Case& c : {Case{"params/embedding", {262144, 1024}}, Case{"params/embedding", {int64_t{1} << 31, 1 << 20}},
+                        Case{"optimizer/v/layer1.ffn1.weight", {int64_t{1} << 31, 1 << 20}}}) {
+    const std::string path = dir.path + "/crafted.h5";
+    fs::remove(path);
+    fs::copy_file(good, path);
+    declare_unstored(path, c.tensor, c.declared);
+    EXPECT_LT(fs::file_size(path), 1u << 20);  // a small model's file
+    const std::string name = c.tensor.substr(c.tensor.rfind('/') + 1);
+    const std::string declared = shape_str(c.declared), expected = shape_str(layout.find(name).shape);
+    SCOPED_TRACE(c.tensor + " " + declared);
+    const std::string w = error_in_child<DataError>([&] { read_checkpoint(path, layout); });
+    for (const std::string& piece :
+         std::vector<std::string>{path, "/" + c.tensor, "has shape " + declared, "the model needs " + expected})
+      EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+    if (c.tensor.rfind("params/", 0) == 0) {
+      EXPECT_NE(error_in_child<DataError>([&] { read_checkpoint_params(path, layout); }).find(declared),
+                std::string::npos);
+    }
+  }
+}
+
+// A checkpoint whose stored configuration asks for a model of 576 TiB (the
+// largest each shape key allows, with the checksum computed again, as a
+// crafter would) over a small model's tensors: the tools that build the model
+// from that configuration refuse it before they allocate it. So does a file
+// that declares each tensor of a 640 GB model and stores none.
+TEST(CheckpointBounds, AStoredConfigurationLargerThanItsFileIsRefusedBeforeTheModelIsBuilt) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  ModelConfig huge = small_model(65536);
+  huge.ffn = 1 << 20;
+  huge.layers = 1024;
+  EXPECT_GT(ParamLayout(huge).total(), int64_t{1} << 47);  // 576 TiB of float32
+  CheckpointState st = make_state(m, 1, 1);
+  st.config_text = config_text_of(huge);
+  const std::string path = checkpoint_path(dir.path, 1);
+  write_checkpoint(path, st, ParamLayout(m), m);
+  // As performer-score, -embed and -generate build it (load_checkpoint_model, without its MPI session).
+  auto build_model = [&] {
+    const TrainConfig cfg = read_checkpoint_config(path, {});
+    MemoryTracker tracker{Device::cpu()};
+    ExecResources res{Device::cpu(), tracker};
+    PerformerModel model(cfg.model, res.ctx(), nullptr);
+  };
+  std::string w = error_in_child<ConfigError>(build_model);
+  for (const std::string& piece :
+       std::vector<std::string>{path, "/params/embedding", "has shape [29, 32]", "the model needs [29, 65536]"})
+    EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+  // performer-eval's check before it builds its trainer.
+  const TrainConfig stored = parse_train_config_text(st.config_text, path);
+  w = error_in_child<DataError>([&] { require_loadable_parameters(path, stored); });
+  EXPECT_NE(w.find("the model needs [29, 65536]"), std::string::npos) << w;
+
+  // Every tensor declared with the huge model's shapes (one layer: 640 GB), none stored.
+  huge.layers = 1;
+  st.config_text = config_text_of(huge);
+  const std::string declared = checkpoint_path(dir.path, 2);
+  write_checkpoint(declared, st, ParamLayout(m), m);
+  const ParamLayout huge_layout(huge);
+  for (const ParamSlice& s : huge_layout.slices()) declare_unstored(declared, "params/" + s.name, s.shape);
+  EXPECT_LT(fs::file_size(declared), 1u << 20);
+  w = error_in_child<ConfigError>([&] {
+    const TrainConfig cfg = read_checkpoint_config(declared, {});
+    MemoryTracker tracker{Device::cpu()};
+    ExecResources res{Device::cpu(), tracker};
+    PerformerModel model(cfg.model, res.ctx(), nullptr);
+  });
+  for (const std::string& piece : std::vector<std::string>{declared, "/params/embedding of shape [29, 65536]",
+                                                           "(7602176 bytes) has only 0 bytes stored"})
+    EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+}
+
+// The trainer never saves a value that is not finite, so a checkpoint holding
+// one is damaged: refused naming the tensor and the element, and skipped by
+// --resume auto.
+TEST(CheckpointBounds, NonFiniteValuesAreRefusedNamingTheTensor) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  const std::string good = checkpoint_path(dir.path, 1);
+  write_checkpoint(good, make_state(m, 1, 1), layout, m);
+  CheckpointState nan_param = make_state(m, 2, 2);
+  nan_param.params[static_cast<size_t>(layout.find("layer1.ffn1.weight").offset + 3)] =
+      std::numeric_limits<float>::quiet_NaN();
+  const std::string with_nan = checkpoint_path(dir.path, 2);
+  write_checkpoint(with_nan, nan_param, layout, m);
+  CheckpointState inf_moment = make_state(m, 3, 3);
+  inf_moment.m[static_cast<size_t>(layout.find("embedding").offset)] = std::numeric_limits<float>::infinity();
+  const std::string with_inf = checkpoint_path(dir.path, 3);
+  write_checkpoint(with_inf, inf_moment, layout, m);
+  std::string w = expect_error_of<DataError>([&] { read_checkpoint_params(with_nan, layout); });
+  EXPECT_NE(w.find(with_nan + ": /params/layer1.ffn1.weight holds nan (element 3)"), std::string::npos) << w;
+  w = expect_error_of<DataError>([&] { read_checkpoint(with_inf, layout); });
+  EXPECT_NE(w.find(with_inf + ": /optimizer/m/embedding holds inf (element 0)"), std::string::npos) << w;
+  EXPECT_NO_THROW(read_checkpoint_params(with_inf, layout));  // the parameters alone are finite
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_valid_checkpoint(dir.path, m, &skipped), good);
+  EXPECT_EQ(skipped.size(), 2u);
 }
 
 TEST(TrainConfigErrors, EachMistakeNamesItsKey) {

@@ -1,0 +1,220 @@
+// What performer-train writes is never a file it did not create or continue
+// (docs/checkpoints.md#outputs), in process under mpirun; each refusal is a
+// ConfigError naming the key and the file, and leaves every file as it was:
+//   - train.metrics that is, through a symbolic or hard link or by its own
+//     name, a data file, the configuration file, a checkpoint, the
+//     checkpoint folder or a lock file;
+//   - train.metrics that reaches a live run's metrics file through a
+//     symbolic or a hard link (the live run simulated by holding its locks);
+//   - a fresh run and an existing file (another run's metrics, or no metrics
+//     file at all), a resumed run and a file not of its run;
+//   - a resume of run B's checkpoint into run A's checkpoint.dir: A's
+//     checkpoints would be replaced by B's at the same steps.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "launch/train/checkpoint.h"
+#include "launch/train/metrics_log.h"
+#include "launch/train/run_lock.h"
+#include "launch/train/session.h"
+#include "launch/train/train_loop.h"
+#include "tests/e2e/train_fixtures.h"
+#include "tests/support/error_message.h"
+#include "tests/support/mpi_world.h"
+
+namespace pf {
+namespace {
+
+using test::set_overrides;
+using test::world_rank;
+using test::world_size;
+namespace fs = std::filesystem;
+
+TrainOutcome train(const std::vector<std::string>& overrides, const std::string& config_file = "") {
+  const TrainConfig cfg = load_train_config(config_file, overrides);
+  Session session(cfg, MPI_COMM_WORLD);
+  std::ostringstream log;
+  return run_training(cfg, session, log);
+}
+
+std::vector<std::string> with(std::vector<std::string> o, const std::vector<std::string>& extra) {
+  set_overrides(o, extra);
+  return o;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Every regular file of a folder with its bytes.
+std::map<std::string, std::string> folder_bytes(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) out[e.path().filename().string()] = file_bytes(e.path().string());
+  return out;
+}
+
+// The refusal of a run with `overrides`: a ConfigError holding every piece,
+// with `unchanged` (on rank 0) the same bytes after it as before.
+void expect_refused(const std::vector<std::string>& overrides, const std::vector<std::string>& pieces,
+                    const std::string& unchanged, const std::string& config_file = "") {
+  SCOPED_TRACE(pieces.front());
+  const std::string before = file_bytes(unchanged);
+  const std::string w = test::expect_error_of<ConfigError>([&] { train(overrides, config_file); });
+  for (const std::string& piece : pieces) EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(fs::exists(unchanged));
+  EXPECT_TRUE(file_bytes(unchanged) == before) << unchanged << " changed";
+}
+
+TEST(TrainOutputs, MetricsNeverGoOverAnInputACheckpointOrALock) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-guard");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::string ckpt = root + "/ckpt", config = root + "/run.toml";
+  const std::vector<std::string> base = test::tiny_run(data, root, world_size(), 4);
+  EXPECT_EQ(train(with(base, {"train.stop_at=4"})).last_step, 4);
+  const std::string ck = checkpoint_path(ckpt, 4);
+  const std::string data_link = root + "/data-link.jsonl", ck_link = root + "/ckpt-link.jsonl";
+  if (world_rank() == 0) {
+    std::ofstream(config) << "[train]\nsteps = 8\n";
+    fs::create_symlink(data, data_link);
+    fs::create_hard_link(ck, ck_link);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> resume = with(base, {"checkpoint.resume=\"auto\""});
+  auto metrics = [&](const std::string& path) { return with(resume, {"train.metrics=\"" + path + "\""}); };
+  auto key = [](const std::string& path) { return "train.metrics = '" + path + "'"; };
+  expect_refused(metrics(data_link), {key(data_link), "is data.files[0] ('" + data + "')"}, data);
+  expect_refused(metrics(config), {key(config), "is the configuration file ('" + config + "')"}, config, config);
+  expect_refused(metrics(ck_link), {key(ck_link), "is a checkpoint in checkpoint.dir ('" + ck + "')"}, ck);
+  const std::string lock = run_lock_path(ckpt);
+  expect_refused(metrics(lock), {key(lock), "is the lock file of checkpoint.dir"}, lock);
+  expect_refused(metrics(ckpt), {key(ckpt), "is checkpoint.dir ('" + ckpt + "')"}, ck);
+  EXPECT_EQ(list_checkpoints(ckpt), std::vector<std::string>{ck});
+}
+
+// The live run holds what performer-train holds: the lock on its metrics file
+// and the owner record beside it. A second run reaching that file through a
+// link is refused by the lock; with the live run gone, a fresh run still
+// never truncates it.
+TEST(TrainOutputs, AMetricsFileOfALiveRunIsRefusedUnderAnyName) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-live");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::string live = root + "/live/metrics.jsonl", symlink = root + "/symlink.jsonl",
+                    hardlink = root + "/hardlink.jsonl";
+  std::unique_ptr<MetricsLog> live_log;
+  std::unique_ptr<RunLock> live_lock;
+  if (world_rank() == 0) {
+    fs::create_directories(root + "/live");
+    std::ofstream(live) << "{\"loss\":3.2,\"run_id\":\"0123456789abcdef\",\"step\":1}\n";
+    live_log = std::make_unique<MetricsLog>(live, std::vector<GuardedPath>{}, metrics_lock_path(live));
+    live_lock = std::make_unique<RunLock>(metrics_lock_path(live), "train.metrics", "0123456789abcdef", nullptr);
+    fs::create_symlink(live, symlink);
+    fs::create_hard_link(live, hardlink);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> base = test::tiny_run(data, root, world_size(), 4);
+  auto second = [&](const std::string& metrics) {
+    return with(base, {"train.metrics=\"" + metrics + "\"", "checkpoint.dir=\"" + root + "/second\""});
+  };
+  expect_refused(second(symlink),
+                 {"train.metrics = '" + symlink + "' (the file '" + live + "') is in use by run 0123456789abcdef"},
+                 live);
+  expect_refused(second(hardlink), {"train.metrics = '" + hardlink + "' is in use by another run"}, live);
+  live_log.reset();
+  live_lock.reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_refused(second(hardlink),
+                 {"train.metrics = '" + hardlink + "' already exists", "(metrics of run 0123456789abcdef)",
+                  "this run starts at step 0"},
+                 live);
+  EXPECT_TRUE(list_checkpoints(root + "/second").empty());
+}
+
+// A fresh run writes only a new or empty file; a resumed run appends only to
+// its own run's metrics, and every line it writes carries that run's id.
+TEST(TrainOutputs, MetricsAreWrittenOnlyIntoTheRunsOwnFile) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-own");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::string notes = root + "/notes.txt", other = root + "/other.jsonl", own = root + "/metrics.jsonl";
+  if (world_rank() == 0) {
+    std::ofstream(notes) << "results of the March runs\nsee the lab book\n";
+    std::ofstream(other) << "{\"loss\":3.2,\"run_id\":\"fedcba9876543210\",\"step\":1}\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> base = test::tiny_run(data, root, world_size(), 4);
+  auto metrics = [&](const std::vector<std::string>& o, const std::string& path) {
+    return with(o, {"train.metrics=\"" + path + "\""});
+  };
+  expect_refused(metrics(base, notes),
+                 {"train.metrics = '" + notes + "' already exists",
+                  "it is not a metrics file: its first line is 'results of the March runs'"},
+                 notes);
+  EXPECT_TRUE(list_checkpoints(root + "/ckpt").empty());
+  EXPECT_EQ(train(with(base, {"train.stop_at=4"})).last_step, 4);
+  const std::vector<std::string> resume = with(base, {"checkpoint.resume=\"auto\""});
+  expect_refused(metrics(resume, notes),
+                 {"train.metrics = '" + notes + "': line 1 is not a metrics record ('results of the March runs')"},
+                 notes);
+  expect_refused(metrics(resume, other),
+                 {"train.metrics = '" + other +
+                  "': line 1 holds the metrics of run "
+                  "fedcba9876543210"},
+                 other);
+  EXPECT_EQ(train(resume).last_step, 8);
+  if (world_rank() == 0) {
+    const std::string run_id = read_checkpoint_metadata(checkpoint_path(root + "/ckpt", 8)).run_id;
+    std::ifstream in(own);
+    int lines = 0;
+    for (std::string line; std::getline(in, line); ++lines)
+      EXPECT_NE(line.find("\"run_id\":\"" + run_id + "\""), std::string::npos) << line;
+    EXPECT_EQ(lines, 9);  // 8 steps and the final validation
+  }
+}
+
+// Run A trained to step 20 with checkpoints every 5 steps, run B likewise in
+// another folder; resuming B's step-10 checkpoint with checkpoint.dir = A
+// would write B's ckpt-15 and ckpt-20 over A's. Refused, naming both runs and
+// A's files, with every file of A's folder as it was, byte for byte.
+TEST(TrainOutputs, AResumeNeverReplacesAnotherRunsCheckpoints) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-resume");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::string a = root + "/a", b = root + "/b";
+  auto run = [&](const std::string& dir) {
+    return with(test::tiny_run(data, dir, world_size(), 4),
+                {"train.steps=20", "checkpoint.interval=5", "checkpoint.keep=10"});
+  };
+  train(run(a));
+  train(run(b));
+  const std::map<std::string, std::string> before = folder_bytes(a + "/ckpt");
+  const std::string b10 = checkpoint_path(b + "/ckpt", 10);
+  const std::string run_a = read_checkpoint_metadata(checkpoint_path(a + "/ckpt", 20)).run_id;
+  const std::string run_b = read_checkpoint_metadata(b10).run_id;
+  ASSERT_NE(run_a, run_b);
+  const std::string w = test::expect_error_of<ConfigError>([&] {
+    train(with(run(a), {"checkpoint.resume=\"" + b10 + "\"", "train.metrics=\"" + root + "/resumed.jsonl\""}));
+  });
+  for (const std::string& piece : std::vector<std::string>{
+           "checkpoint.dir = '" + a + "/ckpt' holds 4 checkpoint(s) of another run than the one resumed ('" + b10 +
+               "', run " + run_b + " at step 10, from the folder '" + b + "/ckpt')",
+           checkpoint_path(a + "/ckpt", 20) + " (run " + run_a + ", step 20: the resumed run would replace it",
+           checkpoint_path(a + "/ckpt", 15) + " (run " + run_a + ", step 15: the resumed run would replace it",
+           checkpoint_path(a + "/ckpt", 5) + " (run " + run_a + ", step 5)", "Nothing was changed"})
+    EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(folder_bytes(a + "/ckpt") == before) << "a file of run A's checkpoint.dir changed";
+  EXPECT_FALSE(fs::exists(root + "/resumed.jsonl")) << "the refused run left its metrics file";
+  // Into its own folder, or an empty one, the same resume goes on.
+  EXPECT_EQ(train(with(run(root + "/c"), {"checkpoint.resume=\"" + b10 + "\""})).first_step, 10);
+}
+
+}  // namespace
+}  // namespace pf
