@@ -22,6 +22,7 @@
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"
+#include "tests/e2e/train_run.h"
 #include "tests/support/error_message.h"
 #include "tests/support/mpi_world.h"
 
@@ -35,24 +36,9 @@ namespace fs = std::filesystem;
 using test::world_rank;
 using test::world_size;
 
-TrainOutcome train(const std::vector<std::string>& overrides) {
-  const TrainConfig cfg = load_train_config("", overrides);
-  Session session(cfg, MPI_COMM_WORLD);
-  std::ostringstream log;
-  return run_training(cfg, session, log);
-}
-
-std::vector<std::string> with(std::vector<std::string> o, const std::vector<std::string>& extra) {
-  set_overrides(o, extra);
-  return o;
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+using test::file_bytes;
+using test::train;
+using test::with;
 
 using test::expect_error_of;
 
