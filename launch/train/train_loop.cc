@@ -382,6 +382,17 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     log << "no checkpoint to resume from in '" << cfg.checkpoint.dir << "': starting at step 0\n";
   }
   out.first_step = trainer.step();
+  out.last_step = trainer.step();
+  if (!resume_path.empty() && trainer.step() >= cfg.run.steps) {
+    // A finished run: nothing to train, and its final validation and
+    // checkpoint are already written; doing them again would rewrite the
+    // checkpoint and repeat the final line of train.metrics.
+    if (root)
+      log << "the run is finished: " << resume_path << " is at step " << trainer.step() << " = train.steps; nothing "
+          << "to do (raise train.steps to train further)\n"
+          << std::flush;
+    return out;
+  }
 
   DataLoader loader(loader_options(cfg, grid, cfg.data.train_split, LoaderUse::Training));
   loader.set_position(start);

@@ -28,6 +28,8 @@ struct TrainOutcome {
   double last_loss = 0;
   std::string checkpoint;  // the last checkpoint written ("" when none)
 };
+// A resume from a checkpoint at train.steps does nothing (no step, no
+// validation, no checkpoint, no metrics line) and says so in the log.
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log);
 

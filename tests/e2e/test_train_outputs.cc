@@ -87,6 +87,28 @@ TEST(TrainOutputs, MetricsNeverGoOverAnInputACheckpointOrALock) {
   EXPECT_EQ(list_checkpoints(ckpt), std::vector<std::string>{ck});
 }
 
+// Resuming a run that has reached train.steps changes nothing: no step, no
+// checkpoint rewritten, no metrics line repeated.
+TEST(TrainOutputs, ResumingAFinishedRunDoesNothing) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-finished");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::vector<std::string> base = test::tiny_run(data, root, world_size(), 4);
+  EXPECT_EQ(train(base).last_step, 8);
+  const std::string ck = checkpoint_path(root + "/ckpt", 8), metrics = root + "/metrics.jsonl";
+  const std::string ck_before = file_bytes(ck), metrics_before = file_bytes(metrics);
+  const auto ck_time = fs::last_write_time(ck);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const TrainOutcome again = train(with(base, {"checkpoint.resume=\"auto\""}));
+  EXPECT_EQ(again.first_step, 8);
+  EXPECT_EQ(again.last_step, 8);
+  EXPECT_EQ(again.checkpoint, "");
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(file_bytes(ck) == ck_before) << ck << " changed";
+  EXPECT_EQ(fs::last_write_time(ck), ck_time) << ck << " was rewritten";
+  EXPECT_TRUE(file_bytes(metrics) == metrics_before) << metrics << " changed";
+  EXPECT_EQ(list_checkpoints(root + "/ckpt"), std::vector<std::string>{ck});
+}
+
 // The live run holds what performer-train holds: the lock on its metrics file
 // and the owner record beside it. A second run reaching that file through a
 // link is refused by the lock; with the live run gone, a fresh run still
