@@ -10,9 +10,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "data/cluster_sampling.h"
 #include "data/clusters.h"
 #include "data/h5.h"
 #include "data/paths.h"
+#include "data/sample.h"
 #include "data/schema.h"
 #include "launch/train/checkpoint.h"
 #include "launch/train/data_identity.h"
@@ -269,6 +271,46 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
   return true;
 }
 
+// The keys that decide which samples an epoch holds and in which order: the
+// loader position {epoch, sample} a checkpoint stores means the same samples
+// only under the same values. Each changed key as "data.KEY: A in the
+// checkpoint, B now".
+std::vector<std::string> sample_plan_changes(const DataConfig& then, const DataConfig& now) {
+  std::vector<std::string> out;
+  auto cmp = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out.push_back(std::string("data.") + key + ": " + a + " in the checkpoint, " + b + " now");
+  };
+  cmp("mode", sample_mode_name(then.mode), sample_mode_name(now.mode));
+  cmp("sampling", sampling_name(then.sampling), sampling_name(now.sampling));
+  cmp("sample_length", std::to_string(then.sample_length), std::to_string(now.sample_length));
+  cmp("seed", std::to_string(then.seed), std::to_string(now.seed));
+  cmp("shuffle", then.shuffle ? "true" : "false", now.shuffle ? "true" : "false");
+  cmp("train_split", then.train_split, now.train_split);
+  return out;
+}
+
+// A resume under another sample plan: refused naming the keys, or (with
+// checkpoint.allow_data_change) the loader restarted at its first sample and
+// said so; true when it restarts. Never a position read against another plan
+// (an epoch would skip or repeat proteins).
+bool check_resumed_plan(const TrainConfig& cfg, const std::string& path, const CheckpointState& metadata,
+                        std::ostream& log) {
+  if (metadata.config_text.empty()) return false;
+  const TrainConfig then = parse_train_config_text(metadata.config_text, path, {});
+  const std::vector<std::string> changes = sample_plan_changes(then.data, cfg.data);
+  if (changes.empty()) return false;
+  std::string list;
+  for (const std::string& c : changes) list += "\n  " + c;
+  PF_REQUIRE(ConfigError, cfg.checkpoint.allow_data_change,
+             path << ": the sample plan changed since this checkpoint was written:" << list
+                  << "\nIts data position (epoch " << metadata.loader.epoch << ", sample " << metadata.loader.sample
+                  << ") means other samples under these values. Resume with the values it was trained with, or set "
+                     "checkpoint.allow_data_change = true to go on with the loader restarted at its first sample");
+  log << "checkpoint.allow_data_change: the sample plan changed since " << path << ":" << list
+      << "\ngoing on from its parameters and optimizer state, the loader restarted at its first sample\n";
+  return true;
+}
+
 // A resume from an earlier checkpoint than the newest of its run starts a new
 // branch of it: the newer checkpoints of that run would otherwise be what
 // --resume auto picks next, and they would count among checkpoint.keep. They
@@ -365,7 +407,9 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     int restart = 0;
     session.root_check([&] {
       require_own_folder(cfg.checkpoint.dir, resume_path, metadata);
-      restart = check_resumed_data(cfg, resume_path, metadata, data, log) ? 1 : 0;
+      const bool data_changed = check_resumed_data(cfg, resume_path, metadata, data, log);
+      const bool plan_changed = check_resumed_plan(cfg, resume_path, metadata, log);
+      restart = data_changed || plan_changed ? 1 : 0;
       set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), log);
     });
     allreduce_host_values(grid.world(), &restart, 1, DType::i32, ReduceOp::Max, session.tracker());

@@ -109,6 +109,35 @@ TEST(TrainOutputs, ResumingAFinishedRunDoesNothing) {
   EXPECT_EQ(list_checkpoints(root + "/ckpt"), std::vector<std::string>{ck});
 }
 
+// A resume under another sample plan (the keys that decide which samples an
+// epoch holds) is refused naming each key with both values; with
+// checkpoint.allow_data_change it goes on with the loader restarted.
+TEST(TrainOutputs, ResumingUnderAnotherSamplePlanIsRefusedNamingTheKeys) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-plan");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::vector<std::string> base = test::tiny_run(data, root, world_size(), 4);
+  EXPECT_EQ(train(with(base, {"train.stop_at=4"})).last_step, 4);
+  const std::string ck = checkpoint_path(root + "/ckpt", 4);
+  const std::vector<std::string> resume = with(base, {"checkpoint.resume=\"auto\""});
+  struct Case {
+    std::vector<std::string> set;
+    std::vector<std::string> says;
+  };
+  for (const Case& c : {Case{{"data.sample_length=64"}, {"data.sample_length: 48 in the checkpoint, 64 now"}},
+                        Case{{"data.seed=7", "data.mode=\"packed\""},
+                             {"data.seed: 0 in the checkpoint, 7 now", "data.mode: concat in the checkpoint, packed now"}},
+                        Case{{"data.shuffle=false"}, {"data.shuffle: true in the checkpoint, false now"}}}) {
+    std::vector<std::string> says = c.says;
+    says.push_back(ck + ": the sample plan changed since this checkpoint was written");
+    says.push_back("checkpoint.allow_data_change");
+    expect_refused(with(resume, c.set), says, ck);
+  }
+  const TrainOutcome restarted =
+      train(with(resume, {"data.sample_length=64", "checkpoint.allow_data_change=true"}));
+  EXPECT_EQ(restarted.first_step, 4);
+  EXPECT_EQ(restarted.last_step, 8);
+}
+
 // The live run holds what performer-train holds: the lock on its metrics file
 // and the owner record beside it. A second run reaching that file through a
 // link is refused by the lock; with the live run gone, a fresh run still
