@@ -32,6 +32,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 #include "runtime/fnv1a.h"
+#include "runtime/memory.h"
 #include "runtime/random.h"
 #include "runtime/task_pool.h"
 
@@ -500,6 +501,11 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   PF_REQUIRE(ValueError, !opt.output.empty(), "no output file");
   PF_REQUIRE(ValueError, opt.memory_budget >= (int64_t{1} << 20),
              "memory budget of " << opt.memory_budget << " bytes is below the minimum of 1 MiB");
+  const int64_t host = host_memory_bytes();
+  PF_REQUIRE(ValueError, host == 0 || opt.memory_budget <= host,
+             "memory budget (--memory-budget) of " << format_bytes(opt.memory_budget)
+                                                   << " is more than this machine's memory (" << format_bytes(host)
+                                                   << "): the duplicate table is held in memory up to the budget");
   // A sum of exactly 1 leaves /train empty; val 0 + test 1 puts every sequence in /test.
   PF_REQUIRE(ValueError, opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction <= 1.0,
              "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "

@@ -1,5 +1,7 @@
 #include "runtime/memory.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,11 @@ void cuda_copy_rows(const Stream& stream, void* dst, int64_t dst_pitch, const vo
                     int64_t row_bytes, int64_t rows);
 void cuda_device_synchronize(Device device);
 int64_t cuda_pool_used_high(Device device, bool reset);
+
+int64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
 
 std::string format_bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -92,4 +92,7 @@ int64_t device_pool_used_high(Device device, bool reset = false);
 // "1.50 GiB" style text.
 std::string format_bytes(int64_t bytes);
 
+// The host's physical memory in bytes (sysconf), 0 when it cannot be read.
+int64_t host_memory_bytes();
+
 }  // namespace pf

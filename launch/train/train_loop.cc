@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "data/cluster_sampling.h"
 #include "data/clusters.h"
@@ -21,9 +22,11 @@
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
 #include "launch/train/stop_signal.h"
+#include "model/planner.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/comm.h"
+#include "runtime/memory.h"
 
 namespace pf {
 namespace {
@@ -271,6 +274,26 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
   return true;
 }
 
+// The planned peak of one rank (model/planner.h, as --plan prints it) against
+// what it may use: device.memory_cap when set, and on the CPU the host's
+// memory. A plan beyond it is refused before anything is allocated, with the
+// planned size, instead of ending in an allocation failure.
+void check_memory_plan(const TrainConfig& cfg, Session& session) {
+  const Device device = session.device();
+  const MemoryPlan p = plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / cfg.parallel.sp, true,
+                                   device, packs_proteins(cfg.data.mode));
+  const int64_t host = device.is_cpu() ? host_memory_bytes() : 0;
+  std::ostringstream what;
+  what << "the memory plan of one rank (" << cfg.data.batch_size << " x " << cfg.data.sample_length / cfg.parallel.sp
+       << " tokens, data.batch_size x data.sample_length / parallel.sp) is " << p.summary();
+  PF_REQUIRE(ConfigError, cfg.device.memory_cap <= 0 || p.peak <= cfg.device.memory_cap,
+             what.str() << ": more than device.memory_cap = " << format_bytes(cfg.device.memory_cap)
+                        << "; lower data.sample_length or data.batch_size, or raise parallel.sp");
+  PF_REQUIRE(ConfigError, host <= 0 || p.peak <= host,
+             what.str() << ": more than this machine's memory (" << format_bytes(host)
+                        << "); lower data.sample_length or data.batch_size, or raise parallel.sp");
+}
+
 // The keys that decide which samples an epoch holds and in which order: the
 // loader position {epoch, sample} a checkpoint stores means the same samples
 // only under the same values. Each changed key as "data.KEY: A in the
@@ -371,6 +394,7 @@ void require_own_folder(const std::string& dir, const std::string& resumed, cons
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
+  check_memory_plan(cfg, session);
   // The data first (it is only read), then the folders, before anything in
   // checkpoint.dir or beside train.metrics is read or written.
   check_splits(cfg, grid);

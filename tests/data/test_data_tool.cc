@@ -144,6 +144,21 @@ TEST(DataTool, NanAndOutOfRangeNumbersAreRefusedWithStatus2) {
   }
 }
 
+// A duplicate-table budget beyond the machine's memory: refused naming the
+// option and the machine's memory (it used to end in std::bad_alloc).
+TEST(DataTool, AMemoryBudgetBeyondTheMachineIsRefused) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, ">a\nMKV\n");
+  const ToolRun r = run({"prepare", "--output", dir.file("out.h5"), "--memory-budget", "4000TiB", in}, dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("memory budget (--memory-budget) of 4000.00 TiB is more than this machine's memory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
+}
+
 // Waits (up to a minute) until `path` exists; false if `pid` ended first.
 bool wait_for_file(const std::string& path, pid_t pid) {
   for (int i = 0; i < 60000; ++i) {

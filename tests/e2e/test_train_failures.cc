@@ -113,6 +113,27 @@ TEST(TrainFailures, SplitsAreCheckedBeforeTheFirstStep) {
   EXPECT_TRUE(list_checkpoints(root + "/ckpt").empty()) << "the run trained before it checked the sampling";
 }
 
+// A sample longer than any memory holds (2^40 tokens), and a plan above
+// device.memory_cap: refused before anything is allocated, with the planned
+// size and the keys to change (it used to end in std::bad_alloc).
+TEST(TrainFailures, APlanBeyondMemoryIsRefusedWithItsSize) {
+  const int P = world_size();
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "plan");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::vector<std::string> base = test::tiny_run(data, root, P, 1);
+  const std::string huge = std::to_string(int64_t{1} << 40);
+  std::string w = expect_error_of<ConfigError>([&] { train(with(base, {"data.sample_length=" + huge})); });
+  EXPECT_NE(w.find("the memory plan of one rank (1 x " + std::to_string((int64_t{1} << 40) / P) + " tokens"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("more than this machine's memory"), std::string::npos) << w;
+  EXPECT_NE(w.find("data.sample_length"), std::string::npos) << w;
+  w = expect_error_of<ConfigError>([&] { train(with(base, {"device.memory_cap=\"16KiB\""})); });
+  EXPECT_NE(w.find("more than device.memory_cap = 16.00 KiB"), std::string::npos) << w;
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(list_checkpoints(root + "/ckpt").empty());
+}
+
 // A learning rate of 1e30 (finite, so valid) blows the parameters up after
 // the first update; the second step's loss is not finite.
 TEST(TrainFailures, NonFiniteLossInF32StopsTheRunWithoutSavingTheBrokenModel) {
