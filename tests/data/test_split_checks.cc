@@ -47,18 +47,36 @@ bool refused_in_child(const std::function<void()>& fn, const std::vector<std::st
   return WIFEXITED(raw) && WEXITSTATUS(raw) == 0;
 }
 
-TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
-  test::TempDir dir;
-  const std::string path = dir.file("crafted.h5");
+// QUERY.fasta.gz prepared into `name` under `dir` (sequence-hash split); its path.
+std::string prepared_query(const test::TempDir& dir, const std::string& name) {
+  const std::string path = dir.file(name);
   PrepareOptions o;
   o.inputs = {test::kQueryFasta};
   o.output = path;
   prepare_dataset(o);
-  std::vector<int64_t> good;
-  {
-    H5Id f = h5_open_file(path);
-    good = h5_read_array<int64_t>(H5Id(h5_open_group(f, "train")), "offsets");
-  }
+  return path;
+}
+
+// /train/<name> of a prepared file, as stored.
+template <typename T>
+std::vector<T> train_dataset(const std::string& path, const std::string& name) {
+  H5Id f = h5_open_file(path);
+  return h5_read_array<T>(H5Id(h5_open_group(f, "train")), name);
+}
+
+// Replaces /train/<name> by `values` (of their own type).
+template <typename T>
+void replace_train_dataset(const std::string& path, const std::string& name, const std::vector<T>& values) {
+  H5Id f = h5_open_file(path, true);
+  H5Id g = h5_open_group(f, "train");
+  H5Ldelete(g, name.c_str(), H5P_DEFAULT);
+  h5_write_vector(g, name, values);
+}
+
+TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
+  test::TempDir dir;
+  const std::string path = prepared_query(dir, "crafted.h5");
+  const std::vector<int64_t> good = train_dataset<int64_t>(path, "offsets");
   struct Case {
     int64_t index, value;
     std::string says;
@@ -68,12 +86,7 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
     SCOPED_TRACE(c.says + " at " + std::to_string(c.index));
     std::vector<int64_t> bad = good;
     bad[static_cast<size_t>(c.index)] = c.value;
-    {
-      H5Id f = h5_open_file(path, true);
-      H5Id g = h5_open_group(f, "train");
-      H5Ldelete(g, "offsets", H5P_DEFAULT);
-      h5_write_vector(g, "offsets", bad);
-    }
+    replace_train_dataset(path, "offsets", bad);
     const std::vector<std::string> pieces = {"'" + path + "' /train/offsets", "offsets[" + std::to_string(c.index) +
                                                                                   "]", c.says};
     EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
@@ -103,26 +116,12 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
 // the dataset and (for a value) the index and the value.
 TEST(SplitChecks, TokensOfAnotherTypeOrOutsideTheVocabularyAreNamed) {
   test::TempDir dir;
-  const std::string path = dir.file("tokens.h5");
-  PrepareOptions o;
-  o.inputs = {test::kQueryFasta};
-  o.output = path;
-  prepare_dataset(o);
-  std::vector<uint8_t> good;
-  {
-    H5Id f = h5_open_file(path);
-    good = h5_read_array<uint8_t>(H5Id(h5_open_group(f, "train")), "tokens");
-  }
-  auto replace_tokens = [&](auto values) {
-    H5Id f = h5_open_file(path, true);
-    H5Id g = h5_open_group(f, "train");
-    H5Ldelete(g, "tokens", H5P_DEFAULT);
-    h5_write_vector(g, "tokens", values);
-  };
+  const std::string path = prepared_query(dir, "tokens.h5");
+  const std::vector<uint8_t> good = train_dataset<uint8_t>(path, "tokens");
   LoaderOptions lo;
   lo.files = {path};
   lo.sample_length = 64;
-  replace_tokens(std::vector<int8_t>(good.begin(), good.end()));
+  replace_train_dataset(path, "tokens", std::vector<int8_t>(good.begin(), good.end()));
   try {
     DataLoader loader(lo);
     ADD_FAILURE() << "int8 tokens were read";
@@ -130,7 +129,7 @@ TEST(SplitChecks, TokensOfAnotherTypeOrOutsideTheVocabularyAreNamed) {
     const std::string m = e.what();
     EXPECT_NE(m.find("'" + path + "' /train/tokens holds signed 8-bit integers"), std::string::npos) << m;
   }
-  replace_tokens(std::vector<uint8_t>(good.size(), 40));
+  replace_train_dataset(path, "tokens", std::vector<uint8_t>(good.size(), 40));
   try {
     DataLoader loader(lo);
     loader.next();
