@@ -23,7 +23,7 @@
 #include "data/h5.h"
 #include "data/h5_direct_appender.h"
 #include "data/mmseqs.h"
-#include "data/paths.h"
+#include "data/output_path.h"
 #include "data/protein_shards.h"
 #include "data/schema.h"
 #include "data/scratch_folder.h"
@@ -496,6 +496,11 @@ LengthStats length_stats(const std::vector<int64_t>& lengths) {
   return h.stats();
 }
 
+OutputKind prepared_data_kind() {
+  return {"a data file of performer-data prepare",
+          [](const std::string& path) { return h5_root_has_attributes(path, {"schema", "vocabulary", "sources"}); }};
+}
+
 PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   PF_REQUIRE(ValueError, !opt.inputs.empty(), "no input files");
   PF_REQUIRE(ValueError, !opt.output.empty(), "no output file");
@@ -510,12 +515,8 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   PF_REQUIRE(ValueError, opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction <= 1.0,
              "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "
                                                                            << opt.test_fraction);
-  for (const std::string& in : opt.inputs) {
-    sequence_format_of(in);  // fail before writing anything
-    PF_REQUIRE(
-        ValueError, !same_file(opt.output, in),
-        "output '" << opt.output << "' is the same file as input '" << in << "': refusing to write over an input");
-  }
+  for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
+  require_replaceable_output("--output", opt.output, prepared_data_kind(), opt.inputs);
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
   remove_stale_temporaries(opt.output, opt.progress);

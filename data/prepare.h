@@ -9,7 +9,8 @@
 // is complete and closed; on any error, and on a stop request, the temporary
 // file is removed. Temporary files "<output>.tmp-<pid>" left by processes that
 // no longer exist (killed with SIGKILL, crashed) are removed at the start.
-// The output may not be one of the inputs (ValueError naming both).
+// The output follows data/output_path.h: a new file or an earlier prepared
+// data file, never an input or any other file (ConfigError naming both).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "data/mmseqs.h"
+#include "data/output_path.h"
 #include "runtime/errors.h"
 
 namespace pf {
@@ -94,6 +96,10 @@ struct PrepareSummary {
   int split_rounds = 0;
   int64_t clusters_moved = 0, sequences_moved = 0;
 };
+
+// What prepare writes, recognised by its root attributes (schema, vocabulary,
+// sources), for the output-path rule.
+OutputKind prepared_data_kind();
 
 PrepareSummary prepare_dataset(const PrepareOptions& options);
 

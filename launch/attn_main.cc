@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "data/h5.h"
-#include "data/paths.h"
+#include "data/output_path.h"
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
@@ -234,11 +234,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
-  if (pf::same_file(opt.output, opt.input)) {
-    std::fprintf(
-        stderr,
-        "performer-attn: error: --output '%s' is the same file as --input '%s': refusing to write over the input\n",
-        opt.output.c_str(), opt.input.c_str());
+  try {
+    pf::require_replaceable_output("--output", opt.output,
+                                   {"an output file of performer-attn",
+                                    [](const std::string& p) { return pf::h5_root_has_attributes(p, {"kernel", "mode"}); }},
+                                   {opt.input});
+  } catch (const pf::ConfigError& e) {
+    std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 2;
   }
   try {

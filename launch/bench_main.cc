@@ -6,6 +6,7 @@
 #include <string>
 
 #include "launch/bench/bench.h"
+#include "runtime/errors.h"
 #include "runtime/host_allocator.h"
 
 namespace {
@@ -53,6 +54,9 @@ int main(int argc, char** argv) {
     if (std::string(argv[1]) == s.name) {
       try {
         return s.run(argc - 1, argv + 1);
+      } catch (const pf::ConfigError& e) {  // a usage error, as in every tool: status 2
+        std::fprintf(stderr, "performer-bench %s: %s\n", s.name, e.what());
+        return 2;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "performer-bench %s: %s\n", s.name, e.what());
         return 1;

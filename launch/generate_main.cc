@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     pf::validate_sampling(go.sampling);
     std::vector<std::string> read = prompts;
     read.push_back(checkpoint);
-    pf::require_distinct_output("--output", output, read);
+    pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read);
     {
       const pf::TrainConfig stored = pf::read_checkpoint_config(checkpoint, overrides);
       PF_REQUIRE(pf::ConfigError, stored.model.causal(),

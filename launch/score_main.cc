@@ -93,9 +93,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> read = inputs;
     read.insert(read.end(), context.begin(), context.end());
     read.push_back(checkpoint);
-    pf::require_distinct_output("--output", output, read);
-    pf::require_distinct_output("--per-residue", per_residue, read);
-    if (!output.empty()) pf::require_distinct_output("--per-residue", per_residue, {output});
+    pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
+    if (!output.empty()) read.push_back(output);
+    pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
     if (first_residue == "auto") {

@@ -34,6 +34,7 @@
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"
 
@@ -198,12 +199,12 @@ int run_approx(int argc, char** argv) {
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
   CLI11_PARSE(app, argc, argv);
 
-  FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
-  if (!out) throw std::runtime_error("cannot open " + csv + " for writing");
+  CsvOutput csv_out(csv,
+                    "study,mode,features,projection,m,scale,alpha,seeds,rel_err_mean,rel_err_std,rel_err_of_seed_mean,"
+                    "rms_err_over_rms_v,den_ratio_mean,top1_all,planted_top1,exact_planted_top1,time_ms,timed,"
+                    "peak_workspace_bytes\n");
+  FILE* out = csv_out.file();
   const Config c{n, d, n - 1, n / 2};
-  std::fprintf(out,
-               "study,mode,features,projection,m,scale,alpha,seeds,rel_err_mean,rel_err_std,rel_err_of_seed_mean,rms_err_over_rms_v,"
-               "den_ratio_mean,top1_all,planted_top1,exact_planted_top1,time_ms,timed,peak_workspace_bytes\n");
 
   std::vector<Setting> settings;
   for (bool causal : {false, true}) {
@@ -283,7 +284,7 @@ int run_approx(int argc, char** argv) {
     std::fprintf(stderr, "approx: %s %s %s m=%ld s=%g alpha=%g err=%.4f\n", st.study.c_str(), mode,
                  st.trig ? "trig" : "positive", static_cast<long>(st.m), st.scale, st.alpha, mean);
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return 0;
 }
 

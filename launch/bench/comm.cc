@@ -28,6 +28,7 @@
 
 #include "kernels/linear_attention/state_scan_combine.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
 #include "launch/train/mpi_program.h"
 #include "runtime/check.h"
@@ -151,13 +152,9 @@ int run_comm_ranks(int argc, char** argv) {
   const StateCombine state_combine(state_ctx, state_m, state_d);
   const SegmentedStateCombine segmented_state_combine(state_ctx, state_m, state_d);
 
-  FILE* out = stdout;
-  if (rank == 0 && !csv_path.empty()) {
-    out = std::fopen(csv_path.c_str(), "w");
-    PF_REQUIRE(IoError, out != nullptr, "cannot open --csv file '" << csv_path << "' for writing");
-  }
-  if (rank == 0)
-    std::fprintf(out, "backend,ranks,op,algorithm,direction,bytes,dtype,reps,best_us,median_us,algbw_GBps\n");
+  CsvOutput csv_out(csv_path, "backend,ranks,op,algorithm,direction,bytes,dtype,reps,best_us,median_us,algbw_GBps\n",
+                    rank == 0);
+  FILE* out = csv_out.file();
 
   for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
     const int64_t count = bytes / 4;
@@ -257,7 +254,7 @@ int run_comm_ranks(int argc, char** argv) {
                  *comm, refill, [&] { comm->allgather(in.get(), gathered->get(), count, DType::f32); }, reps));
     }
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   comm.reset();
   return 0;
 }

@@ -31,6 +31,7 @@
 #include <sstream>
 
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/presets.h"
 #include "launch/infer/sampling.h"
 #include "launch/train/train_config.h"
@@ -165,12 +166,8 @@ int run_generate(int argc, char** argv) {
   MemoryTracker tracker(Device::cpu());
   ExecResources res(Device::cpu(), tracker);
   PerformerModel model(cfg.model, res.ctx(), nullptr);
-  std::FILE* out = stdout;
-  if (!csv.empty()) {
-    out = std::fopen(csv.c_str(), "w");
-    PF_REQUIRE(IoError, out != nullptr, "cannot write --csv file '" << csv << "'");
-  }
-  std::fprintf(out, "preset,method,length,seconds,tokens_per_s,peak_bytes,time,memory\n");
+  CsvOutput csv_out(csv, "preset,method,length,seconds,tokens_per_s,peak_bytes,time,memory\n");
+  std::FILE* out = csv_out.file();
   auto row = [&](const char* method, int64_t length, double seconds, int64_t peak, const char* time, const char* mem) {
     std::fprintf(out, "%s,%s,%lld,%.4f,%.2f,%lld,%s,%s\n", preset.c_str(), method, static_cast<long long>(length),
                  seconds, static_cast<double>(length) / seconds, static_cast<long long>(peak), time, mem);
@@ -270,7 +267,7 @@ int run_generate(int argc, char** argv) {
     }
     row("naive", L, naive_seconds(L), peak, "extrapolated", mem);
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return 0;
 }
 

@@ -33,6 +33,7 @@
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/device_buffers.h"
 #include "launch/bench/flops.h"
 #include "launch/bench/timing.h"
@@ -103,12 +104,11 @@ int run_kernels(int argc, char** argv) {
         r);
   };
 
-  FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
-  if (!out) throw std::runtime_error("cannot open " + csv + " for writing");
+  CsvOutput csv_out(csv,
+                    "kernel,device,mode,n,batch,heads,d,m,threads,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,gflop,gflops,"
+                    "peak_sgemm_gflops,fraction_of_peak\n");
+  FILE* out = csv_out.file();
   const int64_t bh = batch * heads;
-  std::fprintf(out,
-               "kernel,device,mode,n,batch,heads,d,m,threads,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,gflop,gflops,"
-               "peak_sgemm_gflops,fraction_of_peak\n");
   Buffers constant(tracker);
   const float* W = constant.make(
       random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {1, 0, 0}));
@@ -158,7 +158,7 @@ int run_kernels(int argc, char** argv) {
       row("softmax", causal, tf, tb, 14.0 * pairs * d * 1e-9);
     }
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return 0;
 }
 

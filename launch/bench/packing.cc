@@ -18,6 +18,7 @@
 
 #include "data/protein_shards.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
 #include "runtime/check.h"
 
@@ -44,9 +45,8 @@ int run_packing(int argc, char** argv) {
     tokens[p] = shards.locate(p).length + 1;
     longest = std::max(longest, tokens[p]);
   }
-  std::FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
-  PF_REQUIRE(IoError, out != nullptr, "cannot write --csv file '" << csv << "'");
-  std::fprintf(out, "split,proteins,tokens,longest,L,mode,samples,useful_tokens,useful_fraction,plan_s\n");
+  CsvOutput csv_out(csv, "split,proteins,tokens,longest,L,mode,samples,useful_tokens,useful_fraction,plan_s\n");
+  std::FILE* out = csv_out.file();
   auto row = [&](int64_t L, const char* mode, int64_t samples, int64_t useful, double seconds) {
     std::fprintf(out, "%s,%lld,%lld,%lld,%lld,%s,%lld,%lld,%.4f,%.3f\n", split.c_str(),
                  static_cast<long long>(tokens.size()), static_cast<long long>(shards.stream_length()),
@@ -66,7 +66,7 @@ int run_packing(int argc, char** argv) {
     const PackingPlan plan = plan_packing(tokens, L, seed, 0, window);
     row(L, "packed", static_cast<int64_t>(plan.samples.size()), plan.useful_tokens, seconds_now() - t0);
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return 0;
 }
 

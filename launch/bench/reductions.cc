@@ -20,6 +20,7 @@
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/device_buffers.h"
 #include "launch/bench/timing.h"
 #include "runtime/check.h"
@@ -68,9 +69,8 @@ int run_reductions(int argc, char** argv) {
         },
         reps + 1);
   };
-  std::FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
-  PF_REQUIRE(IoError, out != nullptr, "cannot write --csv file '" << csv << "'");
-  std::fprintf(out, "op,device,T,C,V,seconds,bytes,gb_per_s,copy_gb_per_s,fraction_of_copy\n");
+  CsvOutput csv_out(csv, "op,device,T,C,V,seconds,bytes,gb_per_s,copy_gb_per_s,fraction_of_copy\n");
+  std::FILE* out = csv_out.file();
   for (int64_t C : widths) {
     PF_REQUIRE(ConfigError, C > 0, "reductions: --widths must be positive, got " << C);
     Buffers b(tracker);
@@ -106,7 +106,7 @@ int run_reductions(int argc, char** argv) {
       report("embedding", timed([&] { embedding_backward(ctx, ids_dev, dY, dtable, T, V, C); }), 1.0 * 4 * n);
     }
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return 0;
 }
 

@@ -26,6 +26,7 @@
 
 #include "data/loader.h"
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 #include "launch/bench/flops.h"
 #include "launch/bench/presets.h"
 #include "launch/bench/timing.h"
@@ -100,7 +101,6 @@ int64_t confirm_step_ranks(const Args& a, int64_t sp, int64_t n, bool ckpt, doub
 int longest_length(const Args& a, const TrainConfig& base, std::FILE* out, int size, int rank) {
   PF_REQUIRE(ConfigError, !a.cap.empty(), "--longest needs --cap (e.g. 16GiB)");
   const int64_t cap = parse_byte_size(a.cap, "--cap");
-  if (rank == 0) std::fprintf(out, "preset,checkpointing,batch,longest_local_length,planned_peak_bytes,cap_bytes\n");
   int rc = 0;
   PF_REQUIRE(ConfigError, a.checkpointing == "both" || a.checkpointing == "on" || a.checkpointing == "off",
              "--checkpointing must be both, on or off, got '" << a.checkpointing << "'");
@@ -180,11 +180,14 @@ int run_train_ranks(const Args& a, int size, int rank) {
   const int64_t sp = a.sp > 0 ? a.sp : size;
   const TrainConfig cfg = bench_config(a, sp, a.length);
 
-  std::FILE* out = stdout;
-  if (rank == 0 && !a.csv.empty()) {
-    out = std::fopen(a.csv.c_str(), "w");
-    PF_REQUIRE(IoError, out != nullptr, "cannot write --csv file '" << a.csv << "'");
-  }
+  CsvOutput csv_out(a.csv,
+                    a.longest ? "preset,checkpointing,batch,longest_local_length,planned_peak_bytes,cap_bytes\n"
+                              : "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,"
+                                "scan_s,scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,"
+                                "peak_bytes,planned_bytes,max_peak_bytes,gemm_gflop,attention_gflop,gflops,"
+                                "sgemm_gflops,fraction_of_peak,watched_waits\n",
+                    rank == 0);
+  std::FILE* out = csv_out.file();
   int rc = 0;
   if (a.longest) {
     rc = longest_length(a, cfg, out, size, rank);
@@ -201,11 +204,6 @@ int run_train_ranks(const Args& a, int size, int rank) {
     // measured before the steps with every rank measuring at once.
     const StepFlop flop = training_step_flop(cfg.model, a.batch, n);
     const double sgemm = device_sgemm_gflops(session.ctx(), session.ctx().device.is_cpu() ? 2048 : 8192);
-    if (rank == 0)
-      std::fprintf(out,
-                   "preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,attention_s,scan_s,"
-                   "scan_exposed_s,other_s,allreduce_s,allreduce_exposed_s,optimizer_s,data_s,peak_bytes,planned_bytes,"
-                   "max_peak_bytes,gemm_gflop,attention_gflop,gflops,sgemm_gflops,fraction_of_peak,watched_waits\n");
     int64_t step_peak = 0;  // this rank's largest tracked peak over the steps
     for (int64_t s = 0; s <= a.steps; ++s) {
       const double t0 = seconds_now();
@@ -241,7 +239,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
     }
     report_rank_memory(out, session.ctx().device, plan.peak, step_peak, rank, size);
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return rc;
 }
 

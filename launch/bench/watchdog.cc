@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "launch/bench/bench.h"
+#include "launch/bench/csv_output.h"
 
 namespace pf::bench {
 namespace {
@@ -43,12 +44,8 @@ int run_watchdog(int argc, char** argv) {
   app.add_option("--ops", ops, "operations per thread and setting");
   app.add_option("--csv", csv, "write the CSV here (default: stdout)");
   CLI11_PARSE(app, argc, argv);
-  FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
-  if (!out) {
-    std::fprintf(stderr, "performer-bench watchdog: cannot write %s\n", csv.c_str());
-    return 1;
-  }
-  std::fprintf(out, "setting,threads,ops,ns_per_op\n");
+  CsvOutput csv_out(csv, "setting,threads,ops,ns_per_op\n");
+  FILE* out = csv_out.file();
   for (int threads : {1, 2}) {
     Watchdog on(600, 0, [](int) {});
     Watchdog off(0, 0, [](int) {});
@@ -56,7 +53,7 @@ int run_watchdog(int argc, char** argv) {
     for (const auto& [name, w] : settings)
       std::fprintf(out, "%s,%d,%lld,%.1f\n", name, threads, static_cast<long long>(ops), ns_per_op(w, ops, threads));
   }
-  if (out != stdout) std::fclose(out);
+  csv_out.commit();
   return 0;
 }
 

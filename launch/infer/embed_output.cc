@@ -6,6 +6,12 @@
 
 namespace pf {
 
+OutputKind embeddings_kind() {
+  return {"an embeddings file of performer-embed", [](const std::string& path) {
+            return h5_root_has_attributes(path, {"checkpoint", "layer", "layer_name", "width"});
+          }};
+}
+
 void EmbeddingWriter::add(const std::string& id, int64_t length, const std::vector<float>& mean,
                           const std::vector<float>& residues) {
   PF_REQUIRE(ValueError, static_cast<int64_t>(mean.size()) == width_,

@@ -13,7 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "data/output_path.h"
+
 namespace pf {
+
+// What performer-embed writes, for the output-path rule (data/output_path.h).
+OutputKind embeddings_kind();
 
 class EmbeddingWriter {
  public:

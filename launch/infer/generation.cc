@@ -43,4 +43,12 @@ GeneratedProtein generate_protein(RecurrentPerformer& model, const std::vector<u
   return out;
 }
 
+OutputKind generated_fasta_kind() {
+  return {"a FASTA file of performer-generate", [](const std::string& path) {
+            const std::string line = first_line_of(path);
+            return line.rfind('>', 0) == 0 && line.find(" stop=") != std::string::npos &&
+                   line.find(" prompt_length=") != std::string::npos && line.find(" seed=") != std::string::npos;
+          }};
+}
+
 }  // namespace pf

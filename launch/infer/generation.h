@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data/output_path.h"
 #include "launch/infer/sampling.h"
 #include "model/recurrent.h"
 
@@ -34,5 +35,10 @@ struct GeneratedProtein {
 // Protein number `protein` (keys its random draws together with the seed).
 GeneratedProtein generate_protein(RecurrentPerformer& model, const std::vector<uint8_t>& prompt,
                                   const GenerateOptions& options, uint64_t protein);
+
+// What performer-generate writes: FASTA whose first header carries its fields
+// (">ID length=N stop=... prompt=... prompt_length=K seed=S"), for the
+// output-path rule (data/output_path.h).
+OutputKind generated_fasta_kind();
 
 }  // namespace pf

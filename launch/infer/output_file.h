@@ -20,6 +20,7 @@ class OutputFile {
   // naming the file when that fails. commit() calls it when not done yet.
   void finish();
   void commit();  // finish, then rename into place; IoError naming the file
+  std::FILE* stream() const { return f_; }  // for formatted writes; write() checks errors
 
  private:
   std::string path_, tmp_;

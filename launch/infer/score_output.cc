@@ -21,6 +21,19 @@ std::string score_header(ScoreFormat format, bool with_context) {
          (with_context ? "\talone_scored\talone_log_likelihood\tgain_per_token\n" : "\n");
 }
 
+OutputKind score_table_kind() {
+  return {"a score table of performer-score", [](const std::string& path) {
+            const std::string line = first_line_of(path);
+            return line.rfind("id\tlength\tmeasure\t", 0) == 0 ||
+                   (line.rfind("{\"id\":", 0) == 0 && line.find("\"measure\":") != std::string::npos);
+          }};
+}
+
+OutputKind per_residue_kind() {
+  return {"a per-residue file of performer-score",
+          [](const std::string& path) { return h5_root_has_attributes(path, {"measure", "checkpoint"}); }};
+}
+
 std::string format_score_row(ScoreFormat format, const ScoreRow& r) {
   if (format == ScoreFormat::Jsonl) {
     nlohmann::ordered_json j;

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "data/output_path.h"
+
 namespace pf {
 
 enum class ScoreFormat { Tsv, Jsonl };
@@ -46,6 +48,12 @@ struct ScoreRow {
 
 std::string score_header(ScoreFormat format, bool with_context = false);  // "" for jsonl
 std::string format_score_row(ScoreFormat format, const ScoreRow& row);
+
+// What --output and --per-residue write, for the output-path rule
+// (data/output_path.h): a score table (TSV or JSONL, either may replace the
+// other) and a per-residue HDF5 file.
+OutputKind score_table_kind();
+OutputKind per_residue_kind();
 
 // Collects the per-residue values of every protein and writes the file at the end.
 class PerResidueWriter {

@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "data/paths.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -17,14 +16,6 @@ void check_sequence_inputs(const std::vector<std::string>& files, const std::str
       throw ConfigError(option + " '" + f + "': " + e.what());
     }
   }
-}
-
-void require_distinct_output(const std::string& option, const std::string& output,
-                             const std::vector<std::string>& inputs) {
-  if (output.empty() || output == "-") return;
-  for (const std::string& in : inputs)
-    PF_REQUIRE(ConfigError, !same_file(output, in),
-               option << " '" << output << "' is the input '" << in << "': refusing to write over it");
 }
 
 SequenceSource::SequenceSource(std::vector<std::string> files, ReaderOptions options)

@@ -16,12 +16,6 @@ namespace pf {
 // naming `option` and the file otherwise.
 void check_sequence_inputs(const std::vector<std::string>& files, const std::string& option);
 
-// `output` (given by `option`; "" and "-" are stdout) is none of `inputs`
-// (data/paths.h: links and other spellings are seen through); ConfigError
-// naming both otherwise, before anything is written.
-void require_distinct_output(const std::string& option, const std::string& output,
-                             const std::vector<std::string>& inputs);
-
 // The records of several files, in order, one at a time.
 class SequenceSource {
  public:

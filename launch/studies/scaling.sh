@@ -59,11 +59,11 @@ append() {
 run() {  # run N study scan [bench args...]
   local n=$1 study=$2 scan=$3; shift 3
   local tmp
-  tmp=$(mktemp)
+  tmp=$(mktemp -d)  # --csv writes a new file in it (it replaces only an earlier CSV of the benchmark)
   echo "[$(date -u +%H:%M:%S)] $study N=$n scan=$scan: $*" >&2
-  "${MPIRUN[@]}" -np "$n" "$BENCH" train --steps "$STEPS" --csv "$tmp" --set "parallel.scan=$scan" "$@"
-  append "$OUT/$study.csv" "$study" "$scan" "$tmp"
-  rm -f "$tmp"
+  "${MPIRUN[@]}" -np "$n" "$BENCH" train --steps "$STEPS" --csv "$tmp/run.csv" --set "parallel.scan=$scan" "$@"
+  append "$OUT/$study.csv" "$study" "$scan" "$tmp/run.csv"
+  rm -rf "$tmp"
 }
 
 rm -f "$OUT"/strong.csv "$OUT"/weak.csv "$OUT"/scan_algorithms.csv "$OUT"/attention.csv
@@ -95,12 +95,12 @@ esac
 SCAN_BYTES=$((4 * H * (1 + M * (D + 1))))
 rm -f "$OUT/comm.csv"
 for n in 2 4 8; do
-  tmp=$(mktemp)
+  tmp=$(mktemp -d)
   echo "[$(date -u +%H:%M:%S)] comm N=$n: $SCAN_BYTES bytes per rank" >&2
-  "${MPIRUN[@]}" -np "$n" "$BENCH" comm --min-bytes "$SCAN_BYTES" --max-bytes "$SCAN_BYTES" --csv "$tmp"
-  if [ ! -s "$OUT/comm.csv" ]; then head -1 "$tmp" > "$OUT/comm.csv"; fi
-  tail -n +2 "$tmp" >> "$OUT/comm.csv"
-  rm -f "$tmp"
+  "${MPIRUN[@]}" -np "$n" "$BENCH" comm --min-bytes "$SCAN_BYTES" --max-bytes "$SCAN_BYTES" --csv "$tmp/run.csv"
+  if [ ! -s "$OUT/comm.csv" ]; then head -1 "$tmp/run.csv" > "$OUT/comm.csv"; fi
+  tail -n +2 "$tmp/run.csv" >> "$OUT/comm.csv"
+  rm -rf "$tmp"
 done
 # FAVOR+ against exact softmax attention, same model, one rank.
 for len in $ATTN_LENGTHS; do

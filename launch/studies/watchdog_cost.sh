@@ -23,8 +23,9 @@ mkdir -p "$OUT"
 } >"$OUT/machine.txt"
 csv=$OUT/steps.csv
 echo "preset,ranks,timeout_s,rep,step,seconds,watched_waits" >"$csv"
-tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+tmpdir=$(mktemp -d)
+tmp=$tmpdir/run.csv  # a new file: --csv replaces only an earlier CSV of the benchmark
+trap 'rm -rf "$tmpdir"' EXIT
 for preset in small paper; do
   length=${SMALL_LENGTH:-4096}
   [ "$preset" = small ] || length=${PAPER_LENGTH:-1024}

@@ -262,6 +262,21 @@ CheckpointState read_checkpoint_metadata(const std::string& path) {
              path << ": damaged checkpoint: the metadata checksum does not match (stored " << stored_checksum
                   << ", computed " << computed_checksum
                   << "): an attribute (step, data position, configuration, ...) was changed");
+  // A file that passes its checksum can still have been written by hand: each
+  // number within what a run writes, named, before anything uses it.
+  auto at_least = [&](const char* name, int64_t value, int64_t low) {
+    PF_REQUIRE(DataError, value >= low,
+               path << ": damaged checkpoint: the attribute " << name << " is " << value << ", below " << low);
+  };
+  at_least("step", st.step, 0);
+  at_least("loader_epoch", st.loader.epoch, 0);
+  at_least("loader_sample", st.loader.sample, 0);
+  at_least("dp", st.dp, 1);
+  at_least("sp", st.sp, 1);
+  at_least("optimizer/loss_scale_good_steps", st.loss_scale_good_steps, 0);
+  PF_REQUIRE(DataError, std::isfinite(st.loss_scale) && st.loss_scale >= 0,
+             path << ": damaged checkpoint: the attribute optimizer/loss_scale is " << st.loss_scale
+                  << ", not a finite number >= 0");
   return st;
 }
 
@@ -341,8 +356,12 @@ std::vector<std::string> model_incompatibilities(const ModelConfig& a, const Mod
   // exp's trained projections are parameters: the layouts of exp and the other kinds differ.
   if (attention_may_differ && (a.attention == AttentionKind::Exp) != (b.attention == AttentionKind::Exp))
     cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
-  if (a.attention == AttentionKind::Exp && b.attention == AttentionKind::Exp)
+  if (a.attention == AttentionKind::Exp && b.attention == AttentionKind::Exp) {
     cmp("exp_key_norm", a.exp_key_norm ? "true" : "false", b.exp_key_norm ? "true" : "false");
+    if (attention_may_differ && a.features != b.features)  // (else compared below)
+      out.push_back("model.features: " + num(a.features) + " in the checkpoint, " + num(b.features) +
+                    " now (exp trains its feature map: the number of features is the shape of a parameter)");
+  }
   if (!attention_may_differ) {
     cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
     if (a.attention != AttentionKind::Softmax) {

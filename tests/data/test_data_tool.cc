@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/h5.h"
 #include "data/prepare.h"
 #include "tests/data/data_test_util.h"
 
@@ -90,6 +91,41 @@ TEST(DataTool, OutputThatIsAnInputIsRefusedWithStatus2) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(test::read_all(in), text);
   EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "link.fa", "log.txt"}));
+}
+
+// The output-path rule (data/output_path.h) as a user meets it: an earlier
+// prepared file is replaced, anything else is refused with status 2, named,
+// and left as it was.
+TEST(DataTool, OutputReplacesOnlyAnEarlierDataFile) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, ">a\nMKV\n>b\nWWW\n");
+  const std::string out = dir.file("out.h5");
+  ASSERT_EQ(run({"prepare", "--output", out, in}, dir).status, 0);
+  const ToolRun again = run({"prepare", "--output", out, "--seed", "5", in}, dir);
+  EXPECT_EQ(again.status, 0) << again.err;
+  // Not a data file of prepare: the user's notes, a checkpoint-like HDF5 file,
+  // a folder, a link to nothing.
+  const std::string notes = dir.file("notes.txt");
+  test::write_text(notes, "keep me\n");
+  const std::string ckpt = dir.file("ckpt-10.h5");
+  {
+    H5Id f = h5_create_file(ckpt);
+    h5_write_attr_int64(f, "step", 10);
+  }
+  const std::string ckpt_bytes = test::read_all(ckpt);
+  std::filesystem::create_directories(dir.file("folder"));
+  std::filesystem::create_symlink(dir.file("nowhere"), dir.file("dangling.h5"));
+  for (const std::string& target : {notes, ckpt, dir.file("folder"), dir.file("dangling.h5")}) {
+    SCOPED_TRACE(target);
+    const ToolRun r = run({"prepare", "--output", target, in}, dir);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--output '" + target + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("refusing to replace it"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(test::read_all(notes), "keep me\n");
+  EXPECT_EQ(test::read_all(ckpt), ckpt_bytes);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("dangling.h5")));
 }
 
 // More threads than any machine has cores (the process could not start them

@@ -276,7 +276,7 @@ TEST(Prepare, OutputThatIsAnInputIsRefusedAndTheInputKept) {
     try {
       prepare_dataset(o);
       FAIL() << "no throw";
-    } catch (const ValueError& e) {
+    } catch (const ConfigError& e) {
       const std::string w = e.what();
       EXPECT_NE(w.find("'" + out + "'"), std::string::npos) << w;
       EXPECT_NE(w.find("'" + in + "'"), std::string::npos) << w;
@@ -288,7 +288,7 @@ TEST(Prepare, OutputThatIsAnInputIsRefusedAndTheInputKept) {
   PrepareOptions o;
   o.inputs = {dir.file("link.fa")};
   o.output = in;
-  EXPECT_THROW(prepare_dataset(o), ValueError);
+  EXPECT_THROW(prepare_dataset(o), ConfigError);
   EXPECT_EQ(test::read_all(in), text);
   // A different file is fine.
   o.inputs = {in};

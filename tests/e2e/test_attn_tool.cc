@@ -236,7 +236,7 @@ TEST_F(AttnTool, OutputThatIsTheInputIsRefusedWithStatus2) {
     EXPECT_EQ(r.err.rfind("performer-attn: error: ", 0), 0u) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
     EXPECT_NE(r.err.find("--output '" + out + "'"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("--input '" + in + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the input '" + in + "'"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("same file"), std::string::npos) << r.err;
     std::ifstream f1(in, std::ios::binary);
     const std::string after((std::istreambuf_iterator<char>(f1)), std::istreambuf_iterator<char>());

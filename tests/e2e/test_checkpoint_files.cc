@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -305,6 +306,20 @@ TEST(CheckpointFiles, IncompatibleModelIsRefusedWithTheReason) {
   const auto norm = model_incompatibilities(exp, exp_norm, true);
   ASSERT_EQ(norm.size(), 1u);
   EXPECT_NE(norm[0].find("model.exp_key_norm: false in the checkpoint, true now"), std::string::npos) << norm[0];
+  // exp's number of features is the shape of a trained parameter: it cannot
+  // change where other kinds may redraw theirs (named as that, not as a
+  // damaged file).
+  ModelConfig exp_wide = exp;
+  exp_wide.features = 2 * exp.features;
+  const auto wide = model_incompatibilities(exp, exp_wide, true);
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_NE(wide[0].find("model.features: " + std::to_string(exp.features) + " in the checkpoint, " +
+                         std::to_string(exp_wide.features) + " now (exp trains its feature map"),
+            std::string::npos)
+      << wide[0];
+  ModelConfig other_wide = other;
+  other_wide.features = 2 * other.features;
+  EXPECT_TRUE(model_incompatibilities(m, other_wide, true).empty());
   ModelConfig chunked = m;
   chunked.chunk = 7;
   chunked.checkpoint_activations = true;
@@ -499,6 +514,37 @@ TEST(CheckpointBounds, AStoredConfigurationLargerThanItsFileIsRefusedBeforeTheMo
   for (const std::string& piece : std::vector<std::string>{declared, "/params/embedding of shape [29, 65536]",
                                                            "(7602176 bytes) has only 0 bytes stored"})
     EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+}
+
+// Numbers that no run writes, in a file whose checksum was computed again (as
+// write_checkpoint does for any state): refused as damaged, naming the
+// attribute and its value, before the step reaches the schedule or AdamW.
+TEST(CheckpointBounds, MetadataOutsideWhatARunWritesIsRefusedByName) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  struct Case {
+    std::function<void(CheckpointState&)> craft;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](CheckpointState& st) { st.step = -5; }, "the attribute step is -5, below 0"},
+      {[](CheckpointState& st) { st.loader.epoch = -1; }, "the attribute loader_epoch is -1, below 0"},
+      {[](CheckpointState& st) { st.loader.sample = -7; }, "the attribute loader_sample is -7, below 0"},
+      {[](CheckpointState& st) { st.sp = 0; }, "the attribute sp is 0, below 1"},
+      {[](CheckpointState& st) { st.loss_scale = std::nan(""); }, "the attribute optimizer/loss_scale is nan"},
+      {[](CheckpointState& st) { st.loss_scale = -2; }, "the attribute optimizer/loss_scale is -2"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.says);
+    CheckpointState st = make_state(m, 3, 3);
+    c.craft(st);
+    const std::string path = dir.path + "/crafted-" + std::to_string(k++) + ".h5";
+    write_checkpoint(path, st, layout, m);
+    const std::string w = error_in_child<DataError>([&] { read_checkpoint(path, layout); });
+    EXPECT_NE(w.find(path + ": damaged checkpoint: " + c.says), std::string::npos) << w;
+  }
 }
 
 // The trainer never saves a value that is not finite, so a checkpoint holding

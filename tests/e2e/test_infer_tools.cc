@@ -504,6 +504,60 @@ TEST_F(InferTools, GenerateIsReproducibleAndFollowsItsOptions) {
   EXPECT_EQ(k, 2 * static_cast<int>(fx().records.size()));
 }
 
+// The output-path rule (data/output_path.h): each tool replaces an earlier
+// output of its own kind and refuses (status 2, naming the option and path)
+// anything else, which stays as it was.
+TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
+  const std::string score = "--checkpoint " + quoted(fx().causal) + " ";
+  const std::string table = out("again.tsv"), residues = out("again_residues.h5"), emb = out("again_emb.h5"),
+                    fasta = out("again.fasta");
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass);
+    ToolRun r = tool(PF_SCORE_TOOL, score + "--output " + quoted(table) + " --per-residue " + quoted(residues) + " " +
+                                        quoted(fx().proteins));
+    EXPECT_EQ(r.status, 0) << r.out;
+    r = tool(PF_EMBED_TOOL, score + "--output " + quoted(emb) + " " + quoted(fx().proteins));
+    EXPECT_EQ(r.status, 0) << r.out;
+    r = tool(PF_GENERATE_TOOL, score + "--num 1 --max-length 4 --output " + quoted(fasta));
+    EXPECT_EQ(r.status, 0) << r.out;
+  }
+  // A TSV table may become JSONL and back.
+  EXPECT_EQ(tool(PF_SCORE_TOOL, score + "--format jsonl --output " + quoted(table) + " " + quoted(fx().proteins)).status,
+            0);
+  EXPECT_EQ(read_text(table).rfind("{\"id\":", 0), 0u);
+
+  const std::string notes = out("notes.fasta");  // a user's FASTA file, not an input of these runs
+  std::ofstream(notes) << ">mine\nMKV\n";
+  struct Case {
+    const char* exe;
+    std::string args, target;
+  };
+  const std::vector<Case> cases = {
+      {PF_SCORE_TOOL, "--output " + quoted(notes) + " " + quoted(fx().proteins), notes},
+      {PF_SCORE_TOOL, "--output " + quoted(fx().masked) + " " + quoted(fx().proteins), fx().masked},
+      {PF_SCORE_TOOL, "--per-residue " + quoted(emb) + " " + quoted(fx().proteins), emb},
+      {PF_SCORE_TOOL, "--output " + quoted(fx().dir) + " " + quoted(fx().proteins), fx().dir},
+      {PF_EMBED_TOOL, "--output " + quoted(residues) + " " + quoted(fx().proteins), residues},
+      {PF_EMBED_TOOL, "--output " + quoted(fx().masked) + " " + quoted(fx().proteins), fx().masked},
+      {PF_GENERATE_TOOL, "--num 1 --output " + quoted(notes), notes},
+      {PF_GENERATE_TOOL, "--num 1 --output " + quoted(table), table},
+  };
+  const std::string masked_bytes = read_text(fx().masked), emb_bytes = read_text(emb),
+                    residue_bytes = read_text(residues), table_bytes = read_text(table);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.exe) + " " + c.args);
+    const ToolRun r = tool(c.exe, score + c.args);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(" '" + c.target + "'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("refusing to replace it"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(read_text(notes), ">mine\nMKV\n");
+  EXPECT_EQ(read_text(fx().masked), masked_bytes);
+  EXPECT_EQ(read_text(emb), emb_bytes);
+  EXPECT_EQ(read_text(residues), residue_bytes);
+  EXPECT_EQ(read_text(table), table_bytes);
+}
+
 TEST_F(InferTools, BadInputIsRefusedWithTheFileAndTheReason) {
   // A masked-LM checkpoint cannot generate.
   ToolRun r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().masked));

@@ -1,0 +1,68 @@
+// The output-path rule: see output_path.h.
+#include "data/output_path.h"
+
+#include <hdf5.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "data/h5.h"
+#include "data/paths.h"
+#include "runtime/check.h"
+
+namespace pf {
+
+namespace fs = std::filesystem;
+
+void require_replaceable_output(const std::string& option, const std::string& path, const OutputKind& kind,
+                                const std::vector<std::string>& inputs) {
+  if (path.empty() || path == "-") return;
+  const std::string named = option + " '" + path + "'";
+  for (const std::string& in : inputs)
+    PF_REQUIRE(ConfigError, !same_file(path, in),
+               named << " is the same file as the input '" << in << "': refusing to write over it");
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(link)) return;  // nothing there: a new file
+  const fs::file_status target = fs::status(path, ec);
+  PF_REQUIRE(ConfigError, !(fs::is_symlink(link) && !fs::exists(target)),
+             named << " is a symbolic link to nothing (" << fs::read_symlink(path, ec).string()
+                   << "): refusing to replace it; remove it or choose another path");
+  PF_REQUIRE(ConfigError, !fs::is_directory(target),
+             named << " is a folder: refusing to replace it; give the name of a file for " << kind.what);
+  PF_REQUIRE(ConfigError, fs::is_regular_file(target) && kind.earlier(path),
+             named << " exists and is not " << kind.what
+                   << " written earlier by this tool: refusing to replace it; remove it or choose another path");
+}
+
+bool file_starts_with(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::string head(prefix.size(), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  return in.gcount() == static_cast<std::streamsize>(prefix.size()) && head == prefix;
+}
+
+std::string first_line_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line(64 << 10, '\0');
+  in.read(line.data(), static_cast<std::streamsize>(line.size()));
+  line.resize(static_cast<size_t>(in.gcount()));
+  const size_t end = line.find('\n');
+  return end == std::string::npos ? line : line.substr(0, end);
+}
+
+bool h5_root_has_attributes(const std::string& path, const std::vector<std::string>& names) {
+  static const char kSignature[] = "\x89HDF\r\n\x1a\n";
+  if (!file_starts_with(path, std::string(kSignature, 8))) return false;
+  h5_quiet();
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) return false;
+  bool all = true;
+  for (const std::string& name : names) all = all && H5Aexists(file, name.c_str()) > 0;
+  H5Fclose(file);
+  return all;
+}
+
+}  // namespace pf

@@ -1,0 +1,20 @@
+#include "launch/bench/csv_output.h"
+
+#include "data/output_path.h"
+
+namespace pf::bench {
+
+CsvOutput::CsvOutput(const std::string& path, const std::string& header, bool writer) {
+  const std::string first = header.substr(0, header.find('\n'));
+  require_replaceable_output("--csv", path, {"a CSV of this benchmark (first line '" + first + "')",
+                                             [first](const std::string& p) { return first_line_of(p) == first; }});
+  if (!writer) return;
+  out_ = std::make_unique<OutputFile>(path);
+  out_->write(header);
+}
+
+void CsvOutput::commit() {
+  if (out_) out_->commit();
+}
+
+}  // namespace pf::bench

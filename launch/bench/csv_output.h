@@ -1,0 +1,28 @@
+// The --csv output of a benchmark: stdout when the path is empty, else a file
+// written under a temporary name and renamed into place by commit() (a
+// benchmark that fails leaves no partial CSV under the name). An existing
+// file is replaced only when it is an earlier CSV of the same benchmark (its
+// first line is this header), as every output path (data/output_path.h).
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "launch/infer/output_file.h"
+
+namespace pf::bench {
+
+class CsvOutput {
+ public:
+  // Checks the path and writes the header. A rank that is not the writer
+  // checks the path too (so every rank stops together) but writes nothing.
+  CsvOutput(const std::string& path, const std::string& header, bool writer = true);
+  std::FILE* file() const { return out_ ? out_->stream() : stdout; }
+  void commit();  // on the writer; IoError naming the file when it fails
+
+ private:
+  std::unique_ptr<OutputFile> out_;
+};
+
+}  // namespace pf::bench

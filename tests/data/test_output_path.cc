@@ -1,0 +1,108 @@
+// The output-path rule (data/output_path.h): a new file, or an earlier output
+// of the same kind, and nothing else; every refusal names the option, the path
+// and why, and leaves what is there as it was.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "data/h5.h"
+#include "data/output_path.h"
+#include "runtime/errors.h"
+#include "tests/data/data_test_util.h"
+
+namespace pf {
+namespace {
+
+const OutputKind kTable{"a table of this test",
+                        [](const std::string& p) { return first_line_of(p) == "name\tvalue"; }};
+
+std::string refusal(const std::string& path, const std::vector<std::string>& inputs = {}) {
+  try {
+    require_replaceable_output("--output", path, kTable, inputs);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OutputPath, NewFilesStdoutAndEarlierOutputsPass) {
+  test::TempDir dir;
+  EXPECT_EQ(refusal(dir.file("new.tsv")), "");
+  EXPECT_EQ(refusal(""), "");
+  EXPECT_EQ(refusal("-"), "");
+  test::write_text(dir.file("old.tsv"), "name\tvalue\na\t1\n");
+  EXPECT_EQ(refusal(dir.file("old.tsv")), "");
+  // A link to an earlier output: the rename replaces the link, not its target.
+  std::filesystem::create_symlink(dir.file("old.tsv"), dir.file("link.tsv"));
+  EXPECT_EQ(refusal(dir.file("link.tsv")), "");
+}
+
+TEST(OutputPath, EverythingElseIsRefusedByName) {
+  test::TempDir dir;
+  const std::string notes = dir.file("notes.txt"), empty = dir.file("empty.txt");
+  test::write_text(notes, "my notes\n");
+  test::write_text(empty, "");
+  std::filesystem::create_directories(dir.file("folder"));
+  std::filesystem::create_symlink(dir.file("gone"), dir.file("dangling"));
+  std::filesystem::create_symlink(notes, dir.file("to-notes"));
+  {
+    H5Id f = h5_create_file(dir.file("ckpt-10.h5"));
+    h5_write_attr_int64(f, "step", 10);
+  }
+  struct Case {
+    std::string path, says;
+  };
+  for (const Case& c : {Case{notes, "exists and is not a table of this test"},
+                        Case{empty, "exists and is not a table of this test"},
+                        Case{dir.file("to-notes"), "exists and is not a table of this test"},
+                        Case{dir.file("ckpt-10.h5"), "exists and is not a table of this test"},
+                        Case{dir.file("folder"), "is a folder"},
+                        Case{dir.file("dangling"), "is a symbolic link to nothing"}}) {
+    SCOPED_TRACE(c.path);
+    const std::string why = refusal(c.path);
+    EXPECT_NE(why.find("--output '" + c.path + "'"), std::string::npos) << why;
+    EXPECT_NE(why.find(c.says), std::string::npos) << why;
+  }
+  EXPECT_EQ(test::read_all(notes), "my notes\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("dangling")));
+}
+
+TEST(OutputPath, AnInputIsRefusedThroughAnyLinkEvenWhenItLooksLikeAnOutput) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.tsv");
+  test::write_text(in, "name\tvalue\n");  // an earlier output, now an input
+  std::filesystem::create_hard_link(in, dir.file("hard.tsv"));
+  std::filesystem::create_symlink(in, dir.file("soft.tsv"));
+  for (const std::string& out : {in, dir.file("hard.tsv"), dir.file("soft.tsv"), dir.path() + "/./in.tsv"}) {
+    SCOPED_TRACE(out);
+    const std::string why = refusal(out, {in});
+    EXPECT_NE(why.find("same file as the input '" + in + "'"), std::string::npos) << why;
+  }
+  // Named as an input through the link, the output spelled directly.
+  EXPECT_NE(refusal(in, {dir.file("soft.tsv")}).find("same file"), std::string::npos);
+  // Neither exists yet: the same spelling after normalisation is still one file.
+  EXPECT_NE(refusal(dir.file("x/../new.tsv"), {dir.file("new.tsv")}), "");
+}
+
+TEST(OutputPath, RecognisersReadOnlyWhatTheyNeed) {
+  test::TempDir dir;
+  test::write_text(dir.file("a.txt"), "first line\nsecond\n");
+  EXPECT_EQ(first_line_of(dir.file("a.txt")), "first line");
+  EXPECT_EQ(first_line_of(dir.file("missing")), "");
+  EXPECT_TRUE(file_starts_with(dir.file("a.txt"), "first"));
+  EXPECT_FALSE(file_starts_with(dir.file("a.txt"), "first line\nsecond\nand more"));
+  {
+    H5Id f = h5_create_file(dir.file("d.h5"));
+    h5_write_attr_string(f, "schema", "s");
+    h5_write_attr_string(f, "vocabulary", "v");
+  }
+  EXPECT_TRUE(h5_root_has_attributes(dir.file("d.h5"), {"schema", "vocabulary"}));
+  EXPECT_FALSE(h5_root_has_attributes(dir.file("d.h5"), {"schema", "sources"}));
+  EXPECT_FALSE(h5_root_has_attributes(dir.file("a.txt"), {"schema"}));
+  EXPECT_FALSE(h5_root_has_attributes(dir.file("missing"), {}));
+}
+
+}  // namespace
+}  // namespace pf

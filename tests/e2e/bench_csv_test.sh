@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# performer-bench --csv follows the output-path rule (data/output_path.h): it
+# writes a new file, replaces an earlier CSV of the same benchmark, and refuses
+# (status 2, naming --csv and the path) anything else, leaving it as it was.
+# Usage: bench_csv_test.sh PERFORMER_BENCH
+set -euo pipefail
+bench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+run() { "$bench" watchdog --ops 1000 --csv "$1" 2> "$work/err.txt"; }
+
+run "$work/w.csv" || fail "a new CSV: exit $?: $(cat "$work/err.txt")"
+[ "$(head -1 "$work/w.csv")" = "setting,threads,ops,ns_per_op" ] || fail "header: $(head -1 "$work/w.csv")"
+[ "$(wc -l < "$work/w.csv")" = 7 ] || fail "expected 6 rows and a header: $(cat "$work/w.csv")"
+run "$work/w.csv" || fail "replacing an earlier CSV of the benchmark: $(cat "$work/err.txt")"
+
+printf 'my notes\n' > "$work/notes.txt"
+printf 'kernel,device\n1,2\n' > "$work/other.csv"   # another benchmark's CSV
+mkdir "$work/folder"
+ln -s "$work/nowhere" "$work/dangling.csv"
+for target in notes.txt other.csv folder dangling.csv; do
+  status=0
+  run "$work/$target" || status=$?
+  [ "$status" = 2 ] || fail "--csv $target: exit $status, expected 2"
+  grep -q -- "--csv '$work/$target'" "$work/err.txt" || fail "--csv $target: message does not name it: $(cat "$work/err.txt")"
+  grep -q "refusing to replace it" "$work/err.txt" || fail "--csv $target: $(cat "$work/err.txt")"
+done
+[ "$(cat "$work/notes.txt")" = "my notes" ] || fail "notes.txt was changed"
+[ "$(head -1 "$work/other.csv")" = "kernel,device" ] || fail "other.csv was changed"
+[ -L "$work/dangling.csv" ] || fail "the dangling link was replaced"
+leftover=$(find "$work" -name '*.tmp-*' | wc -l)
+[ "$leftover" = 0 ] || fail "temporary files left: $(find "$work" -name '*.tmp-*')"
+echo "PASS: new, earlier and refused --csv paths"
