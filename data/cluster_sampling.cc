@@ -43,14 +43,16 @@ SplitClusters::SplitClusters(const std::vector<std::string>& paths, const std::s
     PF_REQUIRE(DataError, has_clusters(file),
                needed_by << " needs a cluster-split data file, but '"
                    << path << "' was split by sequence hash (prepare it with --cluster-identity, see docs/data.md)");
-    PF_REQUIRE(DataError, h5_exists(file, kClustersName),
-               "'" << path << "' group /" << kClustersName << " is missing (the file's split_rule is cluster)");
-    H5Id group = h5_open_group(file, kClustersName);
-    PF_REQUIRE(DataError, h5_has_attr(group, "count"),
-               "'" << path << "' group /" << kClustersName << " lacks the attribute 'count'");
-    const int64_t count = h5_read_attr_int64(group, "count");
-    for (int64_t c : read_split_clusters(file, path, split, count)) cluster_of.push_back(base + c);
-    base += count;
+    // The whole table with every check that `performer-data info` makes: the
+    // sizes, and no cluster in two of train, valid and test (a held-out
+    // relative in training would be leakage this run could not see).
+    const ClusterTable table = read_cluster_table(file, path);
+    int index = 0;
+    while (index < 3 && split != kSplitNames[index]) ++index;
+    PF_REQUIRE(DataError, index < 3 || split == kOodSplitName, "'" << path << "': no split '" << split << "'");
+    PF_REQUIRE(DataError, index < 3 || h5_exists(file, kOodSplitName), "'" << path << "' has no split '/ood'");
+    for (int64_t c : table.members[index]) cluster_of.push_back(base + c);
+    base += static_cast<int64_t>(table.sizes.size());
   }
   build(cluster_of);
 }

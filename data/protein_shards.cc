@@ -33,7 +33,8 @@ constexpr int64_t kChunkCacheBytes = 8 << 20;  // per dataset: a few decompresse
 constexpr int64_t kCheckBlock = 1 << 16;       // offsets read per block by check_offsets (512 KiB)
 
 // Every entry of a split's offsets [sequences + 1], streamed in blocks:
-// offsets[0] = 0, each in [0, residues], non-decreasing, the last = residues.
+// offsets[0] = 0, each in [0, residues], increasing (no sequence is empty),
+// the last = residues.
 // Both sample modes rely on it: the concat stream locates proteins by a
 // binary search over offsets and would read wrong samples without an error.
 void check_offsets(hid_t offsets, const std::string& path, const std::string& split, int64_t sequences,
@@ -54,6 +55,9 @@ void check_offsets(hid_t offsets, const std::string& path, const std::string& sp
       PF_REQUIRE(DataError, v >= prev,
                  where << "offsets[" << i << "] = " << v << " is below offsets[" << i - 1 << "] = " << prev
                        << " (offsets must be non-decreasing)");
+      PF_REQUIRE(DataError, i == 0 || v > prev,
+                 where << "offsets[" << i << "] = offsets[" << i - 1 << "] = " << v << ": sequence " << i - 1
+                       << " is empty (performer-data prepare writes no empty sequence)");
       prev = v;
     }
   }
@@ -75,6 +79,11 @@ SplitExtent check_split(hid_t group, const std::string& path, const std::string&
              "'" << path << "' /" << split << ": offsets has " << n_off << " entries and tokens " << n_tok
                  << ", but the group records " << e.sequences << " sequences and " << e.residues
                  << " residues (expected offsets of length sequences+1)");
+  // Each sequence holds a residue: a count beyond the residues is refused
+  // before a block is read or anything per sequence is allocated.
+  PF_REQUIRE(DataError, e.sequences <= e.residues,
+             "'" << path << "' /" << split << ": the group records " << e.sequences << " sequences but only "
+                 << e.residues << " residues (performer-data prepare writes no empty sequence)");
   check_offsets(offsets, path, split, e.sequences, e.residues);
   return e;
 }

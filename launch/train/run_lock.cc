@@ -119,6 +119,12 @@ void require_writable_folder(const std::string& dir, const std::string& key) {
   const fs::file_status st = fs::status(dir, ec);
   PF_REQUIRE(ConfigError, !fs::exists(st) || fs::is_directory(st),
              key << ": '" << dir << "' is not a folder (it is a file)");
+  // A link to nothing: creating through it would make a folder wherever it
+  // points (or fail with "File exists"); the user decides where that is.
+  PF_REQUIRE(ConfigError, fs::exists(st) || !fs::is_symlink(fs::symlink_status(dir, ec)),
+             key << ": '" << dir << "' is a symbolic link to '" << fs::read_symlink(dir, ec).string()
+                 << "', which does not exist: create that folder, or point the link (or " << key
+                 << ") elsewhere");
   fs::create_directories(dir, ec);
   PF_REQUIRE(ConfigError, !ec, key << ": cannot create the folder '" << dir << "': " << ec.message());
   // Checkpoints are written under a temporary name and renamed.

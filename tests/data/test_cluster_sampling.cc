@@ -337,6 +337,30 @@ TEST(ClusterLoader, UnclusteredAndDamagedFilesAreClearErrors) {
     h5_write_vector(g, "clusters", std::vector<int64_t>{0, 1, 2});
   }
   expect_data_error([&] { DataLoader loader(lo); }, {"'" + o.output + "' dataset /train/clusters", "holds 3 entries"});
+  // A valid sequence moved into train's cluster 0 (the sizes kept consistent):
+  // the held-out split shares a cluster with training, which `info` refuses
+  // and so does the training loader, naming the cluster and both splits.
+  PrepareOptions o2 = o;
+  o2.output = dir.file("straddle.h5");
+  o2.val_fraction = 0.1;
+  prepare_dataset(o2);
+  const std::vector<std::vector<int64_t>> columns = test::add_synthetic_clusters(o2.output);
+  {
+    H5Id f = h5_open_file(o2.output, true);
+    H5Id valid = h5_open_group(f, "valid"), table = h5_open_group(f, "clusters");
+    std::vector<int64_t> column = columns.at(1), sizes = h5_read_array<int64_t>(table, "sizes");
+    --sizes[static_cast<size_t>(column.at(0))];
+    ++sizes[0];
+    column[0] = 0;
+    H5Ldelete(valid, "clusters", H5P_DEFAULT);
+    h5_write_vector(valid, "clusters", column);
+    H5Ldelete(table, "sizes", H5P_DEFAULT);
+    h5_write_vector(table, "sizes", sizes);
+  }
+  LoaderOptions straddle = lo;
+  straddle.files = {o2.output};
+  expect_data_error([&] { read_dataset_info(o2.output); }, {"'" + o2.output + "': cluster 0", "/train and /valid"});
+  expect_data_error([&] { DataLoader loader(straddle); }, {"'" + o2.output + "': cluster 0", "/train and /valid"});
   // The sequence-sampling loader does not read the clusters at all.
   lo.sampling = Sampling::Sequence;
   EXPECT_NO_THROW(DataLoader loader(lo));

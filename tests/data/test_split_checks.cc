@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <functional>
 
 #include "data/audit.h"
@@ -82,7 +83,7 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
     std::string says;
   };
   for (const Case& c : {Case{1, 3000000000, "is outside [0, "}, Case{1, -5, "is outside [0, "},
-                        Case{3, good[1], "is below offsets[2]"}}) {
+                        Case{3, good[1], "is below offsets[2]"}, Case{3, good[2], "sequence 2 is empty"}}) {
     SCOPED_TRACE(c.says + " at " + std::to_string(c.index));
     std::vector<int64_t> bad = good;
     bad[static_cast<size_t>(c.index)] = c.value;
@@ -109,6 +110,42 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
         pieces))
         << "loader";
   }
+}
+
+// A split declaring 2^26 sequences over the residues of 500 (offsets of
+// 2^26 + 1 entries, declared and never written: HDF5 reads its fill value 0,
+// so every sequence would be empty): refused from the group's counts before
+// a block of offsets is read or anything per sequence is allocated.
+TEST(SplitChecks, MoreSequencesThanResiduesAreRefusedBeforeAnyIsRead) {
+  test::TempDir dir;
+  const std::string path = prepared_query(dir, "empty_proteins.h5");
+  const int64_t sequences = int64_t{1} << 26;
+  {
+    H5Id f = h5_open_file(path, true);
+    H5Id g = h5_open_group(f, "train");
+    H5Ldelete(g, "offsets", H5P_DEFAULT);
+    const hsize_t dims[1] = {static_cast<hsize_t>(sequences + 1)}, chunk[1] = {1 << 16};
+    H5Id space(H5Screate_simple(1, dims, nullptr));
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl, 1, chunk);
+    H5Id d(H5Dcreate2(g, "offsets", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    ASSERT_GE(d.get(), 0);
+    H5Adelete(g, "sequences");
+    h5_write_attr_int64(g, "sequences", sequences);
+  }
+  EXPECT_LT(std::filesystem::file_size(path), 1u << 20);
+  const std::vector<std::string> pieces = {"'" + path + "' /train", "records 67108864 sequences but only",
+                                           "no empty sequence"};
+  EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
+  EXPECT_TRUE(refused_in_child(
+      [&] {
+        LoaderOptions lo;
+        lo.files = {path};
+        lo.sample_length = 256;
+        DataLoader loader(lo);
+      },
+      pieces))
+      << "loader";
 }
 
 // Tokens stored as another integer type (HDF5 would convert int8 -3 to 253

@@ -115,6 +115,11 @@ expect_usage_error "--resume and --set checkpoint.resume" "both say where to res
 touch "$dir/a-file"
 expect_usage_error "checkpoint.dir is a regular file" "checkpoint.dir: '$dir/a-file' is not a folder" -- \
   "$train" "${base[@]}" --set train.steps=10 --set "checkpoint.dir=\"$dir/a-file\""
+ln -s "$dir/gone" "$dir/dangling"
+expect_usage_error "checkpoint.dir is a symbolic link to nothing" \
+  "checkpoint.dir: '$dir/dangling' is a symbolic link to '$dir/gone', which does not exist" -- \
+  "$train" "${base[@]}" --set train.steps=10 --set "checkpoint.dir=\"$dir/dangling\""
+[ -L "$dir/dangling" ] && [ ! -e "$dir/gone" ] || fail "the dangling link or its target was changed"
 rm -rf "$dir/ck3"
 expect_usage_error "batch larger than the split" "fewer than one step takes" "data.batch_size 100000" -- \
   "$train" "${model[@]}" --set model.width=32 --set train.steps=10 --set data.batch_size=100000 \
