@@ -74,7 +74,9 @@ start_cluster() {
   export OMP_NUM_THREADS=1
   [ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local rc=0
-  "$repo/tests/cluster/nodes.sh" start "$1" "$cluster" || rc=$?
+  # The build may lie under /tmp (cmake -B /tmp/build), which each node's
+  # private /tmp would hide: it is kept visible, as the repository is.
+  NODES_KEEP=$build "$repo/tests/cluster/nodes.sh" start "$1" "$cluster" || rc=$?
   [ "$rc" = 0 ] || {
     [ "$rc" = 77 ] && echo "SKIP: no namespaced cluster can run here"
     exit "$rc"

@@ -7,7 +7,8 @@
 #   tests/cluster/nodes.sh start N DIR [RATE]   N nodes node1..nodeN, addresses
 #       10.77.0.1..N/24 on eth0, each with a private /tmp and /dev/shm, DIR
 #       seen at the same path on every node (DIR/shared is the cluster's shared
-#       file system) and the repository too; RATE (a tc rate such as 1gbit)
+#       file system) and the repository too, and each folder of NODES_KEEP
+#       (colon-separated: a build folder under /tmp); RATE (a tc rate such as 1gbit)
 #       limits each node's link in both directions. Writes DIR/hostfile,
 #       DIR/hosts (the nodes' /etc/hosts), DIR/agent (Open MPI's rsh agent:
 #       --mca plm_rsh_agent DIR/agent) and DIR/mpirun (mpirun on node1 with
@@ -146,6 +147,10 @@ nsenter -t "$sw" -n ip link set br0 up
 # Paths under /tmp that every node sees as the machine does (the private
 # /tmp hides the rest).
 keep=("$dir" "$repo")
+IFS=: read -r -a extra <<<"${NODES_KEEP:-}"
+for p in "${extra[@]}"; do
+  [ -z "$p" ] || keep+=("$(cd "$p" && pwd -P)")
+done
 for k in $(seq "$n"); do
   # The node's own host name, /etc/hosts, /tmp and /dev/shm; the kept paths
   # are bound back from the machine's /tmp, reached through the working folder

@@ -32,7 +32,8 @@ source "$repo/tests/cluster/lib.sh"
 
 t0=$(now)
 rc=0
-SLURM_CONF=$("$repo/tests/slurm/cluster.sh" start "$cluster" "$nodes") || rc=$?
+# (NODES_KEEP: a build under /tmp stays visible inside the namespaced nodes)
+SLURM_CONF=$(NODES_KEEP=$build "$repo/tests/slurm/cluster.sh" start "$cluster" "$nodes") || rc=$?
 [ "$rc" = 0 ] || { [ "$rc" = 77 ] && echo "SKIP: no Slurm cluster can run here"; exit "$rc"; }
 # Where jobs' folders live and Slurm's commands run: this host for one node;
 # the cluster's shared folder and its node1 (as a login node) for several.
