@@ -75,6 +75,16 @@ MetricsLog::MetricsLog(const std::string& path, const std::vector<GuardedPath>& 
   FileIdentity id;
   if (file_identity(path, &id)) require_unguarded(id);
   PF_REQUIRE(ConfigError, !fs::is_directory(path), what_ << " is a folder: name a file");
+  // Any run's lock file, not only this run's (listed in `guarded`): another
+  // run empties its own lock record when it starts and ends.
+  const std::string name = fs::path(path).filename().string();
+  PF_REQUIRE(ConfigError,
+             name != ".performer-lock" && !(name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0),
+             what_ << " names a lock file (.performer-lock or *.lock), which a run rewrites: name a file of this "
+                      "run's own");
+  PF_REQUIRE(ConfigError, fs::exists(fs::status(path, ec)) || !fs::is_symlink(fs::symlink_status(path, ec)),
+             what_ << " is a symbolic link to '" << fs::read_symlink(path, ec).string()
+                   << "', which does not exist: name that file, or another one");
   fd_ = ::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
   if (fd_ < 0 && errno == ENOENT) {
     fd_ = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

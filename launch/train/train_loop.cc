@@ -71,8 +71,37 @@ struct RunRecord {
   std::string data_json;  // data_identities_json of the data files
 };
 
+// Renames `f` to "<f><suffix>" (or "<f><suffix>-K", the first free name) and
+// returns the new name: files set aside are kept, and are neither resumed nor
+// pruned (their names are not ckpt-*.h5).
+std::string set_aside(const std::string& f, const std::string& suffix) {
+  std::string aside = f + suffix;
+  for (int k = 1; std::filesystem::exists(std::filesystem::symlink_status(aside)); ++k)
+    aside = f + suffix + "-" + std::to_string(k);
+  std::filesystem::rename(f, aside);
+  return aside;
+}
+
+// A file at the name of the checkpoint about to be saved that is not one of
+// this run's (a damaged checkpoint that --resume auto skipped, a file of the
+// user's that happens to bear the name) is set aside, never replaced.
+void keep_what_is_not_ours(const std::string& path, const std::string& run_id, std::ostream& log) {
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path))) return;
+  std::string why;
+  try {
+    const CheckpointState there = read_checkpoint_metadata(path);
+    if (there.run_id == run_id && !run_id.empty()) return;  // this run's own: replaced
+    why = "a checkpoint of " + (there.run_id.empty() ? std::string("a run without a run id") : "run " + there.run_id);
+  } catch (const Error& e) {
+    why = "not a readable checkpoint: " + std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+  }
+  const std::string aside = set_aside(path, ".set-aside");
+  log << "checkpoint.dir: " << path << " is not this run's (" << why << "): set aside as " << aside
+      << " before saving the checkpoint of this step\n";
+}
+
 std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& trainer, const DataLoader& loader,
-                            const RunRecord& record, MetricsLog& metrics) {
+                            const RunRecord& record, MetricsLog& metrics, std::ostream& log) {
   const std::string path = checkpoint_path(cfg.checkpoint.dir, trainer.step());
   session.watchdog().set_phase("the checkpoint save at step " + std::to_string(trainer.step()) +
                                " (rank 0 writes, the others wait for it)");
@@ -99,6 +128,7 @@ std::string save_checkpoint(const TrainConfig& cfg, Session& session, Trainer& t
     st.v = to_host(trainer.moment2());
     st.loss_scale = trainer.loss_scaler().scale();
     st.loss_scale_good_steps = trainer.loss_scaler().good_steps();
+    keep_what_is_not_ours(path, record.run_id, log);
     write_checkpoint(path, st, trainer.model().layout(), cfg.model);
     prune_checkpoints(cfg.checkpoint.dir, cfg.checkpoint.keep, record.run_id);
   }
@@ -342,9 +372,7 @@ void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t 
   if (dir.empty()) return;
   for (const auto& [f, newer] : checkpoints_of_run(dir, run_id)) {
     if (newer <= step) continue;
-    std::string aside = f + ".superseded";
-    for (int k = 1; std::filesystem::exists(aside); ++k) aside = f + ".superseded-" + std::to_string(k);
-    std::filesystem::rename(f, aside);
+    const std::string aside = set_aside(f, ".superseded");
     log << "resumed at step " << step << ", before this run's newer checkpoint " << f << ": set aside as " << aside
         << " (neither resumed nor pruned)\n";
   }
@@ -587,21 +615,22 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
         else
           log << "stop requested (signal " << stop[0] << "): saving a checkpoint at step " << done << "\n";
       }
-      if (!cfg.checkpoint.dir.empty()) out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics);
+      if (!cfg.checkpoint.dir.empty())
+        out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
       out.stopped_by_signal = true;
       break;
     }
     if (cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0 && done < cfg.run.steps) validate();
     if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0 &&
         done < cfg.run.steps) {
-      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics);
+      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }
   if (!out.stopped_by_signal) {
     validate();
     if (!cfg.checkpoint.dir.empty()) {
-      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics);
+      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }

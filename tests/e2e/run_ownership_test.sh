@@ -24,9 +24,10 @@ trap '[ -n "$first" ] && kill -9 "$first" 2>/dev/null; [ -n "${KEEP_DIR:-}" ] ||
 source "$(dirname "$0")/cli_checks.sh"
 query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 "$query" > /dev/null 2>&1 || fail "prepare"
-model=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=1 --set model.heads=2 --set model.ffn=64
-       --set model.features=16 --set data.sample_length=48 --set train.log_interval=1 --set train.eval_interval=0
-       --set train.eval_batches=1 --set checkpoint.interval=5 --set "train.metrics=\"$dir/m.jsonl\"")
+core=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=1 --set model.heads=2 --set model.ffn=64
+      --set model.features=16 --set data.sample_length=48 --set train.log_interval=1 --set train.eval_interval=0
+      --set train.eval_batches=1 --set checkpoint.interval=5 --set model.width=32 --set data.batch_size=2)
+model=("${core[@]:0:20}" --set "train.metrics=\"$dir/m.jsonl\"")
 # (a key may be given once: the cases below add the keys that they vary)
 base=("${model[@]}" --set model.width=32 --set data.batch_size=2)
 common=("${base[@]}" --set "checkpoint.dir=\"$dir/ck\"")
@@ -110,6 +111,17 @@ branch=$(ls "$dir/ck" | grep -E "^ckpt-[0-9]+\.h5$" | tail -1)
   || { tail -3 "$dir/out"; fail "--resume auto after the branch did not continue from $branch"; }
 expect_usage_error "--resume and --set checkpoint.resume" "both say where to resume from" -- \
   "$train" "${common[@]}" --set train.steps=10 --set 'checkpoint.resume="auto"' --resume auto
+
+# A file that only bears a checkpoint's name (skipped by --resume auto as
+# unreadable) is set aside when the run saves that step, never replaced.
+mkdir -p "$dir/ck4"
+echo "my notes" > "$dir/ck4/ckpt-000000005.h5"
+"$train" "${core[@]}" --set train.steps=5 --set "train.metrics=\"$dir/m4.jsonl\"" \
+  --set "checkpoint.dir=\"$dir/ck4\"" --resume auto > "$dir/out" 2>&1 || { tail -3 "$dir/out"; fail "run into ck4"; }
+[ "$(cat "$dir/ck4/ckpt-000000005.h5.set-aside" 2>/dev/null)" = "my notes" ] \
+  || { ls "$dir/ck4"; fail "the file named ckpt-000000005.h5 was not kept as ckpt-000000005.h5.set-aside"; }
+grep -qF "set aside as $dir/ck4/ckpt-000000005.h5.set-aside" "$dir/out" || fail "no message about the file set aside"
+echo "ok: a non-checkpoint bearing a checkpoint's name was set aside, not replaced"
 
 # Checks before step 1.
 touch "$dir/a-file"

@@ -84,6 +84,21 @@ TEST(TrainOutputs, MetricsNeverGoOverAnInputACheckpointOrALock) {
   const std::string lock = run_lock_path(ckpt);
   expect_refused(metrics(lock), {key(lock), "is the lock file of checkpoint.dir"}, lock);
   expect_refused(metrics(ckpt), {key(ckpt), "is checkpoint.dir ('" + ckpt + "')"}, ck);
+  // Another run's locks (its folder's and its metrics file's), which that run
+  // empties when it starts and ends: refused by their names.
+  const std::string other_lock = root + "/other/.performer-lock", other_metrics_lock = root + "/other.jsonl.lock";
+  const std::string dangling = root + "/dangling.jsonl";
+  if (world_rank() == 0) {
+    fs::create_directories(root + "/other");
+    std::ofstream(other_lock) << "run 0123456789abcdef\n";
+    std::ofstream(other_metrics_lock) << "run 0123456789abcdef\n";
+    fs::create_symlink(root + "/nowhere/m.jsonl", dangling);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (const std::string& l : {other_lock, other_metrics_lock})
+    expect_refused(metrics(l), {key(l), "names a lock file"}, l);
+  expect_refused(metrics(dangling), {key(dangling), "is a symbolic link to '" + root + "/nowhere/m.jsonl', which does not exist"}, data);
+  EXPECT_TRUE(fs::is_symlink(dangling));
   EXPECT_EQ(list_checkpoints(ckpt), std::vector<std::string>{ck});
 }
 
