@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace pf {
@@ -221,6 +222,42 @@ int64_t h5_dataset_length(hid_t dset) {
   return dims[0];
 }
 
+void h5_require_stored(hid_t dset) {
+  const std::vector<int64_t> dims = h5_dataset_shape(dset);
+  int64_t elements = 1;
+  for (int64_t d : dims) elements *= d;
+  if (elements == 0) return;
+  std::string shape;
+  for (int64_t d : dims) shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
+  shape += "]";
+  H5Id plist(H5Dget_create_plist(dset));
+  PF_H5_CHECK(plist.get());
+  const H5D_layout_t layout = H5Pget_layout(plist);
+  if (layout == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(dims.size());
+    PF_H5_CHECK(H5Pget_chunk(plist, static_cast<int>(chunk.size()), chunk.data()));
+    hsize_t expected = 1;
+    for (size_t i = 0; i < dims.size(); ++i)
+      expected *= (static_cast<hsize_t>(dims[i]) + chunk[i] - 1) / std::max<hsize_t>(chunk[i], 1);
+    hsize_t stored = 0;
+    H5Id space(H5Dget_space(dset));
+    PF_H5_CHECK(space.get());
+    PF_H5_CHECK(H5Dget_num_chunks(dset, space, &stored));
+    PF_REQUIRE(DataError, stored >= expected,
+               "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " declares shape " << shape
+                          << " in " << expected << " chunks, but the file stores only " << stored
+                          << " of them (the rest would read as a fill value)");
+  } else if (layout == H5D_CONTIGUOUS) {
+    H5Id type(H5Dget_type(dset));
+    PF_H5_CHECK(type.get());
+    const hsize_t bytes = static_cast<hsize_t>(elements) * H5Tget_size(type);
+    const hsize_t stored = H5Dget_storage_size(dset);
+    PF_REQUIRE(DataError, stored >= bytes,
+               "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " declares shape " << shape << " ("
+                          << bytes << " bytes), but the file stores only " << stored << " bytes of it");
+  }
+}
+
 void h5_read_array_raw(hid_t dset, hid_t mem_type, void* out) {
   PF_H5_CHECK_MSG(H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out),
                   "reading " << object_name(dset) << " in " << h5_file_name(dset));
@@ -280,6 +317,7 @@ std::vector<std::string> h5_read_string_range(hid_t dset, int64_t first, int64_t
 
 std::vector<std::string> h5_read_strings(hid_t loc, const std::string& name) {
   H5Id dset = h5_open_dataset(loc, name);
+  h5_require_stored(dset);
   return h5_read_string_range(dset, 0, h5_dataset_length(dset));
 }
 

@@ -117,6 +117,12 @@ void h5_write_array_raw(hid_t loc, const std::string& name, hid_t mem_type, cons
                         const std::vector<int64_t>& shape, const H5Layout& layout = {});
 std::vector<int64_t> h5_dataset_shape(hid_t dset);
 int64_t h5_dataset_length(hid_t dset);  // dim 0 of a 1-D dataset; Hdf5Error otherwise
+// The file stores what the dataset declares: every chunk of its extent is
+// allocated (chunked), or its bytes are (contiguous). A dataset declared
+// larger than it was ever written reads as its fill value, which no writer of
+// this project relies on: a DataError naming the dataset, the file, the
+// declared shape and what is stored, before a reader allocates the shape.
+void h5_require_stored(hid_t dset);
 void h5_read_array_raw(hid_t dset, hid_t mem_type, void* out);
 void h5_read_range_raw(hid_t dset, hid_t mem_type, int64_t first, int64_t count, void* out);
 
@@ -133,6 +139,7 @@ void h5_write_vector(hid_t loc, const std::string& name, const std::vector<T>& v
 template <typename T>
 std::vector<T> h5_read_array(hid_t loc, const std::string& name, std::vector<int64_t>* shape = nullptr) {
   H5Id dset = h5_open_dataset(loc, name);
+  h5_require_stored(dset);
   const std::vector<int64_t> dims = h5_dataset_shape(dset);
   int64_t n = 1;
   for (int64_t d : dims) n *= d;

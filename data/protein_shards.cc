@@ -84,6 +84,10 @@ SplitExtent check_split(hid_t group, const std::string& path, const std::string&
   PF_REQUIRE(DataError, e.sequences <= e.residues,
              "'" << path << "' /" << split << ": the group records " << e.sequences << " sequences but only "
                  << e.residues << " residues (performer-data prepare writes no empty sequence)");
+  // Declared and never written, they would read as fill values: an invented
+  // protein of one repeated letter (concat mode trained on it, exit 0).
+  h5_require_stored(tokens);
+  h5_require_stored(offsets);
   check_offsets(offsets, path, split, e.sequences, e.residues);
   return e;
 }

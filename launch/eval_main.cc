@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   int64_t batches = 0;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required()->check(CLI::ExistingFile);
   CLI::Option* split_option =
-      app.add_option("--split", split, "split of the data files: train, valid or test (or any group name)");
+      app.add_option("--split", split, "split of the data files: train, valid, test or ood");
   app.add_option("--batches", batches, "evaluate only the first N batches (0: the whole split)");
   app.add_option("--fasta", fasta,
                  "evaluate on these FASTA / Swiss-Prot files (optionally .gz) instead of data.files: prepared into "
@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
 
   return pf::run_mpi_program(argc, argv, "performer-eval", [&](int size, int rank) {
     PF_REQUIRE(pf::ConfigError, batches >= 0, "--batches must be >= 0 (0: the whole split), got " << batches);
+    PF_REQUIRE(pf::ConfigError,
+               split == "train" || split == "valid" || split == "test" || split == pf::kOodSplitName,
+               "--split must be train, valid, test or ood, got '" << split << "'");
     PF_REQUIRE(
         pf::ConfigError, fasta.empty() || split_option->count() == 0,
         "--fasta evaluates every sequence of its files (one split); it takes no --split (got --split " << split << ")");
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
     cfg.checkpoint.resume.clear();
     pf::validate_layout(cfg, size);
     pf::Session session(cfg, MPI_COMM_WORLD);
+    pf::check_memory_plan(cfg, session, false);  // sizes from the checkpoint or --set, before any allocation
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     const int64_t step = pf::load_parameters(checkpoint, cfg, trainer);
     if (cfg.data.mode == pf::SampleMode::Family) {

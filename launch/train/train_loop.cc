@@ -304,13 +304,15 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
   return true;
 }
 
+}  // namespace
+
 // The planned peak of one rank (model/planner.h, as --plan prints it) against
 // what it may use: device.memory_cap when set, and on the CPU the host's
 // memory. A plan beyond it is refused before anything is allocated, with the
 // planned size, instead of ending in an allocation failure.
-void check_memory_plan(const TrainConfig& cfg, Session& session) {
+void check_memory_plan(const TrainConfig& cfg, Session& session, bool training) {
   const Device device = session.device();
-  const MemoryPlan p = plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / cfg.parallel.sp, true,
+  const MemoryPlan p = plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / cfg.parallel.sp, training,
                                    device, packs_proteins(cfg.data.mode));
   const int64_t host = device.is_cpu() ? host_memory_bytes() : 0;
   std::ostringstream what;
@@ -323,6 +325,8 @@ void check_memory_plan(const TrainConfig& cfg, Session& session) {
              what.str() << ": more than this machine's memory (" << format_bytes(host)
                         << "); lower data.sample_length or data.batch_size, or raise parallel.sp");
 }
+
+namespace {
 
 // The keys that decide which samples an epoch holds and in which order: the
 // loader position {epoch, sample} a checkpoint stores means the same samples
@@ -422,7 +426,7 @@ void require_own_folder(const std::string& dir, const std::string& resumed, cons
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
-  check_memory_plan(cfg, session);
+  check_memory_plan(cfg, session, true);
   // The data first (it is only read), then the folders, before anything in
   // checkpoint.dir or beside train.metrics is read or written.
   check_splits(cfg, grid);

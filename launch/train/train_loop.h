@@ -33,6 +33,12 @@ struct TrainOutcome {
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log);
 
+// The planned peak of one rank (model/planner.h, as --plan prints it; the
+// forward alone when not `training`) against device.memory_cap and, on the
+// CPU, the host's memory: a ConfigError with the planned size and the keys to
+// change, before anything is allocated.
+void check_memory_plan(const TrainConfig& cfg, Session& session, bool training);
+
 // Loads a checkpoint into the trainer (parameters, moments, step) after
 // checking, before any tensor is read, that it belongs to the same model
 // (ConfigError listing the differing keys); returns the loader position to

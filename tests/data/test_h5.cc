@@ -94,5 +94,56 @@ TEST(H5, OpenErrorsNameTheFile) {
   }
 }
 
+// A dataset declared larger than was ever written (read, it would give its
+// fill value): refused by every whole read, before its size is allocated
+// (2^36 int64 would be 512 GiB: an allocation would end in bad_alloc, not in
+// this DataError), naming the dataset, the file and what is stored.
+TEST(H5, DatasetsDeclaredButNotWrittenAreRefusedBeforeTheyAreRead) {
+  test::TempDir dir;
+  const std::string path = dir.file("holes.h5");
+  {
+    H5Id f = h5_create_file(path);
+    auto create = [&](const char* name, hsize_t n, hsize_t chunk) {
+      const hsize_t dims[1] = {n};
+      H5Id space(H5Screate_simple(1, dims, nullptr));
+      H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+      if (chunk) H5Pset_chunk(dcpl, 1, &chunk);
+      return H5Id(H5Dcreate2(f, name, H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    };
+    create("huge", hsize_t{1} << 36, 1 << 20);
+    create("contiguous", 1000, 0);
+    H5Id partial = create("partial", 4096, 1024);
+    // 3 of its 4 chunks written: [0, 3072).
+    std::vector<int64_t> v(3072, 7);
+    const hsize_t start = 0, count = 3072;
+    H5Id fspace(H5Dget_space(partial));
+    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    H5Id mspace(H5Screate_simple(1, &count, nullptr));
+    ASSERT_GE(H5Dwrite(partial, H5T_NATIVE_INT64, mspace, fspace, H5P_DEFAULT, v.data()), 0);
+    h5_write_vector(f, "whole", std::vector<int64_t>(5000, 1), H5Layout{1024, 1, false});
+  }
+  H5Id f = h5_open_file(path);
+  struct Case {
+    const char* name;
+    std::string says;
+  };
+  for (const Case& c : {Case{"huge", "declares shape [68719476736] in 65536 chunks, but the file stores only 0"},
+                        Case{"contiguous", "declares shape [1000] (8000 bytes), but the file stores only 0 bytes"},
+                        Case{"partial", "in 4 chunks, but the file stores only 3 of them"}}) {
+    SCOPED_TRACE(c.name);
+    try {
+      h5_read_array<int64_t>(f, c.name);
+      ADD_FAILURE() << "read";
+    } catch (const DataError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find(std::string("/") + c.name), std::string::npos) << w;
+      EXPECT_NE(w.find(path), std::string::npos) << w;
+      EXPECT_NE(w.find(c.says), std::string::npos) << w;
+    }
+  }
+  // Written whole (its last chunk past the end, compressed): read as it is.
+  EXPECT_EQ(h5_read_array<int64_t>(f, "whole"), std::vector<int64_t>(5000, 1));
+}
+
 }  // namespace
 }  // namespace pf

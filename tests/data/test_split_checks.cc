@@ -148,6 +148,40 @@ TEST(SplitChecks, MoreSequencesThanResiduesAreRefusedBeforeAnyIsRead) {
       << "loader";
 }
 
+// /train/tokens declared at its length but never written (HDF5 would read its
+// fill value: every residue the same letter): refused by every reader, naming
+// the dataset and what is stored, before training could learn from it.
+TEST(SplitChecks, TokensDeclaredButNeverWrittenAreRefused) {
+  test::TempDir dir;
+  const std::string path = prepared_query(dir, "unwritten.h5");
+  const std::vector<uint8_t> tokens = train_dataset<uint8_t>(path, "tokens");
+  {
+    H5Id f = h5_open_file(path, true);
+    H5Id g = h5_open_group(f, "train");
+    H5Ldelete(g, "tokens", H5P_DEFAULT);
+    const hsize_t dims[1] = {tokens.size()}, chunk[1] = {4096};
+    H5Id space(H5Screate_simple(1, dims, nullptr));
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl, 1, chunk);
+    const uint8_t letter = 4;
+    H5Pset_fill_value(dcpl, H5T_NATIVE_UINT8, &letter);
+    H5Id d(H5Dcreate2(g, "tokens", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    ASSERT_GE(d.get(), 0);
+  }
+  const std::vector<std::string> pieces = {"/train/tokens", path, "the file stores only 0 of them"};
+  EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
+  EXPECT_TRUE(refused_in_child(
+      [&] {
+        LoaderOptions lo;
+        lo.files = {path};
+        lo.sample_length = 256;
+        lo.mode = SampleMode::Concat;
+        DataLoader loader(lo);
+      },
+      pieces))
+      << "loader";
+}
+
 // Tokens stored as another integer type (HDF5 would convert int8 -3 to 253
 // silently), or a value outside the vocabulary: a DataError naming the file,
 // the dataset and (for a value) the index and the value.

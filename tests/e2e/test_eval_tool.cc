@@ -212,6 +212,15 @@ TEST_F(EvalTool, UsageErrorsExitWithStatus2) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("train.h5"), std::string::npos) << r.out;
   EXPECT_TRUE(tmp_empty());
+  r = eval("--set parallel.sp=1 --split nope");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--split must be train, valid, test or ood, got 'nope'"), std::string::npos) << r.out;
+  // Sizes no machine holds (from --set here, from a crafted checkpoint's
+  // configuration alike): the plan, refused before anything is allocated.
+  r = eval("--set parallel.sp=1 --set data.batch_size=1073741824 --split test");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("the memory plan of one rank (1073741824 x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("more than this machine's memory"), std::string::npos) << r.out;
 }
 
 }  // namespace

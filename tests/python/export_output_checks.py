@@ -87,15 +87,18 @@ def leftovers(folder):
 
 # Stops performer-export once its temporary folder is complete, before the
 # rename; prints that folder's path, then waits for a signal.
+# (A loop of short sleeps, not signal.pause(): a signal that arrives between
+# the print and pause() would leave pause() waiting for ever.)
 PAUSED_EXPORT = """
-import signal, sys
+import sys, time
 from performer_protein import output_folder
 from performer_protein.export import main
 set_modes = output_folder._set_modes
 def paused(folder):
     set_modes(folder)
     print(folder, flush=True)
-    signal.pause()
+    while True:
+        time.sleep(0.05)
 output_folder._set_modes = paused
 sys.exit(main(sys.argv[1:]))
 """
@@ -233,8 +236,81 @@ rc, err = export("nan.h5", "from-nan")
 check(rc == 2 and not os.path.exists("from-nan") and one_line_error(err, "layer0.qkv.weight"),
       f"performer-export of a checkpoint with a NaN: exit {rc}, no folder: {err.strip()}")
 
+# ---- the reader refuses tensors the file declares but does not store ---------------------
+def with_chunks(source, path, key, chunks, written=(), maxshape=None):
+    """A copy of the checkpoint `source` whose dataset `key` is declared in
+    `chunks` (Fletcher-32, as the trainer writes them, fill value 0.5) with only
+    the chunks starting at the corners `written` stored (ones): a read of any
+    other returns the fill value, 0.5."""
+    shutil.copy(source, path)
+    with h5py.File(path, "r+") as f:
+        shape = f[key].shape
+        del f[key]
+        d = f.create_dataset(key, shape=shape, dtype="<f4", chunks=chunks, maxshape=maxshape,
+                             fletcher32=chunks is not None, fillvalue=0.5)
+        for corner in written:
+            d[tuple(slice(o, min(o + c, n)) for o, c, n in zip(corner, chunks, shape))] = 1.0
+    return path
+
+
+FFN1 = "params/layer0.ffn1.weight"  # [64, 32]: 8192 bytes
+unwritten = with_chunks(ck, "unwritten.h5", FFN1, (64, 32))
+with h5py.File(unwritten) as f:
+    fill = float(f[FFN1][0, 0])
+rc, err = export(unwritten, "from-unwritten")
+check(fill == 0.5 and rc == 2 and not os.path.exists("from-unwritten") and not leftovers(".") and
+      one_line_error(err, unwritten, f"/{FFN1} of shape [64, 32] (8192 bytes) has only 0 bytes stored in the file"),
+      f"performer-export of a tensor whose chunks were never written (reads give {fill}): exit {rc}, no folder: "
+      f"{err.strip()}")
+ok, msg = refused(with_chunks(ck, "contiguous.h5", FFN1, None), [f"/{FFN1}", "(8192 bytes) has only 0 bytes stored"])
+check(ok, f"a contiguous tensor never written is refused: {msg}")
+# Three of its four chunks stored (13,836 bytes, more than the 8192 the shape needs): the missing one is counted.
+ok, msg = refused(with_chunks(ck, "three-chunks.h5", FFN1, (48, 24), written=[(0, 0), (0, 24), (48, 0)]),
+                  [f"/{FFN1}", "in chunks of [48, 24] has only 3 of its 4 chunks stored in the file"])
+check(ok, f"a tensor with one of its chunks never written is refused: {msg}")
+ok, msg = refused(with_chunks(ck, "large-chunks.h5", FFN1, (128, 32), written=[(0, 0)], maxshape=(None, 32)),
+                  [f"/{FFN1}", "of shape [64, 32] declares chunks of [128, 32], larger than itself"])
+check(ok, f"a tensor declaring chunks larger than itself is refused: {msg}")
+whole = read_checkpoint(with_chunks(ck, "edge-chunks.h5", FFN1, (24, 32), written=[(0, 0), (24, 0), (48, 0)]))
+check(bool((whole.params["layer0.ffn1.weight"] == 1).all()),
+      "a tensor stored whole in chunks that overhang its shape (3 of [24, 32] for [64, 32]) is read")
+
+
+# ---- the reader refuses metadata out of range, even under a valid checksum ---------------
+def with_metadata(source, path, attrs):
+    """A copy of the checkpoint `source` with `attrs` ("optimizer/<name>" for
+    the optimizer's) changed and its metadata checksum recomputed, as a file
+    written by hand would be."""
+    shutil.copy(source, path)
+    with h5py.File(path, "r+") as f:
+        for name, value in attrs.items():
+            group, _, attr = name.rpartition("/")
+            f[group or "/"].attrs[attr] = value
+        f.attrs["metadata_checksum"] = fnv1a64(metadata_text(f, f["optimizer"]).encode())
+    return path
+
+
+negative = with_metadata(ck, "negative-step.h5", {"step": np.int64(-1), "optimizer/step": np.int64(-1)})
+rc, err = export(negative, "from-negative")
+check(rc == 2 and not os.path.exists("from-negative") and not leftovers(".") and
+      one_line_error(err, negative, "damaged checkpoint: the attribute step is -1, below 0"),
+      f"performer-export of a step of -1 under a valid checksum: exit {rc}, no folder: {err.strip()}")
+out_of_range = [  # attribute, value, the message's words
+    ("loader_epoch", np.int64(-1), "the attribute loader_epoch is -1, below 0"),
+    ("loader_sample", np.int64(-5), "the attribute loader_sample is -5, below 0"),
+    ("dp", np.int64(0), "the attribute dp is 0, below 1"),
+    ("sp", np.int64(-2), "the attribute sp is -2, below 1"),
+    ("optimizer/loss_scale_good_steps", np.int64(-1), "the attribute optimizer/loss_scale_good_steps is -1, below 0"),
+    ("optimizer/loss_scale", np.float64(-1.0), "optimizer/loss_scale is -1.0, not a finite number >= 0"),
+    ("optimizer/loss_scale", np.float64(np.nan), "optimizer/loss_scale is nan, not a finite number >= 0"),
+    ("optimizer/loss_scale", np.float64(np.inf), "optimizer/loss_scale is inf, not a finite number >= 0"),
+]
+for i, (name, value, words) in enumerate(out_of_range):
+    ok, msg = refused(with_metadata(ck, f"range{i}.h5", {name: value}), ["damaged checkpoint", words])
+    check(ok, f"{name} = {value} under a valid checksum is refused: {msg}")
+
 if failures:
     print(f"FAILED: {len(failures)} check(s)")
     sys.exit(1)
 print("PASS: performer-export writes only new folders or previous exports, and cleans up; the reader refuses "
-      "NaN, Inf and other types")
+      "NaN, Inf, other types, tensors the file does not store and metadata out of range")

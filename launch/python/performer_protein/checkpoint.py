@@ -1,11 +1,15 @@
 """Reading the trainer's HDF5 checkpoints (docs/checkpoints.md) with h5py,
 with the checks the C++ reader makes: the schema and its version, the metadata
 checksum (FNV-1a over the attributes), the step against the optimizer's step,
-every tensor's shape against the stored configuration; HDF5 verifies each
-dataset's Fletcher-32 checksum as it reads it. Beyond those, every tensor read
-must be stored as float32 (never converted) and hold no NaN or Inf."""
+each number of the metadata within what a run writes, and, before any tensor is
+read, every tensor's declaration (check_tensors in launch/train/checkpoint.cc):
+present, of the shape the stored configuration needs, stored as float32 (never
+converted), in chunks no larger than that shape and with its data stored in the
+file; HDF5 verifies each dataset's Fletcher-32 checksum as it reads it. Every
+tensor read must hold no NaN or Inf."""
 
 import json
+import math
 import struct
 import tomllib
 from dataclasses import dataclass, field
@@ -94,19 +98,52 @@ def _fail(path, reason):
     raise CheckpointError(f"{path}: {reason}")
 
 
-def _read_float32(f, path, key, shape, missing):
-    """The dataset `key` as float32, refused (naming it) when it is missing, of
-    another shape, stored as another type than float32 (never converted), fails
-    its checksum or holds NaN or Inf."""
+def _check_float32(f, path, key, shape, missing):
+    """The dataset `key` as _read_float32 will read it, checked before any
+    tensor is read (check_tensors in launch/train/checkpoint.cc): present, of
+    `shape`, stored as float32 (never converted), in chunks no larger than that
+    shape, and its data stored in the file (_check_stored)."""
     if key not in f:
         _fail(path, f"/{key} is missing ({missing})")
     d = f[key]
+    if not isinstance(d, h5py.Dataset):
+        _fail(path, f"/{key} is not a dataset ({missing})")
     if tuple(d.shape) != shape:
         _fail(path, f"/{key} has shape {list(d.shape)}, the stored configuration needs {list(shape)}")
     if d.dtype.kind != "f" or d.dtype.itemsize != 4:
         _fail(path, f"/{key} is stored as {d.dtype}, checkpoints hold float32: not written by the trainer")
     try:
-        a = np.asarray(d[...], dtype=np.float32)
+        _check_stored(d, path, key, shape)
+    except (OSError, RuntimeError) as e:
+        _fail(path, f"damaged checkpoint: the declaration of /{key} failed to read: {e}")
+
+
+def _check_stored(d, path, key, shape):
+    """A declared shape backed by the file's own bytes, so that a read never
+    returns the fill value of data that was never written: at least 4 bytes an
+    element stored, whatever the layout (compact, contiguous or chunked, as the
+    C++ reader requires), and for a chunked dataset chunks no larger than its
+    shape and every chunk covering the shape stored."""
+    chunks = d.chunks
+    if chunks is not None and any(c > n for c, n in zip(chunks, shape)):
+        _fail(path, f"/{key} of shape {list(shape)} declares chunks of {list(chunks)}, larger than itself")
+    needed = math.prod(shape) * 4
+    stored = d.id.get_storage_size()
+    if stored < needed:
+        _fail(path, f"/{key} of shape {list(shape)} ({needed} bytes) has only {stored} bytes stored in the file")
+    if chunks is not None:
+        covering = math.prod(-(-n // c) for n, c in zip(shape, chunks))
+        allocated = d.id.get_num_chunks()
+        if allocated < covering:
+            _fail(path, f"/{key} of shape {list(shape)} in chunks of {list(chunks)} has only {allocated} of its "
+                        f"{covering} chunks stored in the file")
+
+
+def _read_float32(f, path, key):
+    """The dataset `key` (checked by _check_float32) as float32, refused (naming
+    it) when it fails its checksum or holds NaN or Inf."""
+    try:
+        a = np.asarray(f[key][...], dtype=np.float32)
     except OSError as e:
         _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
     bad = ~np.isfinite(a)
@@ -115,6 +152,22 @@ def _read_float32(f, path, key, shape, missing):
         _fail(path, f"/{key} holds {n} NaN or Inf value{'s' if n > 1 else ''} (the first at {first}): the trainer "
                     f"saves finite parameters only, so the file was written or changed by another program")
     return a
+
+
+def _check_metadata_ranges(path, root, optimizer):
+    """Each number of the metadata within what a run writes, as the C++ reader
+    checks them: a file that passes its checksum can still have been written
+    by hand. The attributes are those metadata_text has read."""
+    for name, obj, attr, low in (("step", root, "step", 0), ("loader_epoch", root, "loader_epoch", 0),
+                                 ("loader_sample", root, "loader_sample", 0), ("dp", root, "dp", 1),
+                                 ("sp", root, "sp", 1),
+                                 ("optimizer/loss_scale_good_steps", optimizer, "loss_scale_good_steps", 0)):
+        value = int(obj.attrs[attr])
+        if value < low:
+            _fail(path, f"damaged checkpoint: the attribute {name} is {value}, below {low}")
+    scale = float(optimizer.attrs["loss_scale"])
+    if not (math.isfinite(scale) and scale >= 0):
+        _fail(path, f"damaged checkpoint: the attribute optimizer/loss_scale is {scale}, not a finite number >= 0")
 
 
 def read_checkpoint(path: str) -> Checkpoint:
@@ -146,6 +199,7 @@ def read_checkpoint(path: str) -> Checkpoint:
         if stored != computed:
             _fail(path, f"damaged checkpoint: the metadata checksum does not match (stored {stored}, computed "
                         f"{computed}): an attribute (step, data position, configuration, ...) was changed")
+        _check_metadata_ranges(path, f, opt)
         config_text = _text(f.attrs["config"])
         try:
             train = tomllib.loads(config_text)
@@ -163,16 +217,19 @@ def read_checkpoint(path: str) -> Checkpoint:
             cfg = ModelConfig.from_dict(dict(train["model"], vocab=rows), where=f"{path}: [model]")
         except (ConfigError, TypeError) as e:
             _fail(path, f"the stored model configuration is not one this package runs: {e}")
-        params = {name: _read_float32(f, path, f"params/{name}", shape, "the checkpoint is from another model")
-                  for name, shape in parameter_shapes(cfg).items()}
-        projections = []
+        tensors = {f"params/{name}": (shape, "the checkpoint is from another model")
+                   for name, shape in parameter_shapes(cfg).items()}
         if cfg.attention not in ("softmax", "exp"):  # exp's are parameters (layer<l>.attn.features)
             if "projections" not in f:
                 _fail(path, "the checkpoint holds no random projections (/projections): it was written by a "
                             "trainer older than this package; continue the run for a step with the current "
                             "trainer (its checkpoints store them)")
-            projections = [_read_float32(f, path, f"projections/layer{l}", (cfg.features, cfg.head_dim),
-                                         "the checkpoint is damaged") for l in range(cfg.layers)]
+            tensors.update({f"projections/layer{l}": ((cfg.features, cfg.head_dim), "the checkpoint is damaged")
+                            for l in range(cfg.layers)})
+        for key, (shape, missing) in tensors.items():  # every tensor checked before any is read
+            _check_float32(f, path, key, shape, missing)
+        params = {name: _read_float32(f, path, f"params/{name}") for name in parameter_shapes(cfg)}
+        projections = [_read_float32(f, path, key) for key in tensors if key.startswith("projections/")]
         data = json.loads(_text(f.attrs["data"])) if "data" in f.attrs and _text(f.attrs["data"]) else []
         return Checkpoint(path=path, config=cfg, params=params, projections=projections, step=step,
                           redraw_index=int(f.attrs["redraw_index"]), config_text=config_text, train_config=train,
