@@ -1,6 +1,7 @@
 #include "launch/infer/output_file.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -11,36 +12,44 @@ namespace pf {
 
 OutputFile::OutputFile(const std::string& path) : path_(path) {
   if (path.empty() || path == "-") {
+    path_.clear();
     f_ = stdout;
     return;
   }
-  tmp_ = temporary_output_path(path);
-  f_ = std::fopen(tmp_.c_str(), "w");
-  PF_REQUIRE(IoError, f_ != nullptr, "cannot write '" << path << "' (as " << tmp_ << "): " << std::strerror(errno));
+  f_ = ::open_memstream(&text_, &size_);
+  PF_REQUIRE(IoError, f_ != nullptr, "cannot hold the text of '" << path << "': " << std::strerror(errno));
 }
 
 OutputFile::~OutputFile() {
-  if (tmp_.empty() || committed_) return;
-  if (f_ && !finished_) std::fclose(f_);
-  std::error_code ignored;
-  std::filesystem::remove(tmp_, ignored);
+  if (!path_.empty() && f_) std::fclose(f_);
+  std::free(text_);
+  if (!tmp_.empty() && !committed_) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp_, ignored);
+  }
 }
 
 void OutputFile::write(const std::string& text) {
   PF_REQUIRE(IoError, std::fwrite(text.data(), 1, text.size(), f_) == text.size(),
-             "writing '" << (tmp_.empty() ? std::string("stdout") : path_) << "' failed: " << std::strerror(errno));
+             "writing '" << (path_.empty() ? std::string("stdout") : path_) << "' failed: " << std::strerror(errno));
 }
 
 void OutputFile::finish() {
   if (finished_) return;
   finished_ = true;
-  if (tmp_.empty()) {
+  if (path_.empty()) {
     PF_REQUIRE(IoError, std::fflush(f_) == 0 && !std::ferror(f_), "writing stdout failed: " << std::strerror(errno));
     return;
   }
-  const bool ok = std::fflush(f_) == 0 && std::fclose(f_) == 0;
-  f_ = nullptr;
-  PF_REQUIRE(IoError, ok, "writing '" << path_ << "' failed: " << std::strerror(errno));
+  PF_REQUIRE(IoError, std::fflush(f_) == 0 && !std::ferror(f_),
+             "holding the text of '" << path_ << "' failed: " << std::strerror(errno));
+  tmp_ = temporary_output_path(path_);
+  std::FILE* out = std::fopen(tmp_.c_str(), "w");
+  PF_REQUIRE(IoError, out != nullptr, "cannot write '" << path_ << "' (as " << tmp_ << "): " << std::strerror(errno));
+  const bool written = std::fwrite(text_, 1, size_, out) == size_;
+  const int err = errno;
+  const bool closed = std::fclose(out) == 0;
+  PF_REQUIRE(IoError, written && closed, "writing '" << path_ << "' failed: " << std::strerror(written ? errno : err));
 }
 
 void OutputFile::commit() {

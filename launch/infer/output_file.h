@@ -1,7 +1,10 @@
-// Text output of the inference tools: stdout, or a file written under a
-// temporary name (runtime/atomic_file.h) and renamed into place by commit(), so
-// that a failed run never leaves a partial file under the final name (the
-// temporary file is removed when the writer is destroyed uncommitted).
+// Text output of the inference tools and benchmarks: stdout, or a file whose
+// text is held in memory, written under a temporary name by finish()
+// (runtime/atomic_file.h) and renamed into place by commit(). A run that
+// fails, or is stopped by a signal while it computes, leaves neither a
+// partial file under the final name nor a temporary file: nothing is on disk
+// before finish(), and a temporary file not committed is removed when the
+// writer is destroyed.
 #pragma once
 
 #include <cstdio>
@@ -11,13 +14,13 @@ namespace pf {
 
 class OutputFile {
  public:
-  explicit OutputFile(const std::string& path);  // "" or "-": stdout; IoError naming the file
+  explicit OutputFile(const std::string& path);  // "" or "-": stdout
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   void write(const std::string& text);  // IoError naming the file
-  // Flushes and closes the temporary file (stdout: flushes it); IoError
-  // naming the file when that fails. commit() calls it when not done yet.
+  // stdout: flushes it; a file: writes the temporary file. IoError naming the
+  // file when that fails. commit() calls it when not done yet.
   void finish();
   void commit();  // finish, then rename into place; IoError naming the file
   std::FILE* stream() const { return f_; }  // for formatted writes; write() checks errors
@@ -25,6 +28,8 @@ class OutputFile {
  private:
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
+  char* text_ = nullptr;  // the memory stream's buffer (a file's text until commit)
+  size_t size_ = 0;
   bool finished_ = false, committed_ = false;
 };
 

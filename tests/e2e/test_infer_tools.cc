@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -556,6 +557,40 @@ TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
   EXPECT_EQ(read_text(emb), emb_bytes);
   EXPECT_EQ(read_text(residues), residue_bytes);
   EXPECT_EQ(read_text(table), table_bytes);
+}
+
+// A tool stopped by SIGTERM or SIGINT while it computes leaves nothing: its
+// output is held in memory until the end (launch/infer/output_file.h), so
+// neither the final name nor a temporary file exists (the pseudo-log-
+// likelihood of 500 proteins and 100,000 generated proteins take far longer
+// than the second before the signal).
+TEST_F(InferTools, ASignalDuringTheRunLeavesNoFile) {
+  const std::string dir = out("signalled");
+  std::filesystem::create_directories(dir);
+  struct Case {
+    const char* exe;
+    std::string args, signal;
+  };
+  for (const Case& c :
+       {Case{PF_SCORE_TOOL,
+             "--checkpoint " + quoted(fx().masked) + " --output " + quoted(dir + "/s.tsv") + " --per-residue " +
+                 quoted(dir + "/r.h5") + " " + kQuery,
+             "TERM"},
+        Case{PF_GENERATE_TOOL,
+             "--checkpoint " + quoted(fx().causal) + " --num 100000 --output " + quoted(dir + "/g.fasta"), "INT"}}) {
+    SCOPED_TRACE(c.exe);
+    // (timeout runs the tool in the foreground: a background job of a shell
+    // without job control would ignore SIGINT)
+    const ToolRun r = run("OMP_NUM_THREADS=1 timeout --preserve-status -s " + c.signal + " 1 " + std::string(c.exe) +
+                              " " + c.args + "; echo \"exit $?\"",
+                          dir + "/log.txt");
+    const int expected = 128 + (c.signal == "TERM" ? SIGTERM : SIGINT);
+    EXPECT_NE(r.out.find("exit " + std::to_string(expected)), std::string::npos) << "not stopped by the signal: " << r.out;
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().filename() != "log.txt") left.push_back(e.path().filename().string());
+    EXPECT_TRUE(left.empty()) << "left: " << left.front();
+  }
 }
 
 TEST_F(InferTools, BadInputIsRefusedWithTheFileAndTheReason) {
