@@ -26,9 +26,12 @@ void require_replaceable_output(const std::string& option, const std::string& pa
   const fs::file_status link = fs::symlink_status(path, ec);
   if (ec || !fs::exists(link)) return;  // nothing there: a new file
   const fs::file_status target = fs::status(path, ec);
-  PF_REQUIRE(ConfigError, !(fs::is_symlink(link) && !fs::exists(target)),
-             named << " is a symbolic link to nothing (" << fs::read_symlink(path, ec).string()
-                   << "): refusing to replace it; remove it or choose another path");
+  // Renaming over a link would replace the link and leave its target as it
+  // was: neither what the link's owner nor the user meant.
+  PF_REQUIRE(ConfigError, !fs::is_symlink(link),
+             named << " is a symbolic link" << (fs::exists(target) ? " to '" : " to nothing ('")
+                   << fs::read_symlink(path, ec).string() << "'" << (fs::exists(target) ? "" : ")")
+                   << ": refusing to replace it; name the file itself or choose another path");
   PF_REQUIRE(ConfigError, !fs::is_directory(target),
              named << " is a folder: refusing to replace it; give the name of a file for " << kind.what);
   PF_REQUIRE(ConfigError, fs::is_regular_file(target) && kind.earlier(path),

@@ -1,7 +1,7 @@
 // The one rule for every output path of every tool (docs/usage.md, "Output
 // paths"): an output is a new file, or replaces a file that is itself an
-// earlier output of the same kind. It is never a folder, a symbolic link to
-// nothing, one of the run's inputs (through any link), or any other existing
+// earlier output of the same kind. It is never a folder, a symbolic link, one
+// of the run's inputs (through any link), or any other existing
 // file: a checkpoint, a lock, a data file, a config or a file of the user's.
 // Outputs are then written under a temporary name and renamed into place
 // (runtime/atomic_file.h), so a failed run leaves the old file as it was.

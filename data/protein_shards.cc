@@ -165,10 +165,17 @@ int64_t ProteinShards::read_offset(Shard& s, int64_t i) {
 void ProteinShards::read_tokens(Shard& s, int64_t first, int64_t count, uint8_t* out) {
   if (count == 0) return;
   h5_read_range(s.tokens, first, count, out);
-  for (int64_t i = 0; i < count; ++i)
+  for (int64_t i = 0; i < count; ++i) {
     PF_REQUIRE(DataError, out[i] < Vocab::kSize,
                "'" << s.path << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]}
                    << " is not a token of the vocabulary (0-" << Vocab::kSize - 1 << ")");
+    // <pad>, <end> and <mask> mean padding, a protein's end and a masked
+    // position to the model: inside a protein they would be trained as such.
+    PF_REQUIRE(DataError, out[i] >= Vocab::kUnk,
+               "'" << s.path << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]} << " is "
+                   << Vocab::token_text(out[i]) << ", a control token, inside a protein (performer-data prepare "
+                   << "writes residues only)");
+  }
   token_bytes_ += count;
   ++reads_;
 }

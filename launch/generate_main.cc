@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -85,6 +86,14 @@ int main(int argc, char** argv) {
     PF_REQUIRE(pf::ConfigError, go.max_length >= 1,
                "--max-length must be >= 1 (a protein of no residues is no FASTA record), got " << go.max_length);
     pf::validate_sampling(go.sampling);
+    // The prefix starts each FASTA header's identifier, which ends at the
+    // first space: a space, a line break or a control character would split
+    // the record or give every protein the same identifier.
+    PF_REQUIRE(pf::ConfigError,
+               !id_prefix.empty() && std::none_of(id_prefix.begin(), id_prefix.end(),
+                                                  [](unsigned char c) { return c <= ' ' || c == 0x7f; }),
+               "--id-prefix must be a non-empty word without spaces or control characters, got '" << id_prefix
+                                                                                                 << "'");
     std::vector<std::string> read = prompts;
     read.push_back(checkpoint);
     pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read);

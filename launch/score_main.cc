@@ -29,6 +29,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "data/paths.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/context_scoring.h"
 #include "launch/infer/output_file.h"
@@ -94,7 +95,9 @@ int main(int argc, char** argv) {
     read.insert(read.end(), context.begin(), context.end());
     read.push_back(checkpoint);
     pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
-    if (!output.empty()) read.push_back(output);
+    PF_REQUIRE(pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
+               "--per-residue '" << per_residue << "' and --output '" << output
+                                 << "' are the same file: give each its own");
     pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval

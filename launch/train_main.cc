@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "launch/infer/tool_cli.h"
 #include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
 #include "launch/train/train_config.h"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", resume, "auto (newest valid checkpoint in checkpoint.dir) or a checkpoint file");
   app.add_flag("--plan", plan, "print the memory plan of one rank and exit");
   app.add_flag("--print-config", print_config, "print the resolved configuration and exit");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = pf::parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   return pf::run_mpi_program(argc, argv, "performer-train", [&](int size, int rank) {
     if (!resume.empty()) {
       for (const std::string& o : overrides)

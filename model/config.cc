@@ -21,6 +21,10 @@ const char* positional_name(PositionalEncoding p) {
   return p == PositionalEncoding::Sinusoidal ? "sinusoidal" : "none";
 }
 
+const char* projection_name(ProjectionKind k) { return k == ProjectionKind::Iid ? "iid" : "orthogonal"; }
+
+const char* feature_scaling_name(FeatureScaling s) { return s == FeatureScaling::ChiNorms ? "chi" : "sqrt_d"; }
+
 AttentionKind parse_attention_kind(const std::string& s) {
   for (AttentionKind k :
        {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})

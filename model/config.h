@@ -18,6 +18,8 @@ enum class PositionalEncoding { Sinusoidal, None };
 const char* attention_kind_name(AttentionKind k);   // "favor", "relu", "softmax", "elu", "exp"
 const char* objective_name(Objective o);            // "clm", "mlm"
 const char* positional_name(PositionalEncoding p);  // "sinusoidal", "none"
+const char* projection_name(ProjectionKind k);      // "orthogonal", "iid"
+const char* feature_scaling_name(FeatureScaling s);  // "chi", "sqrt_d"
 AttentionKind parse_attention_kind(const std::string& s);  // ConfigError naming the text
 Objective parse_objective(const std::string& s);
 PositionalEncoding parse_positional(const std::string& s);

@@ -33,6 +33,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
@@ -197,7 +198,7 @@ int run_approx(int argc, char** argv) {
   app.add_option("--sharpness-scale", sharp_scale, "q, k norm scale of the sharpness sweep")->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   CsvOutput csv_out(csv,
                     "study,mode,features,projection,m,scale,alpha,seeds,rel_err_mean,rel_err_std,rel_err_of_seed_mean,"

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/linear_attention/state_scan_combine.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
@@ -132,7 +133,7 @@ int run_comm_ranks(int argc, char** argv) {
                  "1 + 256 x 65 floats); sizes below one value are skipped");
   app.add_option("--state-features", state_m, "m of the state scan rows (default 256, the paper preset)");
   app.add_option("--state-head-dim", state_d, "head dim d of the state scan rows (default 64)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   PF_REQUIRE(ConfigError, segment_granule > 0, "--segment-granule must be positive, got " << segment_granule);
   PF_REQUIRE(ConfigError, state_m > 0 && state_d > 0,
              "--state-features and --state-head-dim must be positive, got " << state_m << " and " << state_d);

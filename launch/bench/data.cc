@@ -22,6 +22,7 @@
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "data/sequence_reader.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 
@@ -83,7 +84,7 @@ int run_data(int argc, char** argv) {
   app.add_option("--batch", batch, "samples per step")->capture_default_str();
   app.add_option("--steps", steps, "loader steps per timing")->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const std::string dir = tmp + "/pf_bench_data_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/random_features/random_features.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"
@@ -45,7 +46,7 @@ int run_feature_map(int argc, char** argv) {
   app.add_option("--dims", dims, "head dimensions d");
   app.add_option("--features", features, "feature counts m");
   app.add_option("--reps", reps, "timed repetitions (best is kept)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const double peak = peak_sgemm_gflops();
   std::fprintf(stderr, "sgemm peak %.1f GFLOP/s on %d threads\n", peak, omp_get_max_threads());

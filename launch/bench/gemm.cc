@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/gemm/gemm.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/check.h"
@@ -84,7 +85,7 @@ int run_gemm(int argc, char** argv) {
                  "IN:OUT of linear layers whose three GEMMs to time instead (e.g. the paper preset: 512:1536 "
                  "512:512 512:2048 2048:512)");
   app.add_option("--rows", rows, "rows T of the --linear GEMMs (tokens per rank)")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   if (!linear.empty()) {
     time_linear_gemms(rows, linear, reps);
     return 0;

@@ -32,6 +32,7 @@
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/device_buffers.h"
@@ -84,7 +85,7 @@ int run_kernels(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu or cuda (the first GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   const bool gpu = device_name == "cuda";
   if (gpu && cuda_device_count() == 0) {
     std::fprintf(stderr, "kernels: --device cuda, but %s\n", cuda_unavailable_reason().c_str());

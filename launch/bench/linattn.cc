@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/linear_attention/linear_attention.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"
@@ -44,7 +45,7 @@ int run_linattn(int argc, char** argv) {
   app.add_option("-m", m, "features");
   app.add_option("--chunks", chunks, "chunk sizes to time");
   app.add_option("--reps", reps, "timed repetitions (best is kept)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const int64_t bh = batch * heads, D1 = d + 1;
   const float top = 1.0f / std::sqrt(static_cast<float>(m));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "data/protein_shards.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
@@ -36,7 +37,7 @@ int run_packing(int argc, char** argv) {
   app.add_option("--window", window, "open samples of the packing's first fit")->capture_default_str();
   app.add_option("--seed", seed, "data.seed (the packing order; epoch 0)")->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   ProteinShards shards({data}, split);
   std::vector<int64_t> tokens(static_cast<size_t>(shards.num_proteins()));

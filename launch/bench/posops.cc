@@ -17,6 +17,7 @@
 #include "kernels/linear/linear.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/residual/residual.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/device_buffers.h"
 #include "launch/bench/timing.h"
@@ -37,7 +38,7 @@ int run_posops(int argc, char** argv) {
   app.add_option("--width", C, "model width C (FFN width 4C)");
   app.add_option("--vocab", V, "vocabulary size V");
   app.add_option("--reps", reps, "timed repetitions (best is kept)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   ExecContext ctx;
   const int64_t H = 4 * C;

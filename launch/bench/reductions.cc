@@ -19,6 +19,7 @@
 #include "kernels/embedding/embedding.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/device_buffers.h"
@@ -50,7 +51,7 @@ int run_reductions(int argc, char** argv) {
   app.add_option("--vocab", V, "embedding vocabulary V")->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   const bool gpu = device_name == "cuda";
   if (gpu && cuda_device_count() == 0) {
     std::fprintf(stderr, "reductions: --device cuda, but %s\n", cuda_unavailable_reason().c_str());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"
@@ -36,7 +37,7 @@ int run_softmax(int argc, char** argv) {
   app.add_option("--q-tile", q_tile, "query-tile rows");
   app.add_option("--k-tile", k_tile, "key-tile rows");
   app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const double peak = peak_sgemm_gflops();
   std::fprintf(stderr, "sgemm peak %.1f GFLOP/s on %d threads\n", peak, omp_get_max_threads());

@@ -13,6 +13,7 @@
 
 #include "data/output_path.h"
 #include "data/synthetic_proteins.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
@@ -31,7 +32,7 @@ int run_synthetic(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--seed", o.seed, "generator seed")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   o.progress = &std::cerr;
   // Only an earlier output of this command may be replaced (data/output_path.h);
   // gzread reads plain files as they are, so one test covers both forms.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/flops.h"
@@ -262,7 +263,7 @@ int run_train(int argc, char** argv) {
                "with --longest: run one real step at that length under the cap (on a GPU when device.backend "
                "picks one)");
   app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   return run_mpi_program(
       argc, argv, "performer-bench train", [&](int size, int rank) { return run_train_ranks(a, size, rank); },

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 
@@ -43,7 +44,7 @@ int run_watchdog(int argc, char** argv) {
   std::string csv;
   app.add_option("--ops", ops, "operations per thread and setting");
   app.add_option("--csv", csv, "write the CSV here (default: stdout)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   CsvOutput csv_out(csv, "setting,threads,ops,ns_per_op\n");
   FILE* out = csv_out.file();
   for (int threads : {1, 2}) {

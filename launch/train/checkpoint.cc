@@ -368,8 +368,8 @@ std::vector<std::string> model_incompatibilities(const ModelConfig& a, const Mod
     if (a.attention != AttentionKind::Softmax) {
       cmp("features", num(a.features), num(b.features));
       cmp("redraw_interval", num(a.redraw_interval), num(b.redraw_interval));
-      cmp("projection", num(static_cast<int>(a.projection)), num(static_cast<int>(b.projection)));
-      cmp("feature_scaling", num(static_cast<int>(a.feature_scaling)), num(static_cast<int>(b.feature_scaling)));
+      cmp("projection", projection_name(a.projection), projection_name(b.projection));
+      cmp("feature_scaling", feature_scaling_name(a.feature_scaling), feature_scaling_name(b.feature_scaling));
       cmp("feature_draw", num(a.feature_draw), num(b.feature_draw));
     }
   }

@@ -34,9 +34,6 @@ TEST(OutputPath, NewFilesStdoutAndEarlierOutputsPass) {
   EXPECT_EQ(refusal("-"), "");
   test::write_text(dir.file("old.tsv"), "name\tvalue\na\t1\n");
   EXPECT_EQ(refusal(dir.file("old.tsv")), "");
-  // A link to an earlier output: the rename replaces the link, not its target.
-  std::filesystem::create_symlink(dir.file("old.tsv"), dir.file("link.tsv"));
-  EXPECT_EQ(refusal(dir.file("link.tsv")), "");
 }
 
 TEST(OutputPath, EverythingElseIsRefusedByName) {
@@ -54,12 +51,17 @@ TEST(OutputPath, EverythingElseIsRefusedByName) {
   struct Case {
     std::string path, says;
   };
+  // A link, even to an earlier output: renaming over it would replace the
+  // link and leave its target as it was.
+  test::write_text(dir.file("old.tsv"), "name\tvalue\n");
+  std::filesystem::create_symlink(dir.file("old.tsv"), dir.file("link.tsv"));
   for (const Case& c : {Case{notes, "exists and is not a table of this test"},
                         Case{empty, "exists and is not a table of this test"},
-                        Case{dir.file("to-notes"), "exists and is not a table of this test"},
+                        Case{dir.file("to-notes"), "is a symbolic link to '" + notes + "'"},
+                        Case{dir.file("link.tsv"), "is a symbolic link to '" + dir.file("old.tsv") + "'"},
                         Case{dir.file("ckpt-10.h5"), "exists and is not a table of this test"},
                         Case{dir.file("folder"), "is a folder"},
-                        Case{dir.file("dangling"), "is a symbolic link to nothing"}}) {
+                        Case{dir.file("dangling"), "is a symbolic link to nothing ('" + dir.file("gone") + "')"}}) {
     SCOPED_TRACE(c.path);
     const std::string why = refusal(c.path);
     EXPECT_NE(why.find("--output '" + c.path + "'"), std::string::npos) << why;

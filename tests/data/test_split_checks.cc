@@ -19,6 +19,7 @@
 #include "data/h5.h"
 #include "data/loader.h"
 #include "data/prepare.h"
+#include "data/vocab.h"
 #include "tests/data/data_test_util.h"
 
 namespace pf {
@@ -209,6 +210,23 @@ TEST(SplitChecks, TokensOfAnotherTypeOrOutsideTheVocabularyAreNamed) {
     const std::string m = e.what();
     EXPECT_NE(m.find("'" + path + "' /train/tokens["), std::string::npos) << m;
     EXPECT_NE(m.find("] = 40 is not a token of the vocabulary (0-28)"), std::string::npos) << m;
+  }
+  for (const uint8_t control : {Vocab::kPad, Vocab::kEnd, Vocab::kMask}) {
+    std::vector<uint8_t> bad = good;
+    for (size_t i = 5; i < bad.size(); i += 31) bad[i] = control;  // within any sample the loader reads
+    replace_train_dataset(path, "tokens", bad);
+    try {
+      DataLoader loader(lo);
+      loader.next();
+      ADD_FAILURE() << "a control token " << int{control} << " inside a protein was read";
+    } catch (const DataError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("'" + path + "' /train/tokens["), std::string::npos) << m;
+      EXPECT_NE(m.find("] = " + std::to_string(control) + " is " + Vocab::token_text(control) +
+                       ", a control token, inside a protein"),
+                std::string::npos)
+          << m;
+    }
   }
 }
 

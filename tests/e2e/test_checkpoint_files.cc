@@ -317,6 +317,14 @@ TEST(CheckpointFiles, IncompatibleModelIsRefusedWithTheReason) {
                          std::to_string(exp_wide.features) + " now (exp trains its feature map"),
             std::string::npos)
       << wide[0];
+  // Keys of named values are named, not numbered.
+  ModelConfig iid = m;
+  iid.projection = ProjectionKind::Iid;
+  iid.feature_scaling = FeatureScaling::SqrtD;
+  const auto named = model_incompatibilities(m, iid);
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_NE(named[0].find("model.projection: orthogonal in the checkpoint, iid now"), std::string::npos) << named[0];
+  EXPECT_NE(named[1].find("model.feature_scaling: chi in the checkpoint, sqrt_d now"), std::string::npos) << named[1];
   ModelConfig other_wide = other;
   other_wide.features = 2 * other.features;
   EXPECT_TRUE(model_incompatibilities(m, other_wide, true).empty());

@@ -552,6 +552,10 @@ TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
     EXPECT_NE(r.out.find(" '" + c.target + "'"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("refusing to replace it"), std::string::npos) << r.out;
   }
+  const ToolRun both = tool(PF_SCORE_TOOL, score + "--output " + quoted(out("both")) + " --per-residue " +
+                                               quoted(out("both")) + " " + quoted(fx().proteins));
+  EXPECT_EQ(both.status, 2) << both.out;
+  EXPECT_NE(both.out.find("are the same file: give each its own"), std::string::npos) << both.out;
   EXPECT_EQ(read_text(notes), ">mine\nMKV\n");
   EXPECT_EQ(read_text(fx().masked), masked_bytes);
   EXPECT_EQ(read_text(emb), emb_bytes);
@@ -668,6 +672,11 @@ TEST_F(InferTools, BadInputIsRefusedWithTheFileAndTheReason) {
   r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --first-residue maybe " + quoted(fx().proteins));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--first-residue"), std::string::npos) << r.out;
+  for (const std::string& prefix : {std::string("a b"), std::string("a\nc"), std::string("")}) {
+    r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --id-prefix " + quoted(prefix));
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("--id-prefix must be a non-empty word"), std::string::npos) << r.out;
+  }
   r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --top-p 0");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--top-p"), std::string::npos) << r.out;

@@ -86,6 +86,8 @@ expect_usage_error "optimizer.weight_decay=-0.1" "optimizer.weight_decay" "-0.1"
   "${common[@]}" --set optimizer.weight_decay=-0.1
 expect_usage_error "optimizer.clip_norm=nan" "optimizer.clip_norm" "nan" -- "${common[@]}" --set optimizer.clip_norm=nan
 expect_usage_error "data.mode=chunks" "data.mode" "chunks" -- "${common[@]}" --set data.mode=chunks
+expect_usage_error "an unknown option" "--frobnicate" -- "${common[@]}" --frobnicate
+expect_usage_error "a --config that does not exist" "--config" "$dir/absent.toml" -- --config "$dir/absent.toml"
 expect_usage_error "parallel.scan=tree" "parallel.scan" "tree" -- "${common[@]}" --set parallel.scan=tree
 expect_usage_error "model.width=3000000000" "model.width" "3000000000" -- "${common[@]}" --set model.width=3000000000
 expect_usage_error "missing bracket" "data.files" "[\"$dir/p.h5\"" -- "${common[@]}" --set "data.files=[\"$dir/p.h5\""
