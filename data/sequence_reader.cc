@@ -13,6 +13,13 @@ namespace pf {
 namespace {
 
 constexpr size_t kReadBuffer = 1 << 18;
+constexpr size_t kMaxHeader = 64 << 10;  // bytes of a FASTA header line
+
+void require_line_length(size_t bytes, const std::string& path, int64_t line) {
+  PF_REQUIRE(DataError, bytes <= LineReader::kMaxLine,
+             path << ":" << line << ": a line longer than " << (LineReader::kMaxLine >> 20)
+                  << " MiB: not a protein FASTA or Swiss-Prot file (or a damaged one)");
+}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -125,6 +132,7 @@ bool LineReader::next(std::string& line) {
     const void* nl = std::memchr(start, '\n', end_ - pos_);
     if (nl) {
       const size_t len = static_cast<const char*>(nl) - start;
+      require_line_length(line.size() + len, path_, line_ + 1);
       line.append(start, len);
       pos_ += len + 1;
       bytes_ += static_cast<int64_t>(len + 1);
@@ -135,6 +143,7 @@ bool LineReader::next(std::string& line) {
     line.append(start, end_ - pos_);
     bytes_ += static_cast<int64_t>(end_ - pos_);
     pos_ = end_;
+    require_line_length(line.size(), path_, line_ + 1);
   }
   if (!any || line.empty()) return false;
   ++line_;  // last line without a newline
@@ -207,6 +216,10 @@ bool SequenceReader::next_fasta(SequenceRecord& rec) {
     fail(rec.line, "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line_[bad])) +
                        " is not valid UTF-8 in the header");
   }
+  // Headers are kept whole in the data file, one per protein.
+  if (line_.size() > kMaxHeader)
+    fail(rec.line, "a header of " + std::to_string(line_.size()) + " bytes, more than " +
+                       std::to_string(kMaxHeader) + " (UniProt's are a few hundred)");
   rec.header = trim(line_.substr(1));
   rec.id = first_word(rec.header);
   if (rec.id.empty()) fail(rec.line, "empty FASTA header");

@@ -35,9 +35,13 @@ enum class SequenceFormat { Fasta, SwissProt };
 // file and the accepted extensions otherwise.
 SequenceFormat sequence_format_of(const std::string& path);
 
-// Lines of a plain or gzipped text file without their "\n" or "\r\n".
+// Lines of a plain or gzipped text file without their "\n" or "\r\n". A line
+// longer than kMaxLine is a DataError naming the file and the line, found
+// before the line is held whole (450 times the longest known protein on one
+// line: a file of another kind, or damaged).
 class LineReader {
  public:
+  static constexpr size_t kMaxLine = size_t{16} << 20;
   explicit LineReader(const std::string& path);  // IoError if it cannot be opened
   ~LineReader();
   LineReader(const LineReader&) = delete;

@@ -119,6 +119,18 @@ TEST_F(BadInput, HeaderWithoutSequenceIsAnError) {
                           {"noseq.dat:1:", "no sequence"});
 }
 
+// Bounded lines: a header is kept whole per protein (at most 64 KiB), and no
+// line of a protein file reaches 16 MiB; both named by file and line before
+// a larger line is held.
+TEST_F(BadInput, OverlongHeadersAndLinesAreRefusedByLine) {
+  const std::string header(70000, 'h');
+  expect_error<DataError>(file("long_header.fa", ">a\nMK\n>" + header + "\nMK\n"),
+                          {"long_header.fa:3:", "a header of 70001 bytes, more than 65536"});
+  const std::string line((size_t{16} << 20) + 10, 'M');
+  expect_error<DataError>(file("long_line.fa", ">a\n" + line + "\n"),
+                          {"long_line.fa:2:", "a line longer than 16 MiB"});
+}
+
 TEST_F(BadInput, InvalidCharactersGiveLineColumnAndByte) {
   expect_error<DataError>(file("digit.fa", ">a\nMK\nMK1V\n"), {"digit.fa:3:", "column 3", "'1'", "'a'"});
   expect_error<DataError>(file("letter.fa", ">a\nMKJ\n"), {"letter.fa:2:", "column 3", "'J'", "--map-unknown-to-x"});
