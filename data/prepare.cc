@@ -496,6 +496,33 @@ LengthStats length_stats(const std::vector<int64_t>& lengths) {
   return h.stats();
 }
 
+std::string split_parameters(hid_t file) {
+  std::ostringstream s;
+  const std::string rule = split_rule_of(file);
+  s << (rule == kSplitRuleCluster ? "clusters" : "sequence hash");
+  if (rule == kSplitRuleCluster && h5_exists(file, kClustersName)) {
+    H5Id g = h5_open_group(file, kClustersName);
+    if (h5_has_attr(g, "identity")) s << " at identity " << h5_read_attr_double(g, "identity");
+    if (h5_has_attr(g, "coverage")) s << " and coverage " << h5_read_attr_double(g, "coverage");
+  }
+  if (h5_has_attr(file, "seed")) s << ", seed " << h5_read_attr_int64(file, "seed");
+  if (h5_has_attr(file, "val_fraction")) s << ", valid " << h5_read_attr_double(file, "val_fraction");
+  if (h5_has_attr(file, "test_fraction")) s << ", test " << h5_read_attr_double(file, "test_fraction");
+  if (h5_has_attr(file, "ood_organisms")) {
+    s << ", held-out organisms";
+    for (const std::string& o : h5_read_attr_strings(file, "ood_organisms")) s << " '" << o << "'";
+  }
+  return s.str();
+}
+
+std::vector<std::string> source_names(hid_t file) {
+  std::vector<std::string> names;
+  if (!h5_has_attr(file, "sources")) return names;
+  for (const std::string& s : h5_read_attr_strings(file, "sources"))
+    names.push_back(std::filesystem::path(s).filename().string());
+  return names;
+}
+
 OutputKind prepared_data_kind() {
   return {"a data file of performer-data prepare",
           [](const std::string& path) { return h5_root_has_attributes(path, {"schema", "vocabulary", "sources"}); }};

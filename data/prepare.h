@@ -13,6 +13,8 @@
 // data file, never an input or any other file (ConfigError naming both).
 #pragma once
 
+#include <hdf5.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -156,6 +158,14 @@ struct DatasetInfo {
   int64_t split_rounds = 0, clusters_moved = 0, sequences_moved = 0;
 };
 DatasetInfo read_dataset_info(const std::string& path);
+
+// How an open data file's sequences were assigned to splits, as text
+// ("sequence hash, seed 0, valid 0.1, test 0.1"; cluster splits add their
+// identity and coverage, held-out organisms their names). Two files prepared
+// from one source hold its proteins in the same splits only when it is equal.
+std::string split_parameters(hid_t file);
+// The file names (without folders) of an open data file's sources.
+std::vector<std::string> source_names(hid_t file);
 
 std::string format_summary(const PrepareSummary& s);
 std::string format_info(const DatasetInfo& info);

@@ -15,6 +15,7 @@
 #include "data/clusters.h"
 #include "data/h5.h"
 #include "data/paths.h"
+#include "data/prepare.h"
 #include "data/sample.h"
 #include "data/schema.h"
 #include "launch/train/checkpoint.h"
@@ -164,6 +165,27 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
                                                 << "'); prepare it with --cluster-identity (docs/data.md), or "
                                                    "sample by sequence");
   }
+  // Files prepared from one source with other split parameters hold some of
+  // each other's held-out proteins in their training splits.
+  std::vector<std::pair<std::vector<std::string>, std::string>> splits_of;
+  for (const std::string& file : cfg.data.files) {
+    const H5Id f = h5_open_file(file);
+    splits_of.emplace_back(source_names(f), split_parameters(f));
+  }
+  for (size_t a = 0; a < splits_of.size(); ++a)
+    for (size_t b = a + 1; b < splits_of.size(); ++b) {
+      if (splits_of[a].second == splits_of[b].second) continue;
+      for (const std::string& source : splits_of[a].first)
+        PF_REQUIRE(ConfigError,
+                   std::find(splits_of[b].first.begin(), splits_of[b].first.end(), source) ==
+                       splits_of[b].first.end(),
+                   "data.files '" << cfg.data.files[a] << "' and '" << cfg.data.files[b]
+                                  << "' were both prepared from a source named '" << source
+                                  << "' but split differently (" << splits_of[a].second << "; "
+                                  << splits_of[b].second
+                                  << "): a protein held out by one would be in the other's training split. "
+                                     "Train on one of them, or prepare all from that source in one file");
+    }
   LoaderOptions o = loader_options(cfg, grid, cfg.data.valid_split, LoaderUse::Evaluation);
   o.prefetch = 0;
   DataLoader probe(o);

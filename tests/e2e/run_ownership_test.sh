@@ -132,6 +132,12 @@ expect_usage_error "checkpoint.dir is a symbolic link to nothing" \
   "checkpoint.dir: '$dir/dangling' is a symbolic link to '$dir/gone', which does not exist" -- \
   "$train" "${base[@]}" --set train.steps=10 --set "checkpoint.dir=\"$dir/dangling\""
 [ -L "$dir/dangling" ] && [ ! -e "$dir/gone" ] || fail "the dangling link or its target was changed"
+"$data_tool" prepare --output "$dir/p7.h5" --val-fraction 0.1 --seed 7 "$query" > /dev/null 2>&1 || fail "prepare seed 7"
+expect_usage_error "two files of one source split differently" \
+  "data.files '$dir/p.h5' and '$dir/p7.h5' were both prepared from a source named 'QUERY.fasta.gz' but split differently" \
+  "seed 0" "seed 7" -- "$train" "${core[@]:2}" --set "data.files=[\"$dir/p.h5\", \"$dir/p7.h5\"]" \
+  --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
+[ ! -e "$dir/ck5" ] || [ -z "$(ls "$dir/ck5")" ] || fail "the refused run wrote checkpoints"
 rm -rf "$dir/ck3"
 expect_usage_error "batch larger than the split" "fewer than one step takes" "data.batch_size 100000" -- \
   "$train" "${model[@]}" --set model.width=32 --set train.steps=10 --set data.batch_size=100000 \
