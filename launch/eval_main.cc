@@ -159,6 +159,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<pf::TemporaryDataset> prepared;
     std::string what = "split " + split;
     if (!fasta.empty()) {
+      PF_REQUIRE(pf::ConfigError, cfg.data.mode != pf::SampleMode::Family,
+                 checkpoint << " was trained with data.mode = \"family\", whose samples are families of a "
+                               "cluster-split file; proteins read from --fasta have no families. Evaluate them "
+                               "alone with --set data.mode=\"packed\", or score them given relatives with "
+                               "performer-score --context");
       prepared = prepare_on_every_rank(fasta);
       cfg.data.files = {prepared->path()};
       split = pf::kSplitNames[2];

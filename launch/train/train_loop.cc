@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <toml++/toml.h>
 
 #include "data/cluster_sampling.h"
 #include "data/clusters.h"
@@ -372,10 +373,33 @@ std::vector<std::string> sample_plan_changes(const DataConfig& then, const DataC
 // checkpoint.allow_data_change) the loader restarted at its first sample and
 // said so; true when it restarts. Never a position read against another plan
 // (an epoch would skip or repeat proteins).
+// The [optimizer] keys whose values differ between the checkpoint's
+// configuration and this run's: a resume may change them (AdamW's moments and
+// the step carry on; the schedule and the update use the new values), and
+// the log says which it changed, as "optimizer.lr: 0.003 in the checkpoint,
+// 0.001 now".
+void log_optimizer_changes(const TrainConfig& then, const TrainConfig& now, const std::string& path,
+                           std::ostream& log) {
+  const toml::table a = toml::parse(format_train_config(then)), b = toml::parse(format_train_config(now));
+  const toml::table* ta = a["optimizer"].as_table();
+  const toml::table* tb = b["optimizer"].as_table();
+  if (!ta || !tb) return;
+  auto text_of = [](const toml::node& n, std::ostringstream& out) { n.visit([&](const auto& v) { out << v; }); };
+  for (const auto& [key, value] : *tb) {
+    std::ostringstream x, y;
+    if (const toml::node* old = ta->get(key)) text_of(*old, x);
+    text_of(value, y);
+    if (x.str() != y.str())
+      log << "resumed from " << path << " with optimizer." << key.str() << ": " << x.str() << " in the checkpoint, "
+          << y.str() << " now\n";
+  }
+}
+
 bool check_resumed_plan(const TrainConfig& cfg, const std::string& path, const CheckpointState& metadata,
                         std::ostream& log) {
   if (metadata.config_text.empty()) return false;
   const TrainConfig then = parse_train_config_text(metadata.config_text, path, {});
+  log_optimizer_changes(then, cfg, path, log);
   const std::vector<std::string> changes = sample_plan_changes(then.data, cfg.data);
   if (changes.empty()) return false;
   std::string list;

@@ -123,6 +123,13 @@ echo "my notes" > "$dir/ck4/ckpt-000000005.h5"
 grep -qF "set aside as $dir/ck4/ckpt-000000005.h5.set-aside" "$dir/out" || fail "no message about the file set aside"
 echo "ok: a non-checkpoint bearing a checkpoint's name was set aside, not replaced"
 
+# A resume may change the optimizer's values; the log names each change.
+"$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --set optimizer.lr=0.001 \
+  --resume auto > "$dir/out" 2>&1 || { tail -3 "$dir/out"; fail "resume with another optimizer.lr"; }
+grep -qE "with optimizer.lr: [0-9.e-]+ in the checkpoint, 0.001 now" "$dir/out" \
+  || { grep -i "resumed" "$dir/out"; fail "the change of optimizer.lr was not logged"; }
+echo "ok: a resume with another optimizer.lr logs the change"
+
 # Checks before step 1.
 touch "$dir/a-file"
 expect_usage_error "checkpoint.dir is a regular file" "checkpoint.dir: '$dir/a-file' is not a folder" -- \

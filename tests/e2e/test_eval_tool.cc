@@ -212,6 +212,10 @@ TEST_F(EvalTool, UsageErrorsExitWithStatus2) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("train.h5"), std::string::npos) << r.out;
   EXPECT_TRUE(tmp_empty());
+  r = eval("--set parallel.sp=1 --set 'data.mode=\"family\"' --fasta " + std::string(kQuery));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("proteins read from --fasta have no families"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--set data.mode=\"packed\""), std::string::npos) << r.out;
   r = eval("--set parallel.sp=1 --split nope");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--split must be train, valid, test or ood, got 'nope'"), std::string::npos) << r.out;
