@@ -25,6 +25,7 @@
 #include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
+#include "launch/train/stop_signal.h"
 
 namespace pf::bench {
 
@@ -87,6 +88,14 @@ int run_data(int argc, char** argv) {
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const std::string dir = tmp + "/pf_bench_data_" + std::to_string(::getpid());
+  // SIGINT / SIGTERM set a flag, polled between measurements and steps: the
+  // run stops with an error and its scratch folder (copies of the input, 20+
+  // MB) is removed on the way out, as on a normal exit.
+  install_stop_handlers();
+  auto poll_stop = [&] {
+    if (stop_requested())
+      throw IoError("stopped by signal " + std::to_string(stop_signal_number()) + "; removed " + dir);
+  };
   std::filesystem::create_directories(dir);
   struct Cleanup {
     std::string d;
@@ -99,6 +108,7 @@ int run_data(int argc, char** argv) {
   std::string base = std::filesystem::path(input).filename().string();
   if (base.size() > 3 && base.compare(base.size() - 3, 3, ".gz") == 0) base.resize(base.size() - 3);
   decompress(input, plain);
+  poll_stop();
 
   std::printf("what,case,amount,seconds,rate,unit,cpu_seconds\n");
   for (const auto& [label, path] : {std::pair<std::string, std::string>{"gzip", input}, {"plain", plain}}) {
@@ -106,9 +116,11 @@ int run_data(int argc, char** argv) {
     const auto [t_read, c_read] = best_wall_and_cpu([&] { bytes = read_only(path); }, reps);
     std::printf("parse,%s,%lld,%.4f,%.1f,MB/s,%.4f\n", label.c_str(), static_cast<long long>(bytes), t_read,
                 bytes / t_read * 1e-6, c_read);
+    poll_stop();
     PrepareOptions o;
     o.inputs = {path};
     o.output = h5;
+    o.stop_requested = [] { return stop_requested(); };
     const auto [t_prep, c_prep] = best_wall_and_cpu([&] { prepare_dataset(o); }, reps);
     std::printf("prepare,%s,%lld,%.4f,%.1f,MB/s,%.4f\n", label.c_str(), static_cast<long long>(bytes), t_prep,
                 bytes / t_prep * 1e-6, c_prep);
@@ -129,7 +141,10 @@ int run_data(int argc, char** argv) {
       const auto [t, c] = best_wall_and_cpu(
           [&] {
             tokens = 0;
-            for (int64_t s = 0; s < steps; ++s) tokens += static_cast<int64_t>(loader.next().tokens.size());
+            for (int64_t s = 0; s < steps; ++s) {
+              poll_stop();
+              tokens += static_cast<int64_t>(loader.next().tokens.size());
+            }
           },
           reps);
       std::printf("loader,L=%lld sp=%lld prefetch=%lld,%lld,%.4f,%.3g,tokens/s/rank,%.4f\n",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # performer-bench --csv follows the output-path rule (data/output_path.h): it
 # writes a new file, replaces an earlier CSV of the same benchmark, and refuses
-# (status 2, naming --csv and the path) anything else, leaving it as it was.
+# (status 2, naming --csv and the path) anything else, leaving it as it was;
+# performer-bench data stopped by SIGINT removes its scratch folder.
 # Usage: bench_csv_test.sh PERFORMER_BENCH
 set -euo pipefail
 bench=$1
@@ -31,4 +32,10 @@ done
 [ -L "$work/dangling.csv" ] || fail "the dangling link was replaced"
 leftover=$(find "$work" -name '*.tmp-*' | wc -l)
 [ "$leftover" = 0 ] || fail "temporary files left: $(find "$work" -name '*.tmp-*')"
-echo "PASS: new, earlier and refused --csv paths"
+mkdir "$work/scratch"
+status=0
+timeout --preserve-status -s INT 1 "$bench" data --input /usr/share/doc/mmseqs2/example-data/DB.fasta.gz \
+  --tmp "$work/scratch" > /dev/null 2> "$work/err.txt" || status=$?
+[ "$status" = 1 ] && grep -q "stopped" "$work/err.txt" || fail "bench data after SIGINT: exit $status: $(cat "$work/err.txt")"
+[ -z "$(ls -A "$work/scratch")" ] || fail "bench data left its scratch folder: $(ls "$work/scratch")"
+echo "PASS: new, earlier and refused --csv paths; bench data cleans up after SIGINT"
