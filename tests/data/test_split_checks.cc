@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -75,6 +76,38 @@ void replace_train_dataset(const std::string& path, const std::string& name, con
   h5_write_vector(g, name, values);
 }
 
+// Replaces /train/<name> by a chunked dataset of n elements of `type` that is
+// declared and never written (it would read as `fill`, or 0).
+void replace_with_unwritten(const std::string& path, const std::string& name, hid_t type, hsize_t n,
+                            const void* fill = nullptr, hid_t fill_type = H5T_NATIVE_UINT8) {
+  H5Id f = h5_open_file(path, true);
+  H5Id g = h5_open_group(f, "train");
+  H5Ldelete(g, name.c_str(), H5P_DEFAULT);
+  const hsize_t chunk = std::min<hsize_t>(n, 1 << 16);
+  H5Id space(H5Screate_simple(1, &n, nullptr));
+  H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(dcpl, 1, &chunk);
+  if (fill) H5Pset_fill_value(dcpl, fill_type, fill);
+  H5Id d(H5Dcreate2(g, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  ASSERT_GE(d.get(), 0);
+}
+
+// `performer-data info` and a loader in `mode` each refuse `path` with every piece.
+void expect_info_and_loader_refuse(const std::string& path, const std::vector<std::string>& pieces,
+                                   SampleMode mode = SampleMode::Concat) {
+  EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
+  EXPECT_TRUE(refused_in_child(
+      [&] {
+        LoaderOptions lo;
+        lo.files = {path};
+        lo.sample_length = 256;
+        lo.mode = mode;
+        DataLoader loader(lo);
+      },
+      pieces))
+      << "loader";
+}
+
 TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
   test::TempDir dir;
   const std::string path = prepared_query(dir, "crafted.h5");
@@ -91,7 +124,6 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
     replace_train_dataset(path, "offsets", bad);
     const std::vector<std::string> pieces = {"'" + path + "' /train/offsets", "offsets[" + std::to_string(c.index) +
                                                                                   "]", c.says};
-    EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
     EXPECT_TRUE(refused_in_child(
         [&] {
           AuditOptions a;
@@ -101,15 +133,7 @@ TEST(SplitChecks, CraftedOffsetsAreRefusedByEveryReaderBeforeTheyAllocate) {
         },
         pieces))
         << "audit";
-    EXPECT_TRUE(refused_in_child(
-        [&] {
-          LoaderOptions lo;
-          lo.files = {path};
-          lo.sample_length = 256;
-          DataLoader loader(lo);
-        },
-        pieces))
-        << "loader";
+    expect_info_and_loader_refuse(path, pieces);
   }
 }
 
@@ -121,32 +145,16 @@ TEST(SplitChecks, MoreSequencesThanResiduesAreRefusedBeforeAnyIsRead) {
   test::TempDir dir;
   const std::string path = prepared_query(dir, "empty_proteins.h5");
   const int64_t sequences = int64_t{1} << 26;
+  replace_with_unwritten(path, "offsets", H5T_STD_I64LE, static_cast<hsize_t>(sequences + 1));
   {
     H5Id f = h5_open_file(path, true);
     H5Id g = h5_open_group(f, "train");
-    H5Ldelete(g, "offsets", H5P_DEFAULT);
-    const hsize_t dims[1] = {static_cast<hsize_t>(sequences + 1)}, chunk[1] = {1 << 16};
-    H5Id space(H5Screate_simple(1, dims, nullptr));
-    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(dcpl, 1, chunk);
-    H5Id d(H5Dcreate2(g, "offsets", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-    ASSERT_GE(d.get(), 0);
     H5Adelete(g, "sequences");
     h5_write_attr_int64(g, "sequences", sequences);
   }
   EXPECT_LT(std::filesystem::file_size(path), 1u << 20);
-  const std::vector<std::string> pieces = {"'" + path + "' /train", "records 67108864 sequences but only",
-                                           "no empty sequence"};
-  EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
-  EXPECT_TRUE(refused_in_child(
-      [&] {
-        LoaderOptions lo;
-        lo.files = {path};
-        lo.sample_length = 256;
-        DataLoader loader(lo);
-      },
-      pieces))
-      << "loader";
+  expect_info_and_loader_refuse(
+      path, {"'" + path + "' /train", "records 67108864 sequences but only", "no empty sequence"});
 }
 
 // /train/tokens declared at its length but never written (HDF5 would read its
@@ -156,31 +164,9 @@ TEST(SplitChecks, TokensDeclaredButNeverWrittenAreRefused) {
   test::TempDir dir;
   const std::string path = prepared_query(dir, "unwritten.h5");
   const std::vector<uint8_t> tokens = train_dataset<uint8_t>(path, "tokens");
-  {
-    H5Id f = h5_open_file(path, true);
-    H5Id g = h5_open_group(f, "train");
-    H5Ldelete(g, "tokens", H5P_DEFAULT);
-    const hsize_t dims[1] = {tokens.size()}, chunk[1] = {4096};
-    H5Id space(H5Screate_simple(1, dims, nullptr));
-    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(dcpl, 1, chunk);
-    const uint8_t letter = 4;
-    H5Pset_fill_value(dcpl, H5T_NATIVE_UINT8, &letter);
-    H5Id d(H5Dcreate2(g, "tokens", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-    ASSERT_GE(d.get(), 0);
-  }
-  const std::vector<std::string> pieces = {"/train/tokens", path, "the file stores only 0 of them"};
-  EXPECT_TRUE(refused_in_child([&] { read_dataset_info(path); }, pieces)) << "info";
-  EXPECT_TRUE(refused_in_child(
-      [&] {
-        LoaderOptions lo;
-        lo.files = {path};
-        lo.sample_length = 256;
-        lo.mode = SampleMode::Concat;
-        DataLoader loader(lo);
-      },
-      pieces))
-      << "loader";
+  const uint8_t letter = 4;
+  replace_with_unwritten(path, "tokens", H5T_STD_U8LE, tokens.size(), &letter);
+  expect_info_and_loader_refuse(path, {"/train/tokens", path, "the file stores only 0 of them"});
 }
 
 // Tokens stored as another integer type (HDF5 would convert int8 -3 to 253
