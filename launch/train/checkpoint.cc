@@ -289,12 +289,38 @@ std::vector<std::string> tensor_groups(bool moments) {
   return {"params"};
 }
 
+// The stored /projections are what the stored configuration draws at the
+// stored redraw index. This build draws them again and the Python package
+// reads them: a file whose projections were changed would be one model here
+// and another there, so it is refused as damaged.
+void verify_projections(hid_t file, const std::string& path, const CheckpointState& st) {
+  if (!h5_exists(file, "projections") || st.config_text.empty()) return;
+  const ModelConfig model = parse_train_config_text(st.config_text, path + " (stored configuration)").model;
+  if (model.attention == AttentionKind::Softmax || model.attention == AttentionKind::Exp) return;
+  const int64_t redraw = h5_read_attr_int64(file, "redraw_index");
+  H5Id group = h5_open_group(file, "projections");
+  for (int64_t l = 0; l < model.layers; ++l) {
+    const std::string name = "layer" + std::to_string(l);
+    PF_REQUIRE(DataError, h5_exists(group, name), path << ": damaged checkpoint: /projections/" << name << " is missing");
+    std::vector<int64_t> shape;
+    const std::vector<float> stored = h5_read_array<float>(group, name, &shape);
+    PF_REQUIRE(DataError,
+               shape == (std::vector<int64_t>{model.features, model.head_dim()}) &&
+                   stored == layer_projection(model, l, redraw),
+               path << ": damaged checkpoint: /projections/" << name << " is not the projection that model.seed = "
+                    << model.seed << " draws at redraw index " << redraw
+                    << " (changed after the file was written: this build would use the drawn one, "
+                       "performer-export the stored one)");
+  }
+}
+
 // read_checkpoint_metadata, then every tensor checked, then read.
 CheckpointState read_checkpoint_tensors(const std::string& path, const ParamLayout& layout, bool moments) {
   CheckpointState st = read_checkpoint_metadata(path);
   check_checkpoint_tensors(path, layout, moments);
   try {
     H5Id file = h5_open_file(path);
+    verify_projections(file, path, st);
     std::vector<float>* const into[] = {&st.params, &st.m, &st.v};  // in the order of tensor_groups
     const std::vector<std::string> groups = tensor_groups(moments);
     for (size_t i = 0; i < groups.size(); ++i)

@@ -172,6 +172,32 @@ TEST(CheckpointFiles, StoresTheModelsProjectionsOfItsStep) {
   EXPECT_FALSE(h5_exists(h5_open_file(softmax_path), "projections"));
 }
 
+// Projections changed after the file was written (HDF5 recomputes a
+// rewritten dataset's checksum): this build would draw its own and the Python
+// package read the stored ones, two models from one file, so it is refused
+// as damaged, naming the layer.
+TEST(CheckpointFiles, ChangedProjectionsAreRefused) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  const std::string path = checkpoint_path(dir.path, 5);
+  write_checkpoint(path, make_state(m, 5, 5), layout, m);
+  EXPECT_NO_THROW(read_checkpoint(path, layout));
+  {
+    H5Id f = h5_open_file(path, true);
+    H5Id g = h5_open_group(f, "projections");
+    std::vector<int64_t> shape;
+    std::vector<float> w = h5_read_array<float>(g, "layer1", &shape);
+    w[3] += 0.5f;
+    H5Ldelete(g, "layer1", H5P_DEFAULT);
+    h5_write_array<float>(g, "layer1", w.data(), shape, H5Layout{shape[0], 0, true});
+  }
+  const std::string w = expect_error([&] { read_checkpoint_params(path, layout); });
+  EXPECT_NE(w.find(path + ": damaged checkpoint: /projections/layer1 is not the projection that model.seed"),
+            std::string::npos)
+      << w;
+}
+
 TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
   TempDir dir;
   const ModelConfig m = small_model();
