@@ -1,8 +1,12 @@
 // The output-path rule: see output_path.h.
 #include "data/output_path.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +27,13 @@ void require_replaceable_output(const std::string& option, const std::string& pa
     PF_REQUIRE(ConfigError, !same_file(path, in),
                named << " is the same file as the input '" << in << "': refusing to write over it");
   std::error_code ec;
+  // The folder must take the file (and its temporary), checked before any work.
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  PF_REQUIRE(ConfigError, fs::is_directory(folder, ec),
+             named << ": the folder '" << folder.string() << "' does not exist");
+  PF_REQUIRE(ConfigError, ::access(folder.c_str(), W_OK) == 0,
+             named << ": cannot write in the folder '" << folder.string() << "': " << std::strerror(errno));
   const fs::file_status link = fs::symlink_status(path, ec);
   if (ec || !fs::exists(link)) return;  // nothing there: a new file
   const fs::file_status target = fs::status(path, ec);
@@ -37,6 +48,20 @@ void require_replaceable_output(const std::string& option, const std::string& pa
   PF_REQUIRE(ConfigError, fs::is_regular_file(target) && kind.earlier(path),
              named << " exists and is not " << kind.what
                    << " written earlier by this tool: refusing to replace it; remove it or choose another path");
+  PF_REQUIRE(ConfigError, ::access(path.c_str(), W_OK) == 0,
+             named << " is write-protected: refusing to replace it; make it writable, or choose another path");
+  // HDF5 holds a shared lock on a file while a process has it open (a run
+  // reading its data, a tool its checkpoint): replacing it would change that
+  // process's file under it (it reopens files by name).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);
+    PF_REQUIRE(ConfigError, !busy,
+               named << " is open in another process (it holds the file's lock, as a run reading its data "
+                        "does): refusing to replace it under that process; wait for it to end, or choose "
+                        "another path");
+  }
 }
 
 bool file_starts_with(const std::string& path, const std::string& prefix) {

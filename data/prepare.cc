@@ -411,6 +411,13 @@ void remove_stale_temporaries(const std::string& output, std::ostream* progress)
       std::error_code type_ec;
       if (pid <= 0 || pid == ::getpid() || it->symlink_status(type_ec).type() != kind.type) continue;
       if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to signal: alive
+      // Only what prepare wrote: an HDF5 temporary, a folder with the scratch
+      // marker. A file or folder of the user's that happens to bear the name
+      // stays.
+      const bool ours = kind.type == fs::file_type::regular
+                            ? file_starts_with(it->path().string(), std::string("\x89HDF\r\n\x1a\n", 8))
+                            : ScratchFolder::is_scratch_folder(it->path().string());
+      if (!ours) continue;
       const std::string stale = output + kind.infix + digits;
       std::error_code rm_ec;
       if (fs::remove_all(it->path(), rm_ec) > 0 && progress)

@@ -1,9 +1,12 @@
 // A folder for a tool's temporary files (MMseqs2's inputs, tables and
 // working files), removed with everything in it when the object goes: on
-// success, on errors and on a stop request alike.
+// success, on errors and on a stop request alike. It holds a marker file
+// (kMarker), by which a later run recognises a scratch folder left by a
+// process that died: a folder without it is never emptied or removed.
 #pragma once
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -16,12 +19,29 @@ namespace pf {
 
 class ScratchFolder {
  public:
-  // Exactly `path`, emptied first when it exists.
+  static constexpr const char* kMarker = ".performer-scratch";
+  // Exactly `path`: created, or used when it is empty, or emptied when it is
+  // a scratch folder (it holds kMarker); any other folder there is an
+  // IoError, left as it is.
   explicit ScratchFolder(std::string path) : path_(std::move(path)) {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    if (std::filesystem::exists(std::filesystem::symlink_status(path_, ec))) {
+      PF_REQUIRE(IoError, is_scratch_folder(path_) || std::filesystem::is_empty(path_, ec),
+                 "'" << path_ << "' exists and is not a scratch folder of this tool (no " << kMarker
+                     << " in it): refusing to empty it; move it away");
+      std::filesystem::remove_all(path_, ec);
+    }
     PF_REQUIRE(IoError, std::filesystem::create_directories(path_, ec) && !ec,
                "cannot create the scratch folder '" << path_ << "': " << ec.message());
+    std::FILE* marker = std::fopen((path_ + "/" + kMarker).c_str(), "w");
+    PF_REQUIRE(IoError, marker != nullptr && std::fclose(marker) == 0,
+               "cannot write in the scratch folder '" << path_ << "': " << std::strerror(errno));
+  }
+  // A folder (not a link) holding kMarker.
+  static bool is_scratch_folder(const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_directory(std::filesystem::symlink_status(path, ec)) &&
+           std::filesystem::is_regular_file(std::filesystem::path(path) / kMarker, ec);
   }
   // A fresh "<TMPDIR, else /tmp>/<prefix>XXXXXX".
   static std::string temporary_path(const std::string& prefix) {

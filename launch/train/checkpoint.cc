@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -459,12 +460,15 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& 
   for (const auto& [f, step] : checkpoints_of_run(dir, run_id))
     if (++kept > keep) fs::remove(f);
   if (!fs::is_directory(dir)) return;
+  // A checkpoint's temporary left by a writer that died: "ckpt-<step>.h5.tmp-<pid>"
+  // (write_then_rename's name) whose process no longer exists (ESRCH; EPERM
+  // is another user's live process). Nothing else is touched.
+  static const std::regex temporary("ckpt-[0-9]+\\.h5\\.tmp-([0-9]{1,9})");
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.find(".h5.tmp-") == std::string::npos) continue;
-    // A temporary left by a writer that died: its pid no longer exists.
-    const std::string pid = name.substr(name.rfind('-') + 1);
-    if (pid.find_first_not_of("0123456789") == std::string::npos && ::kill(std::stoi(pid), 0) != 0) {
+    std::smatch m;
+    if (!e.is_regular_file() || !std::regex_match(name, m, temporary)) continue;
+    if (::kill(static_cast<pid_t>(std::stol(m[1].str())), 0) != 0 && errno == ESRCH) {
       std::error_code ec;
       fs::remove(e.path(), ec);
     }

@@ -418,13 +418,17 @@ bool check_resumed_plan(const TrainConfig& cfg, const std::string& path, const C
 // branch of it: the newer checkpoints of that run would otherwise be what
 // --resume auto picks next, and they would count among checkpoint.keep. They
 // are renamed to "<name>.superseded" (kept, but neither resumed nor pruned).
-void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t step, std::ostream& log) {
+void set_aside_newer(const std::string& dir, const std::string& run_id, int64_t step, const std::string& resumed,
+                     std::ostream& log) {
   if (dir.empty()) return;
   for (const auto& [f, newer] : checkpoints_of_run(dir, run_id)) {
-    if (newer <= step) continue;
+    // At the resumed step, another file of the run (the checkpoint of another
+    // branch, when the resumed one was set aside) is set aside too.
+    if (newer < step || (newer == step && same_file(f, resumed))) continue;
     const std::string aside = set_aside(f, ".superseded");
-    log << "resumed at step " << step << ", before this run's newer checkpoint " << f << ": set aside as " << aside
-        << " (neither resumed nor pruned)\n";
+    log << "resumed at step " << step << ", "
+        << (newer == step ? "beside this run's other checkpoint of that step " : "before this run's newer checkpoint ")
+        << f << ": set aside as " << aside << " (neither resumed nor pruned)\n";
   }
 }
 
@@ -512,7 +516,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
       const bool data_changed = check_resumed_data(cfg, resume_path, metadata, data, log);
       const bool plan_changed = check_resumed_plan(cfg, resume_path, metadata, log);
       restart = data_changed || plan_changed ? 1 : 0;
-      set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), log);
+      set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), resume_path, log);
     });
     allreduce_host_values(grid.world(), &restart, 1, DType::i32, ReduceOp::Max, session.tracker());
     if (restart) start = LoaderPosition{};

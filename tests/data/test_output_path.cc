@@ -71,6 +71,41 @@ TEST(OutputPath, EverythingElseIsRefusedByName) {
   EXPECT_TRUE(std::filesystem::is_symlink(dir.file("dangling")));
 }
 
+// An earlier output that a process holds open (HDF5 keeps a shared lock on
+// an open file, as a run reading its data does) or that is write-protected
+// is not replaced; nor is anything in a folder that does not take files.
+TEST(OutputPath, AFileInUseOrWriteProtectedOrAFolderNotWritableIsRefused) {
+  test::TempDir dir;
+  const OutputKind h5_kind{"an HDF5 file of this test",
+                           [](const std::string& p) { return h5_root_has_attributes(p, {"mine"}); }};
+  const std::string path = dir.file("data.h5");
+  {
+    H5Id f = h5_create_file(path);
+    h5_write_attr_int64(f, "mine", 1);
+  }
+  EXPECT_NO_THROW(require_replaceable_output("--output", path, h5_kind));
+  {
+    H5Id reader = h5_open_file(path);  // as a training run holds its data file
+    try {
+      require_replaceable_output("--output", path, h5_kind);
+      ADD_FAILURE() << "a file open in HDF5 was replaceable";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("is open in another process"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(require_replaceable_output("--output", path, h5_kind));
+  EXPECT_NE(refusal(dir.file("missing/new.tsv")).find("the folder '" + dir.file("missing") + "' does not exist"),
+            std::string::npos);
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes whatever its permissions say";
+  test::write_text(dir.file("ro.tsv"), "name\tvalue\n");
+  std::filesystem::permissions(dir.file("ro.tsv"), std::filesystem::perms::owner_read);
+  EXPECT_NE(refusal(dir.file("ro.tsv")).find("is write-protected"), std::string::npos);
+  std::filesystem::create_directories(dir.file("ro"));
+  std::filesystem::permissions(dir.file("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  EXPECT_NE(refusal(dir.file("ro/new.tsv")).find("cannot write in the folder"), std::string::npos);
+  std::filesystem::permissions(dir.file("ro"), std::filesystem::perms::owner_all);
+}
+
 TEST(OutputPath, AnInputIsRefusedThroughAnyLinkEvenWhenItLooksLikeAnOutput) {
   test::TempDir dir;
   const std::string in = dir.file("in.tsv");

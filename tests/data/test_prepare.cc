@@ -12,6 +12,7 @@
 
 #include "data/h5.h"
 #include "data/schema.h"
+#include "data/scratch_folder.h"
 #include "data/vocab.h"
 #include "tests/data/data_test_util.h"
 
@@ -297,22 +298,35 @@ TEST(Prepare, OutputThatIsAnInputIsRefusedAndTheInputKept) {
 }
 
 // A run killed before it could clean up (SIGKILL, a crash, a power cut)
-// leaves OUT.tmp-<pid>; the next prepare of OUT removes the temporary files of
-// processes that no longer exist, and says so. Files of live processes, and
-// other names, are left alone.
+// leaves OUT.tmp-<pid> (an HDF5 file) and scratch folders OUT.mmseqs-<pid>,
+// OUT.sort-<pid> (with the scratch marker); the next prepare of OUT removes
+// those of processes that no longer exist, and says so. Files of live
+// processes, other names, and files or folders of the user's that only bear
+// such a name (not HDF5, no marker) are left alone.
 TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
   test::TempDir dir;
   test::write_text(dir.file("in.fa"), ">a\nMKV\n");
-  const pid_t dead = fork();
-  if (dead == 0) _exit(0);
-  ASSERT_GT(dead, 0);
-  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  auto dead_pid = [] {
+    const pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    EXPECT_GT(dead, 0);
+    EXPECT_EQ(waitpid(dead, nullptr, 0), dead);
+    return std::to_string(dead);
+  };
+  const std::string dead = dead_pid(), dead2 = dead_pid();
   const std::string out = dir.file("out.h5");
-  const std::string stale = out + ".tmp-" + std::to_string(dead);
+  const std::string hdf5_start("\x89HDF\r\n\x1a\n", 8);
+  const std::string stale = out + ".tmp-" + dead, stale_dir = out + ".mmseqs-" + dead;
   const std::string live = out + ".tmp-" + std::to_string(getppid());  // the process that started this test
-  const std::vector<std::string> kept = {live, out + ".tmp-12ab", dir.file("other.h5.tmp-" + std::to_string(dead)),
-                                         out + ".tmp-"};
-  test::write_text(stale, "partial");
+  const std::vector<std::string> kept = {live, out + ".tmp-12ab", dir.file("other.h5.tmp-" + dead), out + ".tmp-",
+                                         out + ".tmp-" + dead2};  // the last: the user's text, not HDF5
+  test::write_text(stale, hdf5_start + "partial");
+  std::filesystem::create_directories(stale_dir);
+  test::write_text(stale_dir + "/" + ScratchFolder::kMarker, "");
+  test::write_text(stale_dir + "/db", "mmseqs");
+  const std::string users_dir = out + ".sort-" + dead2;  // no marker: the user's
+  std::filesystem::create_directories(users_dir);
+  test::write_text(users_dir + "/notes", "keep");
   for (const auto& k : kept) test::write_text(k, "keep");
   PrepareOptions o;
   o.inputs = {dir.file("in.fa")};
@@ -321,9 +335,13 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
   o.progress = &progress;
   prepare_dataset(o);
   EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_FALSE(std::filesystem::exists(stale_dir));
   EXPECT_NE(progress.str().find("removed stale temporary file '" + stale + "'"), std::string::npos) << progress.str();
-  EXPECT_NE(progress.str().find("process " + std::to_string(dead)), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("removed stale temporary folder '" + stale_dir + "'"), std::string::npos)
+      << progress.str();
+  EXPECT_NE(progress.str().find("process " + dead), std::string::npos) << progress.str();
   for (const auto& k : kept) EXPECT_EQ(test::read_all(k), "keep") << k;
+  EXPECT_EQ(test::read_all(users_dir + "/notes"), "keep");
   EXPECT_TRUE(std::filesystem::exists(out));
 }
 

@@ -109,6 +109,19 @@ branch=$(ls "$dir/ck" | grep -E "^ckpt-[0-9]+\.h5$" | tail -1)
   && grep -qF "resumed from $dir/ck/$branch" "$dir/out" \
   && echo "ok: a resume from $older set aside $((${#ckpts[@]} - 1)) newer checkpoint(s); --resume auto continued from $branch" \
   || { tail -3 "$dir/out"; fail "--resume auto after the branch did not continue from $branch"; }
+# Back to the first lineage at a step where the branch has a checkpoint too:
+# the branch's checkpoint of that step is set aside with its newer ones, so
+# no file of another lineage stays under a checkpoint name.
+s1=${ckpts[1]}
+[ -f "$dir/ck/$s1" ] && [ -f "$dir/ck/$s1.superseded" ] || { ls "$dir/ck"; fail "no branch checkpoint beside $s1.superseded"; }
+branch_bytes=$(md5sum < "$dir/ck/$s1")
+"$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --resume "$dir/ck/$s1.superseded" \
+  > "$dir/out" 2>&1 || { tail -3 "$dir/out"; fail "resume from $s1.superseded"; }
+grep -qF "beside this run's other checkpoint of that step $dir/ck/$s1: set aside" "$dir/out" \
+  || { tail -5 "$dir/out"; fail "the branch's $s1 was not set aside"; }
+[ ! -f "$dir/ck/$s1" ] || [ "$(md5sum < "$dir/ck/$s1")" != "$branch_bytes" ] \
+  || fail "the branch's $s1 stayed beside the resumed lineage"
+echo "ok: a resume from $s1.superseded set aside the branch's checkpoint of that step"
 expect_usage_error "--resume and --set checkpoint.resume" "both say where to resume from" -- \
   "$train" "${common[@]}" --set train.steps=10 --set 'checkpoint.resume="auto"' --resume auto
 

@@ -141,6 +141,28 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
                                       checkpoint_path(dir.path, 30)}));
 }
 
+// Pruning removes a checkpoint's temporary of a writer that is gone
+// ("ckpt-<step>.h5.tmp-<pid>") and nothing else: files of the user's that
+// only look like temporaries stay, and a name with a number too long for a
+// pid is no error.
+TEST(CheckpointFiles, PruningRemovesOnlyTheTemporariesOfGoneWriters) {
+  TempDir dir;
+  const pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = dir.path + "/ckpt-000000003.h5.tmp-" + std::to_string(dead);
+  const std::vector<std::string> users = {dir.path + "/results.h5.tmp-" + std::to_string(dead),
+                                          dir.path + "/embeddings.h5.tmp-copy-2024",
+                                          dir.path + "/old.h5.tmp-99999999999",
+                                          dir.path + "/ckpt-000000004.h5.tmp-99999999999"};
+  for (const std::string& f : users) std::ofstream(f) << "mine";
+  std::ofstream(stale) << "partial";
+  EXPECT_NO_THROW(prune_checkpoints(dir.path, 2, "run-a"));
+  EXPECT_FALSE(fs::exists(stale));
+  for (const std::string& f : users) EXPECT_TRUE(fs::exists(f)) << f;
+}
+
 // The checkpoint stores the random projections the model uses at its step
 // (its redraw index), for programs that cannot draw them (the Python
 // package); a softmax model has none.
