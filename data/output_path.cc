@@ -1,9 +1,7 @@
 // The output-path rule: see output_path.h.
 #include "data/output_path.h"
 
-#include <fcntl.h>
 #include <hdf5.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +11,7 @@
 
 #include "data/h5.h"
 #include "data/paths.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -53,15 +52,10 @@ void require_replaceable_output(const std::string& option, const std::string& pa
   // HDF5 holds a shared lock on a file while a process has it open (a run
   // reading its data, a tool its checkpoint): replacing it would change that
   // process's file under it (it reopens files by name).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(fd);
-    PF_REQUIRE(ConfigError, !busy,
-               named << " is open in another process (it holds the file's lock, as a run reading its data "
-                        "does): refusing to replace it under that process; wait for it to end, or choose "
-                        "another path");
-  }
+  PF_REQUIRE(ConfigError, !file_in_use(path),
+             named << " is open in another process (it holds the file's lock, as a run reading its data "
+                      "does): refusing to replace it under that process; wait for it to end, or choose "
+                      "another path");
 }
 
 bool file_starts_with(const std::string& path, const std::string& prefix) {

@@ -414,9 +414,15 @@ void remove_stale_temporaries(const std::string& output, std::ostream* progress)
       // Only what prepare wrote: an HDF5 temporary, a folder with the scratch
       // marker. A file or folder of the user's that happens to bear the name
       // stays.
+      // (HDF5 writes the signature with the superblock, at a flush: a file
+      // killed before one starts with zero bytes.) Nor anything open in a
+      // live process (one in another pid namespace).
+      const std::string p = it->path().string();
       const bool ours = kind.type == fs::file_type::regular
-                            ? file_starts_with(it->path().string(), std::string("\x89HDF\r\n\x1a\n", 8))
-                            : ScratchFolder::is_scratch_folder(it->path().string());
+                            ? (file_starts_with(p, std::string("\x89HDF\r\n\x1a\n", 8)) ||
+                               file_starts_with(p, std::string(8, '\0')) || fs::file_size(p, type_ec) == 0) &&
+                                  !file_in_use(p)
+                            : ScratchFolder::is_left_over(p);
       if (!ours) continue;
       const std::string stale = output + kind.infix + digits;
       std::error_code rm_ec;

@@ -5,6 +5,10 @@
 // process that died: a folder without it is never emptied or removed.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +17,7 @@
 #include <string>
 #include <system_error>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -26,15 +31,17 @@ class ScratchFolder {
   explicit ScratchFolder(std::string path) : path_(std::move(path)) {
     std::error_code ec;
     if (std::filesystem::exists(std::filesystem::symlink_status(path_, ec))) {
-      PF_REQUIRE(IoError, is_scratch_folder(path_) || std::filesystem::is_empty(path_, ec),
-                 "'" << path_ << "' exists and is not a scratch folder of this tool (no " << kMarker
-                     << " in it): refusing to empty it; move it away");
+      PF_REQUIRE(IoError, is_left_over(path_) || std::filesystem::is_empty(path_, ec),
+                 "'" << path_ << "' exists and is not a scratch folder left by this tool (no " << kMarker
+                     << " in it, or a live process holds it): refusing to empty it");
       std::filesystem::remove_all(path_, ec);
     }
     PF_REQUIRE(IoError, std::filesystem::create_directories(path_, ec) && !ec,
                "cannot create the scratch folder '" << path_ << "': " << ec.message());
-    std::FILE* marker = std::fopen((path_ + "/" + kMarker).c_str(), "w");
-    PF_REQUIRE(IoError, marker != nullptr && std::fclose(marker) == 0,
+    // The marker stays open and locked while the folder is in use, so that
+    // no other process takes it for a leftover (runtime/atomic_file.h).
+    marker_ = ::open((path_ + "/" + kMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    PF_REQUIRE(IoError, marker_ >= 0 && ::flock(marker_, LOCK_EX) == 0,
                "cannot write in the scratch folder '" << path_ << "': " << std::strerror(errno));
   }
   // A folder (not a link) holding kMarker.
@@ -42,6 +49,10 @@ class ScratchFolder {
     std::error_code ec;
     return std::filesystem::is_directory(std::filesystem::symlink_status(path, ec)) &&
            std::filesystem::is_regular_file(std::filesystem::path(path) / kMarker, ec);
+  }
+  // A scratch folder whose owner is gone: its marker is no longer locked.
+  static bool is_left_over(const std::string& path) {
+    return is_scratch_folder(path) && !file_in_use((std::filesystem::path(path) / kMarker).string());
   }
   // A fresh "<TMPDIR, else /tmp>/<prefix>XXXXXX".
   static std::string temporary_path(const std::string& prefix) {
@@ -53,6 +64,7 @@ class ScratchFolder {
   ~ScratchFolder() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
+    if (marker_ >= 0) ::close(marker_);
   }
   ScratchFolder(const ScratchFolder&) = delete;
   ScratchFolder& operator=(const ScratchFolder&) = delete;
@@ -60,6 +72,7 @@ class ScratchFolder {
 
  private:
   std::string path_;
+  int marker_ = -1;
 };
 
 }  // namespace pf

@@ -1,5 +1,8 @@
 #include "runtime/atomic_file.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +17,26 @@ std::string temporary_output_path(const std::string& path) {
   return path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
 }
 
+bool file_in_use(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy;
+}
+
+void claim_temporary(const std::string& tmp) {
+  struct stat st {};
+  if (::lstat(tmp.c_str(), &st) != 0) return;
+  PF_REQUIRE(IoError, S_ISREG(st.st_mode) && !file_in_use(tmp),
+             "the temporary file '" << tmp << "' exists and "
+                                    << (S_ISREG(st.st_mode) ? "is open in another process" : "is not a file")
+                                    << " (a process of this pid in another pid namespace writing the same output?): "
+                                       "refusing to touch it");
+  PF_REQUIRE(IoError, ::unlink(tmp.c_str()) == 0,
+             "cannot remove the leftover temporary file '" << tmp << "': " << std::strerror(errno));
+}
+
 void rename_into_place(const std::string& tmp, const std::string& path) {
   PF_REQUIRE(IoError, std::rename(tmp.c_str(), path.c_str()) == 0,
              "cannot rename '" << tmp << "' to '" << path << "': " << std::strerror(errno));
@@ -21,6 +44,7 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
 
 void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
   const std::string tmp = temporary_output_path(path);
+  claim_temporary(tmp);  // (outside the try: another's file is never removed)
   try {
     write(tmp);
     rename_into_place(tmp, path);

@@ -11,6 +11,16 @@ namespace pf {
 
 // "<path>.tmp-<pid>".
 std::string temporary_output_path(const std::string& path);
+// True when another open file description holds a lock on `path` (HDF5
+// keeps one on every file it has open; a scratch folder on its marker): the
+// file belongs to a live process, whatever its name says, even one in
+// another pid namespace whose pid means nothing here.
+bool file_in_use(const std::string& path);
+// Makes `tmp` free for this process to write: absent, or removed when it is
+// a leftover that no process has open. IoError naming it when a live process
+// holds it (a process of the same pid in another pid namespace, writing the
+// same output): never written over.
+void claim_temporary(const std::string& tmp);
 // Renames tmp to path; IoError naming both (and the reason) when it fails.
 void rename_into_place(const std::string& tmp, const std::string& path);
 // Calls write(tmp) for the temporary path, then renames it to `path`; on any

@@ -43,7 +43,9 @@ void OutputFile::finish() {
   }
   PF_REQUIRE(IoError, std::fflush(f_) == 0 && !std::ferror(f_),
              "holding the text of '" << path_ << "' failed: " << std::strerror(errno));
-  tmp_ = temporary_output_path(path_);
+  const std::string tmp = temporary_output_path(path_);
+  claim_temporary(tmp);  // before tmp_ is set: the destructor removes only what this writer made
+  tmp_ = tmp;
   std::FILE* out = std::fopen(tmp_.c_str(), "w");
   PF_REQUIRE(IoError, out != nullptr, "cannot write '" << path_ << "' (as " << tmp_ << "): " << std::strerror(errno));
   const bool written = std::fwrite(text_, 1, size_, out) == size_;

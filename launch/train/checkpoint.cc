@@ -16,6 +16,7 @@
 #include "data/h5.h"
 #include "launch/train/train_config.h"
 #include "model/model.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/fnv1a.h"
 
@@ -166,7 +167,8 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
              "checkpoint state does not match the parameter layout of " << layout.total() << " values");
   const fs::path final_path(path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const std::string tmp = temporary_output_path(path);
+  claim_temporary(tmp);  // (outside the try: another's file is never removed)
   try {
     {
       H5Id file = h5_create_file(tmp);
@@ -468,7 +470,9 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& 
     const std::string name = e.path().filename().string();
     std::smatch m;
     if (!e.is_regular_file() || !std::regex_match(name, m, temporary)) continue;
-    if (::kill(static_cast<pid_t>(std::stol(m[1].str())), 0) != 0 && errno == ESRCH) {
+    // (and not open: a writer in another pid namespace has its own pids)
+    if (::kill(static_cast<pid_t>(std::stol(m[1].str())), 0) != 0 && errno == ESRCH &&
+        !file_in_use(e.path().string())) {
       std::error_code ec;
       fs::remove(e.path(), ec);
     }

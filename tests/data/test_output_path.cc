@@ -1,7 +1,9 @@
 // The output-path rule (data/output_path.h): a new file, or an earlier output
 // of the same kind, and nothing else; every refusal names the option, the path
 // and why, and leaves what is there as it was.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 
 #include "data/h5.h"
 #include "data/output_path.h"
+#include "runtime/atomic_file.h"
 #include "runtime/errors.h"
 #include "tests/data/data_test_util.h"
 
@@ -121,6 +124,31 @@ TEST(OutputPath, AnInputIsRefusedThroughAnyLinkEvenWhenItLooksLikeAnOutput) {
   EXPECT_NE(refusal(in, {dir.file("soft.tsv")}).find("same file"), std::string::npos);
   // Neither exists yet: the same spelling after normalisation is still one file.
   EXPECT_NE(refusal(dir.file("x/../new.tsv"), {dir.file("new.tsv")}), "");
+}
+
+// A temporary name already taken: a leftover no process holds is removed; one
+// that a live process holds open (the same pid in another pid namespace) is
+// an IoError, and kept.
+TEST(OutputPath, ATemporaryNameIsClaimedOnlyFromLeftovers) {
+  test::TempDir dir;
+  const std::string tmp = dir.file("out.h5.tmp-7");
+  EXPECT_NO_THROW(claim_temporary(tmp));  // nothing there
+  test::write_text(tmp, "left over");
+  EXPECT_FALSE(file_in_use(tmp));
+  EXPECT_NO_THROW(claim_temporary(tmp));
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  test::write_text(tmp, "being written");
+  const int fd = ::open(tmp.c_str(), O_RDONLY);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  EXPECT_TRUE(file_in_use(tmp));
+  try {
+    claim_temporary(tmp);
+    ADD_FAILURE() << "a held temporary was claimed";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is open in another process"), std::string::npos) << e.what();
+  }
+  ::close(fd);
+  EXPECT_EQ(test::read_all(tmp), "being written");
 }
 
 TEST(OutputPath, RecognisersReadOnlyWhatTheyNeed) {

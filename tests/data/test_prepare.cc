@@ -1,7 +1,9 @@
 // performer-data prepare: counts against an independent parse of the real
 // files, a full round trip of every sequence, duplicate removal, the split
 // rule, determinism, the temporary-file discipline and schema checks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -313,7 +315,7 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
     EXPECT_EQ(waitpid(dead, nullptr, 0), dead);
     return std::to_string(dead);
   };
-  const std::string dead = dead_pid(), dead2 = dead_pid();
+  const std::string dead = dead_pid(), dead2 = dead_pid(), dead3 = dead_pid();
   const std::string out = dir.file("out.h5");
   const std::string hdf5_start("\x89HDF\r\n\x1a\n", 8);
   const std::string stale = out + ".tmp-" + dead, stale_dir = out + ".mmseqs-" + dead;
@@ -328,6 +330,12 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
   std::filesystem::create_directories(users_dir);
   test::write_text(users_dir + "/notes", "keep");
   for (const auto& k : kept) test::write_text(k, "keep");
+  // A temporary whose pid is gone here but that a live process holds open
+  // (a prepare in another pid namespace): its lock keeps it.
+  const std::string held = out + ".tmp-" + dead3;
+  test::write_text(held, hdf5_start + "being written");
+  const int held_fd = ::open(held.c_str(), O_RDONLY);
+  ASSERT_EQ(::flock(held_fd, LOCK_SH), 0);
   PrepareOptions o;
   o.inputs = {dir.file("in.fa")};
   o.output = out;
@@ -342,6 +350,8 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
   EXPECT_NE(progress.str().find("process " + dead), std::string::npos) << progress.str();
   for (const auto& k : kept) EXPECT_EQ(test::read_all(k), "keep") << k;
   EXPECT_EQ(test::read_all(users_dir + "/notes"), "keep");
+  EXPECT_EQ(test::read_all(held), hdf5_start + "being written");
+  ::close(held_fd);
   EXPECT_TRUE(std::filesystem::exists(out));
 }
 
