@@ -2,6 +2,7 @@
 #include "data/output_path.h"
 
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,6 +50,13 @@ void require_replaceable_output(const std::string& option, const std::string& pa
                    << " written earlier by this tool: refusing to replace it; remove it or choose another path");
   PF_REQUIRE(ConfigError, ::access(path.c_str(), W_OK) == 0,
              named << " is write-protected: refusing to replace it; make it writable, or choose another path");
+  // In a sticky folder (/tmp) only the owner of a file, or of the folder,
+  // may rename over it: known now, not after the work.
+  struct stat file_st {}, folder_st {};
+  if (::stat(folder.c_str(), &folder_st) == 0 && (folder_st.st_mode & S_ISVTX) && ::stat(path.c_str(), &file_st) == 0 &&
+      ::geteuid() != 0 && file_st.st_uid != ::geteuid() && folder_st.st_uid != ::geteuid())
+    throw ConfigError(named + " belongs to another user in a folder that only lets owners replace their files "
+                              "(sticky): choose another path");
   // HDF5 holds a shared lock on a file while a process has it open (a run
   // reading its data, a tool its checkpoint): replacing it would change that
   // process's file under it (it reopens files by name).

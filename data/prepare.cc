@@ -410,19 +410,13 @@ void remove_stale_temporaries(const std::string& output, std::ostream* progress)
       const pid_t pid = static_cast<pid_t>(std::stol(digits));
       std::error_code type_ec;
       if (pid <= 0 || pid == ::getpid() || it->symlink_status(type_ec).type() != kind.type) continue;
-      if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to signal: alive
-      // Only what prepare wrote: an HDF5 temporary, a folder with the scratch
-      // marker. A file or folder of the user's that happens to bear the name
-      // stays.
-      // (HDF5 writes the signature with the superblock, at a flush: a file
-      // killed before one starts with zero bytes.) Nor anything open in a
-      // live process (one in another pid namespace).
+      // Only what prepare left: an HDF5 temporary of a gone process, a folder
+      // with the scratch marker that nobody holds. A file or folder of the
+      // user's that happens to bear the name stays.
       const std::string p = it->path().string();
-      const bool ours = kind.type == fs::file_type::regular
-                            ? (file_starts_with(p, std::string("\x89HDF\r\n\x1a\n", 8)) ||
-                               file_starts_with(p, std::string(8, '\0')) || fs::file_size(p, type_ec) == 0) &&
-                                  !file_in_use(p)
-                            : ScratchFolder::is_left_over(p);
+      const bool ours = kind.type == fs::file_type::regular ? is_stale_hdf5_temporary(p, pid)
+                                                              : ScratchFolder::is_left_over(p) &&
+                                                                    ::kill(pid, 0) != 0 && errno == ESRCH;
       if (!ours) continue;
       const std::string stale = output + kind.infix + digits;
       std::error_code rm_ec;

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -23,6 +25,24 @@ bool file_in_use(const std::string& path) {
   const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);
   return busy;
+}
+
+bool is_stale_hdf5_temporary(const std::string& path, long pid) {
+  long pid_max = 4194304;  // the kernel's ceiling, when /proc does not say
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/pid_max", "r")) {
+    if (std::fscanf(f, "%ld", &pid_max) != 1) pid_max = 4194304;
+    std::fclose(f);
+  }
+  if (pid <= 0 || pid > pid_max || pid == ::getpid()) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;
+  char head[8] = {0};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  const size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  const bool hdf5 = n == 8 && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
+  const bool unwritten = std::all_of(head, head + n, [](char c) { return c == 0; });
+  return (hdf5 || unwritten) && !file_in_use(path);
 }
 
 void claim_temporary(const std::string& tmp) {

@@ -16,6 +16,13 @@ std::string temporary_output_path(const std::string& path);
 // file belongs to a live process, whatever its name says, even one in
 // another pid namespace whose pid means nothing here.
 bool file_in_use(const std::string& path);
+// True for an HDF5 temporary ("<path>.tmp-<pid>", as write_then_rename names
+// it) that a process of `pid` left and nobody uses: `pid` is a possible pid
+// (<= the kernel's pid_max) of no process here (ESRCH; EPERM is another
+// user's), no process holds the file open, and it holds HDF5's signature or,
+// killed before HDF5 wrote its superblock, zero bytes at its start. What
+// prepare and the trainer remove; anything else there is the user's.
+bool is_stale_hdf5_temporary(const std::string& path, long pid);
 // Makes `tmp` free for this process to write: absent, or removed when it is
 // a leftover that no process has open. IoError naming it when a live process
 // holds it (a process of the same pid in another pid namespace, writing the

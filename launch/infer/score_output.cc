@@ -1,5 +1,6 @@
 #include "launch/infer/score_output.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -24,8 +25,22 @@ std::string score_header(ScoreFormat format, bool with_context) {
 OutputKind score_table_kind() {
   return {"a score table of performer-score", [](const std::string& path) {
             const std::string line = first_line_of(path);
-            return line.rfind("id\tlength\tmeasure\t", 0) == 0 ||
-                   (line.rfind("{\"id\":", 0) == 0 && line.find("\"measure\":") != std::string::npos);
+            if (line + "\n" == score_header(ScoreFormat::Tsv, false) ||
+                line + "\n" == score_header(ScoreFormat::Tsv, true))
+              return true;
+            // A JSONL record of exactly the keys format_score_row writes.
+            const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+            if (!j.is_object()) return false;
+            std::vector<std::string> keys;
+            for (const auto& item : j.items()) keys.push_back(item.key());
+            std::vector<std::string> alone = {"id", "length", "measure", "scored", "log_likelihood",
+                                                    "perplexity"};
+            std::vector<std::string> with_context = alone;
+            for (const char* k : {"alone_scored", "alone_log_likelihood", "gain_per_token"}) with_context.push_back(k);
+            std::sort(keys.begin(), keys.end());
+            std::sort(alone.begin(), alone.end());
+            std::sort(with_context.begin(), with_context.end());
+            return keys == alone || keys == with_context;
           }};
 }
 

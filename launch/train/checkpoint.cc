@@ -463,16 +463,13 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& 
     if (++kept > keep) fs::remove(f);
   if (!fs::is_directory(dir)) return;
   // A checkpoint's temporary left by a writer that died: "ckpt-<step>.h5.tmp-<pid>"
-  // (write_then_rename's name) whose process no longer exists (ESRCH; EPERM
-  // is another user's live process). Nothing else is touched.
+  // that is_stale_hdf5_temporary recognises. Nothing else is touched.
   static const std::regex temporary("ckpt-[0-9]+\\.h5\\.tmp-([0-9]{1,9})");
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     std::smatch m;
     if (!e.is_regular_file() || !std::regex_match(name, m, temporary)) continue;
-    // (and not open: a writer in another pid namespace has its own pids)
-    if (::kill(static_cast<pid_t>(std::stol(m[1].str())), 0) != 0 && errno == ESRCH &&
-        !file_in_use(e.path().string())) {
+    if (is_stale_hdf5_temporary(e.path().string(), std::stol(m[1].str()))) {
       std::error_code ec;
       fs::remove(e.path(), ec);
     }

@@ -58,6 +58,8 @@ bool read_owner(int fd, LockOwner* o) {
   }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) return false;
+  for (const char* key : {"host", "pid", "started", "run_id"})
+    if (!j.contains(key)) return false;  // not a record this tool wrote
   try {
     o->host = j.value("host", std::string("unknown"));
     o->pid = j.value("pid", int64_t{0});
@@ -146,6 +148,16 @@ RunLock::RunLock(const std::string& path, const std::string& what, const std::st
   const int err = lock_whole_file(fd_);
   LockOwner previous;
   const bool had_owner = read_owner(fd_, &previous);
+  // A file there that is neither empty (a lock released at a clean end) nor
+  // an owner record is not a lock of this tool: the record would replace it.
+  struct stat st {};
+  if (!had_owner && ::fstat(fd_, &st) == 0 && st.st_size > 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw ConfigError(what + ": its lock file '" + path_ + "' exists and holds something else than a lock record (" +
+                      std::to_string(st.st_size) +
+                      " bytes): refusing to write over it; move that file away, or give this run other paths");
+  }
   if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {
     // No locks on this filesystem: the record alone decides.
     if (had_owner && (previous.host != host_name() || alive_here(previous))) {

@@ -158,6 +158,11 @@ expect_usage_error "two files of one source split differently" \
   "seed 0" "seed 7" -- "$train" "${core[@]:2}" --set "data.files=[\"$dir/p.h5\", \"$dir/p7.h5\"]" \
   --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
 [ ! -e "$dir/ck5" ] || [ -z "$(ls "$dir/ck5")" ] || fail "the refused run wrote checkpoints"
+printf 'user notes\n' > "$dir/notes.lock"
+expect_usage_error "a metrics lock path holding a file of the user's" \
+  "its lock file '$dir/notes.lock' exists and holds something else than a lock record" -- \
+  "$train" "${core[@]}" --set train.steps=10 --set "train.metrics=\"$dir/notes\"" --set "checkpoint.dir=\"$dir/ck6\""
+[ "$(cat "$dir/notes.lock")" = "user notes" ] || fail "the user's notes.lock was changed"
 rm -rf "$dir/ck3"
 expect_usage_error "batch larger than the split" "fewer than one step takes" "data.batch_size 100000" -- \
   "$train" "${model[@]}" --set model.width=32 --set train.steps=10 --set data.batch_size=100000 \

@@ -142,9 +142,9 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
 }
 
 // Pruning removes a checkpoint's temporary of a writer that is gone
-// ("ckpt-<step>.h5.tmp-<pid>") and nothing else: files of the user's that
-// only look like temporaries stay, and a name with a number too long for a
-// pid is no error.
+// ("ckpt-<step>.h5.tmp-<pid>", an HDF5 file) and nothing else: files of the
+// user's that only look like temporaries (other names, numbers no pid can
+// be, text) stay, and a name with a number too long for a pid is no error.
 TEST(CheckpointFiles, PruningRemovesOnlyTheTemporariesOfGoneWriters) {
   TempDir dir;
   const pid_t dead = ::fork();
@@ -152,12 +152,16 @@ TEST(CheckpointFiles, PruningRemovesOnlyTheTemporariesOfGoneWriters) {
   ASSERT_GT(dead, 0);
   ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
   const std::string stale = dir.path + "/ckpt-000000003.h5.tmp-" + std::to_string(dead);
+  const std::string hdf5_start("\x89HDF\r\n\x1a\n", 8);
   const std::vector<std::string> users = {dir.path + "/results.h5.tmp-" + std::to_string(dead),
                                           dir.path + "/embeddings.h5.tmp-copy-2024",
                                           dir.path + "/old.h5.tmp-99999999999",
-                                          dir.path + "/ckpt-000000004.h5.tmp-99999999999"};
-  for (const std::string& f : users) std::ofstream(f) << "mine";
-  std::ofstream(stale) << "partial";
+                                          dir.path + "/ckpt-000000004.h5.tmp-99999999999",
+                                          dir.path + "/ckpt-000000002.h5.tmp-20240101",  // no pid is that large
+                                          dir.path + "/ckpt-000000001.h5.tmp-" + std::to_string(dead)};  // text
+  for (const std::string& f : users)
+    std::ofstream(f) << (f.find("000000002") != std::string::npos ? hdf5_start : std::string()) << "mine";
+  std::ofstream(stale) << hdf5_start << "partial";
   EXPECT_NO_THROW(prune_checkpoints(dir.path, 2, "run-a"));
   EXPECT_FALSE(fs::exists(stale));
   for (const std::string& f : users) EXPECT_TRUE(fs::exists(f)) << f;

@@ -529,12 +529,15 @@ TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
 
   const std::string notes = out("notes.fasta");  // a user's FASTA file, not an input of these runs
   std::ofstream(notes) << ">mine\nMKV\n";
+  const std::string assays = out("assays.jsonl");  // a user's JSONL with an id and a measure
+  std::ofstream(assays) << "{\"id\":\"P1\",\"measure\":\"Tm\",\"value\":51.2}\n";
   struct Case {
     const char* exe;
     std::string args, target;
   };
   const std::vector<Case> cases = {
       {PF_SCORE_TOOL, "--output " + quoted(notes) + " " + quoted(fx().proteins), notes},
+      {PF_SCORE_TOOL, "--format jsonl --output " + quoted(assays) + " " + quoted(fx().proteins), assays},
       {PF_SCORE_TOOL, "--output " + quoted(fx().masked) + " " + quoted(fx().proteins), fx().masked},
       {PF_SCORE_TOOL, "--per-residue " + quoted(emb) + " " + quoted(fx().proteins), emb},
       {PF_SCORE_TOOL, "--output " + quoted(fx().dir) + " " + quoted(fx().proteins), fx().dir},
@@ -557,6 +560,7 @@ TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
   EXPECT_EQ(both.status, 2) << both.out;
   EXPECT_NE(both.out.find("are the same file: give each its own"), std::string::npos) << both.out;
   EXPECT_EQ(read_text(notes), ">mine\nMKV\n");
+  EXPECT_EQ(read_text(assays), "{\"id\":\"P1\",\"measure\":\"Tm\",\"value\":51.2}\n");
   EXPECT_EQ(read_text(fx().masked), masked_bytes);
   EXPECT_EQ(read_text(emb), emb_bytes);
   EXPECT_EQ(read_text(residues), residue_bytes);
