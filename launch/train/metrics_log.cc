@@ -7,10 +7,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "launch/train/run_lock.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -138,6 +140,7 @@ void MetricsLog::close_file() noexcept {
 void MetricsLog::swap(MetricsLog& o) noexcept {
   std::swap(path_, o.path_);
   std::swap(what_, o.what_);
+  std::swap(dropped_to_, o.dropped_to_);
   std::swap(run_id_, o.run_id_);
   std::swap(fd_, o.fd_);
   std::swap(f_, o.f_);
@@ -165,13 +168,14 @@ int64_t MetricsLog::start(int64_t step, const std::string& run_id) {
   // The lines a resume keeps: those up to `step`. The lines past it were
   // written after the checkpoint by the run that stopped; this run logs those
   // steps again. A last line without its newline was cut short by a crash.
-  std::string kept;
+  std::string kept, dropped_text;
   int64_t dropped = 0, number = 0;
   for (size_t at = 0; at < text.size();) {
     const size_t end = text.find('\n', at);
     ++number;
     if (end == std::string::npos) {
       ++dropped;
+      dropped_text += text.substr(at) + "\n";
       break;
     }
     const std::string line = text.substr(at, end - at);
@@ -186,12 +190,25 @@ int64_t MetricsLog::start(int64_t step, const std::string& run_id) {
                what_ << ": line " << number << " holds the metrics of run " << line_run
                      << ", and this run continues run " << run_id
                      << ": a resume appends only to its own run's metrics. Name that run's file, or a new one");
-    if (line_step > step)
+    if (line_step > step) {
       ++dropped;
-    else
+      dropped_text += line + "\n";
+    } else {
       kept += line + "\n";
+    }
   }
   if (dropped > 0) {
+    // The dropped lines are kept beside the file first (a branch's steps,
+    // whose checkpoints are set aside too, stay readable), never lost.
+    dropped_to_ = path_ + ".dropped-after-" + std::to_string(step);
+    for (int k = 1; fs::exists(fs::symlink_status(dropped_to_)); ++k)
+      dropped_to_ = path_ + ".dropped-after-" + std::to_string(step) + "-" + std::to_string(k);
+    write_then_rename(dropped_to_, [&](const std::string& tmp) {
+      std::ofstream out(tmp, std::ios::binary);
+      out << dropped_text;
+      out.close();
+      PF_REQUIRE(IoError, out.good(), what_ << ": cannot keep the dropped lines in '" << tmp << "'");
+    });
     // Usually the dropped lines are the file's end, which is cut off in place;
     // otherwise the kept lines are written again from the start. The file
     // keeps its inode, and with it the lock.

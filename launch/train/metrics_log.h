@@ -46,9 +46,11 @@ class MetricsLog {
   // did not write (another run's, or a file that is no metrics file). A
   // resumed run appends to a file whose every line is a metrics record of
   // `run_id` (or of no run: written before records carried one), after
-  // dropping the lines past `step` and a last line cut short by a crash;
+  // dropping the lines past `step` and a last line cut short by a crash,
+  // which it keeps in "<file>.dropped-after-<step>[-K]" (dropped_to());
   // returns how many it dropped.
   int64_t start(int64_t step, const std::string& run_id);
+  const std::string& dropped_to() const { return dropped_to_; }
   bool is_open() const { return f_ != nullptr; }
   // Appends `record` with this run's run_id as one line, then flushes. `step`
   // names what was lost.
@@ -61,6 +63,7 @@ class MetricsLog {
   void swap(MetricsLog& o) noexcept;
   std::string path_;
   std::string what_;    // "train.metrics = 'm.jsonl'", for messages
+  std::string dropped_to_;  // where start() kept the lines it dropped ("" when none)
   std::string run_id_;  // written on every line
   int fd_ = -1;         // holds the lock; owned by f_ once started
   std::FILE* f_ = nullptr;

@@ -557,8 +557,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     if (cfg.run.metrics.empty()) return;
     const int64_t dropped = metrics.start(trainer.step(), record.run_id);
     if (dropped > 0)
-      log << "train.metrics: dropped " << dropped << " line(s) past step " << trainer.step()
-          << " (written after the checkpoint by the run that stopped; this run logs those steps again)\n";
+      log << "train.metrics: moved " << dropped << " line(s) past step " << trainer.step() << " to "
+          << metrics.dropped_to()
+          << " (written after this checkpoint: by a run that stopped, or by a branch set aside; this run logs "
+             "those steps again)\n";
   });
   auto validate = [&] {
     session.watchdog().set_phase("the validation after step " + std::to_string(trainer.step()));

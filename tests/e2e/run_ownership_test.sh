@@ -99,6 +99,11 @@ ckpts=($(ls "$dir/ck" | grep -E "^ckpt-[0-9]+\.h5$"))
 older=${ckpts[0]}
 "$train" "${common[@]}" --set train.steps=1000000 --set train.stop_at=1 --resume "$dir/ck/$older" > "$dir/out" 2>&1 \
   || { tail -3 "$dir/out"; fail "resume from the older checkpoint $older"; }
+# The metrics lines past the branch point are kept beside the file, not lost.
+older_step=$(echo "$older" | sed 's/^ckpt-0*\([0-9][0-9]*\)\.h5$/\1/')
+kept_lines=$(cat "$dir"/m.jsonl.dropped-after-"$older_step"* 2>/dev/null | wc -l)
+[ "$kept_lines" -gt 0 ] && grep -qF "to $dir/m.jsonl.dropped-after-$older_step" "$dir/out" \
+  || { ls "$dir"; fail "the metrics lines past step $older_step were not kept beside m.jsonl"; }
 for newer in "${ckpts[@]:1}"; do
   # (the branch's own next checkpoint may take the name again)
   [ -f "$dir/ck/$newer.superseded" ] || fail "$newer was not set aside"
