@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     pf::check_sequence_inputs(inputs, "input");
     std::vector<std::string> read = inputs;
     read.push_back(checkpoint);
-    pf::require_replaceable_output("--output", output, pf::embeddings_kind(), read);
+    pf::check_on_rank0(MPI_COMM_WORLD,
+                       [&] { pf::require_replaceable_output("--output", output, pf::embeddings_kind(), read); });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     const int64_t L = cm.cfg.model.layers;
     const int64_t layer = pf::parse_embedding_layer(layer_text, L);

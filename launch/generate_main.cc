@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
                                                                                                  << "'");
     std::vector<std::string> read = prompts;
     read.push_back(checkpoint);
-    pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read);
+    pf::check_on_rank0(MPI_COMM_WORLD,
+                       [&] { pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read); });
     {
       const pf::TrainConfig stored = pf::read_checkpoint_config(checkpoint, overrides);
       PF_REQUIRE(pf::ConfigError, stored.model.causal(),

@@ -26,7 +26,6 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "data/paths.h"
@@ -94,11 +93,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> read = inputs;
     read.insert(read.end(), context.begin(), context.end());
     read.push_back(checkpoint);
-    pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
-    PF_REQUIRE(pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
-               "--per-residue '" << per_residue << "' and --output '" << output
-                                 << "' are the same file: give each its own");
-    pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
+    pf::check_on_rank0(MPI_COMM_WORLD, [&] {
+      pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
+      PF_REQUIRE(pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
+                 "--per-residue '" << per_residue << "' and --output '" << output
+                                   << "' are the same file: give each its own");
+      pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
+    });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
     if (first_residue == "auto") {
@@ -200,22 +201,16 @@ int main(int argc, char** argv) {
       // Both files or neither: each is written in full under a temporary
       // name, then both are renamed; a failure before the renames removes
       // both temporaries and leaves any earlier outputs as they were.
-      std::string residue_tmp;
-      try {
-        if (!per_residue.empty()) {
-          residue_tmp = pf::temporary_output_path(per_residue);
-          residues.write_file(residue_tmp, context.empty() ? measure : "log_likelihood_given_context", checkpoint,
-                              cm.cfg.model.causal() ? (context.empty() ? first_residue : "given_context") : "");
-        }
-        out->finish();
-        if (!residue_tmp.empty()) pf::rename_into_place(residue_tmp, per_residue);
-        residue_tmp.clear();
-        out->commit();
-      } catch (...) {
-        std::error_code ec;
-        if (!residue_tmp.empty()) std::filesystem::remove(residue_tmp, ec);
-        throw;
+      std::unique_ptr<pf::TemporaryFile> residue_tmp;  // removed unless committed
+      if (!per_residue.empty()) {
+        residue_tmp = std::make_unique<pf::TemporaryFile>(per_residue);
+        residues.write_file(residue_tmp->path(), context.empty() ? measure : "log_likelihood_given_context",
+                            checkpoint,
+                            cm.cfg.model.causal() ? (context.empty() ? first_residue : "given_context") : "");
       }
+      out->finish();
+      if (residue_tmp) residue_tmp->commit();
+      out->commit();
       std::fprintf(stderr,
                    "performer-score: %lld proteins, %s %.4f per scored token (%lld tokens, perplexity %.3f), "
                    "%d rank(s), %.1f s\n",

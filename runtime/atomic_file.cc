@@ -19,10 +19,39 @@ std::string temporary_output_path(const std::string& path) {
   return path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
 }
 
+namespace {
+
+// A record lock (fcntl: POSIX or open file description) on any byte of fd's
+// file that would keep this open file description from writing: asked, not
+// taken.
+bool record_locked(int fd) {
+  struct flock query {};
+  query.l_type = F_WRLCK;
+  query.l_whence = SEEK_SET;  // start 0, length 0: the whole file
+  return ::fcntl(fd, F_OFD_GETLK, &query) == 0 && query.l_type != F_UNLCK;
+}
+
+// A flock held by another open file description: probed by taking it for a
+// moment. Another process probing at the same instant looks the same, so a
+// refusal is tried again after pauses that differ between processes.
+bool flocked(int fd) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ::flock(fd, LOCK_UN);
+      return false;
+    }
+    if (errno != EWOULDBLOCK) return false;
+    ::usleep(static_cast<useconds_t>(1000 * (1 + attempt) + 97 * (::getpid() % 29)));
+  }
+  return true;
+}
+
+}  // namespace
+
 bool file_in_use(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  const bool busy = record_locked(fd) || flocked(fd);
   ::close(fd);
   return busy;
 }
@@ -62,16 +91,37 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
              "cannot rename '" << tmp << "' to '" << path << "': " << std::strerror(errno));
 }
 
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
-  const std::string tmp = temporary_output_path(path);
-  claim_temporary(tmp);  // (outside the try: another's file is never removed)
-  try {
-    write(tmp);
-    rename_into_place(tmp, path);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+TemporaryFile::TemporaryFile(const std::string& path) : final_(path), tmp_(temporary_output_path(path)) {
+  claim_temporary(tmp_);
+  fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  PF_REQUIRE(IoError, fd_ >= 0,
+             "cannot create '" << tmp_ << "' (the temporary file of '" << path << "'): " << std::strerror(errno));
+  struct flock hold {};
+  hold.l_type = F_RDLCK;
+  hold.l_whence = SEEK_SET;
+  if (::fcntl(fd_, F_OFD_SETLK, &hold) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError("cannot lock the temporary file '" + tmp_ + "': " + std::strerror(err));
   }
+}
+
+TemporaryFile::~TemporaryFile() {
+  if (!committed_) ::unlink(tmp_.c_str());  // while the lock still says it is this writer's
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TemporaryFile::commit() {
+  rename_into_place(tmp_, final_);
+  committed_ = true;
+}
+
+void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
+  TemporaryFile tmp(path);
+  write(tmp.path());
+  tmp.commit();
 }
 
 }  // namespace pf

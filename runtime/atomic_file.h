@@ -11,10 +11,13 @@ namespace pf {
 
 // "<path>.tmp-<pid>".
 std::string temporary_output_path(const std::string& path);
-// True when another open file description holds a lock on `path` (HDF5
-// keeps one on every file it has open; a scratch folder on its marker): the
-// file belongs to a live process, whatever its name says, even one in
-// another pid namespace whose pid means nothing here.
+// True when another open file description holds a lock on `path`: a flock
+// (HDF5 keeps one on every file it has open; a scratch folder on its marker)
+// or a record lock (fcntl; every TemporaryFile holds one): the file belongs to
+// a live process, whatever its name says, even one in another pid namespace
+// whose pid means nothing here. The flock is probed by taking it for a
+// moment; a probe that meets another's probe tries again. A file that a
+// process has open without any lock is not seen.
 bool file_in_use(const std::string& path);
 // True for an HDF5 temporary ("<path>.tmp-<pid>", as write_then_rename names
 // it) that a process of `pid` left and nobody uses: `pid` is a possible pid
@@ -28,6 +31,25 @@ bool is_stale_hdf5_temporary(const std::string& path, long pid);
 // holds it (a process of the same pid in another pid namespace, writing the
 // same output): never written over.
 void claim_temporary(const std::string& tmp);
+// The temporary file of one write of `path`: claimed (claim_temporary),
+// created empty (O_EXCL) and held with a record lock until the object ends,
+// so that file_in_use sees a live writer whatever locking the library that
+// fills it uses (HDF5 with HDF5_USE_FILE_LOCKING=FALSE takes none). commit()
+// renames it into place; otherwise the destructor removes it.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(const std::string& path);  // IoError naming it
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string& path() const { return tmp_; }
+  void commit();  // rename_into_place(path(), the final path)
+
+ private:
+  std::string final_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
 // Renames tmp to path; IoError naming both (and the reason) when it fails.
 void rename_into_place(const std::string& tmp, const std::string& path);
 // Calls write(tmp) for the temporary path, then renames it to `path`; on any

@@ -16,7 +16,8 @@ namespace pf::bench {
 class CsvOutput {
  public:
   // Checks the path and writes the header. A rank that is not the writer
-  // checks the path too (so every rank stops together) but writes nothing.
+  // neither checks nor writes (ranks probing one file would see each other's
+  // probe as a process holding it); the writer's refusal ends the job.
   CsvOutput(const std::string& path, const std::string& header, bool writer = true);
   std::FILE* file() const { return out_ ? out_->stream() : stdout; }
   void commit();  // on the writer; IoError naming the file when it fails

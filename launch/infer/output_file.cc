@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
@@ -23,11 +22,7 @@ OutputFile::OutputFile(const std::string& path) : path_(path) {
 OutputFile::~OutputFile() {
   if (!path_.empty() && f_) std::fclose(f_);
   std::free(text_);
-  if (!tmp_.empty() && !committed_) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp_, ignored);
-  }
-}
+}  // tmp_ removes an uncommitted temporary file
 
 void OutputFile::write(const std::string& text) {
   PF_REQUIRE(IoError, std::fwrite(text.data(), 1, text.size(), f_) == text.size(),
@@ -43,11 +38,10 @@ void OutputFile::finish() {
   }
   PF_REQUIRE(IoError, std::fflush(f_) == 0 && !std::ferror(f_),
              "holding the text of '" << path_ << "' failed: " << std::strerror(errno));
-  const std::string tmp = temporary_output_path(path_);
-  claim_temporary(tmp);  // before tmp_ is set: the destructor removes only what this writer made
-  tmp_ = tmp;
-  std::FILE* out = std::fopen(tmp_.c_str(), "w");
-  PF_REQUIRE(IoError, out != nullptr, "cannot write '" << path_ << "' (as " << tmp_ << "): " << std::strerror(errno));
+  tmp_ = std::make_unique<TemporaryFile>(path_);
+  std::FILE* out = std::fopen(tmp_->path().c_str(), "w");
+  PF_REQUIRE(IoError, out != nullptr,
+             "cannot write '" << path_ << "' (as " << tmp_->path() << "): " << std::strerror(errno));
   const bool written = std::fwrite(text_, 1, size_, out) == size_;
   const int err = errno;
   const bool closed = std::fclose(out) == 0;
@@ -56,7 +50,7 @@ void OutputFile::finish() {
 
 void OutputFile::commit() {
   finish();
-  if (!tmp_.empty()) rename_into_place(tmp_, path_);
+  if (tmp_) tmp_->commit();
   committed_ = true;
 }
 

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace pf {
+
+class TemporaryFile;
 
 class OutputFile {
  public:
@@ -26,7 +29,8 @@ class OutputFile {
   std::FILE* stream() const { return f_; }  // for formatted writes; write() checks errors
 
  private:
-  std::string path_, tmp_;
+  std::string path_;
+  std::unique_ptr<TemporaryFile> tmp_;  // from finish()
   std::FILE* f_ = nullptr;
   char* text_ = nullptr;  // the memory stream's buffer (a file's text until commit)
   size_t size_ = 0;

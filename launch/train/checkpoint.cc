@@ -167,9 +167,9 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
              "checkpoint state does not match the parameter layout of " << layout.total() << " values");
   const fs::path final_path(path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
-  const std::string tmp = temporary_output_path(path);
-  claim_temporary(tmp);  // (outside the try: another's file is never removed)
-  try {
+  TemporaryFile temporary(path);  // removed unless committed
+  const std::string& tmp = temporary.path();
+  {
     {
       H5Id file = h5_create_file(tmp);
       h5_write_attr_string(file, "schema", kSchema);
@@ -209,12 +209,8 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
       file.close();
     }
     fsync_path(tmp, false);
-    fs::rename(tmp, final_path);
+    temporary.commit();
     fsync_path(final_path.has_parent_path() ? final_path.parent_path().string() : ".", true);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
   }
 }
 

@@ -9,6 +9,8 @@
 // initialises nor finalises it.
 #pragma once
 
+#include <mpi.h>
+
 #include <functional>
 
 namespace pf {
@@ -16,7 +18,9 @@ namespace pf {
 // How the frame reports an exception that leaves the body.
 enum class MpiErrorReport {
   // A ConfigError: "<name>: <message>" from rank 0 only (every rank reads the
-  // same configuration and fails the same way), exit code 2, no abort.
+  // same configuration and fails the same way), exit code 2, no abort. A
+  // ConfigError that not every rank reaches within agree_s seconds ends the
+  // job as any other error (the others may be waiting in a collective).
   // Any other error: "<name>: error on rank R: <message>", exit code 1.
   Ranked,
   // Any error: "<name>: <message>" from the failing rank, exit code 1
@@ -28,6 +32,13 @@ enum class MpiErrorReport {
 // body's, or the error's (see MpiErrorReport).
 int run_mpi_program(int argc, char** argv, const char* name,
                     const std::function<int(int world_size, int world_rank)>& body,
-                    MpiErrorReport report = MpiErrorReport::Ranked);
+                    MpiErrorReport report = MpiErrorReport::Ranked, double agree_s = 30.0);
+
+// Runs check on rank 0 of comm only and raises its ConfigError on every rank
+// of comm. For checks of the file system (an output's folder, whether another
+// process holds a file): they can differ between ranks by time or node, and a
+// ConfigError that some ranks raise and others do not leaves those waiting.
+// Collective over comm.
+void check_on_rank0(MPI_Comm comm, const std::function<void()>& check);
 
 }  // namespace pf

@@ -151,6 +151,45 @@ TEST(OutputPath, ATemporaryNameIsClaimedOnlyFromLeftovers) {
   EXPECT_EQ(test::read_all(tmp), "being written");
 }
 
+// A TemporaryFile exists from its construction, under "<path>.tmp-<pid>",
+// held with a record lock (seen by file_in_use, so never claimed by another
+// writer); commit() renames it into place; without commit the destructor
+// removes it. A record lock of another description counts as in use.
+TEST(OutputPath, ATemporaryFileIsHeldUntilItIsCommittedOrGone) {
+  test::TempDir dir;
+  const std::string out = dir.file("out.tsv");
+  std::string seen;
+  {
+    TemporaryFile tmp(out);
+    seen = tmp.path();
+    EXPECT_EQ(seen, temporary_output_path(out));
+    EXPECT_TRUE(std::filesystem::exists(seen));
+    EXPECT_TRUE(file_in_use(seen));
+    EXPECT_THROW(claim_temporary(seen), IoError);
+    EXPECT_THROW(TemporaryFile again(out), IoError);  // a second writer of this name and pid
+    test::write_text(seen, "abandoned");
+  }
+  EXPECT_FALSE(std::filesystem::exists(seen));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  {
+    TemporaryFile tmp(out);
+    test::write_text(tmp.path(), "kept");
+    tmp.commit();
+  }
+  EXPECT_EQ(test::read_all(out), "kept");
+  EXPECT_FALSE(std::filesystem::exists(seen));
+  EXPECT_FALSE(file_in_use(out));  // the lock went with the writer
+  // A record lock taken with fcntl by another open file description.
+  const int fd = ::open(out.c_str(), O_RDWR);
+  struct flock hold {};
+  hold.l_type = F_RDLCK;
+  hold.l_whence = SEEK_SET;
+  ASSERT_EQ(::fcntl(fd, F_OFD_SETLK, &hold), 0);
+  EXPECT_TRUE(file_in_use(out));
+  ::close(fd);
+  EXPECT_FALSE(file_in_use(out));
+}
+
 TEST(OutputPath, RecognisersReadOnlyWhatTheyNeed) {
   test::TempDir dir;
   test::write_text(dir.file("a.txt"), "first line\nsecond\n");

@@ -315,7 +315,7 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
     EXPECT_EQ(waitpid(dead, nullptr, 0), dead);
     return std::to_string(dead);
   };
-  const std::string dead = dead_pid(), dead2 = dead_pid(), dead3 = dead_pid();
+  const std::string dead = dead_pid(), dead2 = dead_pid(), dead3 = dead_pid(), dead4 = dead_pid();
   const std::string out = dir.file("out.h5");
   const std::string hdf5_start("\x89HDF\r\n\x1a\n", 8);
   const std::string stale = out + ".tmp-" + dead, stale_dir = out + ".mmseqs-" + dead;
@@ -336,6 +336,15 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
   test::write_text(held, hdf5_start + "being written");
   const int held_fd = ::open(held.c_str(), O_RDONLY);
   ASSERT_EQ(::flock(held_fd, LOCK_SH), 0);
+  // One written with HDF5's locking off (HDF5_USE_FILE_LOCKING=FALSE): the
+  // writer's TemporaryFile holds a record lock on it, as here.
+  const std::string recorded = out + ".tmp-" + dead4;
+  test::write_text(recorded, hdf5_start + "being written too");
+  const int recorded_fd = ::open(recorded.c_str(), O_RDWR);
+  struct flock hold {};
+  hold.l_type = F_RDLCK;
+  hold.l_whence = SEEK_SET;
+  ASSERT_EQ(::fcntl(recorded_fd, F_OFD_SETLK, &hold), 0);
   PrepareOptions o;
   o.inputs = {dir.file("in.fa")};
   o.output = out;
@@ -351,7 +360,9 @@ TEST(Prepare, StaleTemporaryFilesOfDeadProcessesAreRemoved) {
   for (const auto& k : kept) EXPECT_EQ(test::read_all(k), "keep") << k;
   EXPECT_EQ(test::read_all(users_dir + "/notes"), "keep");
   EXPECT_EQ(test::read_all(held), hdf5_start + "being written");
+  EXPECT_EQ(test::read_all(recorded), hdf5_start + "being written too");
   ::close(held_fd);
+  ::close(recorded_fd);
   EXPECT_TRUE(std::filesystem::exists(out));
 }
 

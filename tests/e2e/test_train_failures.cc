@@ -7,7 +7,9 @@
 //   - a loss that is not finite in fp32 stops the run with the step and the
 //     loss, without a checkpoint of the broken model;
 //   - after a crash and a resume from an earlier checkpoint, the metrics file
-//     holds each step once.
+//     holds each step once;
+//   - a check of the file system made on rank 0 alone gives every rank its
+//     refusal (ranks that decide apart would leave some waiting).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <sstream>
 
 #include "launch/train/checkpoint.h"
+#include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
@@ -182,6 +185,25 @@ TEST(TrainFailures, MetricsHoldEachStepOnceAfterAResumeFromAnEarlierCheckpoint) 
     EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
     EXPECT_EQ(evals, (std::vector<int64_t>{3, 6, 8}));
   }
+}
+
+// check_on_rank0: the check runs on rank 0 only; its ConfigError, message and
+// all, is raised on every rank; a check that passes raises nothing anywhere.
+TEST(TrainFailures, ACheckOnRankZeroGivesEveryRankItsRefusal) {
+  int calls = 0;
+  EXPECT_NO_THROW(check_on_rank0(MPI_COMM_WORLD, [&] { ++calls; }));
+  EXPECT_EQ(calls, world_rank() == 0 ? 1 : 0);
+  calls = 0;
+  try {
+    check_on_rank0(MPI_COMM_WORLD, [&] {
+      ++calls;
+      throw ConfigError("--output 'x.tsv' is open in another process");
+    });
+    ADD_FAILURE() << "rank " << world_rank() << " raised nothing";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "--output 'x.tsv' is open in another process");
+  }
+  EXPECT_EQ(calls, world_rank() == 0 ? 1 : 0);
 }
 
 }  // namespace
