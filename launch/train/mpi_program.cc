@@ -10,6 +10,7 @@
 
 #include "runtime/check.h"
 #include "runtime/errors.h"
+#include "runtime/watchdog.h"
 
 namespace pf {
 
@@ -75,7 +76,7 @@ int run_mpi_program(int argc, char** argv, const char* name, const std::function
   return code;
 }
 
-void check_on_rank0(MPI_Comm comm, const std::function<void()>& check) {
+void check_on_rank0(MPI_Comm comm, const std::function<void()>& check, Watchdog* watchdog) {
   int rank = 0;
   PF_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   std::string message;
@@ -83,11 +84,12 @@ void check_on_rank0(MPI_Comm comm, const std::function<void()>& check) {
   if (rank == 0) {
     try {
       check();
-    } catch (const ConfigError& e) {
+    } catch (const std::exception& e) {  // pf errors, and filesystem or JSON errors of the check
       failed = true;
       message = e.what();
     }
   }
+  Watchdog::Op wait(watchdog, "broadcast of rank 0's check (folders, data, checkpoint, outputs) to every rank");
   int length = failed ? static_cast<int>(message.size()) + 1 : 0;  // 0: passed
   PF_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm));
   if (length == 0) return;

@@ -15,6 +15,8 @@
 
 namespace pf {
 
+class Watchdog;
+
 // How the frame reports an exception that leaves the body.
 enum class MpiErrorReport {
   // A ConfigError: "<name>: <message>" from rank 0 only (every rank reads the
@@ -34,11 +36,12 @@ int run_mpi_program(int argc, char** argv, const char* name,
                     const std::function<int(int world_size, int world_rank)>& body,
                     MpiErrorReport report = MpiErrorReport::Ranked, double agree_s = 30.0);
 
-// Runs check on rank 0 of comm only and raises its ConfigError on every rank
-// of comm. For checks of the file system (an output's folder, whether another
-// process holds a file): they can differ between ranks by time or node, and a
-// ConfigError that some ranks raise and others do not leaves those waiting.
-// Collective over comm.
-void check_on_rank0(MPI_Comm comm, const std::function<void()>& check);
+// Runs check on rank 0 of comm only and raises its error, as a ConfigError
+// with the same message, on every rank of comm. For checks of the file system
+// (an output's folder, whether another process holds a file): they can
+// differ between ranks by time or node, and an error that some ranks raise
+// and others do not leaves those waiting. Collective over comm; the
+// broadcast is watched by `watchdog` when one is given.
+void check_on_rank0(MPI_Comm comm, const std::function<void()>& check, Watchdog* watchdog = nullptr);
 
 }  // namespace pf

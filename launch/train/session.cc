@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "launch/train/mpi_program.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
@@ -144,26 +145,7 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
   grid_ = std::make_unique<ParallelGrid>(std::move(world), static_cast<int>(cfg.parallel.sp));
 }
 
-void Session::root_check(const std::function<void()>& check) {
-  std::string failure;
-  int failed = 0;
-  if (rank_ == 0) {
-    try {
-      check();
-    } catch (const std::exception& e) {  // pf errors, and filesystem or JSON errors of the check
-      failure = e.what();
-      failed = 1;
-    }
-  }
-  Watchdog::Op wait(watchdog_.get(), "broadcast of rank 0's check (folders, data, checkpoint) to every rank");
-  PF_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm_));
-  if (!failed) return;
-  int length = static_cast<int>(failure.size());
-  PF_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm_));
-  failure.resize(static_cast<size_t>(length));
-  PF_MPI_CHECK(MPI_Bcast(failure.data(), length, MPI_CHAR, 0, comm_));
-  throw ConfigError(failure);
-}
+void Session::root_check(const std::function<void()>& check) { check_on_rank0(comm_, check, watchdog_.get()); }
 
 LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
                              LoaderUse use) {
