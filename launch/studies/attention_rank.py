@@ -53,7 +53,9 @@ Prints and writes (--output) a CSV row per checkpoint and layer: checkpoint,
 attention, objective, features (m; 0 for softmax), layer, rank_mean / min /
 max over heads and samples, length_mean (mean n), rank_over_n (mean rank / n),
 family (K; 0 for single proteins), score_rank_mean / max over heads and
-samples, relatives_mass_mean (over heads and samples). An existing --output
+samples, relatives_mass_mean (over heads and samples) and
+relatives_mass_uniform (the same for attention spread evenly over what each
+row may read: the base rate to compare with). An existing --output
 is appended to when its header is this header, else refused.
 """
 import argparse
@@ -68,7 +70,8 @@ from performer_protein import PerformerProtein, ProteinData, packed_layout, voca
 from performer_protein.attention import _features, attention
 
 HEADER = ["checkpoint", "attention", "objective", "features", "layer", "rank_mean", "rank_min", "rank_max",
-          "length_mean", "rank_over_n", "family", "score_rank_mean", "score_rank_max", "relatives_mass_mean"]
+          "length_mean", "rank_over_n", "family", "score_rank_mean", "score_rank_max", "relatives_mass_mean",
+          "relatives_mass_uniform"]
 
 
 def _linear_features(cfg, layer, x, true_scale):
@@ -121,6 +124,13 @@ def relatives_mass(A, members):
     if not parts:
         return torch.zeros(A.shape[0], dtype=A.dtype)
     return torch.cat(parts, 1).mean(-1)
+
+
+def uniform_attention(n, causal):
+    """[1, n, n]: every row's mass spread evenly over the positions it may read (the base rate
+    of relatives_mass: later members have more earlier tokens than their own)."""
+    A = torch.tril(torch.ones(n, n, dtype=torch.float64)) if causal else torch.ones(n, n, dtype=torch.float64)
+    return (A / A.sum(-1, keepdim=True))[None]
 
 
 def family_sample(seqs):
@@ -216,7 +226,7 @@ def main():
         model = PerformerProtein.from_checkpoint(path, dtype=torch.float64).eval()
         cfg = model.config
         H, D = cfg.heads, cfg.head_dim
-        per_layer = [{"rank": [], "score": [], "mass": []} for _ in range(cfg.layers)]
+        per_layer = [{"rank": [], "score": [], "mass": [], "uniform": []} for _ in range(cfg.layers)]
         lengths = []
         with torch.no_grad():
             for ids, positions, segments, members in samples:
@@ -237,13 +247,14 @@ def main():
                     d["rank"] += [(int(r), n) for r in effective_rank(A, args.threshold)]
                     d["score"] += [int(r) for r in effective_rank(score_matrix(cfg, layer, q, k), args.threshold)]
                     d["mass"] += [float(r) for r in relatives_mass(A, members)]
+                    d["uniform"] += [float(r) for r in relatives_mass(uniform_attention(n, cfg.causal), members)]
         m = cfg.features if cfg.attention != "softmax" else 0
         for l, d in enumerate(per_layer):
             ranks = [r for r, _ in d["rank"]]
             row = [path, cfg.attention, cfg.objective, m, l, sum(ranks) / len(ranks), min(ranks), max(ranks),
                    sum(lengths) / len(lengths), sum(r / n for r, n in d["rank"]) / len(d["rank"]),
                    args.family, sum(d["score"]) / len(d["score"]), max(d["score"]),
-                   sum(d["mass"]) / len(d["mass"])]
+                   sum(d["mass"]) / len(d["mass"]), sum(d["uniform"]) / len(d["uniform"])]
             rows.append(row)
             print(",".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row), flush=True)
     if args.output:

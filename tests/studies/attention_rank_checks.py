@@ -50,6 +50,9 @@ want = (2 / 3 + 3 / 4 + 3 / 5) / 3
 got = float(ar.relatives_mass(A, members)[0])
 check(abs(got - want) < 1e-12, f"relatives_mass of the uniform causal 5x5: {got}, want {want}")
 check(float(ar.relatives_mass(A, [(0, n)])[0]) == 0.0, "relatives_mass of one member is 0")
+check(torch.equal(ar.uniform_attention(n, True), A), "uniform_attention (causal) is the uniform causal matrix")
+check(torch.equal(ar.uniform_attention(4, False), torch.full((1, 4, 4), 0.25, dtype=torch.float64)),
+      "uniform_attention (bidirectional) puts 1/n everywhere")
 B = torch.full((1, 4, 4), 0.25, dtype=torch.float64)  # uniform bidirectional, members of 2: rows 2, 3 put 1/2 back
 check(abs(float(ar.relatives_mass(B, [(0, 2), (2, 4)])[0]) - 0.5) < 1e-12, "relatives_mass of the uniform 4x4")
 D = torch.diag(torch.tensor([1.0, 0.5, 0.02, 0.005], dtype=torch.float64))[None]
@@ -174,6 +177,14 @@ for r in body[:4]:  # single: proteins 0 and 5 (70, 90 residues), no <end>
 for r in body[4:]:  # families: clusters 1 (members 1-3: 22+23+24 tokens) and 3 (members 6-8: 26+27+28)
     check(r["family"] == "3" and float(r["length_mean"]) == (69 + 81) / 2, f"family row {r}")
     check(0.0 < float(r["relatives_mass_mean"]) <= 1.0, f"family relatives mass {r['relatives_mass_mean']}")
+    # uniform over members of 22, 23, 24 and 26, 27, 28 tokens: the mean over the later members'
+    # rows of (tokens before the member) / (row + 1) (causal) or / n (bidirectional)
+    causal = r["objective"] == "clm"
+    def base(b, e, n):
+        return sum(b / ((i + 1) if causal else n) for i in range(b, e))
+    want_uniform = ((base(22, 45, 69) + base(45, 69, 69)) / 47 + (base(26, 53, 81) + base(53, 81, 81)) / 55) / 2
+    check(abs(float(r["relatives_mass_uniform"]) - want_uniform) < 1e-3,
+          f"uniform base rate {r['relatives_mass_uniform']}, want {want_uniform:.4f}")
     check(1 <= float(r["score_rank_mean"]) <= float(r["score_rank_max"]), f"family score ranks {r}")
 for r in body:
     if r["attention"] == "favor":
