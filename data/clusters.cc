@@ -13,11 +13,13 @@ std::vector<int64_t> read_split_clusters(hid_t file, const std::string& path, co
   const std::string where = "'" + path + "' dataset /" + split + "/" + kClustersName;
   H5Id group = h5_open_group(file, split);
   PF_REQUIRE(DataError, h5_exists(group, kClustersName), where << " is missing (the file's split_rule is cluster)");
-  std::vector<int64_t> shape;
-  std::vector<int64_t> c = h5_read_array<int64_t>(group, kClustersName, &shape);
   const int64_t sequences = h5_read_attr_int64(group, "sequences");
-  PF_REQUIRE(DataError, shape.size() == 1 && static_cast<int64_t>(c.size()) == sequences,
-             where << " holds " << c.size() << " entries for the split's " << sequences << " sequences");
+  // Its length before its values: a crafted one is refused before it is allocated.
+  const std::vector<int64_t> shape = h5_dataset_shape(H5Id(h5_open_dataset(group, kClustersName)).get());
+  PF_REQUIRE(DataError, shape.size() == 1 && shape[0] == sequences,
+             where << " holds " << (shape.size() == 1 ? shape[0] : -1) << " entries for the split's " << sequences
+                   << " sequences");
+  std::vector<int64_t> c = h5_read_array<int64_t>(group, kClustersName);
   for (size_t i = 0; i < c.size(); ++i)
     PF_REQUIRE(DataError, c[i] >= 0 && c[i] < clusters,
                where << ": entry " << i << " is cluster " << c[i] << ", outside 0 .. " << clusters - 1);
@@ -43,6 +45,17 @@ ClusterTable read_cluster_table(hid_t file, const std::string& path) {
     t.sequences_moved = h5_read_attr_int64(group, "sequences_moved_to_train");
   for (const char* name : {"representatives", "sizes"})
     PF_REQUIRE(DataError, h5_exists(group, name), where << " lacks the dataset '" << name << "'");
+  // A cluster has a member: count is bounded by the file's sequences, and the
+  // tables' shapes by count, before either is read.
+  int64_t sequences = 0;
+  const char* all[4] = {kSplitNames[0], kSplitNames[1], kSplitNames[2], kOodSplitName};
+  for (const char* s : all)
+    if (h5_exists(file, s)) sequences += h5_read_attr_int64(H5Id(h5_open_group(file, s)).get(), "sequences");
+  PF_REQUIRE(DataError, count >= 0 && count <= sequences,
+             where << ": count = " << count << " clusters for the file's " << sequences
+                   << " sequences (a cluster has at least one member)");
+  h5_require_shape(H5Id(h5_open_dataset(group, "representatives")).get(), {count}, "one per cluster, count");
+  h5_require_shape(H5Id(h5_open_dataset(group, "sizes")).get(), {count}, "one per cluster, count");
   t.representatives = h5_read_strings(group, "representatives");
   t.sizes = h5_read_array<int64_t>(group, "sizes");
   PF_REQUIRE(DataError, count >= 0 && static_cast<int64_t>(t.representatives.size()) == count,

@@ -136,6 +136,10 @@ H5Id h5_open_file(const std::string& path, bool writable) {
   h5_quiet();
   struct stat st;
   PF_REQUIRE(IoError, ::stat(path.c_str(), &st) == 0, "no such file '" << path << "'");
+  // A folder, a FIFO (opening it would wait for a writer for ever), a device.
+  PF_REQUIRE(IoError, S_ISREG(st.st_mode),
+             "'" << path << "' is " << (S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file")
+                 << ", not an HDF5 file");
   H5Id file(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
   PF_H5_CHECK_MSG(file.get(), "cannot open '" << path << "' as an HDF5 file (truncated or corrupt?)");
   return file;
@@ -247,6 +251,15 @@ void h5_require_stored(hid_t dset) {
                "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " declares shape " << shape
                           << " in " << expected << " chunks, but the file stores only " << stored
                           << " of them (the rest would read as a fill value)");
+    H5Id type(H5Dget_type(dset));
+    PF_H5_CHECK(type.get());
+    double chunk_bytes = static_cast<double>(H5Tget_size(type));
+    for (hsize_t c : chunk) chunk_bytes *= static_cast<double>(c);
+    PF_REQUIRE(DataError, chunk_bytes <= static_cast<double>(kH5MaxChunkBytes),
+               "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " is stored in chunks of "
+                          << static_cast<int64_t>(chunk_bytes) << " bytes, above the " << kH5MaxChunkBytes
+                          << " this project reads (every read inflates a whole chunk; its writers use about "
+                             "1 MiB)");
   } else if (layout == H5D_CONTIGUOUS) {
     H5Id type(H5Dget_type(dset));
     PF_H5_CHECK(type.get());
@@ -256,6 +269,20 @@ void h5_require_stored(hid_t dset) {
                "dataset " << object_name(dset) << " in " << h5_file_name(dset) << " declares shape " << shape << " ("
                           << bytes << " bytes), but the file stores only " << stored << " bytes of it");
   }
+}
+
+void h5_require_shape(hid_t dset, const std::vector<int64_t>& want, const std::string& what) {
+  const std::vector<int64_t> dims = h5_dataset_shape(dset);
+  bool match = dims.size() == want.size();
+  for (size_t i = 0; match && i < dims.size(); ++i) match = want[i] < 0 || dims[i] == want[i];
+  if (match) return;
+  auto str = [](const std::vector<int64_t>& s) {
+    std::string out;
+    for (int64_t d : s) out += (out.empty() ? "[" : ", ") + (d < 0 ? std::string("any") : std::to_string(d));
+    return out.empty() ? std::string("[]") : out + "]";
+  };
+  throw DataError("dataset " + object_name(dset) + " in " + h5_file_name(dset) + " has shape " + str(dims) +
+                  ", expected " + str(want) + " (" + what + ")");
 }
 
 void h5_read_array_raw(hid_t dset, hid_t mem_type, void* out) {

@@ -122,7 +122,16 @@ int64_t h5_dataset_length(hid_t dset);  // dim 0 of a 1-D dataset; Hdf5Error oth
 // larger than it was ever written reads as its fill value, which no writer of
 // this project relies on: a DataError naming the dataset, the file, the
 // declared shape and what is stored, before a reader allocates the shape.
+// A chunked dataset's chunks hold at most kH5MaxChunkBytes each (any read
+// inflates a whole chunk; this project writes chunks of about 1 MiB or less):
+// a DataError naming the dataset, the file and the chunk, checked too.
 void h5_require_stored(hid_t dset);
+constexpr int64_t kH5MaxChunkBytes = int64_t{64} << 20;
+// The dataset's shape is `want` (-1: any extent in that dimension): a
+// DataError naming the dataset, the file, both shapes and `what` (what the
+// shape should follow from) otherwise. Checked before anything of the
+// declared size is allocated.
+void h5_require_shape(hid_t dset, const std::vector<int64_t>& want, const std::string& what);
 void h5_read_array_raw(hid_t dset, hid_t mem_type, void* out);
 void h5_read_range_raw(hid_t dset, hid_t mem_type, int64_t first, int64_t count, void* out);
 

@@ -55,11 +55,14 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return os.str();
 }
 
-std::vector<float> read_dataset(hid_t file, const std::string& path, const std::string& name,
-                                std::vector<int64_t>* shape) {
+// The shape of a dataset, read before its values: shapes are compared before
+// anything of their size is allocated.
+std::vector<int64_t> dataset_shape(hid_t file, const std::string& path, const std::string& name) {
   if (!pf::h5_exists(file, name)) throw ToolError(path + ": missing dataset '" + name + "'");
-  return pf::h5_read_array<float>(file, name, shape);
+  return pf::h5_dataset_shape(pf::H5Id(pf::h5_open_dataset(file, name)).get());
 }
+
+std::vector<float> read_dataset(hid_t file, const std::string& name) { return pf::h5_read_array<float>(file, name); }
 
 // Copies host data to `device` (a plain copy on the CPU), recorded in `tracker`.
 class DeviceBuffer {
@@ -99,10 +102,9 @@ int run(const Options& opt) {
 
   // ---- read and check the input -------------------------------------------------
   pf::H5Id file = pf::h5_open_file(opt.input);
-  std::vector<int64_t> qs, ks, vs, ws, gs;
-  const std::vector<float> q = read_dataset(file, opt.input, "q", &qs);
-  const std::vector<float> k = read_dataset(file, opt.input, "k", &ks);
-  const std::vector<float> v = read_dataset(file, opt.input, "v", &vs);
+  const std::vector<int64_t> qs = dataset_shape(file, opt.input, "q"), ks = dataset_shape(file, opt.input, "k"),
+                             vs = dataset_shape(file, opt.input, "v");
+  std::vector<int64_t> ws, gs;
   if (qs.size() != 4)
     throw ToolError(opt.input + ": dataset 'q' must be [B, H, N, D], got shape " + shape_str(qs));
   if (ks != qs || vs != qs)
@@ -113,18 +115,21 @@ int run(const Options& opt) {
   const bool with_backward = pf::h5_exists(file, "dout");
   std::vector<float> dout;
   if (with_backward) {
-    dout = read_dataset(file, opt.input, "dout", &gs);
+    gs = dataset_shape(file, opt.input, "dout");
     if (gs != qs)
       throw ToolError(opt.input + ": dataset 'dout' must have the shape of 'q' " + shape_str(qs) + ", got " +
                       shape_str(gs));
+    dout = read_dataset(file, "dout");
   }
+  const std::vector<float> q = read_dataset(file, "q"), k = read_dataset(file, "k"), v = read_dataset(file, "v");
   Outputs res;
   if (!softmax) {
     if (pf::h5_exists(file, "w")) {
-      res.w = read_dataset(file, opt.input, "w", &ws);
+      ws = dataset_shape(file, opt.input, "w");
       if (ws.size() != 2 || ws[1] != D || ws[0] < 1)
         throw ToolError(opt.input + ": dataset 'w' must be [M, D] with D = " + std::to_string(D) +
                         " (the last dim of 'q' " + shape_str(qs) + "), got shape " + shape_str(ws));
+      res.w = read_dataset(file, "w");
     } else if (opt.kernel == "elu") {
       res.w.assign(static_cast<size_t>(D * D), 0.f);
       for (int64_t j = 0; j < D; ++j) res.w[static_cast<size_t>(j * D + j)] = 1.f;

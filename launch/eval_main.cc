@@ -144,9 +144,10 @@ int main(int argc, char** argv) {
       }
     }
     std::string text;
-    {
-      pf::H5Id f = pf::h5_open_file(checkpoint);
-      text = pf::h5_read_attr_string(f, "config");
+    try {
+      text = pf::read_checkpoint_metadata(checkpoint).config_text;
+    } catch (const pf::Error& e) {
+      throw pf::ConfigError(std::string("--checkpoint: not a usable checkpoint: ") + e.what());
     }
     pf::TrainConfig cfg = pf::parse_train_config_text(text, checkpoint, overrides);
     // Before anything is built from the stored configuration (its sizes are

@@ -126,7 +126,10 @@ int main(int argc, char** argv) {
       }
     }
     pf::RecurrentPerformer rec(*cm.model, cm.session->ctx(), 1, cm.step);
-    const int64_t total = num * static_cast<int64_t>(prompt_records.size());
+    const int64_t records = static_cast<int64_t>(prompt_records.size());
+    PF_REQUIRE(pf::ConfigError, num <= (int64_t{1} << 40) / records,
+               "--num " << num << " for " << records << " prompt record(s) asks for more than 2^40 proteins");
+    const int64_t total = num * records;
     std::unique_ptr<pf::OutputFile> out;
     if (rank == 0) out = std::make_unique<pf::OutputFile>(output);
     const double t0 = pf::seconds_now();

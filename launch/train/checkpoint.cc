@@ -301,11 +301,10 @@ void verify_projections(hid_t file, const std::string& path, const CheckpointSta
   for (int64_t l = 0; l < model.layers; ++l) {
     const std::string name = "layer" + std::to_string(l);
     PF_REQUIRE(DataError, h5_exists(group, name), path << ": damaged checkpoint: /projections/" << name << " is missing");
-    std::vector<int64_t> shape;
-    const std::vector<float> stored = h5_read_array<float>(group, name, &shape);
-    PF_REQUIRE(DataError,
-               shape == (std::vector<int64_t>{model.features, model.head_dim()}) &&
-                   stored == layer_projection(model, l, redraw),
+    // The shape first: a crafted one is refused before anything of its size is read.
+    const std::vector<int64_t> want = {model.features, model.head_dim()};
+    const bool shaped = h5_dataset_shape(H5Id(h5_open_dataset(group, name)).get()) == want;
+    PF_REQUIRE(DataError, shaped && h5_read_array<float>(group, name) == layer_projection(model, l, redraw),
                path << ": damaged checkpoint: /projections/" << name << " is not the projection that model.seed = "
                     << model.seed << " draws at redraw index " << redraw
                     << " (changed after the file was written: this build would use the drawn one, "
@@ -464,7 +463,8 @@ void prune_checkpoints(const std::string& dir, int64_t keep, const std::string& 
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     std::smatch m;
-    if (!e.is_regular_file() || !std::regex_match(name, m, temporary)) continue;
+    std::error_code link_ec;  // a link bearing the name is the user's, whatever it points to
+    if (!fs::is_regular_file(e.symlink_status(link_ec)) || !std::regex_match(name, m, temporary)) continue;
     if (is_stale_hdf5_temporary(e.path().string(), std::stol(m[1].str()))) {
       std::error_code ec;
       fs::remove(e.path(), ec);

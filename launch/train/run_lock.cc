@@ -141,8 +141,14 @@ void require_writable_folder(const std::string& dir, const std::string& key) {
 
 RunLock::RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note)
     : path_(path) {
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  PF_REQUIRE(ConfigError, fd_ >= 0, what << ": cannot open the lock file '" << path_ << "': " << std::strerror(errno));
+  // O_NOFOLLOW: a symbolic link there (to nothing, or to anything) would make
+  // or lock a file wherever it points.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  PF_REQUIRE(ConfigError, fd_ >= 0,
+             what << ": cannot open the lock file '" << path_ << "': "
+                  << (errno == ELOOP ? std::string("it is a symbolic link (a run's lock file is never a link): "
+                                                   "remove it")
+                                     : std::strerror(errno)));
   // The record is read once the lock is decided: held by us, it is what the
   // last owner left (empty after a clean end); refused, it names the owner.
   const int err = lock_whole_file(fd_);

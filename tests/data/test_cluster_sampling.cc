@@ -361,6 +361,26 @@ TEST(ClusterLoader, UnclusteredAndDamagedFilesAreClearErrors) {
   straddle.files = {o2.output};
   expect_data_error([&] { read_dataset_info(o2.output); }, {"'" + o2.output + "': cluster 0", "/train and /valid"});
   expect_data_error([&] { DataLoader loader(straddle); }, {"'" + o2.output + "': cluster 0", "/train and /valid"});
+  // Tables declared far larger than the file's sequences (never written):
+  // refused by count and shape before they are read.
+  {
+    H5Id f = h5_open_file(o2.output, true);
+    H5Id table = h5_open_group(f, "clusters");
+    const int64_t count = h5_read_attr_int64(table, "count");
+    H5Ldelete(table, "sizes", H5P_DEFAULT);
+    const hsize_t dims = hsize_t{1} << 36, chunk = 1 << 16;
+    H5Id space(H5Screate_simple(1, &dims, nullptr));
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl, 1, &chunk);
+    H5Id d(H5Dcreate2(table, "sizes", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    d.close();
+    expect_data_error([&] { read_dataset_info(o2.output); },
+                      {"/clusters/sizes in " + o2.output + " has shape [68719476736], expected [" +
+                       std::to_string(count) + "] (one per cluster, count)"});
+    h5_write_attr_int64(table, "count", int64_t{1} << 36);
+  }
+  expect_data_error([&] { read_dataset_info(o2.output); },
+                    {"count = 68719476736 clusters for the file's", "a cluster has at least one member"});
   // The sequence-sampling loader does not read the clusters at all.
   lo.sampling = Sampling::Sequence;
   EXPECT_NO_THROW(DataLoader loader(lo));

@@ -1,6 +1,9 @@
 // HDF5 helpers: round trips of arrays, ranges, strings, appenders and
 // attributes, and errors that carry HDF5's error stack and the file name.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <utility>
 
 #include "data/h5.h"
 #include "runtime/random.h"
@@ -91,6 +94,57 @@ TEST(H5, OpenErrorsNameTheFile) {
     FAIL() << "no throw";
   } catch (const Hdf5Error& e) {
     EXPECT_NE(std::string(e.what()).find("absent"), std::string::npos) << e.what();
+  }
+}
+
+// What is not a regular file is refused by name before HDF5 opens it: a
+// FIFO would block the open until some writer came (for ever).
+TEST(H5, AFolderOrAFifoIsNotOpened) {
+  test::TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo.h5").c_str(), 0600), 0);
+  for (const auto& [name, says] : {std::pair<std::string, std::string>{"fifo.h5", "is a FIFO, not an HDF5 file"},
+                                   {"", "is a folder, not an HDF5 file"}}) {
+    try {
+      h5_open_file(dir.file(name));
+      ADD_FAILURE() << "opened " << name;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A chunk above kH5MaxChunkBytes (every read would inflate all of it: a small
+// deflated file, gigabytes in memory) and a shape other than the one its
+// metadata implies are refused before a read allocates anything.
+TEST(H5, OversizedChunksAndUnexpectedShapesAreRefused) {
+  test::TempDir dir;
+  const std::string path = dir.file("big_chunk.h5");
+  const int64_t n = kH5MaxChunkBytes / 8 + 1024;  // int64: just above the bound in one chunk
+  {
+    H5Id f = h5_create_file(path);
+    h5_write_vector(f, "one_chunk", std::vector<int64_t>(static_cast<size_t>(n), 0), H5Layout{n, 1, false});
+    h5_write_vector(f, "small", std::vector<int64_t>(10, 1), H5Layout{4, 1, false});
+  }
+  H5Id f = h5_open_file(path);
+  try {
+    h5_read_array<int64_t>(f, "one_chunk");
+    ADD_FAILURE() << "read a chunk of " << n * 8 << " bytes";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/one_chunk in " + path + " is stored in chunks of " + std::to_string(n * 8) +
+                                         " bytes, above the " + std::to_string(kH5MaxChunkBytes)),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(h5_read_array<int64_t>(f, "small").size(), 10u);
+  EXPECT_NO_THROW(h5_require_shape(h5_open_dataset(f, "small"), {10}, "ten"));
+  EXPECT_NO_THROW(h5_require_shape(h5_open_dataset(f, "small"), {-1}, "any length"));
+  try {
+    h5_require_shape(h5_open_dataset(f, "small"), {3}, "one per cluster, count");
+    ADD_FAILURE() << "shape [10] passed for [3]";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/small in " + path + " has shape [10], expected [3] (one per cluster, count)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

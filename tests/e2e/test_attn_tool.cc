@@ -187,6 +187,19 @@ TEST_F(AttnTool, ErrorsNameTheFileDatasetAndShapes) {
     f.close();
     expect_failure(*this, run("--input " + in + args), {"in.h5", "'k'", "[2, 2, 32, 8]", "[2, 2, 33, 8]"});
   }
+  {  // k declared at 2^40 values (never written): its shape is compared before anything is read
+    H5Id f = h5_create_file(in);
+    h5_write_array(f, "q", x.data(), {B, H, N, D});
+    const hsize_t dims[4] = {1, 1, hsize_t{1} << 37, 8}, chunk[4] = {1, 1, 1 << 16, 8};
+    H5Id space(H5Screate_simple(4, dims, nullptr));
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl, 4, chunk);
+    H5Id k(H5Dcreate2(f, "k", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    h5_write_array(f, "v", x.data(), {B, H, N, D});
+    k.close();
+    f.close();
+    expect_failure(*this, run("--input " + in + args), {"in.h5", "must have one shape", "[1, 1, 137438953472, 8]"});
+  }
   {  // w with D - 1 columns
     const std::vector<float> w(M * (D - 1), 0.5f);
     H5Id f = h5_create_file(in);

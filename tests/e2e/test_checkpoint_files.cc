@@ -162,9 +162,16 @@ TEST(CheckpointFiles, PruningRemovesOnlyTheTemporariesOfGoneWriters) {
   for (const std::string& f : users)
     std::ofstream(f) << (f.find("000000002") != std::string::npos ? hdf5_start : std::string()) << "mine";
   std::ofstream(stale) << hdf5_start << "partial";
+  // A link bearing a stale name, to an HDF5 file of the user's: the link is
+  // the user's (and so is its target).
+  const std::string backup = dir.path + "/backup.h5", link = dir.path + "/ckpt-000000005.h5.tmp-" + std::to_string(dead);
+  std::ofstream(backup) << hdf5_start << "kept";
+  fs::create_symlink(backup, link);
   EXPECT_NO_THROW(prune_checkpoints(dir.path, 2, "run-a"));
   EXPECT_FALSE(fs::exists(stale));
   for (const std::string& f : users) EXPECT_TRUE(fs::exists(f)) << f;
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link))) << link;
+  EXPECT_TRUE(fs::exists(backup));
 }
 
 // The checkpoint stores the random projections the model uses at its step
@@ -222,6 +229,22 @@ TEST(CheckpointFiles, ChangedProjectionsAreRefused) {
   EXPECT_NE(w.find(path + ": damaged checkpoint: /projections/layer1 is not the projection that model.seed"),
             std::string::npos)
       << w;
+  // A projection declared at 2^36 values (never written): refused by its
+  // shape before anything of that size is read.
+  {
+    H5Id f = h5_open_file(path, true);
+    H5Id g = h5_open_group(f, "projections");
+    H5Ldelete(g, "layer0", H5P_DEFAULT);
+    const hsize_t dims[2] = {hsize_t{1} << 32, 16}, chunk[2] = {1 << 14, 16};
+    H5Id space(H5Screate_simple(2, dims, nullptr));
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(dcpl, 2, chunk);
+    H5Id d(H5Dcreate2(g, "layer0", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  }
+  const std::string huge = expect_error([&] { read_checkpoint_params(path, layout); });
+  EXPECT_NE(huge.find(path + ": damaged checkpoint: /projections/layer0 is not the projection that model.seed"),
+            std::string::npos)
+      << huge;
 }
 
 TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {

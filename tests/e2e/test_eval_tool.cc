@@ -216,6 +216,13 @@ TEST_F(EvalTool, UsageErrorsExitWithStatus2) {
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("proteins read from --fasta have no families"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--set data.mode=\"packed\""), std::string::npos) << r.out;
+  {  // a data file given as the checkpoint
+    const std::string cmd = std::string(PF_EVAL_TOOL) + " --checkpoint " + quoted(dir_ + "/train.h5");
+    r = run("OMP_NUM_THREADS=1 " + cmd, dir_ + "/eval.log");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("--checkpoint: not a usable checkpoint"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("train.h5: not a performer checkpoint"), std::string::npos) << r.out;
+  }
   r = eval("--set parallel.sp=1 --split nope");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--split must be train, valid, test or ood, got 'nope'"), std::string::npos) << r.out;

@@ -493,6 +493,12 @@ TEST_F(InferTools, GenerateIsReproducibleAndFollowsItsOptions) {
       tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --num 2 --max-length 5 --prompt " +
                                  quoted(fx().proteins) + " --temperature 0.5 --output " + quoted(out("gen_p.fasta")));
   ASSERT_EQ(p.status, 0) << p.out;
+  // --num times the prompt records past 2^40 (it overflowed to a negative count, exit 0).
+  ToolRun huge = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --num 4611686018427387904 --prompt " +
+                                            quoted(fx().proteins) + " --output " + quoted(out("gen_huge.fasta")));
+  EXPECT_EQ(huge.status, 2) << huge.out;
+  EXPECT_NE(huge.out.find("--num 4611686018427387904 for"), std::string::npos) << huge.out;
+  EXPECT_FALSE(std::filesystem::exists(out("gen_huge.fasta")));
   SequenceReader pr(out("gen_p.fasta"));
   int k = 0;
   while (pr.next(rec)) {

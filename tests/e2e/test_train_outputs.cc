@@ -191,6 +191,24 @@ TEST(TrainOutputs, AMetricsFileOfALiveRunIsRefusedUnderAnyName) {
   EXPECT_TRUE(list_checkpoints(root + "/second").empty());
 }
 
+// A lock file that is a symbolic link (to nothing, or to a file) is refused
+// naming it: opening through it would make or lock a file wherever it points.
+TEST(TrainOutputs, ALockFileThatIsALinkIsRefused) {
+  const std::string root = test::shared_temp_dir(MPI_COMM_WORLD, "outputs-lock-link");
+  const std::string data = test::prepared_proteins(MPI_COMM_WORLD, root);
+  const std::string ck = root + "/ck", target = root + "/elsewhere/made-by-the-lock";
+  if (world_rank() == 0) {
+    fs::create_directories(ck);
+    fs::create_symlink(target, ck + "/.performer-lock");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> base = test::tiny_run(data, root, world_size(), 4);
+  expect_refused(with(base, {"checkpoint.dir=\"" + ck + "\""}),
+                 {"'" + ck + "/.performer-lock'", "it is a symbolic link (a run's lock file is never a link)"}, ck);
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_FALSE(fs::exists(root + "/elsewhere"));
+}
+
 // A fresh run writes only a new or empty file; a resumed run appends only to
 // its own run's metrics, and every line it writes carries that run's id.
 TEST(TrainOutputs, MetricsAreWrittenOnlyIntoTheRunsOwnFile) {

@@ -7,7 +7,8 @@
 #   - a mistyped or absent validation split: refused before step 1;
 #   - optimizer values out of range (key, value and allowed range);
 #   - data.mode / parallel.scan values; model.width past its range;
-#   - a TOML array with a missing bracket in --set.
+#   - a TOML array with a missing bracket in --set;
+#   - --resume of a missing file, a folder or a FIFO (named as checkpoint.resume).
 # A checkpoint whose metadata was changed is refused by an explicit --resume
 # (exit 1, "metadata checksum") and skipped by --resume auto.
 #   train_errors_test.sh <performer-data> <performer-train>
@@ -64,6 +65,12 @@ for change in model.width=48 model.ffn=96 model.layers=3; do
   [ "$(md5sum "$ck" "$dir/m.jsonl")" = "$before" ] || fail "$change: the checkpoint or the metrics changed"
   [ "$(ls "$dir/ck")" = "ckpt-000000004.h5" ] || fail "$change: checkpoint folder changed: $(ls "$dir/ck")"
 done
+expect_usage_error "resume a missing file" "checkpoint.resume = '$dir/ck/ckpt-000000099.h5': no such file" -- \
+  "${common[@]}" --resume "$dir/ck/ckpt-000000099.h5"
+expect_usage_error "resume a folder" "checkpoint.resume = '$dir/ck' is a folder" -- "${common[@]}" --resume "$dir/ck"
+mkfifo "$dir/fifo.h5"
+expect_usage_error "resume a FIFO" "checkpoint.resume = '$dir/fifo.h5' is not a regular file" -- \
+  "${common[@]}" --resume "$dir/fifo.h5"
 expect_usage_error "resume FILE, model.width=48" "$ck" "model.width: 32 in the checkpoint, 48 now" -- \
   "${common[@]}" --set model.width=48 --resume "$ck"
 
