@@ -19,9 +19,9 @@ namespace pf {
 
 namespace fs = std::filesystem;
 
-void require_replaceable_output(const std::string& option, const std::string& path, const OutputKind& kind,
+Destination require_replaceable_output(const std::string& option, const std::string& path, const OutputKind& kind,
                                 const std::vector<std::string>& inputs) {
-  if (path.empty() || path == "-") return;
+  if (path.empty() || path == "-") return {};
   const std::string named = option + " '" + path + "'";
   for (const std::string& in : inputs)
     PF_REQUIRE(ConfigError, !same_file(path, in),
@@ -35,7 +35,7 @@ void require_replaceable_output(const std::string& option, const std::string& pa
   PF_REQUIRE(ConfigError, ::access(folder.c_str(), W_OK) == 0,
              named << ": cannot write in the folder '" << folder.string() << "': " << std::strerror(errno));
   const fs::file_status link = fs::symlink_status(path, ec);
-  if (ec || !fs::exists(link)) return;  // nothing there: a new file
+  if (ec || !fs::exists(link)) return Destination::of(path);  // nothing there: a new file
   const fs::file_status target = fs::status(path, ec);
   // Renaming over a link would replace the link and leave its target as it
   // was: neither what the link's owner nor the user meant.
@@ -64,6 +64,7 @@ void require_replaceable_output(const std::string& option, const std::string& pa
              named << " is open in another process (it holds the file's lock, as a run reading its data "
                       "does): refusing to replace it under that process; wait for it to end, or choose "
                       "another path");
+  return Destination::of(path);
 }
 
 bool file_starts_with(const std::string& path, const std::string& prefix) {

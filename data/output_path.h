@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/atomic_file.h"
+
 namespace pf {
 
 // What a tool writes at an output path, and how to recognise an earlier file
@@ -21,8 +23,10 @@ struct OutputKind {
 };
 
 // ConfigError naming the option, the path and the reason when `path` may not
-// be written as `kind`; "" and "-" (stdout) always pass.
-void require_replaceable_output(const std::string& option, const std::string& path, const OutputKind& kind,
+// be written as `kind`; "" and "-" (stdout) always pass. Returns what the
+// path names now, for the writer's final rename to replace only that
+// (TemporaryFile, runtime/atomic_file.h).
+Destination require_replaceable_output(const std::string& option, const std::string& path, const OutputKind& kind,
                                 const std::vector<std::string>& inputs = {});
 
 // Recognisers for OutputKind::earlier.

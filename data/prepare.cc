@@ -550,12 +550,12 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
              "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "
                                                                            << opt.test_fraction);
   for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
-  require_replaceable_output("--output", opt.output, prepared_data_kind(), opt.inputs);
+  const Destination was = require_replaceable_output("--output", opt.output, prepared_data_kind(), opt.inputs);
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
   remove_stale_temporaries(opt.output, opt.progress);
   PrepareSummary summary;
-  write_then_rename(opt.output, [&](const std::string& tmp) { write_file(opt, tmp, &summary); });
+  write_then_rename(opt.output, [&](const std::string& tmp) { write_file(opt, tmp, &summary); }, was);
   return summary;
 }
 

@@ -93,7 +93,7 @@ struct Outputs {
   std::vector<float> out, w, dq, dk, dv;
 };
 
-int run(const Options& opt) {
+int run(const Options& opt, const pf::Destination& was) {
   const bool causal = opt.mode == "causal";
   const bool softmax = opt.kernel == "softmax";
   const pf::Device device = opt.backend == "cuda" ? pf::Device::cuda(0) : pf::Device::cpu();
@@ -186,7 +186,9 @@ int run(const Options& opt) {
   }
 
   // ---- write under a temporary name, then rename ----------------------------------
-  pf::write_then_rename(opt.output, [&](const std::string& tmp) {
+  pf::write_then_rename(
+      opt.output,
+      [&](const std::string& tmp) {
     pf::H5Id out = pf::h5_create_file(tmp);
     pf::h5_write_array(out, "out", res.out.data(), qs);
     if (!softmax) pf::h5_write_array(out, "w", res.w.data(), ws);
@@ -198,7 +200,8 @@ int run(const Options& opt) {
     pf::h5_write_attr_string(out, "kernel", opt.kernel);
     pf::h5_write_attr_string(out, "mode", opt.mode);
     out.close();
-  });
+      },
+      was);
   std::fprintf(stderr, "performer-attn: %s %s B=%ld H=%ld N=%ld D=%ld%s -> %s\n", opt.kernel.c_str(),
                opt.mode.c_str(), static_cast<long>(B), static_cast<long>(H), static_cast<long>(N),
                static_cast<long>(D), with_backward ? " (forward + backward)" : " (forward)", opt.output.c_str());
@@ -239,8 +242,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
+  pf::Destination was;
   try {
-    pf::require_replaceable_output("--output", opt.output,
+    was = pf::require_replaceable_output("--output", opt.output,
                                    {"an output file of performer-attn",
                                     [](const std::string& p) { return pf::h5_root_has_attributes(p, {"kernel", "mode"}); }},
                                    {opt.input});
@@ -249,7 +253,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run(opt);
+    return run(opt, was);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 1;

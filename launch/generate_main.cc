@@ -96,8 +96,10 @@ int main(int argc, char** argv) {
                                                                                                  << "'");
     std::vector<std::string> read = prompts;
     read.push_back(checkpoint);
-    pf::check_on_rank0(MPI_COMM_WORLD,
-                       [&] { pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read); });
+    pf::Destination was;  // on rank 0, the writer
+    pf::check_on_rank0(MPI_COMM_WORLD, [&] {
+      was = pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read);
+    });
     {
       const pf::TrainConfig stored = pf::read_checkpoint_config(checkpoint, overrides);
       PF_REQUIRE(pf::ConfigError, stored.model.causal(),
@@ -131,7 +133,7 @@ int main(int argc, char** argv) {
                "--num " << num << " for " << records << " prompt record(s) asks for more than 2^40 proteins");
     const int64_t total = num * records;
     std::unique_ptr<pf::OutputFile> out;
-    if (rank == 0) out = std::make_unique<pf::OutputFile>(output);
+    if (rank == 0) out = std::make_unique<pf::OutputFile>(output, was);
     const double t0 = pf::seconds_now();
     int64_t tokens = 0;
     std::vector<std::string> mine;  // this rank's records: proteins rank, rank + size, ...

@@ -93,12 +93,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> read = inputs;
     read.insert(read.end(), context.begin(), context.end());
     read.push_back(checkpoint);
+    pf::Destination was_output, was_residues;  // on rank 0, the writer
     pf::check_on_rank0(MPI_COMM_WORLD, [&] {
-      pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
+      was_output = pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
       PF_REQUIRE(pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
                  "--per-residue '" << per_residue << "' and --output '" << output
                                    << "' are the same file: give each its own");
-      pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
+      was_residues = pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
     });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
     }
     const std::string measure = pf::score_measure(cm.cfg.model);
     std::unique_ptr<pf::OutputFile> out;
-    if (rank == 0) out = std::make_unique<pf::OutputFile>(output);
+    if (rank == 0) out = std::make_unique<pf::OutputFile>(output, was_output);
     pf::PerResidueWriter residues;
     pf::ReaderOptions ro;
     ro.map_unknown_to_x = map_unknown;
@@ -203,7 +204,7 @@ int main(int argc, char** argv) {
       // both temporaries and leaves any earlier outputs as they were.
       std::unique_ptr<pf::TemporaryFile> residue_tmp;  // removed unless committed
       if (!per_residue.empty()) {
-        residue_tmp = std::make_unique<pf::TemporaryFile>(per_residue);
+        residue_tmp = std::make_unique<pf::TemporaryFile>(per_residue, was_residues);
         residues.write_file(residue_tmp->path(), context.empty() ? measure : "log_likelihood_given_context",
                             checkpoint,
                             cm.cfg.model.causal() ? (context.empty() ? first_residue : "given_context") : "");

@@ -91,7 +91,20 @@ void rename_into_place(const std::string& tmp, const std::string& path) {
              "cannot rename '" << tmp << "' to '" << path << "': " << std::strerror(errno));
 }
 
-TemporaryFile::TemporaryFile(const std::string& path) : final_(path), tmp_(temporary_output_path(path)) {
+Destination Destination::of(const std::string& path) {
+  Destination d;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return d;
+  d.exists = true;
+  d.dev = static_cast<uint64_t>(st.st_dev);
+  d.ino = static_cast<uint64_t>(st.st_ino);
+  d.size = static_cast<int64_t>(st.st_size);
+  d.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return d;
+}
+
+TemporaryFile::TemporaryFile(const std::string& path, std::optional<Destination> expected)
+    : final_(path), tmp_(temporary_output_path(path)), expected_(expected) {
   claim_temporary(tmp_);
   fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   PF_REQUIRE(IoError, fd_ >= 0,
@@ -109,17 +122,39 @@ TemporaryFile::TemporaryFile(const std::string& path) : final_(path), tmp_(tempo
 }
 
 TemporaryFile::~TemporaryFile() {
-  if (!committed_) ::unlink(tmp_.c_str());  // while the lock still says it is this writer's
+  if (!committed_ && !kept_) ::unlink(tmp_.c_str());  // while the lock still says it is this writer's
   if (fd_ >= 0) ::close(fd_);
 }
 
 void TemporaryFile::commit() {
+  if (expected_) {
+    auto refuse = [&](const std::string& why) {
+      kept_ = true;
+      throw IoError("'" + final_ + "' " + why + " while this run worked: it was not replaced; this run's result is in '" +
+                    tmp_ + "' (rename it yourself)");
+    };
+    if (!expected_->exists) {
+      // Taken only if still free, in one step.
+      if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_.c_str(), RENAME_NOREPLACE) == 0) {
+        committed_ = true;
+        return;
+      }
+      if (errno == EEXIST) refuse("was created by another process");
+      PF_REQUIRE(IoError, errno == EINVAL || errno == ENOSYS,  // a filesystem without RENAME_NOREPLACE
+                 "cannot rename '" << tmp_ << "' to '" << final_ << "': " << std::strerror(errno));
+      if (Destination::of(final_).exists) refuse("was created by another process");
+    } else {
+      if (Destination::of(final_) != *expected_) refuse("was replaced, changed or removed by another process");
+      if (file_in_use(final_)) refuse("was opened by another process (it holds the file's lock)");
+    }
+  }
   rename_into_place(tmp_, final_);
   committed_ = true;
 }
 
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
-  TemporaryFile tmp(path);
+void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write,
+                       std::optional<Destination> expected) {
+  TemporaryFile tmp(path, expected);
   write(tmp.path());
   tmp.commit();
 }

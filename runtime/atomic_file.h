@@ -4,7 +4,9 @@
 // processes can be recognised by it, as performer-data does).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace pf {
@@ -31,14 +33,35 @@ bool is_stale_hdf5_temporary(const std::string& path, long pid);
 // holds it (a process of the same pid in another pid namespace, writing the
 // same output): never written over.
 void claim_temporary(const std::string& tmp);
+// What a path named when a tool checked it: nothing, or one file (its device,
+// inode, size and modification time; a link is itself, not its target).
+struct Destination {
+  bool exists = false;
+  uint64_t dev = 0, ino = 0;
+  int64_t size = 0, mtime_ns = 0;
+  static Destination of(const std::string& path);
+  bool operator==(const Destination& o) const {
+    return exists == o.exists && dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
+  }
+  bool operator!=(const Destination& o) const { return !(*this == o); }
+};
+
 // The temporary file of one write of `path`: claimed (claim_temporary),
 // created empty (O_EXCL) and held with a record lock until the object ends,
 // so that file_in_use sees a live writer whatever locking the library that
 // fills it uses (HDF5 with HDF5_USE_FILE_LOCKING=FALSE takes none). commit()
 // renames it into place; otherwise the destructor removes it.
+//
+// With `expected` (what the path named when the tool checked it, before its
+// work), commit() replaces only that: a path that was free is taken without
+// replacing anything (rename with RENAME_NOREPLACE), and a file that was
+// there must be the same file, unchanged and not held by another process
+// (file_in_use). Otherwise an IoError says so and names the temporary file,
+// which is kept: the run's result is not lost, and nothing the user made or
+// another process uses while the run worked is replaced.
 class TemporaryFile {
  public:
-  explicit TemporaryFile(const std::string& path);  // IoError naming it
+  explicit TemporaryFile(const std::string& path, std::optional<Destination> expected = std::nullopt);
   ~TemporaryFile();
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
@@ -47,13 +70,16 @@ class TemporaryFile {
 
  private:
   std::string final_, tmp_;
+  std::optional<Destination> expected_;
   int fd_ = -1;
-  bool committed_ = false;
+  bool committed_ = false, kept_ = false;
 };
 // Renames tmp to path; IoError naming both (and the reason) when it fails.
 void rename_into_place(const std::string& tmp, const std::string& path);
-// Calls write(tmp) for the temporary path, then renames it to `path`; on any
-// error the temporary file is removed and the error rethrown.
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write);
+// Calls write(tmp) for the temporary path, then renames it to `path` (only
+// over `expected`, as TemporaryFile); on an error of write the temporary file
+// is removed and the error rethrown.
+void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write,
+                       std::optional<Destination> expected = std::nullopt);
 
 }  // namespace pf

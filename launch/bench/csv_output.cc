@@ -7,9 +7,10 @@ namespace pf::bench {
 CsvOutput::CsvOutput(const std::string& path, const std::string& header, bool writer) {
   if (!writer) return;  // (the writer's check alone: ranks probing one file would see each other)
   const std::string first = header.substr(0, header.find('\n'));
-  require_replaceable_output("--csv", path, {"a CSV of this benchmark (first line '" + first + "')",
-                                             [first](const std::string& p) { return first_line_of(p) == first; }});
-  out_ = std::make_unique<OutputFile>(path);
+  const Destination was =
+      require_replaceable_output("--csv", path, {"a CSV of this benchmark (first line '" + first + "')",
+                                                 [first](const std::string& p) { return first_line_of(p) == first; }});
+  out_ = std::make_unique<OutputFile>(path, was);
   out_->write(header);
 }
 

@@ -36,7 +36,7 @@ int run_synthetic(int argc, char** argv) {
   o.progress = &std::cerr;
   // Only an earlier output of this command may be replaced (data/output_path.h);
   // gzread reads plain files as they are, so one test covers both forms.
-  require_replaceable_output("--output", output,
+  const Destination was = require_replaceable_output("--output", output,
                              {"a FASTA of performer-bench synthetic",
                               [](const std::string& path) {
                                 gzFile f = gzopen(path.c_str(), "rb");
@@ -52,7 +52,8 @@ int run_synthetic(int argc, char** argv) {
   const double t0 = seconds_now();
   o.gzip = o.gzip || (output.size() > 3 && output.compare(output.size() - 3, 3, ".gz") == 0);
   int64_t residues = 0;
-  write_then_rename(output, [&](const std::string& tmp) { residues = write_synthetic_fasta(stats, o, tmp); });
+  write_then_rename(
+      output, [&](const std::string& tmp) { residues = write_synthetic_fasta(stats, o, tmp); }, was);
   std::fprintf(stderr, "wrote %lld sequences, %lld residues to %s in %.1f s\n", static_cast<long long>(o.count),
                static_cast<long long>(residues), output.c_str(), seconds_now() - t0);
   return 0;

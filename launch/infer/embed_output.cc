@@ -28,8 +28,10 @@ void EmbeddingWriter::add(const std::string& id, int64_t length, const std::vect
 }
 
 void EmbeddingWriter::write(const std::string& path, const std::string& checkpoint, int64_t layer,
-                            const std::string& layer_name) const {
-  write_then_rename(path, [&](const std::string& tmp) {
+                            const std::string& layer_name, std::optional<Destination> expected) const {
+  write_then_rename(
+      path,
+      [&](const std::string& tmp) {
     H5Id f = h5_create_file(tmp);
     h5_write_strings(f, "ids", ids_);
     h5_write_vector(f, "lengths", lengths_);
@@ -45,7 +47,8 @@ void EmbeddingWriter::write(const std::string& path, const std::string& checkpoi
     h5_write_attr_string(f, "layer_name", layer_name);
     h5_write_attr_int64(f, "width", width_);
     f.close();  // a last write that fails is an error, not a silent short file
-  });
+      },
+      expected);
 }
 
 }  // namespace pf

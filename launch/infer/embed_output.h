@@ -10,10 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/output_path.h"
+
+#include "runtime/atomic_file.h"
 
 namespace pf {
 
@@ -25,8 +28,9 @@ class EmbeddingWriter {
   EmbeddingWriter(int64_t width, bool per_residue) : width_(width), per_residue_(per_residue) {}
   // mean [C]; residues [n, C] when per_residue.
   void add(const std::string& id, int64_t length, const std::vector<float>& mean, const std::vector<float>& residues);
-  void write(const std::string& path, const std::string& checkpoint, int64_t layer,
-             const std::string& layer_name) const;
+  // `expected`: what the path named when it was checked (TemporaryFile).
+  void write(const std::string& path, const std::string& checkpoint, int64_t layer, const std::string& layer_name,
+             std::optional<Destination> expected = std::nullopt) const;
   int64_t count() const { return static_cast<int64_t>(ids_.size()); }
 
  private:

@@ -9,7 +9,8 @@
 
 namespace pf {
 
-OutputFile::OutputFile(const std::string& path) : path_(path) {
+OutputFile::OutputFile(const std::string& path, std::optional<Destination> expected)
+    : path_(path), expected_(expected) {
   if (path.empty() || path == "-") {
     path_.clear();
     f_ = stdout;
@@ -38,7 +39,7 @@ void OutputFile::finish() {
   }
   PF_REQUIRE(IoError, std::fflush(f_) == 0 && !std::ferror(f_),
              "holding the text of '" << path_ << "' failed: " << std::strerror(errno));
-  tmp_ = std::make_unique<TemporaryFile>(path_);
+  tmp_ = std::make_unique<TemporaryFile>(path_, expected_);
   std::FILE* out = std::fopen(tmp_->path().c_str(), "w");
   PF_REQUIRE(IoError, out != nullptr,
              "cannot write '" << path_ << "' (as " << tmp_->path() << "): " << std::strerror(errno));

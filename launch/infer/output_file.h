@@ -9,15 +9,19 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include "runtime/atomic_file.h"
 
 namespace pf {
 
-class TemporaryFile;
 
 class OutputFile {
  public:
-  explicit OutputFile(const std::string& path);  // "" or "-": stdout
+  // "" or "-": stdout. `expected`: what the path named when it was checked
+  // (require_replaceable_output): commit() replaces only that (TemporaryFile).
+  explicit OutputFile(const std::string& path, std::optional<Destination> expected = std::nullopt);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -30,6 +34,7 @@ class OutputFile {
 
  private:
   std::string path_;
+  std::optional<Destination> expected_;
   std::unique_ptr<TemporaryFile> tmp_;  // from finish()
   std::FILE* f_ = nullptr;
   char* text_ = nullptr;  // the memory stream's buffer (a file's text until commit)

@@ -190,6 +190,61 @@ TEST(OutputPath, ATemporaryFileIsHeldUntilItIsCommittedOrGone) {
   EXPECT_FALSE(file_in_use(out));
 }
 
+// With what the path named at the check, commit() replaces only that: a file
+// created, changed or opened (locked) by another process while the run
+// worked is left as it is, the error names it and the temporary file, and the
+// temporary file (the run's result) is kept.
+TEST(OutputPath, TheFinalRenameReplacesOnlyWhatWasChecked) {
+  test::TempDir dir;
+  const std::string out = dir.file("results.tsv");
+  auto refused = [&](const Destination& was, const std::string& why) {
+    std::string tmp;
+    try {
+      TemporaryFile t(out, was);
+      tmp = t.path();
+      test::write_text(tmp, "the run's result");
+      t.commit();
+      ADD_FAILURE() << "replaced: " << why;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + out + "' " + why), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("this run's result is in '" + tmp + "'"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(test::read_all(tmp), "the run's result");
+    std::filesystem::remove(tmp);
+  };
+  // Free at the check; the user saves a file there while the run works.
+  const Destination free_then = Destination::of(out);
+  EXPECT_FALSE(free_then.exists);
+  test::write_text(out, "my own notes");
+  refused(free_then, "was created by another process");
+  EXPECT_EQ(test::read_all(out), "my own notes");
+  // An earlier output at the check, then rewritten by someone else.
+  const Destination earlier = Destination::of(out);
+  test::write_text(out, "rewritten by another process, longer");
+  refused(earlier, "was replaced, changed or removed by another process");
+  EXPECT_EQ(test::read_all(out), "rewritten by another process, longer");
+  // Unchanged but opened (locked) by another process since.
+  const Destination now = Destination::of(out);
+  const int fd = ::open(out.c_str(), O_RDONLY);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  refused(now, "was opened by another process");
+  ::close(fd);
+  // Unchanged and free: replaced. Free at the check and still free: taken.
+  {
+    TemporaryFile t(out, now);
+    test::write_text(t.path(), "replaced");
+    t.commit();
+  }
+  EXPECT_EQ(test::read_all(out), "replaced");
+  const std::string fresh = dir.file("fresh.tsv");
+  {
+    TemporaryFile t(fresh, Destination::of(fresh));
+    test::write_text(t.path(), "new");
+    t.commit();
+  }
+  EXPECT_EQ(test::read_all(fresh), "new");
+}
+
 TEST(OutputPath, RecognisersReadOnlyWhatTheyNeed) {
   test::TempDir dir;
   test::write_text(dir.file("a.txt"), "first line\nsecond\n");
