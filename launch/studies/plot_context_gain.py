@@ -33,32 +33,30 @@ def main():
     if not gains or not curves:
         sys.exit(f"plot_context_gain.py: no run named {prefix}* in {gain_csv} or {val_csv}")
     os.makedirs(out, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
     colors = plt.cm.tab20.colors
-    for i, run in enumerate(sorted(gains, key=lambda k: -gains[k].get("4-7", 0))):
-        g = gains[run]
-        ax.plot(buckets, [g.get(b) for b in buckets], marker="o", color=colors[i % len(colors)],
-                label=run[len(prefix):] or run)
-    ax.set_xlabel("relatives before the member")
-    ax.set_ylabel("context gain (nats per token)")
-    ax.set_title("Gain from relatives, synthetic 95 % families, 3,000 steps")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "gain.png"), dpi=120)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    for i, run in enumerate(sorted(curves)):
-        pts = sorted(curves[run])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[i % len(colors)],
-                label=run[len(prefix):] or run)
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation loss (nats per token)")
-    ax.set_title("Validation loss, family mode")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "validation.png"), dpi=120)
+    ordered = sorted(gains, key=lambda k: -gains[k].get("4-7", 0))
+    figure(os.path.join(out, "gain.png"), "Gain from relatives, synthetic 95 % families, 3,000 steps",
+           "relatives before the member", "context gain (nats per token)",
+           [(run[len(prefix):] or run, buckets, [gains[run].get(b) for b in buckets], "o") for run in ordered],
+           colors)
+    figure(os.path.join(out, "validation.png"), "Validation loss, family mode", "step",
+           "validation loss (nats per token)",
+           [(run[len(prefix):] or run, [p[0] for p in sorted(curves[run])], [p[1] for p in sorted(curves[run])], None)
+            for run in sorted(curves)], colors)
 
+
+def figure(path, title, xlabel, ylabel, lines, colors):
+    """One line plot, the legend beside it: lines are (label, x, y, marker)."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for i, (label, x, y, marker) in enumerate(lines):
+        ax.plot(x, y, marker=marker, color=colors[i % len(colors)], label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 if __name__ == "__main__":
     main()
