@@ -138,7 +138,8 @@ H5Id h5_open_file(const std::string& path, bool writable) {
   PF_REQUIRE(IoError, ::stat(path.c_str(), &st) == 0, "no such file '" << path << "'");
   // A folder, a FIFO (opening it would wait for a writer for ever), a device.
   PF_REQUIRE(IoError, S_ISREG(st.st_mode),
-             "'" << path << "' is " << (S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file")
+             "'" << path << "' is "
+                 << (S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file")
                  << ", not an HDF5 file");
   H5Id file(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
   PF_H5_CHECK_MSG(file.get(), "cannot open '" << path << "' as an HDF5 file (truncated or corrupt?)");

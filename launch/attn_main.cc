@@ -186,9 +186,7 @@ int run(const Options& opt, const pf::Destination& was) {
   }
 
   // ---- write under a temporary name, then rename ----------------------------------
-  pf::write_then_rename(
-      opt.output,
-      [&](const std::string& tmp) {
+  auto write = [&](const std::string& tmp) {
     pf::H5Id out = pf::h5_create_file(tmp);
     pf::h5_write_array(out, "out", res.out.data(), qs);
     if (!softmax) pf::h5_write_array(out, "w", res.w.data(), ws);
@@ -200,8 +198,8 @@ int run(const Options& opt, const pf::Destination& was) {
     pf::h5_write_attr_string(out, "kernel", opt.kernel);
     pf::h5_write_attr_string(out, "mode", opt.mode);
     out.close();
-      },
-      was);
+  };
+  pf::write_then_rename(opt.output, write, was);
   std::fprintf(stderr, "performer-attn: %s %s B=%ld H=%ld N=%ld D=%ld%s -> %s\n", opt.kernel.c_str(),
                opt.mode.c_str(), static_cast<long>(B), static_cast<long>(H), static_cast<long>(N),
                static_cast<long>(D), with_backward ? " (forward + backward)" : " (forward)", opt.output.c_str());

@@ -36,24 +36,22 @@ int run_synthetic(int argc, char** argv) {
   o.progress = &std::cerr;
   // Only an earlier output of this command may be replaced (data/output_path.h);
   // gzread reads plain files as they are, so one test covers both forms.
-  const Destination was = require_replaceable_output("--output", output,
-                             {"a FASTA of performer-bench synthetic",
-                              [](const std::string& path) {
-                                gzFile f = gzopen(path.c_str(), "rb");
-                                if (f == nullptr) return false;
-                                char line[64] = {0};
-                                const bool ours = gzgets(f, line, sizeof(line)) != nullptr &&
-                                                  std::string(line).rfind(">syn0 synthetic protein 0", 0) == 0;
-                                gzclose(f);
-                                return ours;
-                              }},
-                             {like});
+  const OutputKind ours = {"a FASTA of performer-bench synthetic", [](const std::string& path) {
+                             gzFile f = gzopen(path.c_str(), "rb");
+                             if (f == nullptr) return false;
+                             char line[64] = {0};
+                             const bool first = gzgets(f, line, sizeof(line)) != nullptr &&
+                                                std::string(line).rfind(">syn0 synthetic protein 0", 0) == 0;
+                             gzclose(f);
+                             return first;
+                           }};
+  const Destination was = require_replaceable_output("--output", output, ours, {like});
   const ProteinStatistics stats = protein_statistics(like);
   const double t0 = seconds_now();
   o.gzip = o.gzip || (output.size() > 3 && output.compare(output.size() - 3, 3, ".gz") == 0);
   int64_t residues = 0;
-  write_then_rename(
-      output, [&](const std::string& tmp) { residues = write_synthetic_fasta(stats, o, tmp); }, was);
+  auto write = [&](const std::string& tmp) { residues = write_synthetic_fasta(stats, o, tmp); };
+  write_then_rename(output, write, was);
   std::fprintf(stderr, "wrote %lld sequences, %lld residues to %s in %.1f s\n", static_cast<long long>(o.count),
                static_cast<long long>(residues), output.c_str(), seconds_now() - t0);
   return 0;

@@ -29,9 +29,7 @@ void EmbeddingWriter::add(const std::string& id, int64_t length, const std::vect
 
 void EmbeddingWriter::write(const std::string& path, const std::string& checkpoint, int64_t layer,
                             const std::string& layer_name, std::optional<Destination> expected) const {
-  write_then_rename(
-      path,
-      [&](const std::string& tmp) {
+  auto write = [&](const std::string& tmp) {
     H5Id f = h5_create_file(tmp);
     h5_write_strings(f, "ids", ids_);
     h5_write_vector(f, "lengths", lengths_);
@@ -47,8 +45,8 @@ void EmbeddingWriter::write(const std::string& path, const std::string& checkpoi
     h5_write_attr_string(f, "layer_name", layer_name);
     h5_write_attr_int64(f, "width", width_);
     f.close();  // a last write that fails is an error, not a silent short file
-      },
-      expected);
+  };
+  write_then_rename(path, write, expected);
 }
 
 }  // namespace pf

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "data/output_path.h"
-
 #include "runtime/atomic_file.h"
 
 namespace pf {

@@ -52,7 +52,6 @@ void OutputFile::finish() {
 void OutputFile::commit() {
   finish();
   if (tmp_) tmp_->commit();
-  committed_ = true;
 }
 
 }  // namespace pf

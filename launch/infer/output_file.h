@@ -16,7 +16,6 @@
 
 namespace pf {
 
-
 class OutputFile {
  public:
   // "" or "-": stdout. `expected`: what the path named when it was checked
@@ -39,7 +38,7 @@ class OutputFile {
   std::FILE* f_ = nullptr;
   char* text_ = nullptr;  // the memory stream's buffer (a file's text until commit)
   size_t size_ = 0;
-  bool finished_ = false, committed_ = false;
+  bool finished_ = false;
 };
 
 }  // namespace pf

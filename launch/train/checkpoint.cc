@@ -170,48 +170,46 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
   TemporaryFile temporary(path);  // removed unless committed
   const std::string& tmp = temporary.path();
   {
-    {
-      H5Id file = h5_create_file(tmp);
-      h5_write_attr_string(file, "schema", kSchema);
-      h5_write_attr_int64(file, "schema_version", kSchemaVersion);
-      h5_write_attr_int64(file, "step", st.step);
-      h5_write_attr_int64(file, "loader_epoch", st.loader.epoch);
-      h5_write_attr_int64(file, "loader_sample", st.loader.sample);
-      h5_write_attr_string(file, "config", st.config_text);
-      h5_write_attr_int64(file, "model_seed", static_cast<int64_t>(model.seed));
-      const int64_t redraw = projection_redraw_index(model, st.step);
-      h5_write_attr_int64(file, "redraw_index", redraw);
-      h5_write_attr_int64(file, "dp", st.dp);
-      h5_write_attr_int64(file, "sp", st.sp);
-      h5_write_attr_int64(
-          file, "created",
-          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count());
-      h5_write_attr_string(file, "run_id", st.run_id);
-      h5_write_attr_string(file, "data", st.data);
-      H5Id params = h5_create_group(file, "params");
-      write_tensors(params, layout, st.params);
-      write_projections(file, model, redraw);
-      H5Id opt = h5_create_group(file, "optimizer");
-      h5_write_attr_int64(opt, "step", st.step);
-      h5_write_attr_double(opt, "loss_scale", st.loss_scale);
-      h5_write_attr_int64(opt, "loss_scale_good_steps", st.loss_scale_good_steps);
-      h5_write_attr_string(file, kChecksumAttr, fnv1a64(metadata_text(file, opt)));
-      H5Id gm = h5_create_group(opt, "m");
-      write_tensors(gm, layout, st.m);
-      H5Id gv = h5_create_group(opt, "v");
-      write_tensors(gv, layout, st.v);
-      PF_H5_CHECK_MSG(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flushing " << tmp);
-      gv.close();
-      gm.close();
-      opt.close();
-      params.close();
-      file.close();
-    }
-    fsync_path(tmp, false);
-    temporary.commit();
-    fsync_path(final_path.has_parent_path() ? final_path.parent_path().string() : ".", true);
+    H5Id file = h5_create_file(tmp);
+    h5_write_attr_string(file, "schema", kSchema);
+    h5_write_attr_int64(file, "schema_version", kSchemaVersion);
+    h5_write_attr_int64(file, "step", st.step);
+    h5_write_attr_int64(file, "loader_epoch", st.loader.epoch);
+    h5_write_attr_int64(file, "loader_sample", st.loader.sample);
+    h5_write_attr_string(file, "config", st.config_text);
+    h5_write_attr_int64(file, "model_seed", static_cast<int64_t>(model.seed));
+    const int64_t redraw = projection_redraw_index(model, st.step);
+    h5_write_attr_int64(file, "redraw_index", redraw);
+    h5_write_attr_int64(file, "dp", st.dp);
+    h5_write_attr_int64(file, "sp", st.sp);
+    h5_write_attr_int64(
+        file, "created",
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    h5_write_attr_string(file, "run_id", st.run_id);
+    h5_write_attr_string(file, "data", st.data);
+    H5Id params = h5_create_group(file, "params");
+    write_tensors(params, layout, st.params);
+    write_projections(file, model, redraw);
+    H5Id opt = h5_create_group(file, "optimizer");
+    h5_write_attr_int64(opt, "step", st.step);
+    h5_write_attr_double(opt, "loss_scale", st.loss_scale);
+    h5_write_attr_int64(opt, "loss_scale_good_steps", st.loss_scale_good_steps);
+    h5_write_attr_string(file, kChecksumAttr, fnv1a64(metadata_text(file, opt)));
+    H5Id gm = h5_create_group(opt, "m");
+    write_tensors(gm, layout, st.m);
+    H5Id gv = h5_create_group(opt, "v");
+    write_tensors(gv, layout, st.v);
+    PF_H5_CHECK_MSG(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flushing " << tmp);
+    gv.close();
+    gm.close();
+    opt.close();
+    params.close();
+    file.close();
   }
+  fsync_path(tmp, false);
+  temporary.commit();
+  fsync_path(final_path.has_parent_path() ? final_path.parent_path().string() : ".", true);
 }
 
 CheckpointState read_checkpoint_metadata(const std::string& path) {
