@@ -27,6 +27,10 @@ std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, const HostStreamConfi
 // done, and the watchdog aborts the NCCL communicator (ncclCommAbort) when it
 // fires.
 std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, Watchdog* watchdog = nullptr);
+// The device the watchdog's thread had bound when it last polled an event of
+// this NCCL communicator (its own device; -1 before any poll, or for another
+// backend): the test that the watchdog never polls on another GPU.
+int nccl_watch_device(const Communicator& comm);
 // Buffers on `device` (a GPU or the CPU), staged through host memory and moved
 // by an MPI communicator over a duplicate of `comm` (runtime/comm_staged.cc):
 // stream-ordered like NCCL, for several ranks on one GPU. `streams` is the

@@ -9,7 +9,9 @@
 // every rank fails with its message rather than waiting in the broadcast.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdio>
+#include <memory>
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
@@ -84,12 +86,20 @@ class NcclCommunicator final : public Communicator {
     PF_CUDA_CHECK(cudaSetDevice(device_.index));
     PF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     where_ = " on rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (nccl)";
-    if (watchdog_) abort_hook_ = watchdog_->add_abort_hook([nccl] { ncclCommAbort(nccl); });
+    // The hook runs on the watchdog's thread, which has no device of its own.
+    const int index = device_.index;
+    if (watchdog_)
+      abort_hook_ = watchdog_->add_abort_hook([nccl, index] {
+        cudaSetDevice(index);
+        ncclCommAbort(nccl);
+      });
   }
 
   ~NcclCommunicator() override {
-    if (watchdog_) watchdog_->remove_abort_hook(abort_hook_);
-    if (nccl_) ncclCommDestroy(nccl_);
+    // Removal waits for a running abort; an aborted communicator is freed.
+    const bool aborted = watchdog_ && !watchdog_->remove_abort_hook(abort_hook_);
+    cudaSetDevice(device_.index);
+    if (nccl_ && !aborted) ncclCommDestroy(nccl_);
     if (stream_) cudaStreamDestroy(stream_);
     if (mpi_usable()) MPI_Comm_free(&mpi_);
   }
@@ -99,6 +109,7 @@ class NcclCommunicator final : public Communicator {
   Device device() const override { return device_; }
   Stream stream() const override { return Stream{device_, stream_}; }
   const char* backend_name() const override { return "nccl"; }
+  int watch_device() const { return watch_bound_->load(); }
   bool stream_ordered() const override { return true; }
   // MPI only bootstraps, on the creating thread.
   ThreadSupport thread_support_needed() const override { return ThreadSupport::Funneled; }
@@ -194,15 +205,35 @@ class NcclCommunicator final : public Communicator {
     watch_stream(what);
   }
 
+  // The event is polled on the watchdog's thread, which binds this
+  // communicator's device first (else the runtime would make a context on
+  // GPU 0 there: another GPU's event, or a refusal in exclusive-process mode
+  // that would read as done). It is destroyed, with its device bound, when
+  // the watch ends: completed, or dropped with the watchdog.
   void watch_stream(const std::string& what) {
-    cudaEvent_t done = nullptr;
-    PF_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    PF_CUDA_CHECK(cudaEventRecord(done, stream_));
-    watchdog_->watch_async(what + where_, [done] {
-      if (cudaEventQuery(done) == cudaErrorNotReady) return false;
-      cudaEventDestroy(done);
-      return true;
+    cudaEvent_t raw = nullptr;
+    PF_CUDA_CHECK(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming));
+    const int index = device_.index;
+    std::shared_ptr<CUevent_st> event(raw, [index](cudaEvent_t e) { on_device(index, [e] { cudaEventDestroy(e); }); });
+    PF_CUDA_CHECK(cudaEventRecord(raw, stream_));
+    watchdog_->watch_async(what + where_, [event, index, bound = watch_bound_] {
+      if (cudaSetDevice(index) != cudaSuccess) return false;  // still watched: the timeout decides
+      int current = -1;
+      cudaGetDevice(&current);
+      bound->store(current);
+      return cudaEventQuery(event.get()) != cudaErrorNotReady;
     });
+  }
+
+  // f() with `index` as the calling thread's device, the thread's own
+  // device restored after.
+  template <typename F>
+  static void on_device(int index, F f) {
+    int previous = -1;
+    const bool had = cudaGetDevice(&previous) == cudaSuccess;
+    cudaSetDevice(index);
+    f();
+    if (had && previous != index) cudaSetDevice(previous);
   }
 
   MPI_Comm mpi_;
@@ -214,11 +245,19 @@ class NcclCommunicator final : public Communicator {
   int depth_ = 0;
   Watchdog* watchdog_ = nullptr;
   int abort_hook_ = 0;
+  // The device the watchdog's thread found bound when it last polled one of
+  // this communicator's events (-1 before): nccl_watch_device() for tests.
+  std::shared_ptr<std::atomic<int>> watch_bound_ = std::make_shared<std::atomic<int>>(-1);
   std::string where_;       // " on rank R of P (nccl)"
   std::string group_what_;  // the operations of the open group
 };
 
 }  // namespace
+
+int nccl_watch_device(const Communicator& comm) {
+  const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm);
+  return nccl ? nccl->watch_device() : -1;
+}
 
 std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, Watchdog* watchdog) {
   PF_REQUIRE(CommError, mpi_usable(), "an NCCL communicator was requested, but MPI (its bootstrap) is not initialised");

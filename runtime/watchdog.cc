@@ -41,14 +41,14 @@ void Watchdog::set_phase(std::string phase) {
 }
 
 int Watchdog::add_abort_hook(std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(hooks_mu_);
   hooks_[next_hook_] = std::move(hook);
   return next_hook_++;
 }
 
-void Watchdog::remove_abort_hook(int id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  hooks_.erase(id);
+bool Watchdog::remove_abort_hook(int id) {
+  std::lock_guard<std::mutex> lock(hooks_mu_);
+  return hooks_.erase(id) > 0 && !hooks_ran_;
 }
 
 uint64_t Watchdog::begin(std::string what) {
@@ -172,12 +172,13 @@ void Watchdog::fire(const std::string& report) {
   end << "  ending the job (exit status " << kWatchdogExitCode
       << "); the last complete checkpoint is kept, resume with --resume auto\n";
   report_(report + end.str());
-  std::map<int, std::function<void()>> hooks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    hooks = hooks_;
+    // Under hooks_mu_: an owner removing its hook meanwhile waits, then
+    // learns that it ran (no destroy after the abort).
+    std::lock_guard<std::mutex> lock(hooks_mu_);
+    hooks_ran_ = true;
+    for (auto& [_, hook] : hooks_) hook();
   }
-  for (auto& [_, hook] : hooks) hook();
   abort_(kWatchdogExitCode);
 }
 

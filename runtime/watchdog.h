@@ -53,9 +53,12 @@ class Watchdog {
   void set_phase(std::string phase);
 
   // Functions run before `abort` when the watchdog fires (ncclCommAbort of a
-  // communicator); the returned id removes one.
+  // communicator); the returned id removes one. Removal waits for hooks that
+  // are running and returns false when the hook has run (or was running), so
+  // its owner knows the resource is aborted and must not destroy it again
+  // (ncclCommDestroy after ncclCommAbort).
   int add_abort_hook(std::function<void()> hook);
-  void remove_abort_hook(int id);
+  bool remove_abort_hook(int id);
 
   // One wait in flight, from construction to destruction. `what` describes
   // it ("allreduce of 4096 x f32 on rank 0 of 2 (mpi)"). A null watchdog
@@ -123,6 +126,8 @@ class Watchdog {
   std::map<uint64_t, InFlight> in_flight_;
   std::map<uint64_t, Async> async_;
   std::deque<Done> recent_;
+  std::mutex hooks_mu_;  // held while the hooks run: removal waits for them
+  bool hooks_ran_ = false;
   int next_hook_ = 1;
   std::map<int, std::function<void()>> hooks_;
   std::thread thread_;

@@ -15,13 +15,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
 #include "runtime/memory.h"
 #include "runtime/scan.h"
+#include "runtime/watchdog.h"
 #include "tests/comm/comm_test_util.h"
 
 namespace pf {
@@ -279,6 +283,31 @@ TEST_P(DeviceCommTest, NonCommutativeScansOnTheDevice) {
   StagedCombine staged(host, comm_->device());
   check_device_scans<int64_t>(*comm_, *tracker_, staged, host, MatrixModCombine::fill_input, {4, 2052}, 7);
 }
+
+#if PF_TEST_BACKEND == 1
+// The watchdog's thread polls an NCCL operation's event on the
+// communicator's device, bound on that thread first (recorded by the
+// communicator), and the operation then counts as completed.
+TEST(NcclWatchdog, PollsEventsOnTheCommunicatorsDevice) {
+  if (!enough_gpus()) GTEST_SKIP() << "NCCL needs one GPU per rank: " << cuda_unavailable_reason();
+  std::atomic<int> fired{0};
+  Watchdog watchdog(5.0, 0, [&fired](int code) { fired = code; });
+  auto comm = make_nccl_comm(MPI_COMM_WORLD, &watchdog);
+  EXPECT_EQ(nccl_watch_device(*comm), -1) << "no event polled yet";
+  MemoryTracker tracker(comm->device());
+  DeviceBuffer<float> buf(tracker, 1024);
+  const uint64_t before = watchdog.completed();
+  comm->allreduce(buf.get(), buf.get(), 1024, DType::f32, ReduceOp::Sum);
+  synchronize(comm->stream());
+  // The thread polls every timeout / 8 (0.625 s).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (watchdog.completed() == before && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GT(watchdog.completed(), before) << "the allreduce's event was never seen done";
+  EXPECT_EQ(nccl_watch_device(*comm), comm->device().index);
+  EXPECT_EQ(fired, 0);
+}
+#endif
 
 #ifndef PF_TEST_BACKEND
 #error "PF_TEST_BACKEND selects the backend: 0 staged on the CPU, 1 NCCL, 2 staged on a GPU"

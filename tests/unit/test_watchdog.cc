@@ -60,6 +60,28 @@ TEST(Watchdog, FiresForAStalledOperationWithAReport) {
   EXPECT_NE(f.report.find("exit status 75"), std::string::npos) << f.report;
 }
 
+// An owner removing its hook learns whether it ran: true before the watchdog
+// fires (the owner still destroys its resource), false after (the resource
+// was aborted: ncclCommDestroy after ncclCommAbort would free it twice); a
+// removal during a running hook waits for it.
+TEST(Watchdog, RemovingAHookSaysWhetherItRan) {
+  Fired f;
+  auto w = make(0.2, f);
+  const int early = w->add_abort_hook([&f] { ++f.hooks; });
+  EXPECT_TRUE(w->remove_abort_hook(early));
+  std::atomic<bool> in_hook{false};
+  const int slow = w->add_abort_hook([&f, &in_hook] {
+    in_hook = true;
+    std::this_thread::sleep_for(300ms);
+    ++f.hooks;
+  });
+  Watchdog::Op stuck(w.get(), "recv of 1 x f32 from rank 0");
+  while (!in_hook) std::this_thread::sleep_for(1ms);
+  EXPECT_FALSE(w->remove_abort_hook(slow));
+  EXPECT_EQ(f.hooks, 1) << "the removal returned before the running hook ended";
+  ASSERT_TRUE(fired_within(f, 5000ms));
+}
+
 TEST(Watchdog, ProgressAndCompletedOperationsNeverFire) {
   Fired f;
   auto w = make(0.3, f);
