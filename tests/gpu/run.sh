@@ -42,6 +42,10 @@
 #               cap: planned and measured peak memory, one real step
 #   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
 #               (staged communicator): the losses of 8 steps must agree (1e-4)
+#   packed      packed mode across ranks: 8 steps with sp = 2 (proteins cut
+#               by the rank edge) on the GPU against the same on the CPU
+#               (1e-3), and the step time of packed against concat samples
+#               of the same tokens (performer-bench train --data)
 #   train_bf16  train_f32 with model.dtype = "bf16"
 #   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
 #               longest local length, GB/s against a device copy
@@ -64,17 +68,21 @@ cd "$repo"
 # when every step runs out of time.
 budget=480
 steps=(
-  preflight:20:gate  # probe compiled by nvcc in 3.5 s (measured), its CUDA context ~5 s, nvidia-smi ~1 s
+  preflight:15:gate  # probe compiled by nvcc in 3.5 s (measured), its CUDA context ~5 s, nvidia-smi ~1 s
   deps:30:gate       # 135 packages unpacked and patched in 29 s (measured), NCCL copied in ~1 s; <1 s when installed
   build:150:gate     # 7 min 20 s of CPU time from clean for sm_90 (measured), ~30 s over 16 cores and CMake's ~15 s,
                      # the rest for the longest nvcc units at the end
-  gpu_tests:100      # each entry's TIMEOUT (60 s, test_model_gpu 90 s) stays below this, 4 entries at a time
-  mission:75         # ~2e14 flops per 1,048,576-token step (paper preset, recomputed forward), ~10 s at 20 Tflop/s:
+  gpu_tests:100      # each entry's TIMEOUT (60 s, test_model_gpu 90 s) stays below this, 4 entries at a time; the
+                     # column sums' ~1.2e9 keyed host draws on all cores (~2 s on 16)
+  mission:65         # ~2e14 flops per 1,048,576-token step (paper preset, recomputed forward), ~10 s at 20 Tflop/s:
                      # 2 steps at sp = 4 and 2 at sp = 1, and 5 processes' CUDA start
-  train_f32:20       # one step at 284,672 tokens (~5e13 flops, ~3 s) after the planner's search and the CUDA start
+  train_f32:15       # one step at 284,672 tokens (~5e13 flops, ~3 s) after the planner's search and the CUDA start
   staged_sp:30       # 10 processes (sp = 1..4) of 8 tiny steps each: their CUDA and MPI starts, ~2 s each
-  train_bf16:20      # as train_f32
-  reductions:10      # column sums over 284,672 x 2,048 floats: milliseconds each, the CUDA start dominates
+  packed:25          # 4 processes of 8 tiny steps (sp = 2, GPU and CPU), ~2 s each; 2 x 4 small-preset steps of
+                     # 4,096 tokens (milliseconds each) after their CUDA start
+  train_bf16:15      # as train_f32
+  reductions:10      # column sums over 284,672 x 2,048 floats: milliseconds each; inputs drawn on all cores (~1 s
+                     # on 16: 1.46e9 keyed draws took 14-19 s on one) and 5.8 GB uploaded; the CUDA start
   kernels:25         # attention at n = 4k..64k, 2 repetitions: milliseconds to a second each, and the sgemm peak
 )
 
@@ -138,6 +146,35 @@ step_staged_sp() {
   make_tiny_run "$w" "$backend" staged || return 1
   tiny_sp_losses "$w" "$tol" 1 2 3 4 || { figure "$(tail -1 "$w/compare.txt" 2>/dev/null)"; return 1; }
   figure "sp 2,3,4 vs 1 on $backend: $(tail -1 "$w/compare.txt")"
+}
+
+# Packed mode across ranks: the tiny run with whole proteins per sample
+# (data.mode = "packed"; at sp = 2 the rank edge cuts proteins, so the
+# segmented state combine of the scans runs on the device) trains 8 steps on
+# the GPU and on the CPU, both through the staged communicator; the losses
+# must agree to 1e-3 (cuBLAS and the CPU's BLAS round differently). Then
+# performer-bench train reads the same file as packed and as concat samples
+# of 4,096 tokens (1,024 in the dry run) and times 3 steps of each.
+step_packed() {
+  . "$PF_DEPS_ENV"
+  local w="$OUT/packed" backend=cuda n=4096 b
+  [ "$dry" = 1 ] && backend=cpu n=1024
+  make_tiny_run "$w" cpu staged || return 1
+  local -A on=([ref]=cpu [dev]=$backend)
+  for b in ref dev; do
+    mpi -n 2 "$(bin performer-train)" --config "$w/tiny.toml" --set parallel.sp=2 --set 'data.mode="packed"' \
+      --set "device.backend=\"${on[$b]}\"" --set "train.metrics=\"$w/sp2_$b.jsonl\"" >"$w/sp2_$b.log" 2>&1 ||
+      { tail -20 "$w/sp2_$b.log"; return 1; }
+  done
+  python3 tests/gpu/compare_losses.py 1e-3 "$w/sp2_ref.jsonl" "$w/sp2_dev.jsonl" | tee "$w/compare.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || { figure "sp 2 packed, $backend vs cpu: $(tail -1 "$w/compare.txt")"; return 1; }
+  for b in concat packed; do
+    "$(bin performer-bench)" train --preset small --data "$w/synthetic.h5" --length "$n" --steps 3 \
+      --set "device.backend=\"$backend\"" --set "data.mode=\"$b\"" --csv "$w/bench_$b.csv" || return 1
+    cat "$w/bench_$b.csv"
+  done
+  figure "sp 2 packed, $backend vs cpu: $(tail -1 "$w/compare.txt"); step time packed / concat at $n tokens:" \
+    "$(python3 tests/gpu/summarize_csv.py ratio "$w/bench_packed.csv" "$w/bench_concat.csv")"
 }
 
 # The paper preset at the longest local length under a 16 GiB cap (the small

@@ -5,6 +5,7 @@
     summarize_csv.py step CSV      performer-bench train --length N (a timed step, "# rank" lines)
     summarize_csv.py reductions CSV  performer-bench reductions
     summarize_csv.py kernels CSV   performer-bench kernels
+    summarize_csv.py ratio CSV BASE  two performer-bench train --length N runs: best step time of CSV over BASE's
 """
 import csv
 import sys
@@ -92,12 +93,24 @@ def kernels(path):
     return f"n={n:,}: " + "; ".join(parts) + f"; sgemm peak {peak:,.0f} GFLOP/s"
 
 
+def best_step(path):
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+    return min(float(r["seconds"]) for r in rows)
+
+
+def ratio(path, base):
+    mine, theirs = best_step(path), best_step(base)
+    return f"{mine / theirs:.2f} ({mine * 1e3:.1f} ms / {theirs * 1e3:.1f} ms, best of the timed steps)"
+
+
 def main():
-    modes = {"train": train, "step": step, "reductions": reductions, "kernels": kernels}
-    if len(sys.argv) != 3 or sys.argv[1] not in modes:
+    modes = {"train": train, "step": step, "reductions": reductions, "kernels": kernels, "ratio": ratio}
+    arity = {"ratio": 4}
+    if len(sys.argv) < 3 or sys.argv[1] not in modes or len(sys.argv) != arity.get(sys.argv[1], 3):
         sys.exit(__doc__)
     try:
-        print(modes[sys.argv[1]](sys.argv[2]))
+        print(modes[sys.argv[1]](*sys.argv[2:]))
     except (OSError, KeyError, StopIteration, ValueError, IndexError, ZeroDivisionError) as e:
         sys.exit(f"{sys.argv[2]}: cannot summarise: {e!r}")
 
