@@ -186,7 +186,9 @@ class PackedPass {
     phase.issued();
     phase.join();
     copy_rows(ctx_.stream, out, ss_ * 4, recv.data<float>() + 1, g * 4, ss_ * 4, heads, ctx_.device);
-    synchronize(ctx_.stream);  // the host flags have been read
+    // The host flags must outlive their copy: a CPU stream may run it later;
+    // CUDA has staged pageable memory when cudaMemcpyAsync returns.
+    if (ctx_.device.is_cpu()) synchronize(ctx_.stream);
     AttentionTiming pt;
     phase.times(pt);
     t.comm += pt.comm;

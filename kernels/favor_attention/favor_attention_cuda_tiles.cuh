@@ -6,7 +6,8 @@
 // product routine serves all shapes:
 //   block_mm   C = alpha op(A) op(B) + beta C with fp32 accumulation: TF32
 //              tensor cores (wmma 16x16x8) when the call allows them and the
-//              code is compiled for sm_80 or newer; otherwise fp32 FMAs in
+//              code is compiled for sm_80 or newer (or for the block
+//              emulator's wmma, PF_EMULATED_WMMA); otherwise fp32 FMAs in
 //              4x4 register blocks (sm_70 and the fp32 default).
 //   make_features / feature_grad / weight_grad   the feature map of a tile
 //              of rows, its backward, and the gradient of the projection,
@@ -25,6 +26,11 @@
 #define PF_FAVOR_UNROLL _Pragma("unroll")
 #else
 #define PF_FAVOR_UNROLL
+#include <type_traits>
+#endif
+// The tensor-core path: on sm_80 and newer, and under the block emulator.
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(PF_EMULATED_WMMA)
+#define PF_FAVOR_TF32_TILES 1
 #endif
 
 #include "kernels/feature_map/feature_map_math.h"
@@ -127,7 +133,7 @@ PF_FAVOR_UNROLL
   }
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef PF_FAVOR_TF32_TILES
 // TF32 tensor cores: each warp owns 16x16 output tiles; operands are rounded
 // to TF32 as they are loaded, accumulation is fp32.
 template <bool TA, bool TB>
@@ -173,7 +179,7 @@ PF_FAVOR_UNROLL
 template <bool TA, bool TB>
 __device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                          int ldb, float beta, float* C, int ldc) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef PF_FAVOR_TF32_TILES
   if (D.tf32) {
     block_mm_tf32<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     __syncthreads();

@@ -124,12 +124,26 @@ __global__ void favor_weights_kernel(int64_t n, int64_t m, const GT* G, const PT
   }
 }
 
-// T = G where active: src > threshold (Phi > eps given Phi, U > 0 when recomputed). src may alias T.
+// v as the storage type T holds it (rounded to nearest).
+template <typename T>
+__device__ __forceinline__ float as_stored(float v);
+template <>
+__device__ __forceinline__ float as_stored<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float as_stored<__half>(float v) { return __half2float(__float2half_rn(v)); }
+template <>
+__device__ __forceinline__ float as_stored<__nv_bfloat16>(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// T = G where active: src > threshold (Phi > eps given Phi, U > 0 when
+// recomputed). The threshold is compared as src's type holds it: an inactive
+// feature stores eps rounded (f16 rounds 1e-3 up to 1.0004e-3, which would
+// pass "> eps" and mark every feature active). src may alias T.
 template <typename GT, typename PT>
 __global__ void relu_weights_kernel(int64_t count, float threshold, const GT* G, const PT* src, float* T) {
+  const float stored = as_stored<PT>(threshold);
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < count;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    T[k] = relu_grad_weight(load_f32(G + k), load_f32(src + k) > threshold);
+    T[k] = relu_grad_weight(load_f32(G + k), load_f32(src + k) > stored);
 }
 
 // T = G . elu'(u), from the features (given Phi) or from U (recomputed). src may alias T.

@@ -2,7 +2,8 @@
 // mpirun at any rank count (strong and weak scaling drivers call it), and the
 // longest local length under a memory cap.
 //   mpirun -np N performer-bench train --preset small|medium|paper [--length n_local] [--batch B]
-//          [--sp S] [--steps K] [--set model.key=value ...] [--cap 16GiB] [--data FILE] [--csv FILE]
+//          [--sp S] [--steps K] [--warmup W] [--set model.key=value ...] [--cap 16GiB] [--data FILE]
+//          [--csv FILE]
 //   [mpirun -np N] performer-bench train --preset paper --longest --cap 16GiB [--confirm] [--sp S]
 //          [--checkpointing both|on|off]
 // (--confirm under mpirun runs the step over all ranks: one sample of
@@ -59,7 +60,7 @@ TokenBatch synthetic_batch(int64_t B, int64_t L, int64_t begin, int64_t end, int
 struct Args {
   std::string preset = "small", data, csv;
   std::vector<std::string> sets;
-  int64_t length = 1024, batch = 1, sp = 0, steps = 3;
+  int64_t length = 1024, batch = 1, sp = 0, steps = 3, warmup = 1;
   std::string cap, checkpointing = "both";
   bool longest = false, confirm = false;
 };
@@ -206,7 +207,8 @@ int run_train_ranks(const Args& a, int size, int rank) {
     const StepFlop flop = training_step_flop(cfg.model, a.batch, n);
     const double sgemm = device_sgemm_gflops(session.ctx(), session.ctx().device.is_cpu() ? 2048 : 8192);
     int64_t step_peak = 0;  // this rank's largest tracked peak over the steps
-    for (int64_t s = 0; s <= a.steps; ++s) {
+    for (int64_t i = 0; i < a.warmup + a.steps; ++i) {
+      const int64_t s = i - a.warmup + 1;  // the timed steps are 1..steps
       const double t0 = seconds_now();
       const uint64_t waits0 = session.watchdog().completed();
       TokenBatch batch;
@@ -214,7 +216,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
         batch = to_token_batch(loader->next(), grid);
       } else {
         batch = synthetic_batch(a.batch, L, grid.sp_rank() * n, (grid.sp_rank() + 1) * n,
-                                (s * grid.dp_size() + grid.dp_rank()) * a.batch);
+                                (i * grid.dp_size() + grid.dp_rank()) * a.batch);
       }
       const double data_s = seconds_now() - t0;
       const StepStats st = trainer.train_step(batch);
@@ -254,7 +256,11 @@ int run_train(int argc, char** argv) {
   app.add_option("--length", a.length, "tokens per rank per sample (local length)");
   app.add_option("--batch", a.batch, "samples per data-parallel group");
   app.add_option("--sp", a.sp, "sequence-parallel group size (default: all ranks)");
-  app.add_option("--steps", a.steps, "timed steps (after one warm-up step)");
+  app.add_option("--steps", a.steps, "timed steps (after the warm-up steps)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--warmup", a.warmup,
+                 "untimed steps first (0: the first timed step also pays the device's and libraries' start)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--cap", a.cap, "per-rank memory cap, e.g. 16GiB");
   app.add_option("--data", a.data, "prepared HDF5 file: read batches with the loader (else synthetic tokens)");
   app.add_option("--csv", a.csv, "write CSV here (default: stdout)");

@@ -18,6 +18,8 @@ gpu_init() {
   PF_GPU_DEPS=$(gpu_absolute "${PF_GPU_DEPS:-.gpu-deps}")
   mkdir -p "$OUT" || { echo "cannot create $OUT" >&2; exit 2; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  # Open MPI's PMIx warns on each launch where it finds no compression library.
+  export PMIX_MCA_pcompress_base_silence_warning=1
   export repo OUT BUILD_DIR JOBS PF_GPU_DEPS
   export PF_DEPS_ENV="$OUT/deps.env"
   : >"$PF_DEPS_ENV"
@@ -159,7 +161,7 @@ step_build() {
   . "$PF_DEPS_ENV"
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native \
-    ${PF_CMAKE_ARGS:-} || return 1
+    -DPF_GPU_TEST_THREADS=$(( JOBS / 4 > 1 ? JOBS / 4 : 1 )) ${PF_CMAKE_ARGS:-} || return 1
   local targets
   targets=$(gpu_targets) || return 1
   echo "targets: $targets"

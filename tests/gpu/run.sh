@@ -60,30 +60,27 @@ cd "$repo"
 . tests/gpu/lib.sh
 
 # NAME:LIMIT[:gate], each limit in seconds on the GPU machine, beside what it
-# rests on. No GPU has run the script yet, so only the CPU-side costs are
-# measured (on the 2-core development machine, beside another build); the
-# GPU steps' limits are estimates, to be replaced by the times of the first
-# GPU run's table. The sum is at most 480 s: with each step's 5 s to die
-# after its limit (timeout -k 5), the script ends within 10 minutes even
-# when every step runs out of time.
+# rests on: the times of the first run on a GPU (one H200, 16 cores; the
+# table of docs/results/gpu.md) with room for a slower card or machine.
+# The sum is at most 480 s: with each step's 5 s to die after its limit
+# (timeout -k 5), the script ends within 10 minutes even when every step
+# runs out of time.
 budget=480
 steps=(
-  preflight:15:gate  # probe compiled by nvcc in 3.5 s (measured), its CUDA context ~5 s, nvidia-smi ~1 s
-  deps:30:gate       # 135 packages unpacked and patched in 29 s (measured), NCCL copied in ~1 s; <1 s when installed
-  build:150:gate     # 7 min 20 s of CPU time from clean for sm_90 (measured), ~30 s over 16 cores and CMake's ~15 s,
-                     # the rest for the longest nvcc units at the end
-  gpu_tests:100      # each entry's TIMEOUT (60 s, test_model_gpu 90 s) stays below this, 4 entries at a time; the
-                     # column sums' ~1.2e9 keyed host draws on all cores (~2 s on 16)
-  mission:65         # ~2e14 flops per 1,048,576-token step (paper preset, recomputed forward), ~10 s at 20 Tflop/s:
-                     # 2 steps at sp = 4 and 2 at sp = 1, and 5 processes' CUDA start
-  train_f32:15       # one step at 284,672 tokens (~5e13 flops, ~3 s) after the planner's search and the CUDA start
-  staged_sp:30       # 10 processes (sp = 1..4) of 8 tiny steps each: their CUDA and MPI starts, ~2 s each
-  packed:25          # 4 processes of 8 tiny steps (sp = 2, GPU and CPU), ~2 s each; 2 x 4 small-preset steps of
-                     # 4,096 tokens (milliseconds each) after their CUDA start
-  train_bf16:15      # as train_f32
-  reductions:10      # column sums over 284,672 x 2,048 floats: milliseconds each; inputs drawn on all cores (~1 s
-                     # on 16: 1.46e9 keyed draws took 14-19 s on one) and 5.8 GB uploaded; the CUDA start
-  kernels:25         # attention at n = 4k..64k, 2 repetitions: milliseconds to a second each, and the sgemm peak
+  preflight:15:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
+  deps:20:gate       # 11 s (135 packages unpacked and patched); <1 s when installed
+  build:150:gate     # 133 s from clean for sm_90 on 16 cores (12 targets)
+  gpu_tests:60       # 41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
+                     # 35 s with 2 threads, now JOBS / 4; test_favor_attention_gpu 8.6 s)
+  mission:90         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
+                     # and one at sp = 1, no warm-up, and 5 processes' CUDA start
+  train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
+  staged_sp:15       # 6 s (10 processes of 8 tiny steps)
+  packed:15          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps)
+  train_bf16:10      # 3 s
+  reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
+  kernels:60         # 4,096-32,768 (softmax to 32,768) ran in under 25 s, 65,536 did not finish in it: now 4,096,
+                     # 16,384 and 65,536 (softmax to 16,384), one repetition; rows kept as they come
 )
 
 dry=0
@@ -194,13 +191,15 @@ step_train_bf16() { bench_train --set 'model.dtype="bf16"'; }
 # The mission: 4 ranks on the one GPU through the staged communicator, each
 # under a 16 GiB cap, train one causal sample of 4 x 262,144 = 1,048,576
 # tokens (paper preset, activation checkpointing, sp = 4); then one rank
-# with no cap trains the same length (sp = 1). One warm-up and one timed
-# step each. The dry run: 4 x 1,024 tokens under a 1 GiB cap on the CPU.
+# with no cap trains the same length (sp = 1). One timed step each, without
+# a warm-up (a step took 28.7 s on the H200: the first step's library start
+# is a small part of it). The dry run: 4 x 1,024 tokens under a 1 GiB cap on
+# the CPU.
 step_mission() {
   . "$PF_DEPS_ENV"
   local n=262144 cap=16GiB backend=cuda
   [ "$dry" = 1 ] && n=1024 cap=1GiB backend=cpu
-  local run=(train --preset paper --steps 1 --set model.checkpoint_activations=true
+  local run=(train --preset paper --steps 1 --warmup 0 --set model.checkpoint_activations=true
              --set "device.backend=\"$backend\"")
   mpi -n 4 "$(bin performer-bench)" "${run[@]}" --sp 4 --length "$n" --cap "$cap" --set 'device.comm="staged"' \
     --csv "$OUT/mission_sp4.csv" || return 1
@@ -228,8 +227,9 @@ step_kernels() {
   if [ "$dry" = 1 ]; then
     "$(bin performer-bench)" kernels --device cpu --sizes 256 512 --heads 2 -m 32 --reps 1 --csv "$csv" || return 1
   else
-    "$(bin performer-bench)" kernels --device cuda --sizes 4096 8192 16384 32768 65536 --softmax-max 32768 \
-      --reps 2 --csv "$csv" || return 1
+    # Rows to stdout, each flushed: a step stopped at its limit keeps them.
+    "$(bin performer-bench)" kernels --device cuda --sizes 4096 16384 65536 --softmax-max 16384 --reps 1 >"$csv" ||
+      return 1
   fi
   cat "$csv"
   figure "$(python3 tests/gpu/summarize_csv.py kernels "$csv")"

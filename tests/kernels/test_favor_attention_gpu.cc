@@ -30,10 +30,16 @@ using test::Gpu;
 // out, dq, dk, dv (device) against the float64 reference on the same inputs,
 // rel L2 <= tol: 1e-4 for fp32 CUDA math; 1e-2 for TF32 products, whose
 // operands keep 11 significant bits (a wrong product or mask gives O(1)).
+// dq and dk get qk_tol: relu's derivative is the mask u > 0, and TF32's
+// rounding of u flips the features near 0, each moving dq by a whole term:
+// from that alone, over 200 draws of these shapes, p99 0.031 and 0.053,
+// largest 0.041 and 0.062 (launch/studies/tf32_relu_mask.py 32:64 24:40),
+// so relu with TF32 is held to 0.1 there.
 void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std::vector<float>& q,
                               const std::vector<float>& k, const std::vector<float>& v, const std::vector<float>& W,
                               const std::vector<float>& g, const float* o, const float* gq, const float* gk,
-                              const float* gv, double tol = 1e-4) {
+                              const float* gv, double tol = 1e-4, double qk_tol = -1) {
+  if (qk_tol < 0) qk_tol = tol;
   const int64_t size = static_cast<int64_t>(q.size());
   const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
       gd(g.begin(), g.end()), Wd(W.begin(), W.end());
@@ -42,8 +48,8 @@ void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std
   favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
                                rv.data());
   EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), tol);
-  EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), tol);
-  EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), tol);
+  EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), qk_tol);
+  EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), qk_tol);
   EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), tol);
 }
 
@@ -88,7 +94,9 @@ TEST(FavorAttentionGpu, MatchesReference) {
         EXPECT_EQ(gpu.tracker().stats().current_bytes, live_inputs) << "temporaries not released";
         EXPECT_GT(live_inputs, live_before);
 
-        expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv, c.tf32 ? 1e-2 : 1e-4);
+        const double tol = c.tf32 ? 1e-2 : 1e-4;
+        expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv, tol,
+                                 c.tf32 && kernel == FeatureKernel::Relu ? 0.1 : tol);
       }
     }
   }

@@ -7,8 +7,9 @@
 // last one, padding of every dimension (d = 5, m = 7 and d = 16, m = 32),
 // causal and bidirectional, FAVOR+ and relu; and every call's temporaries
 // within the bytes the planner is told (fused_workspace_bytes). The TF32
-// tensor-core products are not emulated (they need a GPU; tests/gpu runs
-// them). The exp kernel's trained per-head projections and their gradient
+// tensor-core path runs too, on the emulator's wmma (fp32 products of
+// operands rounded to TF32): its pointers, leading dimensions and layouts
+// against the reference to TF32's tolerance. The exp kernel's trained per-head projections and their gradient
 // dW go through the same protocol, with and without the key's |k|^2/2 term.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
@@ -62,10 +63,11 @@ class EmulatedLaunch {
 struct EmulatedCudaOps {
   int ct = 32;
   int seg_len = 0;
+  bool tf32 = false;
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
   Dims dims(const FavorShape& s) const {
-    Dims D = dims_for(s, ct, false);
+    Dims D = dims_for(s, ct, tf32);
     if (seg_len > 0) {
       D.seg_len = seg_len;
       D.segs = static_cast<int>(div_up(std::max<int64_t>(s.n, 1), seg_len));
@@ -177,6 +179,58 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
           EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
           EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
           EXPECT_LE(test::rel_l2(dv, rv), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// The tensor-core path (block_mm_tf32 on the emulator's wmma) through the
+// protocol: within TF32's tolerance of the reference (1e-2, as on the GPU;
+// relu's dq and dk 0.1, for the masks TF32 flips: test_favor_attention_gpu.cc),
+// and not equal to the fp32 path's results, so the TF32 path did run. A
+// wrong tile pointer, leading dimension or layout gives O(1) errors.
+TEST(FavorCudaEmulated, Tf32TilesMatchReference) {
+  const int64_t H = 2;
+  uint64_t seed = 4300;
+  // Each wmma load and store is a warp barrier here: small sizes (one segment
+  // of two 32-row tiles; two segments of 16-row tiles, the second short).
+  for (const Case& c : {Case{64, 16, 32, 32, 0}, Case{56, 5, 7, 16, 32}}) {
+    for (bool causal : {true, false}) {
+      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
+        const int64_t size = H * c.n * c.d;
+        ++seed;
+        const std::vector<float> q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+        const std::vector<float> k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+        const std::vector<float> v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+        const std::vector<float> g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+        const std::vector<float> W =
+            random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+        const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+            gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+        const FavorAttentionParams p = favor_attention_params(1, H, c.n, c.d, c.m, causal, kernel);
+        std::vector<double> ro(size), rq(size), rk(size), rv(size);
+        favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
+        favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
+                                     rv.data());
+        for (int P : {1, 2}) {
+          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
+                                          << " seg_len=" << c.seg_len << " causal=" << causal
+                                          << " kernel=" << feature_kernel_name(kernel) << " P=" << P);
+          MemoryTracker tracker(Device::cpu());
+          const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+          std::vector<float> o(size), dq(size), dk(size), dv(size), o32(size), dq32(size), dk32(size), dv32(size);
+          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len, true}, res.ctx(), p.shape(), causal, P, q.data(),
+                                   k.data(), v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data());
+          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len, false}, res.ctx(), p.shape(), causal, P,
+                                   q.data(), k.data(), v.data(), W.data(), g.data(), o32.data(), dq32.data(),
+                                   dk32.data(), dv32.data());
+          const double qk_tol = kernel == FeatureKernel::Relu ? 0.1 : 1e-2;
+          EXPECT_LE(test::rel_l2(o, ro), 1e-2);
+          EXPECT_LE(test::rel_l2(dq, rq), qk_tol);
+          EXPECT_LE(test::rel_l2(dk, rk), qk_tol);
+          EXPECT_LE(test::rel_l2(dv, rv), 1e-2);
+          EXPECT_GT(test::rel_l2(o, o32), 1e-6) << "the TF32 path gave the fp32 path's output: did it run?";
         }
       }
     }
