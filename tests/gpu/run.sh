@@ -69,7 +69,8 @@ budget=480
 steps=(
   preflight:15:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
   deps:20:gate       # 11 s (135 packages unpacked and patched); <1 s when installed
-  build:150:gate     # 133 s from clean for sm_90 on 16 cores (12 targets)
+  build:150:gate     # 133 s from clean for sm_90 on 16 cores, the 12 targets one after another; >150 s on a
+                     # second machine: now one target (pf_gpu_binaries), its 12 binaries in parallel
   gpu_tests:60       # 41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
                      # 35 s with 2 threads, now JOBS / 4; test_favor_attention_gpu 8.6 s)
   mission:90         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
@@ -106,8 +107,8 @@ if [ "$dry" = 1 ]; then
   step_build() {
     local targets
     targets=$(gpu_targets) || return 1
-    echo "targets: $targets"
-    cmake --build "$BUILD_DIR" -j "$JOBS" --target $targets || return 1
+    echo "pf_gpu_binaries: $targets"
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target pf_gpu_binaries || return 1
     figure "existing build ($(echo $targets | wc -w) targets), CUDA backend" \
       "$(awk -F= '/^PF_HAVE_CUDA|^PF_CUDA:/{print $2; exit}' "$BUILD_DIR/CMakeCache.txt")"
   }
