@@ -561,24 +561,16 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
 
 TemporaryDataset::TemporaryDataset(PrepareOptions options) {
   PF_REQUIRE(ValueError, !options.inputs.empty(), "no input files");
-  dir_ = ScratchFolder::temporary_path("pf-dataset-");
+  ScratchFolder::sweep_left_overs(kPrefix);
+  folder_ = std::make_unique<ScratchFolder>(ScratchFolder::temporary_path(kPrefix));
   std::string name = std::filesystem::path(options.inputs.front()).filename().string();
   if (name.empty()) name = "data";
-  path_ = dir_ + "/" + name + ".h5";
+  path_ = folder_->path() + "/" + name + ".h5";
   options.output = path_;
-  try {
-    summary_ = prepare_dataset(options);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-    throw;
-  }
+  summary_ = prepare_dataset(options);  // on an error, folder_ removes the folder
 }
 
-TemporaryDataset::~TemporaryDataset() {
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
+TemporaryDataset::~TemporaryDataset() = default;
 
 DatasetInfo read_dataset_info(const std::string& path) {
   H5Id file = h5_open_file(path);

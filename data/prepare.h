@@ -18,12 +18,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "data/mmseqs.h"
 #include "data/output_path.h"
+#include "data/scratch_folder.h"
 #include "runtime/errors.h"
 
 namespace pf {
@@ -108,8 +110,11 @@ PrepareSummary prepare_dataset(const PrepareOptions& options);
 // A data file prepared into a fresh folder under the temporary directory
 // (TMPDIR, else /tmp) for one-off use, such as `performer-eval --fasta`. The
 // file is "<folder>/<name of the first input>.h5"; options.output is ignored.
-// The destructor removes the folder with everything in it; a failed
-// preparation removes it before the error leaves the constructor.
+// The destructor removes the folder with everything in it; a failed or
+// stopped preparation removes it before the error leaves the constructor.
+// The folder is a scratch folder (data/scratch_folder.h, prefix
+// "pf-dataset-"): one left by a process that was killed is removed by the
+// next TemporaryDataset made under the same temporary directory.
 class TemporaryDataset {
  public:
   explicit TemporaryDataset(PrepareOptions options);
@@ -117,11 +122,13 @@ class TemporaryDataset {
   TemporaryDataset(const TemporaryDataset&) = delete;
   TemporaryDataset& operator=(const TemporaryDataset&) = delete;
   const std::string& path() const { return path_; }
-  const std::string& folder() const { return dir_; }
+  const std::string& folder() const { return folder_->path(); }
   const PrepareSummary& summary() const { return summary_; }
+  static constexpr const char* kPrefix = "pf-dataset-";
 
  private:
-  std::string dir_, path_;
+  std::unique_ptr<ScratchFolder> folder_;
+  std::string path_;
   PrepareSummary summary_;
 };
 

@@ -14,6 +14,10 @@
 // `performer-data prepare --val-fraction 0 --test-fraction 1` would, evaluates
 // that split and removes the folder. Each rank prepares its own copy (the
 // preparation is deterministic), so no folder needs to be shared between nodes.
+// SIGINT or SIGTERM then stops the preparation or the evaluation at its next
+// poll (every rank at the same batch), removes the folder and exits with
+// 128 + the signal; a folder of a killed run (SIGKILL) is removed by the next
+// --fasta run under the same temporary directory.
 // In the packed and single data modes it also reports each protein length
 // bucket (at most 1,024 residues, 1,025-8,192, longer): every position belongs
 // to one protein there. A protein longer than a sample counts as the one crop
@@ -28,8 +32,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -38,8 +44,10 @@
 #include "data/schema.h"
 #include "data/sequence_reader.h"
 #include "launch/train/checkpoint.h"
+#include "launch/train/evaluation.h"
 #include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
+#include "launch/train/stop_signal.h"
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
 
@@ -61,6 +69,7 @@ std::unique_ptr<pf::TemporaryDataset> prepare_on_every_rank(const std::vector<st
   p.inputs = files;
   p.val_fraction = 0;
   p.test_fraction = 1;  // every sequence in /test
+  p.stop_requested = [] { return pf::stop_requested(); };
   std::unique_ptr<pf::TemporaryDataset> data;
   std::exception_ptr error;
   try {
@@ -127,7 +136,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  return pf::run_mpi_program(argc, argv, "performer-eval", [&](int size, int rank) {
+  std::function<bool()> stop;  // with --fasta: SIGINT / SIGTERM, polled by the preparation and each batch
+  const auto evaluate = [&](int size, int rank) {
     PF_REQUIRE(pf::ConfigError, batches >= 0, "--batches must be >= 0 (0: the whole split), got " << batches);
     PF_REQUIRE(pf::ConfigError,
                split == "train" || split == "valid" || split == "test" || split == pf::kOodSplitName,
@@ -165,6 +175,11 @@ int main(int argc, char** argv) {
                                "cluster-split file; proteins read from --fasta have no families. Evaluate them "
                                "alone with --set data.mode=\"packed\", or score them given relatives with "
                                "performer-score --context");
+      // A signal now stops the preparation or the evaluation at its next
+      // poll, and the temporary folder goes with the unwinding (a killed
+      // run's folder goes with the next --fasta run).
+      pf::install_stop_handlers();
+      stop = [] { return pf::stop_requested(); };
       prepared = prepare_on_every_rank(fasta);
       cfg.data.files = {prepared->path()};
       split = pf::kSplitNames[2];
@@ -192,7 +207,7 @@ int main(int argc, char** argv) {
     }
     std::vector<pf::EvalStats> by_length;
     const bool bucketed = cfg.data.mode != pf::SampleMode::Concat;
-    const pf::EvalStats e = pf::run_validation(cfg, session, trainer, bucketed ? &by_length : nullptr);
+    const pf::EvalStats e = pf::run_validation(cfg, session, trainer, bucketed ? &by_length : nullptr, stop);
     if (rank == 0) {
       std::printf("checkpoint %s (step %lld), %s, data.mode %s: %s\n", checkpoint.c_str(), static_cast<long long>(step),
                   what.c_str(), pf::sample_mode_name(cfg.data.mode), stats_text(e).c_str());
@@ -211,5 +226,17 @@ int main(int argc, char** argv) {
       if (!bucketed) std::printf("  (perplexity by protein length: evaluate with --set data.mode=packed or single)\n");
     }
     return 0;
+  };
+  return pf::run_mpi_program(argc, argv, "performer-eval", [&](int size, int rank) {
+    try {
+      return evaluate(size, rank);
+    } catch (const pf::Error& e) {  // a stop: its temporary folder is removed by now
+      if (!dynamic_cast<const pf::PrepareStopped*>(&e) && !dynamic_cast<const pf::EvalStopped*>(&e)) throw;
+      const int sig = pf::stop_signal_number();
+      if (rank == 0)
+        std::fprintf(stderr, "performer-eval: stopped by signal %d (%s): %s; the prepared copy of --fasta removed\n",
+                     sig, strsignal(sig), e.what());
+      return 128 + sig;
+    }
   });
 }

@@ -1,6 +1,8 @@
 // Evaluation on a split of prepared data: see evaluation.h.
 #include "launch/train/evaluation.h"
 
+#include <mpi.h>
+
 #include <algorithm>
 
 #include "data/loader.h"
@@ -71,7 +73,7 @@ int64_t batches_to_run(const TrainConfig& cfg, const DataLoader& loader) {
 }  // namespace
 
 EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
-                         std::vector<EvalStats>* by_length) {
+                         std::vector<EvalStats>* by_length, const std::function<bool()>& stop) {
   LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, LoaderUse::Evaluation);
   o.prefetch = 0;
   DataLoader loader(o);
@@ -85,6 +87,12 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
   EvalStats total;
   const int64_t batches = batches_to_run(cfg, loader);
   for (int64_t i = 0; i < batches; ++i) {
+    if (stop) {
+      int stopped = stop() ? 1 : 0;
+      PF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+      if (stopped) throw EvalStopped("evaluation stopped before batch " + std::to_string(i + 1) + " of " +
+                                     std::to_string(batches));
+    }
     const Batch batch = loader.next();
     std::vector<int32_t> groups;
     if (by_length) groups = segment_groups(batch, loader, by_protein_length);

@@ -7,6 +7,9 @@
 //                    to one protein) also the sums per protein length bucket:
 //                    kLengthBuckets entries, proteins of at most
 //                    kLengthEdges[0] residues, up to kLengthEdges[1], longer.
+//                    With `stop`, polled by every rank before each batch and
+//                    agreed over MPI_COMM_WORLD (so all ranks stop at the same
+//                    batch): EvalStopped once it returns true on any rank.
 //   run_context_gain family mode: the same batches scored twice, each member
 //                    after the relatives before it in its family context and
 //                    each member on its own (LoaderOptions::members_alone),
@@ -19,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,7 +44,13 @@ int relatives_bucket(int64_t relatives);
 std::string relatives_bucket_name(int bucket);
 
 EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
-                         std::vector<EvalStats>* by_length = nullptr);
+                         std::vector<EvalStats>* by_length = nullptr, const std::function<bool()>& stop = {});
+
+// run_validation ended by its `stop` (performer-eval's SIGINT / SIGTERM).
+class EvalStopped : public Error {
+ public:
+  explicit EvalStopped(const std::string& what) : Error(ErrorKind::Io, what) {}
+};
 
 struct ContextGain {
   EvalStats context, alone;                              // every target of each pass

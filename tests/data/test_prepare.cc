@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -384,6 +385,74 @@ TEST(Prepare, StopRequestRemovesTheTemporaryFile) {
   }
   EXPECT_GT(polls, 100);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// TemporaryDataset (performer-eval --fasta) prepares into a scratch folder
+// "pf-dataset-*" of the temporary directory. One left by a process that was
+// killed (its marker no longer locked) is removed by the next one; a folder
+// of that name without the marker (the user's), one whose marker a live
+// process holds, a link to a marked folder, and a marked folder of another
+// name are kept. Its own folder holds the locked marker while it lives and
+// is gone after; a stopped preparation removes it too.
+TEST(TemporaryDataset, FoldersOfKilledRunsAreRemovedAndOthersKept) {
+  test::TempDir dir;
+  test::write_text(dir.file("in.fa"), ">a\nMKVLA\n>b\nMSTNP\n");
+  const std::string tmp = dir.file("tmp");
+  std::filesystem::create_directories(tmp);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  auto marked = [&](const std::string& name) {
+    const std::string f = tmp + "/" + name;
+    std::filesystem::create_directories(f);
+    test::write_text(f + "/" + ScratchFolder::kMarker, "");
+    test::write_text(f + "/data.h5", "prepared");
+    return f;
+  };
+  const std::string killed = marked("pf-dataset-k1ll3d"), live = marked("pf-dataset-l1ve00"),
+                    other = marked("pf-other-d3adx0"), target = marked("elsewhere");
+  const std::string users = tmp + "/pf-dataset-us3rs0";
+  std::filesystem::create_directories(users);
+  test::write_text(users + "/notes", "keep");
+  std::filesystem::create_directory_symlink(target, tmp + "/pf-dataset-l1nk00");
+  const int live_fd = ::open((live + "/" + ScratchFolder::kMarker).c_str(), O_RDONLY);
+  ASSERT_EQ(::flock(live_fd, LOCK_EX), 0);
+  std::string mine;
+  {
+    PrepareOptions o;
+    o.inputs = {dir.file("in.fa")};
+    TemporaryDataset data(o);
+    mine = data.folder();
+    EXPECT_EQ(std::filesystem::path(mine).parent_path(), std::filesystem::path(tmp));
+    EXPECT_TRUE(std::filesystem::is_regular_file(data.path()));
+    EXPECT_TRUE(file_in_use(mine + "/" + ScratchFolder::kMarker)) << "its marker must be locked while it lives";
+    EXPECT_FALSE(ScratchFolder::is_left_over(mine));
+  }
+  EXPECT_FALSE(std::filesystem::exists(mine));
+  EXPECT_FALSE(std::filesystem::exists(killed));
+  for (const std::string& kept : {live, other, users, target})
+    EXPECT_TRUE(std::filesystem::is_directory(kept)) << kept;
+  EXPECT_TRUE(std::filesystem::is_symlink(tmp + "/pf-dataset-l1nk00"));
+  EXPECT_EQ(test::read_all(users + "/notes"), "keep");
+  EXPECT_EQ(test::read_all(target + "/data.h5"), "prepared");
+  ::close(live_fd);
+  {
+    PrepareOptions o;
+    o.inputs = {test::kDbFasta};
+    int polls = 0;
+    o.stop_requested = [&polls] { return ++polls > 100; };
+    EXPECT_THROW(TemporaryDataset data(o), PrepareStopped);
+  }
+  for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "pf-dataset-us3rs0" || name == "pf-other-d3adx0" || name == "elsewhere" ||
+                name == "pf-dataset-l1nk00" || name == "pf-dataset-l1ve00")
+        << "left in the temporary directory: " << name;
+  }
+  if (old_tmpdir)
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
 }
 
 }  // namespace

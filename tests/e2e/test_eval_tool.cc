@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -157,6 +158,34 @@ TEST_F(EvalTool, FastaReadsSwissProtAndCleansUpAfterAnError) {
   EXPECT_NE(e.status, 0) << e.out;
   EXPECT_NE(e.out.find("bad.fa"), std::string::npos) << e.out;
   EXPECT_TRUE(tmp_empty()) << "temporary folder left after a failed preparation";
+}
+
+// SIGINT or SIGTERM a second into --fasta (preparing or evaluating the
+// 20,000 proteins of DB.fasta.gz) ends the run with 128 + the signal and its
+// temporary folder removed; a run killed outright (SIGKILL) leaves its
+// folder, which the next --fasta run removes.
+TEST_F(EvalTool, FastaFolderIsRemovedAfterASignalOrByTheNextRun) {
+  const std::string db = "/usr/share/doc/mmseqs2/example-data/DB.fasta.gz";
+  const std::string common = "TMPDIR=" + test::quoted(tmp_) + " OMPI_MCA_orte_tmpdir_base=/tmp OMP_NUM_THREADS=1 ";
+  const std::string args =
+      std::string(PF_EVAL_TOOL) + " --checkpoint " + quoted(trained().checkpoint) + " --set parallel.sp=1 --fasta ";
+  for (const char* sig : {"INT", "TERM"}) {
+    SCOPED_TRACE(sig);
+    // (timeout runs the tool in the foreground: a background job of a shell
+    // without job control would ignore SIGINT)
+    const std::string timed = "timeout --preserve-status -s " + std::string(sig) + " 1 ";
+    const ToolRun r = run("(" + common + timed + args + db + "; echo \"exit $?\")", dir_ + "/signal.log");
+    const int expected = 128 + (std::string(sig) == "INT" ? SIGINT : SIGTERM);
+    EXPECT_NE(r.out.find("exit " + std::to_string(expected)), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("the prepared copy of --fasta removed"), std::string::npos) << r.out;
+    EXPECT_TRUE(tmp_empty()) << "temporary folder left after SIG" << sig;
+  }
+  const ToolRun k = run("(" + common + "timeout -s KILL 1 " + args + db + "; echo \"exit $?\")", dir_ + "/kill.log");
+  EXPECT_NE(k.out.find("exit 137"), std::string::npos) << k.out;
+  EXPECT_FALSE(tmp_empty()) << "SIGKILL left no folder: the next run's sweep is not tested";
+  const ToolRun next = eval("--set parallel.sp=1 --fasta " + std::string(kSwiss));
+  ASSERT_EQ(next.status, 0) << next.out;
+  EXPECT_TRUE(tmp_empty()) << "the killed run's folder is still there";
 }
 
 TEST_F(EvalTool, FewerRanksThanTheCheckpointsSpHintAtParallelSp) {
