@@ -20,6 +20,7 @@
 #include "data/cluster_split.h"
 #include "data/clusters.h"
 #include "data/duplicates.h"
+#include "data/family_table.h"
 #include "data/h5.h"
 #include "data/h5_direct_appender.h"
 #include "data/mmseqs.h"
@@ -223,11 +224,24 @@ ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, con
   plan.mmseqs_version = mmseqs_version(mm, scratch);
   const std::string all = scratch + "/sequences.fasta";
   std::vector<uint64_t> hash;  // per sequence: FNV-1a of its residues
+  // --families: per sequence, the first sequence of its family.
+  const std::unique_ptr<FamilyTable> table =
+      opt.families.empty() ? nullptr : std::make_unique<FamilyTable>(opt.families);
+  std::vector<int64_t> given;
+  std::unordered_map<std::string, int64_t> first_of_family;
   {
     std::ofstream out(all);
     PF_REQUIRE(IoError, out.good(), "cannot create the scratch file '" << all << "'");
     for_each_unique(opt, tmp, "reading ", dups, [&](const SequenceRecord& rec, int64_t i) {
       const int64_t n = static_cast<int64_t>(rec.tokens.size());
+      if (table) {
+        const std::string* family = table->family_of(rec.id);
+        PF_REQUIRE(DataError, family != nullptr,
+                   (rec.source ? *rec.source : std::string("an input")) << ":" << rec.line << ": '" << rec.id
+                                                                       << "' has no family in --families '"
+                                                                       << table->path() << "'");
+        given.push_back(first_of_family.emplace(*family, i).first->second);
+      }
       write_fasta_record(out, i, rec.tokens.data(), n);
       hash.push_back(fnv1a64(rec.tokens.data(), n));
       plan.ood.push_back(is_ood_organism(rec.header, opt.ood_organisms) ? 1 : 0);
@@ -236,12 +250,20 @@ ClusterPlan plan_clusters(const PrepareOptions& opt, const std::string& tmp, con
     PF_REQUIRE(IoError, out.good(), "cannot write the scratch file '" << all << "': " << std::strerror(errno));
   }
   const int64_t n = static_cast<int64_t>(hash.size());
-  if (opt.progress)
-    *opt.progress << "  clustering " << n << " sequences with mmseqs " << plan.mmseqs_version << " ("
-                  << opt.cluster.mode << ", identity " << opt.cluster.identity << ", coverage " << opt.cluster.coverage
-                  << ")\n"
-                  << std::flush;
-  const std::vector<int64_t> rep = mmseqs_cluster(all, n, opt.cluster, mm, scratch);
+  std::vector<int64_t> rep;
+  if (table) {
+    rep = std::move(given);
+    if (opt.progress)
+      *opt.progress << "  clusters of " << n << " sequences: the families of '" << table->path() << "'\n"
+                    << std::flush;
+  } else {
+    if (opt.progress)
+      *opt.progress << "  clustering " << n << " sequences with mmseqs " << plan.mmseqs_version << " ("
+                    << opt.cluster.mode << ", identity " << opt.cluster.identity << ", coverage "
+                    << opt.cluster.coverage << ")\n"
+                    << std::flush;
+    rep = mmseqs_cluster(all, n, opt.cluster, mm, scratch);
+  }
   std::vector<int64_t> index_of_rep(static_cast<size_t>(n), -1);
   plan.cluster.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -353,7 +375,7 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
     h5_write_strings(group, "representatives", representative_ids);
     h5_write_vector(group, "sizes", cluster_sizes);
     h5_write_attr_int64(group, "count", static_cast<int64_t>(cluster_sizes.size()));
-    h5_write_attr_string(group, "mode", opt.cluster.mode);
+    h5_write_attr_string(group, "mode", opt.families.empty() ? opt.cluster.mode : std::string(kGivenFamiliesMode));
     h5_write_attr_double(group, "identity", opt.cluster.identity);
     h5_write_attr_double(group, "coverage", opt.cluster.coverage);
     h5_write_attr_string(group, "mmseqs_version", plan.mmseqs_version);
@@ -553,6 +575,12 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   const Destination was = require_replaceable_output("--output", opt.output, prepared_data_kind(), opt.inputs);
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
+  PF_REQUIRE(ValueError, opt.families.empty() || opt.cluster.identity > 0,
+             "--families '" << opt.families
+                            << "' gives the clusters of a cluster split, which needs --cluster-identity > 0 (the "
+                               "identity of the leak purge between the splits)");
+  PF_REQUIRE(ValueError, opt.families.empty() || std::filesystem::is_regular_file(opt.families),
+             "--families: no such file '" << opt.families << "'");
   remove_stale_temporaries(opt.output, opt.progress);
   PrepareSummary summary;
   write_then_rename(opt.output, [&](const std::string& tmp) { write_file(opt, tmp, &summary); }, was);

@@ -30,6 +30,9 @@
 
 namespace pf {
 
+// /clusters' mode attribute of a file whose clusters came from --families.
+constexpr const char* kGivenFamiliesMode = "families";
+
 struct PrepareOptions {
   std::vector<std::string> inputs;
   std::string output;
@@ -46,6 +49,12 @@ struct PrepareOptions {
   // cluster with a leak purge (data/cluster_split.h); 0 keeps the split by
   // sequence hash.
   ClusterParams cluster{0.0, 0.8, "linclust"};
+  // With a cluster split: a table of given families (data/family_table.h)
+  // taken as the clusters instead of MMseqs2's clustering ("" = cluster);
+  // the leak purge still searches with MMseqs2 at cluster.identity. Every
+  // sequence kept must have a family; /clusters records the mode as
+  // kGivenFamiliesMode.
+  std::string families;
   MmseqsSettings mmseqs;
   // Bytes for the duplicate sort (data/duplicates.h): beyond it the keys go
   // to sorted runs on disk beside the output. At least 1 MiB.

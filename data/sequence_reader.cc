@@ -165,6 +165,7 @@ void SequenceReader::fail(int64_t line, const std::string& what) const {
 bool SequenceReader::next(SequenceRecord& rec) {
   const bool got = format_ == SequenceFormat::Fasta ? next_fasta(rec) : next_swissprot(rec);
   if (got) {
+    rec.source = &path();
     ++records_;
   } else if (records_ == 0) {
     PF_REQUIRE(DataError, false,

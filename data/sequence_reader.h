@@ -23,6 +23,7 @@ struct SequenceRecord {
   std::string header;           // header text without '>': "sp|P15455|CRU4_ARATH <name> OS=<organism> ..."
   std::vector<uint8_t> tokens;  // residue tokens
   int64_t line = 0;             // line of the header (FASTA) or ID line (Swiss-Prot), 1-based
+  const std::string* source = nullptr;  // the file read (set by SequenceReader::next; lives with the reader)
 };
 
 struct ReaderOptions {

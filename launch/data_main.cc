@@ -1,7 +1,8 @@
 // performer-data: protein data preparation and inspection.
 //   performer-data prepare --output OUT.h5 [--val-fraction F] [--test-fraction F]
 //                          [--seed S] [--map-unknown-to-x] [--ood-organism NAME ...] INPUT...
-//                          [--cluster-identity T [--cluster-coverage C] [--cluster-mode linclust|cluster]]
+//                          [--cluster-identity T [--cluster-coverage C] [--cluster-mode linclust|cluster]
+//                           [--families FILE.tsv]]
 //                          [--mmseqs PATH] [--threads N] [--memory-budget SIZE]
 //   performer-data info FILE.h5
 //   performer-data audit FILE.h5 [--identity T [--max-fraction F]] [--coverage C] [--json]
@@ -62,6 +63,9 @@ int main(int argc, char** argv) {
   prepare->add_option("--cluster-mode", prep.cluster.mode, "MMseqs2 easy-linclust (linear time) or easy-cluster")
       ->check(CLI::IsMember({"linclust", "cluster"}))
       ->capture_default_str();
+  prepare->add_option("--families", prep.families,
+                      "with --cluster-identity: take the clusters from this table (name<TAB>family per line) "
+                      "instead of clustering with MMseqs2");
   std::string mmseqs = "mmseqs";
   int threads = 0;
   prepare->add_option("--mmseqs", mmseqs, "the MMseqs2 program")->capture_default_str();

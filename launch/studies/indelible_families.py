@@ -60,6 +60,10 @@ Files in OUTDIR, per identity x written as two decimals (id0.90, ...):
   idX.members.tsv family, member, root_id, length, identity (to the root, as
                   above), root_aligned (the fraction of the root's residues
                   aligned to one of the member).
+  idX.families.tsv one line per member: its name, a tab, its family
+                  (fam<f>): the table of `performer-data prepare --families`,
+                  which makes the families the file's clusters (MMseqs2 does
+                  not regroup them below about 70 % identity).
   idX.control.txt the INDELible control file of the kept run.
   summary.tsv     one line per identity (also printed): requested and
                   achieved identity, the members' range, depth D, bisection
@@ -318,7 +322,8 @@ def write_identity(out, a, target, roots, fams, depth, ident, runs, control, see
     pair_same = pair_aligned = copy_yes = copy_all = 0
     with open(os.path.join(out, tag + ".fasta"), "w") as fa, \
             open(os.path.join(out, tag + ".aln.fasta"), "w") as aln, \
-            open(os.path.join(out, tag + ".members.tsv"), "w") as tsv:
+            open(os.path.join(out, tag + ".members.tsv"), "w") as tsv, \
+            open(os.path.join(out, tag + ".families.tsv"), "w") as table:
         tsv.write("family\tmember\troot_id\tlength\tidentity\troot_aligned\n")
         for f, ((root_id, root_seq), rows) in enumerate(zip(roots, fams)):
             if rows[0].replace("-", "") != root_seq:
@@ -336,6 +341,7 @@ def write_identity(out, a, target, roots, fams, depth, ident, runs, control, see
                 member_len += len(seq)
                 fa.write(f">fam{f}_m{k}\n{seq}\n")
                 aln.write(f">fam{f}_m{k}\n{row}\n")
+                table.write(f"fam{f}_m{k}\tfam{f}\n")
                 tsv.write(f"fam{f}\tm{k}\t{root_id}\t{len(seq)}\t{member_ids[-1]:.4f}\t{n / len(root_seq):.4f}\n")
             for i in range(1, n_members + 1):
                 for j in range(i + 1, n_members + 1):

@@ -13,10 +13,12 @@
 #include <sstream>
 #include <tuple>
 
+#include "data/clusters.h"
 #include "data/h5.h"
 #include "data/schema.h"
 #include "data/scratch_folder.h"
 #include "data/vocab.h"
+#include "runtime/random.h"
 #include "tests/data/data_test_util.h"
 
 namespace pf {
@@ -453,6 +455,73 @@ TEST(TemporaryDataset, FoldersOfKilledRunsAreRemovedAndOthersKept) {
     ::setenv("TMPDIR", saved.c_str(), 1);
   else
     ::unsetenv("TMPDIR");
+}
+
+// --families: the clusters of the split are the table's families, not
+// MMseqs2's (the members here are unrelated random proteins, which MMseqs2
+// would leave one per cluster): 4 families of 3, each family whole in one
+// split, /clusters' mode "families". A sequence without a family, a
+// malformed line, a name in two families and a missing --cluster-identity
+// are refused naming the file and the line.
+TEST(Prepare, GivenFamiliesAreTheClusters) {
+  test::TempDir dir;
+  std::string fasta, table = "# name<TAB>family\n\n";
+  KeyedRandom rng(77, 0, 0);
+  uint64_t draw = 0;
+  for (int f = 0; f < 4; ++f)
+    for (int k = 0; k < 3; ++k) {
+      const std::string name = "fam" + std::to_string(f) + "_m" + std::to_string(k);
+      std::string residues;
+      for (int i = 0; i < 80; ++i) residues += "ACDEFGHIKLMNPQRSTVWY"[static_cast<int>(rng.uniform(draw++) * 20)];
+      fasta += ">" + name + " member\n" + residues + "\n";
+      table += name + "\tfamily_" + std::to_string(f) + "\n";
+    }
+  test::write_text(dir.file("in.fa"), fasta);
+  test::write_text(dir.file("families.tsv"), table);
+  PrepareOptions o;
+  o.inputs = {dir.file("in.fa")};
+  o.output = dir.file("out.h5");
+  o.val_fraction = o.test_fraction = 0.25;
+  o.cluster.identity = 0.3;
+  o.families = dir.file("families.tsv");
+  const PrepareSummary summary = prepare_dataset(o);
+  EXPECT_EQ(summary.clusters, 4);
+  H5Id file = h5_open_file(o.output);
+  const ClusterTable t = read_cluster_table(file, o.output);
+  EXPECT_EQ(t.mode, kGivenFamiliesMode);
+  EXPECT_EQ(t.sizes, (std::vector<int64_t>{3, 3, 3, 3}));
+  std::map<int64_t, std::set<std::string>> family_of_cluster;  // cluster -> families of its members
+  for (int s = 0; s < 3; ++s) {
+    H5Id group = h5_open_group(file, kSplitNames[s]);
+    const std::vector<std::string> ids = h5_read_strings(group, "ids");
+    ASSERT_EQ(ids.size(), t.members[s].size());
+    for (size_t i = 0; i < ids.size(); ++i) family_of_cluster[t.members[s][i]].insert(ids[i].substr(0, 4));
+  }
+  ASSERT_EQ(family_of_cluster.size(), 4u);
+  for (const auto& [cluster, families] : family_of_cluster) EXPECT_EQ(families.size(), 1u) << "cluster " << cluster;
+
+  auto refused = [&](const std::string& tsv, const std::string& expected) {
+    test::write_text(dir.file("bad.tsv"), tsv);
+    PrepareOptions b = o;
+    b.output = dir.file("bad.h5");
+    b.families = dir.file("bad.tsv");
+    try {
+      prepare_dataset(b);
+      ADD_FAILURE() << "accepted: " << tsv;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(b.output));
+  };
+  std::string missing = table.substr(0, table.rfind("fam3_m2"));
+  refused(missing, dir.file("in.fa") + ":23: 'fam3_m2' has no family in --families '" + dir.file("bad.tsv") + "'");
+  refused(table + "fam9 no tab\n", dir.file("bad.tsv") + ":15: expected 'name<TAB>family'");
+  refused(table + "fam0_m1\tfamily_3\n", dir.file("bad.tsv") + ":15: 'fam0_m1' is in family 'family_3' here and in "
+                                                               "'family_0' on line 4");
+  PrepareOptions unclustered = o;
+  unclustered.output = dir.file("unclustered.h5");
+  unclustered.cluster.identity = 0;
+  EXPECT_THROW(prepare_dataset(unclustered), ValueError);
 }
 
 }  // namespace

@@ -88,6 +88,10 @@ def check_identity(out, target, roots_by_id):
             fail(f"{tag}: fam{f} has a column of gaps only")
     if members != expect_members:
         fail(f"{tag}.fasta is not the alignment's member rows with the gaps removed")
+    with open(os.path.join(out, tag + ".families.tsv")) as f:
+        table = [line.rstrip("\n").split("\t") for line in f]
+    if table != [[h, h.split("_")[0]] for h, _ in expect_members]:
+        fail(f"{tag}.families.tsv is not one 'fam<f>_m<k><TAB>fam<f>' line per member, in order")
     achieved = same / aligned
     if abs(achieved - target) > TOLERANCE:
         fail(f"{tag}: identity to the root {achieved:.4f} on the true alignment, asked {target} +- {TOLERANCE}")
