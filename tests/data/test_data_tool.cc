@@ -134,7 +134,7 @@ TEST(DataTool, ThreadsBeyondTheLimitAreRefusedWithStatus2) {
   test::TempDir dir;
   const std::string in = dir.file("in.fa");
   test::write_text(in, ">a\nMKV\n");
-  for (const std::string& tool : {"prepare", "audit"}) {
+  for (const std::string tool : {"prepare", "audit"}) {
     const ToolRun r = tool == std::string("prepare") ? run({"prepare", "--output", dir.file("out.h5"), "--threads",
                                                             "100000", in},
                                                            dir)
@@ -171,7 +171,7 @@ TEST(DataTool, NanAndOutOfRangeNumbersAreRefusedWithStatus2) {
     EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
   }
   // Sizes: NaN, and one past what int64 holds (it used to print as a negative number).
-  for (const std::string& size : {"nan", "1e19", "inf"}) {
+  for (const std::string size : {"nan", "1e19", "inf"}) {
     const ToolRun r = run({"prepare", "--output", out, "--memory-budget", size, in}, dir);
     EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_NE(r.err.find("--memory-budget: '" + size + "'"), std::string::npos) << r.err;

@@ -158,7 +158,9 @@ TEST(PackedLoader, SlicesOfSp1To4JoinToTheSampleWithContinuingSegments) {
             EXPECT_EQ(part[g].position, want[g].position);
             EXPECT_EQ(part[g].protein, want[g].protein);
           }
-          if (k + 1 == sp) ASSERT_EQ(s.lookahead[static_cast<size_t>(r)], b.lookahead[static_cast<size_t>(r)]);
+          if (k + 1 == sp) {
+            ASSERT_EQ(s.lookahead[static_cast<size_t>(r)], b.lookahead[static_cast<size_t>(r)]);
+          }
         }
       }
       ASSERT_EQ(joined, b.tokens) << "sp " << sp;

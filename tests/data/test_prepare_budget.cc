@@ -63,7 +63,9 @@ TEST(ExternalSort, SortsAcrossRunsAndMergeLevelsAndCleansUp) {
       EXPECT_EQ(folder.calls > 0, runs > 1);
     }
     // Every run file is gone with the sorter.
-    if (fs::exists(folder.path)) EXPECT_TRUE(fs::is_empty(folder.path));
+    if (fs::exists(folder.path)) {
+      EXPECT_TRUE(fs::is_empty(folder.path));
+    }
   }
   EXPECT_THROW(ExternalSorter<uint64_t>([] { return std::string("/nonexistent"); }, "x", 1024), ValueError);
 }
