@@ -6,7 +6,8 @@
 # a run whose eval file exists is skipped.
 #   launch/studies/family_kernels.sh DATA.h5 OUT NAME:ATTENTION:FEATURES:SEED...
 #   e.g. launch/studies/family_kernels.sh fam95s.h5 runs softmax-s2:softmax:64:2345 favor64-s2:favor:64:2345
-# Env: BUILD (default build), STEPS (3000), THREADS (OMP threads, 1).
+# Env: BUILD (default build), STEPS (3000), THREADS (OMP threads, 1), LENGTH (data.sample_length, 256),
+# BATCH (data.batch_size, 8).
 set -euo pipefail
 data=$(realpath "${1:?usage: family_kernels.sh DATA.h5 OUT NAME:ATTENTION:FEATURES:SEED...}")
 out=${2:?usage: family_kernels.sh DATA.h5 OUT NAME:ATTENTION:FEATURES:SEED...}
@@ -17,7 +18,7 @@ steps=${STEPS:-3000}
 mkdir -p "$out"
 {
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) cores"
-  echo "data: $data; steps: $steps; threads: ${THREADS:-1}"
+  echo "data: $data; steps: $steps; threads: ${THREADS:-1}; sample length: ${LENGTH:-256}; batch: ${BATCH:-8}"
 } >"$out/machine.txt"
 for spec in "$@"; do
   IFS=: read -r name attention features seed <<<"$spec"
@@ -26,8 +27,8 @@ for spec in "$@"; do
   [ -s "$out/eval_$name.txt" ] && { echo "[$(date -u +%H:%M:%S)] $name: done already" >&2; continue; }
   echo "[$(date -u +%H:%M:%S)] $name: $attention, m = $features, model.seed = $seed, $steps steps" >&2
   OMP_NUM_THREADS=${THREADS:-1} "$bin/performer-train" --config "$repo/launch/configs/small.toml" \
-    --set "data.files=[\"$data\"]" --set 'data.mode="family"' --set data.sample_length=256 \
-    --set data.batch_size=8 --set "model.attention=\"$attention\"" --set "model.features=$features" \
+    --set "data.files=[\"$data\"]" --set 'data.mode="family"' --set "data.sample_length=${LENGTH:-256}" \
+    --set "data.batch_size=${BATCH:-8}" --set "model.attention=\"$attention\"" --set "model.features=$features" \
     --set "model.seed=$seed" --set parallel.sp=1 --set "train.steps=$steps" --set train.eval_interval=250 \
     --set train.log_interval=250 --set checkpoint.interval=500 --set "checkpoint.dir=\"$dir\"" \
     --set "train.metrics=\"$dir/metrics.jsonl\"" --resume auto >>"$out/$name.log" 2>&1

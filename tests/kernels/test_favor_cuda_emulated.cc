@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "kernels/random_features/random_features.h"
@@ -143,46 +145,71 @@ struct Case {
   int ct, seg_len;
 };
 
-TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
-  const int64_t H = 2;
-  uint64_t seed = 4100;
-  // seg_len 0: the sizes' own choice (one-tile segments at these n); 80: several tiles and a short last one.
-  for (const Case& c : {Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 0}, Case{150, 16, 32, 16, 80},
-                        Case{150, 5, 7, 32, 80}}) {
-    for (bool causal : {true, false}) {
-      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
-        const int64_t size = H * c.n * c.d;
-        ++seed;
-        const std::vector<float> q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
-        const std::vector<float> k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
-        const std::vector<float> v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
-        const std::vector<float> g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
-        const std::vector<float> W =
-            random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
-        const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
-            gd(g.begin(), g.end()), Wd(W.begin(), W.end());
-        const FavorAttentionParams p = favor_attention_params(1, H, c.n, c.d, c.m, causal, kernel);
-        std::vector<double> ro(size), rq(size), rk(size), rv(size);
-        favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
-        favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
-                                     rv.data());
-        for (int P : {1, 2, 3}) {
-          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
-                                          << " seg_len=" << c.seg_len << " causal=" << causal
-                                          << " kernel=" << feature_kernel_name(kernel) << " P=" << P);
-          MemoryTracker tracker(Device::cpu());
-          const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-          std::vector<float> o(size), dq(size), dk(size), dv(size);
-          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len}, res.ctx(), p.shape(), causal, P, q.data(),
-                                   k.data(), v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data());
-          EXPECT_LE(test::rel_l2(o, ro), 1e-5);
-          EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
-          EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
-          EXPECT_LE(test::rel_l2(dv, rv), 1e-5);
-        }
-      }
-    }
+// One draw of inputs (B = 1, H = 2) and the float64 reference's outputs and
+// gradients, for the fixed-projection kernels.
+struct ReferenceCase {
+  FavorAttentionParams p;
+  std::vector<float> q, k, v, g, W;
+  std::vector<double> o, dq, dk, dv;
+  ReferenceCase(const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+    const int64_t H = 2, size = H * c.n * c.d;
+    q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+    k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+    v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+    g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+    W = random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+    const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+        gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+    p = favor_attention_params(1, H, c.n, c.d, c.m, causal, kernel);
+    o.resize(size), dq.resize(size), dk.resize(size), dv.resize(size);
+    favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), o.data());
+    favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), dq.data(), dk.data(),
+                                 dv.data());
   }
+  size_t size() const { return q.size(); }
+};
+
+// The emulated kernels' o, dq, dk, dv through the protocol over P blocks.
+struct EmulatedRun {
+  std::vector<float> o, dq, dk, dv;
+  EmulatedRun(const ReferenceCase& r, const EmulatedCudaOps& ops, bool causal, int P)
+      : o(r.size()), dq(r.size()), dk(r.size()), dv(r.size()) {
+    MemoryTracker tracker(Device::cpu());
+    const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+    test::run_favor_protocol(ops, res.ctx(), r.p.shape(), causal, P, r.q.data(), r.k.data(), r.v.data(),
+                             r.W.data(), r.g.data(), o.data(), dq.data(), dk.data(), dv.data());
+  }
+};
+
+// f(case, causal, kernel, seed) for every case, direction and fixed-projection kernel.
+template <typename F>
+void each_case(std::initializer_list<Case> cases, uint64_t seed, F f) {
+  for (const Case& c : cases)
+    for (bool causal : {true, false})
+      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu})
+        f(c, causal, kernel, ++seed);
+}
+
+std::string where(const Case& c, bool causal, FeatureKernel kernel, int P) {
+  return "n=" + std::to_string(c.n) + " d=" + std::to_string(c.d) + " m=" + std::to_string(c.m) +
+         " ct=" + std::to_string(c.ct) + " seg_len=" + std::to_string(c.seg_len) +
+         " causal=" + std::to_string(causal) + " kernel=" + feature_kernel_name(kernel) + " P=" + std::to_string(P);
+}
+
+TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
+  // seg_len 0: the sizes' own choice (one-tile segments at these n); 80: several tiles and a short last one.
+  each_case({Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 0}, Case{150, 16, 32, 16, 80}, Case{150, 5, 7, 32, 80}},
+            4100, [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+              const ReferenceCase r(c, causal, kernel, seed);
+              for (int P : {1, 2, 3}) {
+                SCOPED_TRACE(where(c, causal, kernel, P));
+                const EmulatedRun e(r, EmulatedCudaOps{c.ct, c.seg_len}, causal, P);
+                EXPECT_LE(test::rel_l2(e.o, r.o), 1e-5);
+                EXPECT_LE(test::rel_l2(e.dq, r.dq), 1e-5);
+                EXPECT_LE(test::rel_l2(e.dk, r.dk), 1e-5);
+                EXPECT_LE(test::rel_l2(e.dv, r.dv), 1e-5);
+              }
+            });
 }
 
 // The tensor-core path (block_mm_tf32 on the emulator's wmma) through the
@@ -191,50 +218,24 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
 // and not equal to the fp32 path's results, so the TF32 path did run. A
 // wrong tile pointer, leading dimension or layout gives O(1) errors.
 TEST(FavorCudaEmulated, Tf32TilesMatchReference) {
-  const int64_t H = 2;
-  uint64_t seed = 4300;
   // Each wmma load and store is a warp barrier here: small sizes (one segment
   // of two 32-row tiles; two segments of 16-row tiles, the second short).
-  for (const Case& c : {Case{64, 16, 32, 32, 0}, Case{56, 5, 7, 16, 32}}) {
-    for (bool causal : {true, false}) {
-      for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu}) {
-        const int64_t size = H * c.n * c.d;
-        ++seed;
-        const std::vector<float> q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
-        const std::vector<float> k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
-        const std::vector<float> v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
-        const std::vector<float> g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
-        const std::vector<float> W =
-            random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
-        const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
-            gd(g.begin(), g.end()), Wd(W.begin(), W.end());
-        const FavorAttentionParams p = favor_attention_params(1, H, c.n, c.d, c.m, causal, kernel);
-        std::vector<double> ro(size), rq(size), rk(size), rv(size);
-        favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
-        favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
-                                     rv.data());
-        for (int P : {1, 2}) {
-          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
-                                          << " seg_len=" << c.seg_len << " causal=" << causal
-                                          << " kernel=" << feature_kernel_name(kernel) << " P=" << P);
-          MemoryTracker tracker(Device::cpu());
-          const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-          std::vector<float> o(size), dq(size), dk(size), dv(size), o32(size), dq32(size), dk32(size), dv32(size);
-          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len, true}, res.ctx(), p.shape(), causal, P, q.data(),
-                                   k.data(), v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data());
-          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len, false}, res.ctx(), p.shape(), causal, P,
-                                   q.data(), k.data(), v.data(), W.data(), g.data(), o32.data(), dq32.data(),
-                                   dk32.data(), dv32.data());
-          const double qk_tol = kernel == FeatureKernel::Relu ? 0.1 : 1e-2;
-          EXPECT_LE(test::rel_l2(o, ro), 1e-2);
-          EXPECT_LE(test::rel_l2(dq, rq), qk_tol);
-          EXPECT_LE(test::rel_l2(dk, rk), qk_tol);
-          EXPECT_LE(test::rel_l2(dv, rv), 1e-2);
-          EXPECT_GT(test::rel_l2(o, o32), 1e-6) << "the TF32 path gave the fp32 path's output: did it run?";
-        }
-      }
-    }
-  }
+  each_case({Case{64, 16, 32, 32, 0}, Case{56, 5, 7, 16, 32}}, 4300,
+            [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+              const ReferenceCase r(c, causal, kernel, seed);
+              for (int P : {1, 2}) {
+                SCOPED_TRACE(where(c, causal, kernel, P));
+                const EmulatedRun tf32(r, EmulatedCudaOps{c.ct, c.seg_len, true}, causal, P);
+                const EmulatedRun fp32(r, EmulatedCudaOps{c.ct, c.seg_len, false}, causal, P);
+                const double qk_tol = kernel == FeatureKernel::Relu ? 0.1 : 1e-2;
+                EXPECT_LE(test::rel_l2(tf32.o, r.o), 1e-2);
+                EXPECT_LE(test::rel_l2(tf32.dq, r.dq), qk_tol);
+                EXPECT_LE(test::rel_l2(tf32.dk, r.dk), qk_tol);
+                EXPECT_LE(test::rel_l2(tf32.dv, r.dv), 1e-2);
+                EXPECT_GT(test::rel_l2(tf32.o, fp32.o), 1e-6)
+                    << "the TF32 path gave the fp32 path's output: did it run?";
+              }
+            });
 }
 
 // The exp kernel: per-head projections W [H, m, d] (head h of B*H uses
