@@ -105,6 +105,10 @@ int64_t write_synthetic_fasta(const ProteinStatistics& stats, const SyntheticOpt
     buf += '\n';
     residues += n;
     if (buf.size() > (4u << 20)) flush();
+    if ((i & 1023) == 1023 && o.stop_requested && o.stop_requested()) {
+      close();
+      PF_REQUIRE(IoError, false, "stopped on request after " << i + 1 << " of " << o.count << " sequences");
+    }
     if (o.progress && (i & 0xFFFF) == 0 && seconds_now() - last > 5.0) {
       last = seconds_now();
       *o.progress << "  synthetic: " << i << " of " << o.count << " sequences\n" << std::flush;

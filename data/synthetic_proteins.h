@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct SyntheticOptions {
   uint64_t seed = 0;
   bool gzip = false;  // gzip level 1 when the path ends in .gz
   std::ostream* progress = nullptr;
+  // Polled every 1,024 records; when it returns true the write stops with an
+  // IoError (the CLI's SIGINT / SIGTERM flag; the caller's temporary file goes).
+  std::function<bool()> stop_requested;
 };
 
 // Writes the records to `path` (IoError naming it on a failed write);

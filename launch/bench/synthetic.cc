@@ -6,6 +6,7 @@
 //     frequencies (data/synthetic_proteins.h), F of them exact repeats.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "data/synthetic_proteins.h"
 #include "launch/infer/tool_cli.h"
 #include "launch/bench/bench.h"
+#include "launch/train/stop_signal.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 
@@ -51,7 +53,18 @@ int run_synthetic(int argc, char** argv) {
   o.gzip = o.gzip || (output.size() > 3 && output.compare(output.size() - 3, 3, ".gz") == 0);
   int64_t residues = 0;
   auto write = [&](const std::string& tmp) { residues = write_synthetic_fasta(stats, o, tmp); };
-  write_then_rename(output, write, was);
+  // SIGINT / SIGTERM stop the write; its temporary file goes with the unwinding.
+  install_stop_handlers();
+  o.stop_requested = [] { return stop_requested(); };
+  try {
+    write_then_rename(output, write, was);
+  } catch (const std::exception& e) {
+    const int sig = stop_signal_number();
+    if (sig == 0) throw;
+    std::fprintf(stderr, "synthetic: stopped by signal %d (%s): %s; %s left as it was, no temporary file\n", sig,
+                 strsignal(sig), e.what(), output.c_str());
+    return 128 + sig;
+  }
   std::fprintf(stderr, "wrote %lld sequences, %lld residues to %s in %.1f s\n", static_cast<long long>(o.count),
                static_cast<long long>(residues), output.c_str(), seconds_now() - t0);
   return 0;

@@ -38,20 +38,20 @@ class Reader {
     if (!node) return;
     if constexpr (std::is_same_v<T, bool>) {
       auto v = node->value_exact<bool>();
-      PF_REQUIRE(ConfigError, v.has_value(), where(section, key) << " must be true or false");
+      PF_REQUIRE(ConfigError, v.has_value(), wrong(section, key, *node) << " must be true or false");
       out = *v;
     } else if constexpr (std::is_integral_v<T>) {
       auto v = node->value_exact<int64_t>();
-      PF_REQUIRE(ConfigError, v.has_value(), where(section, key) << " must be an integer");
+      PF_REQUIRE(ConfigError, v.has_value(), wrong(section, key, *node) << " must be an integer");
       out = static_cast<T>(*v);
     } else if constexpr (std::is_floating_point_v<T>) {
       auto v = node->value<double>();
       PF_REQUIRE(ConfigError, v.has_value() && (node->is_floating_point() || node->is_integer()),
-                 where(section, key) << " must be a number");
+                 wrong(section, key, *node) << " must be a number");
       out = static_cast<T>(*v);
     } else if constexpr (std::is_same_v<T, std::string>) {
       auto v = node->value_exact<std::string>();
-      PF_REQUIRE(ConfigError, v.has_value(), where(section, key) << " must be a string");
+      PF_REQUIRE(ConfigError, v.has_value(), wrong(section, key, *node) << " must be a string");
       out = *v;
     } else {
       static_assert(std::is_same_v<T, std::vector<std::string>>);
@@ -61,10 +61,10 @@ class Reader {
         return;
       }
       const toml::array* arr = node->as_array();
-      PF_REQUIRE(ConfigError, arr != nullptr, where(section, key) << " must be a string or an array of strings");
+      PF_REQUIRE(ConfigError, arr != nullptr, wrong(section, key, *node) << " must be a string or an array of strings");
       for (const toml::node& e : *arr) {
         auto s = e.value_exact<std::string>();
-        PF_REQUIRE(ConfigError, s.has_value(), where(section, key) << " must hold only strings");
+        PF_REQUIRE(ConfigError, s.has_value(), wrong(section, key, *node) << " must hold only strings");
         out.push_back(*s);
       }
     }
@@ -81,7 +81,7 @@ class Reader {
     else if (auto s = node->value_exact<std::string>())
       out = parse_byte_size(*s, name);
     else
-      PF_REQUIRE(ConfigError, false, where(section, key) << " must be a byte count or a string like \"16GiB\"");
+      PF_REQUIRE(ConfigError, false, wrong(section, key, *node) << " must be a byte count or a string like \"16GiB\"");
     PF_REQUIRE(ConfigError, out >= 0, where(section, key) << " must be >= 0");
   }
 
@@ -101,6 +101,18 @@ class Reader {
  private:
   std::string where(const char* section, const char* key) const {
     return where_key(origin_, set_keys_, std::string(section) + "." + key);
+  }
+  // A value of the wrong type: "--set 'k=v': k", or "run.toml:12: k = v" (the
+  // file's line and the value as written there).
+  std::string wrong(const char* section, const char* key, const toml::node& node) const {
+    const std::string full = std::string(section) + "." + key;
+    if (set_keys_.count(full)) return where(section, key);
+    std::ostringstream m;
+    m << origin_;
+    if (node.source().begin.line > 0) m << ":" << node.source().begin.line;
+    m << ": " << full << " = ";
+    node.visit([&m](const auto& value) { m << value; });
+    return m.str();
   }
   std::string suggestion(const std::string& full) const {
     const std::string section = full.substr(0, full.find('.'));

@@ -2,7 +2,9 @@
 # performer-bench --csv follows the output-path rule (data/output_path.h): it
 # writes a new file, replaces an earlier CSV of the same benchmark, and refuses
 # (status 2, naming --csv and the path) anything else, leaving it as it was;
-# performer-bench data stopped by SIGINT removes its scratch folder.
+# performer-bench data stopped by SIGINT removes its scratch folder, and
+# performer-bench synthetic stopped by SIGINT or SIGTERM leaves its earlier
+# output as it was and no temporary file.
 # Usage: bench_csv_test.sh PERFORMER_BENCH
 set -euo pipefail
 bench=$1
@@ -38,4 +40,18 @@ timeout --preserve-status -s INT 1 "$bench" data --input /usr/share/doc/mmseqs2/
   --tmp "$work/scratch" > /dev/null 2> "$work/err.txt" || status=$?
 [ "$status" = 1 ] && grep -q "stopped" "$work/err.txt" || fail "bench data after SIGINT: exit $status: $(cat "$work/err.txt")"
 [ -z "$(ls -A "$work/scratch")" ] || fail "bench data left its scratch folder: $(ls "$work/scratch")"
-echo "PASS: new, earlier and refused --csv paths; bench data cleans up after SIGINT"
+mkdir "$work/syn"
+"$bench" synthetic --like /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz --count 100 \
+  --output "$work/syn/s.fa" 2> "$work/err.txt" || fail "synthetic: $(cat "$work/err.txt")"
+before=$(md5sum < "$work/syn/s.fa")
+for sig in INT TERM; do
+  status=0
+  timeout --preserve-status -s "$sig" 1 "$bench" synthetic --like /usr/share/doc/mmseqs2/example-data/DB.fasta.gz \
+    --count 100000000 --output "$work/syn/s.fa" 2> "$work/err.txt" || status=$?
+  expected=$(( 128 + $(kill -l "$sig") ))
+  [ "$status" = "$expected" ] && grep -q "stopped by signal" "$work/err.txt" ||
+    fail "synthetic after SIG$sig: exit $status (expected $expected): $(cat "$work/err.txt")"
+  [ "$(md5sum < "$work/syn/s.fa")" = "$before" ] || fail "synthetic after SIG$sig changed its earlier output"
+  [ "$(ls "$work/syn")" = s.fa ] || fail "synthetic after SIG$sig left: $(ls "$work/syn")"
+done
+echo "PASS: new, earlier and refused --csv paths; bench data cleans up after SIGINT; synthetic after SIGINT and SIGTERM"

@@ -678,6 +678,22 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
   EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
 }
 
+// A value of the wrong type in a config file: the file, the line, the key and
+// the value as written (through --set: the --set text, which holds the value).
+TEST(TrainConfigErrors, WrongTypesInAFileNameFileLineKeyAndValue) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[train]\nsteps = \"ten\"\n", "run.toml:2: train.steps = 'ten' must be an integer"},
+      {"[model]\nlayers = 2\nwidth = 32.5\n", "run.toml:3: model.width = 32.5 must be an integer"},
+      {"[optimizer]\nlr = \"fast\"\n", "run.toml:2: optimizer.lr = 'fast' must be a number"},
+      {"[data]\nfiles = [1, 2]\n", "run.toml:2: data.files = [ 1, 2 ] must hold only strings"},
+      {"[model]\ncheckpoint_activations = 1\n", "run.toml:2: model.checkpoint_activations = 1 must be true or false"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string error = expect_error_of<ConfigError>([&] { parse_train_config_text(text, "run.toml"); });
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  }
+}
+
 // Values out of range: a ConfigError (exit code 2) naming the key, the value
 // and the allowed range.
 TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
