@@ -78,15 +78,9 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
   out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
   out.model = std::make_unique<PerformerModel>(out.cfg.model, out.session->ctx(), &out.session->grid().sp_group(),
                                                out.cfg.parallel.attention);
-  CheckpointState st;
-  try {
-    st = read_checkpoint_params(path, out.model->layout());
-  } catch (const Error& e) {
-    throw ConfigError(path +
-                      ": the stored tensors do not fit the stored model configuration (another model "
-                      "layout, or a damaged file): " +
-                      e.what());
-  }
+  // The shapes were checked above: what can fail here is the content (a
+  // value that is not finite, named with its tensor) or the read itself.
+  const CheckpointState st = read_checkpoint_params(path, out.model->layout());
   out.step = st.step;
   Tensor& params = out.model->params();
   copy_bytes(params.stream(), params.raw(), params.device(), st.params.data(), Device::cpu(), params.nbytes());
