@@ -98,9 +98,10 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override {
     // Removal waits for a running abort; an aborted communicator is freed.
     const bool aborted = watchdog_ && !watchdog_->remove_abort_hook(abort_hook_);
-    cudaSetDevice(device_.index);
-    if (nccl_ && !aborted) ncclCommDestroy(nccl_);
-    if (stream_) cudaStreamDestroy(stream_);
+    on_device(device_.index, [&] {
+      if (nccl_ && !aborted) ncclCommDestroy(nccl_);
+      if (stream_) cudaStreamDestroy(stream_);
+    });
     if (mpi_usable()) MPI_Comm_free(&mpi_);
   }
 
