@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       const int64_t n = static_cast<int64_t>(r.tokens.size());
       if (proteins == 1) out->write(pf::score_header(fmt));  // after the first record read well
       out->write(pf::format_score_row(fmt, pf::ScoreRow{r.id, n, measure, s.scored, s.total, s.perplexity()}));
-      if (!per_residue.empty()) residues.add(r.id, n, s.logprob);
+      if (!per_residue.empty()) residues.add(r.id, n, s.logprob, s.top);
       scored += s.scored;
       total += s.total;
     };
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
         row.gain_per_token = alone.scored ? (common - alone.total) / static_cast<double>(alone.scored) : 0.0;
         if (proteins == 1) out->write(pf::score_header(fmt, true));
         out->write(pf::format_score_row(fmt, row));
-        if (!per_residue.empty()) residues.add(records[k].id, n, g.logprob);
+        if (!per_residue.empty()) residues.add(records[k].id, n, g.logprob, g.top);
         scored += g.scored;
         total += g.total;
       }

@@ -61,10 +61,9 @@ SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector
   std::vector<float> logits;
   model.forward(in, o.step, &logits);
   SequenceScore s;
-  s.logprob.assign(static_cast<size_t>(n + 1), 0.0);
+  s.reset(n + 1);
   for (int64_t i = std::max(blk.begin, qs - 1); i < blk.end; ++i)
-    s.logprob[static_cast<size_t>(i - (qs - 1))] =
-        log_softmax_at(logits.data() + (i - blk.begin) * V, V, in.targets[static_cast<size_t>(i - blk.begin)]);
+    s.set(i - (qs - 1), logits.data() + (i - blk.begin) * V, V, in.targets[static_cast<size_t>(i - blk.begin)]);
   finish_sequence_score(s, std::vector<char>(static_cast<size_t>(n + 1), 1), comm);
   return s;
 }
@@ -114,7 +113,7 @@ std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::ve
   MPI_Comm_size(comm_, &size);
   const int64_t V = model_.config().vocab, Q = static_cast<int64_t>(queries.size());
   std::vector<SequenceScore> out(static_cast<size_t>(Q));
-  for (int64_t q = 0; q < Q; ++q) out[static_cast<size_t>(q)].logprob.assign(queries[q].size() + 1, 0.0);
+  for (int64_t q = 0; q < Q; ++q) out[static_cast<size_t>(q)].reset(static_cast<int64_t>(queries[q].size()) + 1);
   // This rank's queries (q = rank, rank + size, ...), B streams at a time
   // (no more streams than queries: every stream costs a step).
   std::vector<int64_t> mine;
@@ -130,7 +129,7 @@ std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::ve
     for (size_t b = 0; b < count; ++b) {
       const std::vector<uint8_t>& r = queries[static_cast<size_t>(mine[first + b])];
       recurrent_->load_stream(static_cast<int64_t>(b), state_);
-      out[static_cast<size_t>(mine[first + b])].logprob[0] = log_softmax_at(first_logits_.data(), V, r[0]);
+      out[static_cast<size_t>(mine[first + b])].set(0, first_logits_.data(), V, r[0]);
       longest = std::max<int64_t>(longest, static_cast<int64_t>(r.size()));
     }
     recurrent_->set_position(0);
@@ -147,8 +146,7 @@ std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::ve
         const int64_t n = static_cast<int64_t>(r.size());
         if (i >= n) continue;
         const int32_t target = i + 1 < n ? r[static_cast<size_t>(i + 1)] : Vocab::kEnd;
-        out[static_cast<size_t>(mine[first + b])].logprob[static_cast<size_t>(i + 1)] =
-            log_softmax_at(logits.data() + b * static_cast<size_t>(V), V, target);
+        out[static_cast<size_t>(mine[first + b])].set(i + 1, logits.data() + b * static_cast<size_t>(V), V, target);
       }
     }
   }

@@ -77,12 +77,15 @@ std::string format_score_row(ScoreFormat format, const ScoreRow& r) {
   return line + "\n";
 }
 
-void PerResidueWriter::add(const std::string& id, int64_t length, const std::vector<double>& logprob) {
-  PF_REQUIRE(ValueError, static_cast<int64_t>(logprob.size()) == length + 1,
-             id << ": " << logprob.size() << " per-residue values for " << length << " residues");
+void PerResidueWriter::add(const std::string& id, int64_t length, const std::vector<double>& logprob,
+                           const std::vector<double>& top) {
+  PF_REQUIRE(ValueError, static_cast<int64_t>(logprob.size()) == length + 1 && top.size() == logprob.size(),
+             id << ": " << logprob.size() << " log-probabilities and " << top.size() << " top flags for " << length
+                << " residues (want n + 1 of each)");
   ids_.push_back(id);
   lengths_.push_back(length);
   logprob_.insert(logprob_.end(), logprob.begin(), logprob.end());
+  top_.insert(top_.end(), top.begin(), top.end());
   offsets_.push_back(static_cast<int64_t>(logprob_.size()));
 }
 
@@ -93,6 +96,7 @@ void PerResidueWriter::write_file(const std::string& file, const std::string& me
   h5_write_vector(f, "lengths", lengths_);
   h5_write_vector(f, "offsets", offsets_);
   h5_write_vector(f, "logprob", logprob_);
+  h5_write_vector(f, "top", top_);
   h5_write_attr_string(f, "measure", measure);
   h5_write_attr_string(f, "checkpoint", checkpoint);
   if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);

@@ -19,6 +19,9 @@
 //   /logprob    float64 [sum (n_i + 1)]  log P of residue 1..n_i, then of <end>;
 //               NaN where not scored (the first residue with
 //               --first-residue context; <end> for masked models)
+//   /top        float64 [sum (n_i + 1)]  1 where the true token has the
+//               largest logit (the first of equal ones, as training's
+//               accuracy), 0 where another has, NaN where not scored
 //   attributes: measure, checkpoint, first_residue (causal models)
 #pragma once
 
@@ -58,7 +61,7 @@ OutputKind per_residue_kind();
 // Collects the per-residue values of every protein and writes the file at the end.
 class PerResidueWriter {
  public:
-  void add(const std::string& id, int64_t length, const std::vector<double>& logprob);
+  void add(const std::string& id, int64_t length, const std::vector<double>& logprob, const std::vector<double>& top);
   // Written as "<path>.tmp-<pid>" and renamed; Hdf5Error / IoError naming the file.
   void write(const std::string& path, const std::string& measure, const std::string& checkpoint,
              const std::string& first_residue) const;
@@ -70,7 +73,7 @@ class PerResidueWriter {
  private:
   std::vector<std::string> ids_;
   std::vector<int64_t> lengths_, offsets_{0};
-  std::vector<double> logprob_;
+  std::vector<double> logprob_, top_;
 };
 
 }  // namespace pf

@@ -24,6 +24,7 @@ struct Ranks {
 
 void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm) {
   sum_to_root(s.logprob, comm);
+  sum_to_root(s.top, comm);
   s.scored = 0;
   s.total = 0;
   for (size_t i = 0; i < s.logprob.size(); ++i) {
@@ -31,7 +32,7 @@ void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MP
       s.total += s.logprob[i];
       ++s.scored;
     } else {
-      s.logprob[i] = std::numeric_limits<double>::quiet_NaN();
+      s.logprob[i] = s.top[i] = std::numeric_limits<double>::quiet_NaN();
     }
   }
 }
@@ -63,11 +64,10 @@ SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r,
   model.forward(in, o.step, &logits);
 
   SequenceScore s;
-  s.logprob.assign(static_cast<size_t>(n + 1), 0.0);
+  s.reset(n + 1);
   std::vector<char> scored(static_cast<size_t>(n + 1), 0);
   for (int64_t i = 0; i < N; ++i) scored[slot_of(i)] = 1;
-  for (int64_t i = blk.begin; i < blk.end; ++i)
-    s.logprob[slot_of(i)] = log_softmax_at(logits.data() + (i - blk.begin) * V, V, target_of(i));
+  for (int64_t i = blk.begin; i < blk.end; ++i) s.set(slot_of(i), logits.data() + (i - blk.begin) * V, V, target_of(i));
   finish_sequence_score(s, scored, comm);
   return s;
 }
@@ -84,7 +84,7 @@ SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r,
       std::max<int64_t>(1, std::min<int64_t>(n, o.pll_batch_tokens / std::max<int64_t>(1, largest)));
 
   SequenceScore s;
-  s.logprob.assign(static_cast<size_t>(n + 1), 0.0);
+  s.reset(n + 1);
   std::vector<char> scored(static_cast<size_t>(n + 1), 0);
   std::fill(scored.begin(), scored.begin() + n, 1);
   const int32_t mask = model.config().tokens.mask;
@@ -106,7 +106,7 @@ SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r,
     for (int64_t b = 0; b < B; ++b) {
       const int64_t masked = first + b;
       if (!blk.holds(masked)) continue;
-      s.logprob[masked] = log_softmax_at(logits.data() + (b * blk.size() + masked - blk.begin) * V, V, tokens[masked]);
+      s.set(masked, logits.data() + (b * blk.size() + masked - blk.begin) * V, V, tokens[masked]);
     }
   }
   finish_sequence_score(s, scored, comm);
@@ -148,7 +148,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
   std::vector<std::vector<char>> scored(static_cast<size_t>(K));
   for (int64_t k = 0; k < K; ++k) {
     const size_t n = proteins[static_cast<size_t>(k)].size();
-    out[static_cast<size_t>(k)].logprob.assign(n + 1, 0.0);
+    out[static_cast<size_t>(k)].reset(static_cast<int64_t>(n) + 1);
     scored[static_cast<size_t>(k)].assign(n + 1, 0);
   }
   std::vector<float> logits;
@@ -172,8 +172,8 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     }
     for (int64_t x = blk.begin; x < blk.end; ++x) {
       const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
-      out[static_cast<size_t>(k)].logprob[static_cast<size_t>(lead ? i : i + 1)] =
-          log_softmax_at(logits.data() + (x - blk.begin) * V, V, in.targets[static_cast<size_t>(x - blk.begin)]);
+      out[static_cast<size_t>(k)].set(lead ? i : i + 1, logits.data() + (x - blk.begin) * V, V,
+                                      in.targets[static_cast<size_t>(x - blk.begin)]);
     }
   } else {
     const int64_t largest = (N + ranks.size - 1) / ranks.size;
@@ -202,8 +202,8 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
         for (int64_t x = blk.begin; x < blk.end; ++x) {
           const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
           if (i != first + b || i >= static_cast<int64_t>(proteins[static_cast<size_t>(k)].size())) continue;
-          out[static_cast<size_t>(k)].logprob[static_cast<size_t>(i)] = log_softmax_at(
-              logits.data() + (b * blk.size() + x - blk.begin) * V, V, row.tokens[static_cast<size_t>(x)]);
+          out[static_cast<size_t>(k)].set(i, logits.data() + (b * blk.size() + x - blk.begin) * V, V,
+                                          row.tokens[static_cast<size_t>(x)]);
         }
     }
   }
@@ -215,6 +215,16 @@ FirstResidue parse_first_residue(const std::string& text) {
   if (text == "scored") return FirstResidue::Scored;
   if (text == "context") return FirstResidue::Context;
   throw ConfigError("--first-residue must be auto, scored or context, got '" + text + "'");
+}
+
+void SequenceScore::reset(int64_t slots) {
+  logprob.assign(static_cast<size_t>(slots), 0.0);
+  top.assign(static_cast<size_t>(slots), 0.0);
+}
+
+void SequenceScore::set(int64_t slot, const float* logits, int64_t V, int32_t target) {
+  logprob[static_cast<size_t>(slot)] = log_softmax_at(logits, V, target);
+  top[static_cast<size_t>(slot)] = std::max_element(logits, logits + V) - logits == target ? 1.0 : 0.0;
 }
 
 double SequenceScore::perplexity() const {

@@ -3,6 +3,9 @@
 //   residues r_1..r_n (tokens of data/vocab.h); per-position results
 //   logprob [n + 1]: log P of residue 1..n, then of the closing <end>; NaN
 //   where a position is not scored (on rank 0; other ranks get nothing).
+//   top [n + 1]: 1 where the true token has the largest logit (the first of
+//   equal ones, as training's accuracy counts), 0 where another has; NaN
+//   where not scored.
 // Causal models (exact log-likelihood, measure "log_likelihood"):
 //   FirstResidue::Scored   input <end> r_1 .. r_n at positions 0..n: every
 //                          residue and the closing <end> are predicted (n + 1
@@ -43,9 +46,13 @@ struct ScoreOptions {
 
 struct SequenceScore {
   std::vector<double> logprob;  // [n + 1] (rank 0)
+  std::vector<double> top;      // [n + 1] (rank 0)
   double total = 0;             // sum of the scored terms (rank 0)
   int64_t scored = 0;           // number of scored terms
   double perplexity() const;    // exp(-total / scored)
+  void reset(int64_t slots);    // logprob and top: `slots` zeros
+  // logprob[slot] and top[slot] of one row of logits [V] and its target.
+  void set(int64_t slot, const float* logits, int64_t V, int32_t target);
 };
 
 // "log_likelihood" (causal) or "pseudo_log_likelihood" (masked).
@@ -63,9 +70,9 @@ SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& 
 // longer than j in the same copy. Collective like score_sequence.
 std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
                                         const ScoreOptions& options, MPI_Comm comm);
-// Rank 0's score from every rank's per-position values (summed into rank 0;
-// each position computed by one rank, zeros elsewhere); `scored` marks the
-// positions that hold a term, the others become NaN.
+// Rank 0's score from every rank's per-position values (logprob and top
+// summed into rank 0; each position computed by one rank, zeros elsewhere);
+// `scored` marks the positions that hold a term, the others become NaN.
 void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm);
 
 // Tokens a protein of `residues` takes in a packed sample (its input length).

@@ -17,7 +17,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "data/vocab.h"
@@ -46,6 +48,11 @@ void expect_close(const SequenceScore& got, const SequenceScore& want, const std
   for (size_t i = 0; i < want.logprob.size(); ++i)
     EXPECT_NEAR(got.logprob[i], want.logprob[i], 2e-6 * std::max(1.0, std::abs(want.logprob[i])))
         << what << " term " << i;
+  ASSERT_EQ(got.top.size(), want.logprob.size()) << what;
+  for (size_t i = 0; i < want.top.size(); ++i) {  // NaN in want: two logits too close to rank across paths
+    if (std::isnan(want.top[i])) continue;
+    EXPECT_EQ(got.top[i], want.top[i]) << what << " top flag of term " << i;
+  }
   EXPECT_EQ(got.scored, want.scored) << what;
 }
 
@@ -72,8 +79,13 @@ SequenceScore reference(PerformerModel& model, const std::vector<uint8_t>& query
   const int64_t V = model.config().vocab, qs = pieces.back().begin;
   SequenceScore s;
   for (int64_t i = qs - 1; i < b.n; ++i) {
-    s.logprob.push_back(log_softmax_at(logits.data() + i * V, V, in.targets[static_cast<size_t>(i)]));
+    const float* row = logits.data() + i * V;
+    const int32_t y = in.targets[static_cast<size_t>(i)];
+    s.logprob.push_back(log_softmax_at(row, V, y));
     s.total += s.logprob.back();
+    std::vector<float> sorted(row, row + V);
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    s.top.push_back(sorted[0] - sorted[1] < 1e-4f ? std::nan("") : row[y] == sorted[0] ? 1.0 : 0.0);
   }
   s.scored = static_cast<int64_t>(s.logprob.size());
   return s;

@@ -222,15 +222,27 @@ TEST_F(InferTools, CausalScoreEqualsEvalLoss) {
   ASSERT_EQ(r.status, 0) << r.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m,
-                                std::regex(R"(loss ([0-9.]+) \| ppl [0-9.]+ \| accuracy [0-9.]+ \| ([0-9]+) tokens)")))
+                                std::regex(R"(loss ([0-9.]+) \| ppl [0-9.]+ \| accuracy ([0-9.]+) \| ([0-9]+) tokens)")))
       << r.out;
-  EXPECT_EQ(std::stoll(m[2]), scored);
+  EXPECT_EQ(std::stoll(m[3]), scored);
   // eval prints the loss with 4 decimals.
   EXPECT_NEAR(-ll / static_cast<double>(scored), std::stod(m[1]), 6e-5) << r.out;
 
-  // Per-residue values: the first residue is context only (NaN), the rest sum to the totals.
+  // Per-residue values: the first residue is context only (NaN), the rest sum
+  // to the totals; `top` is NaN where logprob is, 0 or 1 elsewhere, and its
+  // mean is eval's accuracy on the same tokens (printed with 4 decimals).
   H5Id f = h5_open_file(out("causal_residues.h5"));
   const std::vector<double> lp = h5_read_array<double>(f, "logprob");
+  const std::vector<double> top = h5_read_array<double>(f, "top");
+  ASSERT_EQ(top.size(), lp.size());
+  double tops = 0;
+  for (size_t k = 0; k < lp.size(); ++k) {
+    ASSERT_EQ(std::isnan(top[k]), std::isnan(lp[k])) << "slot " << k;
+    if (std::isnan(top[k])) continue;
+    ASSERT_TRUE(top[k] == 0.0 || top[k] == 1.0) << "slot " << k << ": " << top[k];
+    tops += top[k];
+  }
+  EXPECT_NEAR(tops / static_cast<double>(scored), std::stod(m[2]), 6e-5) << r.out;
   const std::vector<int64_t> offsets = h5_read_array<int64_t>(f, "offsets");
   const std::vector<std::string> ids = h5_read_strings(f, "ids");
   EXPECT_EQ(h5_read_attr_string(f, "measure"), "log_likelihood");
