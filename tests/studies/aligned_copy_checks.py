@@ -51,31 +51,60 @@ def fail(msg):
     sys.exit(1)
 
 
-def expected_rows():
-    """category -> (count, mean lp ctx, mean p ctx, mean lp alone, mean p alone) by construction."""
+def expected_rows(only=None):
+    """category -> (count, mean lp ctx, mean p ctx, mean lp alone, mean p alone,
+    accuracy ctx, accuracy alone) by construction, over the families in `only`
+    (all when None)."""
     acc = {}
 
-    def add(key, lc, la):
-        acc.setdefault(key, []).append((lc, la))
+    def add(key, seq, i):
+        acc.setdefault(key, []).append((fake_score.given_logprob(seq, i), fake_score.alone_logprob(seq, i),
+                                        fake_score.given_top(seq, i), fake_score.alone_top(seq, i)))
 
-    for seq, classes in EXPECTED.values():
+    for name, (seq, classes) in EXPECTED.items():
+        if only is not None and name.split("_")[0] not in only:
+            continue
         for i, cls in enumerate(classes):
-            lc, la = fake_score.given_logprob(seq, i), fake_score.alone_logprob(seq, i)
-            if math.isnan(la):
-                add("first_residue", lc, la)
+            if math.isnan(fake_score.alone_logprob(seq, i)):
+                add("first_residue", seq, i)
                 continue
-            add(cls, lc, la)
+            add(cls, seq, i)
             if cls != "copyable":
-                add("not_copyable", lc, la)
-            add("all_residues", lc, la)
-        n = len(seq)
-        add("end", fake_score.given_logprob(seq, n), fake_score.alone_logprob(seq, n))
+                add("not_copyable", seq, i)
+            add("all_residues", seq, i)
+        add("end", seq, len(seq))
     out = {}
     for key, v in acc.items():
         k = len(v)
-        out[key] = (k, sum(x for x, _ in v) / k, sum(math.exp(x) for x, _ in v) / k,
-                    sum(y for _, y in v) / k, sum(math.exp(y) for _, y in v) / k)
+        out[key] = tuple([k] + [sum(f(x[j]) for x in v) / k
+                                for j, f in ((0, float), (0, math.exp), (1, float), (1, math.exp), (2, float),
+                                             (3, float))])
     return out
+
+
+def check_csv(path, want):
+    """Fails unless the CSV at `path` holds exactly `want`'s rows and values; returns `want`."""
+    with open(path) as f:
+        rows = {row["category"]: row for row in csv.DictReader(f)}
+    if set(rows) != set(want):
+        fail(f"CSV rows {sorted(rows)}, want {sorted(want)}")
+    counted = want["all_residues"][0]
+    for key, (n, lc, pc, la, pa, tc, ta) in want.items():
+        row = rows[key]
+        values = [("residues", int(row["residues"]), n), ("logprob_context", float(row["logprob_context"]), lc),
+                  ("prob_context", float(row["prob_context"]), pc),
+                  ("accuracy_context", float(row["accuracy_context"]), tc)]
+        if key != "first_residue":
+            values += [("logprob_alone", float(row["logprob_alone"]), la),
+                       ("prob_alone", float(row["prob_alone"]), pa),
+                       ("gain_nats", float(row["gain_nats"]), lc - la),
+                       ("accuracy_alone", float(row["accuracy_alone"]), ta)]
+        if key not in ("first_residue", "end"):
+            values.append(("fraction", float(row["fraction"]), n / counted))
+        for col, value, expect in values:
+            if abs(value - expect) > 1e-5:
+                fail(f"{key} {col} = {value}, want {expect:.6f}")
+    return want
 
 
 def main():
@@ -127,27 +156,25 @@ def main():
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"aligned_copy.py exited {r.returncode}: {r.stdout}{r.stderr}")
-    with open(out) as f:
-        rows = {row["category"]: row for row in csv.DictReader(f)}
-    want = expected_rows()
-    if set(rows) != set(want):
-        fail(f"CSV rows {sorted(rows)}, want {sorted(want)}")
-    counted = want["all_residues"][0]
-    for key, (n, lc, pc, la, pa) in want.items():
-        row = rows[key]
-        values = [("residues", int(row["residues"]), n), ("logprob_context", float(row["logprob_context"]), lc),
-                  ("prob_context", float(row["prob_context"]), pc)]
-        if key != "first_residue":
-            values += [("logprob_alone", float(row["logprob_alone"]), la),
-                       ("prob_alone", float(row["prob_alone"]), pa),
-                       ("gain_nats", float(row["gain_nats"]), lc - la)]
-        if key not in ("first_residue", "end"):
-            values.append(("fraction", float(row["fraction"]), n / counted))
-        for col, value, expect in values:
-            if abs(value - expect) > 1e-5:
-                fail(f"{key} {col} = {value}, want {expect:.6f}")
-    print(f"  CSV of {len(rows)} rows equals the means by construction "
+    want = check_csv(out, expected_rows())
+    print(f"  CSV of {len(want)} rows equals the means and accuracies by construction "
           f"(copyable {want['copyable'][0]}, not copyable {want['not_copyable'][0]} residues)")
+
+    # --split: only the families with a member in that split of a prepared file.
+    import h5py
+    data = os.path.join(work, "data.h5")
+    with h5py.File(data, "w") as h:
+        h.create_dataset("test/ids", data=["fam1_m0", "fam1_m1"], dtype=h5py.string_dtype())
+        h.create_dataset("train/ids", data=["fam0_m0", "fam0_m1", "fam0_m2", "fam2_m0"], dtype=h5py.string_dtype())
+    r = subprocess.run(cmd + ["--split", data + ":test", "--output", out], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"aligned_copy.py --split exited {r.returncode}: {r.stdout}{r.stderr}")
+    want = check_csv(out, expected_rows({"fam1"}))
+    r = subprocess.run(cmd + ["--split", data + ":valid", "--output", out], capture_output=True, text=True)
+    if r.returncode != 1 or "no split 'valid'" not in r.stderr:
+        fail(f"--split of a missing split: exit {r.returncode}, {r.stderr}")
+    print(f"  --split {os.path.basename(data)}:test keeps fam1 only ({want['all_residues'][0]} residues); "
+          "a missing split is named")
 
     # Per-residue values that do not sum to the tool's total are refused.
     r = subprocess.run(cmd[:-4] + ["--output", os.path.join(work, "bad.csv")], capture_output=True, text=True,

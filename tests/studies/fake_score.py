@@ -3,7 +3,8 @@
 for aligned_copy_checks.py: the same options, TSV columns and --per-residue
 HDF5 layout as the tool (launch/infer/score_output.h), a causal family-mode
 checkpoint's rules (alone: the first residue is not scored; given a context:
-every residue and <end>), and values from alone_logprob() / given_logprob().
+every residue and <end>), and values from alone_logprob() / given_logprob() (top flags: alone_top() /
+given_top()).
 FAKE_SCORE_BAD=1 writes a log_likelihood 0.5 away from the per-residue sum.
   fake_score.py --checkpoint C [--set K=V]... [--context CTX] --output TSV --per-residue H5 QUERY.fasta
 """
@@ -26,6 +27,16 @@ def given_logprob(seq, i):
     if i == len(seq):
         return -1.5
     return -0.05 * (1 + (ord(seq[i]) - 65) % 5) - 0.003 * i
+
+
+def alone_top(seq, i):
+    """1.0 where the query's residue i, scored alone, has the largest logit."""
+    return math.nan if i == 0 else float(i % 2 == 0)
+
+
+def given_top(seq, i):
+    """1.0 where the query's residue i, given a context, has the largest logit."""
+    return float(i == len(seq) or ord(seq[i]) % 3 != 0)
 
 
 def read_fasta(path):
@@ -53,7 +64,7 @@ def main():
     a = p.parse_args()
     queries = read_fasta(a.query)
     bad = 0.5 if os.environ.get("FAKE_SCORE_BAD") == "1" else 0.0
-    ids, lengths, offsets, logprob = [], [], [0], []
+    ids, lengths, offsets, logprob, top = [], [], [0], [], []
     with open(a.output, "w") as out:
         out.write("id\tlength\tmeasure\tscored\tlog_likelihood\tperplexity" +
                   ("\talone_scored\talone_log_likelihood\tgain_per_token\n" if a.context else "\n"))
@@ -73,12 +84,14 @@ def main():
             ids.append(name)
             lengths.append(n)
             logprob += given
+            top += [given_top(seq, i) for i in range(n + 1)] if a.context else [alone_top(seq, i) for i in range(n + 1)]
             offsets.append(len(logprob))
     with h5py.File(a.per_residue, "w") as h:
         h.create_dataset("ids", data=ids, dtype=h5py.string_dtype())
         h.create_dataset("lengths", data=np.array(lengths, dtype=np.int64))
         h.create_dataset("offsets", data=np.array(offsets, dtype=np.int64))
         h.create_dataset("logprob", data=np.array(logprob, dtype=np.float64))
+        h.create_dataset("top", data=np.array(top, dtype=np.float64))
         h.attrs["measure"] = "log_likelihood_given_context" if a.context else "log_likelihood"
 
 
