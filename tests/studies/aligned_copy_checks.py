@@ -176,6 +176,38 @@ def main():
     print(f"  --split {os.path.basename(data)}:test keeps fam1 only ({want['all_residues'][0]} residues); "
           "a missing split is named")
 
+    # copy_by_divergence.sh: every run on every identity file, one CSV of all
+    # (run, identity, then aligned_copy.py's columns); a CSV that exists is kept.
+    by = os.path.join(work, "by")
+    env = dict(os.environ, SCORE=tool, PYTHON=sys.executable)
+    driver = ["bash", os.path.join(studies, "copy_by_divergence.sh"), by, data + ":test", work,
+              f"first={ckpt}", f"second={ckpt}"]
+    r = subprocess.run(driver, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        fail(f"copy_by_divergence.sh exited {r.returncode}: {r.stdout}{r.stderr}")
+    with open(os.path.join(by, "copy_by_divergence.csv")) as f:
+        table = list(csv.DictReader(f))
+    runs = sorted({(row["run"], row["identity"]) for row in table})
+    if runs != [("first", "0.90"), ("second", "0.90")]:
+        fail(f"copy_by_divergence.csv holds runs {runs}, want first and second at 0.90")
+    for run in ("first", "second"):
+        part = os.path.join(work, f"{run}.csv")
+        with open(part, "w") as f:
+            f.write(",".join(k for k in table[0] if k not in ("run", "identity")) + "\n")
+            for row in table:
+                if row["run"] == run:
+                    f.write(",".join(v for k, v in row.items() if k not in ("run", "identity")) + "\n")
+        check_csv(part, want)
+    kept = os.path.join(by, "copy_first_id0.90.csv")
+    with open(kept, "a") as f:
+        f.write("marker,1,,,,,,,,\n")
+    r = subprocess.run(driver, capture_output=True, text=True, env=env)
+    with open(os.path.join(by, "copy_by_divergence.csv")) as f:
+        if r.returncode != 0 or "first,0.90,marker" not in f.read():
+            fail(f"a second copy_by_divergence.sh recomputed an existing CSV or failed: {r.returncode} {r.stderr}")
+    print("  copy_by_divergence.sh: both runs at 0.90 in one CSV, each equal to aligned_copy.py's; "
+          "existing CSVs kept")
+
     # Per-residue values that do not sum to the tool's total are refused.
     r = subprocess.run(cmd[:-4] + ["--output", os.path.join(work, "bad.csv")], capture_output=True, text=True,
                        env=dict(os.environ, FAKE_SCORE_BAD="1"))
