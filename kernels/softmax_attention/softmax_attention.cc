@@ -14,6 +14,7 @@ void softmax_attention_check(const SoftmaxAttentionParams& p) {
              "softmax attention: bad shape heads=" << p.heads << " n=" << p.n << " d=" << p.d);
   PF_REQUIRE(ValueError, p.q_tile >= 1 && p.k_tile >= 1,
              "softmax attention: tiles must be positive, got q_tile=" << p.q_tile << " k_tile=" << p.k_tile);
+  PF_REQUIRE(ValueError, p.window >= 0, "softmax attention: window must be >= 0 (0: none), got " << p.window);
   PF_REQUIRE(ValueError, std::isfinite(p.scale), "softmax attention: scale must be finite, got " << p.scale);
 }
 

@@ -1,5 +1,5 @@
 // Exact softmax attention (causal or bidirectional), forward and backward, per
-// head: O = softmax(scale * Q K^T [+ causal mask]) V with Q, K, V, O [n, d]
+// head: O = softmax(scale * Q K^T [+ causal and window mask]) V with Q, K, V, O [n, d]
 // row-major fp32, batched over `heads` = B*H heads stored [B, H, n, d]
 // contiguous. The forward also returns lse [heads, n], the natural-log
 // log-sum-exp of each row of scaled (masked) scores: lse_i = m_i + log(l_i)
@@ -31,6 +31,7 @@ struct SoftmaxAttentionParams {
   int64_t n = 0;         // sequence length
   int64_t d = 0;         // head dimension
   bool causal = false;   // key j attends to query i only when j <= i
+  int64_t window = 0;    // > 0: and only when |i - j| < window (causal: the window keys i - window + 1 .. i)
   float scale = 0.f;     // scores are scale * q.k; 0 selects 1/sqrt(d)
   int64_t q_tile = 64;   // CPU query-tile rows (the CUDA kernels use fixed tiles)
   int64_t k_tile = 128;  // CPU key-tile rows
@@ -38,7 +39,7 @@ struct SoftmaxAttentionParams {
 
 // 1/sqrt(d) when p.scale == 0, else p.scale. Throws ValueError on bad shapes.
 float softmax_attention_scale(const SoftmaxAttentionParams& p);
-// Validates sizes (n >= 0, d >= 1, heads >= 0, tiles >= 1, finite scale).
+// Validates sizes (n >= 0, d >= 1, heads >= 0, tiles >= 1, window >= 0, finite scale).
 void softmax_attention_check(const SoftmaxAttentionParams& p);
 
 // Dispatching forward: Q, K, V, O [heads, n, d]; lse [heads, n]. Pointers live on

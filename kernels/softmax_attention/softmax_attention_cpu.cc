@@ -1,7 +1,9 @@
 // CPU exact softmax attention, tiled (flash-attention style), per head of
 // [heads, n, d] fp32 row-major; lse [heads, n].
 // Forward, per (head, query tile of bq rows), over key tiles of bk rows
-// (causal: only tiles at or left of the diagonal, the diagonal tile masked):
+// from the tile's first visible key to its last (causal: none right of the
+// diagonal; window: none before the first row's window), each row masked to
+// its visible span:
 //   S = scale Q_t K_t^T (gemm, bq x bk), online softmax (running max m and
 //   sum l, rescale O_t), O_t += P V_t (gemm); finally O_t /= l, lse = m + log l.
 // Backward, per head (recompute scheme): D_i = dO_i . O_i, then per key tile
@@ -57,24 +59,27 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
   std::fill(Ot, Ot + rows * d, 0.f);
   std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
   std::fill(l, l + rows, 0.f);
-  const int64_t kend = p.causal ? std::min(n, i0 + rows) : n;
-  for (int64_t j0 = 0; j0 < kend; j0 += bk) {
+  const SoftmaxMask mask{p.causal, p.window};
+  const int64_t kend = mask.end_key(i0 + rows - 1, n);
+  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += bk) {
     const int64_t cols = std::min(bk, kend - j0);
     gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, S, bk);
     for (int64_t r = 0; r < rows; ++r) {
       float* s = S + r * bk;
-      const int64_t vis = softmax_visible_count(p.causal, i0 + r, j0, cols);
+      int64_t c0 = 0, c1 = 0;
+      mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
       // Separate max, exp and sum loops: each one vectorises.
       float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-      for (int64_t c = 0; c < vis; ++c) mx = s[c] > mx ? s[c] : mx;
+      for (int64_t c = c0; c < c1; ++c) mx = s[c] > mx ? s[c] : mx;
       const float m_new = std::max(m[r], mx);
       const float alpha = softmax_rescale(m[r], m_new);
-      for (int64_t c = 0; c < vis; ++c) s[c] = softmax_exp(s[c] - m_new);
+      for (int64_t c = c0; c < c1; ++c) s[c] = softmax_exp(s[c] - m_new);
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t c = 0; c < vis; ++c) sum += s[c];
-      std::fill(s + vis, s + cols, 0.f);
+      for (int64_t c = c0; c < c1; ++c) sum += s[c];
+      std::fill(s, s + c0, 0.f);
+      std::fill(s + c1, s + cols, 0.f);
       l[r] = l[r] * alpha + sum;
       m[r] = m_new;
       if (alpha != 1.f)
@@ -102,19 +107,23 @@ void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int
     for (int64_t k = 0; k < d; ++k) acc += dO[i * d + k] * O[i * d + k];
     D[i] = acc;
   }
+  const SoftmaxMask mask{p.causal, p.window};
   for (int64_t j0 = 0; j0 < n; j0 += bk) {
     const int64_t cols = std::min(bk, n - j0);
-    // Causal: query tiles that end before key j0 see none of this key tile.
-    const int64_t i_start = p.causal ? (j0 / bq) * bq : 0;
-    for (int64_t i0 = i_start; i0 < n; i0 += bq) {
-      const int64_t rows = std::min(bq, n - i0);
+    // Only the queries that see a key of this tile (causal: none before j0;
+    // window: none more than window - 1 away).
+    const int64_t i_end = mask.end_query(j0 + cols - 1, n);
+    for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += bq) {
+      const int64_t rows = std::min(bq, i_end - i0);
       gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, P, bk);
       for (int64_t r = 0; r < rows; ++r) {
         float* pr = P + r * bk;
         const float li = lse[i0 + r];
-        const int64_t vis = softmax_visible_count(p.causal, i0 + r, j0, cols);
-        for (int64_t c = 0; c < vis; ++c) pr[c] = softmax_exp(pr[c] - li);
-        std::fill(pr + vis, pr + cols, 0.f);
+        int64_t c0 = 0, c1 = 0;
+        mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
+        for (int64_t c = c0; c < c1; ++c) pr[c] = softmax_exp(pr[c] - li);
+        std::fill(pr, pr + c0, 0.f);
+        std::fill(pr + c1, pr + cols, 0.f);
       }
       gemm_f32_host(true, false, cols, d, rows, 1.f, P, bk, dO + i0 * d, d, 1.f, dV + j0 * d, d);
       gemm_f32_host(false, true, rows, cols, d, 1.f, dO + i0 * d, d, V + j0 * d, d, 0.f, dS, bk);

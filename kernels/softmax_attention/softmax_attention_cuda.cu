@@ -7,8 +7,10 @@
 // buffer recorded in ctx.tracker and rounded to the storage type at the end.
 // Forward: one block per (head, 32-row query tile); Q, the running output and
 // the row statistics stay in shared memory while 32-row key tiles stream
-// through (causal: tiles right of the diagonal are skipped, the diagonal tile
-// masked); online softmax with one warp per row (lane = key column).
+// through from the tile's first visible key to its last (causal: none right
+// of the diagonal; window: none before the first row's window), each row
+// masked to its visible span; online softmax with one warp per row (lane =
+// key column).
 // Backward: D_i = dO_i . O_i (one warp per row), then one block per (head,
 // 32-row key tile) accumulating dK, dV in shared memory over 16-row query
 // tiles, P rebuilt from lse; dQ is accumulated across key tiles with atomics.
@@ -63,7 +65,7 @@ int64_t forward_smem_floats(int d) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(int64_t n, int d, bool causal, float scale, int64_t q_tiles, const T* __restrict__ Q,
+    forward_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
                    const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
   extern __shared__ float smem[];
   const int ld = d + 1, lds = kKeyTile + 1;
@@ -91,8 +93,8 @@ __global__ void __launch_bounds__(kThreads)
     sM[tid] = -INFINITY;
     sL[tid] = 0.f;
   }
-  const int64_t kend = causal ? min64(n, i0 + rows) : n;
-  for (int64_t j0 = 0; j0 < kend; j0 += kKeyTile) {
+  const int64_t kend = mask.end_key(i0 + rows - 1, n);
+  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kKeyTile) {
     const int cols = static_cast<int>(min64(kKeyTile, kend - j0));
     __syncthreads();  // the previous tile's K, V and S are no longer read
     for (int e = tid; e < kKeyTile * d; e += kThreads) {
@@ -110,11 +112,13 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     for (int r = warp; r < rows; r += kWarps) {
-      const int64_t vis = softmax_visible_count(causal, i0 + r, j0, cols);
-      const float s = lane < vis ? sS[r * lds + lane] : -INFINITY;
+      int64_t c0 = 0, c1 = 0;
+      mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
+      const bool vis = lane >= c0 && lane < c1;
+      const float s = vis ? sS[r * lds + lane] : -INFINITY;
       const float m_old = sM[r];
       const float m_new = fmaxf(m_old, warp_max(s));
-      const float p = lane < vis ? softmax_exp(s - m_new) : 0.f;
+      const float p = vis ? softmax_exp(s - m_new) : 0.f;
       const float sum = warp_sum(p);
       sS[r * lds + lane] = p;
       if (lane == 0) {
@@ -159,10 +163,10 @@ int64_t backward_smem_floats(int d) {
 // dQ is fp32 whatever the storage: it is accumulated across key tiles.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(int64_t n, int d, bool causal, float scale, int64_t k_tiles, const T* __restrict__ Q,
+    backward_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, const T* __restrict__ Q,
                     const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
-                    const float* __restrict__ D, const T* __restrict__ dO, float* __restrict__ dQ,
-                    T* __restrict__ dK, T* __restrict__ dV) {
+                    const float* __restrict__ D, const T* __restrict__ dO, float* __restrict__ dQ, T* __restrict__ dK,
+                    T* __restrict__ dV) {
   extern __shared__ float smem[];
   const int ld = d + 1, lds = kKeyTile + 1;
   float* sK = smem;
@@ -190,9 +194,11 @@ __global__ void __launch_bounds__(kThreads)
     sdK[e] = 0.f;
     sdV[e] = 0.f;
   }
-  // Causal: queries before j0 see no key of this tile.
-  for (int64_t i0 = causal ? j0 : 0; i0 < n; i0 += kBwdQ) {
-    const int rows = static_cast<int>(min64(kBwdQ, n - i0));
+  // Only the queries that see a key of this tile (causal: none before j0;
+  // window: none more than window - 1 away).
+  const int64_t i_end = mask.end_query(j0 + cols - 1, n);
+  for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += kBwdQ) {
+    const int rows = static_cast<int>(min64(kBwdQ, i_end - i0));
     __syncthreads();  // the previous query tile is no longer read
     for (int e = tid; e < kBwdQ * d; e += kThreads) {
       const bool in = e / d < rows;
@@ -207,7 +213,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = tid; e < kBwdQ * kKeyTile; e += kThreads) {
       const int r = e / kKeyTile, c = e % kKeyTile;
       float p = 0.f, ds = 0.f;
-      if (r < rows && c < cols && softmax_visible(causal, i0 + r, j0 + c)) {
+      if (r < rows && c < cols && mask.visible(i0 + r, j0 + c)) {
         float s = 0.f, dp = 0.f;
         for (int k = 0; k < d; ++k) {
           s += sQ[r * d + k] * sK[c * ld + k];
@@ -271,8 +277,8 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   PF_CUDA_CHECK(
       cudaFuncSetAttribute(forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t q_tiles = ceil_div(p.n, kFwdQ);
-  forward_kernel<T><<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(p.n, d, p.causal, scale,
-                                                                                          q_tiles, Q, K, V, O, lse);
+  forward_kernel<T><<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(
+      p.n, d, SoftmaxMask{p.causal, p.window}, scale, q_tiles, Q, K, V, O, lse);
   PF_CUDA_CHECK_LAUNCH();
 }
 
@@ -302,7 +308,7 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
       cudaFuncSetAttribute(backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int64_t k_tiles = ceil_div(p.n, kKeyTile);
   backward_kernel<T><<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
-      p.n, d, p.causal, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
+      p.n, d, SoftmaxMask{p.causal, p.window}, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
   PF_CUDA_CHECK_LAUNCH();
   if (kNarrow) {
     const int64_t count = rows * d;
@@ -340,8 +346,8 @@ void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttenti
                           static_cast<const __nv_bfloat16*>(V), static_cast<__nv_bfloat16*>(O), lse);
     default: break;
   }
-  PF_REQUIRE(ValueError, false, "softmax_attention_forward on CUDA: unsupported storage " << dtype_name(storage)
-                                                                                          << " (f32, f16 or bf16)");
+  PF_REQUIRE(ValueError, false,
+             "softmax_attention_forward on CUDA: unsupported storage " << dtype_name(storage) << " (f32, f16 or bf16)");
 }
 
 void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, DType storage,
@@ -365,8 +371,9 @@ void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttent
                            static_cast<__nv_bfloat16*>(dK), static_cast<__nv_bfloat16*>(dV));
     default: break;
   }
-  PF_REQUIRE(ValueError, false, "softmax_attention_backward on CUDA: unsupported storage " << dtype_name(storage)
-                                                                                           << " (f32, f16 or bf16)");
+  PF_REQUIRE(
+      ValueError, false,
+      "softmax_attention_backward on CUDA: unsupported storage " << dtype_name(storage) << " (f32, f16 or bf16)");
 }
 
 }  // namespace pf

@@ -1,5 +1,5 @@
 // Per-element math of softmax attention shared by the CPU and CUDA kernels:
-// the causal mask, exp of a non-positive shifted score, the online-softmax
+// the causal and window mask, exp of a non-positive shifted score, the online-softmax
 // rescale factor, the row log-sum-exp, and the score gradient
 // dS_ij = P_ij (dP_ij - D_i). Scalars only; no shapes.
 #pragma once
@@ -14,15 +14,38 @@
 
 namespace pf {
 
-// Key j is visible from query i.
-PF_HD bool softmax_visible(bool causal, int64_t i, int64_t j) { return !causal || j <= i; }
+// Which keys query i sees, of n: j <= i when causal, and with a window w > 0
+// only those with |i - j| < w (causal: the w keys i - w + 1 .. i). Every
+// query sees at least itself.
+struct SoftmaxMask {
+  bool causal = false;
+  int64_t window = 0;  // 0: no window
 
-// Number of visible keys among [j0, j0 + cols) for query i (0 when all masked).
-PF_HD int64_t softmax_visible_count(bool causal, int64_t i, int64_t j0, int64_t cols) {
-  if (!causal) return cols;
-  const int64_t v = i - j0 + 1;
-  return v < 0 ? 0 : (v > cols ? cols : v);
-}
+  PF_HD bool visible(int64_t i, int64_t j) const {
+    return (!causal || j <= i) && (window <= 0 || (j > i - window && j < i + window));
+  }
+  // The visible keys of query i are [first_key(i), end_key(i, n)).
+  PF_HD int64_t first_key(int64_t i) const { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
+  PF_HD int64_t end_key(int64_t i, int64_t n) const {
+    const int64_t e = causal ? i + 1 : (window > 0 ? i + window : n);
+    return e < n ? e : n;
+  }
+  // The queries that see key j are [first_query(j), end_query(j, n)).
+  PF_HD int64_t first_query(int64_t j) const {
+    const int64_t f = causal ? j : (window > 0 ? j - window + 1 : 0);
+    return f > 0 ? f : 0;
+  }
+  PF_HD int64_t end_query(int64_t j, int64_t n) const { return window > 0 && j + window < n ? j + window : n; }
+  // The visible columns [*c0, *c1) of the key tile [j0, j0 + cols) for query
+  // i, relative to j0 (*c0 == *c1 when none is).
+  PF_HD void tile_span(int64_t i, int64_t j0, int64_t cols, int64_t n, int64_t* c0, int64_t* c1) const {
+    int64_t a = first_key(i) - j0, b = end_key(i, n) - j0;
+    a = a < 0 ? 0 : (a > cols ? cols : a);
+    b = b < a ? a : (b > cols ? cols : b);
+    *c0 = a;
+    *c1 = b;
+  }
+};
 
 // exp(x) for x <= ln(2)/2 (a score minus its row max or its log-sum-exp,
 // which rounding may leave slightly positive), relative error ~2e-7 (Cephes

@@ -1,7 +1,9 @@
 // Exact softmax attention: CPU tiled kernel against the float64 reference
 // (forward O and lse, backward dQ, dK, dV) over n, d, tile sizes that do and
 // do not divide n, causal and bidirectional; finite-difference checks of the
-// reference backward; strict causality; large input norms; O(n d) scratch;
+// reference backward; strict causality; local windows (against the
+// reference, finite differences, exactly the keys inside, a window of n or
+// more is no window); large input norms; O(n d) scratch;
 // the storage-typed overloads (f32 on the CPU; f16/bf16 refused there).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -75,8 +77,8 @@ void expect_close(const Outputs& got, const Reference& want, double tol, const s
 
 std::string describe(const SoftmaxAttentionParams& p) {
   return "heads=" + std::to_string(p.heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
-         " causal=" + std::to_string(p.causal) + " q_tile=" + std::to_string(p.q_tile) +
-         " k_tile=" + std::to_string(p.k_tile);
+         " causal=" + std::to_string(p.causal) + " window=" + std::to_string(p.window) +
+         " q_tile=" + std::to_string(p.q_tile) + " k_tile=" + std::to_string(p.k_tile);
 }
 
 TEST(SoftmaxAttention, CpuMatchesFloat64Reference) {
@@ -101,6 +103,76 @@ TEST(SoftmaxAttention, CpuMatchesFloat64Reference) {
           expect_close(run_cpu(p, in), want, 1e-5, describe(p));
         }
       }
+}
+
+// Local windows: windows of one key, shorter and longer than the tiles, and
+// as long as the sequence, with tiles that divide nothing.
+TEST(SoftmaxAttention, WindowedCpuMatchesFloat64Reference) {
+  struct Tiles {
+    int64_t q, k;
+  };
+  uint64_t seed = 300;
+  for (int64_t n : {1, 7, 64, 300})
+    for (int64_t window : {1, 5, 37, 64, 299, 1000})
+      for (bool causal : {false, true}) {
+        SoftmaxAttentionParams p;
+        p.heads = 2;
+        p.n = n;
+        p.d = 16;
+        p.causal = causal;
+        p.window = window;
+        const Inputs in = make_inputs(p, ++seed);
+        const Reference want = run_ref(p, in);
+        for (Tiles t : {Tiles{64, 128}, Tiles{16, 32}, Tiles{7, 5}}) {
+          p.q_tile = t.q;
+          p.k_tile = t.k;
+          expect_close(run_cpu(p, in), want, 1e-5, describe(p));
+        }
+      }
+}
+
+// The window's keys and only those: changing q, k, v at one position j
+// changes exactly the outputs of the queries that see key j (and j itself),
+// bit for bit nothing else; a window of n or more is the unwindowed kernel,
+// bit for bit.
+TEST(SoftmaxAttention, WindowSeesExactlyItsKeys) {
+  for (bool causal : {true, false}) {
+    SoftmaxAttentionParams p;
+    p.heads = 1;
+    p.n = 150;
+    p.d = 16;
+    p.causal = causal;
+    p.window = 23;
+    p.q_tile = 16;
+    p.k_tile = 20;
+    const Inputs base = make_inputs(p, 12);
+    const Outputs o0 = run_cpu(p, base);
+    for (int64_t j : {0, 40, 149}) {
+      Inputs changed = base;
+      for (int64_t k = 0; k < p.d; ++k) {
+        changed.K[j * p.d + k] += 1.5;
+        changed.V[j * p.d + k] -= 2.0;
+      }
+      const Outputs o1 = run_cpu(p, changed);
+      for (int64_t i = 0; i < p.n; ++i) {
+        const bool sees = causal ? i >= j && i - j < p.window : std::abs(i - j) < p.window;
+        bool same = o0.lse[i] == o1.lse[i];
+        for (int64_t k = 0; k < p.d; ++k) same = same && o0.O[i * p.d + k] == o1.O[i * p.d + k];
+        EXPECT_EQ(same, !sees) << "causal=" << causal << " key " << j << " query " << i;
+      }
+    }
+    SoftmaxAttentionParams none = p;
+    none.window = 0;
+    for (int64_t w : {p.n, p.n + 7}) {
+      p.window = w;
+      const Outputs a = run_cpu(p, base), b = run_cpu(none, base);
+      EXPECT_EQ(a.O, b.O) << "window " << w;
+      EXPECT_EQ(a.lse, b.lse) << "window " << w;
+      EXPECT_EQ(a.dQ, b.dQ) << "window " << w;
+      EXPECT_EQ(a.dK, b.dK) << "window " << w;
+      EXPECT_EQ(a.dV, b.dV) << "window " << w;
+    }
+  }
 }
 
 TEST(SoftmaxAttention, LongSequenceMatchesReference) {
@@ -138,38 +210,40 @@ TEST(SoftmaxAttention, ExplicitScale) {
 // Loss L = sum(O * G): dL/dX from the reference backward against central
 // differences of the reference forward, every entry, in float64.
 TEST(SoftmaxAttention, ReferenceBackwardMatchesFiniteDifferences) {
-  for (bool causal : {false, true}) {
-    SoftmaxAttentionParams p;
-    p.heads = 2;
-    p.n = 6;
-    p.d = 4;
-    p.causal = causal;
-    Inputs in = make_inputs(p, 9);
-    const Reference ref = run_ref(p, in);
-    auto loss = [&](const Inputs& x) {
-      std::vector<double> O(x.Q.size()), lse(p.heads * p.n);
-      softmax_attention_forward_ref(p, x.Q.data(), x.K.data(), x.V.data(), O.data(), lse.data());
-      double s = 0;
-      for (size_t i = 0; i < O.size(); ++i) s += O[i] * x.dO[i];
-      return s;
-    };
-    const double h = 1e-6;
-    std::vector<double>* vars[] = {&in.Q, &in.K, &in.V};
-    const std::vector<double>* grads[] = {&ref.dQ, &ref.dK, &ref.dV};
-    for (int v = 0; v < 3; ++v) {
-      std::vector<double> fd(in.Q.size());
-      for (size_t i = 0; i < fd.size(); ++i) {
-        const double x0 = (*vars[v])[i];
-        (*vars[v])[i] = x0 + h;
-        const double lp = loss(in);
-        (*vars[v])[i] = x0 - h;
-        const double lm = loss(in);
-        (*vars[v])[i] = x0;
-        fd[i] = (lp - lm) / (2 * h);
+  for (int64_t window : {0, 2})
+    for (bool causal : {false, true}) {
+      SoftmaxAttentionParams p;
+      p.heads = 2;
+      p.n = 6;
+      p.d = 4;
+      p.causal = causal;
+      p.window = window;
+      Inputs in = make_inputs(p, 9);
+      const Reference ref = run_ref(p, in);
+      auto loss = [&](const Inputs& x) {
+        std::vector<double> O(x.Q.size()), lse(p.heads * p.n);
+        softmax_attention_forward_ref(p, x.Q.data(), x.K.data(), x.V.data(), O.data(), lse.data());
+        double s = 0;
+        for (size_t i = 0; i < O.size(); ++i) s += O[i] * x.dO[i];
+        return s;
+      };
+      const double h = 1e-6;
+      std::vector<double>* vars[] = {&in.Q, &in.K, &in.V};
+      const std::vector<double>* grads[] = {&ref.dQ, &ref.dK, &ref.dV};
+      for (int v = 0; v < 3; ++v) {
+        std::vector<double> fd(in.Q.size());
+        for (size_t i = 0; i < fd.size(); ++i) {
+          const double x0 = (*vars[v])[i];
+          (*vars[v])[i] = x0 + h;
+          const double lp = loss(in);
+          (*vars[v])[i] = x0 - h;
+          const double lm = loss(in);
+          (*vars[v])[i] = x0;
+          fd[i] = (lp - lm) / (2 * h);
+        }
+        EXPECT_LE(rel_l2(*grads[v], fd), 1e-7) << "variable " << v << " causal=" << causal << " window=" << window;
       }
-      EXPECT_LE(rel_l2(*grads[v], fd), 1e-7) << "variable " << v << " causal=" << causal;
     }
-  }
 }
 
 // Changing q, k, v after position i leaves O and lse at positions <= i
@@ -309,6 +383,9 @@ TEST(SoftmaxAttention, EmptyAndInvalidShapes) {
   p.k_tile = 0;
   EXPECT_THROW(softmax_attention_forward(ctx, p, nullptr, nullptr, nullptr, nullptr, nullptr), ValueError);
   p.k_tile = 16;
+  p.window = -1;
+  EXPECT_THROW(softmax_attention_forward(ctx, p, nullptr, nullptr, nullptr, nullptr, nullptr), ValueError);
+  p.window = 0;
   p.scale = std::nanf("");
   EXPECT_THROW(softmax_attention_scale(p), ValueError);
   p.scale = 0.f;

@@ -1,6 +1,7 @@
 // Exact softmax attention on CUDA against the float64 reference (forward O and
 // lse, backward dQ, dK, dV), causal and bidirectional, n not a multiple of the
-// kernels' tiles, d in {16, 64, 128}; and with f16/bf16 storage against the
+// kernels' tiles, d in {16, 64, 128}, local windows of 1, 45 and 100 keys
+// (d = 64); and with f16/bf16 storage against the
 // reference on inputs rounded to the storage type. Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -32,7 +33,9 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   float* get() { return ptr_; }
-  void upload(const std::vector<float>& v) { copy_bytes_blocking(ptr_, tracker_.device(), v.data(), Device::cpu(), bytes_); }
+  void upload(const std::vector<float>& v) {
+    copy_bytes_blocking(ptr_, tracker_.device(), v.data(), Device::cpu(), bytes_);
+  }
   std::vector<float> download() {
     std::vector<float> v(static_cast<size_t>(bytes_ / 4));
     copy_bytes_blocking(v.data(), Device::cpu(), ptr_, tracker_.device(), bytes_);
@@ -53,38 +56,42 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
   uint64_t seed = 500;
   for (int64_t n : {1, 7, 64, 333, 1000})
     for (int64_t d : {16, 64, 128})
-      for (bool causal : {false, true}) {
-        SoftmaxAttentionParams p;
-        p.heads = 3;
-        p.n = n;
-        p.d = d;
-        p.causal = causal;
-        const int64_t size = p.heads * n * d;
-        const auto Qd = normal_vector(size, ++seed, 1), Kd = normal_vector(size, seed, 2),
-                   Vd = normal_vector(size, seed, 3), dOd = normal_vector(size, seed, 4);
-        std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
-        softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
-        softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(), dV.data());
-        DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * n),
-            dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
-        q.upload(cast_vector<float>(Qd));
-        k.upload(cast_vector<float>(Kd));
-        v.upload(cast_vector<float>(Vd));
-        dout.upload(cast_vector<float>(dOd));
-        softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
-        softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(), dk.get(),
-                                   dv.get());
-        synchronize(ctx.stream);
-        const std::string what =
-            "n=" + std::to_string(n) + " d=" + std::to_string(d) + " causal=" + std::to_string(causal);
-        EXPECT_LE(rel_l2(o.download(), O), 1e-5) << what << " O";
-        EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
-        // dQ and dK are exactly zero at n = 1: relative to dV's norm there.
-        const double grad_norm = test::l2_norm(dV);
-        EXPECT_LE(test::rel_l2_or(dq.download(), dQ, grad_norm), 1e-5) << what << " dQ";
-        EXPECT_LE(test::rel_l2_or(dk.download(), dK, grad_norm), 1e-5) << what << " dK";
-        EXPECT_LE(rel_l2(dv.download(), dV), 1e-5) << what << " dV";
-      }
+      for (int64_t window : {0, 1, 45, 100})
+        for (bool causal : {false, true}) {
+          if (window > 0 && d != 64) continue;  // windows: one head size
+          SoftmaxAttentionParams p;
+          p.heads = 3;
+          p.n = n;
+          p.d = d;
+          p.causal = causal;
+          p.window = window;
+          const int64_t size = p.heads * n * d;
+          const auto Qd = normal_vector(size, ++seed, 1), Kd = normal_vector(size, seed, 2),
+                     Vd = normal_vector(size, seed, 3), dOd = normal_vector(size, seed, 4);
+          std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
+          softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
+          softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
+                                         dV.data());
+          DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * n),
+              dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
+          q.upload(cast_vector<float>(Qd));
+          k.upload(cast_vector<float>(Kd));
+          v.upload(cast_vector<float>(Vd));
+          dout.upload(cast_vector<float>(dOd));
+          softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
+          softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
+                                     dk.get(), dv.get());
+          synchronize(ctx.stream);
+          const std::string what = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
+                                   " causal=" + std::to_string(causal) + " window=" + std::to_string(window);
+          EXPECT_LE(rel_l2(o.download(), O), 1e-5) << what << " O";
+          EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
+          // dQ and dK are exactly zero at n = 1: relative to dV's norm there.
+          const double grad_norm = test::l2_norm(dV);
+          EXPECT_LE(test::rel_l2_or(dq.download(), dQ, grad_norm), 1e-5) << what << " dQ";
+          EXPECT_LE(test::rel_l2_or(dk.download(), dK, grad_norm), 1e-5) << what << " dK";
+          EXPECT_LE(rel_l2(dv.download(), dV), 1e-5) << what << " dV";
+        }
 }
 
 using test::from_storage;
@@ -160,8 +167,8 @@ TEST(SoftmaxAttentionGpu, HalfStorageMatchesFloat64Reference) {
           softmax_attention_backward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
                                      dk.get(), dv.get());
           synchronize(ctx.stream);
-          const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) + " d=" +
-                                   std::to_string(d) + " causal=" + std::to_string(causal);
+          const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) + " d=" + std::to_string(d) +
+                                   " causal=" + std::to_string(causal);
           const double tol = t == DType::f16 ? 2e-3 : 1e-2;
           EXPECT_LE(rel_l2(o.download(t), O), tol) << what << " O";
           EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
