@@ -1,5 +1,5 @@
 // CUDA position-wise ops against the float64 references: linear, layer norm,
-// GELU, residual add, embedding (with repeated ids), cross-entropy (ignored
+// GELU, residual add, the gated mix, embedding (with repeated ids), cross-entropy (ignored
 // targets, huge logits), AdamW, sum of squares, f16/bf16 conversions and the
 // 16-bit-operand linear layer. Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "kernels/cast/cast.h"
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/embedding/embedding.h"
+#include "kernels/gated_mix/gated_mix.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
@@ -33,7 +34,8 @@ template <typename T>
 class DeviceVector {
  public:
   DeviceVector(MemoryTracker& tracker, const std::vector<T>& host)
-      : tracker_(tracker), n_(static_cast<int64_t>(host.size())),
+      : tracker_(tracker),
+        n_(static_cast<int64_t>(host.size())),
         ptr_(static_cast<T*>(device_allocate(tracker, bytes(), "test"))) {
     copy_bytes_blocking(ptr_, tracker.device(), host.data(), Device::cpu(), bytes());
   }
@@ -108,7 +110,8 @@ TEST_F(PosopsGpu, CastAndLowpLinear) {
            dY = random_pair(T * out, 2, 4, 1e-3), dW = random_pair(out * in, 2, 5), db = random_pair(out, 2, 6);
       auto X_ = up(X.f), W_ = up(W.f), b_ = up(b.f), dY_ = up(dY.f), dW_ = up(dW.f), db_ = up(db.f);
       auto X16 = up(std::vector<uint16_t>(T * in)), W16 = up(std::vector<uint16_t>(out * in));
-      auto Xw = up(std::vector<float>(T * in)), Y_ = up(std::vector<float>(T * out)), dX_ = up(std::vector<float>(T * in));
+      auto Xw = up(std::vector<float>(T * in)), Y_ = up(std::vector<float>(T * out)),
+           dX_ = up(std::vector<float>(T * in));
       cast_narrow(ctx(), t, X_->get(), X16->get(), T * in);
       cast_narrow(ctx(), t, W_->get(), W16->get(), out * in);
       cast_widen(ctx(), t, X16->get(), Xw->get(), T * in);
@@ -179,6 +182,25 @@ TEST_F(PosopsGpu, GeluAndResidual) {
   EXPECT_LE(rel_l2(Y_->host(), Y), 1e-5);
   EXPECT_LE(rel_l2(dX_->host(), dX), 1e-5);
   EXPECT_LE(rel_l2(dY_->host(), sum), 1e-6);
+}
+
+TEST_F(PosopsGpu, GatedMix) {
+  const GatedMixShape s{3, 4, 1000, 24};
+  const int64_t N = s.total();
+  Pair gate = random_pair(s.heads, 5, 1, 3.0), a = random_pair(N, 5, 2), b = random_pair(N, 5, 3),
+       dout = random_pair(N, 5, 4);
+  auto g_ = up(gate.f), a_ = up(a.f), b_ = up(b.f), dout_ = up(dout.f), out_ = up(std::vector<float>(N)),
+       da_ = up(std::vector<float>(N)), db_ = up(std::vector<float>(N)), dg_ = up(std::vector<float>(s.heads, 0.5f));
+  gated_mix_forward(ctx(), s, g_->get(), a_->get(), b_->get(), out_->get());
+  gated_mix_backward(ctx(), s, g_->get(), a_->get(), b_->get(), dout_->get(), da_->get(), db_->get(), dg_->get());
+  synchronize(ctx().stream);
+  std::vector<double> out(N), da(N), db(N), dg(s.heads, 0.5);
+  gated_mix_forward_ref(s, gate.d.data(), a.d.data(), b.d.data(), out.data());
+  gated_mix_backward_ref(s, gate.d.data(), a.d.data(), b.d.data(), dout.d.data(), da.data(), db.data(), dg.data());
+  EXPECT_LE(rel_l2(out_->host(), out), 1e-6);
+  EXPECT_LE(rel_l2(da_->host(), da), 1e-6);
+  EXPECT_LE(rel_l2(db_->host(), db), 1e-6);
+  EXPECT_LE(rel_l2(dg_->host(), dg), 1e-5);
 }
 
 TEST_F(PosopsGpu, Embedding) {
