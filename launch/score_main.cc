@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--context-mode", context_mode,
                  "with --context: 'cached' (run the context once, start every query from its state; linear "
                  "kernels), 'one-pass' (context + query together for each query) or 'auto' (cached unless "
-                 "model.attention = softmax)")
+                 "model.attention = softmax or model.window > 0)")
       ->capture_default_str();
   pf::add_map_unknown_option(app, map_unknown);
   pf::add_override_option(app, overrides);
@@ -96,9 +96,9 @@ int main(int argc, char** argv) {
     pf::Destination was_output, was_residues;  // on rank 0, the writer
     pf::check_on_rank0(MPI_COMM_WORLD, [&] {
       was_output = pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
-      PF_REQUIRE(pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
-                 "--per-residue '" << per_residue << "' and --output '" << output
-                                   << "' are the same file: give each its own");
+      PF_REQUIRE(
+          pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
+          "--per-residue '" << per_residue << "' and --output '" << output << "' are the same file: give each its own");
       was_residues = pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
     });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
@@ -149,6 +149,10 @@ int main(int argc, char** argv) {
       PF_REQUIRE(pf::ConfigError, context_mode != "cached" || cm.cfg.model.attention != pf::AttentionKind::Softmax,
                  "--context-mode cached needs a linear kernel: model.attention = softmax keeps every context key "
                  "(use one-pass, or --set model.attention=favor)");
+      PF_REQUIRE(pf::ConfigError, context_mode != "cached" || cm.cfg.model.window == 0,
+                 "--context-mode cached needs a model without a local window: model.window = "
+                     << cm.cfg.model.window << " attends to the last context keys, which the cached state does not "
+                     << "keep (use one-pass or auto)");
       std::vector<std::vector<uint8_t>> homologs, queries;
       for (const pf::SequenceRecord& r : pf::read_all_sequences(context, ro)) homologs.push_back(r.tokens);
       const std::vector<pf::SequenceRecord> records = pf::read_all_sequences(inputs, ro);
@@ -205,8 +209,7 @@ int main(int argc, char** argv) {
       std::unique_ptr<pf::TemporaryFile> residue_tmp;  // removed unless committed
       if (!per_residue.empty()) {
         residue_tmp = std::make_unique<pf::TemporaryFile>(per_residue, was_residues);
-        residues.write_file(residue_tmp->path(), context.empty() ? measure : "log_likelihood_given_context",
-                            checkpoint,
+        residues.write_file(residue_tmp->path(), context.empty() ? measure : "log_likelihood_given_context", checkpoint,
                             cm.cfg.model.causal() ? (context.empty() ? first_residue : "given_context") : "");
       }
       out->finish();

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "kernels/favor_attention/favor_attention.h"
+#include "kernels/gated_mix/gated_mix.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "kernels/residual/residual.h"
 #include "kernels/softmax_attention/softmax_attention.h"
@@ -29,7 +30,6 @@ void allgather_combine(const ExecContext& ctx, Communicator& comm, CommPhase& ph
   phase.issued();
   phase.join();
 }
-
 
 }  // namespace
 
@@ -68,34 +68,34 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
 SequenceAttention::SequenceAttention(const ModelConfig& cfg, Communicator* sp, AttentionOptions options)
     : cfg_(cfg), sp_(sp), opt_(options) {}
 
-void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
-                                const float* k, const float* v, AttentionSaved& saved, AttentionTiming* timing,
-                                const PackedLayout* packed) const {
+void SequenceAttention::forward_kind(const ModelConfig& cfg, const ExecContext& ctx, int64_t heads, int64_t n,
+                                     const float* W, const float* q, const float* k, const float* v,
+                                     AttentionSaved& saved, AttentionTiming* timing, const PackedLayout* packed) const {
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "attention needs a memory tracker in its context");
   if (packed && !packed->empty()) {
-    packed_attention_forward(cfg_, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, timing);
+    packed_attention_forward(cfg, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, timing);
     return;
   }
-  const int64_t D = cfg_.head_dim();
+  const int64_t D = cfg.head_dim();
   const bool distributed = sp_ != nullptr && sp_->size() > 1;
   AttentionTiming t;
   const double t0 = seconds_now();
   saved.o = Tensor::empty({heads, n, D}, DType::f32, *ctx.tracker, "attention.o");
 
-  if (cfg_.attention == AttentionKind::Softmax) {
+  if (cfg.attention == AttentionKind::Softmax) {
     PF_REQUIRE(ConfigError, !distributed,
                "model.attention = softmax needs the whole sequence on one rank, but the sequence group has "
                    << sp_->size() << " ranks (use favor, relu or elu, or sp = 1)");
     saved.lse = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.lse");
-    softmax_attention_forward(ctx, attention_softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
+    softmax_attention_forward(ctx, attention_softmax_params(cfg, heads, n), q, k, v, saved.o.data<float>(),
                               saved.lse.data<float>());
     t.compute = seconds_now() - t0;
     if (timing) *timing = t;
     return;
   }
 
-  const int64_t m = cfg_.features;
-  const FavorShape fs = attention_favor_shape(cfg_, heads, n);
+  const int64_t m = cfg.features;
+  const FavorShape fs = attention_favor_shape(cfg, heads, n);
   const int64_t ss = fs.state_size();
   const StateCombine combine(ctx, m, D);
   Tensor y = Tensor::empty({heads, n, D + 1}, DType::f32, *ctx.tracker, "attention.y");
@@ -112,7 +112,7 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
   ScanOptions so;
   so.algorithm = opt_.scan;
   so.tracker = ctx.tracker;
-  if (cfg_.causal()) {
+  if (cfg.causal()) {
     auto issue_scan = [&] {
       phase = std::make_unique<CommPhase>(ctx, *sp_);
       exclusive_scan(*sp_, Tp, state, heads * ss, combine, so);
@@ -152,33 +152,33 @@ void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n
   if (timing) *timing = t;
 }
 
-void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
-                                 const float* k, const float* v, const AttentionSaved& saved, const float* d_o,
-                                 float* dq, float* dk, float* dv, float* dW, AttentionTiming* timing,
-                                 const PackedLayout* packed) const {
-  PF_REQUIRE(ValueError, (dW != nullptr) == (cfg_.attention == AttentionKind::Exp),
-             "attention backward: model.attention = " << attention_kind_name(cfg_.attention)
+void SequenceAttention::backward_kind(const ModelConfig& cfg, const ExecContext& ctx, int64_t heads, int64_t n,
+                                      const float* W, const float* q, const float* k, const float* v,
+                                      const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
+                                      float* dW, AttentionTiming* timing, const PackedLayout* packed) const {
+  PF_REQUIRE(ValueError, (dW != nullptr) == (cfg.attention == AttentionKind::Exp),
+             "attention backward: model.attention = " << attention_kind_name(cfg.attention)
                                                       << (dW ? " has no trained projection, but got its gradient"
                                                              : " needs the gradient of its trained projection"));
   if (packed && !packed->empty()) {
-    packed_attention_backward(cfg_, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, d_o, dq, dk, dv, dW,
-                              timing);
+    packed_attention_backward(cfg, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, d_o, dq, dk,
+                              dv, dW, timing);
     return;
   }
-  const int64_t D = cfg_.head_dim();
+  const int64_t D = cfg.head_dim();
   const bool distributed = sp_ != nullptr && sp_->size() > 1;
   AttentionTiming t;
   const double t0 = seconds_now();
-  if (cfg_.attention == AttentionKind::Softmax) {
-    softmax_attention_backward(ctx, attention_softmax_params(cfg_, heads, n), q, k, v, saved.o.data<float>(),
+  if (cfg.attention == AttentionKind::Softmax) {
+    softmax_attention_backward(ctx, attention_softmax_params(cfg, heads, n), q, k, v, saved.o.data<float>(),
                                saved.lse.data<float>(), d_o, dq, dk, dv);
     t.compute = seconds_now() - t0;
     if (timing) *timing = t;
     return;
   }
 
-  const int64_t m = cfg_.features;
-  const FavorShape fs = attention_favor_shape(cfg_, heads, n);
+  const int64_t m = cfg.features;
+  const FavorShape fs = attention_favor_shape(cfg, heads, n);
   const int64_t ss = fs.state_size();
   const StateCombine combine(ctx, m, D);
   std::unique_ptr<CommPhase> phase;
@@ -196,7 +196,7 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
   const float* rs = saved.row_scale.data<float>();
   const float* state = saved.state.data<float>();
 
-  if (cfg_.causal()) {
+  if (cfg.causal()) {
     favor_causal_backward_local(ctx, fs, q, k, v, W, o, den, rs, d_o, distributed ? state : nullptr, dq, dk, dv, Up,
                                 dWp);
     if (distributed) {
@@ -218,13 +218,94 @@ void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t 
     favor_bidirectional_backward_finish(ctx, fs, k, v, W, total.data<float>(), dk, dv, dWp);
   }
   if (dW) {
-    const int64_t per_sample = cfg_.heads * m * D;
-    for (int64_t b = 0; b < heads / cfg_.heads; ++b) residual_add(ctx, dW, dWp + b * per_sample, dW, per_sample);
+    const int64_t per_sample = cfg.heads * m * D;
+    for (int64_t b = 0; b < heads / cfg.heads; ++b) residual_add(ctx, dW, dWp + b * per_sample, dW, per_sample);
   }
   synchronize(ctx.stream);
   if (phase) phase->times(t);
   t.compute = seconds_now() - t0 - t.comm_wait;
   if (timing) *timing = t;
+}
+
+namespace {
+
+// A hybrid's two parts: the linear kind over the whole context, and the
+// window's exact softmax.
+ModelConfig linear_part(ModelConfig cfg) {
+  cfg.window = 0;
+  return cfg;
+}
+ModelConfig window_part(ModelConfig cfg) {
+  cfg.attention = AttentionKind::Softmax;
+  return cfg;
+}
+
+void add_timing(AttentionTiming& sum, const AttentionTiming& t) {
+  sum.compute += t.compute;
+  sum.comm += t.comm;
+  sum.comm_wait += t.comm_wait;
+}
+
+}  // namespace
+
+void SequenceAttention::forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
+                                const float* k, const float* v, AttentionSaved& saved, AttentionTiming* timing,
+                                const PackedLayout* packed, const float* gate) const {
+  PF_REQUIRE(ValueError, (gate != nullptr) == cfg_.hybrid(),
+             "attention forward: the gate is for model.window with a linear kind (window "
+                 << cfg_.window << ", " << attention_kind_name(cfg_.attention) << ")");
+  if (!cfg_.hybrid()) return forward_kind(cfg_, ctx, heads, n, W, q, k, v, saved, timing, packed);
+  AttentionTiming lin, win;
+  forward_kind(linear_part(cfg_), ctx, heads, n, W, q, k, v, saved, &lin, packed);
+  saved.local = std::make_shared<AttentionSaved>();
+  forward_kind(window_part(cfg_), ctx, heads, n, nullptr, q, k, v, *saved.local, &win, packed);
+  const double t0 = seconds_now();
+  const int64_t H = cfg_.heads, D = cfg_.head_dim();
+  saved.mixed = Tensor::empty({heads, n, D}, DType::f32, *ctx.tracker, "attention.mixed");
+  gated_mix_forward(ctx, GatedMixShape{heads / H, H, n, D}, gate, saved.o.data<float>(), saved.local->o.data<float>(),
+                    saved.mixed.data<float>());
+  synchronize(ctx.stream);
+  if (timing) {
+    *timing = lin;
+    add_timing(*timing, win);
+    timing->compute += seconds_now() - t0;
+  }
+}
+
+void SequenceAttention::backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q,
+                                 const float* k, const float* v, const AttentionSaved& saved, const float* d_o,
+                                 float* dq, float* dk, float* dv, float* dW, AttentionTiming* timing,
+                                 const PackedLayout* packed, const float* gate, float* dgate) const {
+  PF_REQUIRE(ValueError, (gate != nullptr) == cfg_.hybrid() && (dgate != nullptr) == cfg_.hybrid(),
+             "attention backward: the gate and its gradient are for model.window with a linear kind (window "
+                 << cfg_.window << ", " << attention_kind_name(cfg_.attention) << ")");
+  if (!cfg_.hybrid()) return backward_kind(cfg_, ctx, heads, n, W, q, k, v, saved, d_o, dq, dk, dv, dW, timing, packed);
+  PF_REQUIRE(ValueError, saved.local != nullptr, "attention backward: the hybrid forward's window part is missing");
+  const int64_t H = cfg_.heads, D = cfg_.head_dim(), size = heads * n * D;
+  double t0 = seconds_now();
+  Tensor d_lin = Tensor::empty({heads, n, D}, DType::f32, *ctx.tracker, "attention.grad_mixed");
+  Tensor d_win = Tensor::empty({heads, n, D}, DType::f32, *ctx.tracker, "attention.grad_mixed");
+  gated_mix_backward(ctx, GatedMixShape{heads / H, H, n, D}, gate, saved.o.data<float>(), saved.local->o.data<float>(),
+                     d_o, d_lin.data<float>(), d_win.data<float>(), dgate);
+  double own = seconds_now() - t0;
+  AttentionTiming lin, win;
+  backward_kind(linear_part(cfg_), ctx, heads, n, W, q, k, v, saved, d_lin.data<float>(), dq, dk, dv, dW, &lin, packed);
+  d_lin = Tensor();
+  Tensor dqkv = Tensor::empty({3, heads, n, D}, DType::f32, *ctx.tracker, "attention.grad_window");
+  float* g = dqkv.data<float>();
+  backward_kind(window_part(cfg_), ctx, heads, n, nullptr, q, k, v, *saved.local, d_win.data<float>(), g, g + size,
+                g + 2 * size, nullptr, &win, packed);
+  t0 = seconds_now();
+  residual_add(ctx, dq, g, dq, size);
+  residual_add(ctx, dk, g + size, dk, size);
+  residual_add(ctx, dv, g + 2 * size, dv, size);
+  synchronize(ctx.stream);
+  own += seconds_now() - t0;
+  if (timing) {
+    *timing = lin;
+    add_timing(*timing, win);
+    timing->compute += own;
+  }
 }
 
 }  // namespace pf

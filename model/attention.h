@@ -18,6 +18,12 @@
 // the per-rank states, combined in rank order with the log-scale combine, so
 // every rank holds bit-identical totals), then the same for the gradient state.
 // softmax: exact tiled attention; the whole sequence must be on one rank.
+// model.window > 0: softmax sees only the window; with a linear kind
+// (cfg.hybrid()) both run, the linear kind as above and the window's softmax
+// as softmax does, and the layer's output is their per-head gated mix
+// (kernels/gated_mix) with the layer's attn.gate; the backward splits the
+// output gradient between them, adds their q, k, v gradients and accumulates
+// the gate's.
 // Packed batches (model/packed_layout.h): every sequence of a sample attends
 // to itself only; model/attention_packed.cc runs each piece of a sequence
 // through the same kernels and combines the pieces across ranks with the
@@ -29,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "kernels/favor_attention/favor_attention.h"
 #include "model/config.h"
@@ -48,13 +55,18 @@ struct AttentionTiming {
 };
 
 struct AttentionSaved {
-  Tensor o;          // [heads, n, D]   the output (also the layer's attention output)
-  Tensor den;        // [heads, n]      linear-attention denominators
-  Tensor row_scale;  // [heads, n]      linear-attention row log-scales
-  Tensor state;      // [heads, state]  causal: the prefix Pre_r; bidirectional: the global total
+  Tensor o;            // [heads, n, D]   the output (also the layer's attention output)
+  Tensor den;          // [heads, n]      linear-attention denominators
+  Tensor row_scale;    // [heads, n]      linear-attention row log-scales
+  Tensor state;        // [heads, state]  causal: the prefix Pre_r; bidirectional: the global total
   Tensor piece_state;  // packed, bidirectional: [2 B, H, state] the sequence totals of the pieces
                        // that continue across ranks (the others are made again in the backward)
-  Tensor lse;        // [heads, n]      softmax row log-sum-exp
+  Tensor lse;          // [heads, n]      softmax row log-sum-exp
+  // Hybrid (model.window with a linear kind): the window's softmax tensors,
+  // and the gated mix of the two outputs, which is the attention's output.
+  std::shared_ptr<AttentionSaved> local;
+  Tensor mixed;  // [heads, n, D]
+  const Tensor& output() const { return mixed.defined() ? mixed : o; }
 };
 
 struct AttentionOptions {
@@ -78,16 +90,27 @@ class SequenceAttention {
   // `sp` is the sequence group (size 1 or nullptr: the whole sequence is here).
   SequenceAttention(const ModelConfig& cfg, Communicator* sp, AttentionOptions options = {});
 
+  // `gate` [H]: the layer's attn.gate (hybrid only, else nullptr). The output
+  // is saved.output().
   void forward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
-               const float* v, AttentionSaved& saved, AttentionTiming* timing,
-               const PackedLayout* packed = nullptr) const;
-  // Writes (overwrites) dq, dk, dv; accumulates dW (exp, else nullptr). `packed`
-  // as given to the forward.
+               const float* v, AttentionSaved& saved, AttentionTiming* timing, const PackedLayout* packed = nullptr,
+               const float* gate = nullptr) const;
+  // Writes (overwrites) dq, dk, dv; accumulates dW (exp, else nullptr) and
+  // dgate (hybrid, else nullptr). `packed` and `gate` as given to the forward.
   void backward(const ExecContext& ctx, int64_t heads, int64_t n, const float* W, const float* q, const float* k,
                 const float* v, const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
-                float* dW, AttentionTiming* timing, const PackedLayout* packed = nullptr) const;
+                float* dW, AttentionTiming* timing, const PackedLayout* packed = nullptr, const float* gate = nullptr,
+                float* dgate = nullptr) const;
 
  private:
+  // One kind's attention (cfg_, or a hybrid's linear or window part).
+  void forward_kind(const ModelConfig& cfg, const ExecContext& ctx, int64_t heads, int64_t n, const float* W,
+                    const float* q, const float* k, const float* v, AttentionSaved& saved, AttentionTiming* timing,
+                    const PackedLayout* packed) const;
+  void backward_kind(const ModelConfig& cfg, const ExecContext& ctx, int64_t heads, int64_t n, const float* W,
+                     const float* q, const float* k, const float* v, const AttentionSaved& saved, const float* d_o,
+                     float* dq, float* dk, float* dv, float* dW, AttentionTiming* timing,
+                     const PackedLayout* packed) const;
   ModelConfig cfg_;
   Communicator* sp_;
   AttentionOptions opt_;

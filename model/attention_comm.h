@@ -54,6 +54,7 @@ inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, i
   p.n = n;
   p.d = cfg.head_dim();
   p.causal = cfg.causal();
+  p.window = cfg.window;
   return p;
 }
 

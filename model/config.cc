@@ -82,8 +82,9 @@ void ModelConfig::validate() const {
   PF_REQUIRE(ConfigError, attention == AttentionKind::Softmax || (features >= 1 && features <= kMaxFeatures),
              "model.features = " << features << " is out of range: must be in [1, " << kMaxFeatures << "]");
   PF_REQUIRE(ConfigError, attention != AttentionKind::Elu || features == head_dim(),
-             "model.features = " << features << " with model.attention = \"elu\": elu(x) + 1 acts on the q and k rows "
-                                 "themselves, so m is the head dimension: set model.features = "
+             "model.features = " << features
+                                 << " with model.attention = \"elu\": elu(x) + 1 acts on the q and k rows "
+                                    "themselves, so m is the head dimension: set model.features = "
                                  << head_dim() << " (model.width / model.heads)");
   PF_REQUIRE(ConfigError, redraw_interval >= 0, "model.redraw_interval must be >= 0, got " << redraw_interval);
   // exp trains its projections: nothing to redraw, no other draw to evaluate with.
@@ -97,14 +98,17 @@ void ModelConfig::validate() const {
              "model.feature_draw must be in [0, 2^31), got " << feature_draw);
   PF_REQUIRE(ConfigError, dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
              "model.dtype must be f32, bf16 or f16, got " << dtype_name(dtype));
+  PF_REQUIRE(ConfigError, window >= 0 && window < (int64_t{1} << 40),
+             "model.window = " << window << " is out of range: must be in [0, 2^40) (0: no local window)");
   PF_REQUIRE(ConfigError, chunk >= 1 && chunk <= kMaxChunk,
              "model.chunk = " << chunk << " is out of range: must be in [1, " << kMaxChunk << "]");
   PF_REQUIRE(ConfigError, std::isfinite(init_std) && init_std > 0,
              "model.init_std = " << init_std << " is out of range: must be finite and > 0");
   PF_REQUIRE(ConfigError, mlm_probability > 0 && mlm_probability < 1,
              "model.mlm_probability must be in (0, 1), got " << mlm_probability);
-  PF_REQUIRE(ConfigError, tokens.first_residue >= 0 && tokens.first_residue + tokens.residues <= vocab &&
-                              tokens.residues >= 1 && tokens.mask >= 0 && tokens.mask < vocab,
+  PF_REQUIRE(ConfigError,
+             tokens.first_residue >= 0 && tokens.first_residue + tokens.residues <= vocab && tokens.residues >= 1 &&
+                 tokens.mask >= 0 && tokens.mask < vocab,
              "model token ids do not fit the vocabulary of " << vocab);
 }
 

@@ -15,11 +15,11 @@ enum class AttentionKind { Favor, Relu, Softmax, Elu, Exp };
 enum class Objective { CausalLM, MaskedLM };
 enum class PositionalEncoding { Sinusoidal, None };
 
-const char* attention_kind_name(AttentionKind k);   // "favor", "relu", "softmax", "elu", "exp"
-const char* objective_name(Objective o);            // "clm", "mlm"
-const char* positional_name(PositionalEncoding p);  // "sinusoidal", "none"
-const char* projection_name(ProjectionKind k);      // "orthogonal", "iid"
-const char* feature_scaling_name(FeatureScaling s);  // "chi", "sqrt_d"
+const char* attention_kind_name(AttentionKind k);          // "favor", "relu", "softmax", "elu", "exp"
+const char* objective_name(Objective o);                   // "clm", "mlm"
+const char* positional_name(PositionalEncoding p);         // "sinusoidal", "none"
+const char* projection_name(ProjectionKind k);             // "orthogonal", "iid"
+const char* feature_scaling_name(FeatureScaling s);        // "chi", "sqrt_d"
 AttentionKind parse_attention_kind(const std::string& s);  // ConfigError naming the text
 Objective parse_objective(const std::string& s);
 PositionalEncoding parse_positional(const std::string& s);
@@ -35,12 +35,12 @@ struct TokenIds {
 };
 
 struct ModelConfig {
-  int64_t vocab = 29;      // token vocabulary size (data vocabulary)
+  int64_t vocab = 29;  // token vocabulary size (data vocabulary)
   int64_t layers = 2;
-  int64_t width = 128;     // model width C
-  int64_t heads = 4;       // attention heads H (width % heads == 0)
-  int64_t ffn = 512;       // FFN hidden width F
-  int64_t features = 64;   // random features m (favor, relu), trained ones (exp); elu: must equal the head dim (m = d)
+  int64_t width = 128;    // model width C
+  int64_t heads = 4;      // attention heads H (width % heads == 0)
+  int64_t ffn = 512;      // FFN hidden width F
+  int64_t features = 64;  // random features m (favor, relu), trained ones (exp); elu: must equal the head dim (m = d)
   AttentionKind attention = AttentionKind::Favor;
   // exp only: keys (and queries, where it cancels) keep FAVOR+'s -|x|^2/2 term.
   bool exp_key_norm = false;
@@ -54,7 +54,14 @@ struct ModelConfig {
   int64_t feature_draw = 0;
   ProjectionKind projection = ProjectionKind::Orthogonal;
   FeatureScaling feature_scaling = FeatureScaling::ChiNorms;
-  int64_t chunk = 128;          // chunk size of the causal linear-attention kernels
+  int64_t chunk = 128;  // chunk size of the causal linear-attention kernels
+  // > 0: a local window of exact softmax attention over the `window` nearest
+  // positions (causal: i - window + 1 .. i). With softmax it is the whole
+  // attention; with a linear kind every head also runs the linear kernel over
+  // the whole context, and its output is mixed with the window's by a trained
+  // per-head gate, o = (1 - s_h) o_linear + s_h o_window, s_h = sigmoid(attn.gate[h])
+  // (kernels/gated_mix). The window needs the whole sequence on one rank.
+  int64_t window = 0;
   bool checkpoint_activations = false;  // keep only each layer's input; recompute in the backward
   // Mixed precision: f32 (default), bf16 or f16. With bf16/f16 the GEMMs take
   // 16-bit operands (a 16-bit copy of the fp32 master weights, refreshed every
@@ -62,13 +69,15 @@ struct ModelConfig {
   // backward keeps) and accumulate in fp32; layer norms, softmax/feature maps,
   // attention states, residuals, the loss and every gradient stay fp32.
   DType dtype = DType::f32;
-  double init_std = 0.02;       // std of weight initialisation
+  double init_std = 0.02;  // std of weight initialisation
   double mlm_probability = 0.15;
-  uint64_t seed = 1234;         // parameters, random features and MLM masks
+  uint64_t seed = 1234;  // parameters, random features and MLM masks
   TokenIds tokens;
 
   int64_t head_dim() const { return width / heads; }
   bool causal() const { return objective == Objective::CausalLM; }
+  // A linear kind with a local softmax window beside it (attn.gate parameters).
+  bool hybrid() const { return window > 0 && attention != AttentionKind::Softmax; }
   // Throws ConfigError naming the key ("model.heads", ...) and the values.
   void validate() const;
 };

@@ -40,8 +40,10 @@ class Precision {
   }
   // Y [T, out] = X W^T + b with X kept [T, in]; w, b offsets into the parameters.
   void forward(const Tensor& X, int64_t w, int64_t b, float* Y, int64_t T, int64_t in, int64_t out) const {
-    if (dtype_ == DType::f32) linear_forward(ctx_, X.data<float>(), p_ + w, p_ + b, Y, T, in, out);
-    else linear_forward_lowp(ctx_, dtype_, X.raw(), weight_lp(w), p_ + b, Y, T, in, out);
+    if (dtype_ == DType::f32)
+      linear_forward(ctx_, X.data<float>(), p_ + w, p_ + b, Y, T, in, out);
+    else
+      linear_forward_lowp(ctx_, dtype_, X.raw(), weight_lp(w), p_ + b, Y, T, in, out);
   }
   void backward(const float* dY, const Tensor& X, int64_t w, int64_t b, float* dX, float* grads, int64_t T, int64_t in,
                 int64_t out) const {
@@ -52,9 +54,7 @@ class Precision {
   }
 
  private:
-  const void* weight_lp(int64_t offset) const {
-    return static_cast<const char*>(p_lp_) + offset * dtype_size(dtype_);
-  }
+  const void* weight_lp(int64_t offset) const { return static_cast<const char*>(p_lp_) + offset * dtype_size(dtype_); }
   const ExecContext& ctx_;
   DType dtype_;
   const float* p_;
@@ -63,9 +63,9 @@ class Precision {
 
 }  // namespace
 
-void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
-                               const void* params_lp, const float* W, const float* x, float* out, LayerActs& a,
-                               LayerTiming* timing, const PackedLayout* packed) const {
+void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, const float* params, const void* params_lp,
+                               const float* W, const float* x, float* out, LayerActs& a, LayerTiming* timing,
+                               const PackedLayout* packed) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
   const float* p = params;
@@ -87,11 +87,12 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
   const float* q = a.qkv_heads.data<float>();
   const double ta = seconds_now();
   AttentionTiming at;
-  attention_.forward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, &at, packed);
+  attention_.forward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, &at, packed,
+                     off_.gate >= 0 ? p + off_.gate : nullptr);
   const double tb = seconds_now();
   {
     Tensor merged = make(ctx, {T, C}, "layer.merged");
-    heads_merge(ctx, HeadsShape{1, B, n, H, D}, a.att.o.data<float>(), merged.data<float>());
+    heads_merge(ctx, HeadsShape{1, B, n, H, D}, a.att.output().data<float>(), merged.data<float>());
     a.merged = pr.keep(merged, "layer.merged");
   }
   a.mid = make(ctx, {T, C}, "layer.mid");
@@ -101,8 +102,8 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
   a.rstd2 = make(ctx, {T}, "layer.ln_stats");
   {
     Tensor ln = make(ctx, {T, C}, "layer.ln2");
-    layernorm_forward(ctx, a.mid.data<float>(), p + off_.ln2_g, p + off_.ln2_b, ln.data<float>(),
-                      a.mean2.data<float>(), a.rstd2.data<float>(), T, C);
+    layernorm_forward(ctx, a.mid.data<float>(), p + off_.ln2_g, p + off_.ln2_b, ln.data<float>(), a.mean2.data<float>(),
+                      a.rstd2.data<float>(), T, C);
     a.ln2 = pr.keep(ln, "layer.ln2");
   }
   {
@@ -125,9 +126,8 @@ void TransformerLayer::forward(const ExecContext& ctx, int64_t B, int64_t n, con
 }
 
 void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, const float* params,
-                                const void* params_lp, const float* W, const float* x, LayerActs& a,
-                                const float* d_out, float* d_x, float* grads, LayerTiming* timing,
-                                const PackedLayout* packed) const {
+                                const void* params_lp, const float* W, const float* x, LayerActs& a, const float* d_out,
+                                float* d_x, float* grads, LayerTiming* timing, const PackedLayout* packed) const {
   const double t0 = seconds_now();
   const int64_t T = B * n, C = cfg_.width, F = cfg_.ffn, H = cfg_.heads, D = cfg_.head_dim();
   const float* p = params;
@@ -164,7 +164,8 @@ void TransformerLayer::backward(const ExecContext& ctx, int64_t B, int64_t n, co
     float* dq = d_qkv_heads.data<float>();
     ta = seconds_now();
     attention_.backward(ctx, B * H, n, W, q, q + T * C, q + 2 * T * C, a.att, d_o.data<float>(), dq, dq + T * C,
-                        dq + 2 * T * C, off_.features_w >= 0 ? g + off_.features_w : nullptr, &at, packed);
+                        dq + 2 * T * C, off_.features_w >= 0 ? g + off_.features_w : nullptr, &at, packed,
+                        off_.gate >= 0 ? p + off_.gate : nullptr, off_.gate >= 0 ? g + off_.gate : nullptr);
     tb = seconds_now();
   }
   {

@@ -34,6 +34,7 @@ ParamLayout::ParamLayout(const ModelConfig& cfg) {
     o.qkv_b = add(p + "qkv.bias", {3 * C}, false);
     if (cfg.attention == AttentionKind::Exp)
       o.features_w = add(p + "attn.features", {cfg.heads, cfg.features, cfg.head_dim()}, false);
+    if (cfg.hybrid()) o.gate = add(p + "attn.gate", {cfg.heads}, false);
     o.out_w = add(p + "out.weight", {C, C}, true);
     o.out_b = add(p + "out.bias", {C}, false);
     o.ln2_g = add(p + "ln2.gamma", {C}, false);
@@ -64,12 +65,17 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* params) {
   const double residual_std = cfg.init_std / std::sqrt(2.0 * static_cast<double>(cfg.layers));
-  // Keyed by the slice's index among the slices other than attn.features, so
-  // that exp draws every other tensor as the kinds without it do.
+  // Keyed by the slice's index among the slices other than attn.features and
+  // attn.gate, so that exp and the windowed models draw every other tensor as
+  // the kinds without them do.
   uint64_t key = 0;
   for (const ParamSlice& s : layout.slices()) {
     float* p = params + s.offset;
     if (ends_with(s.name, ".attn.features")) continue;  // below
+    if (ends_with(s.name, ".attn.gate")) {
+      std::fill(p, p + s.numel, 0.0f);
+      continue;
+    }
     const uint64_t si = key++;
     if (ends_with(s.name, ".gamma")) {
       for (int64_t i = 0; i < s.numel; ++i) p[i] = 1.0f;

@@ -4,6 +4,7 @@
 //   embedding            [V, C]   (also the output head: tied)
 //   per layer l:  ln1.gamma [C], ln1.beta [C], qkv.weight [3C, C], qkv.bias [3C],
 //                 attn.features [H, m, D] (model.attention = exp only: the trained projections),
+//                 attn.gate [H] (model.window with a linear kind only: the per-head gates of the local window),
 //                 out.weight [C, C], out.bias [C], ln2.gamma [C], ln2.beta [C],
 //                 ffn1.weight [F, C], ffn1.bias [F], ffn2.weight [C, F], ffn2.bias [C]
 //   final_ln.gamma [C], final_ln.beta [C]
@@ -13,7 +14,7 @@
 // Initialisation (keyed by (seed, slice index, element): identical for any
 // layout of ranks): weights ~ N(0, init_std^2); the two projections that feed
 // the residual stream (out, ffn2) ~ N(0, (init_std / sqrt(2 layers))^2);
-// biases 0; layer-norm gains 1; attn.features: every head the layer's
+// biases 0; layer-norm gains 1; attn.gate 0 (an even mix); attn.features: every head the layer's
 // FAVOR+ draw at redraw index 0 (layer_projection), so that at step 0 exp
 // with model.exp_key_norm is FAVOR+. Weight decay applies to weights and the
 // embedding, not to biases, layer-norm parameters and attn.features (whose
@@ -41,7 +42,8 @@ struct ParamSlice {
 struct LayerOffsets {
   int64_t ln1_g, ln1_b, qkv_w, qkv_b, out_w, out_b, ln2_g, ln2_b, ffn1_w, ffn1_b, ffn2_w, ffn2_b;
   int64_t features_w = -1;  // attn.features (exp only), -1 otherwise
-  int64_t begin, end;  // the layer's contiguous range
+  int64_t gate = -1;        // attn.gate (model.window with a linear kind), -1 otherwise
+  int64_t begin, end;       // the layer's contiguous range
 };
 
 class ParamLayout {

@@ -37,8 +37,13 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // Kept per layer for its backward.
   // (Packed, bidirectional: the totals of the two pieces of each sample that
   // continue across ranks.)
+  // Hybrid (model.window with a linear kind): the linear kind's tensors, the
+  // window's softmax output and lse, and their gated mix.
+  const bool hybrid = cfg.hybrid();
+  const int64_t softmax_saved = T * C + T * H;
   const int64_t att_saved =
-      linear ? (T * C + 2 * T * H + BH * ss * (packed && !cfg.causal() ? 2 : 1)) : (T * C + T * H);
+      linear ? (T * C + 2 * T * H + BH * ss * (packed && !cfg.causal() ? 2 : 1)) + (hybrid ? softmax_saved + T * C : 0)
+             : softmax_saved;
   const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved) - (f - h) * kept16;
   // Inside the attention forward: the unnormalised outputs y [BH, n, D+1],
   // the block totals, the early block totals, the scan's workspace, and the
@@ -50,16 +55,24 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // work and of the pieces waiting for the scans (at most the slice: q, k, v,
   // o, den, row_scale), the scans' flagged buffers and the per-sample states.
   const int64_t packed_fwd = packed ? f * (4 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 4 * BH * ss) : 0;
+  const int64_t softmax_fwd = packed ? f * (4 * T * C + T * H) : 0;
+  // (A hybrid runs the linear kind, then the window: one after the other.)
   const int64_t att_fwd =
-      linear ? f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd : (packed ? f * (4 * T * C + T * H) : 0);
+      linear ? std::max(f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd, hybrid ? softmax_fwd : int64_t{0})
+             : softmax_fwd;
   // Backward: the gradient block total, the suffix, the scan's workspace and
   // the workspace; packed: the copies of q, k, v, o, d_o, dq, dk, dv, den and
   // row_scale, the scans' buffers and the pieces' states.
   const int64_t packed_bwd = packed ? f * (8 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 8 * BH * ss) : 0;
   // exp, unpacked: each of the BH heads' dW [m, D] before the sum over the batch.
   const int64_t exp_dw = exp && !packed ? f * BH * m * D : 0;
-  const int64_t att_bwd =
-      linear ? f * 3 * BH * ss + favor_ws + packed_bwd + exp_dw : (packed ? f * (8 * T * C + 2 * T * H) : 0);
+  const int64_t softmax_bwd = packed ? f * (8 * T * C + 2 * T * H) : 0;
+  const int64_t linear_bwd = f * 3 * BH * ss + favor_ws + packed_bwd + exp_dw;
+  // Hybrid: the output gradient's two parts [T, C] each during the linear
+  // backward; then the window's part and its q, k, v gradients (4 [T, C]).
+  const int64_t att_bwd = !linear  ? softmax_bwd
+                          : hybrid ? std::max(f * 2 * T * C + linear_bwd, f * 4 * T * C + softmax_bwd)
+                                   : linear_bwd;
   const int64_t layer_fwd = std::max({f * 3 * T * C, att_fwd, lowp_fwd});
   // Backward of one layer, above its activations: the FFN part with every
   // activation live; after it the layer has released g, h1 and ln2 (kept in

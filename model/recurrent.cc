@@ -36,6 +36,12 @@ RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext&
   PF_REQUIRE(ConfigError, cfg_.attention != AttentionKind::Softmax,
              "model.attention = softmax has no fixed-size recurrent state: run the parameters with random features "
              "(model.attention = favor, relu or elu)");
+  PF_REQUIRE(ConfigError, cfg_.window == 0,
+             "model.window = " << cfg_.window
+                               << ": the local softmax window attends to the last keys and values of every layer, "
+                                  "which the recurrent form does not carry (it keeps the linear state only): "
+                                  "generation and cached context scoring need a model without a window "
+                                  "(performer-score --context-mode one-pass scores windowed models)");
   PF_REQUIRE(ValueError, batch >= 1, "recurrent batch must be >= 1, got " << batch);
   PF_REQUIRE(ValueError, ctx_.tracker != nullptr, "the recurrent model needs a memory tracker in its context");
   const int64_t C = cfg_.width, F = cfg_.ffn, V = cfg_.vocab, H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features,
@@ -108,8 +114,7 @@ void RecurrentPerformer::load_stream(int64_t b, const std::vector<std::vector<fl
   for (size_t l = 0; l < states_.size(); ++l) {
     PF_REQUIRE(ValueError, static_cast<int64_t>(state[l].size()) == rows,
                "recurrent state of layer " << l << " holds " << state[l].size() << " values, not " << rows);
-    copy_bytes(ctx_.stream, states_[l].data<float>() + b * rows, ctx_.device, state[l].data(), Device::cpu(),
-               rows * 4);
+    copy_bytes(ctx_.stream, states_[l].data<float>() + b * rows, ctx_.device, state[l].data(), Device::cpu(), rows * 4);
   }
   synchronize(ctx_.stream);
 }

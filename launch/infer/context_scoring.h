@@ -40,7 +40,7 @@ SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector
 class ContextScorer {
  public:
   // Runs the context once (cached) or keeps it for one pass per query
-  // (softmax, or cached = false). ConfigError for a masked-LM model (no
+  // (softmax, a model with a window, or cached = false). ConfigError for a masked-LM model (no
   // causal likelihood to condition) or an empty context member.
   ContextScorer(PerformerModel& model, const ExecContext& ctx, std::vector<std::vector<uint8_t>> context,
                 const ScoreOptions& options, MPI_Comm comm, bool cached = true, int64_t streams = 8);

@@ -376,6 +376,7 @@ std::vector<std::string> model_incompatibilities(const ModelConfig& a, const Mod
   cmp("ffn", num(a.ffn), num(b.ffn));
   cmp("objective", objective_name(a.objective), objective_name(b.objective));
   cmp("positional", positional_name(a.positional), positional_name(b.positional));
+  cmp("window", num(a.window), num(b.window));
   // exp's trained projections are parameters: the layouts of exp and the other kinds differ.
   if (attention_may_differ && (a.attention == AttentionKind::Exp) != (b.attention == AttentionKind::Exp))
     cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));

@@ -194,6 +194,7 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   r.get("model", "positional", s);
   m.positional = parse_positional(s);
   r.get("model", "exp_key_norm", m.exp_key_norm);
+  r.get("model", "window", m.window);
   r.get("model", "redraw_interval", m.redraw_interval);
   r.get("model", "feature_draw", m.feature_draw);
   s = "orthogonal";
@@ -222,8 +223,8 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   s = sample_mode_name(d.mode);
   r.get("data", "mode", s);
   PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed" || s == "family",
-             where_key(origin, set_keys, "data.mode") << " must be packed, family, concat or single, got '" << s
-                                                      << "'");
+             where_key(origin, set_keys, "data.mode")
+                 << " must be packed, family, concat or single, got '" << s << "'");
   d.mode = parse_sample_mode(s);
   s = sampling_name(d.sampling);
   r.get("data", "sampling", s);
@@ -308,7 +309,6 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   r.get("device", "cpu_streams", c.device.cpu_streams);
   r.get("device", "comm", c.device.comm);
   r.check_unknown();
-
 
   // A value out of its range names the key (and the --set that gave it), the value and the range.
   auto in_range = [&](const char* key, auto v, bool ok, const std::string& range) {
@@ -421,6 +421,11 @@ void validate_layout(const TrainConfig& cfg, int world_size) {
              "model.attention = softmax needs parallel.sp = 1 (exact attention keeps the whole sequence on one "
              "rank), got sp = "
                  << sp);
+  PF_REQUIRE(ConfigError, cfg.model.window == 0 || sp == 1,
+             "model.window = " << cfg.model.window
+                               << " needs parallel.sp = 1 (the local softmax window keeps the whole sequence on one "
+                                  "rank), got sp = "
+                               << sp);
 }
 
 }  // namespace pf

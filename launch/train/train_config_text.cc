@@ -27,6 +27,7 @@ std::string format_train_config(const TrainConfig& c) {
                             {"projection", projection_name(m.projection)},
                             {"feature_scaling", feature_scaling_name(m.feature_scaling)},
                             {"chunk", m.chunk},
+                            {"window", m.window},
                             {"checkpoint_activations", m.checkpoint_activations},
                             {"init_std", m.init_std},
                             {"mlm_probability", m.mlm_probability},

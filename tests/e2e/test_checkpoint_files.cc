@@ -164,7 +164,8 @@ TEST(CheckpointFiles, PruningRemovesOnlyTheTemporariesOfGoneWriters) {
   std::ofstream(stale) << hdf5_start << "partial";
   // A link bearing a stale name, to an HDF5 file of the user's: the link is
   // the user's (and so is its target).
-  const std::string backup = dir.path + "/backup.h5", link = dir.path + "/ckpt-000000005.h5.tmp-" + std::to_string(dead);
+  const std::string backup = dir.path + "/backup.h5",
+                    link = dir.path + "/ckpt-000000005.h5.tmp-" + std::to_string(dead);
   std::ofstream(backup) << hdf5_start << "kept";
   fs::create_symlink(backup, link);
   EXPECT_NO_THROW(prune_checkpoints(dir.path, 2, "run-a"));
@@ -675,6 +676,10 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
             std::string::npos);
   const TrainConfig sm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\""});
   EXPECT_NE(expect_error([&] { validate_layout(sm, 2); }).find("softmax needs parallel.sp = 1"), std::string::npos);
+  const TrainConfig win = load_train_config("", {"parallel.sp=2", "model.window=64"});
+  EXPECT_NE(expect_error([&] { validate_layout(win, 2); }).find("model.window = 64 needs parallel.sp = 1"),
+            std::string::npos);
+  EXPECT_NE(error_of({"model.window=-1"}).find("model.window = -1 is out of range"), std::string::npos);
   EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
 }
 
@@ -737,7 +742,8 @@ TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
       {"parallel.sp=0", "--set 'parallel.sp=0': parallel.sp = 0 is out of range: must be >= 1"},
       {"parallel.timeout_s=nan", "--set 'parallel.timeout_s=nan': parallel.timeout_s = nan is out of range"},
       {"model.width=0", "--set 'model.width=0': "},
-      {"device.comm=\"tcp\"", "--set 'device.comm=\"tcp\"': device.comm must be one of auto, mpi, nccl, staged, got 'tcp'"},
+      {"device.comm=\"tcp\"",
+       "--set 'device.comm=\"tcp\"': device.comm must be one of auto, mpi, nccl, staged, got 'tcp'"},
   };
   for (const auto& [assignment, message] : set_cases)
     EXPECT_NE(error_of({assignment}).find(message), std::string::npos)

@@ -46,9 +46,17 @@ inline ModelConfig gradcheck_config(AttentionKind attention, Objective objective
 // exp: every head's trained projection moved by its own noise (std 0.3), the
 // same on every rank and for every model of one config, so that a test sees
 // a head that used another head's W (at initialisation all heads hold the
-// same draw). A no-op for the other kinds. The parameters are host memory (CPU).
+// same draw). The parameters are host memory (CPU).
+// A hybrid's gates (model.window with a linear kind) are set to distinct
+// values per layer and head (they start at 0, an even mix).
 inline void perturb_trained_projections(PerformerModel& model) {
   const ModelConfig& cfg = model.config();
+  if (cfg.hybrid()) {
+    float* p = model.params().data<float>();
+    for (int64_t l = 0; l < cfg.layers; ++l)
+      for (int64_t h = 0; h < cfg.heads; ++h)
+        p[model.layout().layer(l).gate + h] = 0.8f * static_cast<float>(h + 1) * (l % 2 ? -1.f : 1.f);
+  }
   if (cfg.attention != AttentionKind::Exp) return;
   const int64_t count = cfg.heads * cfg.features * cfg.head_dim();
   float* p = model.params().data<float>();

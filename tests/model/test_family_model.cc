@@ -94,8 +94,8 @@ int64_t tokens_of(const Family& f) {
 // member after a family's first joining the one before it; the lookahead is
 // the next token of the member that holds row end - 1, the first token of
 // the next member of its family where it ends at `end`, else padding.
-TokenBatch family_slice(const std::vector<Sample>& samples, int64_t first, int64_t count, int64_t length,
-                        int64_t begin, int64_t end) {
+TokenBatch family_slice(const std::vector<Sample>& samples, int64_t first, int64_t count, int64_t length, int64_t begin,
+                        int64_t end) {
   TokenBatch b;
   b.batch = count;
   b.n = end - begin;
@@ -166,6 +166,18 @@ TEST(FamilyModel, SoftmaxEqualsEachFamilyAlone) {
   if (world_size() != 1) GTEST_SKIP() << "exact softmax attention runs on one rank";
   check_against_each_family(test::tiny_config(AttentionKind::Softmax, Objective::CausalLM));
   check_against_each_family(test::tiny_config(AttentionKind::Softmax, Objective::MaskedLM));
+}
+
+// A local window beside FAVOR+ (distinct gates): the window runs across the
+// members of a family, as softmax does, and never into another family.
+TEST(FamilyModel, WindowEqualsEachFamilyAlone) {
+  if (world_size() != 1) GTEST_SKIP() << "the local softmax window runs on one rank";
+  for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+    ModelConfig cfg = test::tiny_config(AttentionKind::Favor, obj);
+    cfg.window = 5;
+    SCOPED_TRACE(what(cfg, 1));
+    check_against_each_family(cfg);
+  }
 }
 
 // Without positions, a family alone is its members' concatenation run as one
@@ -242,9 +254,9 @@ TEST(FamilyModel, LeakageInsideAFamilyOnly) {
 test::TrainResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& tracker) {
   const std::vector<Sample> samples = make_samples(3);
   const int64_t per_dp = static_cast<int64_t>(samples.size()) / grid.dp_size(), n = kLength / grid.sp_size();
-  return test::train_three_steps(cfg, grid, tracker,
-                                 family_slice(samples, grid.dp_rank() * per_dp, per_dp, kLength, grid.sp_rank() * n,
-                                              (grid.sp_rank() + 1) * n));
+  return test::train_three_steps(
+      cfg, grid, tracker,
+      family_slice(samples, grid.dp_rank() * per_dp, per_dp, kLength, grid.sp_rank() * n, (grid.sp_rank() + 1) * n));
 }
 
 TEST(FamilyModel, ThreeAdamWStepsMatchOneRank) {

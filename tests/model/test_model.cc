@@ -40,7 +40,8 @@ std::vector<double> params_f64(PerformerModel& model) {
 // positions). Measured: relative 3e-8 or less on the loss.
 void check_loss(const ModelConfig& cfg) {
   const std::string what = std::string(attention_kind_name(cfg.attention)) + (cfg.exp_key_norm ? "+key_norm" : "") +
-                           "/" + objective_name(cfg.objective);
+                           (cfg.window ? "+window" + std::to_string(cfg.window) : "") + "/" +
+                           objective_name(cfg.objective);
   Harness h;
   PerformerModel model(cfg, h.res.ctx(), nullptr);
   test::perturb_trained_projections(model);
@@ -63,8 +64,8 @@ void check_loss(const ModelConfig& cfg) {
 }
 
 TEST(ModelReference, LossMatchesFloat64) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu,
-                             AttentionKind::Exp})
+  for (AttentionKind kind :
+       {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       check_loss(test::tiny_config(kind, obj));
       check_loss(test::gradcheck_config(kind, obj));
@@ -74,6 +75,14 @@ TEST(ModelReference, LossMatchesFloat64) {
     cfg.exp_key_norm = true;
     check_loss(cfg);
   }
+  // A local softmax window: alone (softmax), and beside each linear kind
+  // with the per-head gates moved off their even start.
+  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Favor, AttentionKind::Elu, AttentionKind::Exp})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+      ModelConfig cfg = test::tiny_config(kind, obj);
+      cfg.window = 4;
+      check_loss(cfg);
+    }
 }
 
 // exp starts from the FAVOR+ draw in every head and draws every other
@@ -185,11 +194,12 @@ void expect_comparator_rejects(const ParamLayout& layout, const std::vector<floa
 // taken with 10 h agree with these to 6e-8 relative per tensor): both far
 // below the fp32 error of the model's gradients (measured rel_l2 <= 4e-7,
 // element <= 1.1e-6), so the tolerances leave a margin of ~20x.
-void check_gradients(AttentionKind kind, Objective obj, bool exp_key_norm = false) {
+void check_gradients(AttentionKind kind, Objective obj, bool exp_key_norm = false, int64_t window = 0) {
   ModelConfig cfg = test::gradcheck_config(kind, obj);
   cfg.exp_key_norm = exp_key_norm;
-  const std::string what =
-      std::string(attention_kind_name(kind)) + (exp_key_norm ? "+key_norm" : "") + "/" + objective_name(obj);
+  cfg.window = window;
+  const std::string what = std::string(attention_kind_name(kind)) + (exp_key_norm ? "+key_norm" : "") +
+                           (window ? "+window" + std::to_string(window) : "") + "/" + objective_name(obj);
   Harness h;
   PerformerModel model(cfg, h.res.ctx(), nullptr);
   test::perturb_trained_projections(model);
@@ -220,11 +230,16 @@ TEST(ModelGradients, ExpKeyNormCausal) { check_gradients(AttentionKind::Exp, Obj
 TEST(ModelGradients, ExpKeyNormMasked) { check_gradients(AttentionKind::Exp, Objective::MaskedLM, true); }
 TEST(ModelGradients, SoftmaxCausal) { check_gradients(AttentionKind::Softmax, Objective::CausalLM); }
 TEST(ModelGradients, SoftmaxMasked) { check_gradients(AttentionKind::Softmax, Objective::MaskedLM); }
+TEST(ModelGradients, SoftmaxWindowCausal) { check_gradients(AttentionKind::Softmax, Objective::CausalLM, false, 3); }
+TEST(ModelGradients, FavorWindowCausal) { check_gradients(AttentionKind::Favor, Objective::CausalLM, false, 3); }
+TEST(ModelGradients, FavorWindowMasked) { check_gradients(AttentionKind::Favor, Objective::MaskedLM, false, 3); }
+TEST(ModelGradients, ExpWindowCausal) { check_gradients(AttentionKind::Exp, Objective::CausalLM, false, 3); }
 
 // Changing tokens after position i leaves the causal model's logits at
 // positions <= i unchanged (to fp32 rounding).
-void check_causality(AttentionKind kind) {
-  const ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
+void check_causality(AttentionKind kind, int64_t window = 0) {
+  ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
+  cfg.window = window;
   Harness h;
   PerformerModel model(cfg, h.res.ctx(), nullptr);
   test::perturb_trained_projections(model);
@@ -246,6 +261,8 @@ TEST(ModelCausality, Relu) { check_causality(AttentionKind::Relu); }
 TEST(ModelCausality, Elu) { check_causality(AttentionKind::Elu); }
 TEST(ModelCausality, Exp) { check_causality(AttentionKind::Exp); }
 TEST(ModelCausality, Softmax) { check_causality(AttentionKind::Softmax); }
+TEST(ModelCausality, SoftmaxWindow) { check_causality(AttentionKind::Softmax, 4); }
+TEST(ModelCausality, FavorWindow) { check_causality(AttentionKind::Favor, 4); }
 
 // Activation checkpointing recomputes each layer in the backward: identical
 // gradients, lower peak memory.

@@ -76,8 +76,8 @@ class ModelGpu : public ::testing::Test {
 };
 
 TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu,
-                            AttentionKind::Exp})
+  for (AttentionKind kind :
+       {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
       for (auto [dtype, loss_tol, grad_tol] :
            {std::tuple<DType, double, double>{DType::f32, 1e-5, 1e-4}, {DType::bf16, 4e-3, 2e-2}}) {
@@ -112,12 +112,43 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
       }
 }
 
+// A local softmax window, alone and beside FAVOR+ with distinct per-head
+// gates, unpacked and packed, fp32: the windowed softmax kernels and the
+// gated mix on CUDA against the CPU.
+TEST_F(ModelGpu, WindowMatchesTheCpuModel) {
+  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Favor})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
+      for (bool packed : {false, true}) {
+        ModelConfig cfg = test::tiny_config(kind, obj);
+        cfg.window = 6;
+        SCOPED_TRACE(testing::Message() << "window " << attention_kind_name(kind) << "/" << objective_name(obj)
+                                        << (packed ? " packed" : ""));
+        std::vector<float> params = initial_params(cfg);
+        const ParamLayout layout(cfg);
+        if (cfg.hybrid())
+          for (int64_t l = 0; l < cfg.layers; ++l)
+            for (int64_t h = 0; h < cfg.heads; ++h)
+              params[layout.layer(l).gate + h] = 0.8f * static_cast<float>(h + 1) * (l % 2 ? -1.f : 1.f);
+        TokenBatch batch = test::synthetic_slice(9, 0, 2, 40, 0, 40);
+        if (packed) batch.packed.samples = {{{0, 0, 1}, {7, 0, 2}, {8, 0, 3}, {30, 0, 4}}, {{0, 0, 5}, {20, 0, 6}}};
+        const ModelInput in = make_model_input(cfg, batch, 0);
+        const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
+        const Pass gpu = run_pass(cfg, Device::cuda(0), params, in);
+        const double dl = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss);
+        const double dg = test::rel_l2(gpu.grads, cpu.grads);
+        EXPECT_LT(dl, 1e-5);
+        EXPECT_LT(dg, 1e-4);
+        std::printf("[ model    ] window %s/%s%s f32: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
+                    objective_name(obj), packed ? " packed" : "", dl, dg);
+      }
+}
+
 // A packed batch (model/packed_layout.h: several proteins per sample, each
 // attending to itself) on CUDA against the CPU: the per-piece copies (2-D
 // copies on CUDA) and the unchanged kernels on each piece, fp32.
 TEST_F(ModelGpu, PackedBatchMatchesTheCpuModel) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu,
-                            AttentionKind::Exp})
+  for (AttentionKind kind :
+       {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       const ModelConfig cfg = test::tiny_config(kind, obj);
       SCOPED_TRACE(testing::Message() << "packed " << attention_kind_name(kind) << "/" << objective_name(obj));

@@ -213,6 +213,22 @@ TEST(PackedModel, SoftmaxEqualsEachProteinAlone) {
   check_against_alone(test::tiny_config(AttentionKind::Softmax, Objective::MaskedLM));
 }
 
+// A local window (alone, and beside FAVOR+ with distinct gates) stays inside
+// each protein: the window's softmax runs per piece like softmax.
+ModelConfig windowed(AttentionKind kind, Objective obj) {
+  ModelConfig cfg = test::tiny_config(kind, obj);
+  cfg.window = 3;
+  return cfg;
+}
+TEST(PackedModel, WindowEqualsEachProteinAlone) {
+  if (world_size() != 1) GTEST_SKIP() << "the local softmax window runs on one rank";
+  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Favor})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+      SCOPED_TRACE(what(windowed(kind, obj), 1));
+      check_against_alone(windowed(kind, obj));
+    }
+}
+
 // Every residue of the 12-token protein of sample 0 (over ranks 1-3 at sp = 4)
 // changed: the logits of every other protein's rows are the same bits.
 void check_no_leakage(const ModelConfig& cfg) {
@@ -246,6 +262,7 @@ TEST(PackedModel, NoLeakageBetweenProteins) {
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) check_no_leakage(test::tiny_config(kind, obj));
   if (world_size() == 1) check_no_leakage(test::tiny_config(AttentionKind::Softmax, Objective::CausalLM));
+  if (world_size() == 1) check_no_leakage(windowed(AttentionKind::Favor, Objective::CausalLM));
 }
 
 // Trainer::evaluate with a group per protein: each group's loss sum and
@@ -303,8 +320,7 @@ void check_training(AttentionKind kind, Objective obj, int sp) {
   ParallelGrid local(make_local_comm(), 1);
   const test::TrainResult want = train(cfg, local, tracker);
   ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
-  test::expect_same_training(train(cfg, grid, tracker), want,
-                             what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
+  test::expect_same_training(train(cfg, grid, tracker), want, what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
 }
 
 TEST(PackedModel, ThreeAdamWStepsMatchOneRank) {

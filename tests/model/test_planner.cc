@@ -41,18 +41,32 @@ ModelConfig planner_config(AttentionKind kind, Objective obj, bool checkpointing
   return cfg;
 }
 
+// window > 0 with FAVOR+: the hybrid of a local softmax window and the linear kernel.
+struct Kind {
+  AttentionKind kind;
+  int64_t window;
+};
+const Kind kKinds[] = {
+    {AttentionKind::Favor, 0}, {AttentionKind::Softmax, 0}, {AttentionKind::Exp, 0}, {AttentionKind::Favor, 64}};
+
+std::string name(const ModelConfig& cfg) {
+  return std::string(attention_kind_name(cfg.attention)) + (cfg.window ? "+window" : "");
+}
+
 TEST(Planner, PredictsMeasuredPeakWithin15Percent) {
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax, AttentionKind::Exp})
+  for (Kind k : kKinds)
     for (bool ckpt : {false, true}) {
-      const ModelConfig cfg = planner_config(kind, Objective::CausalLM, ckpt);
+      ModelConfig cfg = planner_config(k.kind, Objective::CausalLM, ckpt);
+      cfg.window = k.window;
+      const std::string label = name(cfg);
       for (int64_t n : {128, 512, 1536}) {
         const int64_t want = measured_peak(cfg, 1, n);
         const MemoryPlan plan = plan_memory(cfg, 1, n);
-        std::printf("planner %s ckpt=%d n=%ld: measured %ld planned %ld (%.3f)\n", attention_kind_name(kind), ckpt,
+        std::printf("planner %s ckpt=%d n=%ld: measured %ld planned %ld (%.3f)\n", label.c_str(), ckpt,
                     static_cast<long>(n), static_cast<long>(want), static_cast<long>(plan.peak),
                     static_cast<double>(plan.peak) / static_cast<double>(want));
         EXPECT_NEAR(static_cast<double>(plan.peak), static_cast<double>(want), 0.15 * want)
-            << attention_kind_name(kind) << " checkpointing=" << ckpt << " n=" << n << ": " << plan.summary();
+            << label << " checkpointing=" << ckpt << " n=" << n << ": " << plan.summary();
       }
     }
 }
@@ -69,19 +83,20 @@ TEST(Planner, LongestLengthFitsTheCap) {
 TEST(Planner, PredictsThePeakOfPackedBatchesWithin15Percent) {
   const int64_t n = 1536;
   const std::vector<std::vector<int64_t>> layouts = {{0, 768}, {0, 100, 700, 701, 1200}, {0, 1500}};
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax, AttentionKind::Exp})
+  for (Kind k : kKinds)
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
       for (bool ckpt : {false, true}) {
-        const ModelConfig cfg = planner_config(kind, obj, ckpt);
+        ModelConfig cfg = planner_config(k.kind, obj, ckpt);
+        cfg.window = k.window;
         const MemoryPlan plan = plan_memory(cfg, 2, n, true, Device::cpu(), true);
         for (const auto& layout : layouts) {
           const int64_t got = measured_peak(cfg, 2, n, layout);
-          std::printf("planner packed %s/%s ckpt=%d %zu pieces: measured %ld planned %ld (%.3f)\n",
-                      attention_kind_name(kind), objective_name(obj), ckpt, layout.size(), static_cast<long>(got),
-                      static_cast<long>(plan.peak), static_cast<double>(plan.peak) / static_cast<double>(got));
+          std::printf("planner packed %s/%s ckpt=%d %zu pieces: measured %ld planned %ld (%.3f)\n", name(cfg).c_str(),
+                      objective_name(obj), ckpt, layout.size(), static_cast<long>(got), static_cast<long>(plan.peak),
+                      static_cast<double>(plan.peak) / static_cast<double>(got));
           EXPECT_NEAR(static_cast<double>(plan.peak), static_cast<double>(got), 0.15 * static_cast<double>(got))
-              << attention_kind_name(kind) << " " << objective_name(obj) << " checkpointing=" << ckpt << ", "
-              << layout.size() << " pieces: " << plan.summary();
+              << name(cfg) << " " << objective_name(obj) << " checkpointing=" << ckpt << ", " << layout.size()
+              << " pieces: " << plan.summary();
         }
       }
 }

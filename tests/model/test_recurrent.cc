@@ -156,6 +156,18 @@ TEST(Recurrent, RefusesModelsWithoutARecurrentForm) {
     PerformerModel softmax(test::tiny_config(AttentionKind::Softmax, Objective::CausalLM), res.ctx(), nullptr);
     EXPECT_THROW(RecurrentPerformer(softmax, res.ctx(), 1), ConfigError);
   }
+  {
+    // A local window needs the last keys and values, which the recurrent state does not keep.
+    ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+    cfg.window = 8;
+    PerformerModel windowed(cfg, res.ctx(), nullptr);
+    try {
+      RecurrentPerformer rec(windowed, res.ctx(), 1);
+      ADD_FAILURE() << "a model with a local window was given a recurrent form";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("model.window = 8"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ os.chdir(work)
 RUNS = ["favor_clm_f32_small", "favor_clm_f32_packed", "favor_mlm_bf16_single", "relu_clm_f32_concat", "relu_mlm_f32_packed",
         "softmax_clm_bf16_packed", "softmax_mlm_f32_single", "elu_clm_f32_packed", "elu_mlm_f32_single",
         "exp_clm_f32_packed", "exp_mlm_bf16_concat", "favor_clm_f32_family", "softmax_mlm_f32_family",
-        "exp_clm_f32_family"]
+        "exp_clm_f32_family", "favor_clm_f32_window_family", "softmax_mlm_f32_window"]
 failures = []
 
 
@@ -85,7 +85,7 @@ for name in RUNS:
 
 # Family batches hold members that join the state of the member before them
 # (else the golden above would not test the family layout).
-for name in ["favor_clm_f32_family", "softmax_mlm_f32_family", "exp_clm_f32_family"]:
+for name in ["favor_clm_f32_family", "softmax_mlm_f32_family", "exp_clm_f32_family", "favor_clm_f32_window_family"]:
     with h5py.File(f"{name}.golden.h5", "r") as g:
         joins = int(g["piece_joins"][...].sum())
         starts = int((g["piece_joins"][...] == 0).sum())
@@ -173,7 +173,8 @@ check(e_mean <= 1e-5, f"titin length, bidirectional FAVOR+ mean embedding rel L2
 # ---- 4b. performer-score --context against score_in_context() ----------------------
 context = [r.tokens for r in read_sequences("context.fasta")]
 queries = list(read_sequences("context_queries.fasta"))
-for name in ["favor_clm_f32_family", "exp_clm_f32_family", "relu_clm_f32_concat", "softmax_clm_bf16_packed"]:
+for name in ["favor_clm_f32_family", "exp_clm_f32_family", "relu_clm_f32_concat", "softmax_clm_bf16_packed",
+             "favor_clm_f32_window_family"]:
     model = PerformerProtein.from_checkpoint(ckpt(name), dtype=torch.float64).set_precision(None)
     rows = [json.loads(line) for line in open(f"{name}.context.jsonl")]
     with h5py.File(f"{name}.context.h5", "r") as h:
@@ -189,7 +190,7 @@ for name in ["favor_clm_f32_family", "exp_clm_f32_family", "relu_clm_f32_concat"
             worst_res = max(worst_res, float(np.max(np.abs(lp[off[i]:off[i + 1]] - given.logprob))))
             worst_gain = max(worst_gain, abs(context_gain(given, alone) - row["gain_per_token"]))
     mode = open(f"{name}.context.log").read()
-    how = "one pass per query" if name.startswith("softmax") else "cached state"
+    how = "one pass per query" if name.startswith("softmax") or "window" in name else "cached state"
     check(how in mode, f"{name}: performer-score --context ran with {how}")
     check(worst_total <= 1e-5, f"{name}: --context totals (given and alone) rel {worst_total:.1e} (<= 1e-5)")
     check(worst_res <= 1e-4, f"{name}: --context per-residue log-probabilities max abs {worst_res:.1e} (<= 1e-4)")

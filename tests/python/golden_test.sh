@@ -36,6 +36,8 @@ runs=(
   "favor_clm_f32_family favor clm f32 family data.files=[\"families.h5\"] data.sample_length=256"
   "softmax_mlm_f32_family softmax mlm f32 family data.files=[\"families.h5\"] data.sample_length=256"
   "exp_clm_f32_family exp clm f32 family data.files=[\"families.h5\"] data.sample_length=256"
+  "favor_clm_f32_window_family favor clm f32 family data.files=[\"families.h5\"] data.sample_length=256 model.window=24"
+  "softmax_mlm_f32_window softmax mlm f32 packed model.window=10"
 )
 for spec in "${runs[@]}"; do
   read -r name att obj dtype mode extra <<< "$spec"
@@ -92,10 +94,11 @@ done
 "$bin/performer-embed" --checkpoint favor_mlm_bf16_single/ckpt-000000003.h5 --set 'model.dtype="f32"' \
     -o titin.embed.h5 titin.fasta
 # Scoring given a context: three members of a family before the fourth and two
-# unrelated proteins; cached state (linear kernels) and one pass (softmax).
+# unrelated proteins; cached state (linear kernels) and one pass (softmax, a
+# local window).
 head -6 families.fasta > context.fasta
 { sed -n 7,8p families.fasta; head -4 proteins.fasta; } > context_queries.fasta
-for name in favor_clm_f32_family exp_clm_f32_family relu_clm_f32_concat softmax_clm_bf16_packed; do
+for name in favor_clm_f32_family exp_clm_f32_family relu_clm_f32_concat softmax_clm_bf16_packed favor_clm_f32_window_family; do
   "$bin/performer-score" --checkpoint "$name/ckpt-000000003.h5" --format jsonl --set 'model.dtype="f32"' \
       --context context.fasta -o "$name.context.jsonl" --per-residue "$name.context.h5" context_queries.fasta \
       2> "$name.context.log"

@@ -10,13 +10,14 @@
 #include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/favor_attention/favor_attention.h"
-#include "model/attention.h"
+#include "kernels/gated_mix/gated_mix.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/heads/heads_math.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
 #include "kernels/positional/positional_math.h"
 #include "kernels/softmax_attention/softmax_attention.h"
+#include "model/attention.h"
 #include "runtime/check.h"
 
 namespace pf::test {
@@ -32,17 +33,30 @@ void layernorm(const Dims& s, const double* X, const double* gamma, const double
   layernorm_forward_ref(X, gamma, beta, Y, mean.data(), rstd.data(), s.T, s.C, static_cast<double>(kLayerNormEps));
 }
 
-// o [B, H, n, D] = attention(q, k, v) of the layer's kind; W [m, D] (exp: [H, m, D]).
-void attention(const ModelConfig& cfg, const Dims& s, const double* W, const double* q, const double* k,
-               const double* v, double* o) {
+// o [B, H, n, D] = attention(q, k, v) of the layer's kind; W [m, D] (exp: [H, m, D]);
+// gate [H] (model.window with a linear kind: the mix of the linear kind's
+// output and the window's softmax, else nullptr).
+void attention(const ModelConfig& cfg, const Dims& s, const double* W, const double* gate, const double* q,
+               const double* k, const double* v, double* o) {
   if (cfg.attention == AttentionKind::Softmax) {
     SoftmaxAttentionParams p;
     p.heads = s.B * s.H;
     p.n = s.n;
     p.d = s.D;
     p.causal = cfg.causal();
+    p.window = cfg.window;
     std::vector<double> lse(s.B * s.H * s.n);
     softmax_attention_forward_ref(p, q, k, v, o, lse.data());
+    return;
+  }
+  if (cfg.hybrid()) {
+    ModelConfig linear = cfg, window = cfg;
+    linear.window = 0;
+    window.attention = AttentionKind::Softmax;
+    std::vector<double> a(s.T * s.C), b(s.T * s.C);
+    attention(linear, s, W, nullptr, q, k, v, a.data());
+    attention(window, s, nullptr, nullptr, q, k, v, b.data());
+    gated_mix_forward_ref(GatedMixShape{s.B, s.H, s.n, s.D}, gate, a.data(), b.data(), o);
     return;
   }
   const FeatureKernel kernel = attention_feature_kernel(cfg.attention);
@@ -58,15 +72,15 @@ void block(const ModelConfig& cfg, const Dims& s, const double* p, const LayerOf
            const std::vector<double>& W, const double* x, double* out) {
   const int64_t T = s.T, C = s.C, F = s.F;
   const bool trained = cfg.attention == AttentionKind::Exp;
-  PF_REQUIRE(ValueError, cfg.attention == AttentionKind::Softmax || trained ||
-                             static_cast<int64_t>(W.size()) == s.m * s.D,
+  PF_REQUIRE(ValueError,
+             cfg.attention == AttentionKind::Softmax || trained || static_cast<int64_t>(W.size()) == s.m * s.D,
              "reference attention: projection of " << W.size() << " values, want m x D = " << s.m << " x " << s.D);
   std::vector<double> ln(T * C), qkv(T * 3 * C), heads(3 * T * C), o(T * C), merged(T * C), mid(T * C);
   layernorm(s, x, p + off.ln1_g, p + off.ln1_b, ln.data());
   linear_forward_ref(ln.data(), p + off.qkv_w, p + off.qkv_b, qkv.data(), T, C, 3 * C);
   for (int64_t e = 0; e < 3 * T * C; ++e) heads[e] = qkv[heads_row_index(e, 3, s.B, s.H, s.n, s.D)];
-  attention(cfg, s, trained ? p + off.features_w : W.data(), heads.data(), heads.data() + T * C,
-            heads.data() + 2 * T * C, o.data());
+  attention(cfg, s, trained ? p + off.features_w : W.data(), off.gate >= 0 ? p + off.gate : nullptr, heads.data(),
+            heads.data() + T * C, heads.data() + 2 * T * C, o.data());
   for (int64_t e = 0; e < T * C; ++e) merged[heads_row_index(e, 1, s.B, s.H, s.n, s.D)] = o[e];
   linear_forward_ref(merged.data(), p + off.out_w, p + off.out_b, mid.data(), T, C, C);
   for (int64_t i = 0; i < T * C; ++i) mid[i] += x[i];

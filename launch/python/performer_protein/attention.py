@@ -90,22 +90,31 @@ def linear_attention(kind, q, k, v, W, causal, chunk=128, half_norm=False):
     return torch.cat(out, 1)
 
 
-def softmax_attention(q, k, v, causal, chunk=1024):
-    """Exact attention, scale 1 / sqrt(D), in chunks of query rows (an [chunk, n] score tile at a time)."""
+def softmax_attention(q, k, v, causal, chunk=1024, window=0):
+    """Exact attention, scale 1 / sqrt(D), in chunks of query rows (an [chunk, n] score tile at a time);
+    window > 0: query i sees only the keys j with |i - j| < window (causal: i - window < j <= i)."""
     H, n, D = q.shape
     out = []
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
         scores = (q[:, a:b] @ k.transpose(1, 2)) / math.sqrt(D)
+        rows = torch.arange(a, b, device=q.device)[:, None]
+        cols = torch.arange(n, device=q.device)[None, :]
         if causal:
-            rows = torch.arange(a, b, device=q.device)[:, None]
-            cols = torch.arange(n, device=q.device)[None, :]
             scores = scores.masked_fill(cols > rows, -math.inf)
+        if window > 0:
+            scores = scores.masked_fill((cols - rows).abs() >= window, -math.inf)
         out.append(torch.softmax(scores, -1) @ v)
     return torch.cat(out, 1)
 
 
-def attention(kind, q, k, v, W, causal, chunk=128, half_norm=False):
+def attention(kind, q, k, v, W, causal, chunk=128, half_norm=False, window=0, gate=None):
+    """q, k, v [H, n, D]. window > 0: softmax over the window alone, or, with a
+    linear kind, (1 - s_h) linear + s_h window with s_h = sigmoid(gate[h])."""
     if kind == "softmax":
-        return softmax_attention(q, k, v, causal)
-    return linear_attention(kind, q, k, v, W, causal, chunk, half_norm)
+        return softmax_attention(q, k, v, causal, window=window)
+    out = linear_attention(kind, q, k, v, W, causal, chunk, half_norm)
+    if window > 0:
+        s = torch.sigmoid(gate)[:, None, None]
+        out = out + s * (softmax_attention(q, k, v, causal, window=window) - out)
+    return out

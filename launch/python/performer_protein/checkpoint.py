@@ -73,6 +73,8 @@ def parameter_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
                        p + "qkv.bias": (3 * C,)})
         if cfg.attention == "exp":  # the trained projections
             shapes[p + "attn.features"] = (cfg.heads, cfg.features, cfg.head_dim)
+        if cfg.window > 0 and cfg.attention != "softmax":  # the local window's per-head gates
+            shapes[p + "attn.gate"] = (cfg.heads,)
         shapes.update({p + "out.weight": (C, C), p + "out.bias": (C,),
                        p + "ln2.gamma": (C,), p + "ln2.beta": (C,), p + "ffn1.weight": (F, C),
                        p + "ffn1.bias": (F,), p + "ffn2.weight": (C, F), p + "ffn2.bias": (C,)})

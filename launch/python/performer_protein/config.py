@@ -33,6 +33,7 @@ class ModelConfig:
     projection: str = "orthogonal"
     feature_scaling: str = "chi"
     chunk: int = 128
+    window: int = 0
     checkpoint_activations: bool = False
     init_std: float = 0.02
     mlm_probability: float = 0.15
@@ -59,6 +60,7 @@ class ModelConfig:
         for key in ("layers", "width", "heads", "ffn", "features", "vocab"):
             need(getattr(self, key) >= 1, key, "must be >= 1")
         need(self.width % self.heads == 0, "width", f"must be a multiple of model.heads = {self.heads}")
+        need(self.window >= 0, "window", "must be >= 0 (0: no local window)")
         need(self.attention != "elu" or self.features == self.width // self.heads, "features",
              "must equal the head dimension with model.attention = elu")
         need(self.attention != "exp" or (self.redraw_interval == 0 and self.feature_draw == 0), "attention",

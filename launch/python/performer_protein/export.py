@@ -45,10 +45,18 @@ _HF_FILES = ("configuration_performer_protein.py", "modeling_performer_protein.p
 def _attention_text(cfg):
     if cfg.attention in ("favor", "relu"):
         kind = "FAVOR+" if cfg.attention == "favor" else "ReLU-kernel"
-        return f"{kind} attention (`{cfg.attention}`, {cfg.features} random features)"
-    if cfg.attention == "elu":
-        return "elu(x) + 1 linear attention (`elu`)"
-    return "exact softmax attention (`softmax`)"
+        text = f"{kind} attention (`{cfg.attention}`, {cfg.features} random features)"
+    elif cfg.attention == "elu":
+        text = "elu(x) + 1 linear attention (`elu`)"
+    elif cfg.attention == "exp":
+        text = f"exp-kernel linear attention (`exp`, {cfg.features} trained features)"
+    elif cfg.window > 0:
+        return f"exact softmax attention over a local window of {cfg.window} positions (`softmax`)"
+    else:
+        return "exact softmax attention (`softmax`)"
+    if cfg.window > 0:
+        text += f" mixed per head with exact softmax over a local window of {cfg.window} positions"
+    return text
 
 
 def _model_card(ck, cfg):

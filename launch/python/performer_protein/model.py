@@ -81,6 +81,8 @@ class Layer(nn.Module):
             self.features = nn.Parameter(torch.zeros(cfg.heads, cfg.features, cfg.head_dim))
         else:
             self.register_buffer("projection", torch.zeros(cfg.features, cfg.head_dim))
+        # model.window with a linear kind: the per-head gates of the local window.
+        self.gate = nn.Parameter(torch.zeros(cfg.heads)) if cfg.window > 0 and cfg.attention != "softmax" else None
         self.lowp = None  # set by PerformerProtein.set_precision
 
     def mix(self, h, segments):
@@ -94,7 +96,7 @@ class Layer(nn.Module):
         for b in range(B):
             W = self.features if cfg.attention == "exp" else self.projection
             parts = [attention(cfg.attention, q[b, :, s:e], k[b, :, s:e], v[b, :, s:e], W, cfg.causal, cfg.chunk,
-                               cfg.exp_key_norm) for s, e in segments[b]]
+                               cfg.exp_key_norm, cfg.window, self.gate) for s, e in segments[b]]
             rows.append(torch.cat(parts, 1))
         o = torch.stack(rows).permute(0, 2, 1, 3).reshape(B, n, C)
         return self.out(o, self.lowp)
@@ -140,6 +142,8 @@ class PerformerProtein(nn.Module):
             for part in ("qkv", "out", "ffn1", "ffn2"):
                 out[f"layer{l}.{part}.weight"] = getattr(layer, part).weight
                 out[f"layer{l}.{part}.bias"] = getattr(layer, part).bias
+            if layer.gate is not None:
+                out[f"layer{l}.attn.gate"] = layer.gate
             if self.config.attention == "exp":
                 out[f"layer{l}.attn.features"] = layer.features
             elif self.config.attention != "softmax":
