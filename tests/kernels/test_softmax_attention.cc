@@ -81,6 +81,17 @@ std::string describe(const SoftmaxAttentionParams& p) {
          " q_tile=" + std::to_string(p.q_tile) + " k_tile=" + std::to_string(p.k_tile);
 }
 
+SoftmaxAttentionParams tiled_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t q_tile, int64_t k_tile) {
+  SoftmaxAttentionParams p;
+  p.heads = heads;
+  p.n = n;
+  p.d = d;
+  p.causal = causal;
+  p.q_tile = q_tile;
+  p.k_tile = k_tile;
+  return p;
+}
+
 TEST(SoftmaxAttention, CpuMatchesFloat64Reference) {
   struct Tiles {
     int64_t q, k;
@@ -137,14 +148,8 @@ TEST(SoftmaxAttention, WindowedCpuMatchesFloat64Reference) {
 // bit for bit.
 TEST(SoftmaxAttention, WindowSeesExactlyItsKeys) {
   for (bool causal : {true, false}) {
-    SoftmaxAttentionParams p;
-    p.heads = 1;
-    p.n = 150;
-    p.d = 16;
-    p.causal = causal;
+    SoftmaxAttentionParams p = tiled_params(1, 150, 16, causal, 16, 20);
     p.window = 23;
-    p.q_tile = 16;
-    p.k_tile = 20;
     const Inputs base = make_inputs(p, 12);
     const Outputs o0 = run_cpu(p, base);
     for (int64_t j : {0, 40, 149}) {
@@ -190,14 +195,8 @@ TEST(SoftmaxAttention, LongSequenceMatchesReference) {
 
 TEST(SoftmaxAttention, ExplicitScale) {
   for (bool causal : {false, true}) {
-    SoftmaxAttentionParams p;
-    p.heads = 2;
-    p.n = 50;
-    p.d = 24;
-    p.causal = causal;
+    SoftmaxAttentionParams p = tiled_params(2, 50, 24, causal, 16, 20);
     p.scale = 0.37f;
-    p.q_tile = 16;
-    p.k_tile = 20;
     const Inputs in = make_inputs(p, 8);
     const Reference want = run_ref(p, in);
     expect_close(run_cpu(p, in), want, 1e-5, describe(p));
@@ -249,13 +248,7 @@ TEST(SoftmaxAttention, ReferenceBackwardMatchesFiniteDifferences) {
 // Changing q, k, v after position i leaves O and lse at positions <= i
 // bit-for-bit unchanged: masked scores never enter the row max or the sums.
 TEST(SoftmaxAttention, StrictCausality) {
-  SoftmaxAttentionParams p;
-  p.heads = 2;
-  p.n = 200;
-  p.d = 32;
-  p.causal = true;
-  p.q_tile = 24;
-  p.k_tile = 40;
+  const SoftmaxAttentionParams p = tiled_params(2, 200, 32, true, 24, 40);
   const Inputs base = make_inputs(p, 10);
   const Outputs o0 = run_cpu(p, base);
   for (int64_t i : {0, 23, 24, 117, 198}) {

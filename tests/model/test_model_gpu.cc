@@ -112,6 +112,24 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
       }
 }
 
+// Loss within 1e-5 and gradients within 1e-4 (relative L2) of the CPU model,
+// fp32, on a batch of two 40-token samples, packed (several proteins a
+// sample, each attending to itself) or not.
+void expect_batch_matches_cpu(const ModelConfig& cfg, const std::vector<float>& params, bool packed,
+                              const std::string& what) {
+  TokenBatch batch = test::synthetic_slice(9, 0, 2, 40, 0, 40);
+  if (packed) batch.packed.samples = {{{0, 0, 1}, {7, 0, 2}, {8, 0, 3}, {30, 0, 4}}, {{0, 0, 5}, {20, 0, 6}}};
+  const ModelInput in = make_model_input(cfg, batch, 0);
+  const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
+  const Pass gpu = run_pass(cfg, Device::cuda(0), params, in);
+  const double dl = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss);
+  const double dg = test::rel_l2(gpu.grads, cpu.grads);
+  EXPECT_LT(dl, 1e-5);
+  EXPECT_LT(dg, 1e-4);
+  std::printf("[ model    ] %s%s/%s f32: loss rel %.2e, gradient rel L2 %.2e\n", what.c_str(),
+              attention_kind_name(cfg.attention), objective_name(cfg.objective), dl, dg);
+}
+
 // A local softmax window, alone and beside FAVOR+ with distinct per-head
 // gates, unpacked and packed, fp32: the windowed softmax kernels and the
 // gated mix on CUDA against the CPU.
@@ -129,17 +147,7 @@ TEST_F(ModelGpu, WindowMatchesTheCpuModel) {
           for (int64_t l = 0; l < cfg.layers; ++l)
             for (int64_t h = 0; h < cfg.heads; ++h)
               params[layout.layer(l).gate + h] = 0.8f * static_cast<float>(h + 1) * (l % 2 ? -1.f : 1.f);
-        TokenBatch batch = test::synthetic_slice(9, 0, 2, 40, 0, 40);
-        if (packed) batch.packed.samples = {{{0, 0, 1}, {7, 0, 2}, {8, 0, 3}, {30, 0, 4}}, {{0, 0, 5}, {20, 0, 6}}};
-        const ModelInput in = make_model_input(cfg, batch, 0);
-        const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
-        const Pass gpu = run_pass(cfg, Device::cuda(0), params, in);
-        const double dl = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss);
-        const double dg = test::rel_l2(gpu.grads, cpu.grads);
-        EXPECT_LT(dl, 1e-5);
-        EXPECT_LT(dg, 1e-4);
-        std::printf("[ model    ] window %s/%s%s f32: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
-                    objective_name(obj), packed ? " packed" : "", dl, dg);
+        expect_batch_matches_cpu(cfg, params, packed, std::string("window ") + (packed ? "packed " : ""));
       }
 }
 
@@ -152,18 +160,7 @@ TEST_F(ModelGpu, PackedBatchMatchesTheCpuModel) {
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
       const ModelConfig cfg = test::tiny_config(kind, obj);
       SCOPED_TRACE(testing::Message() << "packed " << attention_kind_name(kind) << "/" << objective_name(obj));
-      const std::vector<float> params = initial_params(cfg);
-      TokenBatch batch = test::synthetic_slice(9, 0, 2, 40, 0, 40);
-      batch.packed.samples = {{{0, 0, 1}, {7, 0, 2}, {8, 0, 3}, {30, 0, 4}}, {{0, 0, 5}, {20, 0, 6}}};
-      const ModelInput in = make_model_input(cfg, batch, 0);
-      const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
-      const Pass gpu = run_pass(cfg, Device::cuda(0), params, in);
-      const double dl = std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss);
-      const double dg = test::rel_l2(gpu.grads, cpu.grads);
-      EXPECT_LT(dl, 1e-5);
-      EXPECT_LT(dg, 1e-4);
-      std::printf("[ model    ] packed %s/%s f32: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
-                  objective_name(obj), dl, dg);
+      expect_batch_matches_cpu(cfg, initial_params(cfg), true, "packed ");
     }
 }
 
