@@ -1,6 +1,10 @@
 // Packed attention (model/packed_layout.h): every piece of a sample's slice,
-// the rows [H, len, D] of one sequence, runs through the same kernels as an
-// unpacked block of len positions, so a sequence attends to itself only.
+// the rows [len, D] of each head of one sequence, is a head of its own in
+// calls of the FAVOR+ protocol over pieces (favor_attention.h, FavorPieces):
+// up to kPackedPiecesPerCall pieces per call, each call one set of kernel launches
+// whatever the pieces' lengths, the rows read and written in place. A
+// sequence attends to itself only: a piece's arithmetic is that of a block
+// of its rows alone.
 // Pieces whose sequence continues on a neighbouring rank exchange states by
 // segmented exclusive scans over the sequence group (runtime/scan.h, with the
 // fused SegmentedStateCombine), the flag of sample b being "a sequence starts
@@ -14,12 +18,14 @@
 //   in the backward the prefix to the first piece's dq and the gradient
 //   suffix to the last piece's dk, dv.
 // bidirectional: a piece's sequence total is [prefix (+)] own [(+) suffix] of
-//   key states in the forward and of gradient states in the backward.
+//   key states in the forward and of gradient states in the backward; the
+//   pieces that wait for the scans are finished by one call over the slots
+//   of saved.piece_state [2 B, H, ss] (a sample's first piece that continues
+//   an earlier rank's sequence: slot 2 b; its last piece otherwise: 2 b + 1).
 // softmax (one rank only): each piece its own exact attention.
-// exp: every piece is [H, len, D], so its per-head dW [H, m, D] accumulates
-//   straight into the layer's gradient.
-// A piece that is the whole slice of its sample is used in place; others are
-// copied to [H, len, ...] buffers and their results copied back.
+// exp: every piece's head h adds its dW to the layer's dW [H, m, D] slot h.
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "kernels/favor_attention/favor_attention.h"
@@ -71,17 +77,11 @@ class PieceView {
   int64_t H_, n_, b_, begin_, len_;
 };
 
-// One piece of the layout, with what the work on it keeps until the scans are done.
-struct Piece {
-  int64_t b = 0;
-  size_t i = 0;
+// One piece of the layout.
+struct PieceInfo {
+  int64_t b = 0, begin = 0, len = 0;
   bool first_continues = false;  // the first piece, continuing a sequence of an earlier rank
   bool last = false;             // the sample's last piece
-  PieceView view;
-  FavorShape fs;
-  Rows q, k, v, y, rs, dk, dv;
-  float* state = nullptr;  // [H, ss]: the piece's key or gradient state
-  Tensor state_keep;
 };
 
 class PackedPass {
@@ -102,65 +102,110 @@ class PackedPass {
     PF_REQUIRE(ValueError, heads == B_ * H_,
                "packed attention: " << heads << " heads are not a multiple of " << H_ << " heads per sample");
     layout.check(B_, n);
-  }
-  bool distributed() const { return distributed_; }
-  int64_t state_size() const { return ss_; }
-  const ExecContext& ctx() const { return ctx_; }
-
-  // Every piece in order: f(b, i, PieceView).
-  template <typename F>
-  void each_piece(F f) const {
     for (int64_t b = 0; b < B_; ++b) {
       const std::vector<SequencePiece>& p = layout_.samples[static_cast<size_t>(b)];
+      first_.push_back(static_cast<int64_t>(pieces_.size()));
       for (size_t i = 0; i < p.size(); ++i)
-        f(b, i, PieceView(ctx_, H_, n_, b, p[i].begin, layout_.piece_length(b, i, n_)));
+        pieces_.push_back(
+            PieceInfo{b, p[i].begin, layout_.piece_length(b, i, n_), i == 0 && !p[0].starts(), i + 1 == p.size()});
+      last_.push_back(static_cast<int64_t>(pieces_.size()) - 1);
     }
   }
-  Piece piece(int64_t b, size_t i, const PieceView& view) const {
-    const std::vector<SequencePiece>& p = layout_.samples[static_cast<size_t>(b)];
-    Piece x{b,
-            i,
-            i == 0 && !p[0].starts(),
-            i + 1 == p.size(),
-            view,
-            attention_favor_shape(cfg_, H_, view.len()),
-            {},
-            {},
-            {},
-            {},
-            {},
-            {},
-            {},
-            nullptr,
-            Tensor()};
-    return x;
+  bool distributed() const { return distributed_; }
+  const ExecContext& ctx() const { return ctx_; }
+  int64_t H() const { return H_; }
+  int64_t D() const { return D_; }
+  const std::vector<PieceInfo>& pieces() const { return pieces_; }
+
+  // Every piece in order as a view of its rows (softmax): f(PieceView).
+  template <typename F>
+  void each_view(F f) const {
+    for (const PieceInfo& x : pieces_) f(PieceView(ctx_, H_, n_, x.b, x.begin, x.len));
   }
-  // Whether the piece needs the scans' results before it can finish.
-  bool waits(const Piece& x, bool prefix, bool suffix) const {
+  // The calls: f(first piece, end) for runs of at most kPackedPiecesPerCall pieces.
+  template <typename F>
+  void each_call(F f) const {
+    const int64_t count = static_cast<int64_t>(pieces_.size());
+    for (int64_t p0 = 0; p0 < count; p0 += kPackedPiecesPerCall) f(p0, std::min(count, p0 + kPackedPiecesPerCall));
+  }
+  // Whether piece p waits for the scans: for the prefix (its first piece
+  // continues a sequence) and/or the suffix (the sample's last piece).
+  bool waits(int64_t p, bool prefix, bool suffix) const {
+    const PieceInfo& x = pieces_[static_cast<size_t>(p)];
     return distributed_ && ((prefix && x.first_continues) || (suffix && x.last));
   }
-  // Per-sample states [B*H, ss], all identity.
-  Tensor states(const char* tag) const {
-    Tensor t = Tensor::empty({B_ * H_, ss_}, DType::f32, *ctx_.tracker, tag);
-    LinAttnShape s;
-    s.heads = B_ * H_;
-    s.m = cfg_.features;
-    s.d = D_;
-    linear_attention_state_clear(ctx_, s, t.data<float>());
+  // The slot of saved.piece_state [2 B, H, ss] of a piece that waits for both scans.
+  int64_t slot(int64_t p) const {
+    const PieceInfo& x = pieces_[static_cast<size_t>(p)];
+    return 2 * x.b + (x.first_continues ? 0 : 1);
+  }
+  int64_t first_piece(int64_t b) const { return first_[static_cast<size_t>(b)]; }
+  int64_t last_piece(int64_t b) const { return last_[static_cast<size_t>(b)]; }
+
+  // The heads of pieces [p0, p1) as spans (piece-major); a piece for which
+  // `skip` holds keeps its heads with no rows.
+  template <typename Skip>
+  FavorPieces spans(int64_t p0, int64_t p1, Skip skip) const {
+    std::vector<FavorSpan> out;
+    for (int64_t p = p0; p < p1; ++p) append(out, p, !skip(p));
+    return FavorPieces(ctx_, std::move(out));
+  }
+  FavorPieces spans(int64_t p0, int64_t p1) const {
+    return spans(p0, p1, [](int64_t) { return false; });
+  }
+  // One piece per entry of `which` (-1: no rows), in that order.
+  FavorPieces spans_of(const std::vector<int64_t>& which) const {
+    std::vector<FavorSpan> out;
+    for (int64_t p : which) append(out, std::max<int64_t>(p, 0), p >= 0);
+    return FavorPieces(ctx_, std::move(out));
+  }
+  // Per sample: its first piece where it waits for the prefix, else -1.
+  std::vector<int64_t> continuing_firsts() const {
+    std::vector<int64_t> out;
+    for (int64_t b = 0; b < B_; ++b) out.push_back(waits(first_piece(b), true, false) ? first_piece(b) : -1);
+    return out;
+  }
+  // The pieces that wait for both scans at their slots of saved.piece_state (-1: none).
+  std::vector<int64_t> slotted() const {
+    std::vector<int64_t> out(static_cast<size_t>(2 * B_), -1);
+    for (int64_t p = 0; p < static_cast<int64_t>(pieces_.size()); ++p)
+      if (waits(p, true, true)) out[static_cast<size_t>(slot(p))] = p;
+    return out;
+  }
+  FavorShape shape(const FavorPieces& pieces) const {
+    return favor_pieces_shape(attention_favor_shape(cfg_, H_, n_), pieces);
+  }
+
+  // [count * H, ss] states; identity when `clear`.
+  Tensor states(int64_t count, const char* tag, bool clear) const {
+    Tensor t = Tensor::empty({count * H_, ss_}, DType::f32, *ctx_.tracker, tag);
+    if (clear) {
+      LinAttnShape s;
+      s.heads = count * H_;
+      s.m = cfg_.features;
+      s.d = D_;
+      linear_attention_state_clear(ctx_, s, t.data<float>());
+    }
     return t;
   }
-  float* sample_state(Tensor& t, int64_t b) const { return t.data<float>() + b * H_ * ss_; }
-  const float* sample_state(const Tensor& t, int64_t b) const { return t.data<float>() + b * H_ * ss_; }
+  // The H states of entry i of [count, H, ss] states.
+  float* state(const Tensor& t, int64_t i) const { return const_cast<float*>(t.data<float>()) + i * H_ * ss_; }
   void copy_state(float* dst, const float* src) const {
     copy_bytes(ctx_.stream, dst, ctx_.device, src, ctx_.device, H_ * ss_ * 4);
   }
-  float* new_state(Piece& x, const char* tag) const {
-    x.state_keep = Tensor::empty({H_, ss_}, DType::f32, *ctx_.tracker, tag);
-    x.state = x.state_keep.data<float>();
-    return x.state;
-  }
   void combine(const float* earlier, const float* later, float* out) const {
     linear_attention_state_combine(ctx_, H_, cfg_.features, D_, earlier, later, out);
+  }
+  // The sequence totals at the slots of pieces that wait for both scans:
+  // prefix (+) own for a first piece that continues, own (+) suffix for a last.
+  void complete_slots(const Tensor& slots, const Tensor& prefix, const Tensor& suffix) const {
+    for (int64_t p = 0; p < static_cast<int64_t>(pieces_.size()); ++p) {
+      if (!waits(p, true, true)) continue;
+      const PieceInfo& x = pieces_[static_cast<size_t>(p)];
+      float* total = state(slots, slot(p));
+      if (x.first_continues) combine(state(prefix, x.b), total, total);
+      if (x.last) combine(total, state(suffix, x.b), total);
+    }
   }
 
   // out = the segmented exclusive scan of the per-sample states over the sequence group.
@@ -195,24 +240,11 @@ class PackedPass {
     t.comm_wait += pt.comm_wait;
   }
 
-  // o, den (and row_scale, kept in the piece) of a finished piece from its y.
-  void finish(const Piece& x, AttentionSaved& saved) const {
-    Rows o = x.view.make(saved.o.data<float>(), D_, "attention.piece_o");
-    Rows den = x.view.make(saved.den.data<float>(), 1, "attention.piece_den");
-    linear_attention_normalize(ctx_, x.fs.lin(), x.y.p, o.p, den.p);
-    x.view.put(o, saved.o.data<float>(), D_);
-    x.view.put(den, saved.den.data<float>(), 1);
-    x.view.put(x.rs, saved.row_scale.data<float>(), 1);
-  }
-  // The slot of saved.piece_state [2 B, H, ss] that keeps the sequence total
-  // of a piece that takes part in the scans: the first piece's, or the last's.
-  float* total_slot(const Tensor& piece_state, const Piece& x) const {
-    return const_cast<float*>(piece_state.data<float>()) + (2 * x.b + (x.first_continues ? 0 : 1)) * H_ * ss_;
-  }
-  int64_t H() const { return H_; }
-  int64_t D() const { return D_; }
-
  private:
+  void append(std::vector<FavorSpan>& out, int64_t p, bool rows) const {
+    const PieceInfo& x = pieces_[static_cast<size_t>(p)];
+    for (int64_t h = 0; h < H_; ++h) out.push_back(FavorSpan{(x.b * H_ + h) * n_ + x.begin, rows ? x.len : 0, h});
+  }
   const ModelConfig& cfg_;
   Communicator* sp_;
   const AttentionOptions& opt_;
@@ -220,10 +252,13 @@ class PackedPass {
   const PackedLayout& layout_;
   int64_t H_, B_, n_, D_, ss_;
   bool distributed_;
+  std::vector<PieceInfo> pieces_;
+  std::vector<int64_t> first_, last_;  // per sample
 };
 
 // Ends a call's timing once its work is done: compute is the wall time less
-// the communication the compute stream waited for.
+// the communication the compute stream waited for. (The pieces' tables live
+// until then.)
 void end_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
   synchronize(ctx.stream);
   t.compute = seconds_now() - t0 - t.comm_wait;
@@ -234,7 +269,7 @@ void softmax_pieces(const ModelConfig& cfg, const PackedPass& pass, const float*
                     AttentionSaved& saved) {
   const int64_t D = pass.D();
   const ExecContext& ctx = pass.ctx();
-  pass.each_piece([&](int64_t, size_t, const PieceView& view) {
+  pass.each_view([&](const PieceView& view) {
     const Rows qs = view.get(q, D, "attention.piece_q"), ks = view.get(k, D, "attention.piece_k"),
                vs = view.get(v, D, "attention.piece_v");
     Rows o = view.make(saved.o.data<float>(), D, "attention.piece_o");
@@ -245,6 +280,26 @@ void softmax_pieces(const ModelConfig& cfg, const PackedPass& pass, const float*
   });
 }
 
+void softmax_pieces_backward(const ModelConfig& cfg, const PackedPass& pass, const float* q, const float* k,
+                             const float* v, const AttentionSaved& saved, const float* d_o, float* dq, float* dk,
+                             float* dv) {
+  const int64_t D = pass.D();
+  const ExecContext& ctx = pass.ctx();
+  pass.each_view([&](const PieceView& view) {
+    const Rows qs = view.get(q, D, "attention.piece_q"), ks = view.get(k, D, "attention.piece_k"),
+               vs = view.get(v, D, "attention.piece_v"), os = view.get(saved.o.data<float>(), D, "attention.piece_o"),
+               ls = view.get(saved.lse.data<float>(), 1, "attention.piece_lse"),
+               dos = view.get(d_o, D, "attention.piece_grad_o");
+    Rows dqs = view.make(dq, D, "attention.piece_dq"), dks = view.make(dk, D, "attention.piece_dk"),
+         dvs = view.make(dv, D, "attention.piece_dv");
+    softmax_attention_backward(ctx, attention_softmax_params(cfg, pass.H(), view.len()), qs.p, ks.p, vs.p, os.p, ls.p,
+                               dos.p, dqs.p, dks.p, dvs.p);
+    view.put(dqs, dq, D);
+    view.put(dks, dk, D);
+    view.put(dvs, dv, D);
+  });
+}
+
 }  // namespace
 
 void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const AttentionOptions& opt,
@@ -252,7 +307,7 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
                               const float* W, const float* q, const float* k, const float* v, AttentionSaved& saved,
                               AttentionTiming* timing) {
   const PackedPass pass(cfg, sp, opt, ctx, heads, n, layout);
-  const int64_t D = cfg.head_dim(), H = cfg.heads;
+  const int64_t D = cfg.head_dim(), B = heads / cfg.heads;
   MemoryTracker& tr = *ctx.tracker;
   AttentionTiming t;
   const double t0 = seconds_now();
@@ -267,66 +322,55 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
     return;
   }
   const bool causal = cfg.causal();
-  const int64_t ss = pass.state_size();
   saved.den = Tensor::empty({heads, n}, DType::f32, tr, "attention.den");
   saved.row_scale = Tensor::empty({heads, n}, DType::f32, tr, "attention.row_scale");
+  Tensor y = Tensor::empty({heads, n, D + 1}, DType::f32, tr, "attention.y");
+  float* yp = y.data<float>();
+  float* rs = saved.row_scale.data<float>();
   // causal: the prefix of each sample's first piece; bidirectional: the
   // sequence totals of the pieces that take part in the scans.
   if (causal)
-    saved.state = pass.states("attention.state");
+    saved.state = pass.states(B, "attention.state", true);
   else
-    saved.piece_state = Tensor::empty({2 * heads / H, H, ss}, DType::f32, tr, "attention.piece_state");
-  Tensor last = pass.states("attention.last_piece_state");
-  Tensor first = causal ? Tensor() : pass.states("attention.first_piece_state");
-  std::vector<Piece> waiting;
-  pass.each_piece([&](int64_t b, size_t i, const PieceView& view) {
-    Piece x = pass.piece(b, i, view);
-    x.q = view.get(q, D, "attention.piece_q");
-    const Rows ks = view.get(k, D, "attention.piece_k"), vs = view.get(v, D, "attention.piece_v");
-    x.y.keep = Tensor::empty({H, view.len(), D + 1}, DType::f32, tr, "attention.y");
-    x.y.p = x.y.keep.data<float>();
-    x.rs = view.make(saved.row_scale.data<float>(), 1, "attention.piece_row_scale");
+    saved.piece_state = pass.states(2 * B, "attention.piece_state", false);
+  const Tensor last = pass.states(B, "attention.last_piece_state", true);
+  const Tensor first = causal ? Tensor() : pass.states(B, "attention.first_piece_state", true);
+  pass.each_call([&](int64_t p0, int64_t p1) {
+    const FavorPieces pieces = pass.spans(p0, p1);
+    const FavorShape fs = pass.shape(pieces);
+    const Tensor totals = pass.states(p1 - p0, "attention.piece_total", false);
     if (causal) {
-      float* total = x.last ? pass.sample_state(last, b) : pass.new_state(x, "attention.block_total");
-      favor_causal_forward_local(ctx, x.fs, x.q.p, ks.p, vs.p, W, x.y.p, x.rs.p, total);
-      if (pass.waits(x, true, false))
-        waiting.push_back(std::move(x));
-      else
-        pass.finish(x, saved);
+      favor_causal_forward_local(ctx, fs, q, k, v, W, yp, rs, totals.data<float>());
     } else {
-      x.state = pass.waits(x, true, true) ? pass.total_slot(saved.piece_state, x)
-                                          : pass.new_state(x, "attention.piece_total");
-      favor_key_state(ctx, x.fs, ks.p, vs.p, W, x.state);
-      if (x.last) pass.copy_state(pass.sample_state(last, b), x.state);
-      if (x.first_continues) pass.copy_state(pass.sample_state(first, b), x.state);
-      if (pass.waits(x, true, true)) {
-        waiting.push_back(std::move(x));
-      } else {
-        favor_bidirectional_forward_finish(ctx, x.fs, x.q.p, W, x.state, x.y.p, x.rs.p);
-        pass.finish(x, saved);
-      }
+      favor_key_state(ctx, fs, k, v, W, totals.data<float>());
+      // Pieces that wait for the scans are finished again after them.
+      favor_bidirectional_forward_finish(ctx, fs, q, W, totals.data<float>(), yp, rs);
+    }
+    for (int64_t p = p0; p < p1; ++p) {
+      const PieceInfo& x = pass.pieces()[static_cast<size_t>(p)];
+      const float* own = pass.state(totals, p - p0);
+      if (x.last) pass.copy_state(pass.state(last, x.b), own);
+      if (causal) continue;
+      if (x.first_continues) pass.copy_state(pass.state(first, x.b), own);
+      if (pass.waits(p, true, true)) pass.copy_state(pass.state(saved.piece_state, pass.slot(p)), own);
     }
   });
   if (pass.distributed()) {
     if (causal) {
       pass.scan(last.data<float>(), saved.state.data<float>(), ScanDirection::Forward, t);
+      const FavorPieces firsts = pass.spans_of(pass.continuing_firsts());
+      favor_add_prefix(ctx, pass.shape(firsts), q, W, saved.state.data<float>(), yp, rs);
     } else {
-      Tensor prefix = pass.states("attention.prefix"), suffix = pass.states("attention.suffix");
+      const Tensor prefix = pass.states(B, "attention.prefix", true), suffix = pass.states(B, "attention.suffix", true);
       pass.scan(last.data<float>(), prefix.data<float>(), ScanDirection::Forward, t);
       pass.scan(first.data<float>(), suffix.data<float>(), ScanDirection::Reverse, t);
-      for (Piece& x : waiting) {
-        if (x.first_continues) pass.combine(pass.sample_state(prefix, x.b), x.state, x.state);
-        if (x.last) pass.combine(x.state, pass.sample_state(suffix, x.b), x.state);
-      }
+      pass.complete_slots(saved.piece_state, prefix, suffix);
+      const FavorPieces slotted = pass.spans_of(pass.slotted());
+      favor_bidirectional_forward_finish(ctx, pass.shape(slotted), q, W, saved.piece_state.data<float>(), yp, rs);
     }
   }
-  for (Piece& x : waiting) {
-    if (causal)
-      favor_add_prefix(ctx, x.fs, x.q.p, W, pass.sample_state(saved.state, x.b), x.y.p, x.rs.p);
-    else
-      favor_bidirectional_forward_finish(ctx, x.fs, x.q.p, W, x.state, x.y.p, x.rs.p);
-    pass.finish(x, saved);
-  }
+  linear_attention_normalize(ctx, attention_favor_shape(cfg, heads, n).lin(), yp, saved.o.data<float>(),
+                             saved.den.data<float>());
   end_timing(ctx, t, t0, timing);
 }
 
@@ -336,98 +380,78 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
                                const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
                                float* dW, AttentionTiming* timing) {
   const PackedPass pass(cfg, sp, opt, ctx, heads, n, layout);
-  const int64_t D = cfg.head_dim(), H = cfg.heads;
+  const int64_t B = heads / cfg.heads;
   AttentionTiming t;
   const double t0 = seconds_now();
   if (cfg.attention == AttentionKind::Softmax) {
-    pass.each_piece([&](int64_t, size_t, const PieceView& view) {
-      const Rows qs = view.get(q, D, "attention.piece_q"), ks = view.get(k, D, "attention.piece_k"),
-                 vs = view.get(v, D, "attention.piece_v"), os = view.get(saved.o.data<float>(), D, "attention.piece_o"),
-                 ls = view.get(saved.lse.data<float>(), 1, "attention.piece_lse"),
-                 dos = view.get(d_o, D, "attention.piece_grad_o");
-      Rows dqs = view.make(dq, D, "attention.piece_dq"), dks = view.make(dk, D, "attention.piece_dk"),
-           dvs = view.make(dv, D, "attention.piece_dv");
-      softmax_attention_backward(ctx, attention_softmax_params(cfg, H, view.len()), qs.p, ks.p, vs.p, os.p, ls.p, dos.p,
-                                 dqs.p, dks.p, dvs.p);
-      view.put(dqs, dq, D);
-      view.put(dks, dk, D);
-      view.put(dvs, dv, D);
-    });
+    softmax_pieces_backward(cfg, pass, q, k, v, saved, d_o, dq, dk, dv);
     end_timing(ctx, t, t0, timing);
     return;
   }
   const bool causal = cfg.causal();
-  const int64_t ss = pass.state_size();
-  Tensor last = causal ? Tensor() : pass.states("attention.last_piece_grad");
-  Tensor first = pass.states("attention.first_piece_grad");
-  std::vector<Piece> waiting;
-  pass.each_piece([&](int64_t b, size_t i, const PieceView& view) {
-    Piece x = pass.piece(b, i, view);
-    const Rows qs = view.get(q, D, "attention.piece_q"), os = view.get(saved.o.data<float>(), D, "attention.piece_o"),
-               dens = view.get(saved.den.data<float>(), 1, "attention.piece_den"),
-               rss = view.get(saved.row_scale.data<float>(), 1, "attention.piece_row_scale"),
-               dos = view.get(d_o, D, "attention.piece_grad_o");
-    x.k = view.get(k, D, "attention.piece_k");
-    x.v = view.get(v, D, "attention.piece_v");
-    Rows dqs = view.make(dq, D, "attention.piece_dq");
-    x.dk = view.make(dk, D, "attention.piece_dk");
-    x.dv = view.make(dv, D, "attention.piece_dv");
+  const float *o = saved.o.data<float>(), *den = saved.den.data<float>(), *rs = saved.row_scale.data<float>();
+  const Tensor last = causal ? Tensor() : pass.states(B, "attention.last_piece_grad", true);
+  const Tensor first = pass.states(B, "attention.first_piece_grad", true);
+  // Bidirectional, distributed: the gradient states of the pieces that wait
+  // for both scans, at their slots.
+  const Tensor waiting = !causal && pass.distributed() ? pass.states(2 * B, "attention.waiting_grad", false) : Tensor();
+  pass.each_call([&](int64_t p0, int64_t p1) {
+    const FavorPieces pieces = pass.spans(p0, p1);
+    const FavorShape fs = pass.shape(pieces);
+    const Tensor grads = pass.states(p1 - p0, "attention.grad_total", false);
     if (causal) {
-      float* U = x.first_continues ? pass.sample_state(first, b) : pass.new_state(x, "attention.grad_total");
-      const float* prefix = pass.distributed() && x.first_continues ? pass.sample_state(saved.state, b) : nullptr;
-      favor_causal_backward_local(ctx, x.fs, qs.p, x.k.p, x.v.p, W, os.p, dens.p, rss.p, dos.p, prefix, dqs.p, x.dk.p,
-                                  x.dv.p, U, dW);
-      view.put(dqs, dq, D);
-      if (pass.waits(x, false, true)) {
-        waiting.push_back(std::move(x));
-      } else {
-        view.put(x.dk, dk, D);
-        view.put(x.dv, dv, D);
+      // The forward prefix of earlier ranks for first pieces that continue; the identity elsewhere.
+      Tensor prefix;
+      if (pass.distributed()) {
+        prefix = pass.states(p1 - p0, "attention.piece_prefix", true);
+        for (int64_t p = p0; p < p1; ++p)
+          if (pass.waits(p, true, false))
+            pass.copy_state(pass.state(prefix, p - p0),
+                            pass.state(saved.state, pass.pieces()[static_cast<size_t>(p)].b));
+      }
+      favor_causal_backward_local(ctx, fs, q, k, v, W, o, den, rs, d_o,
+                                  prefix.defined() ? prefix.data<float>() : nullptr, dq, dk, dv, grads.data<float>(),
+                                  dW);
+      for (int64_t p = p0; p < p1; ++p) {
+        const PieceInfo& x = pass.pieces()[static_cast<size_t>(p)];
+        if (x.first_continues) pass.copy_state(pass.state(first, x.b), pass.state(grads, p - p0));
       }
     } else {
-      // The sequence total: kept by the forward for the pieces that took
-      // part in the scans, made again from the piece's keys for the others.
-      Tensor own;
-      const float* total = nullptr;
-      if (pass.waits(x, true, true)) {
-        total = pass.total_slot(saved.piece_state, x);
-      } else {
-        own = Tensor::empty({H, ss}, DType::f32, *ctx.tracker, "attention.piece_total");
-        favor_key_state(ctx, x.fs, x.k.p, x.v.p, W, own.data<float>());
-        total = own.data<float>();
+      // The sequence totals: made again from the pieces' keys, and for the
+      // pieces that took part in the scans the ones the forward kept.
+      const Tensor totals = pass.states(p1 - p0, "attention.piece_total", false);
+      favor_key_state(ctx, fs, k, v, W, totals.data<float>());
+      for (int64_t p = p0; p < p1; ++p)
+        if (pass.waits(p, true, true))
+          pass.copy_state(pass.state(totals, p - p0), pass.state(saved.piece_state, pass.slot(p)));
+      favor_bidirectional_backward_local(ctx, fs, q, W, o, den, rs, d_o, totals.data<float>(), dq, grads.data<float>(),
+                                         dW);
+      for (int64_t p = p0; p < p1; ++p) {
+        const PieceInfo& x = pass.pieces()[static_cast<size_t>(p)];
+        const float* G = pass.state(grads, p - p0);
+        if (x.last) pass.copy_state(pass.state(last, x.b), G);
+        if (x.first_continues) pass.copy_state(pass.state(first, x.b), G);
+        if (pass.waits(p, true, true)) pass.copy_state(pass.state(waiting, pass.slot(p)), G);
       }
-      float* G = pass.new_state(x, "attention.grad_total");
-      favor_bidirectional_backward_local(ctx, x.fs, qs.p, W, os.p, dens.p, rss.p, dos.p, total, dqs.p, G, dW);
-      view.put(dqs, dq, D);
-      if (x.last) pass.copy_state(pass.sample_state(last, b), G);
-      if (x.first_continues) pass.copy_state(pass.sample_state(first, b), G);
-      if (pass.waits(x, true, true)) {
-        waiting.push_back(std::move(x));
-      } else {
-        favor_bidirectional_backward_finish(ctx, x.fs, x.k.p, x.v.p, W, G, x.dk.p, x.dv.p, dW);
-        view.put(x.dk, dk, D);
-        view.put(x.dv, dv, D);
-      }
+      // The pieces that wait keep their dk, dv (and dW) for the scans' results.
+      const FavorPieces finishing = pass.spans(p0, p1, [&](int64_t p) { return pass.waits(p, true, true); });
+      favor_bidirectional_backward_finish(ctx, pass.shape(finishing), k, v, W, grads.data<float>(), dk, dv, dW);
     }
   });
   if (pass.distributed()) {
-    Tensor suffix = pass.states("attention.suffix");
+    const Tensor suffix = pass.states(B, "attention.suffix", true);
     pass.scan(first.data<float>(), suffix.data<float>(), ScanDirection::Reverse, t);
-    Tensor prefix;
-    if (!causal) {
-      prefix = pass.states("attention.prefix");
+    if (causal) {
+      std::vector<int64_t> lasts;
+      for (int64_t b = 0; b < B; ++b) lasts.push_back(pass.last_piece(b));
+      const FavorPieces ends = pass.spans_of(lasts);
+      favor_backward_add_suffix(ctx, pass.shape(ends), k, v, W, suffix.data<float>(), dk, dv, dW);
+    } else {
+      const Tensor prefix = pass.states(B, "attention.prefix", true);
       pass.scan(last.data<float>(), prefix.data<float>(), ScanDirection::Forward, t);
-    }
-    for (Piece& x : waiting) {
-      if (causal) {
-        favor_backward_add_suffix(ctx, x.fs, x.k.p, x.v.p, W, pass.sample_state(suffix, x.b), x.dk.p, x.dv.p, dW);
-      } else {
-        if (x.first_continues) pass.combine(pass.sample_state(prefix, x.b), x.state, x.state);
-        if (x.last) pass.combine(x.state, pass.sample_state(suffix, x.b), x.state);
-        favor_bidirectional_backward_finish(ctx, x.fs, x.k.p, x.v.p, W, x.state, x.dk.p, x.dv.p, dW);
-      }
-      x.view.put(x.dk, dk, D);
-      x.view.put(x.dv, dv, D);
+      pass.complete_slots(waiting, prefix, suffix);
+      const FavorPieces slotted = pass.spans_of(pass.slotted());
+      favor_bidirectional_backward_finish(ctx, pass.shape(slotted), k, v, W, waiting.data<float>(), dk, dv, dW);
     }
   }
   end_timing(ctx, t, t0, timing);

@@ -31,6 +31,11 @@
 
 namespace pf {
 
+// The packed attention (model/attention_packed.cc) runs the pieces of a
+// batch in calls over at most this many pieces (all heads of each); the
+// planner (model/planner.cc) counts one such call's per-piece states.
+constexpr int64_t kPackedPiecesPerCall = 32;
+
 struct SequencePiece {
   int64_t begin = 0;     // first local row
   int64_t position = 0;  // position inside its sequence of that row

@@ -7,6 +7,7 @@
 
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/reduce/column_sums.h"
+#include "model/packed_layout.h"
 #include "model/params.h"
 #include "runtime/memory.h"
 
@@ -49,21 +50,28 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // the block totals, the early block totals, the scan's workspace, and the
   // fused op's workspace on `device` (CPU: per-thread tiles; CUDA: window
   // buffers). No buffer is m wide per position.
-  const FavorShape fs = attention_favor_shape(cfg, BH, n);
-  const int64_t favor_ws = linear ? favor_workspace_bytes(fs, device, omp_get_max_threads()) : 0;
-  // Packed (model/attention_packed.cc): copies of the rows of the piece at
-  // work and of the pieces waiting for the scans (at most the slice: q, k, v,
-  // o, den, row_scale), the scans' flagged buffers and the per-sample states.
-  const int64_t packed_fwd = packed ? f * (4 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 4 * BH * ss) : 0;
+  // Packed (model/attention_packed.cc): calls over up to kPackedPiecesPerCall
+  // pieces, G = that many pieces' heads, in place; the fused op's workspace
+  // of the larger of the two calls.
+  const int64_t G = kPackedPiecesPerCall * H;
+  const int threads = omp_get_max_threads();
+  const int64_t favor_ws =
+      !linear ? 0
+              : std::max(favor_workspace_bytes(attention_favor_shape(cfg, BH, n), device, threads),
+                         packed ? favor_workspace_bytes(attention_favor_shape(cfg, G, n), device, threads) : 0);
+  // Packed: the scans' flagged buffers, the per-sample states (last, first,
+  // prefix, suffix) and the states of the pieces of one call.
+  const int64_t packed_fwd = packed ? f * (2 * BH * (ss + 1) + BH + 4 * BH * ss + G * ss) : 0;
   const int64_t softmax_fwd = packed ? f * (4 * T * C + T * H) : 0;
   // (A hybrid runs the linear kind, then the window: one after the other.)
   const int64_t att_fwd =
       linear ? std::max(f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd, hybrid ? softmax_fwd : int64_t{0})
              : softmax_fwd;
   // Backward: the gradient block total, the suffix, the scan's workspace and
-  // the workspace; packed: the copies of q, k, v, o, d_o, dq, dk, dv, den and
-  // row_scale, the scans' buffers and the pieces' states.
-  const int64_t packed_bwd = packed ? f * (8 * T * C + 2 * T * H + 2 * BH * (ss + 1) + BH + 8 * BH * ss) : 0;
+  // the workspace; packed: the scans' buffers, the per-sample states (first,
+  // last, prefix, suffix and the two slots of the waiting pieces) and a
+  // call's pieces' gradient states and totals (or prefixes).
+  const int64_t packed_bwd = packed ? f * (2 * BH * (ss + 1) + BH + 6 * BH * ss + 2 * G * ss) : 0;
   // exp, unpacked: each of the BH heads' dW [m, D] before the sum over the batch.
   const int64_t exp_dw = exp && !packed ? f * BH * m * D : 0;
   const int64_t softmax_bwd = packed ? f * (8 * T * C + 2 * T * H) : 0;

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "kernels/favor_attention/favor_attention_backend.h"
 #include "runtime/check.h"
@@ -27,32 +30,65 @@ void check_ptrs(bool ok, const char* op, const char* what) {
 
 bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
 
+// The windowed composition over pieces: one call per span, a block of one
+// head at the span's rows (the fused kernels take the table themselves).
+// PF_FAVOR_SPAN_ARGS names the pointer arguments at span x of call head h.
+#define PF_FAVOR_WINDOWED(op, ...)                           \
+  do {                                                       \
+    if (!s.pieces) {                                         \
+      favor_##op##_windowed(ctx, s, __VA_ARGS__);            \
+      break;                                                 \
+    }                                                        \
+    const std::vector<FavorSpan>& spans = s.pieces->spans(); \
+    for (int64_t h = 0; h < s.pieces->count(); ++h) {        \
+      const FavorSpan& x = spans[static_cast<size_t>(h)];    \
+      if (x.len == 0) continue;                              \
+      const FavorShape one = span_shape(s, x);               \
+      favor_##op##_windowed(ctx, one, PF_FAVOR_SPAN_ARGS);   \
+    }                                                        \
+  } while (0)
+
 #if PF_HAVE_CUDA
 // The fused CUDA kernels, where their 16-row tiles fit in shared memory.
 bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
   return ctx.device.is_cuda() && s.window == 0 && favor_cuda_fits(s, ctx.device);
 }
 // Calls the fused CPU or CUDA kernel, or the windowed composition, of op.
-#define PF_FAVOR_DISPATCH(op, ...)                     \
-  do {                                                 \
-    if (fused_cpu(ctx, s)) {                           \
-      favor_##op##_cpu(ctx, s, __VA_ARGS__);           \
-    } else if (fused_cuda(ctx, s)) {                   \
-      favor_##op##_cuda(ctx, s, __VA_ARGS__);          \
-    } else {                                           \
-      favor_##op##_windowed(ctx, s, __VA_ARGS__);      \
-    }                                                  \
+#define PF_FAVOR_DISPATCH(op, ...)            \
+  do {                                        \
+    if (fused_cpu(ctx, s)) {                  \
+      favor_##op##_cpu(ctx, s, __VA_ARGS__);  \
+    } else if (fused_cuda(ctx, s)) {          \
+      favor_##op##_cuda(ctx, s, __VA_ARGS__); \
+    } else {                                  \
+      PF_FAVOR_WINDOWED(op, __VA_ARGS__);     \
+    }                                         \
   } while (0)
 #else
-#define PF_FAVOR_DISPATCH(op, ...)                     \
-  do {                                                 \
-    if (fused_cpu(ctx, s)) {                           \
-      favor_##op##_cpu(ctx, s, __VA_ARGS__);           \
-    } else {                                           \
-      favor_##op##_windowed(ctx, s, __VA_ARGS__);      \
-    }                                                  \
+#define PF_FAVOR_DISPATCH(op, ...)           \
+  do {                                       \
+    if (fused_cpu(ctx, s)) {                 \
+      favor_##op##_cpu(ctx, s, __VA_ARGS__); \
+    } else {                                 \
+      PF_FAVOR_WINDOWED(op, __VA_ARGS__);    \
+    }                                        \
   } while (0)
 #endif
+
+// One span as a block of one head: its rows, its projection, its dW slot.
+FavorShape span_shape(const FavorShape& s, const FavorSpan& x) {
+  FavorShape one = s;
+  one.pieces = nullptr;
+  one.heads = 1;
+  one.n = x.len;
+  one.w_heads = 1;
+  return one;
+}
+const float* rows_at(const float* p, const FavorSpan& x, int64_t width) { return p ? p + x.row0 * width : nullptr; }
+float* rows_at(float* p, const FavorSpan& x, int64_t width) { return p ? p + x.row0 * width : nullptr; }
+const float* state_at(const float* p, const FavorShape& s, int64_t h) { return p ? p + h * s.state_size() : nullptr; }
+float* state_at(float* p, const FavorShape& s, int64_t h) { return p ? p + h * s.state_size() : nullptr; }
+float* grad_at(float* dW, const FavorShape& s, const FavorSpan& x) { return dW ? dW + x.head * s.m * s.d : nullptr; }
 
 Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
 
@@ -67,14 +103,51 @@ MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<Mem
   return *own;
 }
 
+FavorPieces::FavorPieces(const ExecContext& ctx, std::vector<FavorSpan> spans) : spans_(std::move(spans)) {
+  std::vector<int64_t> host;
+  host.reserve(3 * spans_.size());
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    const FavorSpan& x = spans_[i];
+    PF_REQUIRE(ValueError, x.row0 >= 0 && x.len >= 0 && x.head >= 0,
+               kTag << ": piece " << i << " has row0=" << x.row0 << " len=" << x.len << " head=" << x.head
+                    << "; each must be >= 0");
+    host.insert(host.end(), {x.row0, x.len, x.head});
+    longest_ = std::max(longest_, x.len);
+    slots_ = std::max(slots_, x.head + 1);
+  }
+  PF_REQUIRE(ValueError, ctx.tracker != nullptr, kTag << ": a pieces table needs ctx.tracker");
+  device_ = Tensor::empty({std::max<int64_t>(static_cast<int64_t>(host.size()), 1)}, DType::i64, *ctx.tracker,
+                          "favor_attention.pieces");
+  const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(int64_t));
+  if (ctx.device.is_cpu()) {
+    // Fresh host memory no queued work uses yet: written at once.
+    if (bytes > 0) std::memcpy(device_.raw(), host.data(), static_cast<size_t>(bytes));
+  } else {
+    // CUDA has staged pageable memory when the asynchronous copy returns.
+    copy_bytes(ctx.stream, device_.raw(), ctx.device, host.data(), Device::cpu(), bytes);
+  }
+  table_ = device_.data<int64_t>();
+}
+
+FavorShape favor_pieces_shape(FavorShape s, const FavorPieces& pieces) {
+  s.pieces = &pieces;
+  s.heads = pieces.count();
+  s.n = pieces.longest();
+  return s;
+}
+
 void favor_check(const FavorShape& s, const char* op) {
-  PF_REQUIRE(ValueError, s.heads >= 0 && s.n >= 0,
-             op << ": need heads, n >= 0, got heads=" << s.heads << " n=" << s.n);
+  PF_REQUIRE(ValueError, s.heads >= 0 && s.n >= 0, op << ": need heads, n >= 0, got heads=" << s.heads << " n=" << s.n);
   PF_REQUIRE(ValueError, s.d >= 1 && s.m >= 1, op << ": need d >= 1 and m >= 1, got d=" << s.d << " m=" << s.m);
   PF_REQUIRE(ValueError, s.chunk >= 1, op << ": chunk must be >= 1, got " << s.chunk);
   PF_REQUIRE(ValueError, s.window >= 0, op << ": window must be >= 0, got " << s.window);
   PF_REQUIRE(ValueError, s.w_heads >= 1, op << ": w_heads must be >= 1, got " << s.w_heads);
   check_feature_map_args(op, s.features, s.heads * s.n, s.d, s.m);
+  if (s.pieces)
+    PF_REQUIRE(ValueError, s.heads == s.pieces->count() && s.n == s.pieces->longest(),
+               op << ": a call over " << s.pieces->count() << " pieces (the longest " << s.pieces->longest()
+                  << " rows) needs heads=" << s.pieces->count() << " and n=" << s.pieces->longest()
+                  << ", got heads=" << s.heads << " n=" << s.n);
 }
 
 int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads) {
@@ -86,9 +159,8 @@ int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads) {
   // the CPU linear-attention backward's per-thread chunk blocks and the
   // feature-map backward's [window, m] buffer.
   const int64_t C = std::min(s.chunk, w), D1 = s.d + 1;
-  const int64_t kernels = std::max<int64_t>(threads, 1) * (s.m * D1 + 2 * C * D1 + C * C + (w + C - 1) / C * C * C +
-                                                           C * s.m) +
-                          w * s.m + w;
+  const int64_t kernels =
+      std::max<int64_t>(threads, 1) * (s.m * D1 + 2 * C * D1 + C * C + (w + C - 1) / C * C * C + C * s.m) + w * s.m + w;
   const int64_t windowed = f * (5 * w * s.m + w + w * s.d + (windows + 1) * ss + kernels);
 #if PF_HAVE_CUDA
   // CUDA with window = 0 runs the fused kernels, or the windowed composition
@@ -104,7 +176,9 @@ void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k
   favor_check(s, __func__);
   check_ptrs(total || s.heads == 0, __func__, "total");
   check_ptrs((k && v && W) || s.heads * s.n == 0, __func__, "k, v and W");
+#define PF_FAVOR_SPAN_ARGS rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), state_at(total, s, h)
   PF_FAVOR_DISPATCH(key_state, k, v, W, total);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
@@ -112,15 +186,22 @@ void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, con
   favor_check(s, __func__);
   check_ptrs(block_total || s.heads == 0, __func__, "block_total");
   check_ptrs((q && k && v && W && y && row_scale) || s.heads * s.n == 0, __func__, "q, k, v, W, y and row_scale");
+#define PF_FAVOR_SPAN_ARGS                                                                                 \
+  rows_at(q, x, s.d), rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), rows_at(y, x, s.d + 1), \
+      rows_at(row_scale, x, 1), state_at(block_total, s, h)
   PF_FAVOR_DISPATCH(causal_forward_local, q, k, v, W, y, row_scale, block_total);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
-void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
-                      const float* prefix, float* y, float* row_scale) {
+void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
+                      float* y, float* row_scale) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(q && W && prefix && y && row_scale, __func__, "q, W, prefix, y and row_scale");
+#define PF_FAVOR_SPAN_ARGS \
+  rows_at(q, x, s.d), s.head_w(W, x.head), state_at(prefix, s, h), rows_at(y, x, s.d + 1), rows_at(row_scale, x, 1)
   PF_FAVOR_DISPATCH(add_prefix, q, W, prefix, y, row_scale);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
@@ -128,7 +209,10 @@ void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(q && W && total && y && row_scale, __func__, "q, W, total, y and row_scale");
+#define PF_FAVOR_SPAN_ARGS \
+  rows_at(q, x, s.d), s.head_w(W, x.head), state_at(total, s, h), rows_at(y, x, s.d + 1), rows_at(row_scale, x, 1)
   PF_FAVOR_DISPATCH(bidirectional_forward_finish, q, W, total, y, row_scale);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
@@ -139,8 +223,13 @@ void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, co
   check_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
   check_ptrs((q && k && v && W && o && den && row_scale && d_o && dq && dk && dv) || s.heads * s.n == 0, __func__,
              "inputs and gradients");
+#define PF_FAVOR_SPAN_ARGS                                                                                             \
+  rows_at(q, x, s.d), rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), rows_at(o, x, s.d),                 \
+      rows_at(den, x, 1), rows_at(row_scale, x, 1), rows_at(d_o, x, s.d), state_at(prefix, s, h), rows_at(dq, x, s.d), \
+      rows_at(dk, x, s.d), rows_at(dv, x, s.d), state_at(block_total_grad, s, h), grad_at(dW, s, x)
   PF_FAVOR_DISPATCH(causal_backward_local, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv, block_total_grad,
                     dW);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
@@ -148,7 +237,11 @@ void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, cons
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(k && v && W && suffix && dk && dv, __func__, "k, v, W, suffix, dk and dv");
+#define PF_FAVOR_SPAN_ARGS                                                                                  \
+  rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), state_at(suffix, s, h), rows_at(dk, x, s.d), \
+      rows_at(dv, x, s.d), grad_at(dW, s, x)
   PF_FAVOR_DISPATCH(backward_add_suffix, k, v, W, suffix, dk, dv, dW);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
@@ -158,16 +251,24 @@ void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape
   check_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
   check_ptrs((q && W && o && den && row_scale && d_o && total && dq) || s.heads * s.n == 0, __func__,
              "q, W, o, den, row_scale, d_o, total and dq");
+#define PF_FAVOR_SPAN_ARGS                                                                                   \
+  rows_at(q, x, s.d), s.head_w(W, x.head), rows_at(o, x, s.d), rows_at(den, x, 1), rows_at(row_scale, x, 1), \
+      rows_at(d_o, x, s.d), state_at(total, s, h), rows_at(dq, x, s.d), state_at(local_grad_total, s, h),    \
+      grad_at(dW, s, x)
   PF_FAVOR_DISPATCH(bidirectional_backward_local, q, W, o, den, row_scale, d_o, total, dq, local_grad_total, dW);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                         const float* W, const float* grad_total, float* dk, float* dv,
-                                         float* dW) {
+                                         const float* W, const float* grad_total, float* dk, float* dv, float* dW) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(k && v && W && grad_total && dk && dv, __func__, "k, v, W, grad_total, dk and dv");
+#define PF_FAVOR_SPAN_ARGS                                                                                      \
+  rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), state_at(grad_total, s, h), rows_at(dk, x, s.d), \
+      rows_at(dv, x, s.d), grad_at(dW, s, x)
   PF_FAVOR_DISPATCH(bidirectional_backward_finish, k, v, W, grad_total, dk, dv, dW);
+#undef PF_FAVOR_SPAN_ARGS
 }
 
 FavorShape FavorAttentionParams::shape() const {
@@ -184,8 +285,8 @@ FavorShape FavorAttentionParams::shape() const {
   return s;
 }
 
-FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m,
-                                            bool causal, FeatureKernel kernel, int64_t chunk) {
+FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m, bool causal,
+                                            FeatureKernel kernel, int64_t chunk) {
   FavorAttentionParams p;
   p.batch = batch;
   p.heads = heads;
@@ -211,8 +312,7 @@ int64_t favor_attention_total_floats(const FavorAttentionParams& p) {
 int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p, Device device) {
   const FavorShape s = p.shape();
   const int64_t floats = rows(p) * (p.d + 1) + s.heads * s.state_size();  // y and the causal block total
-  return floats * static_cast<int64_t>(sizeof(float)) +
-         favor_workspace_bytes(s, device, omp_get_max_threads());
+  return floats * static_cast<int64_t>(sizeof(float)) + favor_workspace_bytes(s, device, omp_get_max_threads());
 }
 
 int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p, Device device) {

@@ -57,14 +57,47 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "runtime/exec.h"
+#include "runtime/tensor.h"
 
 namespace pf {
 
 // ---- 1. the sequence-parallel protocol --------------------------------------------
+// A call over pieces of rows (packed samples, model/attention_packed.cc): head
+// i of the call covers rows [row0, row0 + len) of buffers laid out as rows:
+// q, k, v, o, d_o, dq, dk, dv [rows, d], y [rows, d+1], row_scale and den
+// [rows]; it uses the projection W_(head mod w_heads) and adds its dW to slot
+// `head` of dW [slots, m, d]. States stay one per call head [heads, ss]. A
+// span of len 0 does nothing but keeps its state slot.
+struct FavorSpan {
+  int64_t row0 = 0;
+  int64_t len = 0;
+  int64_t head = 0;
+};
+class FavorPieces {
+ public:
+  // The table in ctx.device's memory from ctx.tracker (required), written on
+  // ctx.stream and released in its order like every temporary, so the object
+  // may go as soon as the calls that use it are queued.
+  FavorPieces(const ExecContext& ctx, std::vector<FavorSpan> spans);
+  const std::vector<FavorSpan>& spans() const { return spans_; }
+  int64_t count() const { return static_cast<int64_t>(spans_.size()); }
+  int64_t longest() const { return longest_; }
+  int64_t slots() const { return slots_; }  // dW slots: the largest head + 1
+  // [count, 3] int64 (row0, len, head) on the device of the context.
+  const int64_t* table() const { return table_; }
+
+ private:
+  std::vector<FavorSpan> spans_;
+  Tensor device_;
+  const int64_t* table_ = nullptr;
+  int64_t longest_ = 0, slots_ = 0;
+};
+
 struct FavorShape {
   int64_t heads = 1;   // B*H
   int64_t n = 0;       // positions in this block
@@ -83,10 +116,15 @@ struct FavorShape {
   // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
   int64_t w_heads = 1;
   const float* head_w(const float* W, int64_t h) const { return W + (h % w_heads) * m * d; }
+  // Not null: the call runs over these pieces; heads must be pieces->count()
+  // and n pieces->longest() (favor_pieces_shape).
+  const FavorPieces* pieces = nullptr;
   LinAttnShape lin() const { return LinAttnShape{heads, n, m, d, chunk}; }
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
 constexpr int64_t kFavorDefaultWindow = 4096;
+// s over the pieces: heads and n from them.
+FavorShape favor_pieces_shape(FavorShape s, const FavorPieces& pieces);
 
 // Throws ValueError naming the field when a size is invalid.
 void favor_check(const FavorShape& s, const char* op);
@@ -102,8 +140,8 @@ void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k
 void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                 const float* v, const float* W, float* y, float* row_scale, float* block_total);
 // y_i (+)= phi_q[i] @ prefix with the row rescaled (linear_attention_add_prefix).
-void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
-                      const float* prefix, float* y, float* row_scale);
+void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
+                      float* y, float* row_scale);
 // Bidirectional: y_i = phi_q[i] @ total, row_scale_i = its log-scale.
 void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                         const float* total, float* y, float* row_scale);
@@ -129,11 +167,11 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
 
 // ---- 2. the one-rank composite ----------------------------------------------------
 struct FavorAttentionParams {
-  int64_t batch = 1;  // B
-  int64_t heads = 1;  // H
-  int64_t n = 0;      // N, positions
-  int64_t d = 0;      // D, head dim
-  int64_t m = 0;      // random features (rows of W)
+  int64_t batch = 1;   // B
+  int64_t heads = 1;   // H
+  int64_t n = 0;       // N, positions
+  int64_t d = 0;       // D, head dim
+  int64_t m = 0;       // random features (rows of W)
   int64_t chunk = 64;  // chunk rows (need not divide N)
   bool causal = true;
   FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
@@ -145,8 +183,8 @@ struct FavorAttentionParams {
 
 // FAVOR+ (kind Softmax) or relu parameters with the usual feature settings for d
 // (data_scale = d^(-1/4), so that exp(x.y) = exp(q.k / sqrt(d))).
-FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m,
-                                            bool causal, FeatureKernel kernel, int64_t chunk = 64);
+FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m, bool causal,
+                                            FeatureKernel kernel, int64_t chunk = 64);
 // Throws ValueError naming the offending field when a size is invalid.
 void favor_attention_check(const FavorAttentionParams& p);
 // Floats of `total` the forward writes (0 for causal: pass nullptr).

@@ -21,16 +21,15 @@
                                 const float* prefix, float* y, float* row_scale);                                      \
   void favor_bidirectional_forward_finish##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q,         \
                                                   const float* W, const float* total, float* y, float* row_scale);     \
-  void favor_causal_backward_local##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k, \
-                                           const float* v, const float* W, const float* o, const float* den,           \
-                                           const float* row_scale, const float* d_o, const float* prefix, float* dq,   \
-                                           float* dk, float* dv, float* block_total_grad, float* dW);                  \
+  void favor_causal_backward_local##SUFFIX(                                                                            \
+      const ExecContext& ctx, const FavorShape& s, const float* q, const float* k, const float* v, const float* W,     \
+      const float* o, const float* den, const float* row_scale, const float* d_o, const float* prefix, float* dq,      \
+      float* dk, float* dv, float* block_total_grad, float* dW);                                                       \
   void favor_backward_add_suffix##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,  \
                                          const float* W, const float* suffix, float* dk, float* dv, float* dW);        \
-  void favor_bidirectional_backward_local##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* q,         \
-                                                  const float* W, const float* o, const float* den,                    \
-                                                  const float* row_scale, const float* d_o, const float* total,        \
-                                                  float* dq, float* local_grad_total, float* dW);                      \
+  void favor_bidirectional_backward_local##SUFFIX(                                                                     \
+      const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* o, const float* den,   \
+      const float* row_scale, const float* d_o, const float* total, float* dq, float* local_grad_total, float* dW);    \
   void favor_bidirectional_backward_finish##SUFFIX(const ExecContext& ctx, const FavorShape& s, const float* k,        \
                                                    const float* v, const float* W, const float* grad_total, float* dk, \
                                                    float* dv, float* dW);

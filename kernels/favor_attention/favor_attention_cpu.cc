@@ -34,8 +34,23 @@ struct Tile {
   int64_t C, m, d, D1;
   std::vector<float> pq, pk, ck, vp, g, A, B, scaled, dphi, t, rowsum, dx, S;
   Tile(const FavorShape& s)
-      : C(chunk_rows(s)), m(s.m), d(s.d), D1(s.d + 1), pq(C * m), pk(C * m), ck(C), vp(C * D1), g(C * D1), A(C * C),
-        B(C * C), scaled(C * std::max(m, D1)), dphi(C * m), t(C * m), rowsum(C), dx(C * s.d), S(m * D1, 0.f) {}
+      : C(chunk_rows(s)),
+        m(s.m),
+        d(s.d),
+        D1(s.d + 1),
+        pq(C * m),
+        pk(C * m),
+        ck(C),
+        vp(C * D1),
+        g(C * D1),
+        A(C * C),
+        B(C * C),
+        scaled(C * std::max(m, D1)),
+        dphi(C * m),
+        t(C * m),
+        rowsum(C),
+        dx(C * s.d),
+        S(m * D1, 0.f) {}
   static int64_t floats(const FavorShape& s) {
     const int64_t C = chunk_rows(s), m = s.m, D1 = s.d + 1;
     return 4 * C * m + C * std::max(m, D1) + 2 * C + 2 * C * D1 + 2 * C * C + C * s.d + m * D1;
@@ -43,16 +58,16 @@ struct Tile {
 };
 
 // Features (and log-scales, when c != nullptr) of `rows` rows of X.
-void features(const FeatureRowParams& r, int64_t rows, int64_t d, int64_t m, const float* X, const float* W,
-              float* Phi, float* c) {
+void features(const FeatureRowParams& r, int64_t rows, int64_t d, int64_t m, const float* X, const float* W, float* Phi,
+              float* c) {
   gemm_f32_host(false, true, rows, m, d, r.data_scale, X, d, W, d, 0.f, Phi, m);
   feature_rows_finish(r, rows, d, m, X, Phi, c);
 }
 
 // dX (+)= the feature-map backward of dPhi given the features Phi; dW += s T^T X
 // when dW is not nullptr.
-void feature_grad(const FeatureRowParams& r, Tile& t, int64_t rows, const float* X, const float* W,
-                  const float* Phi, const float* dPhi, float* dX, bool accumulate, float* dW) {
+void feature_grad(const FeatureRowParams& r, Tile& t, int64_t rows, const float* X, const float* W, const float* Phi,
+                  const float* dPhi, float* dX, bool accumulate, float* dW) {
   const int64_t m = t.m, d = t.d;
   feature_rows_grad(r, rows, m, dPhi, Phi, true, t.t.data(), t.rowsum.data());
   if (dW) gemm_f32_host(true, false, m, d, rows, r.data_scale, t.t.data(), m, X, d, 1.f, dW, d);
@@ -73,12 +88,46 @@ void clear_state(float& a, std::vector<float>& S) {
   std::fill(S.begin(), S.end(), 0.f);
 }
 
-// Runs f(h, tile) for every head with one tile per thread in flight.
+// The heads of a call as its queued work reads them: uniform blocks of n
+// rows, or the pieces' table (host memory released in the stream's order:
+// it outlives the queued work, the FavorPieces object need not).
+struct SpanTable {
+  int64_t count = 0, slots = 0;
+  const int64_t* table = nullptr;  // [count][3] (row0, len, head), or null
+  explicit SpanTable(const FavorShape& s)
+      : count(s.heads), slots(s.pieces ? s.pieces->slots() : s.heads), table(s.pieces ? s.pieces->table() : nullptr) {}
+  FavorSpan at(int64_t h, int64_t n) const {
+    return table ? FavorSpan{table[3 * h], table[3 * h + 1], table[3 * h + 2]} : FavorSpan{h * n, n, h};
+  }
+};
+
+// Runs f(h, x, shape, tile) for every head h of the call, x its rows and
+// shape the block of one head of x.len rows (s itself when the call is
+// uniform), with one tile per thread in flight. Over pieces, the heads that
+// add to one dW slot run one after another in their order (so their dW adds
+// in that order, as calls piece by piece would), different slots in
+// parallel; every head's arithmetic is that of a block of its rows alone.
 template <typename F>
-void for_each_head_tile(const ExecContext& ctx, const FavorShape& s, F&& f) {
-  for_each_head(ctx, s.heads, Tile::floats(s), [&](int64_t h) {
-    Tile tile(s);
-    f(h, tile);
+void for_each_head_tile(const ExecContext& ctx, const FavorShape& s, const SpanTable& heads, F&& f) {
+  if (!heads.table) {
+    for_each_head(ctx, s.heads, Tile::floats(s), [&](int64_t h) {
+      Tile tile(s);
+      f(h, heads.at(h, s.n), s, tile);
+    });
+    return;
+  }
+  std::vector<std::vector<int64_t>> lanes(static_cast<size_t>(heads.slots));
+  for (int64_t h = 0; h < heads.count; ++h) lanes[static_cast<size_t>(heads.at(h, s.n).head)].push_back(h);
+  for_each_head(ctx, static_cast<int64_t>(lanes.size()), Tile::floats(s), [&](int64_t l) {
+    for (int64_t h : lanes[static_cast<size_t>(l)]) {
+      const FavorSpan x = heads.at(h, s.n);
+      FavorShape one = s;
+      one.pieces = nullptr;
+      one.heads = 1;
+      one.n = x.len;
+      Tile tile(one);
+      f(h, x, one, tile);
+    }
   });
 }
 
@@ -95,8 +144,8 @@ void key_state_head(const FavorShape& s, const FeatureRowParams& r, const float*
   store_state(a, t.S, total);
 }
 
-void causal_forward_head(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k,
-                         const float* v, const float* W, float* y, float* L, float* total, Tile& t) {
+void causal_forward_head(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k, const float* v,
+                         const float* W, float* y, float* L, float* total, Tile& t) {
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
   float a = kEmptyLogScale;
   for (int64_t t0 = 0; t0 < n; t0 += t.C) {
@@ -252,52 +301,71 @@ int64_t favor_tile_floats_cpu(const FavorShape& s) { return Tile::floats(s); }
 
 void favor_key_state_cpu(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                          float* total) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      key_state_head(s, r, k + h * s.n * s.d, v + h * s.n * s.d, s.head_w(W, h), total + h * s.state_size(), t);
+    const int64_t d = s.d;
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
+      key_state_head(one, r, k + x.row0 * d, v + x.row0 * d, s.head_w(W, x.head), total + h * s.state_size(), t);
     });
   });
 }
 
 void favor_causal_forward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                     const float* v, const float* W, float* y, float* row_scale, float* block_total) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    const int64_t n = s.n, d = s.d;
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      causal_forward_head(s, r, q + h * n * d, k + h * n * d, v + h * n * d, s.head_w(W, h), y + h * n * (d + 1),
-                          row_scale + h * n, block_total + h * s.state_size(), t);
+    const int64_t d = s.d;
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
+      causal_forward_head(one, r, q + x.row0 * d, k + x.row0 * d, v + x.row0 * d, s.head_w(W, x.head),
+                          y + x.row0 * (d + 1), row_scale + x.row0, block_total + h * s.state_size(), t);
     });
   });
 }
 
-void favor_add_prefix_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
-                          const float* prefix, float* y, float* row_scale) {
+namespace {
+// y, row_scale (+)= the state's part; clear: first y = 0 and row_scale empty
+// (the bidirectional finish).
+void add_prefix_all(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
+                    float* y, float* row_scale, bool clear) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    const int64_t n = s.n, d = s.d;
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      add_prefix_head(s, r, q + h * n * d, s.head_w(W, h), prefix + h * s.state_size(), y + h * n * (d + 1),
-                      row_scale + h * n, t);
+    const int64_t d = s.d;
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
+      float* Y = y + x.row0 * (d + 1);
+      float* L = row_scale + x.row0;
+      if (clear) {
+        std::fill(Y, Y + x.len * (d + 1), 0.f);
+        std::fill(L, L + x.len, kEmptyLogScale);
+      }
+      add_prefix_head(one, r, q + x.row0 * d, s.head_w(W, x.head), prefix + h * s.state_size(), Y, L, t);
     });
   });
+}
+}  // namespace
+
+void favor_add_prefix_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                          const float* prefix, float* y, float* row_scale) {
+  add_prefix_all(ctx, s, q, W, prefix, y, row_scale, false);
 }
 
 void favor_causal_backward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                      const float* v, const float* W, const float* o, const float* den,
                                      const float* row_scale, const float* d_o, const float* prefix, float* dq,
                                      float* dk, float* dv, float* block_total_grad, float* dW) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    const int64_t n = s.n, d = s.d, ss = s.state_size();
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      const int64_t x = h * n * d, row = h * n;
-      const float* Wh = s.head_w(W, h);
-      float* dWh = dW ? dW + h * s.m * d : nullptr;
-      causal_dq_sweep(s, r, q + x, k + x, v + x, Wh, o + x, den + row, row_scale + row, d_o + x,
-                      prefix ? prefix + h * ss : nullptr, dq + x, dWh, t);
-      causal_dkv_sweep(s, r, q + x, k + x, v + x, Wh, o + x, den + row, row_scale + row, d_o + x, dk + x, dv + x,
+    const int64_t d = s.d, ss = s.state_size();
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
+      const int64_t e = x.row0 * d, row = x.row0;
+      const float* Wh = s.head_w(W, x.head);
+      float* dWh = dW ? dW + x.head * s.m * d : nullptr;
+      causal_dq_sweep(one, r, q + e, k + e, v + e, Wh, o + e, den + row, row_scale + row, d_o + e,
+                      prefix ? prefix + h * ss : nullptr, dq + e, dWh, t);
+      causal_dkv_sweep(one, r, q + e, k + e, v + e, Wh, o + e, den + row, row_scale + row, d_o + e, dk + e, dv + e,
                        block_total_grad + h * ss, dWh, t);
     });
   });
@@ -305,36 +373,34 @@ void favor_causal_backward_local_cpu(const ExecContext& ctx, const FavorShape& s
 
 void favor_backward_add_suffix_cpu(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                    const float* W, const float* suffix, float* dk, float* dv, float* dW) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    const int64_t n = s.n, d = s.d;
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      key_grad_from_state_head(s, r, k + h * n * d, v + h * n * d, s.head_w(W, h), suffix + h * s.state_size(),
-                               dk + h * n * d, dv + h * n * d, true, dW ? dW + h * s.m * d : nullptr, t);
+    const int64_t d = s.d;
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
+      const int64_t e = x.row0 * d;
+      key_grad_from_state_head(one, r, k + e, v + e, s.head_w(W, x.head), suffix + h * s.state_size(), dk + e, dv + e,
+                               true, dW ? dW + x.head * s.m * d : nullptr, t);
     });
   });
 }
 
-void favor_bidirectional_forward_finish_cpu(const ExecContext& ctx, const FavorShape& s, const float* q,
-                                            const float* W, const float* total, float* y, float* row_scale) {
-  host_launch(ctx, [=] {
-    std::fill(y, y + s.heads * s.n * (s.d + 1), 0.f);
-    std::fill(row_scale, row_scale + s.heads * s.n, kEmptyLogScale);
-  });
-  favor_add_prefix_cpu(ctx, s, q, W, total, y, row_scale);
+void favor_bidirectional_forward_finish_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                            const float* total, float* y, float* row_scale) {
+  add_prefix_all(ctx, s, q, W, total, y, row_scale, true);
 }
 
-void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q,
-                                            const float* W, const float* o, const float* den, const float* row_scale,
-                                            const float* d_o, const float* total, float* dq, float* local_grad_total,
-                                            float* dW) {
+void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
+                                            const float* o, const float* den, const float* row_scale, const float* d_o,
+                                            const float* total, float* dq, float* local_grad_total, float* dW) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, ss = s.state_size();
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      const int64_t x = h * n * d, row = h * n;
-      const float* Wh = s.head_w(W, h);
-      float* dWh = dW ? dW + h * m * d : nullptr;
+    const int64_t m = s.m, d = s.d, D1 = d + 1, ss = s.state_size();
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& span, const FavorShape& one, Tile& t) {
+      const int64_t n = one.n, x = span.row0 * d, row = span.row0;
+      const float* Wh = s.head_w(W, span.head);
+      float* dWh = dW ? dW + span.head * m * d : nullptr;
       const float* tot = total + h * ss;
       const float b = tot[0];
       std::vector<float>& R = t.S;
@@ -366,12 +432,14 @@ void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorS
 void favor_bidirectional_backward_finish_cpu(const ExecContext& ctx, const FavorShape& s, const float* k,
                                              const float* v, const float* W, const float* grad_total, float* dk,
                                              float* dv, float* dW) {
+  const SpanTable heads(s);
   host_launch(ctx, [=] {
     const FeatureRowParams r(s.features, s.m);
-    const int64_t n = s.n, d = s.d;
-    for_each_head_tile(ctx, s, [&](int64_t h, Tile& t) {
-      key_grad_from_state_head(s, r, k + h * n * d, v + h * n * d, s.head_w(W, h), grad_total + h * s.state_size(),
-                               dk + h * n * d, dv + h * n * d, false, dW ? dW + h * s.m * d : nullptr, t);
+    const int64_t d = s.d;
+    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
+      const int64_t e = x.row0 * d;
+      key_grad_from_state_head(one, r, k + e, v + e, s.head_w(W, x.head), grad_total + h * s.state_size(), dk + e,
+                               dv + e, false, dW ? dW + x.head * s.m * d : nullptr, t);
     });
   });
 }

@@ -43,8 +43,7 @@ Dims plan(const ExecContext& ctx, const FavorShape& s) {
   if (smem_bytes(wide) <= limit) return wide;
   PF_REQUIRE(ValueError, smem_bytes(narrow) <= limit,
              kTag << ": m=" << s.m << ", d=" << s.d << " need " << smem_bytes(narrow)
-                  << " bytes of shared memory per block for 16-row tiles; " << ctx.device.str() << " allows "
-                  << limit);
+                  << " bytes of shared memory per block for 16-row tiles; " << ctx.device.str() << " allows " << limit);
   return narrow;
 }
 
@@ -80,6 +79,12 @@ class CudaLaunch {
   std::vector<Tensor> buffers_;  // released in stream order when the call ends
 };
 
+// A dW for fixed projections runs windowed, which takes no pieces table.
+void check_windowed_grad(const FavorShape& s, const char* op) {
+  PF_REQUIRE(ValueError, !s.pieces,
+             op << ": the gradient of a fixed projection (kernel other than exp) is not taken over pieces");
+}
+
 }  // namespace
 
 bool favor_cuda_fits(const FavorShape& s, Device device) {
@@ -91,65 +96,74 @@ int64_t favor_workspace_bytes_cuda(const FavorShape& s) { return fused_workspace
 void favor_key_state_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                           float* total) {
   CudaLaunch launch(ctx);
-  fused_key_state(launch, plan(ctx, s), s.heads, k, v, W, total);
+  fused_key_state(launch, plan(ctx, s), heads_of(s), k, v, W, total);
 }
 
 void favor_causal_forward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                      const float* v, const float* W, float* y, float* row_scale, float* block_total) {
   CudaLaunch launch(ctx);
-  fused_causal_forward_local(launch, plan(ctx, s), s.heads, q, k, v, W, y, row_scale, block_total);
+  fused_causal_forward_local(launch, plan(ctx, s), heads_of(s), q, k, v, W, y, row_scale, block_total);
 }
 
 void favor_add_prefix_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                            const float* prefix, float* y, float* row_scale) {
   CudaLaunch launch(ctx);
-  fused_add_prefix(launch, plan(ctx, s), s.heads, q, W, prefix, y, row_scale, true);
+  fused_add_prefix(launch, plan(ctx, s), heads_of(s), q, W, prefix, y, row_scale, true);
 }
 
 void favor_bidirectional_forward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* q,
                                              const float* W, const float* total, float* y, float* row_scale) {
   CudaLaunch launch(ctx);
-  fused_add_prefix(launch, plan(ctx, s), s.heads, q, W, total, y, row_scale, false);
+  fused_add_prefix(launch, plan(ctx, s), heads_of(s), q, W, total, y, row_scale, false);
 }
 
 void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                       const float* v, const float* W, const float* o, const float* den,
                                       const float* row_scale, const float* d_o, const float* prefix, float* dq,
                                       float* dk, float* dv, float* block_total_grad, float* dW) {
-  if (dW && !fused_weight_grad(s))  // fixed projections: the fused kernels hold W constant
+  if (dW && !fused_weight_grad(s)) {  // fixed projections: the fused kernels hold W constant
+    check_windowed_grad(s, __func__);
     return favor_causal_backward_local_windowed(ctx, s, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
                                                 block_total_grad, dW);
+  }
   CudaLaunch launch(ctx);
-  fused_causal_backward_local(launch, plan(ctx, s), s.heads, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
+  fused_causal_backward_local(launch, plan(ctx, s), heads_of(s), q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
                               block_total_grad, dW);
 }
 
 void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                     const float* W, const float* suffix, float* dk, float* dv, float* dW) {
-  if (dW && !fused_weight_grad(s)) return favor_backward_add_suffix_windowed(ctx, s, k, v, W, suffix, dk, dv, dW);
+  if (dW && !fused_weight_grad(s)) {
+    check_windowed_grad(s, __func__);
+    return favor_backward_add_suffix_windowed(ctx, s, k, v, W, suffix, dk, dv, dW);
+  }
   CudaLaunch launch(ctx);
-  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, suffix, dk, dv, true, dW);
+  fused_key_grad_from_state(launch, plan(ctx, s), heads_of(s), k, v, W, suffix, dk, dv, true, dW);
 }
 
 void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const FavorShape& s, const float* q,
-                                             const float* W, const float* o, const float* den,
-                                             const float* row_scale, const float* d_o, const float* total, float* dq,
-                                             float* local_grad_total, float* dW) {
-  if (dW && !fused_weight_grad(s))
+                                             const float* W, const float* o, const float* den, const float* row_scale,
+                                             const float* d_o, const float* total, float* dq, float* local_grad_total,
+                                             float* dW) {
+  if (dW && !fused_weight_grad(s)) {
+    check_windowed_grad(s, __func__);
     return favor_bidirectional_backward_local_windowed(ctx, s, q, W, o, den, row_scale, d_o, total, dq,
                                                        local_grad_total, dW);
+  }
   CudaLaunch launch(ctx);
-  fused_bidirectional_backward_local(launch, plan(ctx, s), s.heads, q, W, o, den, row_scale, d_o, total, dq,
+  fused_bidirectional_backward_local(launch, plan(ctx, s), heads_of(s), q, W, o, den, row_scale, d_o, total, dq,
                                      local_grad_total, dW);
 }
 
 void favor_bidirectional_backward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* k,
                                               const float* v, const float* W, const float* grad_total, float* dk,
                                               float* dv, float* dW) {
-  if (dW && !fused_weight_grad(s))
+  if (dW && !fused_weight_grad(s)) {
+    check_windowed_grad(s, __func__);
     return favor_bidirectional_backward_finish_windowed(ctx, s, k, v, W, grad_total, dk, dv, dW);
+  }
   CudaLaunch launch(ctx);
-  fused_key_grad_from_state(launch, plan(ctx, s), s.heads, k, v, W, grad_total, dk, dv, false, dW);
+  fused_key_grad_from_state(launch, plan(ctx, s), heads_of(s), k, v, W, grad_total, dk, dv, false, dW);
 }
 
 }  // namespace pf

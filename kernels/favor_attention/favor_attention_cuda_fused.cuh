@@ -22,6 +22,12 @@
 // [heads, segs, mp, dp]; a last kernel adds the slots of each head to dW in
 // segment order, so dW does not depend on the scheduling of the blocks.
 //
+// Pieces (FavorShape::pieces): the call's heads are spans of rows of the
+// buffers, read from a device table [heads][3] (row0, len, head); Dims::n is
+// the longest span, so a segment past a shorter span's end has no rows and
+// keeps the empty state, which the scans pass over. The projection gradients
+// of the spans that share a head add into its dW slot, spans in order.
+//
 // Launch policy L:
 //   float* L.buffer(int64_t floats)      a temporary that lives as long as L
 //   L.tiles(kernel, gx, gy, smem_bytes, args)   kThreads per block, dynamic shared memory
@@ -90,32 +96,51 @@ struct Args {
   Dims D;
   const float *q, *k, *v, *Wp, *o, *den, *d_o;  // Wp: the padded projections [w_heads, mp, dp]
   float *y, *L, *dq, *dk, *dv;
-  float* fS;         // forward states [heads][segs][mp D1p]
-  float* fa;         // their log-scales [heads][segs]
-  float* gS;         // gradient states, likewise
+  float* fS;  // forward states [heads][segs][mp D1p]
+  float* fa;  // their log-scales [heads][segs]
+  float* gS;  // gradient states, likewise
   float* ga;
-  const float* Sp;   // one padded state per head [heads][mp D1p] (prefix, total or suffix)
-  const float* sa;   // its log-scale, packed: sa[h * packed_size]
-  float* dWp;        // null, or the blocks' projection gradients [heads][segs][mp dp]
+  const float* Sp;  // one padded state per head [heads][mp D1p] (prefix, total or suffix)
+  const float* sa;  // its log-scale, packed: sa[h * packed_size]
+  float* dWp;       // null, or the blocks' projection gradients [heads][segs][mp dp]
   bool accumulate;
+  const int64_t* spans;  // null (head h is rows [h n, (h + 1) n)), or the pieces' table [heads][3]
 };
 
+// The rows and the projection of call head h.
+struct HeadRows {
+  int64_t row0;  // its first row in the buffers
+  int len;       // its rows
+  int w;         // its projection (mod w_heads) and dW slot
+};
+__host__ __device__ inline HeadRows head_rows(const Dims& D, const int64_t* spans, int h) {
+  if (!spans) return HeadRows{int64_t(h) * D.n, D.n, h};
+  return HeadRows{spans[3 * int64_t(h)], static_cast<int>(spans[3 * int64_t(h) + 1]),
+                  static_cast<int>(spans[3 * int64_t(h) + 2])};
+}
+
 struct Block {
-  int h, seg, r0, r1;  // head, segment, rows [r0, r1) of the head
-  __device__ Block(const Dims& D) {
+  int h, seg, r0, r1, w;  // head, segment, rows [r0, r1) of the head, its projection
+  int64_t row0;           // the head's first row in the buffers
+  __device__ Block(const Args& a) {
+    const Dims& D = a.D;
     h = blockIdx.x;  // heads on x, whose grid limit is 2^31 - 1
     seg = blockIdx.y;
+    const HeadRows x = head_rows(D, a.spans, h);
+    row0 = x.row0;
+    w = x.w;
     r0 = seg * D.seg_len;
-    r1 = min(D.n, r0 + D.seg_len);
+    const int end = min(x.len, r0 + D.seg_len);
+    r1 = end > r0 ? end : r0;  // a segment past the span's end has no rows
   }
-  __device__ int64_t row(const Dims& D, int t0) const { return int64_t(h) * D.n + t0; }  // [heads * n] row index
+  __device__ int64_t row(const Dims&, int t0) const { return row0 + t0; }  // row index in the buffers
   // Index of this block's segment among all [heads][segs] ones.
   __device__ int64_t slot(const Dims& D) const { return int64_t(h) * D.segs + seg; }
 };
 
 // The block's head's padded projection [mp, dp].
 __device__ inline const float* head_projection(const Args& a, const Block& b) {
-  return a.Wp + int64_t(b.h % a.D.w_heads) * a.D.projection_floats();
+  return a.Wp + int64_t(b.w % a.D.w_heads) * a.D.projection_floats();
 }
 
 // The block's slot of the projection gradient, zeroed (null when W is held
@@ -141,8 +166,8 @@ __device__ inline Tiles shared_tiles(const Dims& D) {
 }
 
 // X <- rows of x (q or k), then their features in Phi (and log-scales in c).
-__device__ inline void features_of(const Args& a, const Block& b, const Tiles& t, const float* x, int64_t row,
-                                   int rows, float* Phi, float* c) {
+__device__ inline void features_of(const Args& a, const Block& b, const Tiles& t, const float* x, int64_t row, int rows,
+                                   float* Phi, float* c) {
   const Dims& D = a.D;
   load_tile(x + row * D.d, rows, D.d, t.X, D.ct, D.dp);
   make_features(D, t, head_projection(a, b), Phi, c, rows);
@@ -167,17 +192,21 @@ __global__ void k_pad_projection(Dims D, const float* W, float* Wp) {
   }
 }
 
-// dW [heads, m, d] += the sum of each head's segment slots of dWp, in
-// segment order.
-__global__ void k_sum_weight_grads(Dims D, int64_t heads, const float* dWp, float* dW) {
+// dW [slots, m, d] += the sum of the segment slots of dWp of the heads of
+// each dW slot (uniform: head h is slot h), heads and segments in order.
+__global__ void k_sum_weight_grads(Dims D, int64_t heads, const int64_t* spans, int64_t slots, const float* dWp,
+                                   float* dW) {
   const int64_t md = int64_t(D.m) * D.d;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < heads * md;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < slots * md;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t h = e / md;
+    const int64_t g = e / md;
     const int l = static_cast<int>(e % md / D.d), j = static_cast<int>(e % D.d);
-    const float* slot = dWp + h * D.segs * D.projection_floats() + int64_t(l) * D.dp + j;
     float sum = 0.f;
-    for (int seg = 0; seg < D.segs; ++seg) sum += slot[seg * D.projection_floats()];
+    for (int64_t h = spans ? 0 : g; h < (spans ? heads : g + 1); ++h) {
+      if (spans && spans[3 * h + 2] != g) continue;
+      const float* slot = dWp + h * D.segs * D.projection_floats() + int64_t(l) * D.dp + j;
+      for (int seg = 0; seg < D.segs; ++seg) sum += slot[seg * D.projection_floats()];
+    }
     dW[e] += sum;
   }
 }
@@ -195,7 +224,7 @@ __global__ void k_unpack_states(Dims D, int64_t heads, const float* packed, floa
 // Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
 __global__ void k_key_segments(Args a) {
   const Dims& D = a.D;
-  const Block b(D);
+  const Block b(a);
   const Tiles t = shared_tiles(D);
   float* S = a.fS + b.slot(D) * D.state_floats();
   for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = 0.f;
@@ -215,7 +244,7 @@ __global__ void k_key_segments(Args a) {
 // dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
 __global__ void k_query_segments(Args a) {
   const Dims& D = a.D;
-  const Block b(D);
+  const Block b(a);
   const Tiles t = shared_tiles(D);
   float* R = a.gS + b.slot(D) * D.state_floats();
   for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) R[e] = 0.f;
@@ -234,8 +263,8 @@ __global__ void k_query_segments(Args a) {
         t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
       __syncthreads();
       scaled_tile_rows(t.G, t.VP, D.D1p, D.ct, D.D1p, t.w);
-      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p,
-                            0.f, t.WK, D.mp);
+      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p, 0.f,
+                            t.WK, D.mp);
       feature_and_weight_grad(a, b, t, t.Pq, dW);
       store_rows(t.DX, D.D1p, rows, D.d, a.dq + row * D.d, false);
     }
@@ -284,7 +313,7 @@ __global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_ou
 //   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
 __global__ void k_causal_forward(Args a) {
   const Dims& D = a.D;
-  const Block b(D);
+  const Block b(a);
   const Tiles t = shared_tiles(D);
   float* S = a.fS + b.slot(D) * D.state_floats();
   if (threadIdx.x == 0) t.scalar[0] = a.fa[b.slot(D)];
@@ -319,7 +348,7 @@ __global__ void k_causal_forward(Args a) {
 // for the state (sa, Sp) of each head; overwrite: y and L start empty.
 __global__ void k_add_prefix(Args a) {
   const Dims& D = a.D;
-  const Block b(D);
+  const Block b(a);
   const Tiles t = shared_tiles(D);
   const float pa = a.sa[int64_t(b.h) * D.packed_size()];
   if (is_empty_log_scale(pa) && a.accumulate) return;
@@ -336,8 +365,8 @@ __global__ void k_add_prefix(Args a) {
     }
     __syncthreads();
     scale_tile_rows(t.Pq, D.mp, D.ct, D.mp, t.w);
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p,
-                           0.f, t.DX, D.D1p);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p, 0.f,
+                           t.DX, D.D1p);
     for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
       const int i = e / D.D1, x = e % D.D1;
       float* out = a.y + (row + i) * D.D1 + x;
@@ -357,7 +386,7 @@ __global__ void k_add_prefix(Args a) {
 //   (rho, R) (+)= the tile's queries with log-scales -L_i.
 __global__ void k_causal_backward(Args a) {
   const Dims& D = a.D;
-  const Block b(D);
+  const Block b(a);
   const Tiles t = shared_tiles(D);
   const int64_t slot = b.slot(D);
   float* S = a.fS + slot * D.state_floats();
@@ -426,7 +455,7 @@ __global__ void k_causal_backward(Args a) {
 //   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d].
 __global__ void k_key_grad_from_state(Args a) {
   const Dims& D = a.D;
-  const Block b(D);
+  const Block b(a);
   const Tiles t = shared_tiles(D);
   const float rho = a.sa[int64_t(b.h) * D.packed_size()];
   const float* R = a.Sp + int64_t(b.h) * D.state_floats();
@@ -476,13 +505,30 @@ inline int64_t fused_workspace_bytes(const FavorShape& s) {
 }
 
 // ---- the launch sequences ---------------------------------------------------------
+// The heads of a call: `count` uniform blocks of D.n rows, or the spans of a
+// pieces table on the device with `slots` dW slots.
+struct Heads {
+  int64_t count = 0;
+  const int64_t* spans = nullptr;
+  int64_t slots = 0;
+  Heads(int64_t heads) : count(heads), slots(heads) {}  // NOLINT: uniform heads convert implicitly
+  Heads(int64_t heads, const int64_t* table, int64_t dw_slots) : count(heads), spans(table), slots(dw_slots) {}
+};
+
+// The call's heads: uniform, or the pieces' table (on the device).
+inline Heads heads_of(const FavorShape& s) {
+  return s.pieces ? Heads(s.heads, s.pieces->table(), s.pieces->slots()) : Heads(s.heads);
+}
+
 // One protocol call: the padded projection, the temporaries and the kernels.
 template <class Launch>
 class FusedCall {
  public:
-  FusedCall(Launch& launch, const Dims& D, int64_t heads, const float* W) : L_(launch), D_(D), heads_(heads) {
+  FusedCall(Launch& launch, const Dims& D, const Heads& heads, const float* W)
+      : L_(launch), D_(D), heads_(heads.count), spans_(heads.spans), slots_(heads.slots) {
     a_ = Args{};
     a_.D = D;
+    a_.spans = heads.spans;
     const int64_t floats = D.w_heads * D.projection_floats();
     float* Wp = L_.buffer(floats);
     L_.grid(k_pad_projection, blocks_for(floats), 1, D, W, Wp);
@@ -498,7 +544,7 @@ class FusedCall {
   }
   void add_weight_grads() {
     if (dW_)
-      L_.grid(k_sum_weight_grads, blocks_for(heads_ * D_.m * D_.d), 1, D_, heads_,
+      L_.grid(k_sum_weight_grads, blocks_for(slots_ * D_.m * D_.d), 1, D_, heads_, spans_, slots_,
               static_cast<const float*>(a_.dWp), dW_);
   }
 
@@ -540,12 +586,14 @@ class FusedCall {
   Launch& L_;
   Dims D_;
   int64_t heads_;
+  const int64_t* spans_;
+  int64_t slots_;
   Args a_;
   float* dW_ = nullptr;
 };
 
 template <class Launch>
-void fused_key_state(Launch& launch, const Dims& D, int64_t heads, const float* k, const float* v, const float* W,
+void fused_key_state(Launch& launch, const Dims& D, const Heads& heads, const float* k, const float* v, const float* W,
                      float* total) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(true, false);
@@ -557,7 +605,7 @@ void fused_key_state(Launch& launch, const Dims& D, int64_t heads, const float* 
 }
 
 template <class Launch>
-void fused_causal_forward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* k,
+void fused_causal_forward_local(Launch& launch, const Dims& D, const Heads& heads, const float* q, const float* k,
                                 const float* v, const float* W, float* y, float* row_scale, float* block_total) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(true, false);
@@ -574,7 +622,7 @@ void fused_causal_forward_local(Launch& launch, const Dims& D, int64_t heads, co
 
 // y, row_scale (+)= the state's part (accumulate), or = it (bidirectional finish).
 template <class Launch>
-void fused_add_prefix(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* W,
+void fused_add_prefix(Launch& launch, const Dims& D, const Heads& heads, const float* q, const float* W,
                       const float* state, float* y, float* row_scale, bool accumulate) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.head_states(state);
@@ -587,7 +635,7 @@ void fused_add_prefix(Launch& launch, const Dims& D, int64_t heads, const float*
 }
 
 template <class Launch>
-void fused_causal_backward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* k,
+void fused_causal_backward_local(Launch& launch, const Dims& D, const Heads& heads, const float* q, const float* k,
                                  const float* v, const float* W, const float* o, const float* den,
                                  const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
                                  float* dv, float* block_total_grad, float* dW) {
@@ -615,7 +663,7 @@ void fused_causal_backward_local(Launch& launch, const Dims& D, int64_t heads, c
 
 // dk, dv (+)= the keys' part of a gradient state (suffix, or the bidirectional total).
 template <class Launch>
-void fused_key_grad_from_state(Launch& launch, const Dims& D, int64_t heads, const float* k, const float* v,
+void fused_key_grad_from_state(Launch& launch, const Dims& D, const Heads& heads, const float* k, const float* v,
                                const float* W, const float* state, float* dk, float* dv, bool accumulate, float* dW) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.head_states(state);
@@ -631,9 +679,10 @@ void fused_key_grad_from_state(Launch& launch, const Dims& D, int64_t heads, con
 }
 
 template <class Launch>
-void fused_bidirectional_backward_local(Launch& launch, const Dims& D, int64_t heads, const float* q, const float* W,
-                                        const float* o, const float* den, const float* row_scale, const float* d_o,
-                                        const float* total, float* dq, float* local_grad_total, float* dW) {
+void fused_bidirectional_backward_local(Launch& launch, const Dims& D, const Heads& heads, const float* q,
+                                        const float* W, const float* o, const float* den, const float* row_scale,
+                                        const float* d_o, const float* total, float* dq, float* local_grad_total,
+                                        float* dW) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(false, true);
   call.head_states(total);

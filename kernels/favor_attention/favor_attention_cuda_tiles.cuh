@@ -44,11 +44,11 @@ constexpr int kWarps = kThreads / 32;
 
 // Sizes of one call, true and padded to multiples of 16.
 struct Dims {
-  int n, d, m, D1;   // positions, head dim, features, d + 1
-  int dp, mp, D1p;   // padded d, m, D1
-  int ct;            // rows per tile (16 or 32)
+  int n, d, m, D1;    // positions, head dim, features, d + 1
+  int dp, mp, D1p;    // padded d, m, D1
+  int ct;             // rows per tile (16 or 32)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
-  int w_heads;         // projections: head h uses the (h mod w_heads)-th
+  int w_heads;        // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;
   bool softmax, half_norm, elu, tf32;  // softmax: exponential features (FAVOR+, exp); half_norm: minus |x|^2/2
   __host__ __device__ int64_t state_floats() const { return int64_t(mp) * D1p; }
@@ -59,8 +59,8 @@ struct Dims {
 // Shared memory of a block: the tiles of one chunk of rows.
 struct Tiles {
   float *X, *Pq, *Pk, *VP, *G, *A, *B, *WK, *DX;  // [ct, dp] [ct, mp] x2 [ct, D1p] x2 [ct, ct] x2 [ct, mp] [ct, D1p]
-  float *c, *L, *w, *rowsum;                        // [ct] each
-  float* scalar;                                    // [8]
+  float *c, *L, *w, *rowsum;                      // [ct] each
+  float* scalar;                                  // [8]
   __host__ __device__ static int64_t floats(const Dims& D) {
     const int64_t ct = D.ct;
     return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 4 * ct + 8;
@@ -113,22 +113,20 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
       float acc[4][4] = {};
       for (int k = 0; k < K; ++k) {
         float a[4], b[4];
-PF_FAVOR_UNROLL
+        PF_FAVOR_UNROLL
         for (int r = 0; r < 4; ++r) a[r] = at_a<TA>(A, lda, ib + r, k);
-PF_FAVOR_UNROLL
+        PF_FAVOR_UNROLL
         for (int q = 0; q < 4; ++q) b[q] = at_b<TB>(B, ldb, k, jb + q);
-PF_FAVOR_UNROLL
-        for (int r = 0; r < 4; ++r)
-PF_FAVOR_UNROLL
-          for (int q = 0; q < 4; ++q) acc[r][q] = fmaf(a[r], b[q], acc[r][q]);
+        PF_FAVOR_UNROLL
+        for (int r = 0; r < 4; ++r) PF_FAVOR_UNROLL
+        for (int q = 0; q < 4; ++q) acc[r][q] = fmaf(a[r], b[q], acc[r][q]);
       }
-PF_FAVOR_UNROLL
-      for (int r = 0; r < 4; ++r)
-PF_FAVOR_UNROLL
-        for (int q = 0; q < 4; ++q) {
-          float* out = C + (ib + r) * ldc + jb + q;
-          *out = beta == 0.f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * *out;
-        }
+      PF_FAVOR_UNROLL
+      for (int r = 0; r < 4; ++r) PF_FAVOR_UNROLL
+      for (int q = 0; q < 4; ++q) {
+        float* out = C + (ib + r) * ldc + jb + q;
+        *out = beta == 0.f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * *out;
+      }
     }
   }
 }
@@ -152,9 +150,9 @@ __device__ void block_mm_tf32(int M, int N, int K, float alpha, const float* A, 
       w::fragment<w::matrix_b, 16, 16, 8, w::precision::tf32, LB> b;
       w::load_matrix_sync(a, TA ? A + k0 * lda + i0 : A + i0 * lda + k0, lda);
       w::load_matrix_sync(b, TB ? B + j0 * ldb + k0 : B + k0 * ldb + j0, ldb);
-PF_FAVOR_UNROLL
+      PF_FAVOR_UNROLL
       for (int e = 0; e < a.num_elements; ++e) a.x[e] = w::__float_to_tf32(a.x[e]);
-PF_FAVOR_UNROLL
+      PF_FAVOR_UNROLL
       for (int e = 0; e < b.num_elements; ++e) b.x[e] = w::__float_to_tf32(b.x[e]);
       w::mma_sync(acc, a, b, acc);
     }
@@ -162,10 +160,10 @@ PF_FAVOR_UNROLL
     if (beta != 0.f) {
       w::fragment<w::accumulator, 16, 16, 8, float> old;
       w::load_matrix_sync(old, out, ldc, w::mem_row_major);
-PF_FAVOR_UNROLL
+      PF_FAVOR_UNROLL
       for (int e = 0; e < acc.num_elements; ++e) acc.x[e] = alpha * acc.x[e] + beta * old.x[e];
     } else {
-PF_FAVOR_UNROLL
+      PF_FAVOR_UNROLL
       for (int e = 0; e < acc.num_elements; ++e) acc.x[e] *= alpha;
     }
     w::store_matrix_sync(out, acc, ldc, w::mem_row_major);

@@ -33,8 +33,7 @@ void favor_attention_forward_ref(const FavorAttentionParams& p, const double* q,
 }
 
 void favor_attention_backward_ref(const FavorAttentionParams& p, const double* q, const double* k, const double* v,
-                                  const double* W, const double* dout, double* dq, double* dk, double* dv,
-                                  double* dW) {
+                                  const double* W, const double* dout, double* dq, double* dk, double* dv, double* dW) {
   favor_attention_check(p);
   const int64_t n = p.n, d = p.d, m = p.m, bh = p.batch * p.heads;
   std::vector<double> phi_q(n * m), phi_k(n * m), c_q(n), c_k(n), d_phi_q(n * m), d_phi_k(n * m);

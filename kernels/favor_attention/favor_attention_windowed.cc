@@ -57,8 +57,7 @@ class Windows {
                         nullptr);
   }
   void k_features(const float* k, const float* W, int64_t h, int64_t w) {
-    feature_map_forward(ctx_, s_.features, rows(w), s_.d, s_.m, k + row(h, w) * s_.d, s_.head_w(W, h), phi_k(),
-                        c_k());
+    feature_map_forward(ctx_, s_.features, rows(w), s_.d, s_.m, k + row(h, w) * s_.d, s_.head_w(W, h), phi_k(), c_k());
   }
   // dX rows of the window (written) from dPhi given the window's features;
   // head h's dW [m, d] (+)= its part when dW [heads, m, d] is not nullptr.
@@ -130,8 +129,7 @@ void favor_causal_forward_local_windowed(const ExecContext& ctx, const FavorShap
       win.q_features(q, W, h, w);
       win.k_features(k, W, h, w);
       causal_linear_attention_forward_local(ctx, win.shape(w), win.phi_q(), win.phi_k(), win.c_k(), v + r * d,
-                                            y + r * (d + 1), row_scale + r, win.window_state(),
-                                            w > 0 ? run : nullptr);
+                                            y + r * (d + 1), row_scale + r, win.window_state(), w > 0 ? run : nullptr);
       combine(ctx, s, run, win.window_state(), run);
     }
   }
@@ -231,9 +229,8 @@ void favor_bidirectional_backward_local_windowed(const ExecContext& ctx, const F
     for (int64_t w = 0; w < win.count(); ++w) {
       const int64_t r = win.row(h, w);
       win.q_features(q, W, h, w);
-      bidirectional_linear_attention_backward_local(ctx, win.shape(w), win.phi_q(), o + r * d, den + r,
-                                                    row_scale + r, d_o + r * d, total + h * ss, win.d_phi_q(),
-                                                    win.window_state());
+      bidirectional_linear_attention_backward_local(ctx, win.shape(w), win.phi_q(), o + r * d, den + r, row_scale + r,
+                                                    d_o + r * d, total + h * ss, win.d_phi_q(), win.window_state());
       win.feature_backward(q, W, win.phi_q(), win.d_phi_q(), dq, h, w, dW);
       combine(ctx, s, R, win.window_state(), R);
     }

@@ -5,7 +5,8 @@
 // and relu, n not a multiple of the tile, forward and backward, temporaries
 // recorded in the context's tracker and all released; and the
 // sequence-parallel protocol with the sequence in 3 blocks, fused and
-// windowed; exp with a trained projection per head and its gradient.
+// windowed; exp with a trained projection per head and its gradient; the
+// protocol over pieces (packed samples) against the CPU's.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -18,9 +19,10 @@
 #include "runtime/device.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
-#include "tests/support/numerics.h"
-#include "tests/support/gpu_harness.h"
+#include "tests/kernels/favor_pieces_driver.h"
 #include "tests/kernels/favor_protocol_driver.h"
+#include "tests/support/gpu_harness.h"
+#include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
@@ -110,41 +112,41 @@ TEST(FavorAttentionGpu, ExpTrainedProjectionsMatchReference) {
   const int64_t B = 2, H = 3, n = 211, d = 32, m = 48, chunk = 40, size = B * H * n * d;
   uint64_t seed = 900;
   for (int64_t window : {0, 64})
-  for (bool causal : {true, false}) {
-    for (bool half_norm : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "window=" << window << " causal=" << causal << " half_norm=" << half_norm);
-      ++seed;
-      FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, FeatureKernel::Exp, chunk);
-      p.window = window;
-      p.per_head_w = true;
-      p.features.half_norm = half_norm;
-      const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
-      const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
-      const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
-      const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
-      const auto W = test::cast_vector<float>(test::normal_vector(H * m * d, seed, 5, 0.8));
-      const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
-          gd(g.begin(), g.end()), Wd(W.begin(), W.end());
-      std::vector<double> ro(size), rq(size), rk(size), rv(size), rw(B * H * m * d, 0.0);
-      favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
-      favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
-                                   rv.data(), rw.data());
-      Gpu gpu;
-      float *o = gpu.alloc(size), *den = gpu.alloc(B * H * n), *rs = gpu.alloc(B * H * n),
-            *total = gpu.alloc(favor_attention_total_floats(p)), *gq = gpu.alloc(size), *gk = gpu.alloc(size),
-            *gv = gpu.alloc(size), *gw = gpu.upload(std::vector<float>(B * H * m * d, 0.f));
-      float *dq_ = gpu.upload(q), *dk_ = gpu.upload(k), *dv_ = gpu.upload(v), *dg = gpu.upload(g),
-            *dW = gpu.upload(W);
-      float* tp = causal ? nullptr : total;
-      favor_attention_forward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp);
-      favor_attention_backward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp, dg, gq, gk, gv, gw);
-      EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
-      EXPECT_LE(test::rel_l2(gpu.download(gw, B * H * m * d), rw), 1e-4);
+    for (bool causal : {true, false}) {
+      for (bool half_norm : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "window=" << window << " causal=" << causal << " half_norm=" << half_norm);
+        ++seed;
+        FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, FeatureKernel::Exp, chunk);
+        p.window = window;
+        p.per_head_w = true;
+        p.features.half_norm = half_norm;
+        const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+        const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+        const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+        const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+        const auto W = test::cast_vector<float>(test::normal_vector(H * m * d, seed, 5, 0.8));
+        const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
+            gd(g.begin(), g.end()), Wd(W.begin(), W.end());
+        std::vector<double> ro(size), rq(size), rk(size), rv(size), rw(B * H * m * d, 0.0);
+        favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
+        favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
+                                     rv.data(), rw.data());
+        Gpu gpu;
+        float *o = gpu.alloc(size), *den = gpu.alloc(B * H * n), *rs = gpu.alloc(B * H * n),
+              *total = gpu.alloc(favor_attention_total_floats(p)), *gq = gpu.alloc(size), *gk = gpu.alloc(size),
+              *gv = gpu.alloc(size), *gw = gpu.upload(std::vector<float>(B * H * m * d, 0.f));
+        float *dq_ = gpu.upload(q), *dk_ = gpu.upload(k), *dv_ = gpu.upload(v), *dg = gpu.upload(g),
+              *dW = gpu.upload(W);
+        float* tp = causal ? nullptr : total;
+        favor_attention_forward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp);
+        favor_attention_backward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp, dg, gq, gk, gv, gw);
+        EXPECT_LE(test::rel_l2(gpu.download(o, size), ro), 1e-4);
+        EXPECT_LE(test::rel_l2(gpu.download(gq, size), rq), 1e-4);
+        EXPECT_LE(test::rel_l2(gpu.download(gk, size), rk), 1e-4);
+        EXPECT_LE(test::rel_l2(gpu.download(gv, size), rv), 1e-4);
+        EXPECT_LE(test::rel_l2(gpu.download(gw, B * H * m * d), rw), 1e-4);
+      }
     }
-  }
 }
 
 TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
@@ -152,22 +154,50 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
   const int64_t H = 2, n = 500, d = 32, m = 64, chunk = 48, size = H * n * d;
   uint64_t seed = 800;
   for (int64_t window : {0, 64}) {
-  for (bool causal : {true, false}) {
-    SCOPED_TRACE(testing::Message() << "causal=" << causal << " window=" << window);
-    ++seed;
-    FavorAttentionParams p = favor_attention_params(1, H, n, d, m, causal, FeatureKernel::Softmax, chunk);
-    p.window = window;
-    const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
-    const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
-    const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
-    const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
-    const auto W = random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
-    Gpu gpu;
-    float *o = gpu.alloc(size), *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
-    test::run_favor_protocol(gpu.ctx(), p.shape(), causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
-                             gpu.upload(W), gpu.upload(g), o, gq, gk, gv);
-    expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "causal=" << causal << " window=" << window);
+      ++seed;
+      FavorAttentionParams p = favor_attention_params(1, H, n, d, m, causal, FeatureKernel::Softmax, chunk);
+      p.window = window;
+      const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+      const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+      const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+      const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+      const auto W = random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+      Gpu gpu;
+      float *o = gpu.alloc(size), *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
+      test::run_favor_protocol(gpu.ctx(), p.shape(), causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
+                               gpu.upload(W), gpu.upload(g), o, gq, gk, gv);
+      expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
+    }
   }
+}
+
+// One call over the pieces of packed samples (FavorPieces) on the GPU
+// against the same call on the CPU, fp32, every step of the protocol
+// (tests/kernels/favor_pieces_driver.h); pieces of 1 row to several segments.
+TEST(FavorAttentionGpu, PiecesMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  uint64_t seed = 900;
+  for (bool causal : {true, false}) {
+    for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Exp}) {
+      SCOPED_TRACE(testing::Message() << "causal=" << causal << " kernel=" << feature_kernel_name(kernel));
+      const test::PiecesCase c(4, 700, 32, 64, causal, kernel, {{1, 60, 300, 339}, {700}, {17, 683}}, ++seed);
+      Gpu gpu;
+      MemoryTracker tracker(Device::cpu());
+      const ExecResources cpu(Device::cpu(), tracker, HostStreamConfig{});
+      const test::PiecesResult got = test::run_pieces(test::DispatchedFavorOps{}, gpu.ctx(), c, true);
+      const test::PiecesResult want = test::run_pieces(test::DispatchedFavorOps{}, cpu.ctx(), c, true);
+      EXPECT_LE(test::rel_l2(got.o, want.o), 1e-4);
+      EXPECT_LE(test::rel_l2(got.total, want.total), 1e-4);
+      EXPECT_LE(test::rel_l2(got.dq, want.dq), 1e-4);
+      EXPECT_LE(test::rel_l2(got.dk, want.dk), 1e-4);
+      EXPECT_LE(test::rel_l2(got.dv, want.dv), 1e-4);
+      EXPECT_LE(test::rel_l2(got.grad, want.grad), 1e-4);
+      if (kernel == FeatureKernel::Exp) {
+        EXPECT_LE(test::rel_l2(got.dW, want.dW), 1e-4);
+      }
+    }
   }
 }
 

@@ -13,8 +13,6 @@
 // dW go through the same protocol, with and without the key's |k|^2/2 term.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
-#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -22,9 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
 #include "kernels/random_features/random_features.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
+#include "tests/kernels/favor_pieces_driver.h"
 #include "tests/kernels/favor_protocol_driver.h"
 #include "tests/support/numerics.h"
 
@@ -87,25 +87,25 @@ struct EmulatedCudaOps {
       }
     });
   }
-  void causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
-                            const float* v, const float* W, float* y, float* rs, float* total) const {
+  void causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k, const float* v,
+                            const float* W, float* y, float* rs, float* total) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_causal_forward_local(L, D, s.heads, q, k, v, W, y, rs, total); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_causal_forward_local(L, D, heads_of(s), q, k, v, W, y, rs, total); });
   }
   void add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
                   float* y, float* rs) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, prefix, y, rs, true); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, heads_of(s), q, W, prefix, y, rs, true); });
   }
   void key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                  float* total) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_state(L, D, s.heads, k, v, W, total); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_state(L, D, heads_of(s), k, v, W, total); });
   }
   void bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* total, float* y, float* rs) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, s.heads, q, W, total, y, rs, false); });
+    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, heads_of(s), q, W, total, y, rs, false); });
   }
   void causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                              const float* v, const float* W, const float* o, const float* den, const float* rs,
@@ -113,29 +113,28 @@ struct EmulatedCudaOps {
                              float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_causal_backward_local(L, D, s.heads, q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total, dW);
+      fused_causal_backward_local(L, D, heads_of(s), q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total, dW);
     });
   }
-  void backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                           const float* W, const float* suffix, float* dk, float* dv, float* dW) const {
+  void backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
+                           const float* suffix, float* dk, float* dv, float* dW) const {
     const Dims D = dims(s);
     run(ctx, s,
-        [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, s.heads, k, v, W, suffix, dk, dv, true, dW); });
+        [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, heads_of(s), k, v, W, suffix, dk, dv, true, dW); });
   }
   void bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* o, const float* den, const float* rs, const float* d_o,
                                     const float* total, float* dq, float* grad_total, float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_bidirectional_backward_local(L, D, s.heads, q, W, o, den, rs, d_o, total, dq, grad_total, dW);
+      fused_bidirectional_backward_local(L, D, heads_of(s), q, W, o, den, rs, d_o, total, dq, grad_total, dW);
     });
   }
   void bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
-                                     const float* W, const float* grad_total, float* dk, float* dv,
-                                     float* dW) const {
+                                     const float* W, const float* grad_total, float* dk, float* dv, float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_key_grad_from_state(L, D, s.heads, k, v, W, grad_total, dk, dv, false, dW);
+      fused_key_grad_from_state(L, D, heads_of(s), k, v, W, grad_total, dk, dv, false, dW);
     });
   }
 };
@@ -176,8 +175,8 @@ struct EmulatedRun {
       : o(r.size()), dq(r.size()), dk(r.size()), dv(r.size()) {
     MemoryTracker tracker(Device::cpu());
     const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-    test::run_favor_protocol(ops, res.ctx(), r.p.shape(), causal, P, r.q.data(), r.k.data(), r.v.data(),
-                             r.W.data(), r.g.data(), o.data(), dq.data(), dk.data(), dv.data());
+    test::run_favor_protocol(ops, res.ctx(), r.p.shape(), causal, P, r.q.data(), r.k.data(), r.v.data(), r.W.data(),
+                             r.g.data(), o.data(), dq.data(), dk.data(), dv.data());
   }
 };
 
@@ -192,14 +191,14 @@ void each_case(std::initializer_list<Case> cases, uint64_t seed, F f) {
 
 std::string where(const Case& c, bool causal, FeatureKernel kernel, int P) {
   return "n=" + std::to_string(c.n) + " d=" + std::to_string(c.d) + " m=" + std::to_string(c.m) +
-         " ct=" + std::to_string(c.ct) + " seg_len=" + std::to_string(c.seg_len) +
-         " causal=" + std::to_string(causal) + " kernel=" + feature_kernel_name(kernel) + " P=" + std::to_string(P);
+         " ct=" + std::to_string(c.ct) + " seg_len=" + std::to_string(c.seg_len) + " causal=" + std::to_string(causal) +
+         " kernel=" + feature_kernel_name(kernel) + " P=" + std::to_string(P);
 }
 
 TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
   // seg_len 0: the sizes' own choice (one-tile segments at these n); 80: several tiles and a short last one.
-  each_case({Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 0}, Case{150, 16, 32, 16, 80}, Case{150, 5, 7, 32, 80}},
-            4100, [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+  each_case({Case{7, 5, 7, 16, 0}, Case{150, 16, 32, 32, 0}, Case{150, 16, 32, 16, 80}, Case{150, 5, 7, 32, 80}}, 4100,
+            [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
               const ReferenceCase r(c, causal, kernel, seed);
               for (int P : {1, 2, 3}) {
                 SCOPED_TRACE(where(c, causal, kernel, P));
@@ -256,8 +255,8 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
         // Trained projections differ from any draw: a draw per head plus noise.
         std::vector<float> W;
         for (int64_t h = 0; h < H; ++h) {
-          const std::vector<float> Wh =
-              random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 1, static_cast<uint64_t>(h)});
+          const std::vector<float> Wh = random_projection_f32(
+              {c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 1, static_cast<uint64_t>(h)});
           W.insert(W.end(), Wh.begin(), Wh.end());
         }
         const std::vector<double> noise = test::normal_vector(H * wsize, seed, 5);
@@ -272,9 +271,9 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
         favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
                                      rv.data(), rW.data());
         for (int P : {1, 3}) {
-          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
-                                          << " seg_len=" << c.seg_len << " causal=" << causal
-                                          << " half_norm=" << half_norm << " P=" << P);
+          SCOPED_TRACE(testing::Message()
+                       << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct << " seg_len=" << c.seg_len
+                       << " causal=" << causal << " half_norm=" << half_norm << " P=" << P);
           MemoryTracker tracker(Device::cpu());
           const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
           std::vector<float> o(size), dq(size), dk(size), dv(size), dW(BH * wsize, 0.f);
@@ -287,6 +286,40 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
           EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
           EXPECT_LE(test::rel_l2(dv, rv), 1e-5);
           EXPECT_LE(test::rel_l2(dW, rW), 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// The protocol over pieces (FavorPieces, the packed samples): one launch
+// sequence per step over every piece's heads, the spans read from the
+// device table, against the same steps piece by piece on contiguous copies
+// (whose segments differ, hence fp32 rounding apart) and against the CPU's
+// call over the same pieces. Pieces of 1 row, of less than a segment and of
+// several segments and tiles (segments of 32 rows); exp's dW summed per head
+// over its pieces.
+TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
+  uint64_t seed = 4400;
+  for (bool causal : {true, false}) {
+    for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Exp}) {
+      SCOPED_TRACE(std::string("causal=") + std::to_string(causal) + " kernel=" + feature_kernel_name(kernel));
+      const test::PiecesCase c(2, 100, 5, 7, causal, kernel, {{1, 40, 59}, {100}, {3, 97}}, ++seed);
+      MemoryTracker tracker(Device::cpu());
+      const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+      const EmulatedCudaOps emulated{32, 0};
+      const test::PiecesResult one = test::run_pieces(emulated, res.ctx(), c, true);
+      const test::PiecesResult each = test::run_pieces(emulated, res.ctx(), c, false);
+      const test::PiecesResult cpu = test::run_pieces(test::DispatchedFavorOps{}, res.ctx(), c, true);
+      for (const test::PiecesResult* other : {&each, &cpu}) {
+        EXPECT_LE(test::rel_l2(one.o, other->o), 1e-5);
+        EXPECT_LE(test::rel_l2(one.total, other->total), 1e-5);
+        EXPECT_LE(test::rel_l2(one.dq, other->dq), 1e-5);
+        EXPECT_LE(test::rel_l2(one.dk, other->dk), 1e-5);
+        EXPECT_LE(test::rel_l2(one.dv, other->dv), 1e-5);
+        EXPECT_LE(test::rel_l2(one.grad, other->grad), 1e-5);
+        if (kernel == FeatureKernel::Exp) {
+          EXPECT_LE(test::rel_l2(one.dW, other->dW), 1e-5);
         }
       }
     }

@@ -270,7 +270,7 @@ TEST(FamilyModel, ThreeAdamWStepsMatchOneRank) {
         if (sp == 0) continue;
         ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
         test::expect_same_training(train(cfg, grid, tracker), want,
-                                   what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
+                                   what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()), kind);
       }
     }
 }

@@ -320,7 +320,8 @@ void check_training(AttentionKind kind, Objective obj, int sp) {
   ParallelGrid local(make_local_comm(), 1);
   const test::TrainResult want = train(cfg, local, tracker);
   ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
-  test::expect_same_training(train(cfg, grid, tracker), want, what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
+  test::expect_same_training(train(cfg, grid, tracker), want, what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()),
+                             cfg.attention);
 }
 
 TEST(PackedModel, ThreeAdamWStepsMatchOneRank) {
