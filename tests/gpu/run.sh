@@ -69,15 +69,15 @@ budget=480
 steps=(
   preflight:15:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
   deps:20:gate       # 11 s (135 packages unpacked and patched); <1 s when installed
-  build:150:gate     # 133 s from clean for sm_90 on 16 cores, the 12 targets one after another; >150 s on a
-                     # second machine: now one target (pf_gpu_binaries), its 12 binaries in parallel
+  build:150:gate     # 84 s from clean for sm_90 on 16 cores as one target (pf_gpu_binaries, its 12 binaries in
+                     # parallel); 133 s and >150 s when they were built one after another
   gpu_tests:60       # 41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
                      # 35 s with 2 threads, now JOBS / 4; test_favor_attention_gpu 8.6 s)
   mission:90         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
                      # and one at sp = 1, no warm-up, and 5 processes' CUDA start
   train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
   staged_sp:15       # 6 s (10 processes of 8 tiny steps)
-  packed:15          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps)
+  packed:15          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps), twice
   train_bf16:10      # 3 s
   reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
   kernels:60         # 4,096-32,768 (softmax to 32,768) ran in under 25 s, 65,536 did not finish in it: now 4,096,
