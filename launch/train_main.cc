@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
         if (print_config) std::cout << cfg.source_text;
         if (plan) {
           const pf::MemoryPlan p = pf::plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / sp, true,
-                                                   pf::Device::cpu(), pf::packs_proteins(cfg.data.mode));
+                                                   pf::Device::cpu(), pf::packs_proteins(cfg.data.mode), sp);
           std::cout << "memory plan per rank (" << layout << ", " << cfg.data.batch_size << " x "
                     << cfg.data.sample_length / sp << " tokens): " << p.summary() << "\n";
           if (cfg.device.memory_cap > 0)

@@ -72,6 +72,11 @@ void SequenceAttention::forward_kind(const ModelConfig& cfg, const ExecContext& 
                                      const float* W, const float* q, const float* k, const float* v,
                                      AttentionSaved& saved, AttentionTiming* timing, const PackedLayout* packed) const {
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "attention needs a memory tracker in its context");
+  if (window_across_ranks(cfg)) {
+    window_attention_forward(cfg, *sp_, ctx, heads, n, packed ? packed->state_segments() : PackedLayout(), q, k, v,
+                             saved, timing);
+    return;
+  }
   if (packed && !packed->empty()) {
     packed_attention_forward(cfg, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, timing);
     return;
@@ -160,6 +165,11 @@ void SequenceAttention::backward_kind(const ModelConfig& cfg, const ExecContext&
              "attention backward: model.attention = " << attention_kind_name(cfg.attention)
                                                       << (dW ? " has no trained projection, but got its gradient"
                                                              : " needs the gradient of its trained projection"));
+  if (window_across_ranks(cfg)) {
+    window_attention_backward(cfg, *sp_, ctx, heads, n, packed ? packed->state_segments() : PackedLayout(), q, k, v,
+                              saved, d_o, dq, dk, dv, timing);
+    return;
+  }
   if (packed && !packed->empty()) {
     packed_attention_backward(cfg, sp_, opt_, ctx, heads, n, packed->state_segments(), W, q, k, v, saved, d_o, dq, dk,
                               dv, dW, timing);

@@ -111,6 +111,10 @@ class SequenceAttention {
                      const float* q, const float* k, const float* v, const AttentionSaved& saved, const float* d_o,
                      float* dq, float* dk, float* dv, float* dW, AttentionTiming* timing,
                      const PackedLayout* packed) const;
+  // The local softmax window of cfg (softmax with window > 0) over 2 or more ranks.
+  bool window_across_ranks(const ModelConfig& cfg) const {
+    return cfg.attention == AttentionKind::Softmax && cfg.window > 0 && sp_ != nullptr && sp_->size() > 1;
+  }
   ModelConfig cfg_;
   Communicator* sp_;
   AttentionOptions opt_;

@@ -69,4 +69,15 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
                                const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
                                float* dW, AttentionTiming* timing);
 
+// The local softmax window (cfg.attention = softmax, cfg.window > 0) across a
+// sequence group of 2 or more ranks, unpacked (an empty layout) or on the
+// state segments of a packed or family slice (attention_window.cc).
+void window_attention_forward(const ModelConfig& cfg, Communicator& sp, const ExecContext& ctx, int64_t heads,
+                              int64_t n, const PackedLayout& layout, const float* q, const float* k, const float* v,
+                              AttentionSaved& saved, AttentionTiming* timing);
+void window_attention_backward(const ModelConfig& cfg, Communicator& sp, const ExecContext& ctx, int64_t heads,
+                               int64_t n, const PackedLayout& layout, const float* q, const float* k, const float* v,
+                               const AttentionSaved& saved, const float* d_o, float* dq, float* dk, float* dv,
+                               AttentionTiming* timing);
+
 }  // namespace pf

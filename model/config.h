@@ -60,7 +60,9 @@ struct ModelConfig {
   // attention; with a linear kind every head also runs the linear kernel over
   // the whole context, and its output is mixed with the window's by a trained
   // per-head gate, o = (1 - s_h) o_linear + s_h o_window, s_h = sigmoid(attn.gate[h])
-  // (kernels/gated_mix). The window needs the whole sequence on one rank.
+  // (kernels/gated_mix). Across ranks (sp > 1) a rank takes the window - 1
+  // rows before its slice (and after, bidirectional) from its neighbours:
+  // window - 1 must not exceed the local rows (model/attention_window.cc).
   int64_t window = 0;
   bool checkpoint_activations = false;  // keep only each layer's input; recompute in the backward
   // Mixed precision: f32 (default), bf16 or f16. With bf16/f16 the GEMMs take

@@ -13,7 +13,8 @@
 
 namespace pf {
 
-MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool training, Device device, bool packed) {
+MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool training, Device device, bool packed,
+                       int64_t sp) {
   const int64_t T = B * n, C = cfg.width, F = cfg.ffn, H = cfg.heads, D = cfg.head_dim(), V = cfg.vocab, L = cfg.layers,
                 m = cfg.features, BH = B * H;
   const bool linear = cfg.attention != AttentionKind::Softmax;
@@ -62,7 +63,13 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // Packed: the scans' flagged buffers, the per-sample states (last, first,
   // prefix, suffix) and the states of the pieces of one call.
   const int64_t packed_fwd = packed ? f * (2 * BH * (ss + 1) + BH + 4 * BH * ss + G * ss) : 0;
-  const int64_t softmax_fwd = packed ? f * (4 * T * C + T * H) : 0;
+  // Softmax (or a hybrid's window) over pieces: copies of the rows of the
+  // piece at work. A window across ranks (model/attention_window.cc): the
+  // halo buffers (rows of k and v to and from both neighbours) and the
+  // copies of one sample's piece with its halo rows: q, k, v, o and lse.
+  const int64_t hw = cfg.window > 0 ? cfg.window - 1 : 0, halo = B + 2 * BH * hw * D, L_ext = (n + 2 * hw) * H;
+  const bool across = cfg.window > 0 && sp > 1;
+  const int64_t softmax_fwd = across ? f * (4 * halo + 4 * L_ext * D + L_ext) : packed ? f * (4 * T * C + T * H) : 0;
   // (A hybrid runs the linear kind, then the window: one after the other.)
   const int64_t att_fwd =
       linear ? std::max(f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd, hybrid ? softmax_fwd : int64_t{0})
@@ -74,7 +81,11 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t packed_bwd = packed ? f * (2 * BH * (ss + 1) + BH + 6 * BH * ss + 2 * G * ss) : 0;
   // exp, unpacked: each of the BH heads' dW [m, D] before the sum over the batch.
   const int64_t exp_dw = exp && !packed ? f * BH * m * D : 0;
-  const int64_t softmax_bwd = packed ? f * (8 * T * C + 2 * T * H) : 0;
+  // Backward: the halo buffers of the exchange and of the gradients sent
+  // back, and a piece's q, k, v, o, lse, d_o and its dq, dk, dv.
+  const int64_t softmax_bwd = across   ? f * (8 * halo + BH * hw * D + 8 * L_ext * D + L_ext)
+                              : packed ? f * (8 * T * C + 2 * T * H)
+                                       : 0;
   const int64_t linear_bwd = f * 3 * BH * ss + favor_ws + packed_bwd + exp_dw;
   // Hybrid: the output gradient's two parts [T, C] each during the linear
   // backward; then the window's part and its q, k, v gradients (4 [T, C]).
@@ -123,11 +134,11 @@ std::string MemoryPlan::summary() const {
 }
 
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple, Device device,
-                             bool packed) {
+                             bool packed, int64_t sp) {
   // 3% headroom for what the plan does not see (allocator rounding, library buffers).
   const double budget = 0.97 * static_cast<double>(cap_bytes);
   auto fits = [&](int64_t k) {
-    return static_cast<double>(plan_memory(cfg, batch, k * multiple, true, device, packed).peak) <= budget;
+    return static_cast<double>(plan_memory(cfg, batch, k * multiple, true, device, packed, sp).peak) <= budget;
   };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 2;

@@ -26,22 +26,24 @@
 namespace pf {
 
 struct MemoryPlan {
-  int64_t persistent = 0;   // bytes
-  int64_t activations = 0;  // bytes kept across layers at the peak
-  int64_t transient = 0;    // bytes of the largest in-layer working set
-  int64_t peak = 0;         // predicted peak
+  int64_t persistent = 0;       // bytes
+  int64_t activations = 0;      // bytes kept across layers at the peak
+  int64_t transient = 0;        // bytes of the largest in-layer working set
+  int64_t peak = 0;             // predicted peak
   std::string summary() const;  // one line, human readable
 };
 
 // `device`: where the step runs (the fused attention's workspace differs);
-// `packed`: batches of the packed data mode, whose attention copies each
-// sequence's rows (a bound that holds for any packing: at most the slice).
+// `packed`: batches of the packed data mode (a bound that holds for any
+// packing); `sp`: the ranks of the sequence group (a local softmax window,
+// cfg.window, then takes halo rows from its neighbours and copies each
+// piece's rows with them).
 MemoryPlan plan_memory(const ModelConfig& cfg, int64_t batch, int64_t n_local, bool training = true,
-                       Device device = Device::cpu(), bool packed = false);
+                       Device device = Device::cpu(), bool packed = false, int64_t sp = 1);
 
 // The largest local length (a multiple of `multiple`) whose planned peak fits
 // under 97% of `cap_bytes` (3% headroom), or 0 when even `multiple` does not fit.
 int64_t longest_local_length(const ModelConfig& cfg, int64_t batch, int64_t cap_bytes, int64_t multiple = 1024,
-                             Device device = Device::cpu(), bool packed = false);
+                             Device device = Device::cpu(), bool packed = false, int64_t sp = 1);
 
 }  // namespace pf

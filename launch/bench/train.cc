@@ -201,7 +201,7 @@ int run_train_ranks(const Args& a, int size, int rank) {
     std::unique_ptr<DataLoader> loader;
     if (!a.data.empty()) loader = std::make_unique<DataLoader>(loader_options(cfg, grid, "train", LoaderUse::Training));
     const int64_t n = a.length, L = n * sp;
-    const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, true, session.ctx().device);
+    const MemoryPlan plan = plan_memory(cfg.model, a.batch, n, true, session.ctx().device, false, sp);
     // The step's nominal FLOPs per rank, and the sgemm rate of this run's device,
     // measured before the steps with every rank measuring at once.
     const StepFlop flop = training_step_flop(cfg.model, a.batch, n);

@@ -417,15 +417,16 @@ void validate_layout(const TrainConfig& cfg, int world_size) {
              "parallel.sp = " << sp << " does not divide the " << world_size << " launched ranks");
   PF_REQUIRE(ConfigError, cfg.data.sample_length % sp == 0,
              "data.sample_length = " << cfg.data.sample_length << " is not divisible by parallel.sp = " << sp);
-  PF_REQUIRE(ConfigError, cfg.model.attention != AttentionKind::Softmax || sp == 1,
+  PF_REQUIRE(ConfigError, cfg.model.attention != AttentionKind::Softmax || cfg.model.window > 0 || sp == 1,
              "model.attention = softmax needs parallel.sp = 1 (exact attention keeps the whole sequence on one "
-             "rank), got sp = "
+             "rank; a local window, model.window, crosses ranks), got sp = "
                  << sp);
-  PF_REQUIRE(ConfigError, cfg.model.window == 0 || sp == 1,
-             "model.window = " << cfg.model.window
-                               << " needs parallel.sp = 1 (the local softmax window keeps the whole sequence on one "
-                                  "rank), got sp = "
-                               << sp);
+  const int64_t local = cfg.data.sample_length / sp;
+  PF_REQUIRE(ConfigError, cfg.model.window == 0 || sp == 1 || cfg.model.window - 1 <= local,
+             "model.window = " << cfg.model.window << " reaches " << cfg.model.window - 1
+                               << " rows back, more than the " << local
+                               << " rows of each rank (data.sample_length / parallel.sp): a rank's window may "
+                                  "only reach into its neighbour's rows");
 }
 
 }  // namespace pf

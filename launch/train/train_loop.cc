@@ -336,7 +336,7 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
 void check_memory_plan(const TrainConfig& cfg, Session& session, bool training) {
   const Device device = session.device();
   const MemoryPlan p = plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / cfg.parallel.sp, training,
-                                   device, packs_proteins(cfg.data.mode));
+                                   device, packs_proteins(cfg.data.mode), cfg.parallel.sp);
   const int64_t host = device.is_cpu() ? host_memory_bytes() : 0;
   std::ostringstream what;
   what << "the memory plan of one rank (" << cfg.data.batch_size << " x " << cfg.data.sample_length / cfg.parallel.sp

@@ -676,9 +676,16 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
             std::string::npos);
   const TrainConfig sm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\""});
   EXPECT_NE(expect_error([&] { validate_layout(sm, 2); }).find("softmax needs parallel.sp = 1"), std::string::npos);
-  const TrainConfig win = load_train_config("", {"parallel.sp=2", "model.window=64"});
-  EXPECT_NE(expect_error([&] { validate_layout(win, 2); }).find("model.window = 64 needs parallel.sp = 1"),
+  // A window crosses ranks when it reaches at most one neighbour's rows.
+  const TrainConfig win = load_train_config("", {"parallel.sp=2", "model.window=64", "data.sample_length=128"});
+  EXPECT_NO_THROW(validate_layout(win, 2));
+  const TrainConfig far = load_train_config("", {"parallel.sp=4", "model.window=34", "data.sample_length=128"});
+  EXPECT_NE(expect_error([&] {
+              validate_layout(far, 4);
+            }).find("model.window = 34 reaches 33 rows back, more than the 32 rows of each rank"),
             std::string::npos);
+  const TrainConfig wsm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\"", "model.window=16"});
+  EXPECT_NO_THROW(validate_layout(wsm, 2));
   EXPECT_NE(error_of({"model.window=-1"}).find("model.window = -1 is out of range"), std::string::npos);
   EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
 }

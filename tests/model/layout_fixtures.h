@@ -97,20 +97,12 @@ inline TrainResult train_three_steps(const ModelConfig& cfg, ParallelGrid& grid,
   return t;
 }
 
-// The same losses (relative 1e-6), first gradients (1e-5 L2) and final
-// parameters: 1e-5 L2, but 5e-5 for the relu kernel. Its derivative is the
-// mask u > 0, so once the first steps leave the layouts' parameters 1e-7
-// apart, a feature with u near 0 can take the other side of the mask and
-// move its gradient by a whole term: on one 2-core AMD EPYC, family contexts
-// of relu/mlm at sp = 2 ended 1.16e-5 apart with first gradients 1.4e-7
-// apart (every other kernel, objective and layout: at most 5.2e-6).
-inline void expect_same_training(const TrainResult& got, const TrainResult& want, const std::string& w,
-                                 AttentionKind kind) {
-  const double params_tol = kind == AttentionKind::Relu ? 5e-5 : 1e-5;
+// The same losses (relative 1e-6), first gradients and final parameters (1e-5 L2).
+inline void expect_same_training(const TrainResult& got, const TrainResult& want, const std::string& w) {
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << w << " step " << s;
   EXPECT_LT(rel_l2(got.first_grads, want.first_grads), 1e-5) << w;
-  EXPECT_LT(rel_l2(got.final_params, want.final_params), params_tol) << w;
+  EXPECT_LT(rel_l2(got.final_params, want.final_params), 1e-5) << w;
 }
 
 }  // namespace pf::test

@@ -2,7 +2,8 @@
 // on sp = 1 (computed on every rank with a local communicator) and on the
 // launched world split as dp x sp give the same loss (relative 1e-6), the same
 // gradients (relative 1e-5) and the same parameters after three steps, with
-// the MPI and the staged communicators; and the overlapped gradient allreduce
+// the MPI and the staged communicators, with and without a local softmax
+// window across the ranks; and the overlapped gradient allreduce
 // gives the bits of the deferred one.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/planner.h"
 #include "model/trainer.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
@@ -57,8 +59,9 @@ RunResult train(const ModelConfig& cfg, ParallelGrid& grid, MemoryTracker& track
 }
 
 void check_layout(AttentionKind kind, Objective obj, int sp,
-                  std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD)) {
-  const ModelConfig cfg = test::tiny_config(kind, obj);
+                  std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD), int64_t window = 0) {
+  ModelConfig cfg = test::tiny_config(kind, obj);
+  cfg.window = window;
   MemoryTracker tracker(Device::cpu());
   ParallelGrid local(make_local_comm(), 1);
   const RunResult want = train(cfg, local, tracker, 3);
@@ -66,7 +69,8 @@ void check_layout(AttentionKind kind, Objective obj, int sp,
   ParallelGrid grid(std::move(world), sp);
   const RunResult got = train(cfg, grid, tracker, 3);
   const std::string what = std::string(attention_kind_name(kind)) + "/" + objective_name(obj) + " " + backend +
-                           " dp=" + std::to_string(grid.dp_size()) + " sp=" + std::to_string(sp);
+                           " dp=" + std::to_string(grid.dp_size()) + " sp=" + std::to_string(sp) +
+                           " window=" + std::to_string(window);
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << what << " step " << s;
   EXPECT_LT(test::rel_l2(got.first_grads, want.first_grads), 1e-5) << what;
@@ -104,6 +108,50 @@ TEST(ModelEquivalence, ExpMaskedSequenceParallel) {
   check_layout(AttentionKind::Exp, Objective::MaskedLM, world_size());
 }
 
+// A local softmax window across the ranks (model/attention_window.cc): each
+// rank takes the window - 1 rows of keys and values before its slice (and
+// after, masked LM) from its neighbours and sends their gradients back.
+// Window 7 reaches exactly one whole neighbouring slice at 4 ranks (6 rows
+// each); windows 3 and 5 part of one. Beside FAVOR+ (gated) and alone.
+TEST(ModelEquivalence, WindowBesideFavorSequenceParallel) {
+  for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
+    for (int64_t window : {int64_t{3}, int64_t{5}, int64_t{7}})
+      check_layout(AttentionKind::Favor, obj, world_size(), make_mpi_comm(MPI_COMM_WORLD), window);
+}
+TEST(ModelEquivalence, WindowAloneSequenceParallel) {
+  for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
+    check_layout(AttentionKind::Softmax, obj, world_size(), make_mpi_comm(MPI_COMM_WORLD), 7);
+}
+
+// The memory plan of a rank whose local window takes halo rows from its
+// neighbours (model/planner.cc, sp > 1) against the tracked peak of one
+// training step: within 15%, as test_planner holds the one-rank plans, for
+// FAVOR+ beside a window of 64 and the window alone, causal and masked.
+TEST(ModelEquivalence, PlannerCountsTheWindowAcrossRanks) {
+  const int sp = world_size();
+  const int64_t L = 2048, n = L / sp, B = 2;
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
+    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+      ModelConfig cfg = test::tiny_config(kind, obj);
+      cfg.width = 64;
+      cfg.heads = 4;
+      cfg.ffn = 256;
+      cfg.features = 32;
+      cfg.layers = 3;
+      cfg.window = 64;
+      MemoryTracker tracker(Device::cpu());
+      ExecResources res(Device::cpu(), tracker);
+      ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
+      Trainer trainer(cfg, OptimizerConfig{}, grid, res.ctx());
+      const TokenBatch local = test::synthetic_slice(kDataSeed, 0, B, L, grid.sp_rank() * n, (grid.sp_rank() + 1) * n);
+      const double got = static_cast<double>(trainer.train_step(local).peak_bytes);
+      const MemoryPlan plan = plan_memory(cfg, B, n, true, Device::cpu(), false, sp);
+      EXPECT_NEAR(static_cast<double>(plan.peak), got, 0.15 * got)
+          << attention_kind_name(kind) << "+window/" << objective_name(obj) << " sp=" << sp << ": "
+          << plan.summary();
+    }
+}
+
 // The staged communicator (device buffers through the host, MPI on its own
 // stream; the backend that lets several ranks share one GPU) on CPU buffers:
 // the same results as sp = 1, in the stream mode PF_CPU_STREAMS gives.
@@ -114,6 +162,8 @@ TEST(ModelEquivalence, StagedCommunicatorSequenceParallel) {
   if (world_size() == 4)
     check_layout(AttentionKind::Favor, Objective::CausalLM, 2,
                  make_staged_comm(MPI_COMM_WORLD, Device::cpu(), host_streams_from_env()));
+  check_layout(AttentionKind::Favor, Objective::MaskedLM, world_size(),
+               make_staged_comm(MPI_COMM_WORLD, Device::cpu(), host_streams_from_env()), 5);
 }
 
 TEST(ModelEquivalence, DataTimesSequenceParallel) {

@@ -214,19 +214,22 @@ TEST(PackedModel, SoftmaxEqualsEachProteinAlone) {
 }
 
 // A local window (alone, and beside FAVOR+ with distinct gates) stays inside
-// each protein: the window's softmax runs per piece like softmax.
-ModelConfig windowed(AttentionKind kind, Objective obj) {
+// each protein: the window's softmax runs per piece like softmax, and across
+// ranks a protein cut by a rank edge takes its halo rows from the
+// neighbour (model/attention_window.cc). Windows 3 and 7 (7: the whole
+// neighbouring slice of 6 rows at 4 ranks).
+ModelConfig windowed(AttentionKind kind, Objective obj, int64_t window = 3) {
   ModelConfig cfg = test::tiny_config(kind, obj);
-  cfg.window = 3;
+  cfg.window = window;
   return cfg;
 }
 TEST(PackedModel, WindowEqualsEachProteinAlone) {
-  if (world_size() != 1) GTEST_SKIP() << "the local softmax window runs on one rank";
-  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Favor})
-    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
-      SCOPED_TRACE(what(windowed(kind, obj), 1));
-      check_against_alone(windowed(kind, obj));
-    }
+  for (int64_t window : {int64_t{3}, int64_t{7}})
+    for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Favor})
+      for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
+        SCOPED_TRACE(what(windowed(kind, obj, window), world_size()) + " window=" + std::to_string(window));
+        check_against_alone(windowed(kind, obj, window));
+      }
 }
 
 // Every residue of the 12-token protein of sample 0 (over ranks 1-3 at sp = 4)
@@ -262,7 +265,8 @@ TEST(PackedModel, NoLeakageBetweenProteins) {
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) check_no_leakage(test::tiny_config(kind, obj));
   if (world_size() == 1) check_no_leakage(test::tiny_config(AttentionKind::Softmax, Objective::CausalLM));
-  if (world_size() == 1) check_no_leakage(windowed(AttentionKind::Favor, Objective::CausalLM));
+  check_no_leakage(windowed(AttentionKind::Favor, Objective::CausalLM));
+  check_no_leakage(windowed(AttentionKind::Favor, Objective::MaskedLM, 7));
 }
 
 // Trainer::evaluate with a group per protein: each group's loss sum and
@@ -320,8 +324,7 @@ void check_training(AttentionKind kind, Objective obj, int sp) {
   ParallelGrid local(make_local_comm(), 1);
   const test::TrainResult want = train(cfg, local, tracker);
   ParallelGrid grid(make_mpi_comm(MPI_COMM_WORLD), sp);
-  test::expect_same_training(train(cfg, grid, tracker), want, what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()),
-                             cfg.attention);
+  test::expect_same_training(train(cfg, grid, tracker), want, what(cfg, sp) + " dp=" + std::to_string(grid.dp_size()));
 }
 
 TEST(PackedModel, ThreeAdamWStepsMatchOneRank) {
