@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
                  "alone");
   app.add_option("--context-mode", context_mode,
                  "with --context: 'cached' (run the context once, start every query from its state; linear "
-                 "kernels), 'one-pass' (context + query together for each query) or 'auto' (cached unless "
-                 "model.attention = softmax or model.window > 0)")
+                 "kernels and local windows), 'one-pass' (context + query together for each query) or 'auto' "
+                 "(cached unless model.attention = softmax without a window)")
       ->capture_default_str();
   pf::add_map_unknown_option(app, map_unknown);
   pf::add_override_option(app, overrides);
@@ -146,13 +146,11 @@ int main(int argc, char** argv) {
       pending_tokens = 0;
     };
     if (!context.empty()) {
-      PF_REQUIRE(pf::ConfigError, context_mode != "cached" || cm.cfg.model.attention != pf::AttentionKind::Softmax,
-                 "--context-mode cached needs a linear kernel: model.attention = softmax keeps every context key "
-                 "(use one-pass, or --set model.attention=favor)");
-      PF_REQUIRE(pf::ConfigError, context_mode != "cached" || cm.cfg.model.window == 0,
-                 "--context-mode cached needs a model without a local window: model.window = "
-                     << cm.cfg.model.window << " attends to the last context keys, which the cached state does not "
-                     << "keep (use one-pass or auto)");
+      PF_REQUIRE(
+          pf::ConfigError,
+          context_mode != "cached" || cm.cfg.model.attention != pf::AttentionKind::Softmax || cm.cfg.model.window > 0,
+          "--context-mode cached needs a linear kernel or a local window: model.attention = softmax keeps "
+          "every context key (use one-pass, or --set model.attention=favor)");
       std::vector<std::vector<uint8_t>> homologs, queries;
       for (const pf::SequenceRecord& r : pf::read_all_sequences(context, ro)) homologs.push_back(r.tokens);
       const std::vector<pf::SequenceRecord> records = pf::read_all_sequences(inputs, ro);

@@ -1,9 +1,11 @@
 #include "model/recurrent.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/embedding/embedding.h"
 #include "kernels/feature_map/feature_map.h"
+#include "kernels/gated_mix/gated_mix.h"
 #include "kernels/gelu/gelu.h"
 #include "kernels/heads/heads.h"
 #include "kernels/layernorm/layernorm.h"
@@ -12,7 +14,9 @@
 #include "kernels/positional/positional.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/residual/residual.h"
+#include "kernels/softmax_attention/softmax_attention.h"
 #include "model/attention.h"
+#include "model/attention_comm.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -28,28 +32,44 @@ FeatureMapParams recurrent_feature_params(const ModelConfig& cfg) { return atten
 }  // namespace
 
 RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext& ctx, int64_t batch, int64_t step)
-    : cfg_(model.config()), ctx_(ctx), layout_(model.layout()), params_(model.params().data<float>()), B_(batch) {
+    : cfg_(model.config()),
+      ctx_(ctx),
+      layout_(model.layout()),
+      params_(model.params().data<float>()),
+      B_(batch),
+      linear_(model.config().attention != AttentionKind::Softmax),
+      w_(model.config().window) {
   PF_REQUIRE(ConfigError, cfg_.causal(),
              "a masked-LM model (model.objective = \"" << objective_name(cfg_.objective)
                                                        << "\") attends in both directions and has no recurrent "
                                                           "form: generation needs a causal model (objective clm)");
-  PF_REQUIRE(ConfigError, cfg_.attention != AttentionKind::Softmax,
+  PF_REQUIRE(ConfigError, linear_ || w_ > 0,
              "model.attention = softmax has no fixed-size recurrent state: run the parameters with random features "
-             "(model.attention = favor, relu or elu)");
-  PF_REQUIRE(ConfigError, cfg_.window == 0,
-             "model.window = " << cfg_.window
-                               << ": the local softmax window attends to the last keys and values of every layer, "
-                                  "which the recurrent form does not carry (it keeps the linear state only): "
-                                  "generation and cached context scoring need a model without a window "
-                                  "(performer-score --context-mode one-pass scores windowed models)");
+             "(model.attention = favor, relu or elu), or train with a local window (model.window)");
   PF_REQUIRE(ValueError, batch >= 1, "recurrent batch must be >= 1, got " << batch);
   PF_REQUIRE(ValueError, ctx_.tracker != nullptr, "the recurrent model needs a memory tracker in its context");
   const int64_t C = cfg_.width, F = cfg_.ffn, V = cfg_.vocab, H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features,
                 BH = B_ * H;
   const LinAttnShape s{BH, 1, m, D, 1};
   for (int64_t l = 0; l < cfg_.layers; ++l) {
-    projections_.push_back(model.projection(l, step));
-    states_.push_back(scratch(ctx_, {BH, s.state_size()}, "recurrent.state"));
+    if (linear_) {
+      projections_.push_back(model.projection(l, step));
+      states_.push_back(scratch(ctx_, {BH, s.state_size()}, "recurrent.state"));
+    }
+    if (w_ > 0) {
+      keys_.push_back(scratch(ctx_, {BH, w_, D}, "recurrent.window_keys"));
+      values_.push_back(scratch(ctx_, {BH, w_, D}, "recurrent.window_values"));
+    }
+  }
+  if (w_ > 0) {
+    win_q_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
+    win_k_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
+    win_v_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
+    win_o_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
+    win_lse_ = scratch(ctx_, {BH, w_}, "recurrent.window_block");
+    win_out_ = scratch(ctx_, {BH, D}, "recurrent.window_out");
+    shift_ = scratch(ctx_, {BH, std::max<int64_t>(w_ - 1, 1), D}, "recurrent.window_shift");
+    mixed_ = scratch(ctx_, {BH, D}, "recurrent.linear_out");
   }
   ids_ = scratch(ctx_, {B_}, "recurrent.ids", DType::i32);
   x_ = scratch(ctx_, {B_, C}, "recurrent.x");
@@ -77,13 +97,24 @@ RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext&
 int64_t RecurrentPerformer::state_bytes() const {
   int64_t bytes = 0;
   for (const Tensor& t : states_) bytes += t.nbytes();
+  for (const Tensor& t : keys_) bytes += t.nbytes();
+  for (const Tensor& t : values_) bytes += t.nbytes();
   return bytes;
 }
+
+int64_t RecurrentPerformer::linear_floats() const {
+  return linear_ ? cfg_.heads * (1 + cfg_.features * (cfg_.head_dim() + 1)) : 0;
+}
+
+int64_t RecurrentPerformer::window_floats() const { return w_ > 0 ? 1 + 2 * cfg_.heads * w_ * cfg_.head_dim() : 0; }
 
 void RecurrentPerformer::reset(int64_t position) {
   PF_REQUIRE(ValueError, position >= 0, "recurrent position must be >= 0, got " << position);
   const LinAttnShape s{B_ * cfg_.heads, 1, cfg_.features, cfg_.head_dim(), 1};
   for (Tensor& t : states_) linear_attention_state_clear(ctx_, s, t.data<float>());
+  for (Tensor& t : keys_) fill_zero(ctx_.stream, t.raw(), ctx_.device, t.nbytes());
+  for (Tensor& t : values_) fill_zero(ctx_.stream, t.raw(), ctx_.device, t.nbytes());
+  valid_.assign(static_cast<size_t>(B_), 0);
   synchronize(ctx_.stream);
   position_ = position;
 }
@@ -95,11 +126,20 @@ void RecurrentPerformer::set_position(int64_t position) {
 
 std::vector<std::vector<float>> RecurrentPerformer::save_stream(int64_t b) const {
   PF_REQUIRE(ValueError, b >= 0 && b < B_, "recurrent stream " << b << " outside [0, " << B_ << ")");
-  const int64_t rows = cfg_.heads * (states_.empty() ? 0 : states_[0].shape()[1]);
+  const int64_t lin = linear_floats(), rows = cfg_.heads * w_ * cfg_.head_dim();
   std::vector<std::vector<float>> out;
-  for (const Tensor& t : states_) {
-    std::vector<float> host(static_cast<size_t>(rows));
-    copy_bytes(ctx_.stream, host.data(), Device::cpu(), t.data<float>() + b * rows, ctx_.device, rows * 4);
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
+    std::vector<float> host(static_cast<size_t>(lin + window_floats()));
+    const size_t L = static_cast<size_t>(l);
+    if (linear_)
+      copy_bytes(ctx_.stream, host.data(), Device::cpu(), states_[L].data<float>() + b * lin, ctx_.device, lin * 4);
+    if (w_ > 0) {
+      host[static_cast<size_t>(lin)] = static_cast<float>(valid_[static_cast<size_t>(b)]);
+      copy_bytes(ctx_.stream, host.data() + lin + 1, Device::cpu(), keys_[L].data<float>() + b * rows, ctx_.device,
+                 rows * 4);
+      copy_bytes(ctx_.stream, host.data() + lin + 1 + rows, Device::cpu(), values_[L].data<float>() + b * rows,
+                 ctx_.device, rows * 4);
+    }
     out.push_back(std::move(host));
   }
   synchronize(ctx_.stream);
@@ -108,20 +148,39 @@ std::vector<std::vector<float>> RecurrentPerformer::save_stream(int64_t b) const
 
 void RecurrentPerformer::load_stream(int64_t b, const std::vector<std::vector<float>>& state) {
   PF_REQUIRE(ValueError, b >= 0 && b < B_, "recurrent stream " << b << " outside [0, " << B_ << ")");
-  const int64_t rows = cfg_.heads * (states_.empty() ? 0 : states_[0].shape()[1]);
-  PF_REQUIRE(ValueError, state.size() == states_.size(),
-             "recurrent state of " << state.size() << " layers for a model of " << states_.size());
-  for (size_t l = 0; l < states_.size(); ++l) {
-    PF_REQUIRE(ValueError, static_cast<int64_t>(state[l].size()) == rows,
-               "recurrent state of layer " << l << " holds " << state[l].size() << " values, not " << rows);
-    copy_bytes(ctx_.stream, states_[l].data<float>() + b * rows, ctx_.device, state[l].data(), Device::cpu(), rows * 4);
+  const int64_t lin = linear_floats(), rows = cfg_.heads * w_ * cfg_.head_dim();
+  PF_REQUIRE(ValueError, static_cast<int64_t>(state.size()) == cfg_.layers,
+             "recurrent state of " << state.size() << " layers for a model of " << cfg_.layers);
+  for (size_t l = 0; l < state.size(); ++l) {
+    PF_REQUIRE(
+        ValueError, static_cast<int64_t>(state[l].size()) == lin + window_floats(),
+        "recurrent state of layer " << l << " holds " << state[l].size() << " values, not " << lin + window_floats());
+    if (linear_)
+      copy_bytes(ctx_.stream, states_[l].data<float>() + b * lin, ctx_.device, state[l].data(), Device::cpu(), lin * 4);
+    if (w_ > 0) {
+      const float valid = state[l][static_cast<size_t>(lin)];
+      PF_REQUIRE(ValueError, valid >= 0 && valid <= static_cast<float>(w_ - 1) && valid == std::floor(valid),
+                 "recurrent state of layer " << l << " counts " << valid << " window rows; a window of " << w_
+                                             << " keeps 0 to " << w_ - 1);
+      valid_[static_cast<size_t>(b)] = static_cast<int64_t>(valid);
+      copy_bytes(ctx_.stream, keys_[l].data<float>() + b * rows, ctx_.device, state[l].data() + lin + 1, Device::cpu(),
+                 rows * 4);
+      copy_bytes(ctx_.stream, values_[l].data<float>() + b * rows, ctx_.device, state[l].data() + lin + 1 + rows,
+                 Device::cpu(), rows * 4);
+    }
   }
   synchronize(ctx_.stream);
 }
 
-// o [B*H, D] for this position; the layer's state takes in this position's key.
+// o [B*H, D] for this position: the linear kind's, the window's, or their
+// gated mix; the layer's state and window take in this position's key.
 void RecurrentPerformer::attention(int64_t layer, const float* heads_qkv, float* o) {
   const int64_t H = cfg_.heads, D = cfg_.head_dim(), m = cfg_.features, BH = B_ * H;
+  if (w_ > 0) {
+    if (!linear_) return window_attention(layer, heads_qkv, o);
+    window_attention(layer, heads_qkv, win_out_.data<float>());
+  }
+  float* lin = w_ > 0 ? mixed_.data<float>() : o;
   const FeatureMapParams fp = recurrent_feature_params(cfg_);
   const float* W = projections_[static_cast<size_t>(layer)];
   const float* q = heads_qkv;
@@ -143,7 +202,46 @@ void RecurrentPerformer::attention(int64_t layer, const float* heads_qkv, float*
   causal_linear_attention_forward_local(ctx_, s, phi_q_.data<float>(), phi_k_.data<float>(), c_k_.data<float>(), v,
                                         y_.data<float>(), row_scale_.data<float>(), own_.data<float>(), state);
   linear_attention_state_combine(ctx_, BH, m, D, state, own_.data<float>(), state);
-  linear_attention_normalize(ctx_, s, y_.data<float>(), o, den_.data<float>());
+  linear_attention_normalize(ctx_, s, y_.data<float>(), lin, den_.data<float>());
+  if (w_ > 0)
+    gated_mix_forward(ctx_, GatedMixShape{B_, H, 1, D}, params_ + layout_.layer(layer).gate, lin,
+                      win_out_.data<float>(), o);
+}
+
+void RecurrentPerformer::window_attention(int64_t layer, const float* heads_qkv, float* o) {
+  const int64_t H = cfg_.heads, D = cfg_.head_dim(), BH = B_ * H, w = w_;
+  const float* q = heads_qkv;
+  const float* k = heads_qkv + BH * D;
+  const float* v = heads_qkv + 2 * BH * D;
+  float* K = keys_[static_cast<size_t>(layer)].data<float>();
+  float* Vs = values_[static_cast<size_t>(layer)].data<float>();
+  const Stream& st = ctx_.stream;
+  const Device dev = ctx_.device;
+  // This position's key and value in the last row.
+  copy_rows(st, K + (w - 1) * D, w * D * 4, k, D * 4, D * 4, BH, dev);
+  copy_rows(st, Vs + (w - 1) * D, w * D * 4, v, D * 4, D * 4, BH, dev);
+  // Streams with as many valid rows run as one block of L rows: the valid
+  // keys and values, and zero queries but this position's.
+  for (int64_t b0 = 0; b0 < B_;) {
+    int64_t b1 = b0 + 1;
+    while (b1 < B_ && valid_[static_cast<size_t>(b1)] == valid_[static_cast<size_t>(b0)]) ++b1;
+    const int64_t L = valid_[static_cast<size_t>(b0)] + 1, heads = (b1 - b0) * H, h0 = b0 * H;
+    copy_rows(st, win_k_.raw(), L * D * 4, K + (h0 * w + w - L) * D, w * D * 4, L * D * 4, heads, dev);
+    copy_rows(st, win_v_.raw(), L * D * 4, Vs + (h0 * w + w - L) * D, w * D * 4, L * D * 4, heads, dev);
+    fill_zero(st, win_q_.raw(), dev, heads * L * D * 4);
+    copy_rows(st, win_q_.data<float>() + (L - 1) * D, L * D * 4, q + h0 * D, D * 4, D * 4, heads, dev);
+    softmax_attention_forward(ctx_, attention_softmax_params(cfg_, heads, L), win_q_.data<float>(),
+                              win_k_.data<float>(), win_v_.data<float>(), win_o_.data<float>(), win_lse_.data<float>());
+    copy_rows(st, o + h0 * D, D * 4, win_o_.data<float>() + (L - 1) * D, L * D * 4, D * 4, heads, dev);
+    b0 = b1;
+  }
+  // One row older: rows 1..w-1 move to 0..w-2.
+  if (w > 1) {
+    for (float* X : {K, Vs}) {
+      copy_rows(st, shift_.raw(), (w - 1) * D * 4, X + D, w * D * 4, (w - 1) * D * 4, BH, dev);
+      copy_rows(st, X, w * D * 4, shift_.raw(), (w - 1) * D * 4, (w - 1) * D * 4, BH, dev);
+    }
+  }
 }
 
 void RecurrentPerformer::step(const int32_t* tokens, float* logits) {
@@ -178,6 +276,8 @@ void RecurrentPerformer::step(const int32_t* tokens, float* logits) {
     residual_add(ctx_, x, mid, x, B_ * C);
   }
   ++position_;
+  if (w_ > 0)
+    for (int64_t& valid : valid_) valid = std::min(valid + 1, w_ - 1);
   if (logits) {
     layernorm_forward(ctx_, x, p + layout_.final_ln_g(), p + layout_.final_ln_b(), ln_.data<float>(),
                       mean_.data<float>(), rstd_.data<float>(), B_, C);

@@ -24,6 +24,20 @@
 // with the position.
 // Precision: fp32 weights and activations whatever model.dtype says (the
 // parallel form with bf16/f16 rounds GEMM operands to 16 bits).
+//
+// A local window (model.window = w > 0) adds, per layer, the keys and values
+// of the last w - 1 positions of every stream ([B*H, w, D] each, the current
+// position in the last row, shifted by one row per token) and how many are
+// valid (per stream: a stream loaded with another context's state keeps its
+// own). The window's output of this position is the exact softmax of its
+// query over those keys and its own (the windowed softmax kernels on a block
+// whose earlier rows have zero queries), mixed with the linear output by
+// the layer's gate as in the parallel form; with model.attention = softmax
+// it is the whole attention and no linear state is kept. It runs across
+// family members like the linear state (set_position keeps it). Memory stays
+// fixed: 2 w D floats per layer, stream and head more. Cost per token and
+// head O(w^2 D) (the block's zero queries are computed too), against O(w D)
+// for a dedicated one-query kernel.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +54,7 @@ class RecurrentPerformer {
   // The parameters and random projections (those of `step`, as in
   // PerformerModel::projection) are `model`'s, which must outlive this.
   // ConfigError for a masked-LM model (its attention is bidirectional: there
-  // is no recurrent form) or exact softmax attention.
+  // is no recurrent form) or exact softmax attention without a window.
   RecurrentPerformer(PerformerModel& model, const ExecContext& ctx, int64_t batch, int64_t step = 0);
 
   // Empties every state; the next token is at absolute position `position`.
@@ -49,8 +63,10 @@ class RecurrentPerformer {
   // of a family context: positions restart per member, the state runs on).
   void set_position(int64_t position);
   // The carried states of stream b, every layer's [H, 1 + m (D+1)] (host
-  // copies), and back into any stream: a context's state, made once and
-  // started from by every query (launch/infer/context_scoring.h).
+  // copies; with a window, then the count of valid window rows and the
+  // window's keys and values [2, H, w, D]), and back into any stream: a
+  // context's state, made once and started from by every query
+  // (launch/infer/context_scoring.h).
   std::vector<std::vector<float>> save_stream(int64_t b) const;
   void load_stream(int64_t b, const std::vector<std::vector<float>>& state);
   // Feeds tokens [batch] (host) at position(), advances the position and,
@@ -60,11 +76,16 @@ class RecurrentPerformer {
 
   int64_t position() const { return position_; }
   int64_t batch() const { return B_; }
-  // Bytes of the carried states (all layers): the only per-sequence memory.
+  // Bytes of the carried states (all layers, with the windows' keys and
+  // values): the only per-sequence memory.
   int64_t state_bytes() const;
 
  private:
   void attention(int64_t layer, const float* heads_qkv, float* o);
+  // The window's output [B*H, D] of this position; the window takes in its key and value.
+  void window_attention(int64_t layer, const float* heads_qkv, float* o);
+  int64_t linear_floats() const;  // per stream and layer: H (1 + m (D+1)), 0 without a linear kind
+  int64_t window_floats() const;  // per stream and layer: 1 + 2 H w D, 0 without a window
 
   const ModelConfig& cfg_;
   ExecContext ctx_;
@@ -73,7 +94,12 @@ class RecurrentPerformer {
   std::vector<const float*> projections_;
   int64_t B_;
   int64_t position_ = 0;
-  std::vector<Tensor> states_;  // per layer [B*H, 1 + m (D+1)]
+  bool linear_;                        // a linear kind (its state is carried)
+  int64_t w_;                          // model.window, 0: none
+  std::vector<Tensor> states_;         // per layer [B*H, 1 + m (D+1)] (linear kinds)
+  std::vector<Tensor> keys_, values_;  // per layer [B*H, w, D] (window): the last rows, the current one last
+  std::vector<int64_t> valid_;         // per stream: valid rows before the current one (<= w - 1)
+  Tensor win_q_, win_k_, win_v_, win_o_, win_lse_, win_out_, shift_, mixed_;  // window scratch
   // Scratch, one token per stream.
   Tensor ids_, x_, ln_, mean_, rstd_, qkv_, heads_, phi_q_, phi_k_, c_k_, y_, row_scale_, own_, o_, den_, merged_, mid_,
       h1_, g_, logits_;

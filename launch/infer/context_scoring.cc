@@ -73,7 +73,8 @@ ContextScorer::ContextScorer(PerformerModel& model, const ExecContext& ctx, std:
     : model_(model), ctx_(ctx), context_(std::move(context)), options_(options), comm_(comm), streams_(streams) {
   check_context(model.config(), context_);
   PF_REQUIRE(ValueError, streams >= 1, "context scoring streams must be >= 1, got " << streams);
-  if (!cached || model.config().attention == AttentionKind::Softmax || model.config().window > 0) return;
+  // Exact softmax without a window keeps every context key: one pass per query.
+  if (!cached || (model.config().attention == AttentionKind::Softmax && model.config().window == 0)) return;
   // The context once, in a stream of its own; its state and last logits kept.
   RecurrentPerformer once(model, ctx, 1, options.step);
   first_logits_.assign(static_cast<size_t>(model.config().vocab), 0.f);

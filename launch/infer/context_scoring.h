@@ -34,13 +34,13 @@ namespace pf {
 // One query given the context, in one pass over context + query. Collective
 // over `comm`; the result on rank 0 (like score_sequence).
 SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector<std::vector<uint8_t>>& context,
-                                        const std::vector<uint8_t>& query, const ScoreOptions& options,
-                                        MPI_Comm comm);
+                                        const std::vector<uint8_t>& query, const ScoreOptions& options, MPI_Comm comm);
 
 class ContextScorer {
  public:
-  // Runs the context once (cached) or keeps it for one pass per query
-  // (softmax, a model with a window, or cached = false). ConfigError for a masked-LM model (no
+  // Runs the context once (cached: the linear state and, with a window, the
+  // window's last keys and values) or keeps it for one pass per query
+  // (softmax without a window, or cached = false). ConfigError for a masked-LM model (no
   // causal likelihood to condition) or an empty context member.
   ContextScorer(PerformerModel& model, const ExecContext& ctx, std::vector<std::vector<uint8_t>> context,
                 const ScoreOptions& options, MPI_Comm comm, bool cached = true, int64_t streams = 8);
@@ -63,8 +63,8 @@ class ContextScorer {
   int64_t streams_ = 1;
   bool cached_ = false;
   std::unique_ptr<RecurrentPerformer> recurrent_;  // the queries' streams, made when they are known
-  std::vector<std::vector<float>> state_;  // after the context's last token
-  std::vector<float> first_logits_;        // [V]: predict a query's first residue
+  std::vector<std::vector<float>> state_;          // after the context's last token
+  std::vector<float> first_logits_;                // [V]: predict a query's first residue
   int64_t context_tokens_run_ = 0;
 };
 

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "data/vocab.h"
@@ -91,10 +92,16 @@ SequenceScore reference(PerformerModel& model, const std::vector<uint8_t>& query
   return s;
 }
 
+// Every linear kind, and a local window of 5 beside FAVOR+ and alone (the
+// cached state then holds the window's last keys and values).
 TEST(ContextScoring, CachedStateEqualsOnePassAndTheFamilyForward) {
   const int r = test::world_rank();
-  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Elu, AttentionKind::Exp}) {
-    const ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
+  const std::vector<std::pair<AttentionKind, int64_t>> kinds = {{AttentionKind::Favor, 0}, {AttentionKind::Relu, 0},
+                                                                {AttentionKind::Elu, 0},   {AttentionKind::Exp, 0},
+                                                                {AttentionKind::Favor, 5}, {AttentionKind::Softmax, 5}};
+  for (const auto& [kind, window] : kinds) {
+    ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
+    cfg.window = window;
     MemoryTracker tracker(Device::cpu());
     ExecResources res(Device::cpu(), tracker);
     std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD);
@@ -113,7 +120,8 @@ TEST(ContextScoring, CachedStateEqualsOnePassAndTheFamilyForward) {
     EXPECT_EQ(cached.context_tokens(), 9 + 4 + 12 + 3);
     if (r != 0) continue;
     for (size_t q = 0; q < kQueries.size(); ++q) {
-      const std::string what = std::string(attention_kind_name(kind)) + " query " + std::to_string(q);
+      const std::string what =
+          std::string(attention_kind_name(kind)) + " window " + std::to_string(window) + " query " + std::to_string(q);
       expect_close(a[q], b[q], what + " cached vs one pass");
       expect_close(b[q], reference(alone, kQueries[q]), what + " one pass vs the family forward");
       EXPECT_EQ(b[q].scored, static_cast<int64_t>(kQueries[q].size()) + 1);

@@ -94,8 +94,8 @@ done
 "$bin/performer-embed" --checkpoint favor_mlm_bf16_single/ckpt-000000003.h5 --set 'model.dtype="f32"' \
     -o titin.embed.h5 titin.fasta
 # Scoring given a context: three members of a family before the fourth and two
-# unrelated proteins; cached state (linear kernels) and one pass (softmax, a
-# local window).
+# unrelated proteins; cached state (linear kernels, and the window's last keys
+# and values beside FAVOR+) and one pass (softmax).
 head -6 families.fasta > context.fasta
 { sed -n 7,8p families.fasta; head -4 proteins.fasta; } > context_queries.fasta
 for name in favor_clm_f32_family exp_clm_f32_family relu_clm_f32_concat softmax_clm_bf16_packed favor_clm_f32_window_family; do
