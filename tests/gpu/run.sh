@@ -44,8 +44,9 @@
 #               (staged communicator): the losses of 8 steps must agree (1e-4)
 #   packed      packed mode across ranks: 8 steps with sp = 2 (proteins cut
 #               by the rank edge) on the GPU against the same on the CPU
-#               (1e-3), and the step time of packed against concat samples
-#               of the same tokens (performer-bench train --data)
+#               (1e-3), without and with a local window of 16 (halo rows
+#               between the ranks), and the step time of packed against
+#               concat samples of the same tokens (performer-bench train --data)
 #   train_bf16  train_f32 with model.dtype = "bf16"
 #   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
 #               longest local length, GB/s against a device copy
@@ -77,7 +78,7 @@ steps=(
                      # and one at sp = 1, no warm-up, and 5 processes' CUDA start
   train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
   staged_sp:15       # 6 s (10 processes of 8 tiny steps)
-  packed:15          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps), twice
+  packed:25          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
   train_bf16:10      # 3 s
   reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
   kernels:60         # 4,096-32,768 (softmax to 32,768) ran in under 25 s, 65,536 did not finish in it: now 4,096,
@@ -166,12 +167,23 @@ step_packed() {
   done
   python3 tests/gpu/compare_losses.py 1e-3 "$w/sp2_ref.jsonl" "$w/sp2_dev.jsonl" | tee "$w/compare.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || { figure "sp 2 packed, $backend vs cpu: $(tail -1 "$w/compare.txt")"; return 1; }
+  # The same with a local window of 16 beside FAVOR+: the halo rows of k, v
+  # and their gradients between the two ranks (model/attention_window.cc).
+  for b in ref dev; do
+    mpi -n 2 "$(bin performer-train)" --config "$w/tiny.toml" --set parallel.sp=2 --set 'data.mode="packed"' \
+      --set model.window=16 --set "device.backend=\"${on[$b]}\"" --set "train.metrics=\"$w/win_$b.jsonl\"" \
+      >"$w/win_$b.log" 2>&1 || { tail -20 "$w/win_$b.log"; return 1; }
+  done
+  python3 tests/gpu/compare_losses.py 1e-3 "$w/win_ref.jsonl" "$w/win_dev.jsonl" | tee "$w/compare_window.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] ||
+    { figure "sp 2 packed with a window of 16, $backend vs cpu: $(tail -1 "$w/compare_window.txt")"; return 1; }
   for b in concat packed; do
     "$(bin performer-bench)" train --preset small --data "$w/synthetic.h5" --length "$n" --steps 3 \
       --set "device.backend=\"$backend\"" --set "data.mode=\"$b\"" --csv "$w/bench_$b.csv" || return 1
     cat "$w/bench_$b.csv"
   done
-  figure "sp 2 packed, $backend vs cpu: $(tail -1 "$w/compare.txt"); step time packed / concat at $n tokens:" \
+  figure "sp 2 packed, $backend vs cpu: $(tail -1 "$w/compare.txt"); with a window of 16:" \
+    "$(tail -1 "$w/compare_window.txt"); step time packed / concat at $n tokens:" \
     "$(python3 tests/gpu/summarize_csv.py ratio "$w/bench_packed.csv" "$w/bench_concat.csv")"
 }
 

@@ -2,7 +2,8 @@
 // tokens, for FAVOR+, ReLU and exact softmax attention, causal and masked
 // objectives, fp32 and bf16; the loss and every parameter gradient must agree.
 // Then a short training run (30 steps of the quickstart's model size) on CUDA
-// follows the CPU run's losses; and a packed batch on CUDA as on the CPU.
+// follows the CPU run's losses; a packed batch on CUDA as on the CPU; and a
+// windowed model's recurrent form on CUDA as on the CPU.
 // Skipped without a GPU.
 //
 // Tolerances, from the CPU mixed-precision tests (test_mixed_precision.cc:
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/recurrent.h"
 #include "model/trainer.h"
 #include "runtime/comm.h"
 #include "runtime/grid.h"
@@ -149,6 +151,44 @@ TEST_F(ModelGpu, WindowMatchesTheCpuModel) {
               params[layout.layer(l).gate + h] = 0.8f * static_cast<float>(h + 1) * (l % 2 ? -1.f : 1.f);
         expect_batch_matches_cpu(cfg, params, packed, std::string("window ") + (packed ? "packed " : ""));
       }
+}
+
+// The recurrent form of a windowed model (the window's last keys and values
+// carried per layer, model/recurrent.h) on CUDA against the CPU: 20 tokens
+// of 3 streams, the logits of every step within 1e-4 of their scale, beside
+// FAVOR+ (gates away from 0) and the window alone.
+TEST_F(ModelGpu, RecurrentWindowMatchesTheCpu) {
+  for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax}) {
+    ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
+    cfg.window = 6;
+    std::vector<float> params = initial_params(cfg);
+    const ParamLayout layout(cfg);
+    if (cfg.hybrid())
+      for (int64_t l = 0; l < cfg.layers; ++l)
+        for (int64_t h = 0; h < cfg.heads; ++h) params[layout.layer(l).gate + h] = 0.5f * static_cast<float>(h - 1);
+    const int64_t B = 3, V = cfg.vocab, steps = 20;
+    auto run = [&](Device device) {
+      MemoryTracker tracker(device);
+      ExecResources res(device, tracker);
+      PerformerModel model(cfg, res.ctx(), nullptr);
+      upload(model.params(), params);
+      RecurrentPerformer rec(model, res.ctx(), B);
+      std::vector<float> out(static_cast<size_t>(steps * B * V));
+      for (int64_t p = 0; p < steps; ++p) {
+        int32_t tokens[B];
+        for (int64_t b = 0; b < B; ++b) tokens[b] = static_cast<int32_t>(4 + (7 * p + 5 * b) % 20);
+        rec.step(tokens, out.data() + p * B * V);
+      }
+      return out;
+    };
+    const std::vector<float> gpu = run(Device::cuda(0)), cpu = run(Device::cpu());
+    double scale = 1, worst = 0;
+    for (float v : cpu) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    for (size_t i = 0; i < cpu.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(gpu[i]) - cpu[i]));
+    EXPECT_LE(worst / scale, 1e-4) << attention_kind_name(kind) << " with a window of 6";
+    std::printf("recurrent window, %s: largest |cuda - cpu| / scale = %.3g\n", attention_kind_name(kind),
+                worst / scale);
+  }
 }
 
 // A packed batch (model/packed_layout.h: several proteins per sample, each
