@@ -32,6 +32,20 @@ inline ModelConfig tiny_config(AttentionKind attention, Objective objective) {
   return c;
 }
 
+// A model whose activations are large enough for the memory plan to matter
+// (the planner tests).
+inline ModelConfig planner_config(AttentionKind kind, Objective obj, bool checkpointing) {
+  ModelConfig cfg = tiny_config(kind, obj);
+  cfg.width = 64;
+  cfg.heads = 4;
+  cfg.ffn = 256;
+  cfg.features = 32;
+  cfg.layers = 3;
+  cfg.chunk = 64;
+  cfg.checkpoint_activations = checkpointing;
+  return cfg;
+}
+
 // Smaller still, for the float64 finite-difference check of every parameter
 // element (4944 parameters): D = 8, and m = 12 is not a multiple of D (a
 // partial orthogonal block).

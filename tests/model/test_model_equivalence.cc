@@ -132,12 +132,7 @@ TEST(ModelEquivalence, PlannerCountsTheWindowAcrossRanks) {
   const int64_t L = 2048, n = L / sp, B = 2;
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
-      ModelConfig cfg = test::tiny_config(kind, obj);
-      cfg.width = 64;
-      cfg.heads = 4;
-      cfg.ffn = 256;
-      cfg.features = 32;
-      cfg.layers = 3;
+      ModelConfig cfg = test::planner_config(kind, obj, false);
       cfg.window = 64;
       MemoryTracker tracker(Device::cpu());
       ExecResources res(Device::cpu(), tracker);
@@ -147,8 +142,7 @@ TEST(ModelEquivalence, PlannerCountsTheWindowAcrossRanks) {
       const double got = static_cast<double>(trainer.train_step(local).peak_bytes);
       const MemoryPlan plan = plan_memory(cfg, B, n, true, Device::cpu(), false, sp);
       EXPECT_NEAR(static_cast<double>(plan.peak), got, 0.15 * got)
-          << attention_kind_name(kind) << "+window/" << objective_name(obj) << " sp=" << sp << ": "
-          << plan.summary();
+          << attention_kind_name(kind) << "+window/" << objective_name(obj) << " sp=" << sp << ": " << plan.summary();
     }
 }
 

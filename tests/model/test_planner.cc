@@ -28,18 +28,7 @@ int64_t measured_peak(const ModelConfig& cfg, int64_t B, int64_t n, const std::v
   return trainer.train_step(batch).peak_bytes;
 }
 
-// A model whose activations are large enough for the plan to matter.
-ModelConfig planner_config(AttentionKind kind, Objective obj, bool checkpointing) {
-  ModelConfig cfg = test::tiny_config(kind, obj);
-  cfg.width = 64;
-  cfg.heads = 4;
-  cfg.ffn = 256;
-  cfg.features = 32;
-  cfg.layers = 3;
-  cfg.chunk = 64;
-  cfg.checkpoint_activations = checkpointing;
-  return cfg;
-}
+using test::planner_config;
 
 // window > 0 with FAVOR+: the hybrid of a local softmax window and the linear kernel.
 struct Kind {
