@@ -1,0 +1,180 @@
+// Configuration mistakes: every kind names its key (a value out of range,
+// the value and the range; a wrong type in a file, the file and line); an
+// impossible layout says why; the resolved configuration round-trips.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch/train/train_config.h"
+#include "tests/support/error_message.h"
+#include "tests/support/temp_dir.h"
+
+namespace pf {
+namespace {
+
+using test::TempDir;
+
+using test::expect_any_error;
+using test::expect_error_of;
+
+TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
+  auto error_of = [](const std::vector<std::string>& o) { return expect_any_error([&] { load_train_config("", o); }); };
+  EXPECT_NE(error_of({"model.widht=64"}).find("unknown key 'model.widht'"), std::string::npos);
+  EXPECT_NE(error_of({"model.layers=\"two\""}).find("model.layers must be an integer"), std::string::npos);
+  EXPECT_NE(error_of({"model.attention=linear"}).find("model.attention"), std::string::npos);
+  EXPECT_NE(error_of({"model.heads=3"}).find("model.heads must divide model.width"), std::string::npos);
+  EXPECT_NE(error_of({"optimizer.lr=-1"}).find("optimizer.lr"), std::string::npos);
+  EXPECT_NE(error_of({"device.memory_cap=\"16 parsecs\""}).find("device.memory_cap"), std::string::npos);
+  EXPECT_NE(error_of({"nosection.key=1"}).find("unknown key 'nosection.key'"), std::string::npos);
+  EXPECT_NE(error_of({"model.dtype=\"fp8\""}).find("model.dtype: unknown type 'fp8'"), std::string::npos);
+  const TrainConfig cfg = load_train_config("", {"parallel.sp=3", "data.sample_length=512"});
+  EXPECT_NE(expect_any_error([&] { validate_layout(cfg, 4); }).find("parallel.sp = 3 does not divide the 4"),
+            std::string::npos);
+  EXPECT_NE(expect_any_error([&] { validate_layout(cfg, 3); }).find("data.sample_length = 512 is not divisible"),
+            std::string::npos);
+  const TrainConfig sm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\""});
+  EXPECT_NE(expect_any_error([&] { validate_layout(sm, 2); }).find("softmax needs parallel.sp = 1"), std::string::npos);
+  // A window crosses ranks when it reaches at most one neighbour's rows.
+  const TrainConfig win = load_train_config("", {"parallel.sp=2", "model.window=64", "data.sample_length=128"});
+  EXPECT_NO_THROW(validate_layout(win, 2));
+  const TrainConfig far = load_train_config("", {"parallel.sp=4", "model.window=34", "data.sample_length=128"});
+  EXPECT_NE(expect_any_error([&] {
+              validate_layout(far, 4);
+            }).find("model.window = 34 reaches 33 rows back, more than the 32 rows of each rank"),
+            std::string::npos);
+  const TrainConfig wsm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\"", "model.window=16"});
+  EXPECT_NO_THROW(validate_layout(wsm, 2));
+  EXPECT_NE(error_of({"model.window=-1"}).find("model.window = -1 is out of range"), std::string::npos);
+  EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
+}
+
+// A value of the wrong type in a config file: the file, the line, the key and
+// the value as written (through --set: the --set text, which holds the value).
+TEST(TrainConfigErrors, WrongTypesInAFileNameFileLineKeyAndValue) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[train]\nsteps = \"ten\"\n", "run.toml:2: train.steps = 'ten' must be an integer"},
+      {"[model]\nlayers = 2\nwidth = 32.5\n", "run.toml:3: model.width = 32.5 must be an integer"},
+      {"[optimizer]\nlr = \"fast\"\n", "run.toml:2: optimizer.lr = 'fast' must be a number"},
+      {"[data]\nfiles = [1, 2]\n", "run.toml:2: data.files = [ 1, 2 ] must hold only strings"},
+      {"[model]\ncheckpoint_activations = 1\n", "run.toml:2: model.checkpoint_activations = 1 must be true or false"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string error = expect_error_of<ConfigError>([&] { parse_train_config_text(text, "run.toml"); });
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  }
+}
+
+// Values out of range: a ConfigError (exit code 2) naming the key, the value
+// and the allowed range.
+TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
+  auto error_of = [](const std::vector<std::string>& o) {
+    return expect_error_of<ConfigError>([&] { load_train_config("", o); });
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"optimizer.lr=inf", "optimizer.lr = inf is out of range: must be finite (in float32) and > 0"},
+      {"optimizer.lr=1e39", "optimizer.lr = 1e+39 is out of range"},
+      {"optimizer.lr=0", "optimizer.lr = 0 is out of range"},
+      {"optimizer.min_lr=1", "optimizer.min_lr = 1 is out of range: must be in [0, optimizer.lr]"},
+      {"optimizer.beta1=1.5", "optimizer.beta1 = 1.5 is out of range: must be in [0, 1)"},
+      {"optimizer.beta2=1", "optimizer.beta2 = 1 is out of range: must be in [0, 1)"},
+      {"optimizer.beta1=nan", "optimizer.beta1 = nan is out of range"},
+      {"optimizer.eps=0", "optimizer.eps = 0 is out of range: must be finite and > 0"},
+      {"optimizer.eps=1e-50", "optimizer.eps = 1e-50 is out of range"},
+      {"optimizer.weight_decay=-0.1", "optimizer.weight_decay = -0.1 is out of range: must be finite and >= 0"},
+      {"optimizer.weight_decay=inf", "optimizer.weight_decay = inf is out of range"},
+      {"optimizer.clip_norm=nan", "optimizer.clip_norm = nan is out of range: must be finite"},
+      {"optimizer.warmup_steps=2000",
+       "optimizer.warmup_steps = 2000 is out of range: must be in [0, train.steps = 1000]"},
+      {"optimizer.loss_scale_init=inf", "optimizer.loss_scale_init = inf is out of range"},
+      {"optimizer.loss_scale_window=0", "optimizer.loss_scale_window = 0 is out of range: must be >= 1"},
+      {"model.width=3000000000", "model.width = 3000000000 is out of range: must be in [1, 65536]"},
+      {"model.layers=5000", "model.layers = 5000 is out of range"},
+      {"model.ffn=0", "model.ffn = 0 is out of range"},
+      {"model.init_std=inf", "model.init_std = inf is out of range"},
+  };
+  for (const auto& [assignment, message] : cases)
+    EXPECT_NE(error_of({assignment}).find(message), std::string::npos)
+        << assignment << " -> " << error_of({assignment});
+  // Integer keys of every section, and the --set that gave the value.
+  const std::vector<std::pair<std::string, std::string>> set_cases = {
+      {"data.batch_size=0", "--set 'data.batch_size=0': data.batch_size = 0 is out of range: must be >= 1"},
+      {"data.sample_length=0", "--set 'data.sample_length=0': data.sample_length = 0 is out of range"},
+      {"data.prefetch=-1", "--set 'data.prefetch=-1': data.prefetch = -1 is out of range: must be >= 0"},
+      {"checkpoint.keep=0", "--set 'checkpoint.keep=0': checkpoint.keep = 0 is out of range: must be >= 1"},
+      {"checkpoint.interval=-5", "--set 'checkpoint.interval=-5': checkpoint.interval = -5 is out of range"},
+      {"train.steps=0", "--set 'train.steps=0': train.steps = 0 is out of range: must be >= 1"},
+      {"train.stop_at=-1", "--set 'train.stop_at=-1': train.stop_at = -1 is out of range"},
+      {"parallel.sp=0", "--set 'parallel.sp=0': parallel.sp = 0 is out of range: must be >= 1"},
+      {"parallel.timeout_s=nan", "--set 'parallel.timeout_s=nan': parallel.timeout_s = nan is out of range"},
+      {"model.width=0", "--set 'model.width=0': "},
+      {"device.comm=\"tcp\"",
+       "--set 'device.comm=\"tcp\"': device.comm must be one of auto, mpi, nccl, staged, got 'tcp'"},
+  };
+  for (const auto& [assignment, message] : set_cases)
+    EXPECT_NE(error_of({assignment}).find(message), std::string::npos)
+        << assignment << " -> " << error_of({assignment});
+  // The same value from a file: the file is named, not a --set.
+  TempDir dir;
+  const std::string file = dir.path + "/run.toml";
+  std::ofstream(file) << "[data]\nbatch_size = 0\n";
+  const std::string from_file = expect_error_of<ConfigError>([&] { load_train_config(file, {}); });
+  EXPECT_NE(from_file.find(file + ": data.batch_size = 0 is out of range"), std::string::npos) << from_file;
+  EXPECT_EQ(from_file.find("--set"), std::string::npos) << from_file;
+  // The defaults and ordinary values are accepted.
+  const TrainConfig ok = load_train_config("", {"optimizer.beta1=0", "optimizer.weight_decay=0",
+                                                "optimizer.clip_norm=0", "optimizer.lr=1e-30", "optimizer.min_lr=0"});
+  EXPECT_EQ(ok.optimizer.adamw.beta1, 0.f);
+}
+
+// Keys whose values are names: an unknown name is a ConfigError naming the key.
+TEST(TrainConfigErrors, UnknownNamesAreConfigErrorsNamingTheKey) {
+  auto error_of = [](const std::vector<std::string>& o) {
+    return expect_error_of<ConfigError>([&] { load_train_config("", o); });
+  };
+  std::string w = error_of({"data.mode=chunks"});
+  EXPECT_NE(w.find("data.mode must be packed, family, concat or single, got 'chunks'"), std::string::npos) << w;
+  w = error_of({"data.sampling=clusters"});
+  EXPECT_NE(w.find("data.sampling must be sequence or cluster, got 'clusters'"), std::string::npos) << w;
+  EXPECT_EQ(load_train_config("", {"data.sampling=cluster"}).data.sampling, Sampling::Cluster);
+  w = error_of({"parallel.scan=tree"});
+  EXPECT_NE(w.find("parallel.scan must be one of auto, chain, allgather, recursive_doubling, got 'tree'"),
+            std::string::npos)
+      << w;
+}
+
+// --set takes a bare word as a string, but text that opens a TOML array,
+// table or string and does not parse is an error naming the key and the text.
+TEST(TrainConfigErrors, MalformedTomlInSetIsAnError) {
+  std::string w = expect_error_of<ConfigError>([] { load_train_config("", {"data.files=[\"x.h5\""}); });
+  EXPECT_NE(w.find("the value of data.files, [\"x.h5\", is not valid TOML"), std::string::npos) << w;
+  w = expect_error_of<ConfigError>([] { load_train_config("", {"data.files=[x.h5]"}); });
+  EXPECT_NE(w.find("the value of data.files, [x.h5], is not valid TOML"), std::string::npos) << w;
+  w = expect_error_of<ConfigError>([] { load_train_config("", {"checkpoint.dir=\"runs/a"}); });
+  EXPECT_NE(w.find("checkpoint.dir"), std::string::npos) << w;
+  EXPECT_EQ(load_train_config("", {"data.files=x.h5"}).data.files, std::vector<std::string>{"x.h5"});
+  EXPECT_EQ(load_train_config("", {"data.files=[\"x.h5\", \"y.h5\"]"}).data.files,
+            (std::vector<std::string>{"x.h5", "y.h5"}));
+}
+
+TEST(TrainConfigErrors, FileErrorsNameTheLine) {
+  TempDir dir;
+  const std::string path = dir.path + "/bad.toml";
+  { std::ofstream(path) << "[model]\nlayers = 2\nwidth = = 3\n"; }
+  const std::string w = expect_any_error([&] { load_train_config(path, {}); });
+  EXPECT_NE(w.find(path + ":3:"), std::string::npos) << w;
+}
+
+TEST(TrainConfigErrors, ResolvedConfigurationRoundTrips) {
+  const TrainConfig a = load_train_config("", {"model.layers=3", "data.files=[\"x.h5\"]", "parallel.sp=2"});
+  const TrainConfig b = parse_train_config_text(a.source_text, "stored");
+  EXPECT_EQ(a.source_text, b.source_text);
+  EXPECT_EQ(b.model.layers, 3);
+  EXPECT_EQ(b.parallel.sp, 2);
+}
+
+}  // namespace
+}  // namespace pf
