@@ -9,6 +9,7 @@
 #include "kernels/linear_attention/state_scan_combine.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "model/attention.h"
+#include "runtime/clock.h"
 #include "runtime/comm.h"
 #include "runtime/exec.h"
 #include "runtime/scan.h"
@@ -34,6 +35,14 @@ class CommPhase {
     if (!omit_wait) wait_event(ctx_.stream, end_);
     wait_to_ = record_event(ctx_.stream);
   }
+  // After the compute stream has reached the join: the phase's times added
+  // to t's (a call of several phases).
+  void add_times(AttentionTiming& t) const {
+    AttentionTiming own;
+    times(own);
+    t.comm += own.comm;
+    t.comm_wait += own.comm_wait;
+  }
   // After the compute stream has reached the join.
   void times(AttentionTiming& t) const {
     t.comm = event_elapsed_seconds(start_, end_);
@@ -47,6 +56,14 @@ class CommPhase {
   bool holds_caller_;
   Event start_, end_, wait_from_, wait_to_;
 };
+
+// Ends a call's timing once its work is done: compute is the wall time since
+// t0 less the communication the compute stream waited for.
+inline void end_attention_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
+  synchronize(ctx.stream);
+  t.compute = seconds_now() - t0 - t.comm_wait;
+  if (timing) *timing = t;
+}
 
 inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
   SoftmaxAttentionParams p;

@@ -234,10 +234,7 @@ class PackedPass {
     // The host flags must outlive their copy: a CPU stream may run it later;
     // CUDA has staged pageable memory when cudaMemcpyAsync returns.
     if (ctx_.device.is_cpu()) synchronize(ctx_.stream);
-    AttentionTiming pt;
-    phase.times(pt);
-    t.comm += pt.comm;
-    t.comm_wait += pt.comm_wait;
+    phase.add_times(t);
   }
 
  private:
@@ -255,15 +252,6 @@ class PackedPass {
   std::vector<PieceInfo> pieces_;
   std::vector<int64_t> first_, last_;  // per sample
 };
-
-// Ends a call's timing once its work is done: compute is the wall time less
-// the communication the compute stream waited for. (The pieces' tables live
-// until then.)
-void end_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
-  synchronize(ctx.stream);
-  t.compute = seconds_now() - t0 - t.comm_wait;
-  if (timing) *timing = t;
-}
 
 void softmax_pieces(const ModelConfig& cfg, const PackedPass& pass, const float* q, const float* k, const float* v,
                     AttentionSaved& saved) {
@@ -318,7 +306,7 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
                    << sp->size() << " ranks (use favor, relu or elu, or sp = 1)");
     saved.lse = Tensor::empty({heads, n}, DType::f32, tr, "attention.lse");
     softmax_pieces(cfg, pass, q, k, v, saved);
-    end_timing(ctx, t, t0, timing);
+    end_attention_timing(ctx, t, t0, timing);
     return;
   }
   const bool causal = cfg.causal();
@@ -371,7 +359,7 @@ void packed_attention_forward(const ModelConfig& cfg, Communicator* sp, const At
   }
   linear_attention_normalize(ctx, attention_favor_shape(cfg, heads, n).lin(), yp, saved.o.data<float>(),
                              saved.den.data<float>());
-  end_timing(ctx, t, t0, timing);
+  end_attention_timing(ctx, t, t0, timing);
 }
 
 void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const AttentionOptions& opt,
@@ -385,7 +373,7 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
   const double t0 = seconds_now();
   if (cfg.attention == AttentionKind::Softmax) {
     softmax_pieces_backward(cfg, pass, q, k, v, saved, d_o, dq, dk, dv);
-    end_timing(ctx, t, t0, timing);
+    end_attention_timing(ctx, t, t0, timing);
     return;
   }
   const bool causal = cfg.causal();
@@ -454,7 +442,7 @@ void packed_attention_backward(const ModelConfig& cfg, Communicator* sp, const A
       favor_bidirectional_backward_finish(ctx, pass.shape(slotted), k, v, W, waiting.data<float>(), dk, dv, dW);
     }
   }
-  end_timing(ctx, t, t0, timing);
+  end_attention_timing(ctx, t, t0, timing);
 }
 
 }  // namespace pf

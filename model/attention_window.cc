@@ -207,10 +207,7 @@ class WindowPass {
     if (b.defined()) send_recv(sp_, b.raw(), a_from, b_in.raw(), a_to, count, DType::f32);
     phase.issued();
     phase.join();
-    AttentionTiming pt;
-    phase.times(pt);
-    t.comm += pt.comm;
-    t.comm_wait += pt.comm_wait;
+    phase.add_times(t);
   }
   // The counts of a received halo (zeros where no rank sent one).
   std::vector<float> counts(const Tensor& t, int from) const {
@@ -241,12 +238,6 @@ class WindowPass {
   Tensor recv_before_, recv_after_, grad_prev_, grad_next_;
 };
 
-void end_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
-  synchronize(ctx.stream);
-  t.compute = seconds_now() - t0 - t.comm_wait;
-  if (timing) *timing = t;
-}
-
 }  // namespace
 
 void window_attention_forward(const ModelConfig& cfg, Communicator& sp, const ExecContext& ctx, int64_t heads,
@@ -275,7 +266,7 @@ void window_attention_forward(const ModelConfig& cfg, Communicator& sp, const Ex
     pass.copy_middle(x, oe.data<float>(), o, D, false);
     pass.copy_middle(x, le.data<float>(), lse, 1, false);
   }
-  end_timing(ctx, t, t0, timing);
+  end_attention_timing(ctx, t, t0, timing);
 }
 
 void window_attention_backward(const ModelConfig& cfg, Communicator& sp, const ExecContext& ctx, int64_t heads,
@@ -313,7 +304,7 @@ void window_attention_backward(const ModelConfig& cfg, Communicator& sp, const E
     pass.keep_halo_grads(x, dke.data<float>(), dve.data<float>());
   }
   pass.return_halo_grads(dk, dv, t);
-  end_timing(ctx, t, t0, timing);
+  end_attention_timing(ctx, t, t0, timing);
 }
 
 }  // namespace pf
