@@ -161,7 +161,7 @@ __device__ inline void feature_and_weight_grad(const Args& a, const Block& b, co
 }
 
 __device__ inline Tiles shared_tiles(const Dims& D) {
-  PF_FAVOR_SHARED_FLOATS(smem);
+  PF_CUDA_SHARED_FLOATS(smem);
   return Tiles(D, smem);
 }
 

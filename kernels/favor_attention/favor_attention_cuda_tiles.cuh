@@ -22,7 +22,7 @@
 #include <type_traits>
 // The block's dynamic shared memory as floats (the block emulator of the
 // tests defines its own).
-#define PF_FAVOR_SHARED_FLOATS(name) extern __shared__ __align__(32) float name[]
+#define PF_CUDA_SHARED_FLOATS(name) extern __shared__ __align__(32) float name[]
 #define PF_FAVOR_UNROLL _Pragma("unroll")
 #else
 #define PF_FAVOR_UNROLL

@@ -5,15 +5,8 @@
 // accumulations run in fp32 and results are rounded once on store. lse stays
 // fp32. With f16/bf16 storage dQ is accumulated (atomics) in an fp32 scratch
 // buffer recorded in ctx.tracker and rounded to the storage type at the end.
-// Forward: one block per (head, 32-row query tile); Q, the running output and
-// the row statistics stay in shared memory while 32-row key tiles stream
-// through from the tile's first visible key to its last (causal: none right
-// of the diagonal; window: none before the first row's window), each row
-// masked to its visible span; online softmax with one warp per row (lane =
-// key column).
-// Backward: D_i = dO_i . O_i (one warp per row), then one block per (head,
-// 32-row key tile) accumulating dK, dV in shared memory over 16-row query
-// tiles, P rebuilt from lse; dQ is accumulated across key tiles with atomics.
+// The kernels and their launch order: softmax_attention_cuda.cuh (one block
+// per (head, query tile) forward, per (head, key tile) backward).
 // Uses only sm_70-level features (no cp.async, no tensor-core intrinsics).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,7 +15,7 @@
 #include <type_traits>
 
 #include "kernels/softmax_attention/softmax_attention.h"
-#include "kernels/softmax_attention/softmax_attention_math.h"
+#include "kernels/softmax_attention/softmax_attention_cuda.cuh"
 #include "runtime/check.h"
 #include "runtime/cuda_check.cuh"
 #include "runtime/cuda_launch.cuh"
@@ -31,224 +24,29 @@
 namespace pf {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kFwdQ = 32;     // forward query-tile rows
-constexpr int kKeyTile = 32;  // key-tile rows (= warp size: one lane per key)
-constexpr int kBwdQ = 16;     // backward query-tile rows
-constexpr int kMaxD = 128;
-static_assert(kKeyTile == 32, "the row softmax maps one key per lane");
+using namespace softmax_cuda;
 
-__device__ __forceinline__ float load_f32(const float* p) { return *p; }
-__device__ __forceinline__ float load_f32(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store_f32(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_f32(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+constexpr const char* kTag = "softmax_attention";
 
-__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-// Shared floats of the forward: Q, O [kFwdQ][d]; K, V [kKeyTile][d+1];
-// S [kFwdQ][kKeyTile+1]; m, l, alpha [kFwdQ].
-int64_t forward_smem_floats(int d) {
-  return 2 * kFwdQ * d + 2 * kKeyTile * (d + 1) + kFwdQ * (kKeyTile + 1) + 3 * kFwdQ;
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    forward_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
-                   const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
-  extern __shared__ float smem[];
-  const int ld = d + 1, lds = kKeyTile + 1;
-  float* sQ = smem;
-  float* sO = sQ + kFwdQ * d;
-  float* sK = sO + kFwdQ * d;
-  float* sV = sK + kKeyTile * ld;
-  float* sS = sV + kKeyTile * ld;
-  float* sM = sS + kFwdQ * lds;
-  float* sL = sM + kFwdQ;
-  float* sA = sL + kFwdQ;
-
-  const int64_t head = blockIdx.x / q_tiles;
-  const int64_t i0 = (blockIdx.x % q_tiles) * kFwdQ;
-  const int rows = static_cast<int>(min64(kFwdQ, n - i0));
-  const int64_t base = head * n * d;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-
-  for (int e = tid; e < kFwdQ * d; e += kThreads) {
-    const int r = e / d;
-    sQ[e] = r < rows ? load_f32(Q + base + (i0 + r) * d + e % d) * scale : 0.f;
-    sO[e] = 0.f;
+// The launch policy of softmax_attention_cuda.cuh on ctx.stream.
+class CudaLaunch {
+ public:
+  explicit CudaLaunch(const ExecContext& ctx) : stream_(cuda_stream(ctx)) {}
+  template <typename... P, typename... A>
+  void blocks(void (*kernel)(P...), int64_t blocks, int64_t smem, A... args) {
+    if (blocks == 0) return;
+    if (smem > 0)
+      PF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(smem), stream_>>>(args...);
+    PF_CUDA_CHECK_LAUNCH();
   }
-  if (tid < kFwdQ) {
-    sM[tid] = -INFINITY;
-    sL[tid] = 0.f;
+  void zero(float* p, int64_t floats) {
+    PF_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(floats) * sizeof(float), stream_));
   }
-  const int64_t kend = mask.end_key(i0 + rows - 1, n);
-  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kKeyTile) {
-    const int cols = static_cast<int>(min64(kKeyTile, kend - j0));
-    __syncthreads();  // the previous tile's K, V and S are no longer read
-    for (int e = tid; e < kKeyTile * d; e += kThreads) {
-      const int c = e / d, k = e % d;
-      const bool in = c < cols;
-      sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
-      sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
-    }
-    __syncthreads();
-    for (int e = tid; e < kFwdQ * kKeyTile; e += kThreads) {
-      const int r = e / kKeyTile, c = e % kKeyTile;
-      float acc = 0.f;
-      for (int k = 0; k < d; ++k) acc += sQ[r * d + k] * sK[c * ld + k];
-      sS[r * lds + c] = acc;
-    }
-    __syncthreads();
-    for (int r = warp; r < rows; r += kWarps) {
-      int64_t c0 = 0, c1 = 0;
-      mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
-      const bool vis = lane >= c0 && lane < c1;
-      const float s = vis ? sS[r * lds + lane] : -INFINITY;
-      const float m_old = sM[r];
-      const float m_new = fmaxf(m_old, warp_max(s));
-      const float p = vis ? softmax_exp(s - m_new) : 0.f;
-      const float sum = warp_sum(p);
-      sS[r * lds + lane] = p;
-      if (lane == 0) {
-        const float alpha = softmax_rescale(m_old, m_new);
-        sA[r] = alpha;
-        sL[r] = sL[r] * alpha + sum;
-        sM[r] = m_new;
-      }
-    }
-    __syncthreads();
-    for (int e = tid; e < rows * d; e += kThreads) {
-      const int r = e / d, k = e % d;
-      float acc = sO[e] * sA[r];
-      for (int c = 0; c < cols; ++c) acc += sS[r * lds + c] * sV[c * ld + k];
-      sO[e] = acc;
-    }
-  }
-  __syncthreads();
-  for (int e = tid; e < rows * d; e += kThreads) store_f32(O + base + i0 * d + e, sO[e] / sL[e / d]);
-  if (tid < rows) lse[head * n + i0 + tid] = softmax_lse(sM[tid], sL[tid]);
-}
 
-// D [heads*n] = rowwise dO . O, one warp per row.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    row_dot_kernel(int64_t rows, int d, const T* __restrict__ dO, const T* __restrict__ O, float* __restrict__ D) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  float acc = 0.f;
-  for (int k = lane; k < d; k += 32) acc += load_f32(dO + row * d + k) * load_f32(O + row * d + k);
-  acc = warp_sum(acc);
-  if (lane == 0) D[row] = acc;
-}
-
-// Shared floats of the backward: K, V [kKeyTile][d+1]; dK, dV [kKeyTile][d];
-// Q, dO [kBwdQ][d]; P, dS [kBwdQ][kKeyTile+1]; lse, D [kBwdQ].
-int64_t backward_smem_floats(int d) {
-  return 2 * kKeyTile * (d + 1) + 2 * kKeyTile * d + 2 * kBwdQ * d + 2 * kBwdQ * (kKeyTile + 1) + 2 * kBwdQ;
-}
-
-// dQ is fp32 whatever the storage: it is accumulated across key tiles.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    backward_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, const T* __restrict__ Q,
-                    const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
-                    const float* __restrict__ D, const T* __restrict__ dO, float* __restrict__ dQ, T* __restrict__ dK,
-                    T* __restrict__ dV) {
-  extern __shared__ float smem[];
-  const int ld = d + 1, lds = kKeyTile + 1;
-  float* sK = smem;
-  float* sV = sK + kKeyTile * ld;
-  float* sdK = sV + kKeyTile * ld;
-  float* sdV = sdK + kKeyTile * d;
-  float* sQ = sdV + kKeyTile * d;
-  float* sdO = sQ + kBwdQ * d;
-  float* sP = sdO + kBwdQ * d;
-  float* sdS = sP + kBwdQ * lds;
-  float* sLse = sdS + kBwdQ * lds;
-  float* sD = sLse + kBwdQ;
-
-  const int64_t head = blockIdx.x / k_tiles;
-  const int64_t j0 = (blockIdx.x % k_tiles) * kKeyTile;
-  const int cols = static_cast<int>(min64(kKeyTile, n - j0));
-  const int64_t base = head * n * d;
-  const int tid = threadIdx.x;
-
-  for (int e = tid; e < kKeyTile * d; e += kThreads) {
-    const int c = e / d, k = e % d;
-    const bool in = c < cols;
-    sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
-    sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
-    sdK[e] = 0.f;
-    sdV[e] = 0.f;
-  }
-  // Only the queries that see a key of this tile (causal: none before j0;
-  // window: none more than window - 1 away).
-  const int64_t i_end = mask.end_query(j0 + cols - 1, n);
-  for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += kBwdQ) {
-    const int rows = static_cast<int>(min64(kBwdQ, i_end - i0));
-    __syncthreads();  // the previous query tile is no longer read
-    for (int e = tid; e < kBwdQ * d; e += kThreads) {
-      const bool in = e / d < rows;
-      sQ[e] = in ? load_f32(Q + base + i0 * d + e) : 0.f;
-      sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
-    }
-    if (tid < kBwdQ) {
-      sLse[tid] = tid < rows ? lse[head * n + i0 + tid] : 0.f;
-      sD[tid] = tid < rows ? D[head * n + i0 + tid] : 0.f;
-    }
-    __syncthreads();
-    for (int e = tid; e < kBwdQ * kKeyTile; e += kThreads) {
-      const int r = e / kKeyTile, c = e % kKeyTile;
-      float p = 0.f, ds = 0.f;
-      if (r < rows && c < cols && mask.visible(i0 + r, j0 + c)) {
-        float s = 0.f, dp = 0.f;
-        for (int k = 0; k < d; ++k) {
-          s += sQ[r * d + k] * sK[c * ld + k];
-          dp += sdO[r * d + k] * sV[c * ld + k];
-        }
-        p = softmax_exp(scale * s - sLse[r]);
-        ds = softmax_score_grad(p, dp, sD[r], scale);
-      }
-      sP[r * lds + c] = p;
-      sdS[r * lds + c] = ds;
-    }
-    __syncthreads();
-    for (int e = tid; e < kKeyTile * d; e += kThreads) {
-      const int c = e / d, k = e % d;
-      float acc_v = 0.f, acc_k = 0.f;
-      for (int r = 0; r < rows; ++r) {
-        acc_v += sP[r * lds + c] * sdO[r * d + k];
-        acc_k += sdS[r * lds + c] * sQ[r * d + k];
-      }
-      sdV[e] += acc_v;
-      sdK[e] += acc_k;
-    }
-    for (int e = tid; e < rows * d; e += kThreads) {
-      const int r = e / d, k = e % d;
-      float acc = 0.f;
-      for (int c = 0; c < cols; ++c) acc += sdS[r * lds + c] * sK[c * ld + k];
-      atomicAdd(&dQ[base + (i0 + r) * d + k], acc);
-    }
-  }
-  __syncthreads();
-  for (int e = tid; e < cols * d; e += kThreads) {
-    store_f32(dK + base + j0 * d + e, sdK[e]);
-    store_f32(dV + base + j0 * d + e, sdV[e]);
-  }
-}
+ private:
+  cudaStream_t stream_;
+};
 
 // Rounds the fp32 dQ accumulator to the storage type.
 template <typename T>
@@ -271,15 +69,8 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
-  const cudaStream_t stream = cuda_stream(ctx);
-  const int d = static_cast<int>(p.d);
-  const size_t smem = static_cast<size_t>(forward_smem_floats(d)) * sizeof(float);
-  PF_CUDA_CHECK(
-      cudaFuncSetAttribute(forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const int64_t q_tiles = ceil_div(p.n, kFwdQ);
-  forward_kernel<T><<<static_cast<unsigned>(p.heads * q_tiles), kThreads, smem, stream>>>(
-      p.n, d, SoftmaxMask{p.causal, p.window}, scale, q_tiles, Q, K, V, O, lse);
-  PF_CUDA_CHECK_LAUNCH();
+  CudaLaunch launch(ctx);
+  forward(launch, p, scale, Q, K, V, O, lse);
 }
 
 // Scratch of the backward, recorded in ctx.tracker: D [heads*n] and, for
@@ -291,27 +82,17 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   const float scale = softmax_attention_scale(p);
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
-  const cudaStream_t stream = cuda_stream(ctx);
-  const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n;
   constexpr bool kNarrow = !std::is_same<T, float>::value;
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
-  const Tensor scratch =
-      Tensor::empty({rows + (kNarrow ? rows * d : 0)}, DType::f32, *ctx.tracker, "softmax_attention");
+  const Tensor scratch = Tensor::empty({rows + (kNarrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
   float* D = scratch.data<float>();
   float* dQ32 = kNarrow ? D + rows : reinterpret_cast<float*>(dQ);
-  row_dot_kernel<T><<<static_cast<unsigned>(ceil_div(rows, kWarps)), kThreads, 0, stream>>>(rows, d, dO, O, D);
-  PF_CUDA_CHECK_LAUNCH();
-  PF_CUDA_CHECK(cudaMemsetAsync(dQ32, 0, static_cast<size_t>(rows * d) * sizeof(float), stream));
-  const size_t smem = static_cast<size_t>(backward_smem_floats(d)) * sizeof(float);
-  PF_CUDA_CHECK(
-      cudaFuncSetAttribute(backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const int64_t k_tiles = ceil_div(p.n, kKeyTile);
-  backward_kernel<T><<<static_cast<unsigned>(p.heads * k_tiles), kThreads, smem, stream>>>(
-      p.n, d, SoftmaxMask{p.causal, p.window}, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
-  PF_CUDA_CHECK_LAUNCH();
+  CudaLaunch launch(ctx);
+  backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
+  const cudaStream_t stream = cuda_stream(ctx);
   if (kNarrow) {
-    const int64_t count = rows * d;
+    const int64_t count = rows * p.d;
     narrow_kernel<T><<<grid_size(count, 256, 1 << 20), 256, 0, stream>>>(count, dQ32, dQ);
     PF_CUDA_CHECK_LAUNCH();
   }

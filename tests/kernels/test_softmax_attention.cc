@@ -16,81 +16,15 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/errors.h"
+#include "tests/kernels/softmax_attention_support.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
 
-using test::cast_vector;
+using namespace softmax_test;
 using test::normal_vector;
 using test::rel_l2;
-
-struct Inputs {
-  std::vector<double> Q, K, V, dO;
-};
-
-Inputs make_inputs(const SoftmaxAttentionParams& p, uint64_t seed, double scale = 1.0) {
-  const int64_t size = p.heads * p.n * p.d;
-  return {normal_vector(size, seed, 1, scale), normal_vector(size, seed, 2, scale), normal_vector(size, seed, 3),
-          normal_vector(size, seed, 4)};
-}
-
-struct Outputs {
-  std::vector<float> O, lse, dQ, dK, dV;
-};
-
-Outputs run_cpu(const SoftmaxAttentionParams& p, const Inputs& in) {
-  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
-             dO = cast_vector<float>(in.dO);
-  const size_t size = Q.size();
-  Outputs out{std::vector<float>(size), std::vector<float>(p.heads * p.n), std::vector<float>(size),
-              std::vector<float>(size), std::vector<float>(size)};
-  ExecContext ctx;
-  softmax_attention_forward(ctx, p, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
-  softmax_attention_backward(ctx, p, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
-                             out.dQ.data(), out.dK.data(), out.dV.data());
-  return out;
-}
-
-struct Reference {
-  std::vector<double> O, lse, dQ, dK, dV;
-};
-
-Reference run_ref(const SoftmaxAttentionParams& p, const Inputs& in) {
-  const size_t size = in.Q.size();
-  Reference r{std::vector<double>(size), std::vector<double>(p.heads * p.n), std::vector<double>(size),
-              std::vector<double>(size), std::vector<double>(size)};
-  softmax_attention_forward_ref(p, in.Q.data(), in.K.data(), in.V.data(), r.O.data(), r.lse.data());
-  softmax_attention_backward_ref(p, in.Q.data(), in.K.data(), in.V.data(), in.dO.data(), r.dQ.data(), r.dK.data(),
-                                 r.dV.data());
-  return r;
-}
-
-void expect_close(const Outputs& got, const Reference& want, double tol, const std::string& what) {
-  const double grad_norm = test::l2_norm(want.dV);
-  EXPECT_LE(rel_l2(got.O, want.O), tol) << what << " O";
-  EXPECT_LE(rel_l2(got.lse, want.lse), tol) << what << " lse";
-  EXPECT_LE(test::rel_l2_or(got.dQ, want.dQ, grad_norm), tol) << what << " dQ";
-  EXPECT_LE(test::rel_l2_or(got.dK, want.dK, grad_norm), tol) << what << " dK";
-  EXPECT_LE(rel_l2(got.dV, want.dV), tol) << what << " dV";
-}
-
-std::string describe(const SoftmaxAttentionParams& p) {
-  return "heads=" + std::to_string(p.heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
-         " causal=" + std::to_string(p.causal) + " window=" + std::to_string(p.window) +
-         " q_tile=" + std::to_string(p.q_tile) + " k_tile=" + std::to_string(p.k_tile);
-}
-
-SoftmaxAttentionParams tiled_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t q_tile, int64_t k_tile) {
-  SoftmaxAttentionParams p;
-  p.heads = heads;
-  p.n = n;
-  p.d = d;
-  p.causal = causal;
-  p.q_tile = q_tile;
-  p.k_tile = k_tile;
-  return p;
-}
 
 TEST(SoftmaxAttention, CpuMatchesFloat64Reference) {
   struct Tiles {

@@ -2,7 +2,7 @@
 // them: included (before the kernel headers) by a host translation unit, it
 // defines the CUDA keywords and the block builtins the kernels use
 // (threadIdx, blockIdx, blockDim, gridDim, __syncthreads, __shfl_xor_sync,
-// dynamic shared memory through PF_FAVOR_SHARED_FLOATS) and a launch that
+// dynamic shared memory through PF_CUDA_SHARED_FLOATS) and a launch that
 // runs every block's threads as cooperative fibers (ucontext) on the calling
 // thread, blocks one after another.
 //
@@ -22,26 +22,30 @@
 // hardware's are: every lane reads before any lane writes. So a wrong
 // pointer, leading dimension or layout in a kernel's tensor-core path gives
 // wrong results here; the hardware's order of the fp32 sums is not modelled.
-// Not emulated: atomics, memory fences between blocks.
+// atomicAdd on floats is a plain add: a fiber runs undisturbed between
+// barriers and blocks run one after another, so no add is lost (the GPU's
+// order of the adds, and so its rounding, is not modelled).
+// Not emulated: other atomics, memory fences between blocks.
 #pragma once
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
-#include <algorithm>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 
 namespace pf_emu {
@@ -171,7 +175,7 @@ inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
 #define blockIdx (::pf_emu::current_block()->block_idx)
 #define blockDim (::pf_emu::current_block()->block_dim)
 #define gridDim (::pf_emu::current_block()->grid_dim)
-#define PF_FAVOR_SHARED_FLOATS(name) float* name = ::pf_emu::current_block()->shared.data()
+#define PF_CUDA_SHARED_FLOATS(name) float* name = ::pf_emu::current_block()->shared.data()
 
 inline void __syncthreads() { ::pf_emu::wait(::pf_emu::current_block()->block_barrier); }
 
@@ -183,6 +187,12 @@ inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
   const float out = b.shuffle[warp * 32 + ((t % 32) ^ static_cast<unsigned>(lane_mask))];
   ::pf_emu::wait(b.warp_barriers[warp]);
   return out;
+}
+
+inline float atomicAdd(float* address, float v) {
+  const float old = *address;
+  *address = old + v;
+  return old;
 }
 
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -202,9 +212,7 @@ enum layout_t { mem_row_major, mem_col_major };
 
 template <typename Use, int M, int N, int K, typename T, typename Layout = void>
 struct fragment {
-  static constexpr int rows = std::is_same<Use, matrix_a>::value   ? M
-                              : std::is_same<Use, matrix_b>::value ? K
-                                                                   : M;
+  static constexpr int rows = std::is_same<Use, matrix_a>::value ? M : std::is_same<Use, matrix_b>::value ? K : M;
   static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
   static constexpr int num_elements = rows * cols;
   float x[rows * cols];  // the tile, row by row
@@ -253,7 +261,8 @@ void fill_fragment(fragment<accumulator, M, N, K, float>& f, float v) {
 }
 template <int M, int N, int K, typename LA, typename LB>
 void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, precision::tf32, LA>& a,
-              const fragment<matrix_b, M, N, K, precision::tf32, LB>& b, const fragment<accumulator, M, N, K, float>& c) {
+              const fragment<matrix_b, M, N, K, precision::tf32, LB>& b,
+              const fragment<accumulator, M, N, K, float>& c) {
   float out[M * N];
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
