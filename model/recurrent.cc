@@ -62,11 +62,6 @@ RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext&
     }
   }
   if (w_ > 0) {
-    win_q_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
-    win_k_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
-    win_v_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
-    win_o_ = scratch(ctx_, {BH, w_, D}, "recurrent.window_block");
-    win_lse_ = scratch(ctx_, {BH, w_}, "recurrent.window_block");
     win_out_ = scratch(ctx_, {BH, D}, "recurrent.window_out");
     shift_ = scratch(ctx_, {BH, std::max<int64_t>(w_ - 1, 1), D}, "recurrent.window_shift");
     mixed_ = scratch(ctx_, {BH, D}, "recurrent.linear_out");
@@ -220,19 +215,15 @@ void RecurrentPerformer::window_attention(int64_t layer, const float* heads_qkv,
   // This position's key and value in the last row.
   copy_rows(st, K + (w - 1) * D, w * D * 4, k, D * 4, D * 4, BH, dev);
   copy_rows(st, Vs + (w - 1) * D, w * D * 4, v, D * 4, D * 4, BH, dev);
-  // Streams with as many valid rows run as one block of L rows: the valid
-  // keys and values, and zero queries but this position's.
+  // Streams with as many valid rows run as one call: each head's query
+  // against its L = valid + 1 newest keys, the last L rows of its window.
   for (int64_t b0 = 0; b0 < B_;) {
     int64_t b1 = b0 + 1;
     while (b1 < B_ && valid_[static_cast<size_t>(b1)] == valid_[static_cast<size_t>(b0)]) ++b1;
     const int64_t L = valid_[static_cast<size_t>(b0)] + 1, heads = (b1 - b0) * H, h0 = b0 * H;
-    copy_rows(st, win_k_.raw(), L * D * 4, K + (h0 * w + w - L) * D, w * D * 4, L * D * 4, heads, dev);
-    copy_rows(st, win_v_.raw(), L * D * 4, Vs + (h0 * w + w - L) * D, w * D * 4, L * D * 4, heads, dev);
-    fill_zero(st, win_q_.raw(), dev, heads * L * D * 4);
-    copy_rows(st, win_q_.data<float>() + (L - 1) * D, L * D * 4, q + h0 * D, D * 4, D * 4, heads, dev);
-    softmax_attention_forward(ctx_, attention_softmax_params(cfg_, heads, L), win_q_.data<float>(),
-                              win_k_.data<float>(), win_v_.data<float>(), win_o_.data<float>(), win_lse_.data<float>());
-    copy_rows(st, o + h0 * D, D * 4, win_o_.data<float>() + (L - 1) * D, L * D * 4, D * 4, heads, dev);
+    const int64_t first = (h0 * w + w - L) * D;
+    softmax_attention_decode(ctx_, attention_softmax_params(cfg_, heads, L), w * D, q + h0 * D, K + first, Vs + first,
+                             o + h0 * D);
     b0 = b1;
   }
   // One row older: rows 1..w-1 move to 0..w-2.

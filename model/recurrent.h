@@ -30,14 +30,13 @@
 // position in the last row, shifted by one row per token) and how many are
 // valid (per stream: a stream loaded with another context's state keeps its
 // own). The window's output of this position is the exact softmax of its
-// query over those keys and its own (the windowed softmax kernels on a block
-// whose earlier rows have zero queries), mixed with the linear output by
-// the layer's gate as in the parallel form; with model.attention = softmax
-// it is the whole attention and no linear state is kept. It runs across
-// family members like the linear state (set_position keeps it). Memory stays
-// fixed: 2 w D floats per layer, stream and head more. Cost per token and
-// head O(w^2 D) (the block's zero queries are computed too), against O(w D)
-// for a dedicated one-query kernel.
+// query over those keys and its own (softmax_attention_decode), mixed with
+// the linear output by the layer's gate as in the parallel form; with
+// model.attention = softmax it is the whole attention and no linear state
+// is kept. It runs across family members like the linear state
+// (set_position keeps it). Memory stays fixed: 2 w D floats per layer,
+// stream and head more. Cost per token and head O(w D), plus the shift of
+// the window by one row.
 #pragma once
 
 #include <cstdint>
@@ -99,7 +98,7 @@ class RecurrentPerformer {
   std::vector<Tensor> states_;         // per layer [B*H, 1 + m (D+1)] (linear kinds)
   std::vector<Tensor> keys_, values_;  // per layer [B*H, w, D] (window): the last rows, the current one last
   std::vector<int64_t> valid_;         // per stream: valid rows before the current one (<= w - 1)
-  Tensor win_q_, win_k_, win_v_, win_o_, win_lse_, win_out_, shift_, mixed_;  // window scratch
+  Tensor win_out_, shift_, mixed_;     // window scratch
   // Scratch, one token per stream.
   Tensor ids_, x_, ln_, mean_, rstd_, qkv_, heads_, phi_q_, phi_k_, c_k_, y_, row_scale_, own_, o_, den_, merged_, mid_,
       h1_, g_, logits_;

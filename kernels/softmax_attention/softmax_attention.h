@@ -90,6 +90,27 @@ void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttent
                                      const void* Q, const void* K, const void* V, const void* O, const float* lse,
                                      const void* dO, void* dQ, void* dK, void* dV);
 
+// One query per head against n keys: the last row of a causal block whose
+// earlier rows are not wanted (the recurrent form of a local window), in
+// O(heads n d) work instead of the block's O(heads n^2 d).
+//   o_h = softmax(scale * K_h q_h) V_h
+// q, o [heads, d]; head h's keys and values are the p.n rows of d floats
+// at K + h * kv_stride and V + h * kv_stride (kv_stride >= n d floats).
+// p.causal, p.window and the tiles are not used: the query sees all n keys
+// (n >= 1). The same per-element math as the forward (softmax_exp, the
+// online rescale). On ctx.device; CUDA: one block per head, d <= 128, no
+// scratch.
+void softmax_attention_decode(const ExecContext& ctx, const SoftmaxAttentionParams& p, int64_t kv_stride,
+                              const float* q, const float* K, const float* V, float* o);
+void softmax_attention_decode_cpu(const ExecContext& ctx, const SoftmaxAttentionParams& p, int64_t kv_stride,
+                                  const float* q, const float* K, const float* V, float* o);
+void softmax_attention_decode_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, int64_t kv_stride,
+                                   const float* q, const float* K, const float* V, float* o);
+// Throws ValueError unless n >= 1 and kv_stride >= n d (and the shape checks hold).
+void softmax_attention_decode_check(const SoftmaxAttentionParams& p, int64_t kv_stride);
+void softmax_attention_decode_ref(const SoftmaxAttentionParams& p, int64_t kv_stride, const double* q, const double* K,
+                                  const double* V, double* o);
+
 // float64 reference: plain loops, one row of P at a time, O(n^2 d) time (tests).
 // The backward recomputes everything from Q, K, V, dO (it takes no forward
 // outputs, so it checks the CPU/CUDA use of O and lse independently).

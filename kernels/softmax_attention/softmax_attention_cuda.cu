@@ -102,6 +102,16 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
 
 }  // namespace
 
+void softmax_attention_decode_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, int64_t kv_stride,
+                                   const float* q, const float* K, const float* V, float* o) {
+  softmax_attention_decode_check(p, kv_stride);
+  const float scale = softmax_attention_scale(p);
+  check_cuda_params(ctx, p);
+  if (p.heads == 0) return;
+  CudaLaunch launch(ctx);
+  decode(launch, p, scale, kv_stride, q, K, V, o);
+}
+
 void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                     const float* K, const float* V, float* O, float* lse) {
   forward_impl<float>(ctx, p, Q, K, V, O, lse);

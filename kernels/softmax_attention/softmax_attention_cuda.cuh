@@ -10,6 +10,9 @@
 // of the diagonal; window: none before the first row's window), each row
 // masked to its visible span; online softmax with one warp per row (lane =
 // key column).
+// Decode (one query per head against its keys): one block per head, the
+// scores of kThreads keys a tile, the online softmax over tiles, a thread
+// per column of o.
 // Backward: D_i = dO_i . O_i (one warp per row), then one block per (head,
 // 32-row key tile) accumulating dK, dV in shared memory over 16-row query
 // tiles, P rebuilt from lse; dQ is accumulated in fp32 across key tiles with
@@ -264,6 +267,68 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Shared floats of the decode: q, o [d]; the tile's weights [kThreads];
+// the warps' partial maxima and sums [kWarps].
+inline int64_t decode_smem_floats(int d) { return 2 * d + kThreads + kWarps; }
+
+// A value of every thread reduced over the block (max or sum); every thread
+// gets the result. sRed holds kWarps floats; the last barrier lets the
+// caller reuse it.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* sRed) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  if (lane == 0) sRed[warp] = v;
+  __syncthreads();
+  float r = sRed[0];
+  for (int w = 1; w < kWarps; ++w) r = kMax ? fmaxf(r, sRed[w]) : r + sRed[w];
+  __syncthreads();
+  return r;
+}
+
+// One block per head: kThreads keys a tile (a thread per key's score), the
+// online softmax over the tiles, and a thread per column of o.
+__global__ void __launch_bounds__(kThreads)
+    decode_kernel(int64_t n, int d, int64_t kv_stride, float scale, const float* __restrict__ q,
+                  const float* __restrict__ K, const float* __restrict__ V, float* __restrict__ o) {
+  PF_CUDA_SHARED_FLOATS(smem);
+  float* sQ = smem;
+  float* sO = sQ + d;
+  float* sP = sO + d;
+  float* sRed = sP + kThreads;
+  const int64_t head = blockIdx.x;
+  const float* Kh = K + head * kv_stride;
+  const float* Vh = V + head * kv_stride;
+  const int tid = threadIdx.x;
+  for (int k = tid; k < d; k += kThreads) {
+    sQ[k] = q[head * d + k] * scale;
+    sO[k] = 0.f;
+  }
+  __syncthreads();
+  float m = -INFINITY, l = 0.f;  // the same in every thread
+  for (int64_t j0 = 0; j0 < n; j0 += kThreads) {
+    const int cols = static_cast<int>(min64(kThreads, n - j0));
+    float s = -INFINITY;
+    if (tid < cols) {
+      s = 0.f;
+      for (int k = 0; k < d; ++k) s += sQ[k] * Kh[(j0 + tid) * d + k];
+    }
+    const float m_new = fmaxf(m, block_reduce<true>(s, sRed));
+    const float p = tid < cols ? softmax_exp(s - m_new) : 0.f;
+    sP[tid] = p;
+    const float alpha = softmax_rescale(m, m_new);
+    l = l * alpha + block_reduce<false>(p, sRed);  // its barriers also publish sP
+    m = m_new;
+    for (int k = tid; k < d; k += kThreads) {
+      float acc = sO[k] * alpha;
+      for (int c = 0; c < cols; ++c) acc += sP[c] * Vh[(j0 + c) * d + k];
+      sO[k] = acc;
+    }
+    __syncthreads();  // sP is rewritten by the next tile
+  }
+  for (int k = tid; k < d; k += kThreads) o[head * d + k] = sO[k] / l;
+}
+
 inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // O, lse of the call; scale from softmax_attention_scale.
@@ -287,6 +352,15 @@ void backward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* 
   const int64_t k_tiles = div_up(p.n, kKeyTile);
   launch.blocks(backward_kernel<T>, p.heads * k_tiles, backward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
                 SoftmaxMask{p.causal, p.window}, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
+}
+
+// o [heads, d] of one query per head against n keys at kv_stride.
+template <typename L>
+void decode(L& launch, const SoftmaxAttentionParams& p, float scale, int64_t kv_stride, const float* q, const float* K,
+            const float* V, float* o) {
+  const int d = static_cast<int>(p.d);
+  launch.blocks(decode_kernel, p.heads, decode_smem_floats(d) * int64_t{sizeof(float)}, p.n, d, kv_stride, scale, q, K,
+                V, o);
 }
 
 }  // namespace

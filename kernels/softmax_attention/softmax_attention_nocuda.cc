@@ -25,4 +25,9 @@ void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttent
   PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
 }
 
+void softmax_attention_decode_cuda(const ExecContext& ctx, const SoftmaxAttentionParams&, int64_t, const float*,
+                                   const float*, const float*, float*) {
+  PF_REQUIRE(CudaError, false, "softmax attention on " << ctx.device.str() << ": " << cuda_unavailable_reason());
+}
+
 }  // namespace pf

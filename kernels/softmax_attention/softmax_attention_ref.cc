@@ -3,7 +3,8 @@
 //   also for |i - j| >= w), P = softmax_rows(S),
 //   O = P V, lse_i = log sum_j exp(S_ij);
 // backward from dO: dV = P^T dO, dP = dO V^T, D_i = sum_j P_ij dP_ij (= dO_i . O_i),
-//   dS = P (dP - D), dQ = scale dS K, dK = scale dS^T Q.
+//   dS = P (dP - D), dQ = scale dS K, dK = scale dS^T Q;
+// decode (one query per head against n keys at kv_stride): o = softmax(scale K q) V.
 // Straightforward loops, one row of P at a time, O(n^2 d) time: for tests only.
 #include <algorithm>
 #include <cmath>
@@ -94,6 +95,26 @@ void softmax_attention_backward_ref(const SoftmaxAttentionParams& p, const doubl
           dK[off + j * d + k] += scale * dS[j] * Q[off + i * d + k];
         }
     }
+  }
+}
+
+void softmax_attention_decode_ref(const SoftmaxAttentionParams& p, int64_t kv_stride, const double* q, const double* K,
+                                  const double* V, double* o) {
+  softmax_attention_decode_check(p, kv_stride);
+  const double scale = softmax_attention_scale(p);
+  const int64_t n = p.n, d = p.d;
+  std::vector<double> P(static_cast<size_t>(n));
+  for (int64_t h = 0; h < p.heads; ++h) {
+    const double* Kh = K + h * kv_stride;
+    const double* Vh = V + h * kv_stride;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, P[j] = scale * dot(q + h * d, Kh + j * d, d));
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += (P[j] = std::exp(P[j] - mx));
+    double* oh = o + h * d;
+    std::fill(oh, oh + d, 0.0);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < d; ++k) oh[k] += P[j] / sum * Vh[j * d + k];
   }
 }
 

@@ -1,7 +1,7 @@
 // Exact softmax attention on CUDA against the float64 reference (forward O and
 // lse, backward dQ, dK, dV), causal and bidirectional, n not a multiple of the
 // kernels' tiles, d in {16, 64, 128}, local windows of 1, 45 and 100 keys
-// (d = 64); and with f16/bf16 storage against the
+// (d = 64); the one-query decode; and with f16/bf16 storage against the
 // reference on inputs rounded to the storage type. Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -92,6 +92,36 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
           EXPECT_LE(test::rel_l2_or(dk.download(), dK, grad_norm), 1e-5) << what << " dK";
           EXPECT_LE(rel_l2(dv.download(), dV), 1e-5) << what << " dV";
         }
+}
+
+// One query per head against its keys (the recurrent window's step): key
+// counts around the kernel's 128-key tile, gaps between the heads' keys.
+TEST(SoftmaxAttentionGpu, DecodeMatchesFloat64Reference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  MemoryTracker tracker(Device::cuda(0));
+  ExecResources res(Device::cuda(0), tracker);
+  const ExecContext& ctx = res.ctx();
+  uint64_t seed = 600;
+  for (int64_t n : {1, 127, 129, 1000})
+    for (int64_t d : {16, 64, 128}) {
+      SoftmaxAttentionParams p;
+      p.heads = 5;
+      p.n = n;
+      p.d = d;
+      const int64_t stride = n * d + 3;
+      const auto qd = normal_vector(p.heads * d, ++seed, 1), Kd = normal_vector(p.heads * stride, seed, 2),
+                 Vd = normal_vector(p.heads * stride, seed, 3);
+      std::vector<double> want(qd.size());
+      softmax_attention_decode_ref(p, stride, qd.data(), Kd.data(), Vd.data(), want.data());
+      DeviceBuffer q(tracker, p.heads * d), k(tracker, p.heads * stride), v(tracker, p.heads * stride),
+          o(tracker, p.heads * d);
+      q.upload(cast_vector<float>(qd));
+      k.upload(cast_vector<float>(Kd));
+      v.upload(cast_vector<float>(Vd));
+      softmax_attention_decode(ctx, p, stride, q.get(), k.get(), v.get(), o.get());
+      synchronize(ctx.stream);
+      EXPECT_LE(rel_l2(o.download(), want), 1e-5) << "n=" << n << " d=" << d;
+    }
 }
 
 using test::from_storage;

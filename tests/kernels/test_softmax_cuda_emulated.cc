@@ -6,7 +6,8 @@
 // than a tile, one tile, longer than a tile and longer than the sequence,
 // sequences of one row, shorter than a tile and of several tiles with a
 // short last one, and head sizes that are not multiples of anything (d = 5)
-// or fill a warp (d = 33).
+// or fill a warp (d = 33). And the decode kernel (one query per head against
+// its keys) the same way.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include <gtest/gtest.h>
@@ -112,6 +113,34 @@ TEST(SoftmaxCudaEmulated, WindowOfTheWholeSequenceIsNoWindow) {
       EXPECT_EQ(got.dV, none.dV) << "window " << w;
     }
   }
+}
+
+// One query per head (the recurrent window): key counts below, at and above
+// a tile of kThreads keys, head sizes that do not fill the threads, gaps
+// between the heads' key blocks; the output starts as NaN.
+TEST(SoftmaxCudaEmulated, DecodeMatchesFloat64ReferenceAndTheCpu) {
+  uint64_t seed = 900;
+  for (int64_t n : {1, 5, 128, 129, 300})
+    for (int64_t d : {3, 16, 33}) {
+      SoftmaxAttentionParams p;
+      p.heads = 3;
+      p.n = n;
+      p.d = d;
+      const int64_t stride = n * d + 5;
+      const auto qd = test::normal_vector(p.heads * d, ++seed, 1), Kd = test::normal_vector(p.heads * stride, seed, 2),
+                 Vd = test::normal_vector(p.heads * stride, seed, 3);
+      const auto q = cast_vector<float>(qd), K = cast_vector<float>(Kd), V = cast_vector<float>(Vd);
+      std::vector<float> got(q.size(), NAN), cpu(q.size());
+      std::vector<double> want(q.size());
+      EmulatedLaunch launch;
+      softmax_cuda::decode(launch, p, softmax_attention_scale(p), stride, q.data(), K.data(), V.data(), got.data());
+      EXPECT_EQ(launch.launches, 1);
+      softmax_attention_decode_ref(p, stride, qd.data(), Kd.data(), Vd.data(), want.data());
+      ExecContext ctx;
+      softmax_attention_decode(ctx, p, stride, q.data(), K.data(), V.data(), cpu.data());
+      EXPECT_LE(rel_l2(got, want), 1e-6) << "n=" << n << " d=" << d;
+      EXPECT_LE(rel_l2(got, cpu), 1e-6) << "n=" << n << " d=" << d;
+    }
 }
 
 TEST(SoftmaxCudaEmulated, EmptyCallsLaunchNothing) {
