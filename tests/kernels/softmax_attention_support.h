@@ -1,7 +1,7 @@
 // Inputs, outputs and checks shared by the softmax attention kernel tests:
 // random Q, K, V, dO in float64, the CPU kernel's forward and backward on
 // their fp32 casts, the float64 reference, and the relative-L2 comparison
-// of all five results.
+// of all five results; the inputs of the one-query decode.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -85,6 +85,25 @@ inline SoftmaxAttentionParams tiled_params(int64_t heads, int64_t n, int64_t d, 
   p.q_tile = q_tile;
   p.k_tile = k_tile;
   return p;
+}
+
+// One query per head against n keys at stride n d + gap (softmax_attention_decode).
+struct DecodeCase {
+  SoftmaxAttentionParams p;
+  int64_t stride;
+  std::vector<double> q, K, V;
+};
+
+inline DecodeCase make_case(int64_t heads, int64_t n, int64_t d, int64_t gap, uint64_t seed, double scale = 1.0) {
+  DecodeCase c;
+  c.p.heads = heads;
+  c.p.n = n;
+  c.p.d = d;
+  c.stride = n * d + gap;
+  c.q = normal_vector(heads * d, seed, 1, scale);
+  c.K = normal_vector(heads * c.stride, seed, 2, scale);
+  c.V = normal_vector(heads * c.stride, seed, 3);
+  return c;
 }
 
 }  // namespace pf::softmax_test

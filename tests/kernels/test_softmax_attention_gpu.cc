@@ -13,6 +13,7 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "runtime/device.h"
 #include "runtime/exec.h"
+#include "tests/kernels/softmax_attention_support.h"
 #include "tests/support/numerics.h"
 #include "tests/support/storage.h"
 
@@ -104,20 +105,16 @@ TEST(SoftmaxAttentionGpu, DecodeMatchesFloat64Reference) {
   uint64_t seed = 600;
   for (int64_t n : {1, 127, 129, 1000})
     for (int64_t d : {16, 64, 128}) {
-      SoftmaxAttentionParams p;
-      p.heads = 5;
-      p.n = n;
-      p.d = d;
-      const int64_t stride = n * d + 3;
-      const auto qd = normal_vector(p.heads * d, ++seed, 1), Kd = normal_vector(p.heads * stride, seed, 2),
-                 Vd = normal_vector(p.heads * stride, seed, 3);
-      std::vector<double> want(qd.size());
-      softmax_attention_decode_ref(p, stride, qd.data(), Kd.data(), Vd.data(), want.data());
+      const softmax_test::DecodeCase c = softmax_test::make_case(5, n, d, 3, ++seed);
+      const SoftmaxAttentionParams& p = c.p;
+      const int64_t stride = c.stride;
+      std::vector<double> want(c.q.size());
+      softmax_attention_decode_ref(p, stride, c.q.data(), c.K.data(), c.V.data(), want.data());
       DeviceBuffer q(tracker, p.heads * d), k(tracker, p.heads * stride), v(tracker, p.heads * stride),
           o(tracker, p.heads * d);
-      q.upload(cast_vector<float>(qd));
-      k.upload(cast_vector<float>(Kd));
-      v.upload(cast_vector<float>(Vd));
+      q.upload(cast_vector<float>(c.q));
+      k.upload(cast_vector<float>(c.K));
+      v.upload(cast_vector<float>(c.V));
       softmax_attention_decode(ctx, p, stride, q.get(), k.get(), v.get(), o.get());
       synchronize(ctx.stream);
       EXPECT_LE(rel_l2(o.download(), want), 1e-5) << "n=" << n << " d=" << d;

@@ -122,20 +122,16 @@ TEST(SoftmaxCudaEmulated, DecodeMatchesFloat64ReferenceAndTheCpu) {
   uint64_t seed = 900;
   for (int64_t n : {1, 5, 128, 129, 300})
     for (int64_t d : {3, 16, 33}) {
-      SoftmaxAttentionParams p;
-      p.heads = 3;
-      p.n = n;
-      p.d = d;
-      const int64_t stride = n * d + 5;
-      const auto qd = test::normal_vector(p.heads * d, ++seed, 1), Kd = test::normal_vector(p.heads * stride, seed, 2),
-                 Vd = test::normal_vector(p.heads * stride, seed, 3);
-      const auto q = cast_vector<float>(qd), K = cast_vector<float>(Kd), V = cast_vector<float>(Vd);
+      const DecodeCase c = make_case(3, n, d, 5, ++seed);
+      const SoftmaxAttentionParams& p = c.p;
+      const int64_t stride = c.stride;
+      const auto q = cast_vector<float>(c.q), K = cast_vector<float>(c.K), V = cast_vector<float>(c.V);
       std::vector<float> got(q.size(), NAN), cpu(q.size());
       std::vector<double> want(q.size());
       EmulatedLaunch launch;
       softmax_cuda::decode(launch, p, softmax_attention_scale(p), stride, q.data(), K.data(), V.data(), got.data());
       EXPECT_EQ(launch.launches, 1);
-      softmax_attention_decode_ref(p, stride, qd.data(), Kd.data(), Vd.data(), want.data());
+      softmax_attention_decode_ref(p, stride, c.q.data(), c.K.data(), c.V.data(), want.data());
       ExecContext ctx;
       softmax_attention_decode(ctx, p, stride, q.data(), K.data(), V.data(), cpu.data());
       EXPECT_LE(rel_l2(got, want), 1e-6) << "n=" << n << " d=" << d;

@@ -12,33 +12,18 @@
 
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "runtime/errors.h"
+#include "tests/kernels/softmax_attention_support.h"
 #include "tests/support/error_message.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
 
+using softmax_test::DecodeCase;
+using softmax_test::make_case;
 using test::cast_vector;
 using test::normal_vector;
 using test::rel_l2;
-
-struct DecodeCase {
-  SoftmaxAttentionParams p;
-  int64_t stride;
-  std::vector<double> q, K, V;
-};
-
-DecodeCase make_case(int64_t heads, int64_t n, int64_t d, int64_t gap, uint64_t seed, double scale = 1.0) {
-  DecodeCase c;
-  c.p.heads = heads;
-  c.p.n = n;
-  c.p.d = d;
-  c.stride = n * d + gap;
-  c.q = normal_vector(heads * d, seed, 1, scale);
-  c.K = normal_vector(heads * c.stride, seed, 2, scale);
-  c.V = normal_vector(heads * c.stride, seed, 3);
-  return c;
-}
 
 std::vector<float> run_cpu(const DecodeCase& c) {
   const auto q = cast_vector<float>(c.q), K = cast_vector<float>(c.K), V = cast_vector<float>(c.V);
