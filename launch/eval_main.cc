@@ -8,7 +8,9 @@
 // and so can the keys that choose how attention is computed from the same
 // parameters: --set model.attention=favor evaluates a softmax-trained model
 // with FAVOR+, --set model.features=256 --set model.feature_draw=3 another
-// number and draw of random features (load_parameters in train_loop.h).
+// number and draw of random features, --set model.attention=exp a softmax or
+// FAVOR+ model with exp's projections at their start, FAVOR+'s draw
+// (load_parameters in train_loop.h).
 // --fasta prepares the files (data/prepare.h; plain or .gz, FASTA or Swiss-Prot
 // by extension) into a temporary folder with every sequence in one split, as
 // `performer-data prepare --val-fraction 0 --test-fraction 1` would, evaluates
@@ -50,6 +52,7 @@
 #include "launch/train/stop_signal.h"
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
+#include "model/params.h"
 
 namespace {
 
@@ -122,8 +125,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides, fasta;
   int64_t batches = 0;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required()->check(CLI::ExistingFile);
-  CLI::Option* split_option =
-      app.add_option("--split", split, "split of the data files: train, valid, test or ood");
+  CLI::Option* split_option = app.add_option("--split", split, "split of the data files: train, valid, test or ood");
   app.add_option("--batches", batches, "evaluate only the first N batches (0: the whole split)");
   app.add_option("--fasta", fasta,
                  "evaluate on these FASTA / Swiss-Prot files (optionally .gz) instead of data.files: prepared into "
@@ -139,8 +141,7 @@ int main(int argc, char** argv) {
   std::function<bool()> stop;  // with --fasta: SIGINT / SIGTERM, polled by the preparation and each batch
   const auto evaluate = [&](int size, int rank) {
     PF_REQUIRE(pf::ConfigError, batches >= 0, "--batches must be >= 0 (0: the whole split), got " << batches);
-    PF_REQUIRE(pf::ConfigError,
-               split == "train" || split == "valid" || split == "test" || split == pf::kOodSplitName,
+    PF_REQUIRE(pf::ConfigError, split == "train" || split == "valid" || split == "test" || split == pf::kOodSplitName,
                "--split must be train, valid, test or ood, got '" << split << "'");
     PF_REQUIRE(
         pf::ConfigError, fasta.empty() || split_option->count() == 0,
@@ -199,7 +200,11 @@ int main(int argc, char** argv) {
     pf::Session session(cfg, MPI_COMM_WORLD);
     pf::check_memory_plan(cfg, session, false);  // sizes from the checkpoint or --set, before any allocation
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
-    const int64_t step = pf::load_parameters(checkpoint, cfg, trainer);
+    std::vector<std::string> fresh;
+    const int64_t step = pf::load_parameters(checkpoint, cfg, trainer, &fresh);
+    if (rank == 0 && !fresh.empty())
+      std::fprintf(stderr, "performer-eval: not in %s, initialised: %s\n", checkpoint.c_str(),
+                   pf::fresh_parameters_text(fresh).c_str());
     if (cfg.data.mode == pf::SampleMode::Family) {
       const pf::ContextGain g = pf::run_context_gain(cfg, session, trainer);
       if (rank == 0) print_context_gain(checkpoint, step, what, g);
@@ -220,9 +225,10 @@ int main(int argc, char** argv) {
                     cropped && by_length[b].tokens ? " (crops)" : "");
       }
       if (crops)
-        std::printf("  (crops): a protein longer than data.sample_length = %lld tokens counts one crop of at most "
-                    "that many tokens, not the whole protein; performer-score scores whole proteins\n",
-                    static_cast<long long>(cfg.data.sample_length));
+        std::printf(
+            "  (crops): a protein longer than data.sample_length = %lld tokens counts one crop of at most "
+            "that many tokens, not the whole protein; performer-score scores whole proteins\n",
+            static_cast<long long>(cfg.data.sample_length));
       if (!bucketed) std::printf("  (perplexity by protein length: evaluate with --set data.mode=packed or single)\n");
     }
     return 0;

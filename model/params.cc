@@ -96,4 +96,44 @@ void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* p
   }
 }
 
+std::vector<float> carry_parameters(const ModelConfig& cfg, const ParamLayout& to, const ParamLayout& from,
+                                    const std::vector<float>& values, std::vector<std::string>* fresh) {
+  PF_REQUIRE(ValueError, static_cast<int64_t>(values.size()) == from.total(),
+             "carry_parameters: " << values.size() << " values for a layout of " << from.total());
+  std::vector<float> out(static_cast<size_t>(to.total()));
+  init_parameters(cfg, to, out.data());
+  for (const ParamSlice& s : to.slices()) {
+    const auto it =
+        std::find_if(from.slices().begin(), from.slices().end(), [&](const ParamSlice& f) { return f.name == s.name; });
+    if (it == from.slices().end()) {
+      if (fresh) fresh->push_back(s.name);
+      continue;
+    }
+    PF_REQUIRE(ValueError, it->numel == s.numel,
+               "carry_parameters: " << s.name << " holds " << it->numel << " values there, " << s.numel << " here");
+    std::copy(values.begin() + it->offset, values.begin() + it->offset + s.numel, out.begin() + s.offset);
+  }
+  return out;
+}
+
+std::string fresh_parameters_text(const std::vector<std::string>& fresh) {
+  // "layer<l>.<rest>" grouped by <rest>, in order of first appearance.
+  std::vector<std::pair<std::string, std::string>> groups;
+  for (const std::string& name : fresh) {
+    std::string rest = name, layer;
+    const size_t dot = name.find('.');
+    if (name.rfind("layer", 0) == 0 && dot != std::string::npos) {
+      layer = name.substr(5, dot - 5);
+      rest = name.substr(dot + 1);
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == rest; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {rest, ""});
+    if (!layer.empty()) it->second += (it->second.empty() ? "" : ", ") + layer;
+  }
+  std::string out;
+  for (const auto& [rest, layers] : groups)
+    out += (out.empty() ? "" : "; ") + rest + (layers.empty() ? "" : " of layer(s) " + layers);
+  return out;
+}
+
 }  // namespace pf

@@ -67,4 +67,18 @@ class ParamLayout {
 // Fills host memory `params` [layout.total()] with the initial values.
 void init_parameters(const ModelConfig& cfg, const ParamLayout& layout, float* params);
 
+// `values`, laid out by `from` (the same model with another attention kind,
+// such as a checkpoint of softmax or FAVOR+ loaded into exp, or of softmax
+// with a window loaded into a linear kind with one), in the layout `to` of
+// `cfg`: every tensor of `to` that `from` holds is copied by name; the
+// others (exp's attn.features, a window's attn.gate) keep their initial
+// values under `cfg` (FAVOR+'s draw, an even mix) and are named in `fresh`.
+// Tensors of `from` that `to` lacks are left out. ValueError on a tensor of
+// both with other sizes.
+std::vector<float> carry_parameters(const ModelConfig& cfg, const ParamLayout& to, const ParamLayout& from,
+                                    const std::vector<float>& values, std::vector<std::string>* fresh = nullptr);
+// The names carry_parameters gives in `fresh` for a log line:
+// "attn.features of layer(s) 0, 1".
+std::string fresh_parameters_text(const std::vector<std::string>& fresh);
+
 }  // namespace pf

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+
 #include "data/h5.h"
 #include "data/vocab.h"
 #include "launch/train/checkpoint.h"
@@ -49,11 +51,12 @@ TrainConfig read_checkpoint_config(const std::string& path, const std::vector<st
   const CheckpointState metadata = read_metadata_or_refuse(path);
   TrainConfig cfg = parse_train_config_text(metadata.config_text, path, overrides);
   require_protein_vocabulary(path, cfg.model);
-  require_compatible_model(path, metadata, cfg.model, true, "cannot load these parameters into this model");
+  const ModelConfig stored =
+      require_compatible_model(path, metadata, cfg.model, true, "cannot load these parameters into this model");
   // Before a model is built from the stored configuration, whose sizes are
   // only as sound as the file: its tensors must be declared and stored there.
   try {
-    check_checkpoint_tensors(path, ParamLayout(cfg.model), false);
+    check_checkpoint_tensors(path, ParamLayout(stored), false);
   } catch (const Error& e) {
     throw ConfigError(path +
                       ": the stored tensors do not fit the stored model configuration (another model "
@@ -80,10 +83,20 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
                                                out.cfg.parallel.attention);
   // The shapes were checked above: what can fail here is the content (a
   // value that is not finite, named with its tensor) or the read itself.
-  const CheckpointState st = read_checkpoint_params(path, out.model->layout());
+  // The tensors of the model the file was written by, carried into this one
+  // (another attention kind may hold other tensors: carry_parameters).
+  const ParamLayout from(parse_train_config_text(read_checkpoint_metadata(path).config_text, path).model);
+  const CheckpointState st = read_checkpoint_params(path, from);
   out.step = st.step;
+  const std::vector<float> values =
+      carry_parameters(out.cfg.model, out.model->layout(), from, st.params, &out.initialised);
   Tensor& params = out.model->params();
-  copy_bytes(params.stream(), params.raw(), params.device(), st.params.data(), Device::cpu(), params.nbytes());
+  copy_bytes(params.stream(), params.raw(), params.device(), values.data(), Device::cpu(), params.nbytes());
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0 && !out.initialised.empty())
+    std::fprintf(stderr, "%s: not in the checkpoint, initialised: %s\n", path.c_str(),
+                 fresh_parameters_text(out.initialised).c_str());
   synchronize(params.stream());
   return out;
 }

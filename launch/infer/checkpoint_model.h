@@ -33,6 +33,10 @@ struct CheckpointModel {
   int64_t step = 0;  // updates the checkpoint had taken; the tools use its random projections (as performer-eval)
   std::unique_ptr<Session> session;
   std::unique_ptr<PerformerModel> model;
+  // Tensors of this model that the checkpoint lacks (another attention kind
+  // through --set: exp's projections, a window's gates), at their
+  // initialisation (carry_parameters).
+  std::vector<std::string> initialised;
 };
 
 // The stored configuration with the overrides applied (no session, no

@@ -184,8 +184,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
     h5_write_attr_int64(file, "sp", st.sp);
     h5_write_attr_int64(
         file, "created",
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count());
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
     h5_write_attr_string(file, "run_id", st.run_id);
     h5_write_attr_string(file, "data", st.data);
     H5Id params = h5_create_group(file, "params");
@@ -298,13 +297,14 @@ void verify_projections(hid_t file, const std::string& path, const CheckpointSta
   H5Id group = h5_open_group(file, "projections");
   for (int64_t l = 0; l < model.layers; ++l) {
     const std::string name = "layer" + std::to_string(l);
-    PF_REQUIRE(DataError, h5_exists(group, name), path << ": damaged checkpoint: /projections/" << name << " is missing");
+    PF_REQUIRE(DataError, h5_exists(group, name),
+               path << ": damaged checkpoint: /projections/" << name << " is missing");
     // The shape first: a crafted one is refused before anything of its size is read.
     const std::vector<int64_t> want = {model.features, model.head_dim()};
     const bool shaped = h5_dataset_shape(H5Id(h5_open_dataset(group, name)).get()) == want;
     PF_REQUIRE(DataError, shaped && h5_read_array<float>(group, name) == layer_projection(model, l, redraw),
-               path << ": damaged checkpoint: /projections/" << name << " is not the projection that model.seed = "
-                    << model.seed << " draws at redraw index " << redraw
+               path << ": damaged checkpoint: /projections/" << name
+                    << " is not the projection that model.seed = " << model.seed << " draws at redraw index " << redraw
                     << " (changed after the file was written: this build would use the drawn one, "
                        "performer-export the stored one)");
   }
@@ -377,9 +377,6 @@ std::vector<std::string> model_incompatibilities(const ModelConfig& a, const Mod
   cmp("objective", objective_name(a.objective), objective_name(b.objective));
   cmp("positional", positional_name(a.positional), positional_name(b.positional));
   cmp("window", num(a.window), num(b.window));
-  // exp's trained projections are parameters: the layouts of exp and the other kinds differ.
-  if (attention_may_differ && (a.attention == AttentionKind::Exp) != (b.attention == AttentionKind::Exp))
-    cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
   if (a.attention == AttentionKind::Exp && b.attention == AttentionKind::Exp) {
     cmp("exp_key_norm", a.exp_key_norm ? "true" : "false", b.exp_key_norm ? "true" : "false");
     if (attention_may_differ && a.features != b.features)  // (else compared below)

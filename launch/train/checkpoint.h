@@ -90,7 +90,10 @@ bool is_damaged_checkpoint_error(const Error& e);
 // attention_may_differ, the keys that choose how attention is computed from
 // the same parameters (attention, features, redraw_interval, projection,
 // feature_scaling, feature_draw) are not compared: loading the parameters of a
-// softmax model into a FAVOR+ one, or evaluating with other random features.
+// softmax model into a FAVOR+ or exp one (exp's projections then start as
+// FAVOR+'s draw: carry_parameters), or evaluating with other random
+// features. Between two exp models the features and exp_key_norm are
+// compared (the projections are trained parameters).
 std::vector<std::string> model_incompatibilities(const ModelConfig& stored, const ModelConfig& current,
                                                  bool attention_may_differ = false);
 

@@ -1,5 +1,6 @@
 #include "launch/train/train_loop.h"
 
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "data/cluster_sampling.h"
 #include "data/clusters.h"
@@ -24,6 +24,7 @@
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
 #include "launch/train/stop_signal.h"
+#include "model/params.h"
 #include "model/planner.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
@@ -178,12 +179,10 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
       if (splits_of[a].second == splits_of[b].second) continue;
       for (const std::string& source : splits_of[a].first)
         PF_REQUIRE(ConfigError,
-                   std::find(splits_of[b].first.begin(), splits_of[b].first.end(), source) ==
-                       splits_of[b].first.end(),
+                   std::find(splits_of[b].first.begin(), splits_of[b].first.end(), source) == splits_of[b].first.end(),
                    "data.files '" << cfg.data.files[a] << "' and '" << cfg.data.files[b]
                                   << "' were both prepared from a source named '" << source
-                                  << "' but split differently (" << splits_of[a].second << "; "
-                                  << splits_of[b].second
+                                  << "' but split differently (" << splits_of[a].second << "; " << splits_of[b].second
                                   << "): a protein held out by one would be in the other's training split. "
                                      "Train on one of them, or prepare all from that source in one file");
     }
@@ -221,18 +220,27 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   return st.loader;
 }
 
-void require_loadable_parameters(const std::string& path, const TrainConfig& cfg) {
+namespace {
+
+// The model the checkpoint was written by, after checking it against cfg.
+ModelConfig loadable_model(const std::string& path, const TrainConfig& cfg) {
   // The stored model is compared before any tensor is read, so another shape
   // is a ConfigError naming each key, not a shape error of the first tensor.
-  require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
-                           "cannot load these parameters into this model");
-  check_checkpoint_tensors(path, ParamLayout(cfg.model), false);
+  return require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
+                                  "cannot load these parameters into this model");
 }
 
-int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer) {
-  require_loadable_parameters(path, cfg);
-  const CheckpointState st = read_checkpoint_params(path, trainer.model().layout());
-  to_device(trainer.model().params(), st.params);
+}  // namespace
+
+void require_loadable_parameters(const std::string& path, const TrainConfig& cfg) {
+  check_checkpoint_tensors(path, ParamLayout(loadable_model(path, cfg)), false);
+}
+
+int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
+                        std::vector<std::string>* fresh) {
+  const ParamLayout from(loadable_model(path, cfg));
+  const CheckpointState st = read_checkpoint_params(path, from);
+  to_device(trainer.model().params(), carry_parameters(cfg.model, trainer.model().layout(), from, st.params, fresh));
   return st.step;
 }
 
@@ -536,10 +544,13 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
       log << "resumed from " << resume_path << " at step " << trainer.step() << " (data epoch " << start.epoch
           << ", sample " << start.sample << ")\n";
   } else if (!cfg.checkpoint.init_from.empty()) {
-    const int64_t from = load_parameters(cfg.checkpoint.init_from, cfg, trainer);
-    if (root)
+    std::vector<std::string> fresh;
+    const int64_t from = load_parameters(cfg.checkpoint.init_from, cfg, trainer, &fresh);
+    if (root) {
       log << "parameters from " << cfg.checkpoint.init_from << " (step " << from << "): starting at step 0 with "
           << attention_kind_name(cfg.model.attention) << " attention\n";
+      if (!fresh.empty()) log << "  not in it, initialised: " << fresh_parameters_text(fresh) << "\n";
+    }
   } else if (root && cfg.checkpoint.resume == "auto") {
     log << "no checkpoint to resume from in '" << cfg.checkpoint.dir << "': starting at step 0\n";
   }

@@ -51,8 +51,13 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
 // moments), checking model_incompatibilities with attention_may_differ: the
 // attention kind and random features of `cfg` replace the stored ones. For
 // checkpoint.init_from and for evaluating a checkpoint with another attention
-// (performer-eval). Returns the checkpoint's step.
-int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer);
+// (performer-eval). Tensors of this model that the checkpoint lacks (exp's
+// projections when it holds another kind, a window's gates when it holds
+// softmax) start from their initialisation (carry_parameters) and are named
+// in `fresh`. Returns the checkpoint's step.
+int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
+                        std::vector<std::string>* fresh = nullptr);
+
 // The checks of load_parameters, reading no tensor: the stored model against
 // `cfg` (ConfigError listing the keys), then what the file declares for each
 // parameter (check_checkpoint_tensors, a DataError). performer-eval builds its

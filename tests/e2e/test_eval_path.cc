@@ -20,6 +20,7 @@
 #include "launch/train/checkpoint.h"
 #include "launch/train/session.h"
 #include "launch/train/train_loop.h"
+#include "model/params.h"
 #include "tests/e2e/train_fixtures.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
@@ -203,20 +204,31 @@ TEST_P(EvalPath, PackedEvaluationEqualsOneProteinPerSample) {
 
 TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {
   const std::vector<std::string> o = trained("swap");
-  const CheckpointState st = read_checkpoint(checkpoint_, ParamLayout(load_train_config("", o).model));
+  const ParamLayout stored(load_train_config("", o).model);
+  const CheckpointState st = read_checkpoint(checkpoint_, stored);
   std::vector<double> losses;
   for (const std::vector<std::string>& extra :
        std::vector<std::vector<std::string>>{{"model.feature_draw=1"},
                                              {"model.feature_draw=2", "model.features=32"},
+                                             {"model.attention=\"exp\"", "model.exp_key_norm=true"},
                                              {"model.attention=\"softmax\"", "parallel.sp=1"}}) {
     if (extra.back() == "parallel.sp=1" && world_size() != 1) continue;  // softmax needs the whole sequence
     const TrainConfig cfg = eval_config(o, extra);
     Session session(cfg, MPI_COMM_WORLD);
     Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     EXPECT_THROW(restore_checkpoint(checkpoint_, cfg, trainer), ConfigError);  // resume stays strict
-    load_parameters(checkpoint_, cfg, trainer);
+    std::vector<std::string> fresh;
+    load_parameters(checkpoint_, cfg, trainer, &fresh);
+    // exp's projections are parameters the FAVOR+ checkpoint lacks: they
+    // start as FAVOR+'s draw, and every other tensor is the checkpoint's.
+    const bool exp = cfg.model.attention == AttentionKind::Exp;
+    EXPECT_EQ(fresh.size(), exp ? static_cast<size_t>(cfg.model.layers) : 0u);
+    if (exp) {
+      EXPECT_EQ(fresh_parameters_text(fresh), "attn.features of layer(s) 0, 1");
+    }
+    const std::vector<float> params = carry_parameters(cfg.model, ParamLayout(cfg.model), stored, st.params);
     const EvalStats e = run_validation(cfg, session, trainer);
-    expect_matches(e, reference_eval(cfg.model, st.params, 8, data_, "test", cfg.data.sample_length, session.ctx()));
+    expect_matches(e, reference_eval(cfg.model, params, 8, data_, "test", cfg.data.sample_length, session.ctx()));
     losses.push_back(e.loss());
   }
   // Draw 1 is not draw 0: the numbers differ from the training draw.
@@ -224,7 +236,11 @@ TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {
   Session session(base, MPI_COMM_WORLD);
   Trainer trainer(base.model, base.optimizer, session.grid(), session.ctx(), base.parallel.attention);
   load_parameters(checkpoint_, base, trainer);
-  EXPECT_NE(run_validation(base, session, trainer).loss(), losses.at(0));
+  const double base_loss = run_validation(base, session, trainer).loss();
+  EXPECT_NE(base_loss, losses.at(0));
+  // exp with the key norm and its projections at FAVOR+'s draw 0 is the
+  // FAVOR+ model the checkpoint was trained as.
+  EXPECT_NEAR(losses.at(2), base_loss, 1e-6 * base_loss);
 
   // Keys that change the parameters are refused even for evaluation.
   const TrainConfig wide = eval_config(o, {"model.ffn=128"});

@@ -221,8 +221,8 @@ TEST_F(InferTools, CausalScoreEqualsEvalLoss) {
                              " --set 'data.mode=\"single\"' --set data.sample_length=256");
   ASSERT_EQ(r.status, 0) << r.out;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m,
-                                std::regex(R"(loss ([0-9.]+) \| ppl [0-9.]+ \| accuracy ([0-9.]+) \| ([0-9]+) tokens)")))
+  ASSERT_TRUE(std::regex_search(
+      r.out, m, std::regex(R"(loss ([0-9.]+) \| ppl [0-9.]+ \| accuracy ([0-9.]+) \| ([0-9]+) tokens)")))
       << r.out;
   EXPECT_EQ(std::stoll(m[3]), scored);
   // eval prints the loss with 4 decimals.
@@ -279,6 +279,34 @@ TEST_F(InferTools, CausalScoreEqualsEvalLoss) {
   const std::vector<Row> full = parse_tsv(read_text(out("full.tsv")));
   ASSERT_EQ(full.size(), rows.size());
   for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(full[i].scored, rows[i].length + 1);
+}
+
+// --set model.attention=exp on a FAVOR+ checkpoint: exp's projections, which
+// the file lacks, start as FAVOR+'s draw (said on stderr), so with the key
+// norm the scores are FAVOR+'s; every other tensor is the checkpoint's.
+TEST_F(InferTools, ExpThroughSetStartsAsTheFavorCheckpoint) {
+  const std::string args = "--checkpoint " + quoted(fx().causal) + " --first-residue context ";
+  ToolRun favor = tool(PF_SCORE_TOOL, args + "--output " + quoted(out("as_favor.tsv")) + " " + quoted(fx().proteins));
+  ASSERT_EQ(favor.status, 0) << favor.out;
+  ToolRun exp = tool(PF_SCORE_TOOL, args + "--set 'model.attention=\"exp\"' --set model.exp_key_norm=true --output " +
+                                        quoted(out("as_exp.tsv")) + " " + quoted(fx().proteins));
+  ASSERT_EQ(exp.status, 0) << exp.out;
+  EXPECT_NE(exp.out.find("not in the checkpoint, initialised: attn.features of layer(s) 0, 1"), std::string::npos)
+      << exp.out;
+  EXPECT_EQ(favor.out.find("initialised"), std::string::npos) << favor.out;
+  const std::vector<Row> a = parse_tsv(read_text(out("as_favor.tsv"))), b = parse_tsv(read_text(out("as_exp.tsv")));
+  ASSERT_EQ(a.size(), fx().records.size());
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i].ll, a[i].ll, 1e-5 * std::abs(a[i].ll)) << a[i].id;
+  // Without the key norm exp is another function of the same weights.
+  ToolRun moved = tool(PF_SCORE_TOOL, args + "--set 'model.attention=\"exp\"' --output " +
+                                          quoted(out("as_exp_moved.tsv")) + " " + quoted(fx().proteins));
+  ASSERT_EQ(moved.status, 0) << moved.out;
+  const std::vector<Row> c = parse_tsv(read_text(out("as_exp_moved.tsv")));
+  ASSERT_EQ(c.size(), a.size());
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(c[i].ll - a[i].ll));
+  EXPECT_GT(diff, 1e-3);
 }
 
 TEST_F(InferTools, MaskedScoreIsThePseudoLogLikelihood) {
@@ -541,8 +569,8 @@ TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
     EXPECT_EQ(r.status, 0) << r.out;
   }
   // A TSV table may become JSONL and back.
-  EXPECT_EQ(tool(PF_SCORE_TOOL, score + "--format jsonl --output " + quoted(table) + " " + quoted(fx().proteins)).status,
-            0);
+  EXPECT_EQ(
+      tool(PF_SCORE_TOOL, score + "--format jsonl --output " + quoted(table) + " " + quoted(fx().proteins)).status, 0);
   EXPECT_EQ(read_text(table).rfind("{\"id\":", 0), 0u);
 
   const std::string notes = out("notes.fasta");  // a user's FASTA file, not an input of these runs
@@ -611,7 +639,8 @@ TEST_F(InferTools, ASignalDuringTheRunLeavesNoFile) {
                               " " + c.args + "; echo \"exit $?\"",
                           dir + "/log.txt");
     const int expected = 128 + (c.signal == "TERM" ? SIGTERM : SIGINT);
-    EXPECT_NE(r.out.find("exit " + std::to_string(expected)), std::string::npos) << "not stopped by the signal: " << r.out;
+    EXPECT_NE(r.out.find("exit " + std::to_string(expected)), std::string::npos)
+        << "not stopped by the signal: " << r.out;
     std::vector<std::string> left;
     for (const auto& e : std::filesystem::directory_iterator(dir))
       if (e.path().filename() != "log.txt") left.push_back(e.path().filename().string());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/params.h"
 #include "runtime/comm.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/support/model_reference.h"
@@ -108,6 +109,48 @@ TEST(ModelReference, ExpWithKeyNormStartsAsFavor) {
     EXPECT_EQ(same, want) << objective_name(obj);
     EXPECT_GT(test::rel_l2(moved, want), 1e-4) << objective_name(obj);
   }
+}
+
+// Parameters carried between attention kinds (init_from and evaluation with
+// another kind): every tensor both layouts hold keeps its values bit for bit,
+// the ones only the target holds start from its initialisation and are
+// named, the ones only the source holds are left out.
+TEST(ModelParams, CarryKeepsSharedTensorsAndInitialisesTheRest) {
+  auto values_of = [](const ModelConfig& cfg, uint64_t seed) {
+    std::vector<float> v(static_cast<size_t>(ParamLayout(cfg).total()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(std::sin(double(i) * 0.37 + double(seed)));
+    return v;
+  };
+  struct Pair {
+    ModelConfig from, to;
+    std::vector<std::string> fresh;
+  };
+  ModelConfig softmax_w = test::tiny_config(AttentionKind::Softmax, Objective::CausalLM),
+              favor_w = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  softmax_w.window = favor_w.window = 3;
+  const ModelConfig favor = test::tiny_config(AttentionKind::Favor, Objective::CausalLM),
+                    exp = test::tiny_config(AttentionKind::Exp, Objective::CausalLM);
+  const std::vector<Pair> cases = {
+      Pair{favor, exp, {"layer0.attn.features", "layer1.attn.features"}}, Pair{exp, favor, {}},
+      Pair{softmax_w, favor_w, {"layer0.attn.gate", "layer1.attn.gate"}}, Pair{favor, favor, {}}};
+  for (const Pair& c : cases) {
+    const ParamLayout from(c.from), to(c.to);
+    const std::vector<float> src = values_of(c.from, 5);
+    std::vector<std::string> fresh;
+    const std::vector<float> got = carry_parameters(c.to, to, from, src, &fresh);
+    EXPECT_EQ(fresh, c.fresh);
+    std::vector<float> init(static_cast<size_t>(to.total()));
+    init_parameters(c.to, to, init.data());
+    ASSERT_EQ(got.size(), init.size());
+    for (const ParamSlice& s : to.slices()) {
+      const bool carried = std::find(c.fresh.begin(), c.fresh.end(), s.name) == c.fresh.end();
+      const std::vector<float>& want = carried ? src : init;
+      const int64_t at = carried ? from.find(s.name).offset : s.offset;
+      EXPECT_TRUE(std::equal(got.begin() + s.offset, got.begin() + s.offset + s.numel, want.begin() + at))
+          << s.name << (carried ? " carried" : " initialised");
+    }
+  }
+  EXPECT_THROW(carry_parameters(exp, ParamLayout(exp), ParamLayout(favor), std::vector<float>(3)), ValueError);
 }
 
 // Per parameter tensor s, with r the finite differences and g the model's gradient:
