@@ -13,6 +13,7 @@
 #include "runtime/cuda_check.cuh"
 #include "runtime/device.h"
 #include "runtime/exec.h"
+#include "runtime/int_math.h"
 #include "runtime/memory.h"
 
 namespace pf {
@@ -21,9 +22,6 @@ namespace pf {
 inline cudaStream_t cuda_stream(const Stream& stream) { return static_cast<cudaStream_t>(stream.handle); }
 // The cudaStream_t the context's work runs on (ctx.stream).
 inline cudaStream_t cuda_stream(const ExecContext& ctx) { return cuda_stream(ctx.stream); }
-
-// ceil(a / b) for a >= 0, b > 0.
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Largest grid.x a launch accepts (2^31 - 1): the default cap of grid_size.
 constexpr int64_t kMaxGridX = 2147483647;

@@ -25,7 +25,6 @@ namespace pf {
 namespace embedding_cuda {
 namespace {
 
-using column_sums::div_up;
 using column_sums::kThreads;
 
 struct Sorted {
@@ -88,7 +87,7 @@ void add_sorted_rows(Launch& L, const int32_t* keys, const int32_t* index, const
   const Sorted s{keys, index, T, V, C, ch.rows};
   float* head = L.buffer(ch.count * C);
   float* tail = L.buffer(ch.count * C);
-  const unsigned pieces = static_cast<unsigned>(ch.count), tiles = static_cast<unsigned>(div_up(C, kThreads));
+  const unsigned pieces = static_cast<unsigned>(ch.count), tiles = static_cast<unsigned>(ceil_div(C, kThreads));
   L.grid(piece_sums_kernel, pieces, tiles, kThreads, s, dY, dTable, head, tail);
   L.grid(run_sums_kernel, pieces, tiles, kThreads, s, static_cast<const float*>(head), static_cast<const float*>(tail),
          dTable);

@@ -43,6 +43,7 @@
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/favor_attention/favor_attention_cuda_tiles.cuh"
 #include "kernels/feature_map/feature_map_rows.h"
+#include "runtime/int_math.h"
 
 namespace pf {
 namespace favor_cuda {
@@ -51,8 +52,6 @@ namespace {
 constexpr int64_t kTargetBlocks = 256;
 constexpr int kSegmentMultiple = 32;
 
-inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 inline int pad16(int64_t x) { return static_cast<int>((x + 15) / 16 * 16); }
 
 // Segments per head: about kTargetBlocks blocks in all, none shorter than
@@ -60,10 +59,10 @@ inline int pad16(int64_t x) { return static_cast<int>((x + 15) / 16 * 16); }
 // (up to the tile rows).
 inline void set_segments(const FavorShape& s, Dims& D) {
   const int64_t n = std::max<int64_t>(s.n, 1);
-  const int64_t want = std::max<int64_t>(1, div_up(kTargetBlocks, std::max<int64_t>(s.heads, 1)));
-  const int64_t segs = std::min(want, div_up(n, kSegmentMultiple));
-  D.seg_len = static_cast<int>(div_up(div_up(n, segs), kSegmentMultiple) * kSegmentMultiple);
-  D.segs = static_cast<int>(div_up(n, D.seg_len));
+  const int64_t want = std::max<int64_t>(1, ceil_div(kTargetBlocks, std::max<int64_t>(s.heads, 1)));
+  const int64_t segs = std::min(want, ceil_div(n, kSegmentMultiple));
+  D.seg_len = static_cast<int>(ceil_div(ceil_div(n, segs), kSegmentMultiple) * kSegmentMultiple);
+  D.segs = static_cast<int>(ceil_div(n, D.seg_len));
 }
 
 inline Dims dims_for(const FavorShape& s, int ct, bool tf32) {
@@ -576,13 +575,16 @@ class FusedCall {
   // the log-scale buffer and are copied over the first.
   void scan(float* states, float* log_scales, const float* init, float* total, bool reverse) {
     const int64_t count = heads_ * D_.segs;
-    L_.grid(k_scan_segments, static_cast<unsigned>(heads_), static_cast<unsigned>(div_up(D_.state_floats(), kThreads)),
-            D_, states, static_cast<const float*>(log_scales), log_scales + count, init, total, reverse);
+    L_.grid(k_scan_segments, static_cast<unsigned>(heads_),
+            static_cast<unsigned>(ceil_div(D_.state_floats(), kThreads)), D_, states,
+            static_cast<const float*>(log_scales), log_scales + count, init, total, reverse);
     L_.copy(log_scales, log_scales + count, count);
   }
 
  private:
-  static unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(div_up(n, kThreads), 4096)); }
+  static unsigned blocks_for(int64_t n) {
+    return static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), 4096));
+  }
   Launch& L_;
   Dims D_;
   int64_t heads_;

@@ -7,14 +7,14 @@
 
 #include <cstdint>
 
+#include "runtime/int_math.h"
+
 namespace pf {
 namespace column_sums {
 
 constexpr int kThreads = 128;          // threads per block: one column each
 constexpr int64_t kMaxChunks = 1024;   // chunks of rows, at most
 constexpr int64_t kMinChunkRows = 64;  // rows per chunk, at least
-
-inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct Chunks {
   int64_t rows = 1;   // R: rows per chunk (the last may be shorter)
@@ -24,9 +24,9 @@ struct Chunks {
 inline Chunks chunks_for(int64_t T) {
   Chunks ch;
   if (T <= 0) return ch;
-  const int64_t spread = div_up(T, kMaxChunks);
+  const int64_t spread = ceil_div(T, kMaxChunks);
   ch.rows = spread > kMinChunkRows ? spread : kMinChunkRows;
-  ch.count = div_up(T, ch.rows);
+  ch.count = ceil_div(T, ch.rows);
   return ch;
 }
 

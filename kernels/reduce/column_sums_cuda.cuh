@@ -32,10 +32,9 @@ namespace {
 
 using column_sums::Chunks;
 using column_sums::chunks_for;
-using column_sums::div_up;
 using column_sums::kThreads;
 
-inline unsigned column_tiles(int64_t C) { return static_cast<unsigned>(div_up(C, kThreads)); }
+inline unsigned column_tiles(int64_t C) { return static_cast<unsigned>(ceil_div(C, kThreads)); }
 
 template <int K>
 struct Outputs {

@@ -41,6 +41,7 @@
 
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
+#include "runtime/int_math.h"
 
 namespace pf {
 namespace softmax_cuda {
@@ -329,14 +330,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = tid; k < d; k += kThreads) o[head * d + k] = sO[k] / l;
 }
 
-inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // O, lse of the call; scale from softmax_attention_scale.
 template <typename L, typename T>
 void forward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, T* O,
              float* lse) {
   const int d = static_cast<int>(p.d);
-  const int64_t q_tiles = div_up(p.n, kFwdQ);
+  const int64_t q_tiles = ceil_div(p.n, kFwdQ);
   launch.blocks(forward_kernel<T>, p.heads * q_tiles, forward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
                 SoftmaxMask{p.causal, p.window}, scale, q_tiles, Q, K, V, O, lse);
 }
@@ -347,9 +346,9 @@ void backward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* 
               const float* lse, const T* dO, float* D, float* dQ32, T* dK, T* dV) {
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n;
-  launch.blocks(row_dot_kernel<T>, div_up(rows, kWarps), 0, rows, d, dO, O, D);
+  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, rows, d, dO, O, D);
   launch.zero(dQ32, rows * d);
-  const int64_t k_tiles = div_up(p.n, kKeyTile);
+  const int64_t k_tiles = ceil_div(p.n, kKeyTile);
   launch.blocks(backward_kernel<T>, p.heads * k_tiles, backward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
                 SoftmaxMask{p.causal, p.window}, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
 }

@@ -72,7 +72,7 @@ struct EmulatedCudaOps {
     Dims D = dims_for(s, ct, tf32);
     if (seg_len > 0) {
       D.seg_len = seg_len;
-      D.segs = static_cast<int>(div_up(std::max<int64_t>(s.n, 1), seg_len));
+      D.segs = static_cast<int>(ceil_div(std::max<int64_t>(s.n, 1), seg_len));
     }
     return D;
   }
