@@ -100,18 +100,24 @@ std::vector<float> carry_parameters(const ModelConfig& cfg, const ParamLayout& t
                                     const std::vector<float>& values, std::vector<std::string>* fresh) {
   PF_REQUIRE(ValueError, static_cast<int64_t>(values.size()) == from.total(),
              "carry_parameters: " << values.size() << " values for a layout of " << from.total());
-  std::vector<float> out(static_cast<size_t>(to.total()));
-  init_parameters(cfg, to, out.data());
+  // The tensor of `from` behind each of `to` (null: not there).
+  std::vector<const ParamSlice*> source;
   for (const ParamSlice& s : to.slices()) {
     const auto it =
         std::find_if(from.slices().begin(), from.slices().end(), [&](const ParamSlice& f) { return f.name == s.name; });
-    if (it == from.slices().end()) {
-      if (fresh) fresh->push_back(s.name);
-      continue;
-    }
-    PF_REQUIRE(ValueError, it->numel == s.numel,
-               "carry_parameters: " << s.name << " holds " << it->numel << " values there, " << s.numel << " here");
-    std::copy(values.begin() + it->offset, values.begin() + it->offset + s.numel, out.begin() + s.offset);
+    source.push_back(it == from.slices().end() ? nullptr : &*it);
+    if (!source.back() && fresh) fresh->push_back(s.name);
+  }
+  std::vector<float> out(static_cast<size_t>(to.total()));
+  // The initialisation only where a tensor is missing (it draws every tensor).
+  if (std::find(source.begin(), source.end(), nullptr) != source.end()) init_parameters(cfg, to, out.data());
+  for (size_t i = 0; i < source.size(); ++i) {
+    const ParamSlice& s = to.slices()[i];
+    if (!source[i]) continue;
+    PF_REQUIRE(
+        ValueError, source[i]->numel == s.numel,
+        "carry_parameters: " << s.name << " holds " << source[i]->numel << " values there, " << s.numel << " here");
+    std::copy(values.begin() + source[i]->offset, values.begin() + source[i]->offset + s.numel, out.begin() + s.offset);
   }
   return out;
 }

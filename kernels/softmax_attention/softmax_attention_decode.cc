@@ -1,8 +1,7 @@
 // One query per head against its n keys (softmax_attention.h): the checks,
 // the dispatch by ctx.device and the CPU kernel. CPU, per head (OpenMP over
-// heads, on ctx.stream), in two passes over the keys so that nothing is
-// allocated: the largest scaled score m, then o = sum_j exp(s_j - m) v_j and
-// its sum l, and o /= l.
+// heads, on ctx.stream), in one pass over the keys with nothing allocated:
+// the online softmax of the forward, key by key, then o /= l.
 #include <omp.h>
 
 #include <algorithm>
@@ -22,13 +21,20 @@ float dot(const float* a, const float* b, int64_t d) {
   return s;
 }
 
+// Online softmax over the keys: o and l are rescaled when the largest score
+// so far grows (the forward's rule, softmax_rescale).
 void decode_head(int64_t n, int64_t d, float scale, const float* q, const float* K, const float* V, float* o) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, scale * dot(q, K + j * d, d));
   std::fill(o, o + d, 0.f);
-  float l = 0.f;
+  float m = -std::numeric_limits<float>::infinity(), l = 0.f;
   for (int64_t j = 0; j < n; ++j) {
-    const float pj = softmax_exp(scale * dot(q, K + j * d, d) - mx);
+    const float s = scale * dot(q, K + j * d, d);
+    if (s > m) {
+      const float alpha = softmax_rescale(m, s);
+      l *= alpha;
+      for (int64_t k = 0; k < d; ++k) o[k] *= alpha;
+      m = s;
+    }
+    const float pj = softmax_exp(s - m);
     l += pj;
     const float* v = V + j * d;
 #pragma omp simd

@@ -45,18 +45,16 @@ void require_protein_vocabulary(const std::string& path, const ModelConfig& mode
                   << Vocab::description() << "): its token ids would be read as other letters");
 }
 
-}  // namespace
-
-TrainConfig read_checkpoint_config(const std::string& path, const std::vector<std::string>& overrides) {
+// read_checkpoint_config, and the model the file was written by in *stored.
+TrainConfig checked_config(const std::string& path, const std::vector<std::string>& overrides, ModelConfig* stored) {
   const CheckpointState metadata = read_metadata_or_refuse(path);
   TrainConfig cfg = parse_train_config_text(metadata.config_text, path, overrides);
   require_protein_vocabulary(path, cfg.model);
-  const ModelConfig stored =
-      require_compatible_model(path, metadata, cfg.model, true, "cannot load these parameters into this model");
+  *stored = require_compatible_model(path, metadata, cfg.model, true, "cannot load these parameters into this model");
   // Before a model is built from the stored configuration, whose sizes are
   // only as sound as the file: its tensors must be declared and stored there.
   try {
-    check_checkpoint_tensors(path, ParamLayout(stored), false);
+    check_checkpoint_tensors(path, ParamLayout(*stored), false);
   } catch (const Error& e) {
     throw ConfigError(path +
                       ": the stored tensors do not fit the stored model configuration (another model "
@@ -66,10 +64,18 @@ TrainConfig read_checkpoint_config(const std::string& path, const std::vector<st
   return cfg;
 }
 
+}  // namespace
+
+TrainConfig read_checkpoint_config(const std::string& path, const std::vector<std::string>& overrides) {
+  ModelConfig stored;
+  return checked_config(path, overrides, &stored);
+}
+
 CheckpointModel load_checkpoint_model(const std::string& path, const std::vector<std::string>& overrides, int sp) {
   CheckpointModel out;
   out.path = path;
-  out.cfg = read_checkpoint_config(path, overrides);
+  ModelConfig stored;
+  out.cfg = checked_config(path, overrides, &stored);
   out.cfg.parallel.sp = sp;
   out.cfg.checkpoint.resume.clear();
   int size = 1;
@@ -82,10 +88,10 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
   out.model = std::make_unique<PerformerModel>(out.cfg.model, out.session->ctx(), &out.session->grid().sp_group(),
                                                out.cfg.parallel.attention);
   // The shapes were checked above: what can fail here is the content (a
-  // value that is not finite, named with its tensor) or the read itself.
-  // The tensors of the model the file was written by, carried into this one
+  // value that is not finite, named with its tensor) or the read itself. The
+  // tensors of the model the file was written by are carried into this one
   // (another attention kind may hold other tensors: carry_parameters).
-  const ParamLayout from(parse_train_config_text(read_checkpoint_metadata(path).config_text, path).model);
+  const ParamLayout from(stored);
   const CheckpointState st = read_checkpoint_params(path, from);
   out.step = st.step;
   const std::vector<float> values =
