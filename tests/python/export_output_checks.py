@@ -1,6 +1,8 @@
-"""The output rule of performer-export and the content checks of the
-checkpoint reader, on small checkpoints written here with h5py (no C++ build),
-in the empty folder WORK:
+"""The output rule of performer-export, the content checks of the
+checkpoint reader and those of the export loader (load_pretrained: config.json
+and the safetensors header checked before the model is built), on small
+checkpoints written here with h5py and exports of them (no C++ build), in the
+empty folder WORK:
     export_output_checks.py WORK
 Each check prints what it measured; the last line is "PASS: ..." only when
 every check passed."""
@@ -16,10 +18,14 @@ import sys
 
 import h5py
 import numpy as np
+import torch
+from safetensors.numpy import load_file, save_file
 
-from performer_protein import CheckpointError, load_pretrained, read_checkpoint
-from performer_protein.checkpoint import SCHEMA, SCHEMA_VERSION, fnv1a64, metadata_text, parameter_shapes
+from performer_protein import CheckpointError, PerformerProtein, load_pretrained, read_checkpoint, vocab
+from performer_protein.checkpoint import (SCHEMA, SCHEMA_VERSION, fnv1a64, metadata_text, parameter_shapes,
+                                          tensor_shapes)
 from performer_protein.config import ModelConfig
+from performer_protein.export import export as export_folder
 
 MODEL = {"layers": 1, "width": 32, "heads": 2, "ffn": 64, "features": 8, "attention": "favor"}
 failures = []
@@ -309,8 +315,178 @@ for i, (name, value, words) in enumerate(out_of_range):
     ok, msg = refused(with_metadata(ck, f"range{i}.h5", {name: value}), ["damaged checkpoint", words])
     check(ok, f"{name} = {value} under a valid checksum is refused: {msg}")
 
+# ---- the export loader checks before it allocates ----------------------------------------
+# Every export below is a copy of a good one with config.json or model.safetensors
+# changed; load_pretrained must refuse it with a ValueError naming the file and
+# the tensor (or the key), before it builds the model.
+good = export_folder(ck, "good")
+WEIGHTS = "model.safetensors"
+
+
+def changed_export(name, performer=None, tensors=None, drop=(), truncate=None):
+    """A copy of the export `good`: its config.json's `performer` updated with
+    `performer`; model.safetensors with `tensors` replaced or added, `drop`
+    left out, or the whole file cut to `truncate` bytes."""
+    shutil.copytree(good, name)
+    if performer:
+        with open(f"{name}/config.json") as f:
+            config = json.load(f)
+        config["performer"].update(performer)
+        with open(f"{name}/config.json", "w") as f:
+            json.dump(config, f)
+    if tensors or drop:
+        t = load_file(f"{name}/{WEIGHTS}")
+        t.update(tensors or {})
+        save_file({k: v for k, v in t.items() if k not in drop}, f"{name}/{WEIGHTS}")
+    if truncate is not None:
+        os.truncate(f"{name}/{WEIGHTS}", truncate)
+    return name
+
+
+def load_refused(folder, words, file=WEIGHTS):
+    """(load_pretrained refused `folder` with a ValueError whose message names
+    folder/file and holds every one of `words`, the message)"""
+    try:
+        load_pretrained(folder)
+    except ValueError as e:
+        return all(w in str(e) for w in [os.path.join(folder, file), *words]), f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 -- any other error is a failed check
+        return False, f"{type(e).__name__} instead of ValueError: {e}"
+    return False, "loaded without an error"
+
+
+# The expected tensors come from the configuration alone; the model built from it agrees.
+configs = [MODEL, dict(MODEL, attention="relu", layers=2), dict(MODEL, attention="softmax"),
+           dict(MODEL, attention="softmax", window=16), dict(MODEL, attention="elu", features=16),
+           dict(MODEL, attention="exp", exp_key_norm=True), dict(MODEL, attention="favor", window=8, layers=3)]
+for table in configs:
+    cfg = ModelConfig.from_dict(table)
+    built = {k: tuple(v.shape) for k, v in PerformerProtein(cfg).trainer_state().items()}
+    check(built == tensor_shapes(cfg),
+          f"tensor_shapes equals the built model's trainer_state() shapes: {cfg.attention}, window {cfg.window}, "
+          f"{cfg.layers} layer(s), {len(built)} tensors")
+
+# The good export loads, with the checkpoint's logits.
+ids = torch.tensor([vocab.encode("MKTAYIAKQRQISFVKSHFSRQ")])
+a, b = PerformerProtein.from_checkpoint(ck), PerformerProtein.from_pretrained(good)
+same_tensors = all(torch.equal(x, b.trainer_state()[k]) for k, x in a.trainer_state().items())
+check(same_tensors and torch.equal(a(ids), b(ids)) and bool(torch.isfinite(b(ids)).all()),
+      "the good export loads: its tensors and logits equal the checkpoint's exactly")
+
+# A config.json far larger than its tensors, under a limit of 1 GiB more address
+# space than the interpreter holds after importing torch (the limit is set after
+# the imports, which need far more): refused with a ValueError, not MemoryError.
+LIMITED_LOAD = """
+import resource, sys, time
+import torch
+from performer_protein import load_pretrained
+if sys.argv[2] == "transformers":
+    from transformers import AutoModel
+    load = lambda folder: AutoModel.from_pretrained(folder, trust_remote_code=True)
+else:
+    load = load_pretrained
+vm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize:")) * 1024
+hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+limit = vm + (1 << 30) if hard == resource.RLIM_INFINITY else min(vm + (1 << 30), hard)
+resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+try:  # the limit holds: 2 GiB cannot be allocated under it
+    torch.zeros(1 << 29)
+    print("UNLIMITED")
+except RuntimeError:
+    pass
+t = time.monotonic()
+try:
+    load(sys.argv[1])
+    print("LOADED")
+except BaseException as e:
+    print(type(e).__name__, isinstance(e, ValueError), f"{time.monotonic() - t:.2f}", e, sep="\\t")
+"""
+
+
+def limited_load(folder, how="package"):
+    """(error type, is a ValueError, seconds, message) of a load of `folder` under the limit."""
+    r = subprocess.run([sys.executable, "-c", LIMITED_LOAD, folder, how], capture_output=True, text=True)
+    fields = r.stdout.strip().split("\t")
+    if r.returncode != 0 or len(fields) != 4 or "UNLIMITED" in r.stdout:
+        return None, False, None, f"exit {r.returncode}: {r.stdout.strip()} {r.stderr.strip()[-2000:]}"
+    return fields[0], fields[1] == "True", float(fields[2]), fields[3]
+
+
+wide = changed_export("wide", performer={"width": 65536})
+kind, is_value_error, seconds, msg = limited_load(wide)
+check(is_value_error and all(w in msg for w in [f"wide/{WEIGHTS}", "embedding has shape [29, 32]",
+                                                "config.json) needs [29, 65536]"]),
+      f"an export whose config.json says width 65,536 (tensors 32 wide), under a 1 GiB limit: {kind}, "
+      f"{seconds} s: {msg}")
+big = changed_export("big", performer={"width": 4096, "ffn": 32768})
+kind, is_value_error, seconds, msg = limited_load(big)
+check(is_value_error and seconds is not None and seconds < 5 and
+      all(w in msg for w in [f"big/{WEIGHTS}", "embedding has shape [29, 32]", "needs [29, 4096]"]),
+      f"an export whose config.json says width 4,096 and ffn 32,768 (a 2.87 GB model), under the limit: "
+      f"{kind} in {seconds} s (< 5): {msg}")
+try:
+    import transformers  # noqa: F401
+    kind, is_value_error, seconds, msg = limited_load(os.path.abspath(wide), "transformers")
+    check(is_value_error and "embedding has shape [29, 32]" in msg,
+          f"transformers' AutoModel.from_pretrained of the width-65,536 export under the limit: {kind}: {msg}")
+except ImportError:
+    print("skip  transformers is not installed: AutoModel.from_pretrained not checked")
+
+# config.json's values: of their type and range, the key named, before any tensor is compared.
+for i, (performer, words) in enumerate([
+        ({"layers": 0}, ["model.layers = 0", "out of range"]),
+        ({"layers": 1 << 20}, ["model.layers = 1048576", "out of range: must be in [1, 1024]"]),
+        ({"width": 1 << 17}, ["model.width = 131072", "out of range: must be in [1, 65536]"]),
+        ({"ffn": "64"}, ["model.ffn = '64'", "must be an integer"]),
+        ({"heads": 2.0}, ["model.heads = 2.0", "must be an integer"]),
+        ({"features": -8}, ["model.features = -8", "out of range"]),
+        ({"vocab": 30}, ["model.vocab = 30", "protein vocabulary"])]):
+    ok, msg = load_refused(changed_export(f"config{i}", performer=performer), words, file="config.json")
+    check(ok, f"config.json with {performer} is refused, naming the key: {msg}")
+ok, msg = load_refused(changed_export("two-layers", performer={"layers": 2}),
+                       ["layer1.ln1.gamma is missing", "not the model its config.json describes"])
+check(ok, f"config.json with 2 layers for the tensors of 1 is refused, naming the first missing tensor: {msg}")
+
+# The tensors: each one refused naming it.
+qkv = load_file(f"{good}/{WEIGHTS}")["layer0.qkv.weight"].copy()
+qkv[5, 7] = np.nan
+ok, msg = load_refused(changed_export("nan", tensors={"layer0.qkv.weight": qkv}),
+                       ["layer0.qkv.weight holds 1 NaN or Inf value", "(the first at [5, 7])"])
+check(ok, f"an export with a NaN is refused, naming the tensor and where: {msg}")
+proj = np.ones((8, 16), np.float32)
+proj[2, 3] = proj[4, 5] = -np.inf
+ok, msg = load_refused(changed_export("inf", tensors={"projections.layer0": proj}),
+                       ["projections.layer0 holds 2 NaN or Inf values", "(the first at [2, 3])"])
+check(ok, f"an export with two -Inf is refused, naming the tensor and the count: {msg}")
+ok, msg = load_refused(changed_export("f16", tensors={"embedding": np.ones((29, 32), np.float16)}),
+                       ["embedding is stored as F16", "exports hold float32 (F32)"])
+check(ok, f"an export with a float16 tensor is refused, naming it, its dtype and float32: {msg}")
+ok, msg = load_refused(changed_export("f64", tensors={"final_ln.gamma": np.ones(32, np.float64)}),
+                       ["final_ln.gamma is stored as F64", "exports hold float32 (F32)"])
+check(ok, f"an export with a float64 tensor is refused, naming it and its dtype: {msg}")
+ok, msg = load_refused(changed_export("missing", drop=["layer0.ffn2.bias"]), ["layer0.ffn2.bias is missing"])
+check(ok, f"an export without a tensor is refused, naming it: {msg}")
+ok, msg = load_refused(changed_export("extra", tensors={"layer1.ffn2.bias": np.zeros(32, np.float32)}),
+                       ["tensors the stored configuration does not have: layer1.ffn2.bias"])
+check(ok, f"an export with a tensor of no model layer is refused, naming it: {msg}")
+ok, msg = load_refused(changed_export("reshaped", tensors={"layer0.ffn1.weight": np.zeros((32, 64), np.float32)}),
+                       ["layer0.ffn1.weight has shape [32, 64]", "needs [64, 32]"])
+check(ok, f"an export with a transposed tensor is refused, naming it and both shapes: {msg}")
+size = os.path.getsize(f"{good}/{WEIGHTS}")
+for name, cut, words in (("cut-data", size - 100, ["truncated:", f"the file, which has {size - 100} bytes"]),
+                         ("cut-header", 200, ["truncated or not a safetensors file: its header length is"]),
+                         ("cut-length", 5, ["truncated or not a safetensors file: 5 bytes"])):
+    ok, msg = load_refused(changed_export(name, truncate=cut), words)
+    check(ok, f"model.safetensors cut to {cut} of its {size} bytes is refused: {msg}")
+with open(f"{changed_export('trailing')}/{WEIGHTS}", "ab") as f:
+    f.write(b"\0" * 12)
+ok, msg = load_refused("trailing", ["12 bytes after the last tensor's data"])
+check(ok, f"model.safetensors with 12 bytes after its data is refused: {msg}")
+
+
 if failures:
     print(f"FAILED: {len(failures)} check(s)")
     sys.exit(1)
 print("PASS: performer-export writes only new folders or previous exports, and cleans up; the reader refuses "
-      "NaN, Inf, other types, tensors the file does not store and metadata out of range")
+      "NaN, Inf, other types, tensors the file does not store and metadata out of range; load_pretrained "
+      "checks config.json and the safetensors header before it allocates, and refuses NaN, Inf and other types")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# performer-export's output rule and the checkpoint reader's content checks,
-# on checkpoints the checks write with h5py (no C++ tools needed).
+# performer-export's output rule, the checkpoint reader's content checks and
+# the export loader's, on checkpoints the checks write with h5py (no C++ tools
+# needed).
 #   export_output_test.sh <python>
 # Exit 77 (skipped) when <python> lacks torch, h5py, numpy or safetensors.
 set -euo pipefail

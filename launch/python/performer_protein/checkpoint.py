@@ -26,7 +26,7 @@ SCHEMA_VERSION = 2
 
 
 class CheckpointError(ValueError):
-    """A file that is not a usable checkpoint; the message names the file and the reason."""
+    """A file that is not a usable checkpoint (or export); the message names the file and the reason."""
 
 
 def fnv1a64(data: bytes) -> str:
@@ -82,6 +82,51 @@ def parameter_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
     return shapes
 
 
+def tensor_shapes(cfg: ModelConfig) -> Dict[str, tuple]:
+    """Every tensor of the model of `cfg`, computed from the configuration alone:
+    parameter_shapes and the random projections, `projections.layer<l>` [m, D]
+    (favor, relu, elu), named as PerformerProtein.trainer_state() and an
+    export name them."""
+    shapes = parameter_shapes(cfg)
+    if cfg.attention not in ("softmax", "exp"):  # exp's are parameters (layer<l>.attn.features)
+        shapes.update({f"projections.layer{l}": (cfg.features, cfg.head_dim) for l in range(cfg.layers)})
+    return shapes
+
+
+# ---- the rules of a stored tensor, shared by the checkpoint reader, the export
+# loader (export.py) and PerformerProtein.load_trainer_state -----------------------
+def check_names(path, names, expected, why, owner="the stored configuration"):
+    """The tensors a file holds (`names`) against those `expected`: none
+    missing, none besides them; `why` says what a difference means."""
+    for name in expected:
+        if name not in names:
+            _fail(path, f"{name} is missing ({why})")
+    extra = sorted(set(names) - set(expected))
+    if extra:
+        listed = ", ".join(extra[:5]) + (f", ... ({len(extra)} in all)" if len(extra) > 5 else "")
+        _fail(path, f"tensors {owner} does not have: {listed} ({why})")
+
+
+def check_shape(path, key, shape, expected, needs="the stored configuration needs"):
+    if tuple(shape) != tuple(expected):
+        _fail(path, f"{key} has shape {list(shape)}, {needs} {list(expected)}")
+
+
+def check_float32(path, key, is_float32, dtype, holds="checkpoints hold float32: not written by the trainer"):
+    """A tensor stored as float32, never converted; `dtype` as the file names it."""
+    if not is_float32:
+        _fail(path, f"{key} is stored as {dtype}, {holds}")
+
+
+def check_finite(path, key, a):
+    """The tensor `a` (numpy) as read holds no NaN or Inf."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        n, first = int(bad.sum()), [int(i) for i in np.argwhere(bad)[0]]
+        _fail(path, f"{key} holds {n} NaN or Inf value{'s' if n > 1 else ''} (the first at {first}): the trainer "
+                    f"saves finite parameters only, so the file was written or changed by another program")
+
+
 @dataclass
 class Checkpoint:
     path: str
@@ -110,10 +155,8 @@ def _check_float32(f, path, key, shape, missing):
     d = f[key]
     if not isinstance(d, h5py.Dataset):
         _fail(path, f"/{key} is not a dataset ({missing})")
-    if tuple(d.shape) != shape:
-        _fail(path, f"/{key} has shape {list(d.shape)}, the stored configuration needs {list(shape)}")
-    if d.dtype.kind != "f" or d.dtype.itemsize != 4:
-        _fail(path, f"/{key} is stored as {d.dtype}, checkpoints hold float32: not written by the trainer")
+    check_shape(path, f"/{key}", d.shape, shape)
+    check_float32(path, f"/{key}", d.dtype.kind == "f" and d.dtype.itemsize == 4, d.dtype)
     try:
         _check_stored(d, path, key, shape)
     except (OSError, RuntimeError) as e:
@@ -148,11 +191,7 @@ def _read_float32(f, path, key):
         a = np.asarray(f[key][...], dtype=np.float32)
     except OSError as e:
         _fail(path, f"damaged checkpoint: /{key} failed to read or its checksum failed: {e}")
-    bad = ~np.isfinite(a)
-    if bad.any():
-        n, first = int(bad.sum()), [int(i) for i in np.argwhere(bad)[0]]
-        _fail(path, f"/{key} holds {n} NaN or Inf value{'s' if n > 1 else ''} (the first at {first}): the trainer "
-                    f"saves finite parameters only, so the file was written or changed by another program")
+    check_finite(path, f"/{key}", a)
     return a
 
 
@@ -219,15 +258,16 @@ def read_checkpoint(path: str) -> Checkpoint:
             cfg = ModelConfig.from_dict(dict(train["model"], vocab=rows), where=f"{path}: [model]")
         except (ConfigError, TypeError) as e:
             _fail(path, f"the stored model configuration is not one this package runs: {e}")
-        tensors = {f"params/{name}": (shape, "the checkpoint is from another model")
-                   for name, shape in parameter_shapes(cfg).items()}
-        if cfg.attention not in ("softmax", "exp"):  # exp's are parameters (layer<l>.attn.features)
-            if "projections" not in f:
-                _fail(path, "the checkpoint holds no random projections (/projections): it was written by a "
-                            "trainer older than this package; continue the run for a step with the current "
-                            "trainer (its checkpoints store them)")
-            tensors.update({f"projections/layer{l}": ((cfg.features, cfg.head_dim), "the checkpoint is damaged")
-                            for l in range(cfg.layers)})
+        tensors = {}  # HDF5 key -> (shape, why it would be missing)
+        for name, shape in tensor_shapes(cfg).items():
+            if name.startswith("projections."):
+                tensors[name.replace(".", "/")] = (shape, "the checkpoint is damaged")
+            else:
+                tensors[f"params/{name}"] = (shape, "the checkpoint is from another model")
+        if any(key.startswith("projections/") for key in tensors) and "projections" not in f:
+            _fail(path, "the checkpoint holds no random projections (/projections): it was written by a "
+                        "trainer older than this package; continue the run for a step with the current "
+                        "trainer (its checkpoints store them)")
         for key, (shape, missing) in tensors.items():  # every tensor checked before any is read
             _check_float32(f, path, key, shape, missing)
         params = {name: _read_float32(f, path, f"params/{name}") for name in parameter_shapes(cfg)}

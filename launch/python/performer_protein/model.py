@@ -22,6 +22,7 @@ from torch import nn
 
 from . import vocab
 from .attention import attention
+from .checkpoint import check_names, check_shape
 from .config import ModelConfig
 
 LAYERNORM_EPS = 1e-5
@@ -152,19 +153,14 @@ class PerformerProtein(nn.Module):
 
     def load_trainer_state(self, tensors, where):
         """Copies every tensor of trainer_state() from `tensors` (numpy or torch);
-        ValueError naming `where` and the tensor when one is missing or misshapen."""
+        ValueError naming `where` and the tensor when one is missing, misshapen
+        or not in the model (checkpoint.py's rules)."""
         state = self.trainer_state()
-        extra = sorted(set(tensors) - set(state))
-        if extra:
-            raise ValueError(f"{where}: tensors this model does not have: {', '.join(extra[:5])}")
+        check_names(where, tensors, state, "the tensors are another model's", owner="this model")
         with torch.no_grad():
             for name, dst in state.items():
-                if name not in tensors:
-                    raise ValueError(f"{where}: the tensor '{name}' is missing")
                 src = torch.as_tensor(tensors[name])
-                if tuple(src.shape) != tuple(dst.shape):
-                    raise ValueError(f"{where}: '{name}' has shape {list(src.shape)}, the model needs "
-                                     f"{list(dst.shape)}")
+                check_shape(where, name, src.shape, dst.shape, needs="the model needs")
                 dst.copy_(src)
         return self
 

@@ -38,11 +38,14 @@ class PerformerProteinModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, folder, *args, config=None, **kwargs):
         # The folder's tensors carry the trainer's names; the package loads
-        # them (and checks every name and shape) instead of a state dict.
+        # them (and checks every name, shape and value against config.json
+        # before it builds the model) instead of a state dict: first, so that
+        # no model is built from a config.json its tensors do not match.
+        performer = load_pretrained(str(folder))
         if config is None or not isinstance(config, PerformerProteinConfig):
             config = PerformerProteinConfig.from_pretrained(folder)
         model = cls(config)
-        model.performer = load_pretrained(str(folder))
+        model.performer = performer
         model.eval()
         return model
 
