@@ -272,5 +272,30 @@ TEST(DataTool, EverySequenceInTheTestSplit) {
   EXPECT_EQ(info.splits[2].sequences, 498);  // 500 records, 2 exact repeats
 }
 
+// The command of the report: a family table with one family of nearly every
+// protein and 10 of one each. Whole families go to one split, so /train would
+// be empty: status 2 naming /train, the fractions, the table and the family,
+// and no file (prepare_dataset's own test checks the message in full).
+TEST(DataTool, AFamilyThatEmptiesTrainIsRefusedWithStatus2) {
+  test::TempDir dir;
+  const std::vector<test::RefRecord> records = test::reference_fasta(test::kQueryFasta);
+  std::string table;
+  for (size_t i = 0; i < records.size(); ++i)
+    table += records[i].header.substr(0, records[i].header.find(' ')) + "\t" +
+             (i + 10 < records.size() ? std::string("big") : "small_" + std::to_string(i)) + "\n";
+  const std::string tsv = dir.file("big.tsv"), out = dir.file("out.h5");
+  test::write_text(tsv, table);
+  const ToolRun r = run({"prepare", "--output", out, "--cluster-identity", "0.3", "--families", tsv, "--val-fraction",
+                         "0.05", "--test-fraction", "0.05", test::kQueryFasta},
+                        dir);
+  EXPECT_EQ(r.status, 2) << r.err;
+  for (const std::string& part :
+       {"--families '" + tsv + "'", std::string("/train would be empty"),
+        std::string("--val-fraction 0.05 and --test-fraction 0.05"), std::string("family 'big' (representative '")})
+    EXPECT_NE(r.err.find(part), std::string::npos) << "missing: " << part << "\nin: " << r.err;
+  EXPECT_EQ(r.err.find("train: 0 sequences"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 }  // namespace
 }  // namespace pf

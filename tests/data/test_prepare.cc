@@ -524,5 +524,54 @@ TEST(Prepare, GivenFamiliesAreTheClusters) {
   EXPECT_THROW(prepare_dataset(unclustered), ValueError);
 }
 
+// Whole families go to one split, so a family holding most sequences leaves
+// /train empty whatever the order (its 10 small neighbours cannot fill the
+// held-out targets): refused before anything is written, naming the split,
+// the fractions, the table and the family with its representative and size.
+// Fractions that leave /train empty on purpose (summing to 1) are accepted.
+TEST(Prepare, AFamilyThatEmptiesTrainIsRefusedNamingIt) {
+  test::TempDir dir;
+  const std::vector<test::RefRecord> records = test::reference_fasta(test::kQueryFasta);
+  ASSERT_GT(records.size(), 100u);
+  const size_t big = records.size() - 10;  // the first records: one family; the last 10: one each
+  std::string table;
+  std::set<std::string> seen, big_seen;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string id = records[i].header.substr(0, records[i].header.find(' '));
+    table += id + "\t" + (i < big ? std::string("big_family") : "small_" + std::to_string(i)) + "\n";
+    if (seen.insert(records[i].residues).second && i < big) big_seen.insert(records[i].residues);
+  }
+  test::write_text(dir.file("big.tsv"), table);
+  PrepareOptions o;
+  o.inputs = {test::kQueryFasta};
+  o.output = dir.file("out.h5");
+  o.val_fraction = o.test_fraction = 0.05;
+  o.cluster.identity = 0.3;
+  o.families = dir.file("big.tsv");
+  const std::string first_id = records[0].header.substr(0, records[0].header.find(' '));
+  try {
+    prepare_dataset(o);
+    ADD_FAILURE() << "a file without /train was written";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    for (const std::string& part :
+         {"--families '" + o.families + "'", std::string("/train would be empty"),
+          std::string("--val-fraction 0.05 and --test-fraction 0.05 leave it 0.9 of the ") +
+              std::to_string(seen.size()) + " sequences",
+          "family 'big_family' (representative '" + first_id + "', " + std::to_string(big_seen.size()) + " of the " +
+              std::to_string(seen.size()) + " sequences) went whole to /",
+          std::string("Split family 'big_family' into smaller families in '") + o.families + "'",
+          std::string("fractions that sum to 1")})
+      EXPECT_NE(what.find(part), std::string::npos) << "missing: " << part << "\nin: " << what;
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.output));
+  // Asked for: no /train (and no /valid).
+  o.val_fraction = 0;
+  o.test_fraction = 1;
+  const PrepareSummary s = prepare_dataset(o);
+  EXPECT_EQ(s.splits[0].sequences, 0);
+  EXPECT_EQ(s.splits[1].sequences + s.splits[2].sequences, static_cast<int64_t>(seen.size()));
+}
+
 }  // namespace
 }  // namespace pf
