@@ -42,27 +42,37 @@ SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector
   tokens.insert(tokens.end(), query.begin(), query.end());
   const int64_t N = static_cast<int64_t>(tokens.size()), V = cfg.vocab;
   start.push_back(N);
-  const PositionBlock blk = rank_block(N, rank, size);
+  // A windowed model on several ranks: a filler sequence after the query,
+  // attended by nothing else, gives every rank its window's halo rows
+  // (window_row_minimum); its rows predict nothing.
+  const int64_t filler = window_row_minimum(cfg, size) - N;
+  if (filler > 0) {
+    tokens.insert(tokens.end(), static_cast<size_t>(filler), Vocab::kPad);
+    start.push_back(static_cast<int64_t>(tokens.size()));
+  }
+  const PositionBlock blk = rank_block(static_cast<int64_t>(tokens.size()), rank, size);
   ModelInput in;
   in.batch = 1;
   in.n = blk.size();
   in.offset = blk.begin;
   std::vector<SequencePiece> pieces;
+  const size_t members = context.size() + 1;  // context members and the query: one state segment, then the filler
   for (size_t k = 0; k + 1 < start.size(); ++k) {
     const int64_t lo = std::max(start[k], blk.begin), hi = std::min(start[k + 1], blk.end);
-    if (lo < hi) pieces.push_back({lo - blk.begin, lo - start[k], static_cast<uint64_t>(k), k > 0 && lo == start[k]});
+    const bool joins = k > 0 && k < members && lo == start[k];
+    if (lo < hi) pieces.push_back({lo - blk.begin, lo - start[k], static_cast<uint64_t>(k), joins});
   }
   // Row i predicts token i + 1; the query's rows and the row before it are scored.
   for (int64_t i = blk.begin; i < blk.end; ++i) {
     in.inputs.push_back(tokens[static_cast<size_t>(i)]);
-    in.targets.push_back(i < qs - 1 ? -1 : i + 1 < N ? tokens[static_cast<size_t>(i + 1)] : Vocab::kEnd);
+    in.targets.push_back(i < qs - 1 || i >= N ? -1 : i + 1 < N ? tokens[static_cast<size_t>(i + 1)] : Vocab::kEnd);
   }
   in.packed.samples.push_back(pieces);
   std::vector<float> logits;
   model.forward(in, o.step, &logits);
   SequenceScore s;
   s.reset(n + 1);
-  for (int64_t i = std::max(blk.begin, qs - 1); i < blk.end; ++i)
+  for (int64_t i = std::max(blk.begin, qs - 1); i < std::min(blk.end, N); ++i)
     s.set(i - (qs - 1), logits.data() + (i - blk.begin) * V, V, in.targets[static_cast<size_t>(i - blk.begin)]);
   finish_sequence_score(s, std::vector<char>(static_cast<size_t>(n + 1), 1), comm);
   return s;

@@ -124,6 +124,10 @@ std::vector<int32_t> score_inputs(const ModelConfig& cfg, const std::vector<uint
 
 }  // namespace
 
+int64_t window_row_minimum(const ModelConfig& cfg, int ranks) {
+  return cfg.window > 0 && ranks > 1 ? static_cast<int64_t>(ranks) * (cfg.window - 1) : 0;
+}
+
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& o) {
   return residues + (cfg.causal() ? (o.first_residue == FirstResidue::Scored ? 1 : 0) : 1);
 }
@@ -142,6 +146,10 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     row.add(inputs.back());
     longest = std::max<int64_t>(longest, static_cast<int64_t>(r.size()));
   }
+  // A windowed model on several ranks: a filler sequence after the proteins
+  // gives every rank its window's halo rows (K marks it in the row).
+  const int64_t filler = window_row_minimum(cfg, ranks.size) - row.size();
+  if (filler > 0) row.add(std::vector<int32_t>(static_cast<size_t>(filler), Vocab::kPad));
   const int64_t N = row.size();
   const PositionBlock blk = rank_block(N, ranks.rank, ranks.size);
   std::vector<SequenceScore> out(static_cast<size_t>(K));
@@ -160,8 +168,12 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     in.offset = blk.begin;
     for (int64_t x = blk.begin; x < blk.end; ++x) {
       const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
-      const std::vector<int32_t>& t = inputs[static_cast<size_t>(k)];
       in.inputs.push_back(row.tokens[static_cast<size_t>(x)]);
+      if (k == K) {  // the filler predicts nothing
+        in.targets.push_back(-1);
+        continue;
+      }
+      const std::vector<int32_t>& t = inputs[static_cast<size_t>(k)];
       in.targets.push_back(i + 1 < static_cast<int64_t>(t.size()) ? t[static_cast<size_t>(i + 1)] : Vocab::kEnd);
     }
     in.packed.samples.push_back(row.pieces(blk));
@@ -172,6 +184,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     }
     for (int64_t x = blk.begin; x < blk.end; ++x) {
       const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+      if (k == K) continue;
       out[static_cast<size_t>(k)].set(lead ? i : i + 1, logits.data() + (x - blk.begin) * V, V,
                                       in.targets[static_cast<size_t>(x - blk.begin)]);
     }
@@ -191,7 +204,8 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t x = blk.begin; x < blk.end; ++x) {
           const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
-          const bool masked = i == first + b && i < static_cast<int64_t>(proteins[static_cast<size_t>(k)].size());
+          const bool masked =
+              k < K && i == first + b && i < static_cast<int64_t>(proteins[static_cast<size_t>(k)].size());
           in.inputs.push_back(masked ? mask : row.tokens[static_cast<size_t>(x)]);
           in.targets.push_back(masked ? row.tokens[static_cast<size_t>(x)] : -1);
         }
@@ -201,7 +215,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       for (int64_t b = 0; b < B; ++b)
         for (int64_t x = blk.begin; x < blk.end; ++x) {
           const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
-          if (i != first + b || i >= static_cast<int64_t>(proteins[static_cast<size_t>(k)].size())) continue;
+          if (k == K || i != first + b || i >= static_cast<int64_t>(proteins[static_cast<size_t>(k)].size())) continue;
           out[static_cast<size_t>(k)].set(i, logits.data() + (b * blk.size() + x - blk.begin) * V, V,
                                           row.tokens[static_cast<size_t>(x)]);
         }
@@ -238,6 +252,12 @@ SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& 
   PF_REQUIRE(ValueError, !residues.empty(), "cannot score an empty sequence");
   PF_REQUIRE(ConfigError, options.pll_batch_tokens >= 1,
              "--pll-batch-tokens must be >= 1, got " << options.pll_batch_tokens);
+  // Too short to split over the ranks of a windowed model: packed with a
+  // filler (score_packed), which gives the same scores.
+  const Ranks ranks(comm);
+  if (packed_score_tokens(model.config(), static_cast<int64_t>(residues.size()), options) <
+      window_row_minimum(model.config(), ranks.size))
+    return score_packed(model, {residues}, options, comm).front();
   return model.config().causal() ? score_causal(model, residues, options, comm)
                                  : score_masked(model, residues, options, comm);
 }

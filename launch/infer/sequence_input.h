@@ -12,8 +12,9 @@
 
 namespace pf {
 
-// Each file exists and has a known extension; ConfigError (exit status 2)
-// naming `option` and the file otherwise.
+// Each file exists, is a regular file and has a known extension; ConfigError
+// (exit status 2) naming `option` and the file otherwise (a folder is called a
+// folder, with the sequence files it holds, not a missing file).
 void check_sequence_inputs(const std::vector<std::string>& files, const std::string& option);
 
 // The records of several files, in order, one at a time.

@@ -46,9 +46,14 @@ const std::vector<std::vector<uint8_t>> kQueries = {protein(10, 7), protein(11, 
 
 void expect_close(const SequenceScore& got, const SequenceScore& want, const std::string& what) {
   ASSERT_EQ(got.logprob.size(), want.logprob.size()) << what;
-  for (size_t i = 0; i < want.logprob.size(); ++i)
+  for (size_t i = 0; i < want.logprob.size(); ++i) {
+    if (std::isnan(want.logprob[i])) {  // not scored (a masked model's <end>)
+      EXPECT_TRUE(std::isnan(got.logprob[i])) << what << " term " << i;
+      continue;
+    }
     EXPECT_NEAR(got.logprob[i], want.logprob[i], 2e-6 * std::max(1.0, std::abs(want.logprob[i])))
         << what << " term " << i;
+  }
   ASSERT_EQ(got.top.size(), want.logprob.size()) << what;
   for (size_t i = 0; i < want.top.size(); ++i) {  // NaN in want: two logits too close to rank across paths
     if (std::isnan(want.top[i])) continue;
@@ -127,6 +132,56 @@ TEST(ContextScoring, CachedStateEqualsOnePassAndTheFamilyForward) {
       EXPECT_EQ(b[q].scored, static_cast<int64_t>(kQueries[q].size()) + 1);
     }
   }
+}
+
+// A window longer than a rank's rows (window 40: each rank needs 39 rows,
+// so a row of fewer than 2 x 39 positions cannot split over 2 ranks as it
+// is): the scoring paths pad the row with a filler sequence of its own, and
+// every protein, short or long, alone, packed, or as the query of a context
+// (one pass and cached: queries dealt whole to the ranks), scores as on one
+// rank. Causal and masked.
+TEST(ContextScoring, AWindowLongerThanARanksRowsScoresAsOnOneRank) {
+  const int r = test::world_rank();
+  const std::vector<std::vector<uint8_t>> proteins = {protein(20, 1), protein(21, 9), protein(22, 37), protein(23, 80),
+                                                      protein(24, 130)};
+  for (const Objective objective : {Objective::CausalLM, Objective::MaskedLM})
+    for (const AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax}) {
+      ModelConfig cfg = test::tiny_config(kind, objective);
+      cfg.window = 40;
+      MemoryTracker tracker(Device::cpu());
+      ExecResources res(Device::cpu(), tracker);
+      std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD);
+      PerformerModel model(cfg, res.ctx(), world.get());
+      PerformerModel alone(cfg, res.ctx(), nullptr);
+      ScoreOptions o;
+      o.pll_batch_tokens = 400;
+      const std::string name = std::string(objective == Objective::CausalLM ? "clm " : "mlm ") +
+                               attention_kind_name(kind) + " window 40 on " + std::to_string(test::world_size()) +
+                               " rank(s)";
+      std::vector<SequenceScore> one;
+      for (const std::vector<uint8_t>& p : proteins) one.push_back(score_sequence(alone, p, o, MPI_COMM_SELF));
+      const std::vector<SequenceScore> packed = score_packed(model, {proteins[0], proteins[1]}, o, MPI_COMM_WORLD);
+      for (size_t k = 0; k < proteins.size(); ++k) {
+        const SequenceScore got = score_sequence(model, proteins[k], o, MPI_COMM_WORLD);
+        if (r == 0) expect_close(got, one[k], name + ", protein of " + std::to_string(proteins[k].size()));
+      }
+      if (r == 0)
+        for (size_t k = 0; k < packed.size(); ++k)
+          expect_close(packed[k], one[k], name + ", packed " + std::to_string(k));
+      if (objective != Objective::CausalLM) continue;
+      ContextScorer cached(model, res.ctx(), kContext, o, MPI_COMM_WORLD, true, 2);
+      ContextScorer one_pass(model, res.ctx(), kContext, o, MPI_COMM_WORLD, false);
+      const std::vector<SequenceScore> a = cached.score(kQueries), b = one_pass.score(kQueries);
+      if (r != 0) continue;
+      // Against this rank alone (cached against one pass: the test above).
+      ContextScorer cached_alone(alone, res.ctx(), kContext, o, MPI_COMM_SELF, true, 2);
+      const std::vector<SequenceScore> want_cached = cached_alone.score(kQueries);
+      for (size_t q = 0; q < kQueries.size(); ++q) {
+        const SequenceScore want = score_in_context_one_pass(alone, kContext, kQueries[q], o, MPI_COMM_SELF);
+        expect_close(b[q], want, name + ", one pass, query " + std::to_string(q));
+        expect_close(a[q], want_cached[q], name + ", cached, query " + std::to_string(q));
+      }
+    }
 }
 
 TEST(ContextScoring, OnePassSoftmaxAndRefusals) {
