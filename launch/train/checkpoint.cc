@@ -211,8 +211,37 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
   fsync_path(final_path.has_parent_path() ? final_path.parent_path().string() : ".", true);
 }
 
+namespace {
+
+// For a folder given where a checkpoint file belongs: the file the user
+// probably meant (its newest checkpoint), or that it holds none.
+std::string checkpoints_in(const std::string& dir) {
+  const std::vector<std::string> found = list_checkpoints(dir);
+  if (found.empty()) return "it holds no checkpoint (ckpt-*.h5)";
+  return "the newest of the " + std::to_string(found.size()) + " checkpoint(s) in it is '" + found.front() + "'";
+}
+
+}  // namespace
+
+void require_checkpoint_file(const std::string& path, const std::string& key) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  PF_REQUIRE(ConfigError, fs::exists(st),
+             key << " = '" << path << "': no such file (" << key << " takes a checkpoint file, ckpt-*.h5)");
+  PF_REQUIRE(ConfigError, !fs::is_directory(st),
+             key << " = '" << path << "' is a folder: " << key
+                 << " takes a checkpoint file (ckpt-*.h5), such as one inside that folder; " << checkpoints_in(path));
+  PF_REQUIRE(ConfigError, fs::is_regular_file(st),
+             key << " = '" << path << "' is not a regular file: " << key << " takes a checkpoint file (ckpt-*.h5)");
+}
+
 CheckpointState read_checkpoint_metadata(const std::string& path) {
   PF_REQUIRE(IoError, fs::exists(path), "checkpoint '" << path << "' does not exist");
+  // (An IoError as for any unreadable file; the callers that know the key
+  // name it first with require_checkpoint_file.)
+  PF_REQUIRE(IoError, !fs::is_directory(path),
+             "'" << path << "' is a folder, not a checkpoint file: name a checkpoint file (ckpt-*.h5) inside it; "
+                 << checkpoints_in(path));
   H5Id file;
   try {
     file = h5_open_file(path);

@@ -59,6 +59,13 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 void write_checkpoint(const std::string& path, const CheckpointState& state, const ParamLayout& layout,
                       const ModelConfig& model);
 
+// A checkpoint file given under configuration key `key`
+// ("checkpoint.init_from"): ConfigError naming the key and the path when it
+// does not exist, is not a regular file, or is a folder (then with the
+// newest checkpoint in it, or that it holds none). Cheap: no HDF5 is opened,
+// so a run checks it before it creates or locks anything.
+void require_checkpoint_file(const std::string& path, const std::string& key);
+
 // Reads and validates the attributes only (no tensor): schema, schema version
 // (ConfigError when another), the metadata checksum and the step against the
 // optimizer's step (DataError naming the file and what is wrong). The

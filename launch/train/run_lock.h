@@ -38,7 +38,12 @@ class RunLock {
   // `note` receives a line when a dead owner's lock is taken over, or when
   // the filesystem has no locks.
   RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note);
-  ~RunLock();  // clears the owner record, then releases the lock
+  // Clears the owner record, then releases the lock. Released while an
+  // exception unwinds (the run failed), in a folder that
+  // require_writable_folder made in this process and that holds nothing but
+  // the lock file, it removes the lock file and the folders made: a run that
+  // fails at start-up leaves no empty checkpoint.dir.
+  ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
   const std::string& path() const { return path_; }
@@ -46,6 +51,7 @@ class RunLock {
  private:
   std::string path_;
   int fd_ = -1;
+  int exceptions_ = 0;  // std::uncaught_exceptions() when taken
 };
 
 // The lock file of a folder ("<dir>/.performer-lock").
@@ -63,7 +69,8 @@ int lock_whole_file(int fd);
 bool read_lock_owner(const std::string& path, LockOwner* owner);
 // Creates `dir` when missing and checks that it takes new files (one made
 // and removed). ConfigError naming `key`, the folder and the reason: a
-// regular file of that name, no permission, a read-only filesystem.
+// regular file of that name, no permission, a read-only filesystem. A folder
+// made here is remembered: ~RunLock of a failed run removes it while empty.
 void require_writable_folder(const std::string& dir, const std::string& key);
 // 16 hex digits, distinct per process start (time, pid, host and the OS's
 // random source).

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "data/h5.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/train/checkpoint.h"
+#include "launch/train/run_lock.h"
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
 #include "model/model.h"
@@ -121,6 +123,68 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
   EXPECT_EQ(list_checkpoints(dir.path),
             (std::vector<std::string>{checkpoint_path(dir.path, 50), checkpoint_path(dir.path, 40),
                                       checkpoint_path(dir.path, 30)}));
+}
+
+// A checkpoint key (checkpoint.init_from) naming a folder, nothing or a FIFO
+// is refused naming the key and the path, before any file is opened; a
+// folder with the newest checkpoint in it (the file meant, most likely). The
+// reader alone, without the key, says the same of a folder.
+TEST(CheckpointFiles, AFolderWhereACheckpointBelongsIsNamedWithItsNewest) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  for (int64_t step : {10, 20})
+    write_checkpoint(checkpoint_path(dir.path, step), make_state(m, step, step), ParamLayout(m), m);
+  const std::string newest = checkpoint_path(dir.path, 20);
+  const std::string key = "checkpoint.init_from";
+  test::expect_error_naming<ConfigError>(
+      [&] { require_checkpoint_file(dir.path, key); },
+      {key + " = '" + dir.path + "' is a folder", "takes a checkpoint file (ckpt-*.h5)",
+       "the newest of the 2 checkpoint(s) in it is '" + newest + "'"});
+  fs::create_directories(dir.path + "/empty");
+  test::expect_error_naming<ConfigError>([&] { require_checkpoint_file(dir.path + "/empty", key); },
+                                         {key + " = '" + dir.path + "/empty' is a folder", "it holds no checkpoint"});
+  test::expect_error_naming<ConfigError>([&] { require_checkpoint_file(dir.path + "/absent.h5", key); },
+                                         {key + " = '" + dir.path + "/absent.h5': no such file"});
+  ASSERT_EQ(::mkfifo((dir.path + "/fifo.h5").c_str(), 0600), 0);
+  test::expect_error_naming<ConfigError>([&] { require_checkpoint_file(dir.path + "/fifo.h5", key); },
+                                         {key + " = '" + dir.path + "/fifo.h5' is not a regular file"});
+  require_checkpoint_file(newest, key);  // a checkpoint file passes
+  test::expect_error_naming<IoError>([&] { read_checkpoint_metadata(dir.path); },
+                                     {"'" + dir.path + "' is a folder, not a checkpoint file", newest});
+}
+
+// require_writable_folder makes a missing checkpoint folder (and its missing
+// parents); when the run then fails (the lock released while an exception
+// unwinds) and the folder holds only the lock, both go again: a run that
+// fails at start-up leaves no empty checkpoint.dir. A run that ends well, a
+// folder that was there before and a folder with a file in it are kept.
+TEST(CheckpointFiles, AFailedRunRemovesTheEmptyFolderItMade) {
+  TempDir dir;
+  auto fail_in = [](const std::string& ck, const std::function<void()>& also) {
+    try {
+      require_writable_folder(ck, "checkpoint.dir");
+      RunLock lock(run_lock_path(ck), "checkpoint.dir = '" + ck + "'", "run-a", nullptr);
+      also();
+      throw ConfigError("checkpoint.init_from = 'x' is a folder");
+    } catch (const ConfigError&) {
+    }
+  };
+  const std::string made = dir.path + "/new/ck";
+  fail_in(made, [] {});
+  EXPECT_FALSE(fs::exists(dir.path + "/new")) << "the folders made for a failed run were left";
+  const std::string before = dir.path + "/before";
+  fs::create_directories(before);
+  fail_in(before, [] {});
+  EXPECT_TRUE(fs::is_directory(before));
+  const std::string used = dir.path + "/used";
+  fail_in(used, [&] { std::ofstream(used + "/ckpt-000000001.h5") << "x"; });
+  EXPECT_TRUE(fs::exists(used + "/ckpt-000000001.h5"));
+  const std::string ok = dir.path + "/ok";
+  {
+    require_writable_folder(ok, "checkpoint.dir");
+    RunLock lock(run_lock_path(ok), "checkpoint.dir = '" + ok + "'", "run-a", nullptr);
+  }
+  EXPECT_TRUE(fs::is_directory(ok)) << "the folder of a run that ended well was removed";
 }
 
 // Pruning removes a checkpoint's temporary of a writer that is gone

@@ -8,7 +8,9 @@
 #   - optimizer values out of range (key, value and allowed range);
 #   - data.mode / parallel.scan values; model.width past its range;
 #   - a TOML array with a missing bracket in --set;
-#   - --resume of a missing file, a folder or a FIFO (named as checkpoint.resume).
+#   - --resume of a missing file, a folder or a FIFO (named as checkpoint.resume);
+#   - checkpoint.init_from naming a folder (its newest checkpoint named; no
+#     empty checkpoint.dir left).
 # A checkpoint whose metadata was changed is refused by an explicit --resume
 # (exit 1, "metadata checksum") and skipped by --resume auto.
 #   train_errors_test.sh <performer-data> <performer-train>
@@ -71,6 +73,23 @@ expect_usage_error "resume a folder" "checkpoint.resume = '$dir/ck' is a folder"
 mkfifo "$dir/fifo.h5"
 expect_usage_error "resume a FIFO" "checkpoint.resume = '$dir/fifo.h5' is not a regular file" -- \
   "${common[@]}" --resume "$dir/fifo.h5"
+# checkpoint.init_from naming the checkpoint folder instead of a file in it:
+# refused naming the folder and its newest checkpoint, and the fresh
+# checkpoint.dir of the refused run is not left behind (empty).
+rc=0
+last_sets "${common[@]}" --set "checkpoint.init_from=\"$dir/ck\"" --set "checkpoint.dir=\"$dir/ck-init/run\"" \
+  --set "train.metrics=\"$dir/m-init.jsonl\""
+"$train" "${DEDUPED[@]}" > "$dir/out" 2>&1 || rc=$?
+if [ "$rc" -ne 2 ]; then
+  tail -3 "$dir/out"; fail "checkpoint.init_from = a folder: exit $rc, not 2 (a usage error)"
+elif ! grep -qF "checkpoint.init_from = '$dir/ck' is a folder" "$dir/out" ||
+     ! grep -qF "newest of the 1 checkpoint(s) in it is '$ck'" "$dir/out"; then
+  tail -3 "$dir/out"; fail "checkpoint.init_from = a folder: the message does not name the key, the folder and its newest checkpoint"
+elif [ -e "$dir/ck-init" ]; then
+  fail "checkpoint.init_from = a folder: the refused run left $(find "$dir/ck-init" | tr '\n' ' ')"
+else
+  echo "ok: checkpoint.init_from = a folder: exit $rc, $(grep -m1 -F "is a folder" "$dir/out" | cut -c1-200); no checkpoint.dir left"
+fi
 expect_usage_error "resume FILE, model.width=48" "$ck" "model.width: 32 in the checkpoint, 48 now" -- \
   "${common[@]}" --set model.width=48 --resume "$ck"
 
