@@ -56,15 +56,13 @@ RecurrentPerformer::RecurrentPerformer(PerformerModel& model, const ExecContext&
       projections_.push_back(model.projection(l, step));
       states_.push_back(scratch(ctx_, {BH, s.state_size()}, "recurrent.state"));
     }
-    if (w_ > 0) {
-      keys_.push_back(scratch(ctx_, {BH, w_, D}, "recurrent.window_keys"));
-      values_.push_back(scratch(ctx_, {BH, w_, D}, "recurrent.window_values"));
-    }
   }
   if (w_ > 0) {
     win_out_ = scratch(ctx_, {BH, D}, "recurrent.window_out");
-    shift_ = scratch(ctx_, {BH, std::max<int64_t>(w_ - 1, 1), D}, "recurrent.window_shift");
     mixed_ = scratch(ctx_, {BH, D}, "recurrent.linear_out");
+    keys_.resize(static_cast<size_t>(cfg_.layers));
+    values_.resize(static_cast<size_t>(cfg_.layers));
+    reserve_window_rows(1);
   }
   ids_ = scratch(ctx_, {B_}, "recurrent.ids", DType::i32);
   x_ = scratch(ctx_, {B_, C}, "recurrent.x");
@@ -101,7 +99,32 @@ int64_t RecurrentPerformer::linear_floats() const {
   return linear_ ? cfg_.heads * (1 + cfg_.features * (cfg_.head_dim() + 1)) : 0;
 }
 
-int64_t RecurrentPerformer::window_floats() const { return w_ > 0 ? 1 + 2 * cfg_.heads * w_ * cfg_.head_dim() : 0; }
+int64_t RecurrentPerformer::window_floats(int64_t valid) const {
+  return w_ > 0 ? 1 + 2 * cfg_.heads * valid * cfg_.head_dim() : 0;
+}
+
+// Grows every layer's window to at least `need` rows per stream and head
+// (at most w): twice the rows held, so a stream of n tokens costs log2(n)
+// growths. Each stream keeps its newest rows last; rows above them are
+// never read (a stream reads its valid + 1 newest rows).
+void RecurrentPerformer::reserve_window_rows(int64_t need) {
+  if (need <= rows_) return;
+  const int64_t D = cfg_.head_dim(), BH = B_ * cfg_.heads;
+  const int64_t rows = std::min(w_, std::max(need, 2 * rows_));
+  for (std::vector<Tensor>* side : {&keys_, &values_}) {
+    for (Tensor& old : *side) {
+      Tensor grown = scratch(ctx_, {BH, rows, D}, side == &keys_ ? "recurrent.window_keys" : "recurrent.window_values");
+      fill_zero(ctx_.stream, grown.raw(), ctx_.device, grown.nbytes());
+      if (rows_ > 0)
+        copy_rows(ctx_.stream, grown.data<float>() + (rows - rows_) * D, rows * D * 4, old.data<float>(), rows_ * D * 4,
+                  rows_ * D * 4, BH, ctx_.device);
+      synchronize(ctx_.stream);  // the old rows are read before they are freed
+      old = std::move(grown);
+    }
+  }
+  shift_ = scratch(ctx_, {BH, std::max<int64_t>(rows - 1, 1), D}, "recurrent.window_shift");
+  rows_ = rows;
+}
 
 void RecurrentPerformer::reset(int64_t position) {
   PF_REQUIRE(ValueError, position >= 0, "recurrent position must be >= 0, got " << position);
@@ -121,19 +144,27 @@ void RecurrentPerformer::set_position(int64_t position) {
 
 std::vector<std::vector<float>> RecurrentPerformer::save_stream(int64_t b) const {
   PF_REQUIRE(ValueError, b >= 0 && b < B_, "recurrent stream " << b << " outside [0, " << B_ << ")");
-  const int64_t lin = linear_floats(), rows = cfg_.heads * w_ * cfg_.head_dim();
+  const int64_t lin = linear_floats(), H = cfg_.heads, D = cfg_.head_dim();
+  const int64_t valid = w_ > 0 ? valid_[static_cast<size_t>(b)] : 0;
   std::vector<std::vector<float>> out;
   for (int64_t l = 0; l < cfg_.layers; ++l) {
-    std::vector<float> host(static_cast<size_t>(lin + window_floats()));
+    std::vector<float> host(static_cast<size_t>(lin + window_floats(valid)));
     const size_t L = static_cast<size_t>(l);
     if (linear_)
       copy_bytes(ctx_.stream, host.data(), Device::cpu(), states_[L].data<float>() + b * lin, ctx_.device, lin * 4);
     if (w_ > 0) {
-      host[static_cast<size_t>(lin)] = static_cast<float>(valid_[static_cast<size_t>(b)]);
-      copy_bytes(ctx_.stream, host.data() + lin + 1, Device::cpu(), keys_[L].data<float>() + b * rows, ctx_.device,
-                 rows * 4);
-      copy_bytes(ctx_.stream, host.data() + lin + 1 + rows, Device::cpu(), values_[L].data<float>() + b * rows,
-                 ctx_.device, rows * 4);
+      PF_REQUIRE(ValueError, valid <= (int64_t{1} << 24),
+                 "recurrent stream " << b << " holds " << valid << " window rows, more than a saved state counts "
+                                     << "exactly (2^24)");
+      host[static_cast<size_t>(lin)] = static_cast<float>(valid);
+      // Head h's valid rows end one row above its last (the next token's row).
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t first = ((b * H + h) * rows_ + rows_ - 1 - valid) * D;
+        copy_bytes(ctx_.stream, host.data() + lin + 1 + h * valid * D, Device::cpu(), keys_[L].data<float>() + first,
+                   ctx_.device, valid * D * 4);
+        copy_bytes(ctx_.stream, host.data() + lin + 1 + (H + h) * valid * D, Device::cpu(),
+                   values_[L].data<float>() + first, ctx_.device, valid * D * 4);
+      }
     }
     out.push_back(std::move(host));
   }
@@ -143,27 +174,41 @@ std::vector<std::vector<float>> RecurrentPerformer::save_stream(int64_t b) const
 
 void RecurrentPerformer::load_stream(int64_t b, const std::vector<std::vector<float>>& state) {
   PF_REQUIRE(ValueError, b >= 0 && b < B_, "recurrent stream " << b << " outside [0, " << B_ << ")");
-  const int64_t lin = linear_floats(), rows = cfg_.heads * w_ * cfg_.head_dim();
+  const int64_t lin = linear_floats(), H = cfg_.heads, D = cfg_.head_dim();
   PF_REQUIRE(ValueError, static_cast<int64_t>(state.size()) == cfg_.layers,
              "recurrent state of " << state.size() << " layers for a model of " << cfg_.layers);
+  // Every layer holds the stream's count of valid window rows (one count:
+  // the rows are the same positions), then those rows.
+  int64_t valid = 0;
   for (size_t l = 0; l < state.size(); ++l) {
-    PF_REQUIRE(
-        ValueError, static_cast<int64_t>(state[l].size()) == lin + window_floats(),
-        "recurrent state of layer " << l << " holds " << state[l].size() << " values, not " << lin + window_floats());
+    if (w_ > 0) {
+      PF_REQUIRE(ValueError, static_cast<int64_t>(state[l].size()) > lin,
+                 "recurrent state of layer " << l << " holds " << state[l].size() << " values, no window row count");
+      const float count = state[l][static_cast<size_t>(lin)];
+      PF_REQUIRE(ValueError, count >= 0 && count <= static_cast<float>(w_ - 1) && count == std::floor(count),
+                 "recurrent state of layer " << l << " counts " << count << " window rows; a window of " << w_
+                                             << " keeps 0 to " << w_ - 1);
+      PF_REQUIRE(ValueError, l == 0 || static_cast<int64_t>(count) == valid,
+                 "recurrent state of layer " << l << " counts " << count << " window rows, layer 0 " << valid);
+      valid = static_cast<int64_t>(count);
+    }
+    PF_REQUIRE(ValueError, static_cast<int64_t>(state[l].size()) == lin + window_floats(valid),
+               "recurrent state of layer " << l << " holds " << state[l].size() << " values, not "
+                                           << lin + window_floats(valid));
+  }
+  if (w_ > 0) reserve_window_rows(valid + 1);
+  for (size_t l = 0; l < state.size(); ++l) {
     if (linear_)
       copy_bytes(ctx_.stream, states_[l].data<float>() + b * lin, ctx_.device, state[l].data(), Device::cpu(), lin * 4);
-    if (w_ > 0) {
-      const float valid = state[l][static_cast<size_t>(lin)];
-      PF_REQUIRE(ValueError, valid >= 0 && valid <= static_cast<float>(w_ - 1) && valid == std::floor(valid),
-                 "recurrent state of layer " << l << " counts " << valid << " window rows; a window of " << w_
-                                             << " keeps 0 to " << w_ - 1);
-      valid_[static_cast<size_t>(b)] = static_cast<int64_t>(valid);
-      copy_bytes(ctx_.stream, keys_[l].data<float>() + b * rows, ctx_.device, state[l].data() + lin + 1, Device::cpu(),
-                 rows * 4);
-      copy_bytes(ctx_.stream, values_[l].data<float>() + b * rows, ctx_.device, state[l].data() + lin + 1 + rows,
-                 Device::cpu(), rows * 4);
+    for (int64_t h = 0; w_ > 0 && h < H; ++h) {
+      const int64_t first = ((b * H + h) * rows_ + rows_ - 1 - valid) * D;
+      copy_bytes(ctx_.stream, keys_[l].data<float>() + first, ctx_.device, state[l].data() + lin + 1 + h * valid * D,
+                 Device::cpu(), valid * D * 4);
+      copy_bytes(ctx_.stream, values_[l].data<float>() + first, ctx_.device,
+                 state[l].data() + lin + 1 + (H + h) * valid * D, Device::cpu(), valid * D * 4);
     }
   }
+  if (w_ > 0) valid_[static_cast<size_t>(b)] = valid;
   synchronize(ctx_.stream);
 }
 
@@ -204,7 +249,9 @@ void RecurrentPerformer::attention(int64_t layer, const float* heads_qkv, float*
 }
 
 void RecurrentPerformer::window_attention(int64_t layer, const float* heads_qkv, float* o) {
-  const int64_t H = cfg_.heads, D = cfg_.head_dim(), BH = B_ * H, w = w_;
+  // w: the rows held per stream and head (step() grew them to every
+  // stream's valid + 1), not model.window.
+  const int64_t H = cfg_.heads, D = cfg_.head_dim(), BH = B_ * H, w = rows_;
   const float* q = heads_qkv;
   const float* k = heads_qkv + BH * D;
   const float* v = heads_qkv + 2 * BH * D;
@@ -242,6 +289,9 @@ void RecurrentPerformer::step(const int32_t* tokens, float* logits) {
     PF_REQUIRE(ValueError, tokens[b] >= 0 && tokens[b] < V,
                "token " << tokens[b] << " of stream " << b << " at position " << position_ << " is outside the " << V
                         << "-token vocabulary");
+  // This token reads valid + 1 rows, and the shift after it keeps up to
+  // valid + 1 rows above the next token's row: valid + 2 (at most w).
+  if (w_ > 0) reserve_window_rows(std::min(w_, *std::max_element(valid_.begin(), valid_.end()) + 2));
   copy_bytes(ctx_.stream, ids_.raw(), ctx_.device, tokens, Device::cpu(), B_ * 4);
   float* x = x_.data<float>();
   embedding_forward(ctx_, ids_.data<int32_t>(), p + layout_.embedding(), x, B_, V, C);

@@ -26,16 +26,19 @@
 // parallel form with bf16/f16 rounds GEMM operands to 16 bits).
 //
 // A local window (model.window = w > 0) adds, per layer, the keys and values
-// of the last w - 1 positions of every stream ([B*H, w, D] each, the current
+// of the last w - 1 positions of every stream ([B*H, R, D] each, the current
 // position in the last row, shifted by one row per token) and how many are
 // valid (per stream: a stream loaded with another context's state keeps its
-// own). The window's output of this position is the exact softmax of its
+// own). R, the rows held, starts at 1 and doubles when a stream needs more,
+// up to w: R <= min(w, 2 (t + 1)) for t the most valid rows any stream has
+// held, so the memory follows the tokens run, never the window alone (a
+// checkpoint's window may be far longer than any protein). The window's output of this position is the exact softmax of its
 // query over those keys and its own (softmax_attention_decode), mixed with
 // the linear output by the layer's gate as in the parallel form; with
 // model.attention = softmax it is the whole attention and no linear state
 // is kept. It runs across family members like the linear state
-// (set_position keeps it). Memory stays fixed: 2 w D floats per layer,
-// stream and head more. Cost per token and head O(w D), plus the shift of
+// (set_position keeps it). Memory: 2 R D floats per layer, stream and head
+// more, fixed once R = w. Cost per token and head O(R D), plus the shift of
 // the window by one row.
 #pragma once
 
@@ -62,8 +65,9 @@ class RecurrentPerformer {
   // of a family context: positions restart per member, the state runs on).
   void set_position(int64_t position);
   // The carried states of stream b, every layer's [H, 1 + m (D+1)] (host
-  // copies; with a window, then the count of valid window rows and the
-  // window's keys and values [2, H, w, D]), and back into any stream: a
+  // copies; with a window, then the count of valid window rows and those
+  // rows' keys and values [2, H, valid, D], oldest first), and back into any
+  // stream: a
   // context's state, made once and started from by every query
   // (launch/infer/context_scoring.h).
   std::vector<std::vector<float>> save_stream(int64_t b) const;
@@ -84,7 +88,8 @@ class RecurrentPerformer {
   // The window's output [B*H, D] of this position; the window takes in its key and value.
   void window_attention(int64_t layer, const float* heads_qkv, float* o);
   int64_t linear_floats() const;  // per stream and layer: H (1 + m (D+1)), 0 without a linear kind
-  int64_t window_floats() const;  // per stream and layer: 1 + 2 H w D, 0 without a window
+  int64_t window_floats(int64_t valid) const;  // per stream and layer: 1 + 2 H valid D, 0 without a window
+  void reserve_window_rows(int64_t need);
 
   const ModelConfig& cfg_;
   ExecContext ctx_;
@@ -96,7 +101,8 @@ class RecurrentPerformer {
   bool linear_;                        // a linear kind (its state is carried)
   int64_t w_;                          // model.window, 0: none
   std::vector<Tensor> states_;         // per layer [B*H, 1 + m (D+1)] (linear kinds)
-  std::vector<Tensor> keys_, values_;  // per layer [B*H, w, D] (window): the last rows, the current one last
+  int64_t rows_ = 0;                   // window rows held per stream and head, <= w_
+  std::vector<Tensor> keys_, values_;  // per layer [B*H, rows_, D] (window): the last rows, the current one last
   std::vector<int64_t> valid_;         // per stream: valid rows before the current one (<= w - 1)
   Tensor win_out_, shift_, mixed_;     // window scratch
   // Scratch, one token per stream.

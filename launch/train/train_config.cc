@@ -429,4 +429,13 @@ void validate_layout(const TrainConfig& cfg, int world_size) {
                                   "only reach into its neighbour's rows");
 }
 
+void validate_training_window(const TrainConfig& cfg) {
+  PF_REQUIRE(ConfigError, cfg.model.window <= cfg.data.sample_length,
+             "model.window = " << cfg.model.window << " is longer than data.sample_length = "
+                               << cfg.data.sample_length
+                               << ", the longest sample this run trains on (limit: model.window <= "
+                                  "data.sample_length; a window of the sample length already reaches every "
+                                  "position of the sample)");
+}
+
 }  // namespace pf

@@ -100,6 +100,10 @@ TrainConfig parse_train_config_text(const std::string& text, const std::string& 
 // Checks the layout against the launched world: sp divides it, sample length
 // divisible by sp (ConfigError naming the keys and numbers).
 void validate_layout(const TrainConfig& cfg, int world_size);
+// Training only: model.window <= data.sample_length (a longer window reaches
+// positions no sample has; the inference tools hold window rows by the
+// tokens they run, so a checkpoint's window is never an allocation size).
+void validate_training_window(const TrainConfig& cfg);
 // The resolved configuration, every key with its value, as TOML.
 std::string format_train_config(const TrainConfig& cfg);
 

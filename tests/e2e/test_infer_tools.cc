@@ -397,6 +397,114 @@ TEST_F(InferTools, TitinLengthScoresOnFourRanksAsOnOne) {
   EXPECT_NE(four.out.find("4 rank(s)"), std::string::npos) << four.out;
 }
 
+// Two tables of performer-score (any columns) that agree: the same text
+// field by field, numbers to `tol` of their size.
+void expect_same_table(const std::string& a, const std::string& b, double tol, const std::string& what) {
+  std::istringstream ia(a), ib(b);
+  std::string la, lb;
+  int line = 0;
+  while (std::getline(ia, la)) {
+    ++line;
+    ASSERT_TRUE(std::getline(ib, lb)) << what << ": line " << line << " missing";
+    std::istringstream fa(la), fb(lb);
+    std::string x, y;
+    while (std::getline(fa, x, '\t')) {
+      ASSERT_TRUE(std::getline(fb, y, '\t')) << what << ": line " << line << " has fewer fields";
+      char* end = nullptr;
+      const double vx = std::strtod(x.c_str(), &end);
+      if (end == x.c_str() || *end != '\0') {
+        EXPECT_EQ(x, y) << what << ": line " << line;
+        continue;
+      }
+      EXPECT_NEAR(std::strtod(y.c_str(), nullptr), vx, tol * std::max(1.0, std::abs(vx))) << what << ": line " << line;
+    }
+  }
+  EXPECT_FALSE(std::getline(ib, lb)) << what << ": more lines than expected";
+  EXPECT_GT(line, 1) << what << ": no rows";
+}
+
+// A windowed checkpoint (model.window = 64: each rank's window reaches 63
+// rows into its neighbour's) on 2 ranks, with proteins shorter than
+// 2 x 63 positions among them (5 residues the shortest): the same scores as
+// on 1 rank (the row is padded with a filler of its own), causal and masked,
+// one at a time and packed, and given a context (cached and one pass).
+TEST_F(InferTools, AWindowedCheckpointScoresOnTwoRanksAsOnOne) {
+  std::vector<SequenceRecord> proteins = fx().records;
+  SequenceRecord tiny;
+  tiny.id = "five_residues";
+  tiny.tokens = {proteins[0].tokens.begin(), proteins[0].tokens.begin() + 5};
+  proteins.insert(proteins.begin() + 1, tiny);
+  const std::string fasta = out("windowed_proteins.fasta"), context = out("windowed_context.fasta");
+  write_fasta(fasta, proteins);
+  write_fasta(context, {proteins[2], proteins[3]});
+  size_t shorter = 0;
+  for (const SequenceRecord& r : proteins) shorter += r.tokens.size() + 1 < 2 * 63 ? 1 : 0;
+  ASSERT_GE(shorter, 2u) << "the test needs proteins shorter than 2 (window - 1)";
+  for (const std::string objective : {"clm", "mlm"}) {
+    std::vector<std::string> sets = tiny_model(objective);
+    sets.push_back("model.window=64");
+    const std::string ckpt = out("windowed_" + objective + ".h5");
+    write_random_checkpoint(ckpt, sets, model_of(sets));
+    std::vector<std::string> modes = {"", " --pack 400"};
+    if (objective == "clm")
+      for (const char* m : {"cached", "one-pass"})
+        modes.push_back(std::string(" --context ") + quoted(context) + " --context-mode " + m);
+    for (const std::string& mode : modes) {
+      std::string tables[2];
+      for (int ranks : {1, 2}) {
+        const std::string table = out("windowed_" + objective + "_" + std::to_string(ranks) + ".tsv");
+        const ToolRun r =
+            tool(PF_SCORE_TOOL,
+                 "--checkpoint " + quoted(ckpt) + mode + " --output " + quoted(table) + " " + quoted(fasta), ranks);
+        ASSERT_EQ(r.status, 0) << objective << mode << " on " << ranks << " rank(s)\n" << r.out;
+        tables[ranks - 1] = read_text(table);
+      }
+      expect_same_table(tables[1], tables[0], 1e-5, objective + mode + ": 2 ranks against 1");
+    }
+  }
+}
+
+// A checkpoint's window far longer than any protein (2^40 - 1, the largest
+// model.window, and 4,000,000): generation and scoring given a context,
+// cached and in one pass, finish under a 2 GB address-space limit (the window
+// rows follow the tokens run, model/recurrent.h), and cached equals one pass.
+TEST_F(InferTools, AWindowLongerThanAnyProteinCostsOnlyItsTokens) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit under test";
+#endif
+  const std::string context = out("long_window_context.fasta"), fasta = out("long_window_queries.fasta");
+  write_fasta(context, {fx().records[0], fx().records[1], fx().records[2]});
+  write_fasta(fasta, {fx().records[3], fx().records[4]});
+  for (const std::string window : {"1099511627775", "4000000"}) {
+    std::vector<std::string> sets = tiny_model("clm");
+    sets.push_back("model.window=" + window);
+    const std::string ckpt = out("long_window_" + window + ".h5");
+    write_random_checkpoint(ckpt, sets, model_of(sets));
+    auto limited = [&](const std::string& exe, const std::string& args, const std::string& name) {
+      return run("ulimit -v 2000000 && TMPDIR=" + quoted(fx().dir + "/tmp") + " OMP_NUM_THREADS=1 " + exe + " " + args,
+                 out(name + ".log"));
+    };
+    const ToolRun gen = limited(PF_GENERATE_TOOL,
+                                "--checkpoint " + quoted(ckpt) + " --num 2 --max-length 300 --seed 3 --output " +
+                                    quoted(out("long_window_" + window + ".fasta")),
+                                "long_window_generate_" + window);
+    EXPECT_EQ(gen.status, 0) << "performer-generate, model.window = " << window << "\n" << gen.out;
+    std::string tables[2];
+    int i = 0;
+    for (const char* mode : {"cached", "one-pass"}) {
+      const std::string table = out("long_window_" + window + "_" + mode + ".tsv");
+      const ToolRun r = limited(PF_SCORE_TOOL,
+                                "--checkpoint " + quoted(ckpt) + " --context " + quoted(context) + " --context-mode " +
+                                    mode + " --output " + quoted(table) + " " + quoted(fasta),
+                                "long_window_score_" + window + "_" + mode);
+      ASSERT_EQ(r.status, 0) << "performer-score --context-mode " << mode << ", model.window = " << window << "\n"
+                             << r.out;
+      tables[i++] = read_text(table);
+    }
+    expect_same_table(tables[0], tables[1], 1e-5, "model.window = " + window + ": cached against one pass");
+  }
+}
+
 // --pack: proteins embedded together as packed samples give the embeddings of
 // one protein at a time (means and residue rows), on 1 and 2 ranks.
 TEST_F(InferTools, PackedEmbeddingsEqualOneProteinAtATime) {
@@ -720,6 +828,21 @@ TEST_F(InferTools, BadInputIsRefusedWithTheFileAndTheReason) {
   r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " " + quoted(out("missing.fasta")));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("no such file"), std::string::npos) << r.out;
+  // A folder that exists is called a folder, with the option and the files it holds.
+  const std::string folder = out("homologs");
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(fx().proteins, folder + "/fam.fasta", std::filesystem::copy_options::overwrite_existing);
+  r = tool(PF_SCORE_TOOL,
+           "--checkpoint " + quoted(fx().causal) + " --context " + quoted(folder) + " " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--context: '" + folder + "' is a folder; --context takes FASTA / Swiss-Prot sequence files"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("name the files inside it (fam.fasta)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no such file"), std::string::npos) << r.out;
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " " + quoted(folder));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("input: '" + folder + "' is a folder"), std::string::npos) << r.out;
   r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --first-residue maybe " + quoted(fx().proteins));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--first-residue"), std::string::npos) << r.out;

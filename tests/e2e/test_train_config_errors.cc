@@ -49,6 +49,12 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
   const TrainConfig wsm = load_train_config("", {"parallel.sp=2", "model.attention=\"softmax\"", "model.window=16"});
   EXPECT_NO_THROW(validate_layout(wsm, 2));
   EXPECT_NE(error_of({"model.window=-1"}).find("model.window = -1 is out of range"), std::string::npos);
+  // Training refuses a window longer than its samples, naming key, value and limit.
+  const TrainConfig longer = load_train_config("", {"model.window=257", "data.sample_length=256"});
+  EXPECT_NE(expect_any_error([&] { validate_training_window(longer); })
+                .find("model.window = 257 is longer than data.sample_length = 256"),
+            std::string::npos);
+  EXPECT_NO_THROW(validate_training_window(load_train_config("", {"model.window=256", "data.sample_length=256"})));
   EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
 }
 

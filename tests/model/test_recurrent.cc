@@ -173,10 +173,52 @@ TEST(Recurrent, SavedWindowStreamContinuesElsewhere) {
     for (int64_t v = 0; v < V; ++v)
       ASSERT_NEAR(got[static_cast<size_t>(V + v)], want[static_cast<size_t>(v)], 1e-6) << "position " << p;
   }
-  // A count of window rows beyond the window's w - 1 = 3 is refused.
+  // The saved state holds the 2 valid rows, not the window's 4. A count of
+  // window rows beyond the window's w - 1 = 3 is refused.
+  const size_t count_at = saved[0].size() - 1 - 2 * static_cast<size_t>(cfg.heads * 2 * cfg.head_dim());
+  EXPECT_EQ(saved[0][count_at], 2.f);
   std::vector<std::vector<float>> bad = saved;
-  bad[0][bad[0].size() - 1 - 2 * static_cast<size_t>(cfg.heads * 4 * cfg.head_dim())] = 7.f;
+  bad[0][count_at] = 7.f;
   EXPECT_THROW(other.load_stream(0, bad), ValueError);
+  bad[0][count_at] = 3.f;  // a count in range that the rows do not match
+  EXPECT_THROW(other.load_stream(0, bad), ValueError);
+}
+
+// A window far longer than any stream (model.window = 2^40 - 1): the rows
+// held follow the tokens run (at most twice the most valid rows plus one,
+// doubling), and the logits equal those of a window of exactly the tokens
+// run, which sees the same keys. A window of 4 stops growing at 4 rows.
+TEST(Recurrent, WindowMemoryFollowsTheTokens) {
+  ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  const int64_t tokens = 100, D = cfg.head_dim(), lin = cfg.heads * (1 + cfg.features * (D + 1));
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  cfg.window = (int64_t{1} << 40) - 1;
+  PerformerModel huge_model(cfg, res.ctx(), nullptr);
+  cfg.window = tokens;
+  PerformerModel exact_model(cfg, res.ctx(), nullptr);
+  exact_model.params().copy_from(huge_model.params());
+  RecurrentPerformer huge(huge_model, res.ctx(), 1), exact(exact_model, res.ctx(), 1);
+  const int64_t start = huge.state_bytes();
+  EXPECT_EQ(start, cfg.layers * (lin + 2 * cfg.heads * D) * 4);  // one row: the current position's
+  std::vector<float> a(static_cast<size_t>(cfg.vocab)), b(a.size());
+  for (int64_t p = 0; p < tokens; ++p) {
+    int32_t t = residue_token(0, p);
+    huge.step(&t, a.data());
+    exact.step(&t, b.data());
+    for (size_t v = 0; v < a.size(); ++v) ASSERT_EQ(a[v], b[v]) << "position " << p;
+    const int64_t rows = (huge.state_bytes() / (4 * cfg.layers) - lin) / (2 * cfg.heads * D);
+    ASSERT_GE(rows, std::min<int64_t>(p + 2, tokens));
+    ASSERT_LE(rows, 2 * (p + 2));
+  }
+  cfg.window = 4;
+  PerformerModel small_model(cfg, res.ctx(), nullptr);
+  RecurrentPerformer small(small_model, res.ctx(), 1);
+  for (int64_t p = 0; p < 50; ++p) {
+    int32_t t = residue_token(0, p);
+    small.step(&t, a.data());
+  }
+  EXPECT_EQ(small.state_bytes(), cfg.layers * (lin + 2 * cfg.heads * 4 * D) * 4);
 }
 
 TEST(Recurrent, MemoryDoesNotGrowWithPosition) {
