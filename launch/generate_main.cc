@@ -107,9 +107,10 @@ int main(int argc, char** argv) {
                             << pf::objective_name(stored.model.objective)
                             << "\") cannot generate: its attention is bidirectional, so it has no next-token "
                                "distribution (score it with performer-score, which gives pseudo-log-likelihoods)");
-      PF_REQUIRE(pf::ConfigError, stored.model.attention != pf::AttentionKind::Softmax,
-                 checkpoint << ": model.attention = softmax has no fixed-size recurrent state: generate with "
-                               "random features, --set model.attention=favor");
+      PF_REQUIRE(pf::ConfigError, stored.model.attention != pf::AttentionKind::Softmax || stored.model.window > 0,
+                 checkpoint << ": model.attention = softmax without a window (model.window = 0) has no recurrent "
+                               "state of bounded size: generate with random features, --set "
+                               "model.attention=favor");
     }
     std::vector<pf::SequenceRecord> prompt_records;
     if (!prompts.empty()) {

@@ -40,6 +40,11 @@ void Watchdog::set_phase(std::string phase) {
   phase_ = std::move(phase);
 }
 
+void Watchdog::set_ending_advice(std::string advice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  advice_ = std::move(advice);
+}
+
 int Watchdog::add_abort_hook(std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(hooks_mu_);
   hooks_[next_hook_] = std::move(hook);
@@ -169,8 +174,10 @@ void Watchdog::loop() {
 
 void Watchdog::fire(const std::string& report) {
   std::ostringstream end;
-  end << "  ending the job (exit status " << kWatchdogExitCode
-      << "); the last complete checkpoint is kept, resume with --resume auto\n";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end << "  ending the job (exit status " << kWatchdogExitCode << "); " << advice_ << "\n";
+  }
   report_(report + end.str());
   {
     // Under hooks_mu_: an owner removing its hook meanwhile waits, then

@@ -51,6 +51,10 @@ class Watchdog {
   // What the caller is doing, shown beside the operation that fires:
   // "step 12: forward and backward", "checkpoint save at step 200".
   void set_phase(std::string phase);
+  // What the report tells the user to do after the job ends; by default the
+  // trainer's advice (resume from the last complete checkpoint). Tools that
+  // write no checkpoint say their own.
+  void set_ending_advice(std::string advice);
 
   // Functions run before `abort` when the watchdog fires (ncclCommAbort of a
   // communicator); the returned id removes one. Removal waits for hooks that
@@ -121,6 +125,7 @@ class Watchdog {
   std::condition_variable wake_;
   bool stop_ = false;
   std::string phase_;
+  std::string advice_ = "the last complete checkpoint is kept, resume with --resume auto";
   uint64_t next_id_ = 1;
   uint64_t completed_ = 0;
   std::map<uint64_t, InFlight> in_flight_;

@@ -85,6 +85,8 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
              path << ": model.attention = softmax needs the whole sequence on one rank, but " << sp
                   << " ranks split it: run on one rank, or with random features (--set model.attention=favor)");
   out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
+  // Inference writes no checkpoint; its outputs appear only when complete.
+  out.session->watchdog().set_ending_advice("no output file of this command was written; run it again");
   out.model = std::make_unique<PerformerModel>(out.cfg.model, out.session->ctx(), &out.session->grid().sp_group(),
                                                out.cfg.parallel.attention);
   // The shapes were checked above: what can fail here is the content (a
