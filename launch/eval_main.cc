@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  std::function<bool()> stop;  // with --fasta: SIGINT / SIGTERM, polled by the preparation and each batch
+  std::function<bool()> stop;  // with --fasta: SIGINT / SIGTERM / SIGUSR1, polled by the preparation and each batch
+  if (!fasta.empty()) pf::install_stop_handlers();  // before MPI's threads
   const auto evaluate = [&](int size, int rank) {
     PF_REQUIRE(pf::ConfigError, batches >= 0, "--batches must be >= 0 (0: the whole split), got " << batches);
     PF_REQUIRE(pf::ConfigError, split == "train" || split == "valid" || split == "test" || split == pf::kOodSplitName,
@@ -179,7 +180,6 @@ int main(int argc, char** argv) {
       // A signal now stops the preparation or the evaluation at its next
       // poll, and the temporary folder goes with the unwinding (a killed
       // run's folder goes with the next --fasta run).
-      pf::install_stop_handlers();
       stop = [] { return pf::stop_requested(); };
       prepared = prepare_on_every_rank(fasta);
       cfg.data.files = {prepared->path()};

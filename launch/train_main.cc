@@ -8,6 +8,7 @@
 #include "launch/infer/tool_cli.h"
 #include "launch/train/mpi_program.h"
 #include "launch/train/session.h"
+#include "launch/train/stop_signal.h"
 #include "launch/train/train_config.h"
 #include "launch/train/train_loop.h"
 #include "model/planner.h"
@@ -17,6 +18,9 @@
 
 int main(int argc, char** argv) {
   pf::keep_freed_host_memory();
+  // First of all: a stop signal during start-up is recorded like any other
+  // and acted on after the first step (docs/checkpoints.md, Preemption).
+  pf::install_stop_handlers();
   CLI::App app{"Train a Performer protein language model (launch under mpirun for several ranks)"};
   std::string config_path;
   std::vector<std::string> overrides;
@@ -41,6 +45,7 @@ int main(int argc, char** argv) {
     // launched job has the same plan, so one process plans for any sp.
     const bool inspect = print_config || plan;
     pf::validate_layout(cfg, inspect && size == 1 ? static_cast<int>(sp) : size);
+    pf::validate_training_window(cfg);
     const std::string layout = size > 1 ? "dp " + std::to_string(size / sp) + " x sp " + std::to_string(sp)
                                         : "sp " + std::to_string(sp) + ", any dp";
     if (inspect) {

@@ -34,6 +34,12 @@ void kill_group(int) { ::kill(0, SIGKILL); }
 // program started (MMseqs2 workflows run their steps as child processes),
 // which a parent-death signal on the program alone would leave running.
 [[noreturn]] void guard_program(pid_t caller, char* const* args, int log, int report_write) {
+  // A caller that takes its stop signals on a thread of its own blocks them
+  // (launch/train/stop_signal.h); the guardian and the program begin, as any
+  // program does, with none blocked.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::setpgid(0, 0);
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGPIPE, SIG_DFL);

@@ -5,6 +5,8 @@
 #   BUILD_DIR   build folder (default: build)
 #   JOBS        parallel build jobs (default: number of cores)
 #   CUDA_ARCH   CMAKE_CUDA_ARCHITECTURES (default: 90)
+# The AddressSanitizer build of performer-train and performer-data for the
+# signal tests goes to BUILD_DIR-asan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/scripts/install_deps.sh
@@ -15,7 +17,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The Python package's environment (its tests skip, saying why, without it).
 launch/python/make_venv.sh "$BUILD_DIR/python-venv" ||
   echo "tests/run.sh: warning: launch/python/make_venv.sh failed (above): python_golden and python_export_output will be skipped"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}"
+# The signal tests' AddressSanitizer build of the trainer and the data tool
+# (CPU only, -O1 to build faster): e2e_signal_stress_asan runs it.
+ASAN_DIR=$(realpath -m "$BUILD_DIR-asan")
+cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DPF_CUDA=OFF \
+  -DPF_SANITIZE=address -DPF_BUILD_TESTS=OFF -DPF_BUILD_BENCH=OFF
+cmake --build "$ASAN_DIR" -j "$JOBS" --target performer-train performer-data
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
+  -DPF_ASAN_TOOLS_DIR="$ASAN_DIR/launch"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 cd "$BUILD_DIR"
 ctest --output-on-failure -j "$JOBS" --timeout 900

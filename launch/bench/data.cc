@@ -86,12 +86,12 @@ int run_data(int argc, char** argv) {
   app.add_option("--steps", steps, "loader steps per timing")->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
+  install_stop_handlers();  // before any thread starts
 
   const std::string dir = tmp + "/pf_bench_data_" + std::to_string(::getpid());
   // SIGINT / SIGTERM set a flag, polled between measurements and steps: the
   // run stops with an error and its scratch folder (copies of the input, 20+
   // MB) is removed on the way out, as on a normal exit.
-  install_stop_handlers();
   auto poll_stop = [&] {
     if (stop_requested())
       throw IoError("stopped by signal " + std::to_string(stop_signal_number()) + "; removed " + dir);

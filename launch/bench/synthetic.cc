@@ -35,6 +35,7 @@ int run_synthetic(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", o.seed, "generator seed")->capture_default_str();
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
+  install_stop_handlers();  // before any thread starts
   o.progress = &std::cerr;
   // Only an earlier output of this command may be replaced (data/output_path.h);
   // gzread reads plain files as they are, so one test covers both forms.
@@ -53,8 +54,7 @@ int run_synthetic(int argc, char** argv) {
   o.gzip = o.gzip || (output.size() > 3 && output.compare(output.size() - 3, 3, ".gz") == 0);
   int64_t residues = 0;
   auto write = [&](const std::string& tmp) { residues = write_synthetic_fasta(stats, o, tmp); };
-  // SIGINT / SIGTERM stop the write; its temporary file goes with the unwinding.
-  install_stop_handlers();
+  // SIGINT / SIGTERM / SIGUSR1 stop the write; its temporary file goes with the unwinding.
   o.stop_requested = [] { return stop_requested(); };
   try {
     write_then_rename(output, write, was);

@@ -1,17 +1,30 @@
-// SIGTERM / SIGINT (cluster preemption, Ctrl-C) ask a long-running tool to
-// stop: the handler only records the signal. The training loop agrees on it
-// across ranks (an allreduce of the signal number each step, so that rank 0
-// can name a signal that another rank received), saves a checkpoint and exits
-// cleanly; `performer-data prepare` removes its temporary file and exits with
-// 128 + the signal.
-// The flag is the one piece of process-wide state in the trainer: a signal
-// handler can reach nothing else.
+// SIGINT / SIGTERM / SIGUSR1 (Ctrl-C, cluster preemption, a scheduler's
+// warning signal) ask a long-running tool to stop. No handler runs:
+// install_stop_handlers() blocks them in the calling thread, so in every
+// thread started after it (OpenMP's, oneDNN's, MPI's, the loader's, the
+// streams'), and one thread of its own takes them with sigwait() and records
+// the first. A signal therefore never interrupts a system call or a library
+// in the middle of its work; the program acts on the record at one point of
+// its loop. The training loop agrees on it across ranks (an allreduce of the
+// signal number each step, so that rank 0 can name a signal that another
+// rank received), saves a checkpoint and exits 0; `performer-data prepare`
+// removes its temporary file and exits with 128 + the signal.
+// Call it first in main, before MPI_Init and before any thread starts (it
+// refuses to run later: a thread started earlier would keep the default
+// action, and the process would end). Only tools that poll stop_requested()
+// call it: in any other, Ctrl-C must keep its default action. Programs they
+// start (runtime/subprocess.h) begin with an empty signal mask.
+// The record is the one piece of process-wide state in the trainer.
 #pragma once
+
+#include <csignal>
 
 namespace pf {
 
+inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+
 void install_stop_handlers();
 bool stop_requested();
-int stop_signal_number();  // the signal received, 0 when none
+int stop_signal_number();  // the signal received first, 0 when none
 
 }  // namespace pf

@@ -488,6 +488,9 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   // The data first (it is only read), then the folders, before anything in
   // checkpoint.dir or beside train.metrics is read or written.
   check_splits(cfg, grid);
+  // checkpoint.init_from is checked before checkpoint.dir is made or locked.
+  if (!cfg.checkpoint.init_from.empty() && cfg.checkpoint.resume.empty())
+    session.root_check([&] { require_checkpoint_file(cfg.checkpoint.init_from, "checkpoint.init_from"); });
   RunRecord record{new_run_id(), ""};
   std::vector<std::unique_ptr<RunLock>> locks;
   MetricsLog metrics;                  // on rank 0, which writes it
@@ -606,7 +609,6 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     out.validation = e;
   };
 
-  install_stop_handlers();
   const int64_t tokens_per_step = grid.dp_size() * cfg.data.batch_size * cfg.data.sample_length;
   double avg_step = 0;
   const double run_start = seconds_now();
@@ -693,6 +695,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
           log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";
         else
           log << "stop requested (signal " << stop[0] << "): saving a checkpoint at step " << done << "\n";
+        log << std::flush;
       }
       if (!cfg.checkpoint.dir.empty())
         out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
