@@ -10,8 +10,9 @@
 // rank received), saves a checkpoint and exits 0; `performer-data prepare`
 // removes its temporary file and exits with 128 + the signal.
 // Call it first in main, before MPI_Init and before any thread starts (it
-// refuses to run later: a thread started earlier would keep the default
-// action, and the process would end). Only tools that poll stop_requested()
+// refuses to run later: a thread started earlier would not block them). A
+// handler that records the signal stays installed for the one thread the
+// runtime may start before main (AddressSanitizer's, which computes nothing). Only tools that poll stop_requested()
 // call it: in any other, Ctrl-C must keep its default action. Programs they
 // start (runtime/subprocess.h) begin with an empty signal mask.
 // The record is the one piece of process-wide state in the trainer.
