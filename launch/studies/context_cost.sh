@@ -15,8 +15,11 @@
 # Variables: CONTEXTS ["1000 4000 16000 64000 128000"]
 #   SOFTMAX_MAX [64000] longest context given to the one-pass runs
 #   QUERIES [8]   OUT [out/context-cost]   BUILD_DIR [build]   OMP_NUM_THREADS [2]
+# OUT is a new folder, an empty one or an earlier output of this script
+# (launch/studies/output_dir.sh); a rerun keeps the checkpoints there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source launch/studies/output_dir.sh
 CONTEXTS=${CONTEXTS-"1000 4000 16000 64000 128000"}
 SOFTMAX_MAX=${SOFTMAX_MAX:-64000}
 QUERIES=${QUERIES:-8}
@@ -26,15 +29,15 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 bin=$BUILD_DIR/launch
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
-mkdir -p "$OUT"
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target performer-data performer-train performer-score > /dev/null
+pf_claim_output OUT "$OUT"
+pf_run cmake --build "$BUILD_DIR" -j "$(nproc)" --target performer-data performer-train performer-score > /dev/null
 
-[ -f "$OUT/query.h5" ] || "$bin/performer-data" prepare --output "$OUT/query.h5" "$query" > /dev/null 2>&1
+[ -f "$OUT/query.h5" ] || pf_run "$bin/performer-data" prepare --output "$OUT/query.h5" "$query" > /dev/null 2>&1
 for kind in favor softmax; do
   ck=$OUT/$kind/ckpt-000000001.h5
   [ -f "$ck" ] && continue
-  rm -rf "$OUT/$kind"
-  "$bin/performer-train" --config launch/configs/small.toml --set "model.attention=\"$kind\"" \
+  pf_remove_own "$OUT" "$kind"  # a run that ended before its checkpoint
+  pf_run "$bin/performer-train" --config launch/configs/small.toml --set "model.attention=\"$kind\"" \
     --set "data.files=[\"$OUT/query.h5\"]" --set "checkpoint.dir=\"$OUT/$kind\"" --set 'checkpoint.resume=""' \
     --set "train.metrics=\"$OUT/$kind/metrics.jsonl\"" --set train.steps=1 --set optimizer.warmup_steps=0 --set parallel.sp=1 > /dev/null
 done
@@ -70,9 +73,11 @@ for L in $CONTEXTS; do
   for run in favor:cached favor:one-pass softmax:one-pass; do
     kind=${run%%:*} mode=${run#*:}
     [ "$mode" = one-pass ] && [ "$L" -gt "$SOFTMAX_MAX" ] && continue
-    line=$("$bin/performer-score" --checkpoint "$OUT/$kind/ckpt-000000001.h5" --context "$OUT/context_$L.fasta" \
-      --context-mode "$mode" --output "$OUT/scores_${kind}_${mode}_$L.tsv" "$OUT/queries.fasta" 2>&1 >/dev/null |
-      grep 'context of')
+    log=$OUT/scores_${kind}_${mode}_$L.log
+    pf_run "$bin/performer-score" --checkpoint "$OUT/$kind/ckpt-000000001.h5" --context "$OUT/context_$L.fasta" \
+      --context-mode "$mode" --output "$OUT/scores_${kind}_${mode}_$L.tsv" "$OUT/queries.fasta" 2>"$log" >/dev/null ||
+      { cat "$log" >&2; exit 1; }
+    line=$(grep 'context of' "$log")
     echo "$line" | sed -E 's/.*\(([0-9]+) tokens\).*: ([0-9]+) context tokens run; context ([0-9.]+) s, ([0-9]+) queries given it ([0-9.]+) s \(([0-9.]+) s per query\).*/\1 \4 \3 \5 \6 \2/' |
       { read -r tok nq cs gs pq run_tokens; echo "$kind,$mode,$tok,$nq,$cs,$gs,$pq,$run_tokens" | tee -a "$csv"; }
   done

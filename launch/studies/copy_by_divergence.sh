@@ -12,6 +12,8 @@
 # run, or runs with the same roots and seed). Env: BUILD (default build),
 # SCORE (the performer-score to run, default BUILD's), PYTHON (python3 with
 # h5py, default /usr/bin/python3), THREADS (OMP threads, 1).
+# OUT is a new folder, an empty one or an earlier output of this script
+# (launch/studies/output_dir.sh).
 set -euo pipefail
 usage="usage: copy_by_divergence.sh OUT DATA.h5:SPLIT \"FAMDIR...\" NAME=CKPT..."
 out=${1:?$usage}
@@ -20,9 +22,10 @@ dirs=${3:?$usage}
 shift 3
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$repo/launch/studies/output_dir.sh"
 score=${SCORE:-$(realpath "${BUILD:-$repo/build}")/launch/performer-score}
 python=${PYTHON:-/usr/bin/python3}
-mkdir -p "$out"
+pf_claim_output OUT "$out"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) cores; split: $split" \
   >"$out/machine.txt"
 for spec in "$@"; do
@@ -36,7 +39,7 @@ for spec in "$@"; do
       csv=$out/copy_${name}_$id.csv
       [ -s "$csv" ] && continue
       echo "[$(date -u +%H:%M:%S)] $name on $id" >&2
-      OMP_NUM_THREADS=${THREADS:-1} "$python" "$repo/launch/studies/aligned_copy.py" --score "$score" \
+      OMP_NUM_THREADS=${THREADS:-1} pf_run "$python" "$repo/launch/studies/aligned_copy.py" --score "$score" \
         --checkpoint "$ckpt" --families "$fasta" --alignment "$dir/$id.aln.fasta" --split "$split" \
         --output "$csv" >"$out/copy_${name}_$id.txt"
     done

@@ -22,8 +22,11 @@
 #   OUT [out/kernel-study]   RESULTS [$OUT/results]   BUILD_DIR [build]   OMP_NUM_THREADS [2]
 #   PYTHON [$BUILD_DIR/python-venv/bin/python] (the performer_protein package, for the ranks)
 #   RANK_PROTEINS [16] held-out proteins of 64-256 residues per model
+# OUT and RESULTS are each a new folder, an empty one or an earlier output of
+# this script (launch/studies/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source launch/studies/output_dir.sh
 STEPS=${STEPS:-1000}
 OBJECTIVES=${OBJECTIVES-"mlm clm"}
 SEEDS=${SEEDS-"0 1 2"}
@@ -38,14 +41,17 @@ PY=${PYTHON:-$BUILD_DIR/python-venv/bin/python}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 FASTA=${FASTA:-/usr/share/doc/mmseqs2/example-data/DB.fasta.gz}
+pf_check_output OUT "$OUT"
+pf_check_output RESULTS "$RESULTS"  # both before either is made
+pf_claim_output OUT "$OUT"
+pf_claim_output RESULTS "$RESULTS"
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=OFF > /dev/null
+  pf_run cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=OFF > /dev/null
 fi
-cmake --build "$BUILD_DIR" -j "${BUILD_JOBS:-2}" --target performer-data performer-train performer-eval > /dev/null
-[ -x "$PY" ] || launch/python/make_venv.sh "$BUILD_DIR/python-venv"
+pf_run cmake --build "$BUILD_DIR" -j "${BUILD_JOBS:-2}" --target performer-data performer-train performer-eval > /dev/null
+[ -x "$PY" ] || pf_run launch/python/make_venv.sh "$BUILD_DIR/python-venv"
 bin=$BUILD_DIR/launch
-mkdir -p "$OUT" "$RESULTS"
 study_start=$(date +%s)
 data=$OUT/uniprot-ood.h5
 one_rank=(mpirun --oversubscribe -np 1 -x "OMP_NUM_THREADS=$OMP_NUM_THREADS")
@@ -54,9 +60,9 @@ if [ ! -f "$data" ]; then
   echo "== prepare: $FASTA, holding out OS= ${OOD_ORGANISMS}, cluster split at $CLUSTER_IDENTITY"
   prep_args=(--cluster-identity "$CLUSTER_IDENTITY")
   for o in $OOD_ORGANISMS; do prep_args+=(--ood-organism "$o"); done
-  "$bin/performer-data" prepare --output "$data.tmp" "${prep_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
+  pf_run "$bin/performer-data" prepare --output "$data.tmp" "${prep_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
   mv "$data.tmp" "$data"
-  "$bin/performer-data" info "$data" > "$OUT/data-info.txt"
+  pf_run "$bin/performer-data" info "$data" > "$OUT/data-info.txt"
 fi
 
 common=(--config launch/configs/small.toml --set "data.files=[\"$data\"]" --set 'data.mode="concat"'
@@ -70,7 +76,7 @@ common=(--config launch/configs/small.toml --set "data.files=[\"$data\"]" --set 
 # run_one RUN KIND M OBJECTIVE SEED: train, evaluate on test and ood, mark done.
 run_one() {
   local run=$1 kind=$2 m=$3 obj=$4 seed=$5 dir=$OUT/$1
-  rm -rf "$dir"
+  pf_remove_own "$OUT" "$run"
   mkdir -p "$dir"
   local sets=(--set "model.attention=\"$kind\"" --set "model.objective=\"$obj\"" --set "model.seed=$((1234 + seed))"
               --set "checkpoint.dir=\"$dir/checkpoints\"" --set "train.metrics=\"$dir/metrics.jsonl\"")
@@ -78,22 +84,23 @@ run_one() {
   echo "== train $run ($STEPS steps)"
   local t0 t1
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o "$dir/max_rss_kib" "${one_rank[@]}" "$bin/performer-train" "${common[@]}" "${sets[@]}" \
+  pf_run /usr/bin/time -f "%M" -o "$dir/max_rss_kib" "${one_rank[@]}" "$bin/performer-train" "${common[@]}" "${sets[@]}" \
     > "$dir/train.log" 2>&1 || { tail -20 "$dir/train.log"; exit 1; }
   t1=$(date +%s.%N)
   local ck
   ck=$(ls "$dir/checkpoints"/ckpt-*.h5 | tail -1)
   for split in test ood; do
     local line
-    line=$("${one_rank[@]}" "$bin/performer-eval" --checkpoint "$ck" --split "$split" \
-           --set "data.files=[\"$data\"]" --set parallel.sp=1 | grep '^checkpoint ')
+    pf_run "${one_rank[@]}" "$bin/performer-eval" --checkpoint "$ck" --split "$split" \
+      --set "data.files=[\"$data\"]" --set parallel.sp=1 > "$dir/eval_$split.txt"
+    line=$(grep '^checkpoint ' "$dir/eval_$split.txt")
     echo "   $split: ${line#*: }"
     echo "$line" | sed -E "s/.*loss ([0-9.naif]+) \| ppl ([0-9.naif]+) \| accuracy ([0-9.naif]+) \| ([0-9]+) tokens.*/$run,$split,\1,\2,\3,\4/" \
       >> "$OUT/evals.csv"
   done
   echo "$run,$kind,${m:-0},$obj,$seed,$STEPS,$(awk "BEGIN{printf \"%.1f\", $t1 - $t0}"),$(tail -1 "$dir/max_rss_kib")" \
     >> "$OUT/runs.csv"
-  "$PY" launch/studies/attention_rank.py --data "$data" --proteins "$RANK_PROTEINS" --output "$dir/rank.csv" "$ck" \
+  pf_run "$PY" launch/studies/attention_rank.py --data "$data" --proteins "$RANK_PROTEINS" --output "$dir/rank.csv" "$ck" \
     > /dev/null
   touch "$dir/done"
 }
@@ -112,5 +119,5 @@ for seed in $SEEDS; do
 done
 
 echo "== tables and plot -> $RESULTS"
-"$PY" launch/studies/kernel_study_report.py --out "$OUT" --data "$data" --results "$RESULTS"
+pf_run "$PY" launch/studies/kernel_study_report.py --out "$OUT" --data "$data" --results "$RESULTS"
 echo "study: $(( $(date +%s) - study_start )) s this call, STEPS=$STEPS OBJECTIVES=$OBJECTIVES SEEDS=$SEEDS"

@@ -10,9 +10,12 @@
 #      mean over the steps after the first WARMUP, into a CSV.
 # Variables (defaults in brackets): LENGTHS ["2048 8192 65536"], TOKENS [65536]
 # tokens per step, STEPS [8], WARMUP [3], COUNT [8], OUT [out/packing],
-# CSV [$OUT/packing_throughput.csv], BUILD_DIR [build].
+# CSV [$OUT/packing_throughput.csv], BUILD_DIR [build]. OUT, and the CSV's
+# folder when it is another, are each a new folder, an empty one or an earlier
+# output of this script (launch/studies/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source launch/studies/output_dir.sh
 LENGTHS=${LENGTHS:-"2048 8192 65536"}
 TOKENS=${TOKENS:-65536}
 STEPS=${STEPS:-8}
@@ -24,17 +27,20 @@ BUILD_DIR=${BUILD_DIR:-build}
 bin=$BUILD_DIR/launch
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$OUT"
-python3 launch/studies/long_proteins.py --input "$db" --output "$OUT/long.fasta" --count "$COUNT"
-"$bin/performer-data" prepare --output "$OUT/data.h5" "$db" "$OUT/long.fasta" > "$OUT/prepare.log"
+pf_check_output OUT "$OUT"
+[ "$(dirname "$CSV")" -ef "$OUT" ] || pf_check_output "CSV's folder" "$(dirname "$CSV")"  # both before either is made
+pf_claim_output OUT "$OUT"
+[ "$(dirname "$CSV")" -ef "$OUT" ] || pf_claim_output "CSV's folder" "$(dirname "$CSV")"
+pf_run python3 launch/studies/long_proteins.py --input "$db" --output "$OUT/long.fasta" --count "$COUNT"
+pf_run "$bin/performer-data" prepare --output "$OUT/data.h5" "$db" "$OUT/long.fasta" > "$OUT/prepare.log"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores" >&2
 echo "L,mode,batch,steps,tokens_per_s,useful_fraction,useful_tokens_per_s" > "$CSV"
 for L in $LENGTHS; do
   B=$(( TOKENS / L > 0 ? TOKENS / L : 1 ))
   for mode in single concat packed; do
     dir=$OUT/L${L}_$mode
-    rm -rf "$dir"
-    mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-train" --config launch/configs/small.toml \
+    pf_remove_own "$OUT" "L${L}_$mode"
+    pf_run mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-train" --config launch/configs/small.toml \
       --set "data.files=[\"$OUT/data.h5\"]" --set "data.mode=\"$mode\"" --set "data.sample_length=$L" \
       --set "data.batch_size=$B" --set "train.steps=$STEPS" --set "optimizer.warmup_steps=1" --set "train.eval_interval=0" \
       --set "train.log_interval=$STEPS" --set "train.metrics=\"$dir/metrics.jsonl\"" \

@@ -9,21 +9,26 @@
 # writes the machine's description beside it.
 #   launch/studies/prepare_scale.sh [BUILD_DIR]
 # Environment: COUNTS ("1000000 20000000"), THREADS ("1 2"), SMALL_BUDGET (256MiB; "" skips that run), WORK
-# (scratch folder; about 8 GB per 20 M sequences), OUT
-# (docs/results/prepare_scale/prepare_scale.csv).
+# (where the scratch folder is made, a new temporary one removed at the end;
+# about 8 GB per 20 M sequences; default TMPDIR or /tmp), OUT
+# (docs/results/prepare_scale/prepare_scale.csv). OUT's folder is a new folder,
+# an empty one or an earlier output of this script (launch/studies/output_dir.sh).
 set -euo pipefail
+source "$(dirname "$0")/output_dir.sh"
 build=${1:-build}
 bin=$build/launch
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 counts=${COUNTS:-"1000000 20000000"}
 threads=${THREADS:-"1 2"}
 small=${SMALL_BUDGET-256MiB}
-work=${WORK:-${TMPDIR:-/tmp}/pf-prepare-scale}
+scratch=${WORK:-${TMPDIR:-/tmp}}
 out=${OUT:-docs/results/prepare_scale/prepare_scale.csv}
+pf_claim_output "OUT's folder" "$(dirname "$out")"
 for t in performer-data performer-bench; do
   [[ -x $bin/$t ]] || { echo "prepare_scale.sh: $bin/$t not built" >&2; exit 2; }
 done
-mkdir -p "$work" "$(dirname "$out")"
+mkdir -p "$scratch"
+work=$(mktemp -d "$scratch/pf-prepare-scale.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -35,7 +40,7 @@ trap 'rm -rf "$work"' EXIT
 # One prepare: its summary lines give the counts, the time and the peak.
 measure() { # label input budget threads
   local log=$work/prepare.log h5=$work/out.h5
-  "$bin/performer-data" prepare --output "$h5" --memory-budget "$3" --threads "$4" "$2" 2>"$log"
+  pf_run "$bin/performer-data" prepare --output "$h5" --memory-budget "$3" --threads "$4" "$2" 2>"$log"
   local read mb dups kept residues runs seconds peak size
   read=$(sed -n 's/^sequences read: \([0-9]*\) (\([0-9.e+]*\) MB).*/\1/p' "$log")
   mb=$(sed -n 's/^sequences read: [0-9]* (\([0-9.e+]*\) MB).*/\1/p' "$log")
@@ -58,7 +63,7 @@ for t in $threads; do measure DB.fasta.gz "$db" 2GiB "$t"; done
 last=""
 for n in $counts; do
   fasta=$work/synthetic-$n.fasta
-  "$bin/performer-bench" synthetic --like "$db" --count "$n" --duplicates 0.05 --seed 1 --output "$fasta"
+  pf_run "$bin/performer-bench" synthetic --like "$db" --count "$n" --duplicates 0.05 --seed 1 --output "$fasta"
   for t in $threads; do measure "synthetic-$n" "$fasta" 2GiB "$t"; done
   [[ -n $last ]] && rm -f "$last"
   last=$fasta

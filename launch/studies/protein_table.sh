@@ -28,8 +28,11 @@
 #   OOD_ORGANISMS ["Drosophila Mycobacterium"]   OS= substrings held out
 #   OUT [out/protein-study] work folder    RESULTS [$OUT/results] tables and plots
 #   BUILD_DIR [build]                      OMP_NUM_THREADS [2]
+# OUT and RESULTS are each a new folder, an empty one or an earlier output of
+# this script (launch/studies/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source launch/studies/output_dir.sh
 STEPS=${STEPS:-1000}
 FT_STEPS=${FT_STEPS:-$((STEPS / 4))}
 FEATURES=${FEATURES-"32 64 128 256 512"}
@@ -48,18 +51,6 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 FASTA=${FASTA:-/usr/share/doc/mmseqs2/example-data/DB.fasta.gz}
 PY=${PYTHON:-/usr/bin/python3}
-
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=OFF > /dev/null
-fi
-cmake --build "$BUILD_DIR" -j "${BUILD_JOBS:-2}" --target performer-data performer-train performer-eval > /dev/null
-bin=$BUILD_DIR/launch
-mkdir -p "$OUT" "$RESULTS"
-study_start=$(date +%s)
-data=$OUT/uniprot-ood.h5
-one_rank=(mpirun --oversubscribe -np 1 -x "OMP_NUM_THREADS=$OMP_NUM_THREADS")
-
-echo "== prepare: $FASTA, holding out OS= ${OOD_ORGANISMS}, split by $SPLIT"
 prep_args=()
 for o in $OOD_ORGANISMS; do prep_args+=(--ood-organism "$o"); done
 case $SPLIT in
@@ -67,8 +58,24 @@ case $SPLIT in
   sequence) ;;
   *) echo "protein_table.sh: SPLIT must be cluster or sequence, not '$SPLIT'" >&2; exit 2 ;;
 esac
-"$bin/performer-data" prepare --output "$data" "${prep_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
-"$bin/performer-data" info "$data" | tee "$OUT/data-info.txt"
+pf_check_output OUT "$OUT"
+pf_check_output RESULTS "$RESULTS"  # both before either is made
+pf_claim_output OUT "$OUT"
+pf_claim_output RESULTS "$RESULTS"
+
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  pf_run cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPF_CUDA=OFF > /dev/null
+fi
+pf_run cmake --build "$BUILD_DIR" -j "${BUILD_JOBS:-2}" --target performer-data performer-train performer-eval > /dev/null
+bin=$BUILD_DIR/launch
+study_start=$(date +%s)
+data=$OUT/uniprot-ood.h5
+one_rank=(mpirun --oversubscribe -np 1 -x "OMP_NUM_THREADS=$OMP_NUM_THREADS")
+
+echo "== prepare: $FASTA, holding out OS= ${OOD_ORGANISMS}, split by $SPLIT"
+pf_run "$bin/performer-data" prepare --output "$data" "${prep_args[@]}" "$FASTA" 2> "$OUT/prepare.log"
+pf_run "$bin/performer-data" info "$data" > "$OUT/data-info.txt"
+cat "$OUT/data-info.txt"
 
 # Concat samples, as in the recorded results (the quickstart config now packs).
 common=(--config launch/configs/small.toml --set "data.files=[\"$data\"]" --set 'data.mode="concat"' --set parallel.sp=1
@@ -83,9 +90,10 @@ echo "run,attention,objective,steps,wall_s,max_rss_kib" > "$runs"
 evaluate() {
   local run=$1 split=$2 variant=$3 m=$4 draw=$5 ckpt=$6
   shift 6
-  local line
-  line=$("${one_rank[@]}" "$bin/performer-eval" --checkpoint "$ckpt" --split "$split" \
-         --set "data.files=[\"$data\"]" --set parallel.sp=1 "$@" | grep '^checkpoint ')
+  local line log=$OUT/$run/eval_${split}_$variant${m:+_m$m}${draw:+_d$draw}.txt
+  pf_run "${one_rank[@]}" "$bin/performer-eval" --checkpoint "$ckpt" --split "$split" \
+    --set "data.files=[\"$data\"]" --set parallel.sp=1 "$@" > "$log"
+  line=$(grep '^checkpoint ' "$log")
   echo "   $run $split $variant m=$m draw=$draw: ${line#*: }"
   echo "$line" | sed -E "s/.*loss ([0-9.naif]+) \| ppl ([0-9.naif]+) \| accuracy ([0-9.naif]+) \| ([0-9]+) tokens.*/$run,$split,$variant,$m,$draw,\1,\2,\3,\4/" >> "$evals"
 }
@@ -94,12 +102,12 @@ evaluate() {
 train() {
   local run=$1 att=$2 obj=$3 steps=$4 eval_interval=$5
   shift 5
-  rm -rf "$OUT/$run"
+  pf_remove_own "$OUT" "$run"
   mkdir -p "$OUT/$run"
   echo "== train $run: attention $att, objective $obj, $steps steps"
   local t0 t1
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o "$OUT/$run/max_rss_kib" "${one_rank[@]}" "$bin/performer-train" "${common[@]}" \
+  pf_run /usr/bin/time -f "%M" -o "$OUT/$run/max_rss_kib" "${one_rank[@]}" "$bin/performer-train" "${common[@]}" \
     --set "model.attention=\"$att\"" --set "model.objective=\"$obj\"" --set "train.steps=$steps" \
     --set "train.eval_interval=$eval_interval" \
     --set "checkpoint.dir=\"$OUT/$run/checkpoints\"" --set "train.metrics=\"$OUT/$run/metrics.jsonl\"" "$@" \
@@ -153,6 +161,6 @@ for obj in $REPEAT_OBJECTIVES; do
 done
 
 echo "== unigram baselines, tables and plots -> $RESULTS"
-"$PY" launch/studies/protein_table_report.py --out "$OUT" --data "$data" --results "$RESULTS"
+pf_run "$PY" launch/studies/protein_table_report.py --out "$OUT" --data "$data" --results "$RESULTS"
 echo "study: $(( $(date +%s) - study_start )) s, STEPS=$STEPS FT_STEPS=$FT_STEPS OBJECTIVES=$OBJECTIVES" \
   "REPEAT_SEEDS=$REPEAT_SEEDS REPEAT_OBJECTIVES=$REPEAT_OBJECTIVES SPLIT=$SPLIT DROPIN=$DROPIN FEATURES=$FEATURES"

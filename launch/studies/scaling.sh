@@ -21,11 +21,15 @@
 #                        length under CAP (minutes and ~CAP of host memory)
 #   PYTHON=/usr/bin/python3  interpreter with numpy and matplotlib
 # Every rank count above the number of cores is oversubscribed: the ranks then
-# share cores and the measured times include that sharing.
+# share cores and the measured times include that sharing. OUT_DIR is a new
+# folder, an empty one or an earlier output of this script
+# (launch/studies/output_dir.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/launch/studies/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/scaling}
+pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}
 PRESET=${PRESET:-small}
 STRONG_LENGTH=${STRONG_LENGTH:-16384}
@@ -42,7 +46,8 @@ if [ ! -x "$BENCH" ]; then
   echo "no $BENCH: build first (cmake -S . -B build -DPF_CUDA=OFF && cmake --build build -j2)" >&2
   exit 1
 fi
-mkdir -p "$OUT"
+tmpdir=$(mktemp -d)
+trap 'rm -rf "$tmpdir"' EXIT
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1)
 export OMP_NUM_THREADS=1
 
@@ -59,14 +64,14 @@ append() {
 run() {  # run N study scan [bench args...]
   local n=$1 study=$2 scan=$3; shift 3
   local tmp
-  tmp=$(mktemp -d)  # --csv writes a new file in it (it replaces only an earlier CSV of the benchmark)
+  tmp=$(mktemp -d "$tmpdir/run.XXXXXX")  # --csv writes a new file in it (it replaces only an earlier CSV of the benchmark)
   echo "[$(date -u +%H:%M:%S)] $study N=$n scan=$scan: $*" >&2
-  "${MPIRUN[@]}" -np "$n" "$BENCH" train --steps "$STEPS" --csv "$tmp/run.csv" --set "parallel.scan=$scan" "$@"
+  pf_run "${MPIRUN[@]}" -np "$n" "$BENCH" train --steps "$STEPS" --csv "$tmp/run.csv" --set "parallel.scan=$scan" "$@"
   append "$OUT/$study.csv" "$study" "$scan" "$tmp/run.csv"
   rm -rf "$tmp"
 }
 
-rm -f "$OUT"/strong.csv "$OUT"/weak.csv "$OUT"/scan_algorithms.csv "$OUT"/attention.csv
+pf_remove_own "$OUT" strong.csv weak.csv scan_algorithms.csv attention.csv
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(uname -m)," \
   "load $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min, at the start of the run)" > "$OUT/machine.txt"
 
@@ -93,11 +98,11 @@ case $PRESET in
   *) echo "unknown PRESET $PRESET" >&2; exit 1 ;;
 esac
 SCAN_BYTES=$((4 * H * (1 + M * (D + 1))))
-rm -f "$OUT/comm.csv"
+pf_remove_own "$OUT" comm.csv
 for n in 2 4 8; do
-  tmp=$(mktemp -d)
+  tmp=$(mktemp -d "$tmpdir/comm.XXXXXX")
   echo "[$(date -u +%H:%M:%S)] comm N=$n: $SCAN_BYTES bytes per rank" >&2
-  "${MPIRUN[@]}" -np "$n" "$BENCH" comm --min-bytes "$SCAN_BYTES" --max-bytes "$SCAN_BYTES" --csv "$tmp/run.csv"
+  pf_run "${MPIRUN[@]}" -np "$n" "$BENCH" comm --min-bytes "$SCAN_BYTES" --max-bytes "$SCAN_BYTES" --csv "$tmp/run.csv"
   if [ ! -s "$OUT/comm.csv" ]; then head -1 "$tmp/run.csv" > "$OUT/comm.csv"; fi
   tail -n +2 "$tmp/run.csv" >> "$OUT/comm.csv"
   rm -rf "$tmp"
@@ -112,8 +117,8 @@ done
 # (planner only unless CONFIRM=1).
 confirm=()
 [ "$CONFIRM" = 1 ] && confirm=(--confirm)
-"$BENCH" train --preset paper --longest --cap "$CAP" --batch 1 --csv "$OUT/longest.csv" "${confirm[@]}"
+pf_run "$BENCH" train --preset paper --longest --cap "$CAP" --batch 1 --csv "$OUT/longest.csv" "${confirm[@]}"
 
-"$PYTHON" "$ROOT/launch/studies/plot_scaling.py" "$OUT"
-PRESET=$PRESET "$PYTHON" "$ROOT/launch/studies/perf_model.py" "$OUT"
+pf_run "$PYTHON" "$ROOT/launch/studies/plot_scaling.py" "$OUT"
+PRESET=$PRESET pf_run "$PYTHON" "$ROOT/launch/studies/perf_model.py" "$OUT"
 echo "wrote $OUT" >&2

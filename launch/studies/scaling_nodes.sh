@@ -18,10 +18,13 @@
 #   PYTHON=/usr/bin/python3 interpreter with numpy and matplotlib
 # Needs root (namespaces). Every node shares this machine's cores: the
 # figures measure the network path and the model's form, not a real
-# cluster's compute.
+# cluster's compute. OUT_DIR is a new folder, an empty one or an earlier
+# output of this script (launch/studies/output_dir.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/launch/studies/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/scaling_nodes}
+pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}
 RATES=${RATES:-"1gbit 10gbit"}
 LAYOUTS=${LAYOUTS:-"1x2 2x1 2x2 4x1"}
@@ -40,7 +43,6 @@ BENCH=$BUILD/launch/performer-bench
   exit 1
 }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mkdir -p "$OUT"
 work=$(mktemp -d /tmp/pf-scaling-nodes-XXXXXX)
 cluster=$work/cluster
 cleanup() {
@@ -48,7 +50,7 @@ cleanup() {
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
-rm -f "$OUT/comm.csv" "$OUT/train.csv"
+pf_remove_own "$OUT" comm.csv train.csv
 {
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) cores shared by every node"
   echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -76,13 +78,13 @@ for layout in $LAYOUTS; do
     echo "[$(date -u +%H:%M:%S)] $nodes node(s) x $per_node rank(s), link ${rate}" >&2
     "$ROOT/tests/cluster/nodes.sh" start "$nodes" "$cluster" "${rate#none}" >/dev/null
     mpirun=("$cluster/mpirun" -n "$ranks" -H "$hosts" --bind-to none -x OMP_NUM_THREADS)
-    "${mpirun[@]}" "$BENCH" comm --min-bytes 1024 --max-bytes "$MAX_BYTES" --factor 4 --csv "$cluster/shared/comm.csv" \
+    pf_run "${mpirun[@]}" "$BENCH" comm --min-bytes 1024 --max-bytes "$MAX_BYTES" --factor 4 --csv "$cluster/shared/comm.csv" \
       >"$work/bench.log" 2>&1 || bench_failed comm
     append "$OUT/comm.csv" "$cluster/shared/comm.csv" "$rate" "$nodes" "$per_node"
-    "${mpirun[@]}" "$BENCH" train --preset "$PRESET" --length "$LENGTH" --batch 1 --sp "$ranks" --steps "$STEPS" \
+    pf_run "${mpirun[@]}" "$BENCH" train --preset "$PRESET" --length "$LENGTH" --batch 1 --sp "$ranks" --steps "$STEPS" \
       --csv "$cluster/shared/train.csv" >"$work/bench.log" 2>&1 || bench_failed train
     append "$OUT/train.csv" "$cluster/shared/train.csv" "$rate" "$nodes" "$per_node"
     "$ROOT/tests/cluster/nodes.sh" stop "$cluster"
   done
 done
-"$PYTHON" "$ROOT/launch/studies/scaling_nodes.py" "$OUT" "$PRESET"
+pf_run "$PYTHON" "$ROOT/launch/studies/scaling_nodes.py" "$OUT" "$PRESET"

@@ -17,10 +17,14 @@
 #   STEPS=5             timed steps per run (after one warm-up step)
 #   REPEATS=3           runs per mode and case, alternating sync/async
 #   PYTHON=/usr/bin/python3
+# OUT_DIR is a new folder, an empty one or an earlier output of this script
+# (launch/studies/output_dir.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/launch/studies/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/streams}
+pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}
 PRESETS=${PRESETS:-"small paper"}
 RANKS=${RANKS:-"1 2"}
@@ -33,7 +37,6 @@ BENCH=$BUILD/launch/performer-bench
 [ -x "$BENCH" ] || { echo "streams.sh: $BENCH not found (build first, or set BUILD)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset PF_CPU_STREAMS
-mkdir -p "$OUT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cores=$(nproc)
@@ -47,7 +50,7 @@ for preset in $PRESETS; do
     for rep in $(seq 1 "$REPEATS"); do
       for mode in sync async; do
         echo "streams: preset $preset, $np rank(s), $length tokens per rank, $mode (run $rep of $REPEATS)" >&2
-        mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS=$threads "$BENCH" train \
+        pf_run mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS=$threads "$BENCH" train \
           --preset "$preset" --length "$length" --steps "$STEPS" \
           --set "device.cpu_streams=\"$mode\"" --csv "$tmp/run.csv"
         if [ $first = 1 ]; then
@@ -60,4 +63,4 @@ for preset in $PRESETS; do
   done
 done
 
-"$PYTHON" "$ROOT/launch/studies/plot_streams.py" "$csv" "$OUT"
+pf_run "$PYTHON" "$ROOT/launch/studies/plot_streams.py" "$csv" "$OUT"

@@ -6,16 +6,19 @@
 # two the watchdog's share of a step: waits per step x cost per wait / step.
 #   launch/studies/watchdog_cost.sh [OUT_DIR]    (default docs/results/watchdog)
 # Environment: BUILD=build REPS=3 STEPS=3 SMALL_LENGTH=4096 PAPER_LENGTH=1024
+# OUT_DIR is a new folder, an empty one or an earlier output of this script
+# (launch/studies/output_dir.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/launch/studies/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/watchdog}
+pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}
 REPS=${REPS:-3}
 STEPS=${STEPS:-3}
 BENCH=$BUILD/launch/performer-bench
 PYTHON=${PYTHON:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mkdir -p "$OUT"
 {
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) cores"
   echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -33,7 +36,7 @@ for preset in small paper; do
     for rep in $(seq "$REPS"); do
       for timeout in 0 600; do
         echo "[$(date -u +%H:%M:%S)] $preset, $ranks rank(s), timeout $timeout, rep $rep" >&2
-        mpirun --oversubscribe -np "$ranks" -x OMP_NUM_THREADS "$BENCH" train --preset "$preset" --length "$length" \
+        pf_run mpirun --oversubscribe -np "$ranks" -x OMP_NUM_THREADS "$BENCH" train --preset "$preset" --length "$length" \
           --batch 1 --sp "$ranks" --steps "$STEPS" --set "parallel.timeout_s=$timeout" --csv "$tmp" >/dev/null 2>&1
         grep -v '^#' "$tmp" | tail -n +2 | awk -F, -v p="$preset" -v r="$ranks" -v t="$timeout" -v k="$rep" \
           '{print p "," r "," t "," k "," $8 "," $9 "," $27}' >>"$csv"
@@ -41,7 +44,7 @@ for preset in small paper; do
     done
   done
 done
-"$BENCH" watchdog --csv "$OUT/op_cost.csv"
+pf_run "$BENCH" watchdog --csv "$OUT/op_cost.csv"
 "$PYTHON" - "$OUT" <<'PY'
 import csv, statistics, sys
 d = sys.argv[1]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tests of the study scripts (CMakeLists.txt of this folder says what each checks).
-#   studies_test.sh <python3> indelible_families|aligned_copy|attention_rank
+#   studies_test.sh <python3> indelible_families|aligned_copy|attention_rank|output_rule
 # Exit 77 (skipped) when <python3>, indelible, the UniProt example data or
 # h5py is missing; run by hand the same way.
 set -euo pipefail
@@ -24,5 +24,7 @@ case "$which" in
     "$py" -c 'import h5py, numpy, torch' 2>/dev/null || skip "$py lacks h5py, numpy or torch (python3-h5py, python3-numpy, python3-torch)"
     PYTHONPATH="$repo/launch/python${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 \
       "$py" "$here/attention_rank_checks.py" "$repo/launch/studies" "$work" ;;
+  output_rule)
+    bash "$here/output_rule_test.sh" "$py" "$repo" "$work" ;;
   *) echo "studies_test.sh: unknown test '$which'" >&2; exit 2 ;;
 esac

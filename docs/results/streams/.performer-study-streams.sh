@@ -1,0 +1,1 @@
+output folder of launch/studies/streams.sh (launch/studies/output_dir.sh)
