@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "data/h5.h"
@@ -84,6 +85,16 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
   PF_REQUIRE(ConfigError, out.cfg.model.attention != AttentionKind::Softmax || out.cfg.model.window > 0 || sp == 1,
              path << ": model.attention = softmax needs the whole sequence on one rank, but " << sp
                   << " ranks split it: run on one rank, or with random features (--set model.attention=favor)");
+  // A short protein on sp ranks is padded to sp (window - 1) positions
+  // (launch/infer/scoring.h), at most one training sample's: a longer
+  // window would make the padding, not the proteins, the allocation size.
+  const int64_t window = out.cfg.model.window, length = out.cfg.data.sample_length;
+  PF_REQUIRE(ConfigError, window == 0 || sp == 1 || sp * (window - 1) <= length,
+             path << ": model.window = " << window << " on " << sp << " ranks needs forwards of at least " << sp
+                  << " x " << window - 1 << " positions (each rank's window reaches " << window - 1
+                  << " rows into its neighbour's), more than the " << length
+                  << " of one training sample of this checkpoint (data.sample_length); run on "
+                  << std::max<int64_t>(1, length / std::max<int64_t>(1, window - 1)) << " rank(s) or fewer");
   out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
   // Inference writes no checkpoint; its outputs appear only when complete.
   out.session->watchdog().set_ending_advice("no output file of this command was written; run it again");

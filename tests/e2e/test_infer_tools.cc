@@ -502,6 +502,12 @@ TEST_F(InferTools, AWindowLongerThanAnyProteinCostsOnlyItsTokens) {
       tables[i++] = read_text(table);
     }
     expect_same_table(tables[0], tables[1], 1e-5, "model.window = " + window + ": cached against one pass");
+    // On 2 ranks a short protein would be padded to 2 (window - 1)
+    // positions: refused, naming the checkpoint, the key and the limit.
+    const ToolRun two = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(ckpt) + " " + quoted(fasta), 2);
+    EXPECT_EQ(two.status, 2) << two.out;
+    EXPECT_NE(two.out.find(ckpt + ": model.window = " + window + " on 2 ranks"), std::string::npos) << two.out;
+    EXPECT_NE(two.out.find("data.sample_length"), std::string::npos) << two.out;
   }
 }
 
