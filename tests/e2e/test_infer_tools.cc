@@ -511,6 +511,33 @@ TEST_F(InferTools, AWindowLongerThanAnyProteinCostsOnlyItsTokens) {
   }
 }
 
+// Exact softmax generates with a window (its recurrent form keeps the window's
+// rows) and is refused without one, the message naming the checkpoint and
+// model.window.
+TEST_F(InferTools, SoftmaxGeneratesWithAWindowOnly) {
+  for (const std::string window : {"16", "0"}) {
+    std::vector<std::string> sets = tiny_model("clm");
+    sets.push_back("model.attention=\"softmax\"");
+    sets.push_back("model.window=" + window);
+    const std::string ckpt = out("softmax_window_" + window + ".h5"), fasta = out("softmax_" + window + ".fasta");
+    write_random_checkpoint(ckpt, sets, model_of(sets));
+    const ToolRun r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(ckpt) +
+                                                 " --num 2 --max-length 40 --seed 1 --output " + quoted(fasta));
+    if (window != "0") {
+      EXPECT_EQ(r.status, 0) << r.out;
+      SequenceReader reader(fasta);
+      SequenceRecord rec;
+      int records = 0;
+      while (reader.next(rec)) ++records;
+      EXPECT_EQ(records, 2);
+    } else {
+      EXPECT_EQ(r.status, 2) << r.out;
+      EXPECT_NE(r.out.find(ckpt + ": model.attention = softmax without a window (model.window = 0)"), std::string::npos)
+          << r.out;
+    }
+  }
+}
+
 // --pack: proteins embedded together as packed samples give the embeddings of
 // one protein at a time (means and residue rows), on 1 and 2 ranks.
 TEST_F(InferTools, PackedEmbeddingsEqualOneProteinAtATime) {

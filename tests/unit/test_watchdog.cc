@@ -60,6 +60,23 @@ TEST(Watchdog, FiresForAStalledOperationWithAReport) {
   EXPECT_NE(f.report.find("exit status 75"), std::string::npos) << f.report;
 }
 
+// The advice that ends the report: the trainer's (resume from the last
+// checkpoint) by default, a tool's own after set_ending_advice (the
+// inference tools write no checkpoint).
+TEST(Watchdog, TheReportEndsWithTheOwnersAdvice) {
+  for (const bool tool : {false, true}) {
+    Fired f;
+    auto w = make(0.2, f);
+    if (tool) w->set_ending_advice("no output file of this command was written; run it again");
+    Watchdog::Op stuck(w.get(), "bcast of 1 x i64");
+    ASSERT_TRUE(fired_within(f, 5000ms));
+    std::lock_guard<std::mutex> lock(f.mu);
+    EXPECT_EQ(f.report.find("--resume auto") != std::string::npos, !tool) << f.report;
+    EXPECT_EQ(f.report.find("no output file of this command was written; run it again") != std::string::npos, tool)
+        << f.report;
+  }
+}
+
 // An owner removing its hook learns whether it ran: true before the watchdog
 // fires (the owner still destroys its resource), false after (the resource
 // was aborted: ncclCommDestroy after ncclCommAbort would free it twice); a
