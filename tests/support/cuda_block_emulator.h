@@ -22,6 +22,18 @@
 // hardware's are: every lane reads before any lane writes. So a wrong
 // pointer, leading dimension or layout in a kernel's tensor-core path gives
 // wrong results here; the hardware's order of the fp32 sums is not modelled.
+// Warp-level PTX (runtime/cuda_mma.cuh, with PF_EMULATED_MMA defined):
+// mma.sync m16n8k8 .tf32 and m16n8k16 .bf16, ldmatrix and cp.async, lane by
+// lane. Each lane puts its registers (or its row address) in its warp's
+// slots, the warp meets at a barrier, and each lane takes exactly the
+// elements the PTX ISA's fragment layout gives it: a kernel whose lanes hold
+// other elements than the layout says computes another product here, as on
+// the hardware. The mma sums are fp32 FMAs in k order over the operands'
+// bits (tf32: the low 13 bits ignored; bf16: exact in fp32); the hardware's
+// order of the sums is not modelled. cp.async copies nothing when issued: a
+// thread's copies land at the cp_async_wait() that completes their group, so
+// a read of the destination before that wait sees what was there before
+// (NaN in fresh shared memory).
 // atomicAdd on floats is a plain add: a fiber runs undisturbed between
 // barriers and blocks run one after another, so no add is lost (the GPU's
 // order of the adds, and so its rounding, is not modelled).
@@ -59,6 +71,17 @@ struct Barrier {
   int64_t generation = 0;
 };
 
+// One thread's cp.async copies: the open group and the committed ones, oldest first.
+struct AsyncCopies {
+  struct Copy {
+    void* dst;
+    const void* src;
+    int bytes;
+  };
+  std::vector<Copy> open;
+  std::vector<std::vector<Copy>> committed;
+};
+
 struct Fiber {
   ucontext_t context;
   bool done = false;
@@ -73,6 +96,8 @@ struct Block {
   Barrier block_barrier;
   std::vector<Barrier> warp_barriers;
   std::vector<float> shuffle;
+  std::vector<uint32_t> lane_words;      // per thread, 8 words: mma operands, ldmatrix row addresses
+  std::vector<AsyncCopies> async;  // per thread: cp.async groups not yet waited for
   std::vector<float> shared;
   std::function<void()> body;
   int64_t progress = 0;  // barrier completions, to tell a deadlock from waiting
@@ -126,6 +151,8 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
   for (unsigned w = 0; w < b.warp_barriers.size(); ++w)
     b.warp_barriers[w].needed = static_cast<int>(std::min(32u, threads - 32 * w));
   b.shuffle.assign(threads, 0.f);
+  b.lane_words.assign(8 * static_cast<size_t>(threads), 0u);
+  b.async.assign(threads, AsyncCopies{});
   b.shared.assign((shared_bytes + sizeof(float) - 1) / sizeof(float), NAN);
   b.body = body;
   b.fibers.resize(threads);
@@ -273,3 +300,142 @@ void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a,
   std::memcpy(d.x, out, sizeof out);
 }
 }  // namespace nvcuda::wmma
+
+// ---- warp-level PTX: mma.sync, ldmatrix, cp.async (runtime/cuda_mma.cuh) -------------
+#define PF_EMULATED_MMA 1
+namespace pf_emu {
+
+inline float float_of(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// cvt.rna.tf32.f32 (nearest, ties away; NaN and Inf kept).
+inline uint32_t tf32_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if (!std::isfinite(x)) return bits;
+  return (bits + 0x1000u) & 0xffffe000u;
+}
+
+// cvt.rn.bf16 of one float: nearest, ties to even (NaN stays a NaN).
+inline uint32_t bf16_of(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if (std::isnan(x)) return (bits >> 16) | 0x40u;
+  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}
+inline uint32_t bf16x2_bits(float lo, float hi) { return bf16_of(lo) | (bf16_of(hi) << 16); }
+
+namespace detail {
+inline uint32_t* warp_words(Block& b) { return b.lane_words.data() + 8 * (b.current / 32 * 32); }
+inline unsigned lane() { return current_block()->current % 32; }
+inline void warp_barrier(Block& b) { wait(b.warp_barriers[b.current / 32]); }
+// The element (i, j) of a bf16 pair register: the half h of word w of lane l.
+inline float bf16_at(const uint32_t* words, unsigned l, unsigned w, unsigned h) {
+  return float_of(((words[8 * l + w] >> (16 * h)) & 0xffffu) << 16);
+}
+}  // namespace detail
+
+// D = A B + C, A 16x8 and B 8x8 in tf32 registers (layouts: runtime/cuda_mma.cuh).
+inline void mma_m16n8k8_tf32(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+  Block& blk = *current_block();
+  uint32_t* w = detail::warp_words(blk);
+  const unsigned l = detail::lane();
+  for (int i = 0; i < 4; ++i) w[8 * l + i] = a[i];
+  for (int i = 0; i < 2; ++i) w[8 * l + 4 + i] = b[i];
+  detail::warp_barrier(blk);
+  const unsigned g = l / 4, t = l % 4;
+  float out[4];
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * t + (i % 2);
+    float acc = c[i];
+    for (unsigned k = 0; k < 8; ++k) {
+      const float x = float_of(w[8 * ((row % 8) * 4 + k % 4) + (row / 8) + 2 * (k / 4)] & 0xffffe000u);
+      const float y = float_of(w[8 * (col * 4 + k % 4) + 4 + k / 4] & 0xffffe000u);
+      acc = std::fma(x, y, acc);
+    }
+    out[i] = acc;
+  }
+  detail::warp_barrier(blk);  // every lane has read the slots before they are reused
+  for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+// D = A B + C, A 16x16 and B 16x8 in bf16 pair registers.
+inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+  Block& blk = *current_block();
+  uint32_t* w = detail::warp_words(blk);
+  const unsigned l = detail::lane();
+  for (int i = 0; i < 4; ++i) w[8 * l + i] = a[i];
+  for (int i = 0; i < 2; ++i) w[8 * l + 4 + i] = b[i];
+  detail::warp_barrier(blk);
+  const unsigned g = l / 4, t = l % 4;
+  float out[4];
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * t + (i % 2);
+    float acc = c[i];
+    for (unsigned k = 0; k < 16; ++k) {
+      const float x = detail::bf16_at(w, (row % 8) * 4 + (k % 8) / 2, (row / 8) + 2 * (k / 8), k % 2);
+      const float y = detail::bf16_at(w, col * 4 + (k % 8) / 2, 4 + k / 8, k % 2);
+      acc = std::fma(x, y, acc);
+    }
+    out[i] = acc;
+  }
+  detail::warp_barrier(blk);
+  for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+// ldmatrix.m8n8.x{n}[.trans].b16: lane 8i + r gives row r of tile i; lane l
+// receives, per tile, the pair (l / 4, 2 (l % 4) .. + 1), or with `trans` the
+// pair (2 (l % 4) .. + 1, l / 4) read down a column.
+inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
+  Block& blk = *current_block();
+  uint32_t* w = detail::warp_words(blk);
+  const unsigned l = detail::lane();
+  const uintptr_t address = reinterpret_cast<uintptr_t>(row);
+  std::memcpy(&w[8 * l], &address, sizeof address);
+  detail::warp_barrier(blk);
+  auto row_of = [&](unsigned lane_giving) {
+    uintptr_t p;
+    std::memcpy(&p, &w[8 * lane_giving], sizeof p);
+    return reinterpret_cast<const uint16_t*>(p);
+  };
+  uint32_t got[4];
+  for (int i = 0; i < n; ++i) {
+    uint16_t lo, hi;
+    if (!trans) {
+      const uint16_t* src = row_of(8 * i + l / 4);
+      lo = src[2 * (l % 4)];
+      hi = src[2 * (l % 4) + 1];
+    } else {
+      lo = row_of(8 * i + 2 * (l % 4))[l / 4];
+      hi = row_of(8 * i + 2 * (l % 4) + 1)[l / 4];
+    }
+    got[i] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  detail::warp_barrier(blk);
+  for (int i = 0; i < n; ++i) r[i] = got[i];
+}
+
+inline void cp_async(void* dst, const void* src, int bytes) {
+  Block& blk = *current_block();
+  blk.async[blk.current].open.push_back(AsyncCopies::Copy{dst, src, bytes});
+}
+inline void cp_async_commit() {
+  Block& blk = *current_block();
+  AsyncCopies& a = blk.async[blk.current];
+  a.committed.push_back(std::move(a.open));
+  a.open.clear();
+}
+// Completes this thread's committed groups but the `pending` newest.
+inline void cp_async_wait(int pending) {
+  Block& blk = *current_block();
+  AsyncCopies& a = blk.async[blk.current];
+  while (static_cast<int>(a.committed.size()) > pending) {
+    for (const AsyncCopies::Copy& c : a.committed.front()) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    a.committed.erase(a.committed.begin());
+  }
+}
+
+}  // namespace pf_emu
