@@ -25,19 +25,23 @@ void record(int sig) {
   g_stop_signal.compare_exchange_strong(none, sig);
 }
 
-// Only for a thread that started before install_stop_handlers() and so does
-// not block the signals (AddressSanitizer's own background thread, which
-// computes nothing): records it like the signal thread. Lock-free, so
+// Only for the threads that libraries start before main and so do not block
+// the signals (OpenBLAS's pool, at its load; AddressSanitizer's background
+// thread): records the signal like the signal thread. Lock-free, so
 // async-signal-safe.
 extern "C" void on_stop_signal(int sig) { record(sig); }
 
-// Threads the runtime starts before main: AddressSanitizer's background thread.
-constexpr long kThreadsBeforeMain =
-#if defined(__SANITIZE_ADDRESS__)
-    2;
-#else
-    1;
-#endif
+// This process's threads now (0 where /proc is missing).
+long thread_count() {
+  std::error_code ec;
+  const std::filesystem::directory_iterator tasks("/proc/self/task", ec);
+  return ec ? 0 : static_cast<long>(std::distance(tasks, std::filesystem::directory_iterator()));
+}
+
+// The threads running when this program's own static objects are made:
+// those of the libraries, started as they were loaded. Every later thread
+// is the program's and must start after install_stop_handlers().
+const long g_threads_before_main = thread_count();
 
 sigset_t stop_set() {
   sigset_t set;
@@ -51,16 +55,13 @@ sigset_t stop_set() {
 void install_stop_handlers() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // A thread that runs already would keep the signals unblocked, and a
-    // signal could interrupt its work (what corrupted the heap before).
-    std::error_code ec;
-    const std::filesystem::directory_iterator tasks("/proc/self/task", ec);
-    if (!ec) {
-      const auto threads = std::distance(tasks, std::filesystem::directory_iterator());
-      PF_REQUIRE(ValueError, threads <= kThreadsBeforeMain,
-                 "install_stop_handlers() must run before any other thread starts; " << threads
-                                                                                     << " threads run already");
-    }
+    // A thread of the program's that runs already would keep the signals
+    // unblocked, and a signal could interrupt its work (what corrupted the
+    // heap before).
+    const long threads = thread_count();
+    PF_REQUIRE(ValueError, threads <= g_threads_before_main,
+               "install_stop_handlers() must run before the program starts a thread; "
+                   << threads << " threads run, " << g_threads_before_main << " of them the libraries' from before main");
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);

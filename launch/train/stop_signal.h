@@ -9,10 +9,12 @@
 // signal number each step, so that rank 0 can name a signal that another
 // rank received), saves a checkpoint and exits 0; `performer-data prepare`
 // removes its temporary file and exits with 128 + the signal.
-// Call it first in main, before MPI_Init and before any thread starts (it
-// refuses to run later: a thread started earlier would not block them). A
-// handler that records the signal stays installed for the one thread the
-// runtime may start before main (AddressSanitizer's, which computes nothing). Only tools that poll stop_requested()
+// Call it first in main, before MPI_Init and before the program starts any
+// thread (it refuses to run later: a thread started earlier would not block
+// them). Libraries may start threads before main, as they are loaded
+// (OpenBLAS's pool unless OPENBLAS_NUM_THREADS=1 or OMP_NUM_THREADS=1,
+// AddressSanitizer's background thread); a signal that lands on one of those
+// runs a handler that records it, and nothing else. Only tools that poll stop_requested()
 // call it: in any other, Ctrl-C must keep its default action. Programs they
 // start (runtime/subprocess.h) begin with an empty signal mask.
 // The record is the one piece of process-wide state in the trainer.

@@ -3,8 +3,9 @@
 # SIGINT, SIGTERM or SIGUSR1 goes to one rank or to every rank of a 2- or
 # 4-rank training run at a random time from start-up to the last steps, in
 # four layouts: family samples with a local window (sp = 2), packed samples
-# (dp 2 x sp 2) and concat samples (sp = 2, and sp = 4 with asynchronous,
-# jittered CPU streams). After each signal:
+# (dp 2 x sp 2, two OpenMP threads a rank, so OpenBLAS starts its thread pool
+# as it is loaded, before main) and concat samples (sp = 2, and sp = 4 with
+# asynchronous, jittered CPU streams). After each signal:
 #   - the launcher and every rank exit 0 (the run stopped with a checkpoint,
 #     or it had already finished);
 #   - no AddressSanitizer or UndefinedBehaviorSanitizer report, no crash
@@ -41,7 +42,7 @@ common=(--set model.layers=2 --set model.heads=2 --set model.features=16
 # name ranks environment --set...
 layouts=(
   "family_window 2 - data.files=[\"$dir/fam.h5\"] data.mode=\"family\" data.sample_length=1024 model.width=64 model.ffn=128 model.window=32 parallel.sp=2"
-  "packed 4 - data.files=[\"$dir/plain.h5\"] data.mode=\"packed\" data.sample_length=128 model.width=32 model.ffn=64 parallel.sp=2"
+  "packed 4 OMP_NUM_THREADS=2 data.files=[\"$dir/plain.h5\"] data.mode=\"packed\" data.sample_length=128 model.width=32 model.ffn=64 parallel.sp=2"
   "concat 2 PF_CPU_STREAMS=async+jitter=2 data.files=[\"$dir/plain.h5\"] data.mode=\"concat\" data.sample_length=128 model.width=32 model.ffn=64 parallel.sp=2"
   "concat_sp4 4 PF_CPU_STREAMS=async+jitter=4 data.files=[\"$dir/plain.h5\"] data.mode=\"concat\" data.sample_length=128 model.width=32 model.ffn=64 parallel.sp=4"
 )
@@ -49,8 +50,9 @@ layouts=(
 # run <out folder> <ranks> <env> <log> [--set ...]: the run in the background, its pid in $run_pid.
 run() {
   local out=$1 ranks=$2 env=$3 log=$4; shift 4
-  local envs=(-x OMP_NUM_THREADS=1 -x ASAN_OPTIONS -x UBSAN_OPTIONS)
+  local envs=(-x ASAN_OPTIONS -x UBSAN_OPTIONS)
   [ "$env" != "-" ] && envs+=(-x "$env")
+  [[ $env == OMP_NUM_THREADS=* ]] || envs+=(-x OMP_NUM_THREADS=1)
   "${mpiexec[@]}" -n "$ranks" "${envs[@]}" "$train" "${common[@]}" "$@" --set "checkpoint.dir=\"$out/ck\"" \
     --set "train.metrics=\"$out/m.jsonl\"" > "$log" 2>&1 &
   run_pid=$!
