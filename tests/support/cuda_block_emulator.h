@@ -338,52 +338,54 @@ inline float bf16_at(const uint32_t* words, unsigned l, unsigned w, unsigned h) 
 }
 }  // namespace detail
 
-// D = A B + C, A 16x8 and B 8x8 in tf32 registers (layouts: runtime/cuda_mma.cuh).
-inline void mma_m16n8k8_tf32(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+namespace detail {
+// One warp's D = A B + C over K: each lane's registers go to its slots, and
+// each lane sums its four elements of D, reading A (row, k) and B (k, col)
+// from the slots of the lanes that hold them (a_at, b_at).
+template <typename At, typename Bt>
+void warp_mma(int K, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4], At a_at, Bt b_at) {
   Block& blk = *current_block();
-  uint32_t* w = detail::warp_words(blk);
-  const unsigned l = detail::lane();
+  uint32_t* w = warp_words(blk);
+  const unsigned l = lane();
   for (int i = 0; i < 4; ++i) w[8 * l + i] = a[i];
   for (int i = 0; i < 2; ++i) w[8 * l + 4 + i] = b[i];
-  detail::warp_barrier(blk);
+  warp_barrier(blk);
   const unsigned g = l / 4, t = l % 4;
   float out[4];
   for (unsigned i = 0; i < 4; ++i) {
     const unsigned row = g + 8 * (i / 2), col = 2 * t + (i % 2);
     float acc = c[i];
-    for (unsigned k = 0; k < 8; ++k) {
-      const float x = float_of(w[8 * ((row % 8) * 4 + k % 4) + (row / 8) + 2 * (k / 4)] & 0xffffe000u);
-      const float y = float_of(w[8 * (col * 4 + k % 4) + 4 + k / 4] & 0xffffe000u);
-      acc = std::fma(x, y, acc);
-    }
+    for (unsigned k = 0; k < static_cast<unsigned>(K); ++k) acc = std::fma(a_at(w, row, k), b_at(w, k, col), acc);
     out[i] = acc;
   }
-  detail::warp_barrier(blk);  // every lane has read the slots before they are reused
+  warp_barrier(blk);  // every lane has read the slots before they are reused
   for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+}  // namespace detail
+
+// D = A B + C, A 16x8 and B 8x8 in tf32 registers (layouts: runtime/cuda_mma.cuh);
+// the hardware reads 19 bits of each.
+inline void mma_m16n8k8_tf32(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+  detail::warp_mma(
+      8, d, a, b, c,
+      [](const uint32_t* w, unsigned row, unsigned k) {
+        return float_of(w[8 * ((row % 8) * 4 + k % 4) + (row / 8) + 2 * (k / 4)] & 0xffffe000u);
+      },
+      [](const uint32_t* w, unsigned k, unsigned col) {
+        return float_of(w[8 * (col * 4 + k % 4) + 4 + k / 4] & 0xffffe000u);
+      });
 }
 
 // D = A B + C, A 16x16 and B 16x8 in bf16 pair registers.
 inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
-  Block& blk = *current_block();
-  uint32_t* w = detail::warp_words(blk);
-  const unsigned l = detail::lane();
-  for (int i = 0; i < 4; ++i) w[8 * l + i] = a[i];
-  for (int i = 0; i < 2; ++i) w[8 * l + 4 + i] = b[i];
-  detail::warp_barrier(blk);
-  const unsigned g = l / 4, t = l % 4;
-  float out[4];
-  for (unsigned i = 0; i < 4; ++i) {
-    const unsigned row = g + 8 * (i / 2), col = 2 * t + (i % 2);
-    float acc = c[i];
-    for (unsigned k = 0; k < 16; ++k) {
-      const float x = detail::bf16_at(w, (row % 8) * 4 + (k % 8) / 2, (row / 8) + 2 * (k / 8), k % 2);
-      const float y = detail::bf16_at(w, col * 4 + (k % 8) / 2, 4 + k / 8, k % 2);
-      acc = std::fma(x, y, acc);
-    }
-    out[i] = acc;
-  }
-  detail::warp_barrier(blk);
-  for (int i = 0; i < 4; ++i) d[i] = out[i];
+  detail::warp_mma(
+      16, d, a, b, c,
+      [](const uint32_t* w, unsigned row, unsigned k) {
+        return detail::bf16_at(w, (row % 8) * 4 + (k % 8) / 2, (row / 8) + 2 * (k / 8), k % 2);
+      },
+      [](const uint32_t* w, unsigned k, unsigned col) {
+        return detail::bf16_at(w, col * 4 + (k % 8) / 2, 4 + k / 8, k % 2);
+      });
 }
 
 // ldmatrix.m8n8.x{n}[.trans].b16: lane 8i + r gives row r of tile i; lane l
