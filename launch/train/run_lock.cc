@@ -11,8 +11,6 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -121,27 +119,12 @@ std::string new_run_id() {
 
 namespace {
 
-// One spelling per folder: absolute, normal, no trailing separator.
-std::string folder_key(const std::string& dir) {
-  fs::path p = fs::absolute(dir).lexically_normal();
-  if (p.filename().empty() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
-  return p.string();
-}
-
-// The folders require_writable_folder made in this process, each with the
-// topmost folder it had to make (create_directories makes the parents too):
-// what ~RunLock takes away again when the run fails.
-std::map<std::string, std::string>& made_folders() {
-  static std::map<std::string, std::string> made;
-  return made;
-}
-std::mutex made_folders_mutex;
-
 // The topmost missing folder on the way to `dir` ("" when `dir` exists).
 std::string topmost_missing(const std::string& dir) {
   std::error_code ec;
   fs::path top;
-  for (fs::path p = folder_key(dir); !p.empty(); p = p.parent_path()) {
+  for (fs::path p = fs::absolute(dir).lexically_normal(); !p.empty(); p = p.parent_path()) {
+    if (p.filename().empty()) continue;  // "a/b/" normalises to a trailing empty name
     if (fs::exists(fs::symlink_status(p, ec))) break;
     top = p;
     if (p == p.parent_path()) break;
@@ -149,34 +132,9 @@ std::string topmost_missing(const std::string& dir) {
   return top.string();
 }
 
-// When the lock of a run is released: the run's claim on the folder of
-// `lock` ends. After a failed run, when this process made that folder and
-// `lock` is all it holds, the lock file and the folders made for it go: a
-// run that fails before its first checkpoint (a bad checkpoint.init_from, a
-// data error) leaves no empty checkpoint.dir behind.
-void release_made_folder(const std::string& lock, bool failed) {
-  const std::string dir = fs::path(lock).parent_path().string();
-  std::string top;
-  {
-    std::lock_guard<std::mutex> guard(made_folders_mutex);
-    const auto it = made_folders().find(folder_key(dir));
-    if (it == made_folders().end()) return;
-    top = it->second;
-    made_folders().erase(it);
-  }
-  if (!failed) return;
-  std::error_code ec;
-  for (fs::directory_iterator e(dir, ec), end; !ec && e != end; e.increment(ec))
-    if (e->path().filename() != fs::path(lock).filename()) return;  // it holds something else: kept
-  if (ec || !fs::remove(lock, ec)) return;
-  // Up to the topmost folder made; fs::remove takes only empty ones.
-  for (fs::path p = fs::path(folder_key(dir)); fs::remove(p, ec) && p.string() != top; p = p.parent_path()) {
-  }
-}
-
 }  // namespace
 
-void require_writable_folder(const std::string& dir, const std::string& key) {
+std::string require_writable_folder(const std::string& dir, const std::string& key) {
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   PF_REQUIRE(ConfigError, !fs::exists(st) || fs::is_directory(st),
@@ -190,13 +148,6 @@ void require_writable_folder(const std::string& dir, const std::string& key) {
   const std::string top = topmost_missing(dir);
   fs::create_directories(dir, ec);
   PF_REQUIRE(ConfigError, !ec, key << ": cannot create the folder '" << dir << "': " << ec.message());
-  {
-    std::lock_guard<std::mutex> guard(made_folders_mutex);
-    if (top.empty())
-      made_folders().erase(folder_key(dir));  // there before: never this run's to remove
-    else
-      made_folders()[folder_key(dir)] = top;
-  }
   // Checkpoints are written under a temporary name and renamed.
   const std::string probe = (fs::path(dir) / (".performer-probe-" + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -205,10 +156,12 @@ void require_writable_folder(const std::string& dir, const std::string& key) {
                  << ")");
   ::close(fd);
   ::unlink(probe.c_str());
+  return top;
 }
 
-RunLock::RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note)
-    : path_(path), exceptions_(std::uncaught_exceptions()) {
+RunLock::RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note,
+                 std::string made_folder)
+    : path_(path), made_folder_(std::move(made_folder)), exceptions_(std::uncaught_exceptions()) {
   // O_NOFOLLOW: a symbolic link there (to nothing, or to anything) would make
   // or lock a file wherever it points.
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -277,8 +230,25 @@ RunLock::~RunLock() {
   // An empty record with the lock free: the folder's last run ended cleanly.
   if (::ftruncate(fd_, 0) == 0) ::fsync(fd_);
   // Released while an error unwinds the run: it failed.
-  release_made_folder(path_, std::uncaught_exceptions() > exceptions_);
+  if (std::uncaught_exceptions() > exceptions_) remove_made_folder();
   ::close(fd_);
+}
+
+// After a failed run, when the lock's folder was made for it and the lock
+// file is all it holds, the lock file and the folders made for it go: a run
+// that fails before its first checkpoint (a bad checkpoint.init_from, a data
+// error) leaves no empty checkpoint.dir behind.
+void RunLock::remove_made_folder() const {
+  if (made_folder_.empty()) return;
+  const fs::path lock(path_), dir = fs::absolute(lock.parent_path()).lexically_normal();
+  if (dir.string().rfind(made_folder_, 0) != 0) return;  // not below the folder made
+  std::error_code ec;
+  for (fs::directory_iterator e(dir, ec), end; !ec && e != end; e.increment(ec))
+    if (e->path().filename() != lock.filename()) return;  // it holds something else: kept
+  if (ec || !fs::remove(lock, ec)) return;
+  // Up to the topmost folder made; fs::remove takes only empty ones.
+  for (fs::path p = dir; fs::remove(p, ec) && p.string() != made_folder_; p = p.parent_path()) {
+  }
 }
 
 }  // namespace pf

@@ -37,19 +37,25 @@ class RunLock {
   // the reason when another live run holds it or the file cannot be written.
   // `note` receives a line when a dead owner's lock is taken over, or when
   // the filesystem has no locks.
-  RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note);
+  // `made_folder`: what require_writable_folder returned for the lock's
+  // folder (the topmost folder it made, "" when the folder was there).
+  RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note,
+          std::string made_folder = {});
   // Clears the owner record, then releases the lock. Released while an
-  // exception unwinds (the run failed), in a folder that
-  // require_writable_folder made in this process and that holds nothing but
-  // the lock file, it removes the lock file and the folders made: a run that
-  // fails at start-up leaves no empty checkpoint.dir.
+  // exception unwinds (the run failed), in a folder made for it
+  // (made_folder) that holds nothing but the lock file, it removes the lock
+  // file and the folders made: a run that fails at start-up leaves no empty
+  // checkpoint.dir.
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
   const std::string& path() const { return path_; }
 
  private:
+  void remove_made_folder() const;
+
   std::string path_;
+  std::string made_folder_;  // the topmost folder made for this lock's folder, "" when none
   int fd_ = -1;
   int exceptions_ = 0;  // std::uncaught_exceptions() when taken
 };
@@ -69,9 +75,10 @@ int lock_whole_file(int fd);
 bool read_lock_owner(const std::string& path, LockOwner* owner);
 // Creates `dir` when missing and checks that it takes new files (one made
 // and removed). ConfigError naming `key`, the folder and the reason: a
-// regular file of that name, no permission, a read-only filesystem. A folder
-// made here is remembered: ~RunLock of a failed run removes it while empty.
-void require_writable_folder(const std::string& dir, const std::string& key);
+// regular file of that name, no permission, a read-only filesystem. Returns
+// the topmost folder it made ("" when `dir` was there), for the RunLock of
+// that folder, which removes it after a failed run while it holds nothing.
+std::string require_writable_folder(const std::string& dir, const std::string& key);
 // 16 hex digits, distinct per process start (time, pid, host and the OS's
 // random source).
 std::string new_run_id();

@@ -282,8 +282,9 @@ void take_folders(const TrainConfig& cfg, const std::string& run_id, std::vector
   std::string note;
   const std::string& dir = cfg.checkpoint.dir;
   if (!dir.empty()) {
-    require_writable_folder(dir, "checkpoint.dir");
-    locks.push_back(std::make_unique<RunLock>(run_lock_path(dir), "checkpoint.dir = '" + dir + "'", run_id, &note));
+    std::string made = require_writable_folder(dir, "checkpoint.dir");
+    locks.push_back(
+        std::make_unique<RunLock>(run_lock_path(dir), "checkpoint.dir = '" + dir + "'", run_id, &note, std::move(made)));
     if (!note.empty()) log << note << "\n";
     if (cfg.checkpoint.resume.empty()) {
       const std::vector<std::string> existing = list_checkpoints(dir);
@@ -297,13 +298,15 @@ void take_folders(const TrainConfig& cfg, const std::string& run_id, std::vector
   }
   if (!cfg.run.metrics.empty()) {
     const fs::path folder = fs::absolute(cfg.run.metrics).lexically_normal().parent_path();
-    require_writable_folder(folder.string(), "train.metrics = '" + cfg.run.metrics + "'");
+    std::string made = require_writable_folder(folder.string(), "train.metrics = '" + cfg.run.metrics + "'");
     // The owner record lies beside the file the path resolves to: another
     // run may name the same file with another checkpoint.dir, or through a link.
     const std::string lock = metrics_lock_path(cfg.run.metrics);
+    if (fs::absolute(fs::path(lock).parent_path()).lexically_normal() != folder) made.clear();  // through a link
     metrics = MetricsLog(cfg.run.metrics, metrics_guarded(cfg, lock), lock);
     note.clear();
-    locks.push_back(std::make_unique<RunLock>(lock, "train.metrics = '" + cfg.run.metrics + "'", run_id, &note));
+    locks.push_back(
+        std::make_unique<RunLock>(lock, "train.metrics = '" + cfg.run.metrics + "'", run_id, &note, std::move(made)));
     if (!note.empty()) log << note << "\n";
   }
 }

@@ -162,8 +162,8 @@ TEST(CheckpointFiles, AFailedRunRemovesTheEmptyFolderItMade) {
   TempDir dir;
   auto fail_in = [](const std::string& ck, const std::function<void()>& also) {
     try {
-      require_writable_folder(ck, "checkpoint.dir");
-      RunLock lock(run_lock_path(ck), "checkpoint.dir = '" + ck + "'", "run-a", nullptr);
+      RunLock lock(run_lock_path(ck), "checkpoint.dir = '" + ck + "'", "run-a", nullptr,
+                   require_writable_folder(ck, "checkpoint.dir"));
       also();
       throw ConfigError("checkpoint.init_from = 'x' is a folder");
     } catch (const ConfigError&) {
@@ -181,8 +181,8 @@ TEST(CheckpointFiles, AFailedRunRemovesTheEmptyFolderItMade) {
   EXPECT_TRUE(fs::exists(used + "/ckpt-000000001.h5"));
   const std::string ok = dir.path + "/ok";
   {
-    require_writable_folder(ok, "checkpoint.dir");
-    RunLock lock(run_lock_path(ok), "checkpoint.dir = '" + ok + "'", "run-a", nullptr);
+    RunLock lock(run_lock_path(ok), "checkpoint.dir = '" + ok + "'", "run-a", nullptr,
+                 require_writable_folder(ok, "checkpoint.dir"));
   }
   EXPECT_TRUE(fs::is_directory(ok)) << "the folder of a run that ended well was removed";
 }
