@@ -223,16 +223,19 @@ std::string checkpoints_in(const std::string& dir) {
 
 }  // namespace
 
-void require_checkpoint_file(const std::string& path, const std::string& key) {
+void require_checkpoint_file(const std::string& path, const std::string& key, const std::string& otherwise) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   PF_REQUIRE(ConfigError, fs::exists(st),
-             key << " = '" << path << "': no such file (" << key << " takes a checkpoint file, ckpt-*.h5)");
+             key << " = '" << path << "': no such file (" << key << " takes a checkpoint file, ckpt-*.h5" << otherwise
+                 << ")");
   PF_REQUIRE(ConfigError, !fs::is_directory(st),
              key << " = '" << path << "' is a folder: " << key
-                 << " takes a checkpoint file (ckpt-*.h5), such as one inside that folder; " << checkpoints_in(path));
+                 << " takes a checkpoint file (ckpt-*.h5), such as one inside that folder" << otherwise << "; "
+                 << checkpoints_in(path));
   PF_REQUIRE(ConfigError, fs::is_regular_file(st),
-             key << " = '" << path << "' is not a regular file: " << key << " takes a checkpoint file (ckpt-*.h5)");
+             key << " = '" << path << "' is not a regular file: " << key << " takes a checkpoint file (ckpt-*.h5)"
+                 << otherwise);
 }
 
 CheckpointState read_checkpoint_metadata(const std::string& path) {

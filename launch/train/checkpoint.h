@@ -63,8 +63,9 @@ void write_checkpoint(const std::string& path, const CheckpointState& state, con
 // ("checkpoint.init_from"): ConfigError naming the key and the path when it
 // does not exist, is not a regular file, or is a folder (then with the
 // newest checkpoint in it, or that it holds none). Cheap: no HDF5 is opened,
-// so a run checks it before it creates or locks anything.
-void require_checkpoint_file(const std::string& path, const std::string& key);
+// so a run checks it before it creates or locks anything. `otherwise` ends
+// the advice (", or auto ..." for checkpoint.resume).
+void require_checkpoint_file(const std::string& path, const std::string& key, const std::string& otherwise = "");
 
 // Reads and validates the attributes only (no tensor): schema, schema version
 // (ConfigError when another), the metadata checksum and the step against the

@@ -519,16 +519,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   } else if (!cfg.checkpoint.resume.empty()) {
     resume_path = cfg.checkpoint.resume;
     session.root_check([&] {
-      namespace fs = std::filesystem;
-      std::error_code ec;
-      const fs::file_status st = fs::status(resume_path, ec);
-      PF_REQUIRE(ConfigError, fs::exists(st),
-                 "checkpoint.resume = '" << resume_path << "': no such file (name a checkpoint, ckpt-*.h5, or auto)");
-      PF_REQUIRE(ConfigError, fs::is_regular_file(st),
-                 "checkpoint.resume = '" << resume_path << "' is "
-                                         << (fs::is_directory(st) ? "a folder" : "not a regular file")
-                                         << ": name a checkpoint file (ckpt-*.h5), or auto for the newest in "
-                                            "checkpoint.dir");
+      require_checkpoint_file(resume_path, "checkpoint.resume", ", or auto for the newest in checkpoint.dir");
     });
   }
   LoaderPosition start;
