@@ -24,8 +24,8 @@
 
 #include "data/audit.h"
 #include "data/prepare.h"
-#include "launch/infer/tool_cli.h"
-#include "launch/train/stop_signal.h"
+#include "launch/core/tool_cli.h"
+#include "launch/core/stop_signal.h"
 #include "runtime/byte_size.h"
 #include "runtime/clock.h"
 #include "runtime/task_pool.h"

@@ -17,8 +17,8 @@
 #include "launch/infer/embed_output.h"
 #include "launch/infer/embedding.h"
 #include "launch/infer/sequence_input.h"
-#include "launch/infer/tool_cli.h"
-#include "launch/train/mpi_program.h"
+#include "launch/core/tool_cli.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/clock.h"
 
 int main(int argc, char** argv) {

@@ -27,10 +27,10 @@
 #include "data/vocab.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/generation.h"
-#include "launch/infer/output_file.h"
+#include "launch/core/output_file.h"
 #include "launch/infer/sequence_input.h"
-#include "launch/infer/tool_cli.h"
-#include "launch/train/mpi_program.h"
+#include "launch/core/tool_cli.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/clock.h"
 
 namespace {

@@ -33,7 +33,7 @@
 #include "kernels/gemm/gemm.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"

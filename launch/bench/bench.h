@@ -1,7 +1,7 @@
 // performer-bench subcommands. Each lives in launch/bench/<name>.cc and takes
 // the arguments after its name; it prints progress to stderr and CSV to stdout
 // or to --csv FILE. Timings live here, never in tests. Those that use MPI
-// (comm, train) run in the frame of launch/train/mpi_program.h.
+// (comm, train) run in the frame of launch/core/mpi_program.h.
 #pragma once
 
 namespace pf::bench {

@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "kernels/linear_attention/state_scan_combine.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/timing.h"
-#include "launch/train/mpi_program.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/check.h"
 #include "runtime/comm_mpi.h"
 #include "runtime/memory.h"

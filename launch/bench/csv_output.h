@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "launch/infer/output_file.h"
+#include "launch/core/output_file.h"
 
 namespace pf::bench {
 

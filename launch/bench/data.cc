@@ -22,10 +22,10 @@
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "data/sequence_reader.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
-#include "launch/train/stop_signal.h"
+#include "launch/core/stop_signal.h"
 
 namespace pf::bench {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/gemm/gemm.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/check.h"

@@ -6,7 +6,7 @@
 //       [--full-up-to N] [--tail-tokens K] [--naive-tokens K] [--naive-lengths 1000,10000]
 //       [--set model.key=value ...] [--csv FILE]
 // The model is randomly initialised (its weights do not change the time);
-// tokens are drawn by launch/infer/sampling.h among the residues only, so
+// tokens are drawn by model/sampling.h among the residues only, so
 // every run generates exactly the asked length.
 // Recurrent: timed over the whole length up to --full-up-to; a longer length
 // L is timed over its last --tail-tokens tokens, started from an empty state
@@ -33,8 +33,8 @@
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/presets.h"
-#include "launch/infer/sampling.h"
-#include "launch/train/train_config.h"
+#include "model/sampling.h"
+#include "launch/core/train_config.h"
 #include "model/model.h"
 #include "model/recurrent.h"
 #include "runtime/check.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/linear_attention/linear_attention.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"

@@ -17,7 +17,7 @@
 #include "kernels/linear/linear.h"
 #include "kernels/reduce/reduce.h"
 #include "kernels/residual/residual.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/device_buffers.h"
 #include "launch/bench/timing.h"

@@ -19,7 +19,7 @@
 #include "kernels/embedding/embedding.h"
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/linear/linear.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/device_buffers.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/timing.h"
 #include "runtime/random.h"

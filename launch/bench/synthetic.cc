@@ -14,9 +14,9 @@
 
 #include "data/output_path.h"
 #include "data/synthetic_proteins.h"
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
-#include "launch/train/stop_signal.h"
+#include "launch/core/stop_signal.h"
 #include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 

@@ -7,7 +7,7 @@
 
 #include "data/h5.h"
 #include "data/vocab.h"
-#include "launch/train/checkpoint.h"
+#include "launch/core/checkpoint.h"
 #include "runtime/check.h"
 
 namespace pf {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "data/output_path.h"
-#include "launch/infer/sampling.h"
+#include "model/sampling.h"
 #include "model/recurrent.h"
 
 namespace pf {

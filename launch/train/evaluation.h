@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/train/session.h"
-#include "launch/train/train_config.h"
+#include "launch/core/session.h"
+#include "launch/core/train_config.h"
 #include "model/trainer.h"
 
 namespace pf {

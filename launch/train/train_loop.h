@@ -12,10 +12,10 @@
 #include <ostream>
 #include <string>
 
-#include "launch/train/checkpoint.h"
+#include "launch/core/checkpoint.h"
 #include "launch/train/evaluation.h"
-#include "launch/train/session.h"
-#include "launch/train/train_config.h"
+#include "launch/core/session.h"
+#include "launch/core/train_config.h"
 #include "model/trainer.h"
 
 namespace pf {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "launch/train/mpi_program.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/errors.h"
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The frame of the MPI tools (launch/train/mpi_program.h) with a ConfigError:
+# The frame of the MPI tools (launch/core/mpi_program.h) with a ConfigError:
 # raised by every rank, the job exits 2 with the message once; raised by one
 # rank while the others wait in a collective, the job ends (no hang) with a
 # non-zero status and the message naming that rank.

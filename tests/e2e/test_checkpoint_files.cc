@@ -24,9 +24,9 @@
 
 #include "data/h5.h"
 #include "launch/infer/checkpoint_model.h"
-#include "launch/train/checkpoint.h"
+#include "launch/core/checkpoint.h"
 #include "launch/train/run_lock.h"
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 #include "launch/train/train_loop.h"
 #include "model/model.h"
 #include "runtime/exec.h"

@@ -37,8 +37,8 @@
 #include "data/h5.h"
 #include "data/sequence_reader.h"
 #include "data/vocab.h"
-#include "launch/train/checkpoint.h"
-#include "launch/train/train_config.h"
+#include "launch/core/checkpoint.h"
+#include "launch/core/train_config.h"
 #include "model/model.h"
 #include "runtime/exec.h"
 #include "runtime/random.h"
@@ -755,7 +755,7 @@ TEST_F(InferTools, OutputsReplaceOnlyTheirOwnEarlierFiles) {
 }
 
 // A tool stopped by SIGTERM or SIGINT while it computes leaves nothing: its
-// output is held in memory until the end (launch/infer/output_file.h), so
+// output is held in memory until the end (launch/core/output_file.h), so
 // neither the final name nor a temporary file exists (the pseudo-log-
 // likelihood of 500 proteins and 100,000 generated proteins take far longer
 // than the second before the signal).

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 #include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
 

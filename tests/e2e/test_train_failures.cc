@@ -19,9 +19,9 @@
 #include <functional>
 #include <sstream>
 
-#include "launch/train/checkpoint.h"
-#include "launch/train/mpi_program.h"
-#include "launch/train/session.h"
+#include "launch/core/checkpoint.h"
+#include "launch/core/mpi_program.h"
+#include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"

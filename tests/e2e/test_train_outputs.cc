@@ -18,10 +18,10 @@
 #include <map>
 #include <sstream>
 
-#include "launch/train/checkpoint.h"
+#include "launch/core/checkpoint.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
-#include "launch/train/session.h"
+#include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "tests/e2e/train_fixtures.h"
 #include "tests/e2e/train_run.h"

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "launch/train/checkpoint.h"
-#include "launch/train/session.h"
+#include "launch/core/checkpoint.h"
+#include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"

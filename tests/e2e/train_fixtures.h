@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "data/prepare.h"
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 
 namespace pf::test {
 

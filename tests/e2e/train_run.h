@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/train/session.h"
-#include "launch/train/train_config.h"
+#include "launch/core/session.h"
+#include "launch/core/train_config.h"
 #include "launch/train/train_loop.h"
 #include "tests/e2e/train_fixtures.h"
 

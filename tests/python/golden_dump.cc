@@ -19,10 +19,10 @@
 
 #include "data/h5.h"
 #include "launch/infer/checkpoint_model.h"
-#include "launch/infer/tool_cli.h"
-#include "launch/train/checkpoint.h"
-#include "launch/train/mpi_program.h"
-#include "launch/train/session.h"
+#include "launch/core/tool_cli.h"
+#include "launch/core/checkpoint.h"
+#include "launch/core/mpi_program.h"
+#include "launch/core/session.h"
 
 namespace pf {
 namespace {

@@ -2,7 +2,7 @@
 with the checks the C++ reader makes: the schema and its version, the metadata
 checksum (FNV-1a over the attributes), the step against the optimizer's step,
 each number of the metadata within what a run writes, and, before any tensor is
-read, every tensor's declaration (check_tensors in launch/train/checkpoint.cc):
+read, every tensor's declaration (check_tensors in launch/core/checkpoint.cc):
 present, of the shape the stored configuration needs, stored as float32 (never
 converted), in chunks no larger than that shape and with its data stored in the
 file; HDF5 verifies each dataset's Fletcher-32 checksum as it reads it. Every
@@ -45,7 +45,7 @@ def _text(value):
 
 
 def metadata_text(root, optimizer) -> str:
-    """The text the metadata checksum covers, as launch/train/checkpoint.cc
+    """The text the metadata checksum covers, as launch/core/checkpoint.cc
     makes it: one "<name>=<value>" line per attribute, in a fixed order."""
     lines = [f"schema={_text(root.attrs['schema'])}"]
     for a in ("schema_version", "step", "loader_epoch", "loader_sample"):
@@ -147,7 +147,7 @@ def _fail(path, reason):
 
 def _check_float32(f, path, key, shape, missing):
     """The dataset `key` as _read_float32 will read it, checked before any
-    tensor is read (check_tensors in launch/train/checkpoint.cc): present, of
+    tensor is read (check_tensors in launch/core/checkpoint.cc): present, of
     `shape`, stored as float32 (never converted), in chunks no larger than that
     shape, and its data stored in the file (_check_stored)."""
     if key not in f:

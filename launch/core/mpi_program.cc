@@ -1,4 +1,4 @@
-#include "launch/train/mpi_program.h"
+#include "launch/core/mpi_program.h"
 
 #include <mpi.h>
 

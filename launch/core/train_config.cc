@@ -1,4 +1,4 @@
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 
 #include <toml++/toml.h>
 

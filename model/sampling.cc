@@ -1,4 +1,4 @@
-#include "launch/infer/sampling.h"
+#include "model/sampling.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 
 namespace pf {
 

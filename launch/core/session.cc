@@ -1,4 +1,4 @@
-#include "launch/train/session.h"
+#include "launch/core/session.h"
 
 #include <mpi.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "launch/train/mpi_program.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"

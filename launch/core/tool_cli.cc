@@ -1,4 +1,4 @@
-#include "launch/infer/tool_cli.h"
+#include "launch/core/tool_cli.h"
 
 #include <cmath>
 #include <sstream>

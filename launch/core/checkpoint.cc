@@ -1,4 +1,4 @@
-#include "launch/train/checkpoint.h"
+#include "launch/core/checkpoint.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include <regex>
 
 #include "data/h5.h"
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 #include "model/model.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "data/loader.h"
-#include "launch/train/train_config.h"
+#include "launch/core/train_config.h"
 #include "model/objective.h"
 #include "runtime/exec.h"
 #include "runtime/grid.h"

@@ -1,4 +1,4 @@
-#include "launch/infer/output_file.h"
+#include "launch/core/output_file.h"
 
 #include <cerrno>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "launch/train/stop_signal.h"
+#include "launch/core/stop_signal.h"
 
 #include <pthread.h>
 
