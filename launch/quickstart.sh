@@ -11,12 +11,12 @@
 # mmseqs2 QUERY proteins and generates a few proteins with it.
 #   OUT        work folder (default: out/quickstart): a new folder, an empty
 #              one or an earlier output of this script, which a rerun replaces
-#              (launch/studies/output_dir.sh)
+#              (launch/scripts/output_dir.sh)
 #   BUILD_DIR  build folder (default: build)
 #   STEPS      training steps (default: from launch/configs/small.toml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source launch/studies/output_dir.sh
+source launch/scripts/output_dir.sh
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-out/quickstart}
 pf_claim_output OUT "$OUT"

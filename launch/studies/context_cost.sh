@@ -16,10 +16,10 @@
 #   SOFTMAX_MAX [64000] longest context given to the one-pass runs
 #   QUERIES [8]   OUT [out/context-cost]   BUILD_DIR [build]   OMP_NUM_THREADS [2]
 # OUT is a new folder, an empty one or an earlier output of this script
-# (launch/studies/output_dir.sh); a rerun keeps the checkpoints there.
+# (launch/scripts/output_dir.sh); a rerun keeps the checkpoints there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source launch/studies/output_dir.sh
+source launch/scripts/output_dir.sh
 CONTEXTS=${CONTEXTS-"1000 4000 16000 64000 128000"}
 SOFTMAX_MAX=${SOFTMAX_MAX:-64000}
 QUERIES=${QUERIES:-8}

@@ -13,7 +13,7 @@
 # SCORE (the performer-score to run, default BUILD's), PYTHON (python3 with
 # h5py, default /usr/bin/python3), THREADS (OMP threads, 1).
 # OUT is a new folder, an empty one or an earlier output of this script
-# (launch/studies/output_dir.sh).
+# (launch/scripts/output_dir.sh).
 set -euo pipefail
 usage="usage: copy_by_divergence.sh OUT DATA.h5:SPLIT \"FAMDIR...\" NAME=CKPT..."
 out=${1:?$usage}
@@ -22,7 +22,7 @@ dirs=${3:?$usage}
 shift 3
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-source "$repo/launch/studies/output_dir.sh"
+source "$repo/launch/scripts/output_dir.sh"
 score=${SCORE:-$(realpath "${BUILD:-$repo/build}")/launch/performer-score}
 python=${PYTHON:-/usr/bin/python3}
 pf_claim_output OUT "$out"

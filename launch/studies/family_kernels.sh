@@ -9,14 +9,14 @@
 #        launch/studies/family_kernels.sh fam95s.h5 runs favor64-w16:favor:64:1234:16   (model.window = 16)
 # Env: BUILD (default build), STEPS (3000), THREADS (OMP threads, 1), LENGTH (data.sample_length, 256),
 # BATCH (data.batch_size, 8). OUT is a new folder, an empty one or an earlier
-# output of this script (launch/studies/output_dir.sh).
+# output of this script (launch/scripts/output_dir.sh).
 set -euo pipefail
 usage="usage: family_kernels.sh DATA.h5 OUT NAME:ATTENTION:FEATURES:SEED[:WINDOW]..."
 data=$(realpath "${1:?$usage}")
 out=${2:?$usage}
 shift 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-source "$repo/launch/studies/output_dir.sh"
+source "$repo/launch/scripts/output_dir.sh"
 bin=$(realpath "${BUILD:-$repo/build}")/launch
 steps=${STEPS:-3000}
 pf_claim_output OUT "$out"

@@ -23,10 +23,10 @@
 #   PYTHON [$BUILD_DIR/python-venv/bin/python] (the performer_protein package, for the ranks)
 #   RANK_PROTEINS [16] held-out proteins of 64-256 residues per model
 # OUT and RESULTS are each a new folder, an empty one or an earlier output of
-# this script (launch/studies/output_dir.sh).
+# this script (launch/scripts/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source launch/studies/output_dir.sh
+source launch/scripts/output_dir.sh
 STEPS=${STEPS:-1000}
 OBJECTIVES=${OBJECTIVES-"mlm clm"}
 SEEDS=${SEEDS-"0 1 2"}

@@ -6,10 +6,10 @@
 # Variables (defaults in brackets): STEPS [1500], OUT [out/packed-vs-concat],
 # CSV [$OUT/packed_vs_concat.csv], BUILD_DIR [build]. OUT, and the CSV's folder
 # when it is another, are each a new folder, an empty one or an earlier output
-# of this script (launch/studies/output_dir.sh).
+# of this script (launch/scripts/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source launch/studies/output_dir.sh
+source launch/scripts/output_dir.sh
 STEPS=${STEPS:-1500}
 OUT=${OUT:-out/packed-vs-concat}
 CSV=${CSV:-$OUT/packed_vs_concat.csv}

@@ -12,10 +12,10 @@
 # tokens per step, STEPS [8], WARMUP [3], COUNT [8], OUT [out/packing],
 # CSV [$OUT/packing_throughput.csv], BUILD_DIR [build]. OUT, and the CSV's
 # folder when it is another, are each a new folder, an empty one or an earlier
-# output of this script (launch/studies/output_dir.sh).
+# output of this script (launch/scripts/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source launch/studies/output_dir.sh
+source launch/scripts/output_dir.sh
 LENGTHS=${LENGTHS:-"2048 8192 65536"}
 TOKENS=${TOKENS:-65536}
 STEPS=${STEPS:-8}

@@ -12,9 +12,9 @@
 # (where the scratch folder is made, a new temporary one removed at the end;
 # about 8 GB per 20 M sequences; default TMPDIR or /tmp), OUT
 # (docs/results/prepare_scale/prepare_scale.csv). OUT's folder is a new folder,
-# an empty one or an earlier output of this script (launch/studies/output_dir.sh).
+# an empty one or an earlier output of this script (launch/scripts/output_dir.sh).
 set -euo pipefail
-source "$(dirname "$0")/output_dir.sh"
+source "$(dirname "$0")/../scripts/output_dir.sh"
 build=${1:-build}
 bin=$build/launch
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz

@@ -29,10 +29,10 @@
 #   OUT [out/protein-study] work folder    RESULTS [$OUT/results] tables and plots
 #   BUILD_DIR [build]                      OMP_NUM_THREADS [2]
 # OUT and RESULTS are each a new folder, an empty one or an earlier output of
-# this script (launch/studies/output_dir.sh).
+# this script (launch/scripts/output_dir.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-source launch/studies/output_dir.sh
+source launch/scripts/output_dir.sh
 STEPS=${STEPS:-1000}
 FT_STEPS=${FT_STEPS:-$((STEPS / 4))}
 FEATURES=${FEATURES-"32 64 128 256 512"}

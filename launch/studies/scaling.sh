@@ -23,11 +23,11 @@
 # Every rank count above the number of cores is oversubscribed: the ranks then
 # share cores and the measured times include that sharing. OUT_DIR is a new
 # folder, an empty one or an earlier output of this script
-# (launch/studies/output_dir.sh).
+# (launch/scripts/output_dir.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-source "$ROOT/launch/studies/output_dir.sh"
+source "$ROOT/launch/scripts/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/scaling}
 pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}

@@ -19,10 +19,10 @@
 # Needs root (namespaces). Every node shares this machine's cores: the
 # figures measure the network path and the model's form, not a real
 # cluster's compute. OUT_DIR is a new folder, an empty one or an earlier
-# output of this script (launch/studies/output_dir.sh).
+# output of this script (launch/scripts/output_dir.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-source "$ROOT/launch/studies/output_dir.sh"
+source "$ROOT/launch/scripts/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/scaling_nodes}
 pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}

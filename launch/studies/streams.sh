@@ -18,11 +18,11 @@
 #   REPEATS=3           runs per mode and case, alternating sync/async
 #   PYTHON=/usr/bin/python3
 # OUT_DIR is a new folder, an empty one or an earlier output of this script
-# (launch/studies/output_dir.sh).
+# (launch/scripts/output_dir.sh).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-source "$ROOT/launch/studies/output_dir.sh"
+source "$ROOT/launch/scripts/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/streams}
 pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}

@@ -7,10 +7,10 @@
 #   launch/studies/watchdog_cost.sh [OUT_DIR]    (default docs/results/watchdog)
 # Environment: BUILD=build REPS=3 STEPS=3 SMALL_LENGTH=4096 PAPER_LENGTH=1024
 # OUT_DIR is a new folder, an empty one or an earlier output of this script
-# (launch/studies/output_dir.sh).
+# (launch/scripts/output_dir.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-source "$ROOT/launch/studies/output_dir.sh"
+source "$ROOT/launch/scripts/output_dir.sh"
 OUT=${1:-$ROOT/docs/results/watchdog}
 pf_claim_output OUT_DIR "$OUT"
 BUILD=${BUILD:-$ROOT/build}

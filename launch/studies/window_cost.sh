@@ -14,7 +14,7 @@ out=${1:?usage: window_cost.sh OUT.csv [LENGTH...]}
 shift
 lengths=${*:-1024 4096}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-source "$repo/launch/studies/output_dir.sh"
+source "$repo/launch/scripts/output_dir.sh"
 if [ -L "$out" ] || { [ -e "$out" ] && ! head -c 17 -- "$out" 2>/dev/null | grep -qx '# window_cost.sh;'; }; then
   echo "window_cost.sh: OUT.csv '$out': exists and is not an earlier output of window_cost.sh; name a new file" >&2
   exit 2

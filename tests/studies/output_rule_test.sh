@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The output rule of the study scripts and launch/quickstart.sh
-# (launch/studies/output_dir.sh), without the C++ tools: every tool, cmake,
+# (launch/scripts/output_dir.sh), without the C++ tools: every tool, cmake,
 # mpirun and the package tools are stand-ins that log their call and fail.
 #   output_rule_test.sh PYTHON REPO WORK
 # 1. Each script pointed at a folder that holds a user's files (and at a file
@@ -135,7 +135,7 @@ grep -qF "protein_table.sh" "$work/err.txt" || fail "another script's marker: th
 
 # 2. The claim: new, empty, own earlier output (accepted), the rest refused.
 claim() {  # SCRIPT DIR: pf_claim_output in a subshell, as SCRIPT
-  (PF_SCRIPT=$1 && source "$studies/output_dir.sh" && pf_claim_output OUT "$2")
+  (PF_SCRIPT=$1 && source "$repo/launch/scripts/output_dir.sh" && pf_claim_output OUT "$2")
 }
 claim context_cost.sh "$work/c/new/deep" 2> "$work/err.txt" && [ -f "$work/c/new/deep/.performer-study-context_cost.sh" ] ||
   fail "a new folder: not created with its marker: $(cat "$work/err.txt")"
@@ -156,13 +156,13 @@ claim protein_table.sh "$work/c/new/deep" 2> "$work/err.txt" || rc=$?
 [ "$rc" = 2 ] && grep -qF ".performer-study-context_cost.sh" "$work/err.txt" ||
   fail "another script's folder: exit $rc, $(cat "$work/err.txt")"
 echo "the user's" > "$work/c/new/deep/mine.txt"
-(PF_SCRIPT=context_cost.sh && source "$studies/output_dir.sh" && pf_remove_own "$work/c/new/deep" favor)
+(PF_SCRIPT=context_cost.sh && source "$repo/launch/scripts/output_dir.sh" && pf_remove_own "$work/c/new/deep" favor)
 [ ! -e "$work/c/new/deep/favor" ] && [ -f "$work/c/new/deep/mine.txt" ] && [ -f "$work/c/new/deep/.performer-study-context_cost.sh" ] ||
   fail "pf_remove_own favor: removed the wrong entries: $(ls -A "$work/c/new/deep")"
 for args in "$u/context_cost notes.txt" "$work/c/new/deep ../c" "$work/c/new/deep ."; do
   rc=0
   # shellcheck disable=SC2034,SC2086 # PF_SCRIPT is read by output_dir.sh; $args splits on purpose
-  (PF_SCRIPT=context_cost.sh && source "$studies/output_dir.sh" && pf_remove_own $args) 2>/dev/null || rc=$?
+  (PF_SCRIPT=context_cost.sh && source "$repo/launch/scripts/output_dir.sh" && pf_remove_own $args) 2>/dev/null || rc=$?
   [ "$rc" != 0 ] || fail "pf_remove_own $args: accepted"
 done
 [ -f "$u/context_cost/notes.txt" ] && [ -d "$work/c" ] || fail "a refused pf_remove_own removed something"
@@ -201,7 +201,7 @@ echo "  quickstart.sh go on to their build), links, files and other scripts' fol
 cat > "$work/parent.sh" <<EOF
 set -euo pipefail
 PF_SCRIPT=parent.sh
-source "$studies/output_dir.sh"
+source "$repo/launch/scripts/output_dir.sh"
 pf_run bash -c '\$0 -c "trap \"\" TERM; sleep 1000" & echo \$! > "$work/grandchild.pid"; echo \$\$ > "$work/child.pid"; wait' "\$CHILD_SHELL"
 echo "pf_run returned" >&2
 EOF

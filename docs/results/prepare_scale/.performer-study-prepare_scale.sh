@@ -1,1 +1,1 @@
-output folder of launch/studies/prepare_scale.sh (launch/studies/output_dir.sh)
+output folder of launch/studies/prepare_scale.sh (launch/scripts/output_dir.sh)

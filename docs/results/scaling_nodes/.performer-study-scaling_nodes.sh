@@ -1,1 +1,1 @@
-output folder of launch/studies/scaling_nodes.sh (launch/studies/output_dir.sh)
+output folder of launch/studies/scaling_nodes.sh (launch/scripts/output_dir.sh)

@@ -1,1 +1,1 @@
-output folder of launch/studies/protein_table.sh (launch/studies/output_dir.sh)
+output folder of launch/studies/protein_table.sh (launch/scripts/output_dir.sh)
