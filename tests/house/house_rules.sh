@@ -8,6 +8,9 @@
 #      only in the owners listed in OPENERS below.
 # Usage: house_rules.sh ROOT      checks the tree at ROOT; exit 1 naming each
 #                                 breach as file:line, 0 printing "PASS:"
+#        house_rules.sh --graph ROOT  the rooms' include arrows as CSV
+#                                 (from,to,includes: #include lines from files
+#                                 of room `from` naming a file of room `to`)
 #        house_rules.sh --self-test   builds small trees that break each
 #                                 rule once and asserts that every one fails
 set -euo pipefail
@@ -127,8 +130,28 @@ self_test() {
   echo "PASS: every breach of the self-test trees was caught"
 }
 
+room_graph() {
+  local f room target
+  cd "$1"
+  echo "from,to,includes"
+  find runtime kernels data model launch -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) | sort |
+    while IFS= read -r f; do
+      room=$(room_of "$f")
+      [ "$room" = other ] && continue
+      [ "$room" = launch ] && room="launch/*_main.cc"
+      grep -hE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"' "$f" |
+        sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/' |
+        while IFS= read -r target; do
+          case "$target" in runtime/* | kernels/* | data/* | model/* | launch/*) ;; *) continue ;; esac
+          target=$(room_of "$target")
+          [ "$target" != "$room" ] && echo "$room,$target"
+        done || true
+    done | sort | uniq -c | awk '{split($2, a, ","); print a[1] "," a[2] "," $1}'
+}
+
 case "${1:-}" in
   --self-test) self_test ;;
+  --graph) room_graph "$(realpath "${2:?usage: $0 --graph ROOT}")" ;;
   "") echo "usage: $0 ROOT | --self-test" >&2; exit 2 ;;
   *) check_tree "$(realpath "$1")" ;;
 esac
