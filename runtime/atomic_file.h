@@ -50,7 +50,8 @@ struct Destination {
 // created empty (O_EXCL) and held with a record lock until the object ends,
 // so that file_in_use sees a live writer whatever locking the library that
 // fills it uses (HDF5 with HDF5_USE_FILE_LOCKING=FALSE takes none). commit()
-// renames it into place; otherwise the destructor removes it.
+// renames it into place; otherwise the destructor removes it. Tools do not
+// use it alone: data/replaceable_output.h joins it with the output rule.
 //
 // With `expected` (what the path named when the tool checked it, before its
 // work), commit() replaces only that: a path that was free is taken without
@@ -66,7 +67,12 @@ class TemporaryFile {
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
   const std::string& path() const { return tmp_; }
-  void commit();  // rename_into_place(path(), the final path)
+  // rename_into_place(path(), the final path). Flush::ToDisk first fsyncs the
+  // file (IoError naming it when that fails) and after the rename its folder
+  // (as far as the filesystem allows): a crash at any point leaves the old
+  // file or the new one, complete.
+  enum class Flush { No, ToDisk };
+  void commit(Flush flush = Flush::No);
 
  private:
   std::string final_, tmp_;
