@@ -172,11 +172,4 @@ void TemporaryFile::commit(Flush flush) {
   if (flush == Flush::ToDisk) fsync_folder_of(final_);
 }
 
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write,
-                       std::optional<Destination> expected) {
-  TemporaryFile tmp(path, expected);
-  write(tmp.path());
-  tmp.commit();
-}
-
 }  // namespace pf
