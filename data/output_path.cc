@@ -19,8 +19,17 @@ namespace pf {
 
 namespace fs = std::filesystem;
 
+PathHolds path_holds(const std::string& path, const OutputKind& kind) {
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(link)) return PathHolds::Nothing;
+  if (fs::is_symlink(link)) return PathHolds::Link;
+  if (fs::is_directory(link)) return PathHolds::Folder;
+  return fs::is_regular_file(link) && kind.earlier(path) ? PathHolds::Earlier : PathHolds::Other;
+}
+
 Destination require_replaceable_output(const std::string& option, const std::string& path, const OutputKind& kind,
-                                const std::vector<std::string>& inputs) {
+                                       const std::vector<std::string>& inputs) {
   if (path.empty() || path == "-") return {};
   const std::string named = option + " '" + path + "'";
   for (const std::string& in : inputs)
@@ -34,20 +43,23 @@ Destination require_replaceable_output(const std::string& option, const std::str
              named << ": the folder '" << folder.string() << "' does not exist");
   PF_REQUIRE(ConfigError, ::access(folder.c_str(), W_OK) == 0,
              named << ": cannot write in the folder '" << folder.string() << "': " << std::strerror(errno));
-  const fs::file_status link = fs::symlink_status(path, ec);
-  if (ec || !fs::exists(link)) return Destination::of(path);  // nothing there: a new file
-  const fs::file_status target = fs::status(path, ec);
-  // Renaming over a link would replace the link and leave its target as it
-  // was: neither what the link's owner nor the user meant.
-  PF_REQUIRE(ConfigError, !fs::is_symlink(link),
-             named << " is a symbolic link" << (fs::exists(target) ? " to '" : " to nothing ('")
-                   << fs::read_symlink(path, ec).string() << "'" << (fs::exists(target) ? "" : ")")
-                   << ": refusing to replace it; name the file itself or choose another path");
-  PF_REQUIRE(ConfigError, !fs::is_directory(target),
-             named << " is a folder: refusing to replace it; give the name of a file for " << kind.what);
-  PF_REQUIRE(ConfigError, fs::is_regular_file(target) && kind.earlier(path),
-             named << " exists and is not " << kind.what
-                   << " written earlier by this tool: refusing to replace it; remove it or choose another path");
+  switch (path_holds(path, kind)) {
+    case PathHolds::Nothing: return Destination::of(path);  // a new file
+    case PathHolds::Link: {
+      // Renaming over a link would replace the link and leave its target as
+      // it was: neither what the link's owner nor the user meant.
+      const bool to_something = fs::exists(fs::status(path, ec));
+      throw ConfigError(named + " is a symbolic link" + (to_something ? " to '" : " to nothing ('") +
+                        fs::read_symlink(path, ec).string() + "'" + (to_something ? "" : ")") +
+                        ": refusing to replace it; name the file itself or choose another path");
+    }
+    case PathHolds::Folder:
+      throw ConfigError(named + " is a folder: refusing to replace it; give the name of a file for " + kind.what);
+    case PathHolds::Other:
+      throw ConfigError(named + " exists and is not " + kind.what +
+                        " written earlier by this tool: refusing to replace it; remove it or choose another path");
+    case PathHolds::Earlier: break;
+  }
   PF_REQUIRE(ConfigError, ::access(path.c_str(), W_OK) == 0,
              named << " is write-protected: refusing to replace it; make it writable, or choose another path");
   // In a sticky folder (/tmp) only the owner of a file, or of the folder,

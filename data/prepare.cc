@@ -25,6 +25,7 @@
 #include "data/h5_direct_appender.h"
 #include "data/mmseqs.h"
 #include "data/output_path.h"
+#include "data/replaceable_output.h"
 #include "data/protein_shards.h"
 #include "data/schema.h"
 #include "data/empty_split_check.h"
@@ -585,7 +586,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
              "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "
                                                                            << opt.test_fraction);
   for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
-  const Destination was = require_replaceable_output("--output", opt.output, prepared_data_kind(), opt.inputs);
+  ReplaceableOutput output("--output", opt.output, prepared_data_kind(), opt.inputs);
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");
   PF_REQUIRE(ValueError, opt.families.empty() || opt.cluster.identity > 0,
@@ -596,7 +597,7 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
              "--families: no such file '" << opt.families << "'");
   remove_stale_temporaries(opt.output, opt.progress);
   PrepareSummary summary;
-  write_then_rename(opt.output, [&](const std::string& tmp) { write_file(opt, tmp, &summary); }, was);
+  output.write([&](const std::string& tmp) { write_file(opt, tmp, &summary); });
   return summary;
 }
 

@@ -9,8 +9,9 @@
 // is complete and closed; on any error, and on a stop request, the temporary
 // file is removed. Temporary files "<output>.tmp-<pid>" left by processes that
 // no longer exist (killed with SIGKILL, crashed) are removed at the start.
-// The output follows data/output_path.h: a new file or an earlier prepared
-// data file, never an input or any other file (ConfigError naming both).
+// The output is a ReplaceableOutput (data/replaceable_output.h): a new file or
+// an earlier prepared data file, never an input or any other file
+// (ConfigError naming both).
 #pragma once
 
 #include <hdf5.h>

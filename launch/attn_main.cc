@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -26,10 +27,10 @@
 
 #include "data/h5.h"
 #include "data/output_path.h"
+#include "data/replaceable_output.h"
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
-#include "runtime/atomic_file.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
 
@@ -93,7 +94,7 @@ struct Outputs {
   std::vector<float> out, w, dq, dk, dv;
 };
 
-int run(const Options& opt, const pf::Destination& was) {
+int run(const Options& opt, pf::ReplaceableOutput& output) {
   const bool causal = opt.mode == "causal";
   const bool softmax = opt.kernel == "softmax";
   const pf::Device device = opt.backend == "cuda" ? pf::Device::cuda(0) : pf::Device::cpu();
@@ -199,7 +200,7 @@ int run(const Options& opt, const pf::Destination& was) {
     pf::h5_write_attr_string(out, "mode", opt.mode);
     out.close();
   };
-  pf::write_then_rename(opt.output, write, was);
+  output.write(write);
   std::fprintf(stderr, "performer-attn: %s %s B=%ld H=%ld N=%ld D=%ld%s -> %s\n", opt.kernel.c_str(),
                opt.mode.c_str(), static_cast<long>(B), static_cast<long>(H), static_cast<long>(N),
                static_cast<long>(D), with_backward ? " (forward + backward)" : " (forward)", opt.output.c_str());
@@ -240,18 +241,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
-  pf::Destination was;
+  std::optional<pf::ReplaceableOutput> output;
   try {
-    was = pf::require_replaceable_output("--output", opt.output,
-                                   {"an output file of performer-attn",
-                                    [](const std::string& p) { return pf::h5_root_has_attributes(p, {"kernel", "mode"}); }},
-                                   {opt.input});
+    output.emplace("--output", opt.output,
+                   pf::OutputKind{"an output file of performer-attn",
+                                  [](const std::string& p) {
+                                    return pf::h5_root_has_attributes(p, {"kernel", "mode"});
+                                  }},
+                   std::vector<std::string>{opt.input});
   } catch (const pf::ConfigError& e) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 2;
   }
   try {
-    return run(opt, was);
+    return run(opt, *output);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "performer-attn: error: %s\n", one_line(e.what()).c_str());
     return 1;

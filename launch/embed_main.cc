@@ -12,7 +12,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 
+#include "data/replaceable_output.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/embed_output.h"
 #include "launch/infer/embedding.h"
@@ -48,9 +50,8 @@ int main(int argc, char** argv) {
     pf::check_sequence_inputs(inputs, "input");
     std::vector<std::string> read = inputs;
     read.push_back(checkpoint);
-    pf::Destination was;  // on rank 0, the writer
-    pf::check_on_rank0(MPI_COMM_WORLD,
-                       [&] { was = pf::require_replaceable_output("--output", output, pf::embeddings_kind(), read); });
+    std::optional<pf::ReplaceableOutput> target;  // on rank 0, the writer
+    pf::check_on_rank0(MPI_COMM_WORLD, [&] { target.emplace("--output", output, pf::embeddings_kind(), read); });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     const int64_t L = cm.cfg.model.layers;
     const int64_t layer = pf::parse_embedding_layer(layer_text, L);
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
     }
     flush();
     if (rank == 0) {
-      writer.write(output, checkpoint, layer, layer_name, was);
+      writer.write(*target, checkpoint, layer, layer_name);
       std::fprintf(stderr, "performer-embed: %lld proteins, layer %s, width %lld -> %s (%d rank(s), %.1f s)\n",
                    static_cast<long long>(writer.count()), layer_name.c_str(),
                    static_cast<long long>(cm.cfg.model.width), output.c_str(), size, pf::seconds_now() - t0);

@@ -22,8 +22,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 
+#include "data/replaceable_output.h"
 #include "data/vocab.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/generation.h"
@@ -96,9 +98,9 @@ int main(int argc, char** argv) {
                                                                                                  << "'");
     std::vector<std::string> read = prompts;
     read.push_back(checkpoint);
-    pf::Destination was;  // on rank 0, the writer
+    std::optional<pf::ReplaceableOutput> target;  // on rank 0, the writer
     pf::check_on_rank0(MPI_COMM_WORLD, [&] {
-      was = pf::require_replaceable_output("--output", output, pf::generated_fasta_kind(), read);
+      target.emplace(pf::ReplaceableOutput::file_or_stdout("--output", output, pf::generated_fasta_kind(), read));
     });
     {
       const pf::TrainConfig stored = pf::read_checkpoint_config(checkpoint, overrides);
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
                "--num " << num << " for " << records << " prompt record(s) asks for more than 2^40 proteins");
     const int64_t total = num * records;
     std::unique_ptr<pf::OutputFile> out;
-    if (rank == 0) out = std::make_unique<pf::OutputFile>(output, was);
+    if (rank == 0) out = std::make_unique<pf::OutputFile>(std::move(*target));
     const double t0 = pf::seconds_now();
     int64_t tokens = 0;
     std::vector<std::string> mine;  // this rank's records: proteins rank, rank + size, ...

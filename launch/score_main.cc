@@ -27,8 +27,10 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "data/paths.h"
+#include "data/replaceable_output.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/context_scoring.h"
 #include "launch/core/output_file.h"
@@ -37,7 +39,6 @@
 #include "launch/infer/sequence_input.h"
 #include "launch/core/tool_cli.h"
 #include "launch/core/mpi_program.h"
-#include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 
 int main(int argc, char** argv) {
@@ -93,13 +94,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> read = inputs;
     read.insert(read.end(), context.begin(), context.end());
     read.push_back(checkpoint);
-    pf::Destination was_output, was_residues;  // on rank 0, the writer
+    std::optional<pf::ReplaceableOutput> table, residue_file;  // on rank 0, the writer
     pf::check_on_rank0(MPI_COMM_WORLD, [&] {
-      was_output = pf::require_replaceable_output("--output", output, pf::score_table_kind(), read);
+      table.emplace(pf::ReplaceableOutput::file_or_stdout("--output", output, pf::score_table_kind(), read));
       PF_REQUIRE(
           pf::ConfigError, output.empty() || per_residue.empty() || !pf::same_file(output, per_residue),
           "--per-residue '" << per_residue << "' and --output '" << output << "' are the same file: give each its own");
-      was_residues = pf::require_replaceable_output("--per-residue", per_residue, pf::per_residue_kind(), read);
+      if (!per_residue.empty()) residue_file.emplace("--per-residue", per_residue, pf::per_residue_kind(), read);
     });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
     }
     const std::string measure = pf::score_measure(cm.cfg.model);
     std::unique_ptr<pf::OutputFile> out;
-    if (rank == 0) out = std::make_unique<pf::OutputFile>(output, was_output);
+    if (rank == 0) out = std::make_unique<pf::OutputFile>(std::move(*table));
     pf::PerResidueWriter residues;
     pf::ReaderOptions ro;
     ro.map_unknown_to_x = map_unknown;
@@ -204,14 +205,12 @@ int main(int argc, char** argv) {
       // Both files or neither: each is written in full under a temporary
       // name, then both are renamed; a failure before the renames removes
       // both temporaries and leaves any earlier outputs as they were.
-      std::unique_ptr<pf::TemporaryFile> residue_tmp;  // removed unless committed
-      if (!per_residue.empty()) {
-        residue_tmp = std::make_unique<pf::TemporaryFile>(per_residue, was_residues);
-        residues.write_file(residue_tmp->path(), context.empty() ? measure : "log_likelihood_given_context", checkpoint,
+      if (residue_file)
+        residues.write_file(residue_file->temporary_path(), context.empty() ? measure : "log_likelihood_given_context",
+                            checkpoint,
                             cm.cfg.model.causal() ? (context.empty() ? first_residue : "given_context") : "");
-      }
       out->finish();
-      if (residue_tmp) residue_tmp->commit();
+      if (residue_file) residue_file->commit();
       out->commit();
       std::fprintf(stderr,
                    "performer-score: %lld proteins, %s %.4f per scored token (%lld tokens, perplexity %.3f), "

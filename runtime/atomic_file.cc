@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "runtime/check.h"
 
@@ -126,7 +127,24 @@ TemporaryFile::~TemporaryFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void TemporaryFile::commit() {
+namespace {
+
+// After a rename: the folder's entry reaches the disk too. Best effort: some
+// filesystems refuse to fsync a folder, and the file itself is already safe.
+void fsync_folder_of(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  PF_REQUIRE(IoError, fd >= 0, "cannot open '" << folder << "' to flush it to disk");
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void TemporaryFile::commit(Flush flush) {
+  if (flush == Flush::ToDisk)
+    PF_REQUIRE(IoError, ::fsync(fd_) == 0, "fsync of '" << tmp_ << "' failed: " << std::strerror(errno));
   if (expected_) {
     auto refuse = [&](const std::string& why) {
       kept_ = true;
@@ -137,6 +155,7 @@ void TemporaryFile::commit() {
       // Taken only if still free, in one step.
       if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_.c_str(), RENAME_NOREPLACE) == 0) {
         committed_ = true;
+        if (flush == Flush::ToDisk) fsync_folder_of(final_);
         return;
       }
       if (errno == EEXIST) refuse("was created by another process");
@@ -150,13 +169,7 @@ void TemporaryFile::commit() {
   }
   rename_into_place(tmp_, final_);
   committed_ = true;
-}
-
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write,
-                       std::optional<Destination> expected) {
-  TemporaryFile tmp(path, expected);
-  write(tmp.path());
-  tmp.commit();
+  if (flush == Flush::ToDisk) fsync_folder_of(final_);
 }
 
 }  // namespace pf

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 
@@ -21,7 +20,7 @@ std::string temporary_output_path(const std::string& path);
 // moment; a probe that meets another's probe tries again. A file that a
 // process has open without any lock is not seen.
 bool file_in_use(const std::string& path);
-// True for an HDF5 temporary ("<path>.tmp-<pid>", as write_then_rename names
+// True for an HDF5 temporary ("<path>.tmp-<pid>", as TemporaryFile names
 // it) that a process of `pid` left and nobody uses: `pid` is a possible pid
 // (<= the kernel's pid_max) of no process here (ESRCH; EPERM is another
 // user's), no process holds the file open, and it holds HDF5's signature or,
@@ -50,7 +49,8 @@ struct Destination {
 // created empty (O_EXCL) and held with a record lock until the object ends,
 // so that file_in_use sees a live writer whatever locking the library that
 // fills it uses (HDF5 with HDF5_USE_FILE_LOCKING=FALSE takes none). commit()
-// renames it into place; otherwise the destructor removes it.
+// renames it into place; otherwise the destructor removes it. Tools do not
+// use it alone: data/replaceable_output.h joins it with the output rule.
 //
 // With `expected` (what the path named when the tool checked it, before its
 // work), commit() replaces only that: a path that was free is taken without
@@ -66,7 +66,12 @@ class TemporaryFile {
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
   const std::string& path() const { return tmp_; }
-  void commit();  // rename_into_place(path(), the final path)
+  // rename_into_place(path(), the final path). Flush::ToDisk first fsyncs the
+  // file (IoError naming it when that fails) and after the rename its folder
+  // (as far as the filesystem allows): a crash at any point leaves the old
+  // file or the new one, complete.
+  enum class Flush { No, ToDisk };
+  void commit(Flush flush = Flush::No);
 
  private:
   std::string final_, tmp_;
@@ -76,10 +81,5 @@ class TemporaryFile {
 };
 // Renames tmp to path; IoError naming both (and the reason) when it fails.
 void rename_into_place(const std::string& tmp, const std::string& path);
-// Calls write(tmp) for the temporary path, then renames it to `path` (only
-// over `expected`, as TemporaryFile); on an error of write the temporary file
-// is removed and the error rethrown.
-void write_then_rename(const std::string& path, const std::function<void(const std::string& tmp)>& write,
-                       std::optional<Destination> expected = std::nullopt);
 
 }  // namespace pf

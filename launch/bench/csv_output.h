@@ -1,8 +1,9 @@
 // The --csv output of a benchmark: stdout when the path is empty, else a file
 // written under a temporary name and renamed into place by commit() (a
-// benchmark that fails leaves no partial CSV under the name). An existing
-// file is replaced only when it is an earlier CSV of the same benchmark (its
-// first line is this header), as every output path (data/output_path.h).
+// benchmark that fails leaves no partial CSV under the name): an OutputFile
+// over a ReplaceableOutput (data/replaceable_output.h). An existing file is
+// replaced only when it is an earlier CSV of the same benchmark (its first
+// line is this header), as every output path (data/output_path.h).
 #pragma once
 
 #include <cstdio>

@@ -12,12 +12,11 @@
 
 #include <zlib.h>
 
-#include "data/output_path.h"
+#include "data/replaceable_output.h"
 #include "data/synthetic_proteins.h"
 #include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/core/stop_signal.h"
-#include "runtime/atomic_file.h"
 #include "runtime/clock.h"
 
 namespace pf::bench {
@@ -37,7 +36,7 @@ int run_synthetic(int argc, char** argv) {
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   install_stop_handlers();  // before any thread starts
   o.progress = &std::cerr;
-  // Only an earlier output of this command may be replaced (data/output_path.h);
+  // Only an earlier output of this command may be replaced (data/replaceable_output.h);
   // gzread reads plain files as they are, so one test covers both forms.
   const OutputKind ours = {"a FASTA of performer-bench synthetic", [](const std::string& path) {
                              gzFile f = gzopen(path.c_str(), "rb");
@@ -48,7 +47,7 @@ int run_synthetic(int argc, char** argv) {
                              gzclose(f);
                              return first;
                            }};
-  const Destination was = require_replaceable_output("--output", output, ours, {like});
+  ReplaceableOutput target("--output", output, ours, {like});
   const ProteinStatistics stats = protein_statistics(like);
   const double t0 = seconds_now();
   o.gzip = o.gzip || (output.size() > 3 && output.compare(output.size() - 3, 3, ".gz") == 0);
@@ -57,7 +56,7 @@ int run_synthetic(int argc, char** argv) {
   // SIGINT / SIGTERM / SIGUSR1 stop the write; its temporary file goes with the unwinding.
   o.stop_requested = [] { return stop_requested(); };
   try {
-    write_then_rename(output, write, was);
+    target.write(write);
   } catch (const std::exception& e) {
     const int sig = stop_signal_number();
     if (sig == 0) throw;

@@ -1,8 +1,6 @@
 #include "launch/core/checkpoint.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +12,7 @@
 #include <regex>
 
 #include "data/h5.h"
+#include "data/replaceable_output.h"
 #include "launch/core/train_config.h"
 #include "model/model.h"
 #include "runtime/atomic_file.h"
@@ -60,14 +59,6 @@ std::string metadata_text(hid_t file, hid_t optimizer) {
 }
 
 std::string fnv1a64(const std::string& bytes) { return Fnv1a64().add(bytes).hex(); }
-
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  PF_REQUIRE(IoError, fd >= 0, "cannot open '" << path << "' to flush it to disk");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  PF_REQUIRE(IoError, rc == 0 || directory, "fsync of '" << path << "' failed");
-}
 
 void write_tensors(hid_t group, const ParamLayout& layout, const std::vector<float>& flat) {
   // Chunked (required for Fletcher-32 checksums), about 1 MiB per chunk.
@@ -151,6 +142,13 @@ void write_projections(hid_t file, const ModelConfig& model, int64_t redraw) {
   }
 }
 
+// What write_checkpoint may replace: an earlier checkpoint.
+OutputKind checkpoint_kind() {
+  return {"a checkpoint", [](const std::string& p) {
+            return h5_root_has_attributes(p, {"schema", "schema_version", "step", "config"});
+          }};
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, int64_t step) {
@@ -167,8 +165,10 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
              "checkpoint state does not match the parameter layout of " << layout.total() << " values");
   const fs::path final_path(path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
-  TemporaryFile temporary(path);  // removed unless committed
-  const std::string& tmp = temporary.path();
+  // Replaces only an earlier checkpoint (the trainer sets anything else at
+  // this name aside first), and only the one there now.
+  ReplaceableOutput output("checkpoint", path, checkpoint_kind());
+  const std::string& tmp = output.temporary_path();  // removed unless committed
   {
     H5Id file = h5_create_file(tmp);
     h5_write_attr_string(file, "schema", kSchema);
@@ -206,9 +206,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
     params.close();
     file.close();
   }
-  fsync_path(tmp, false);
-  temporary.commit();
-  fsync_path(final_path.has_parent_path() ? final_path.parent_path().string() : ".", true);
+  output.commit(ReplaceableOutput::Flush::ToDisk);
 }
 
 namespace {

@@ -20,8 +20,9 @@
 // stored per named tensor, not per rank, so a checkpoint written on any
 // dp x sp layout resumes on any other. Datasets carry Fletcher-32 checksums,
 // the attributes one FNV-1a checksum.
-// Written by one rank to "<file>.tmp-<pid>", flushed, fsynced and renamed: a
-// crash at any point leaves the previous checkpoints intact.
+// Written by one rank as a ReplaceableOutput (data/replaceable_output.h): to
+// "<file>.tmp-<pid>", flushed, fsynced and renamed over nothing or an earlier
+// checkpoint: a crash at any point leaves the previous checkpoints intact.
 // Two kinds of refusal: a damaged file (truncated, not HDF5, a checksum that
 // fails, an attribute missing) is a DataError / Hdf5Error / IoError, which
 // --resume auto skips; a sound file that this run cannot continue (another
@@ -55,7 +56,9 @@ struct CheckpointState {
 
 std::string checkpoint_path(const std::string& dir, int64_t step);
 
-// Writes atomically (temporary name, fsync, rename). Hdf5Error / IoError on failure.
+// Writes atomically (ReplaceableOutput: temporary name, fsync, rename).
+// Hdf5Error / IoError on failure; ConfigError when `path` is anything but
+// free or an earlier checkpoint (the trainer sets such a file aside first).
 void write_checkpoint(const std::string& path, const CheckpointState& state, const ParamLayout& layout,
                       const ModelConfig& model);
 

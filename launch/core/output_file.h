@@ -1,26 +1,24 @@
-// Text output of the inference tools and benchmarks: stdout, or a file whose
-// text is held in memory, written under a temporary name by finish()
-// (runtime/atomic_file.h) and renamed into place by commit(). A run that
-// fails, or is stopped by a signal while it computes, leaves neither a
-// partial file under the final name nor a temporary file: nothing is on disk
-// before finish(), and a temporary file not committed is removed when the
-// writer is destroyed.
+// Text output of the inference tools and benchmarks: standard output, or the
+// file of a ReplaceableOutput (data/replaceable_output.h), whose text is held
+// in memory, written to its temporary file by finish() and renamed into place
+// by commit(). A run that fails, or is stopped by a signal while it computes,
+// leaves neither a partial file under the final name nor a temporary file:
+// nothing is on disk before finish(), and a temporary file not committed is
+// removed when the writer is destroyed.
 #pragma once
 
 #include <cstdio>
-#include <memory>
-#include <optional>
 #include <string>
 
-#include "runtime/atomic_file.h"
+#include "data/replaceable_output.h"
 
 namespace pf {
 
 class OutputFile {
  public:
-  // "" or "-": stdout. `expected`: what the path named when it was checked
-  // (require_replaceable_output): commit() replaces only that (TemporaryFile).
-  explicit OutputFile(const std::string& path, std::optional<Destination> expected = std::nullopt);
+  // `target`: checked (ReplaceableOutput::file_or_stdout); standard output
+  // when it is "" or "-".
+  explicit OutputFile(ReplaceableOutput target);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -32,9 +30,7 @@ class OutputFile {
   std::FILE* stream() const { return f_; }  // for formatted writes; write() checks errors
 
  private:
-  std::string path_;
-  std::optional<Destination> expected_;
-  std::unique_ptr<TemporaryFile> tmp_;  // from finish()
+  ReplaceableOutput target_;
   std::FILE* f_ = nullptr;
   char* text_ = nullptr;  // the memory stream's buffer (a file's text until commit)
   size_t size_ = 0;

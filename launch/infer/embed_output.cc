@@ -1,7 +1,6 @@
 #include "launch/infer/embed_output.h"
 
 #include "data/h5.h"
-#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -27,8 +26,8 @@ void EmbeddingWriter::add(const std::string& id, int64_t length, const std::vect
   }
 }
 
-void EmbeddingWriter::write(const std::string& path, const std::string& checkpoint, int64_t layer,
-                            const std::string& layer_name, std::optional<Destination> expected) const {
+void EmbeddingWriter::write(ReplaceableOutput& out, const std::string& checkpoint, int64_t layer,
+                            const std::string& layer_name) const {
   auto write = [&](const std::string& tmp) {
     H5Id f = h5_create_file(tmp);
     h5_write_strings(f, "ids", ids_);
@@ -46,7 +45,7 @@ void EmbeddingWriter::write(const std::string& path, const std::string& checkpoi
     h5_write_attr_int64(f, "width", width_);
     f.close();  // a last write that fails is an error, not a silent short file
   };
-  write_then_rename(path, write, expected);
+  out.write(write);
 }
 
 }  // namespace pf

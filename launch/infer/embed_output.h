@@ -6,16 +6,15 @@
 //   /residues/embeddings float32 [sum n_i, C]    offsets[i] .. offsets[i + 1] - 1
 //   attributes: checkpoint, layer (int64: 0 embedding plus positions, l the
 //   output of layer l, layers + 1 the final LayerNorm), layer_name, width
-// Written as "<path>.tmp-<pid>" and renamed when complete.
+// Written under a temporary name and renamed when complete (ReplaceableOutput).
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/output_path.h"
-#include "runtime/atomic_file.h"
+#include "data/replaceable_output.h"
 
 namespace pf {
 
@@ -27,9 +26,8 @@ class EmbeddingWriter {
   EmbeddingWriter(int64_t width, bool per_residue) : width_(width), per_residue_(per_residue) {}
   // mean [C]; residues [n, C] when per_residue.
   void add(const std::string& id, int64_t length, const std::vector<float>& mean, const std::vector<float>& residues);
-  // `expected`: what the path named when it was checked (TemporaryFile).
-  void write(const std::string& path, const std::string& checkpoint, int64_t layer, const std::string& layer_name,
-             std::optional<Destination> expected = std::nullopt) const;
+  // Into `out`, checked for embeddings_kind() before the work.
+  void write(ReplaceableOutput& out, const std::string& checkpoint, int64_t layer, const std::string& layer_name) const;
   int64_t count() const { return static_cast<int64_t>(ids_.size()); }
 
  private:

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "data/h5.h"
-#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -101,11 +100,6 @@ void PerResidueWriter::write_file(const std::string& file, const std::string& me
   h5_write_attr_string(f, "checkpoint", checkpoint);
   if (!first_residue.empty()) h5_write_attr_string(f, "first_residue", first_residue);
   f.close();  // a last write that fails is an error, not a silent short file
-}
-
-void PerResidueWriter::write(const std::string& path, const std::string& measure, const std::string& checkpoint,
-                             const std::string& first_residue) const {
-  write_then_rename(path, [&](const std::string& tmp) { write_file(tmp, measure, checkpoint, first_residue); });
 }
 
 }  // namespace pf

@@ -62,11 +62,9 @@ OutputKind per_residue_kind();
 class PerResidueWriter {
  public:
   void add(const std::string& id, int64_t length, const std::vector<double>& logprob, const std::vector<double>& top);
-  // Written as "<path>.tmp-<pid>" and renamed; Hdf5Error / IoError naming the file.
-  void write(const std::string& path, const std::string& measure, const std::string& checkpoint,
-             const std::string& first_residue) const;
-  // Written to `file` as it is (the caller renames it: performer-score
-  // renames it together with its table).
+  // Written to `file` as it is: the temporary file of performer-score's
+  // --per-residue output (a ReplaceableOutput), which renames it together
+  // with its table.
   void write_file(const std::string& file, const std::string& measure, const std::string& checkpoint,
                   const std::string& first_residue) const;
 

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <utility>
 
+#include "data/replaceable_output.h"
 #include "launch/train/run_lock.h"
-#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -203,7 +203,8 @@ int64_t MetricsLog::start(int64_t step, const std::string& run_id) {
     dropped_to_ = path_ + ".dropped-after-" + std::to_string(step);
     for (int k = 1; fs::exists(fs::symlink_status(dropped_to_)); ++k)
       dropped_to_ = path_ + ".dropped-after-" + std::to_string(step) + "-" + std::to_string(k);
-    write_then_rename(dropped_to_, [&](const std::string& tmp) {
+    const OutputKind dropped_lines{"the dropped lines of a metrics file", [](const std::string&) { return false; }};
+    ReplaceableOutput(what_ + ": the dropped lines", dropped_to_, dropped_lines).write([&](const std::string& tmp) {
       std::ofstream out(tmp, std::ios::binary);
       out << dropped_text;
       out.close();

@@ -11,6 +11,13 @@
 // (docs/checkpoints.md#outputs): before step 1 rank 0 claims it (the
 // constructor) and then starts it (start()); every refusal is a ConfigError
 // naming train.metrics, its value and the reason, with the file unchanged.
+//
+// It is not a ReplaceableOutput (data/replaceable_output.h), which replaces a
+// finished file in one rename: the log grows line by line for the whole run,
+// readable (and durable up to the newest checkpoint) while the run goes on,
+// a resume continues the same file, and the lock that keeps a second run out
+// is held on its inode, which a rename would change. The lines a resume
+// drops are kept beside it in a ReplaceableOutput.
 #pragma once
 
 #include <cstdint>

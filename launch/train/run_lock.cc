@@ -93,6 +93,14 @@ bool read_lock_owner(const std::string& path, LockOwner* owner) {
   return found;
 }
 
+OutputKind run_lock_kind() {
+  return {"a run's lock file", [](const std::string& path) {
+            LockOwner owner;
+            std::error_code ec;
+            return fs::file_size(path, ec) == 0 || read_lock_owner(path, &owner);
+          }};
+}
+
 std::string metrics_lock_path(const std::string& metrics) {
   std::error_code ec;
   fs::path resolved = fs::weakly_canonical(fs::absolute(metrics), ec);
@@ -162,29 +170,32 @@ std::string require_writable_folder(const std::string& dir, const std::string& k
 RunLock::RunLock(const std::string& path, const std::string& what, const std::string& run_id, std::string* note,
                  std::string made_folder)
     : path_(path), made_folder_(std::move(made_folder)), exceptions_(std::uncaught_exceptions()) {
-  // O_NOFOLLOW: a symbolic link there (to nothing, or to anything) would make
-  // or lock a file wherever it points.
+  const std::string is_link = "it is a symbolic link (a run's lock file is never a link): remove it";
+  // The name is judged as every output path is (data/output_path.h): a file
+  // there that is neither empty (a lock released at a clean end) nor an owner
+  // record is not a lock of this tool, and the record would replace it.
+  const PathHolds there = path_holds(path_, run_lock_kind());
+  PF_REQUIRE(ConfigError, there != PathHolds::Link,
+             what << ": cannot open the lock file '" << path_ << "': " << is_link);
+  if (there == PathHolds::Other) {
+    std::error_code ec;
+    const auto size = fs::file_size(path_, ec);
+    throw ConfigError(what + ": its lock file '" + path_ + "' exists and " +
+                      (ec ? std::string("is not a regular file")
+                          : "holds something else than a lock record (" + std::to_string(size) + " bytes)") +
+                      ": refusing to write over it; move that file away, or give this run other paths");
+  }
+  // O_NOFOLLOW: a symbolic link made there since (to nothing, or to anything)
+  // would make or lock a file wherever it points.
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   PF_REQUIRE(ConfigError, fd_ >= 0,
-             what << ": cannot open the lock file '" << path_ << "': "
-                  << (errno == ELOOP ? std::string("it is a symbolic link (a run's lock file is never a link): "
-                                                   "remove it")
-                                     : std::strerror(errno)));
+             what << ": cannot open the lock file '" << path_
+                  << "': " << (errno == ELOOP ? is_link : std::string(std::strerror(errno))));
   // The record is read once the lock is decided: held by us, it is what the
   // last owner left (empty after a clean end); refused, it names the owner.
   const int err = lock_whole_file(fd_);
   LockOwner previous;
   const bool had_owner = read_owner(fd_, &previous);
-  // A file there that is neither empty (a lock released at a clean end) nor
-  // an owner record is not a lock of this tool: the record would replace it.
-  struct stat st {};
-  if (!had_owner && ::fstat(fd_, &st) == 0 && st.st_size > 0) {
-    ::close(fd_);
-    fd_ = -1;
-    throw ConfigError(what + ": its lock file '" + path_ + "' exists and holds something else than a lock record (" +
-                      std::to_string(st.st_size) +
-                      " bytes): refusing to write over it; move that file away, or give this run other paths");
-  }
   if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {
     // No locks on this filesystem: the record alone decides.
     if (had_owner && (previous.host != host_name() || alive_here(previous))) {

@@ -15,10 +15,22 @@
 // filesystem offers no locks at all (ENOLCK: NFS without a lock manager) the
 // record alone decides: a live pid on this host, or any other host's record,
 // refuses the run; a dead pid on this host is taken over.
+//
+// Why this is not a ReplaceableOutput (data/replaceable_output.h), the object
+// every output file goes through: that one replaces one finished file in a
+// single rename, while a RunLock is a run's claim on a folder (or a metrics
+// file) for the whole of its life. The lock lives on the lock file's inode,
+// so the record is rewritten in place and the file never renamed over: a
+// rename would give the next run a fresh inode to lock while this run still
+// holds the old one. What it shares with every output is the judgement of
+// the path: path_holds (data/output_path.h) with run_lock_kind(), so a lock
+// file is never a symbolic link and never someone else's file.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "data/output_path.h"
 
 namespace pf {
 
@@ -73,6 +85,9 @@ std::string metrics_lock_path(const std::string& metrics);
 int lock_whole_file(int fd);
 // The owner record in the lock file `path`; false when there is none.
 bool read_lock_owner(const std::string& path, LockOwner* owner);
+// What may stand at a lock file's name (the output rule's OutputKind): an
+// empty file (a lock released at a clean end) or an owner record.
+OutputKind run_lock_kind();
 // Creates `dir` when missing and checks that it takes new files (one made
 // and removed). ConfigError naming `key`, the folder and the reason: a
 // regular file of that name, no permission, a read-only filesystem. Returns

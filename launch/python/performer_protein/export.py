@@ -24,7 +24,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import struct
 import sys
 
@@ -117,21 +116,18 @@ def export(checkpoint, output, hf_files=True):
         config["architectures"] = ["PerformerProteinModel"]
         config["auto_map"] = {"AutoConfig": "configuration_performer_protein.PerformerProteinConfig",
                               "AutoModel": "modeling_performer_protein.PerformerProteinModel"}
-    with new_folder(output, **rule) as tmp:
-        weights = os.path.join(tmp, "model.safetensors")
+    with new_folder(output, **rule) as folder:
         try:
-            save_file(tensors, weights, metadata={"format": "pt", "source": FORMAT, "step": str(ck.step)})
+            save_file(tensors, folder.path("model.safetensors"),
+                      metadata={"format": "pt", "source": FORMAT, "step": str(ck.step)})
         except SafetensorError as e:  # a full disk, among others
-            raise OSError(f"{os.path.join(output, 'model.safetensors')}: {e}") from None
-        with open(os.path.join(tmp, "config.json"), "w") as f:
-            json.dump(config, f, indent=2)
-            f.write("\n")
-        with open(os.path.join(tmp, "README.md"), "w") as f:
-            f.write(_model_card(ck, cfg))
+            raise OSError(f"{folder.final_path('model.safetensors')}: {e}") from None
+        folder.write_json("config.json", config)
+        folder.write_text("README.md", _model_card(ck, cfg))
         if hf_files:
             here = os.path.join(os.path.dirname(__file__), "hf")
             for name in _HF_FILES:
-                shutil.copyfile(os.path.join(here, name), os.path.join(tmp, name))
+                folder.copy_file(name, os.path.join(here, name))
     return output
 
 

@@ -10,7 +10,14 @@ the replacement of one this tool wrote before, and never anything else.
 - The files are written into a temporary folder beside the output, which is
   renamed into place when complete and removed on every other exit path; with
   signals_raise() that includes SIGINT and SIGTERM. The finished folder and
-  its files get the modes that the umask gives new ones."""
+  its files get the modes that the umask gives new ones.
+
+Every writer of the package goes through new_folder(), and writes its files
+with the OutputFolder it yields (write_text, write_json, copy_file, or
+path() for a library that takes a file name): no tool opens a file for
+writing, makes a temporary name or renames one by hand. This is the Python
+twin of the C++ tools' ReplaceableOutput (data/replaceable_output.h), for a
+folder instead of one file."""
 
 import json
 import os
@@ -129,23 +136,51 @@ def _set_modes(folder):
 
 def _write_marker(folder, tool, fmt):
     files = sorted(os.listdir(folder))
-    with open(os.path.join(folder, _marker_name(tool)), "w") as f:
-        json.dump({"tool": tool, "format": fmt[0], "format_version": fmt[1], "files": files}, f, indent=2)
-        f.write("\n")
+    OutputFolder(folder, folder).write_json(
+        _marker_name(tool), {"tool": tool, "format": fmt[0], "format_version": fmt[1], "files": files})
+
+
+class OutputFolder:
+    """The files of one output folder while new_folder() writes them: each goes
+    into the temporary folder, under a plain file name."""
+
+    def __init__(self, folder, output):
+        self._folder, self._output = folder, output
+
+    def path(self, name):
+        """Where the file `name` goes, for a library that writes it itself;
+        errors name it under the output, where the user looks for it."""
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise ValueError(f"{name!r} is not a plain file name")
+        return os.path.join(self._folder, name)
+
+    def final_path(self, name):
+        """`name` as it will lie in the output folder, for messages."""
+        return os.path.join(self._output, name)
+
+    def write_text(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+
+    def write_json(self, name, value):
+        self.write_text(name, json.dumps(value, indent=2) + "\n")
+
+    def copy_file(self, name, source):
+        shutil.copyfile(source, self.path(name))
 
 
 @contextmanager
 def new_folder(output, tool, fmt, inputs=()):
-    """Yields an empty temporary folder beside `output` for the files; on a normal
-    exit it becomes `output` (a previous output of `tool` there is replaced), on
-    any other it is removed and `output` is left as it was."""
+    """Yields an OutputFolder over an empty temporary folder beside `output`; on
+    a normal exit that folder becomes `output` (a previous output of `tool` there
+    is replaced), on any other it is removed and `output` is left as it was."""
     check_output(output, tool, fmt, inputs)
     target = os.path.realpath(output)  # the path check_output judged (not a link itself: refused)
     parent, name = os.path.dirname(target), os.path.basename(target)
     os.makedirs(parent, exist_ok=True)
     tmp, aside = tempfile.mkdtemp(prefix=name + ".tmp-", dir=parent), None
     try:
-        yield tmp
+        yield OutputFolder(tmp, output)
         _write_marker(tmp, tool, fmt)
         _set_modes(tmp)
         if os.path.lexists(target):
