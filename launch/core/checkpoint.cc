@@ -12,7 +12,7 @@
 #include "data/h5.h"
 #include "launch/core/checkpoint_file.h"
 #include "launch/core/checkpoint_schema.h"
-#include "launch/core/train_config.h"
+#include "launch/core/model_rules.h"
 #include "model/model.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
@@ -135,53 +135,6 @@ void require_checkpoint_file(const std::string& path, const std::string& key, co
                  << otherwise);
 }
 
-ModelConfig require_compatible_model(const std::string& path, const CheckpointState& metadata,
-                                     const ModelConfig& current, bool attention_may_differ, const std::string& what) {
-  const TrainConfig stored = parse_train_config_text(metadata.config_text, path + " (stored configuration)");
-  const std::vector<std::string> diff = model_incompatibilities(stored.model, current, attention_may_differ);
-  if (!diff.empty()) {
-    std::string msg = path + ": " + what + ":";
-    for (const auto& d : diff) msg += "\n  " + d;
-    throw ConfigError(msg);
-  }
-  return stored.model;
-}
-
-std::vector<std::string> model_incompatibilities(const ModelConfig& a, const ModelConfig& b,
-                                                 bool attention_may_differ) {
-  std::vector<std::string> out;
-  auto cmp = [&](const char* key, const std::string& x, const std::string& y) {
-    if (x != y) out.push_back(std::string("model.") + key + ": " + x + " in the checkpoint, " + y + " now");
-  };
-  auto num = [](auto v) { return std::to_string(v); };
-  cmp("vocab", num(a.vocab), num(b.vocab));
-  cmp("layers", num(a.layers), num(b.layers));
-  cmp("width", num(a.width), num(b.width));
-  cmp("heads", num(a.heads), num(b.heads));
-  cmp("ffn", num(a.ffn), num(b.ffn));
-  cmp("objective", objective_name(a.objective), objective_name(b.objective));
-  cmp("positional", positional_name(a.positional), positional_name(b.positional));
-  cmp("window", num(a.window), num(b.window));
-  if (a.attention == AttentionKind::Exp && b.attention == AttentionKind::Exp) {
-    cmp("exp_key_norm", a.exp_key_norm ? "true" : "false", b.exp_key_norm ? "true" : "false");
-    if (attention_may_differ && a.features != b.features)  // (else compared below)
-      out.push_back("model.features: " + num(a.features) + " in the checkpoint, " + num(b.features) +
-                    " now (exp trains its feature map: the number of features is the shape of a parameter)");
-  }
-  if (!attention_may_differ) {
-    cmp("attention", attention_kind_name(a.attention), attention_kind_name(b.attention));
-    if (a.attention != AttentionKind::Softmax) {
-      cmp("features", num(a.features), num(b.features));
-      cmp("redraw_interval", num(a.redraw_interval), num(b.redraw_interval));
-      cmp("projection", projection_name(a.projection), projection_name(b.projection));
-      cmp("feature_scaling", feature_scaling_name(a.feature_scaling), feature_scaling_name(b.feature_scaling));
-      cmp("feature_draw", num(a.feature_draw), num(b.feature_draw));
-    }
-  }
-  cmp("seed", num(a.seed), num(b.seed));
-  return out;
-}
-
 std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::string> files;
   if (!fs::is_directory(dir)) return files;
@@ -202,8 +155,7 @@ std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& c
       // The model is compared before the tensors are read: a checkpoint of
       // another shape is refused for what it is, not skipped as damaged.
       try {
-        require_compatible_model(f, checkpoint.metadata(), current, false,
-                                 "checkpoint is from an incompatible model configuration");
+        require_same_model(f, checkpoint.stored_model(), current);
       } catch (const ConfigError& e) {
         throw ConfigError(std::string(e.what()) +
                           "\n--resume auto stops rather than start at step 0 over this checkpoint: resume with the "

@@ -26,7 +26,7 @@
 // a file before anything is allocated and tells a damaged file (skipped by
 // --resume auto) from a sound one this run cannot continue (a ConfigError,
 // which stops the run: another schema version, or another model by the
-// rules of require_compatible_model).
+// rules of launch/core/model_rules.h).
 #pragma once
 
 #include <cstdint>
@@ -70,32 +70,11 @@ void require_checkpoint_file(const std::string& path, const std::string& key, co
 // newest checkpoint (the file the user probably meant), or that it holds none.
 std::string describe_checkpoints_in(const std::string& dir);
 
-// Differences between two model configurations that change the function a
-// checkpoint computes ("model.width: 128 in the checkpoint, 256 now"); empty
-// when compatible. chunk and activation checkpointing may differ. With
-// attention_may_differ, the keys that choose how attention is computed from
-// the same parameters (attention, features, redraw_interval, projection,
-// feature_scaling, feature_draw) are not compared: loading the parameters of a
-// softmax model into a FAVOR+ or exp one (exp's projections then start as
-// FAVOR+'s draw: carry_parameters), or evaluating with other random
-// features. Between two exp models the features and exp_key_norm are
-// compared (the projections are trained parameters).
-std::vector<std::string> model_incompatibilities(const ModelConfig& stored, const ModelConfig& current,
-                                                 bool attention_may_differ = false);
-
-// The model configuration stored in a checkpoint (metadata.config_text),
-// after checking it against `current`: a ConfigError naming the file, what
-// was refused (`what`, e.g. "checkpoint is from an incompatible model
-// configuration") and, one per line, each key of model_incompatibilities with
-// both values.
-ModelConfig require_compatible_model(const std::string& path, const CheckpointState& metadata,
-                                     const ModelConfig& current, bool attention_may_differ, const std::string& what);
-
 // Checkpoint files in `dir`, newest step first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 // The newest checkpoint that opens and reads whole ("" when none). Damaged
 // files are skipped and reported through `skipped` (path: reason); a sound
-// checkpoint of another model than `current` (require_compatible_model) or of
+// checkpoint of another model than `current` (require_same_model) or of
 // another schema version is a ConfigError, never skipped: a run that skipped
 // it would start at step 0 and overwrite it.
 std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& current,

@@ -2,10 +2,10 @@
 
 #include <mpi.h>
 
-#include <algorithm>
 #include <cstdio>
 
 #include "launch/core/checkpoint_file.h"
+#include "launch/core/model_rules.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -26,8 +26,8 @@ TrainConfig checked_config(const CheckpointFile& checkpoint, const std::vector<s
                            ModelConfig* stored) {
   TrainConfig cfg = checkpoint.config(overrides);
   checkpoint.require_protein_vocabulary(cfg.model);
-  *stored = require_compatible_model(checkpoint.path(), checkpoint.metadata(), cfg.model, true,
-                                     "cannot load these parameters into this model");
+  *stored = checkpoint.stored_model();
+  require_loadable_model(checkpoint.path(), *stored, cfg.model);
   // Before a model is built from the stored configuration, whose sizes are
   // only as sound as the file: its tensors must be declared and stored there.
   try {
@@ -59,19 +59,9 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   PF_REQUIRE(ConfigError, size % sp == 0, sp << " sequence-parallel ranks do not divide the " << size << " launched");
-  PF_REQUIRE(ConfigError, out.cfg.model.attention != AttentionKind::Softmax || out.cfg.model.window > 0 || sp == 1,
-             path << ": model.attention = softmax needs the whole sequence on one rank, but " << sp
-                  << " ranks split it: run on one rank, or with random features (--set model.attention=favor)");
-  // A short protein on sp ranks is padded to sp (window - 1) positions
-  // (launch/infer/scoring.h), at most one training sample's: a longer
-  // window would make the padding, not the proteins, the allocation size.
-  const int64_t window = out.cfg.model.window, length = out.cfg.data.sample_length;
-  PF_REQUIRE(ConfigError, window == 0 || sp == 1 || sp * (window - 1) <= length,
-             path << ": model.window = " << window << " on " << sp << " ranks needs forwards of at least " << sp
-                  << " x " << window - 1 << " positions (each rank's window reaches " << window - 1
-                  << " rows into its neighbour's), more than the " << length
-                  << " of one training sample of this checkpoint (data.sample_length); run on "
-                  << std::max<int64_t>(1, length / std::max<int64_t>(1, window - 1)) << " rank(s) or fewer");
+  // The rules of a sequence split over the launched ranks, before anything is built.
+  require_softmax_on_one_rank(out.cfg.model, SequenceSplit{sp, path});
+  require_window_within_neighbour(out.cfg.model, out.cfg.data.sample_length, SequenceSplit{sp, path});
   out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
   // Inference writes no checkpoint; its outputs appear only when complete.
   out.session->watchdog().set_ending_advice("no output file of this command was written; run it again");

@@ -21,6 +21,7 @@
 #include "data/schema.h"
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
+#include "launch/core/model_rules.h"
 #include "launch/train/data_identity.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
@@ -199,8 +200,8 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   const CheckpointFile checkpoint = open_checkpoint(path);
   // The model first: a checkpoint of another shape is a ConfigError listing
   // the keys, not a tensor of the wrong shape.
-  const ModelConfig stored = require_compatible_model(path, checkpoint.metadata(), cfg.model, false,
-                                                      "checkpoint is from an incompatible model configuration");
+  const ModelConfig stored = checkpoint.stored_model();
+  require_same_model(path, stored, cfg.model);
   const CheckpointState st = checkpoint.read_state(trainer.model().layout());
   PF_REQUIRE(ConfigError, st.step <= cfg.run.steps,
              path << ": checkpoint is at step " << st.step << ", past train.steps = " << cfg.run.steps);
@@ -228,8 +229,9 @@ namespace {
 ModelConfig loadable_model(const CheckpointFile& checkpoint, const TrainConfig& cfg) {
   // The stored model is compared before any tensor is read, so another shape
   // is a ConfigError naming each key, not a shape error of the first tensor.
-  return require_compatible_model(checkpoint.path(), checkpoint.metadata(), cfg.model, true,
-                                  "cannot load these parameters into this model");
+  const ModelConfig stored = checkpoint.stored_model();
+  require_loadable_model(checkpoint.path(), stored, cfg.model);
+  return stored;
 }
 
 }  // namespace

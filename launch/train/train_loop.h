@@ -49,7 +49,7 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
                                   CheckpointState* metadata = nullptr);
 
 // Loads only the parameters of a checkpoint (the trainer keeps its step and
-// moments), checking model_incompatibilities with attention_may_differ: the
+// moments), checking require_loadable_model (launch/core/model_rules.h): the
 // attention kind and random features of `cfg` replace the stored ones. For
 // checkpoint.init_from and for evaluating a checkpoint with another attention
 // (performer-eval). Tensors of this model that the checkpoint lacks (exp's

@@ -26,6 +26,7 @@
 #include "launch/infer/checkpoint_model.h"
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
+#include "launch/core/model_rules.h"
 #include "launch/train/run_lock.h"
 #include "launch/core/train_config.h"
 #include "launch/train/train_loop.h"
