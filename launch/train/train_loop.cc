@@ -214,12 +214,7 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   // f32 run's scale of 1 is no start for f16).
   if (st.loss_scale > 0 && stored.dtype == cfg.model.dtype)
     trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
-  if (metadata) {
-    *metadata = st;
-    metadata->params.clear();
-    metadata->m.clear();
-    metadata->v.clear();
-  }
+  if (metadata) *metadata = checkpoint.metadata();
   return st.loader;
 }
 

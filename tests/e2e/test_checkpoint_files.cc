@@ -333,7 +333,7 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
 
 // Every attribute is covered by the metadata checksum, and the step must
 // equal the optimizer's own: one changed value or byte is a damaged file,
-// which read_checkpoint refuses and latest_valid_checkpoint skips.
+// which open_checkpoint refuses and latest_valid_checkpoint skips.
 TEST(CheckpointFiles, ChangedMetadataIsRefused) {
   TempDir dir;
   const ModelConfig m = small_model();
