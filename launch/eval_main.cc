@@ -45,7 +45,7 @@
 #include "data/prepare.h"
 #include "data/schema.h"
 #include "data/sequence_reader.h"
-#include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/train/evaluation.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
@@ -155,16 +155,18 @@ int main(int argc, char** argv) {
         PF_REQUIRE(pf::ConfigError, false, "--fasta '" << f << "': " << e.what());
       }
     }
-    std::string text;
-    try {
-      text = pf::read_checkpoint_metadata(checkpoint).config_text;
-    } catch (const pf::Error& e) {
-      throw pf::ConfigError(std::string("--checkpoint: not a usable checkpoint: ") + e.what());
-    }
-    pf::TrainConfig cfg = pf::parse_train_config_text(text, checkpoint, overrides);
+    // Opened once: checked here, and the parameters read from it once the trainer exists.
+    const pf::CheckpointFile file = [&] {
+      try {
+        return pf::open_checkpoint(checkpoint);
+      } catch (const pf::Error& e) {
+        throw pf::ConfigError(std::string("--checkpoint: not a usable checkpoint: ") + e.what());
+      }
+    }();
+    pf::TrainConfig cfg = file.config(overrides);
     // Before anything is built from the stored configuration (its sizes are
     // only as sound as the file that declares them).
-    pf::require_loadable_parameters(checkpoint, cfg);
+    pf::require_loadable_parameters(file, cfg);
     PF_REQUIRE(pf::ConfigError, size % cfg.parallel.sp == 0,
                "parallel.sp = " << cfg.parallel.sp << " (from the checkpoint or --set) does not divide the " << size
                                 << " launched rank(s): evaluate with --set parallel.sp=" << suggested_sp(cfg, size)
@@ -201,7 +203,7 @@ int main(int argc, char** argv) {
     pf::check_memory_plan(cfg, session, false);  // sizes from the checkpoint or --set, before any allocation
     pf::Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     std::vector<std::string> fresh;
-    const int64_t step = pf::load_parameters(checkpoint, cfg, trainer, &fresh);
+    const int64_t step = pf::load_parameters(file, cfg, trainer, &fresh);
     if (rank == 0 && !fresh.empty())
       std::fprintf(stderr, "performer-eval: not in %s, initialised: %s\n", checkpoint.c_str(),
                    pf::fresh_parameters_text(fresh).c_str());

@@ -29,6 +29,7 @@
 #include "data/vocab.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/generation.h"
+#include "launch/core/model_rules.h"
 #include "launch/core/output_file.h"
 #include "launch/infer/sequence_input.h"
 #include "launch/core/tool_cli.h"
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
                             << pf::objective_name(stored.model.objective)
                             << "\") cannot generate: its attention is bidirectional, so it has no next-token "
                                "distribution (score it with performer-score, which gives pseudo-log-likelihoods)");
-      PF_REQUIRE(pf::ConfigError, stored.model.attention != pf::AttentionKind::Softmax || stored.model.window > 0,
+      PF_REQUIRE(pf::ConfigError, !pf::attends_to_every_key(stored.model),
                  checkpoint << ": model.attention = softmax without a window (model.window = 0) has no recurrent "
                                "state of bounded size: generate with random features, --set "
                                "model.attention=favor");

@@ -33,6 +33,7 @@
 #include "data/replaceable_output.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/context_scoring.h"
+#include "launch/core/model_rules.h"
 #include "launch/core/output_file.h"
 #include "launch/infer/score_output.h"
 #include "launch/infer/scoring.h"
@@ -147,11 +148,9 @@ int main(int argc, char** argv) {
       pending_tokens = 0;
     };
     if (!context.empty()) {
-      PF_REQUIRE(
-          pf::ConfigError,
-          context_mode != "cached" || cm.cfg.model.attention != pf::AttentionKind::Softmax || cm.cfg.model.window > 0,
-          "--context-mode cached needs a linear kernel or a local window: model.attention = softmax keeps "
-          "every context key (use one-pass, or --set model.attention=favor)");
+      PF_REQUIRE(pf::ConfigError, context_mode != "cached" || !pf::attends_to_every_key(cm.cfg.model),
+                 "--context-mode cached needs a linear kernel or a local window: model.attention = softmax keeps "
+                 "every context key (use one-pass, or --set model.attention=favor)");
       std::vector<std::vector<uint8_t>> homologs, queries;
       for (const pf::SequenceRecord& r : pf::read_all_sequences(context, ro)) homologs.push_back(r.tokens);
       const std::vector<pf::SequenceRecord> records = pf::read_all_sequences(inputs, ro);

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "launch/core/tool_cli.h"
+#include "launch/core/model_rules.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
 #include "launch/core/stop_signal.h"

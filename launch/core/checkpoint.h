@@ -23,10 +23,11 @@
 // Written by one rank as a ReplaceableOutput (data/replaceable_output.h): to
 // "<file>.tmp-<pid>", flushed, fsynced and renamed over nothing or an earlier
 // checkpoint: a crash at any point leaves the previous checkpoints intact.
-// Two kinds of refusal: a damaged file (truncated, not HDF5, a checksum that
-// fails, an attribute missing) is a DataError / Hdf5Error / IoError, which
-// --resume auto skips; a sound file that this run cannot continue (another
-// schema version, another model) is a ConfigError, which stops the run.
+// Read through open_checkpoint (launch/core/checkpoint_file.h), which checks
+// a file before anything is allocated and tells a damaged file (skipped by
+// --resume auto) from a sound one this run cannot continue (a ConfigError,
+// which stops the run: another schema version, or another model by the
+// rules of launch/core/model_rules.h).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,6 @@
 
 #include "data/loader.h"
 #include "model/params.h"
-#include "runtime/errors.h"
 
 namespace pf {
 
@@ -69,64 +69,21 @@ void write_checkpoint(const std::string& path, const CheckpointState& state, con
 // so a run checks it before it creates or locks anything. `otherwise` ends
 // the advice (", or auto ..." for checkpoint.resume).
 void require_checkpoint_file(const std::string& path, const std::string& key, const std::string& otherwise = "");
-
-// Reads and validates the attributes only (no tensor): schema, schema version
-// (ConfigError when another), the metadata checksum and the step against the
-// optimizer's step (DataError naming the file and what is wrong). The
-// returned state has empty params, m and v.
-CheckpointState read_checkpoint_metadata(const std::string& path);
-// Checks, before any tensor is allocated or read, what the file declares for
-// each tensor of `layout` (/params and, with `moments`, /optimizer/m and /v):
-// present, float32, the layout's shape, chunks within it, and that many
-// bytes stored in the file. A DataError names the file, the tensor, the
-// declared and the expected shape. So a reader allocates what the model
-// needs, not what a file claims, and a model built from a checkpoint's own
-// configuration is no larger than what the file holds: the tools that build
-// one call this before they allocate it.
-void check_checkpoint_tensors(const std::string& path, const ParamLayout& layout, bool moments);
-// read_checkpoint_metadata, check_checkpoint_tensors, then every tensor with
-// its checksum, each value finite. DataError / Hdf5Error naming the file and
-// what is wrong (a tensor holding NaN or Inf: the tensor and the element).
-CheckpointState read_checkpoint(const std::string& path, const ParamLayout& layout);
-// The same without the optimizer moments (m and v stay empty): for tools that
-// only evaluate or run the model.
-CheckpointState read_checkpoint_params(const std::string& path, const ParamLayout& layout);
-// Whether an error of read_checkpoint means a damaged file (skipped by
-// --resume auto) rather than a sound one this build or model cannot use.
-bool is_damaged_checkpoint_error(const Error& e);
-
-// Differences between two model configurations that change the function a
-// checkpoint computes ("model.width: 128 in the checkpoint, 256 now"); empty
-// when compatible. chunk and activation checkpointing may differ. With
-// attention_may_differ, the keys that choose how attention is computed from
-// the same parameters (attention, features, redraw_interval, projection,
-// feature_scaling, feature_draw) are not compared: loading the parameters of a
-// softmax model into a FAVOR+ or exp one (exp's projections then start as
-// FAVOR+'s draw: carry_parameters), or evaluating with other random
-// features. Between two exp models the features and exp_key_norm are
-// compared (the projections are trained parameters).
-std::vector<std::string> model_incompatibilities(const ModelConfig& stored, const ModelConfig& current,
-                                                 bool attention_may_differ = false);
-
-// The model configuration stored in a checkpoint (metadata.config_text),
-// after checking it against `current`: a ConfigError naming the file, what
-// was refused (`what`, e.g. "checkpoint is from an incompatible model
-// configuration") and, one per line, each key of model_incompatibilities with
-// both values.
-ModelConfig require_compatible_model(const std::string& path, const CheckpointState& metadata,
-                                     const ModelConfig& current, bool attention_may_differ, const std::string& what);
+// For a folder given where a checkpoint file belongs, in a message: its
+// newest checkpoint (the file the user probably meant), or that it holds none.
+std::string describe_checkpoints_in(const std::string& dir);
 
 // Checkpoint files in `dir`, newest step first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
-// The newest checkpoint that opens and validates ("" when none). Damaged
+// The newest checkpoint that opens and reads whole ("" when none). Damaged
 // files are skipped and reported through `skipped` (path: reason); a sound
-// checkpoint of another model than `current` or of another schema version is
-// a ConfigError (require_compatible_model), never skipped: a run that skipped
+// checkpoint of another model than `current` (require_same_model) or of
+// another schema version is a ConfigError, never skipped: a run that skipped
 // it would start at step 0 and overwrite it.
 std::string latest_valid_checkpoint(const std::string& dir, const ModelConfig& current,
                                     std::vector<std::string>* skipped = nullptr);
 // The checkpoints in `dir` written by run `run_id`, newest first, with their
-// steps; files whose metadata does not read are left out (not known to be
+// steps; files whose attributes do not read are left out (not known to be
 // that run's), and an empty run_id has none.
 std::vector<std::pair<std::string, int64_t>> checkpoints_of_run(const std::string& dir, const std::string& run_id);
 // Removes all but the newest `keep` checkpoints written by run `run_id`

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "launch/core/model_rules.h"
 #include "runtime/check.h"
 #include "runtime/device.h"
 
@@ -417,25 +418,8 @@ void validate_layout(const TrainConfig& cfg, int world_size) {
              "parallel.sp = " << sp << " does not divide the " << world_size << " launched ranks");
   PF_REQUIRE(ConfigError, cfg.data.sample_length % sp == 0,
              "data.sample_length = " << cfg.data.sample_length << " is not divisible by parallel.sp = " << sp);
-  PF_REQUIRE(ConfigError, cfg.model.attention != AttentionKind::Softmax || cfg.model.window > 0 || sp == 1,
-             "model.attention = softmax needs parallel.sp = 1 (exact attention keeps the whole sequence on one "
-             "rank; a local window, model.window, crosses ranks), got sp = "
-                 << sp);
-  const int64_t local = cfg.data.sample_length / sp;
-  PF_REQUIRE(ConfigError, cfg.model.window == 0 || sp == 1 || cfg.model.window - 1 <= local,
-             "model.window = " << cfg.model.window << " reaches " << cfg.model.window - 1
-                               << " rows back, more than the " << local
-                               << " rows of each rank (data.sample_length / parallel.sp): a rank's window may "
-                                  "only reach into its neighbour's rows");
-}
-
-void validate_training_window(const TrainConfig& cfg) {
-  PF_REQUIRE(ConfigError, cfg.model.window <= cfg.data.sample_length,
-             "model.window = " << cfg.model.window << " is longer than data.sample_length = "
-                               << cfg.data.sample_length
-                               << ", the longest sample this run trains on (limit: model.window <= "
-                                  "data.sample_length; a window of the sample length already reaches every "
-                                  "position of the sample)");
+  require_softmax_on_one_rank(cfg.model, SequenceSplit{sp, ""});
+  require_window_within_neighbour(cfg.model, cfg.data.sample_length, SequenceSplit{sp, ""});
 }
 
 }  // namespace pf

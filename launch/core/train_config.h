@@ -98,12 +98,10 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 TrainConfig parse_train_config_text(const std::string& text, const std::string& origin,
                                     const std::vector<std::string>& overrides = {});
 // Checks the layout against the launched world: sp divides it, sample length
-// divisible by sp (ConfigError naming the keys and numbers).
+// divisible by sp, then the model's rules on a split sequence
+// (require_softmax_on_one_rank, require_window_within_neighbour in
+// launch/core/model_rules.h). ConfigError naming the keys and numbers.
 void validate_layout(const TrainConfig& cfg, int world_size);
-// Training only: model.window <= data.sample_length (a longer window reaches
-// positions no sample has; the inference tools hold window rows by the
-// tokens they run, so a checkpoint's window is never an allocation size).
-void validate_training_window(const TrainConfig& cfg);
 // The resolved configuration, every key with its value, as TOML.
 std::string format_train_config(const TrainConfig& cfg);
 

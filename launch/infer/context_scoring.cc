@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "data/vocab.h"
+#include "launch/core/model_rules.h"
 #include "launch/infer/sequence_split.h"
 #include "runtime/check.h"
 
@@ -84,7 +85,7 @@ ContextScorer::ContextScorer(PerformerModel& model, const ExecContext& ctx, std:
   check_context(model.config(), context_);
   PF_REQUIRE(ValueError, streams >= 1, "context scoring streams must be >= 1, got " << streams);
   // Exact softmax without a window keeps every context key: one pass per query.
-  if (!cached || (model.config().attention == AttentionKind::Softmax && model.config().window == 0)) return;
+  if (!cached || attends_to_every_key(model.config())) return;
   // The context once, in a stream of its own; its state and last logits kept.
   RecurrentPerformer once(model, ctx, 1, options.step);
   first_logits_.assign(static_cast<size_t>(model.config().vocab), 0.f);

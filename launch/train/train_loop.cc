@@ -20,6 +20,8 @@
 #include "data/sample.h"
 #include "data/schema.h"
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
+#include "launch/core/model_rules.h"
 #include "launch/train/data_identity.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
@@ -92,7 +94,7 @@ void keep_what_is_not_ours(const std::string& path, const std::string& run_id, s
   if (!std::filesystem::exists(std::filesystem::symlink_status(path))) return;
   std::string why;
   try {
-    const CheckpointState there = read_checkpoint_metadata(path);
+    const CheckpointState there = open_checkpoint(path).metadata();
     if (there.run_id == run_id && !run_id.empty()) return;  // this run's own: replaced
     why = "a checkpoint of " + (there.run_id.empty() ? std::string("a run without a run id") : "run " + there.run_id);
   } catch (const Error& e) {
@@ -195,11 +197,12 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
 
 LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
                                   CheckpointState* metadata) {
+  const CheckpointFile checkpoint = open_checkpoint(path);
   // The model first: a checkpoint of another shape is a ConfigError listing
   // the keys, not a tensor of the wrong shape.
-  const ModelConfig stored = require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, false,
-                                                      "checkpoint is from an incompatible model configuration");
-  const CheckpointState st = read_checkpoint(path, trainer.model().layout());
+  const ModelConfig stored = checkpoint.stored_model();
+  require_same_model(path, stored, cfg.model);
+  const CheckpointState st = checkpoint.read_state(trainer.model().layout());
   PF_REQUIRE(ConfigError, st.step <= cfg.run.steps,
              path << ": checkpoint is at step " << st.step << ", past train.steps = " << cfg.run.steps);
   to_device(trainer.model().params(), st.params);
@@ -211,37 +214,33 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   // f32 run's scale of 1 is no start for f16).
   if (st.loss_scale > 0 && stored.dtype == cfg.model.dtype)
     trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
-  if (metadata) {
-    *metadata = st;
-    metadata->params.clear();
-    metadata->m.clear();
-    metadata->v.clear();
-  }
+  if (metadata) *metadata = checkpoint.metadata();
   return st.loader;
 }
 
 namespace {
 
 // The model the checkpoint was written by, after checking it against cfg.
-ModelConfig loadable_model(const std::string& path, const TrainConfig& cfg) {
+ModelConfig loadable_model(const CheckpointFile& checkpoint, const TrainConfig& cfg) {
   // The stored model is compared before any tensor is read, so another shape
   // is a ConfigError naming each key, not a shape error of the first tensor.
-  return require_compatible_model(path, read_checkpoint_metadata(path), cfg.model, true,
-                                  "cannot load these parameters into this model");
+  const ModelConfig stored = checkpoint.stored_model();
+  require_loadable_model(checkpoint.path(), stored, cfg.model);
+  return stored;
 }
 
 }  // namespace
 
-void require_loadable_parameters(const std::string& path, const TrainConfig& cfg) {
-  check_checkpoint_tensors(path, ParamLayout(loadable_model(path, cfg)), false);
+void require_loadable_parameters(const CheckpointFile& checkpoint, const TrainConfig& cfg) {
+  checkpoint.check_params(ParamLayout(loadable_model(checkpoint, cfg)));
 }
 
-int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
+int64_t load_parameters(const CheckpointFile& checkpoint, const TrainConfig& cfg, Trainer& trainer,
                         std::vector<std::string>* fresh) {
-  const ParamLayout from(loadable_model(path, cfg));
-  const CheckpointState st = read_checkpoint_params(path, from);
-  to_device(trainer.model().params(), carry_parameters(cfg.model, trainer.model().layout(), from, st.params, fresh));
-  return st.step;
+  const ParamLayout from(loadable_model(checkpoint, cfg));
+  to_device(trainer.model().params(),
+            carry_parameters(cfg.model, trainer.model().layout(), from, checkpoint.read_params(from), fresh));
+  return checkpoint.metadata().step;
 }
 
 namespace {
@@ -461,7 +460,7 @@ void require_own_folder(const std::string& dir, const std::string& resumed, cons
     if (same_file(f, resumed)) continue;
     CheckpointState other;
     try {
-      other = read_checkpoint_metadata(f);
+      other = open_checkpoint(f).metadata();
     } catch (const Error&) {
       continue;
     }
@@ -542,7 +541,7 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
           << ", sample " << start.sample << ")\n";
   } else if (!cfg.checkpoint.init_from.empty()) {
     std::vector<std::string> fresh;
-    const int64_t from = load_parameters(cfg.checkpoint.init_from, cfg, trainer, &fresh);
+    const int64_t from = load_parameters(open_checkpoint(cfg.checkpoint.init_from), cfg, trainer, &fresh);
     if (root) {
       log << "parameters from " << cfg.checkpoint.init_from << " (step " << from << "): starting at step 0 with "
           << attention_kind_name(cfg.model.attention) << " attention\n";

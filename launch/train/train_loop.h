@@ -13,6 +13,7 @@
 #include <string>
 
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/train/evaluation.h"
 #include "launch/core/session.h"
 #include "launch/core/train_config.h"
@@ -48,21 +49,21 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
                                   CheckpointState* metadata = nullptr);
 
 // Loads only the parameters of a checkpoint (the trainer keeps its step and
-// moments), checking model_incompatibilities with attention_may_differ: the
+// moments), checking require_loadable_model (launch/core/model_rules.h): the
 // attention kind and random features of `cfg` replace the stored ones. For
 // checkpoint.init_from and for evaluating a checkpoint with another attention
 // (performer-eval). Tensors of this model that the checkpoint lacks (exp's
 // projections when it holds another kind, a window's gates when it holds
 // softmax) start from their initialisation (carry_parameters) and are named
 // in `fresh`. Returns the checkpoint's step.
-int64_t load_parameters(const std::string& path, const TrainConfig& cfg, Trainer& trainer,
+int64_t load_parameters(const CheckpointFile& checkpoint, const TrainConfig& cfg, Trainer& trainer,
                         std::vector<std::string>* fresh = nullptr);
 
 // The checks of load_parameters, reading no tensor: the stored model against
 // `cfg` (ConfigError listing the keys), then what the file declares for each
-// parameter (check_checkpoint_tensors, a DataError). performer-eval builds its
-// model from the checkpoint's own configuration and calls this before it
-// allocates one.
-void require_loadable_parameters(const std::string& path, const TrainConfig& cfg);
+// parameter (CheckpointFile::check_params, a DataError). performer-eval
+// builds its model from the checkpoint's own configuration and calls this
+// before it allocates one, on the handle it then loads from.
+void require_loadable_parameters(const CheckpointFile& checkpoint, const TrainConfig& cfg);
 
 }  // namespace pf

@@ -25,6 +25,8 @@
 #include "data/h5.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
+#include "launch/core/model_rules.h"
 #include "launch/train/run_lock.h"
 #include "launch/core/train_config.h"
 #include "launch/train/train_loop.h"
@@ -106,7 +108,7 @@ TEST(CheckpointFiles, RoundTripAndRetention) {
   CheckpointState other = make_state(m, 50, 50);
   other.run_id = "run-b";
   write_checkpoint(checkpoint_path(dir.path, 50), other, layout, m);
-  const CheckpointState back = read_checkpoint(checkpoint_path(dir.path, 30), layout);
+  const CheckpointState back = open_checkpoint(checkpoint_path(dir.path, 30)).read_state(layout);
   const CheckpointState want = make_state(m, 30, 30);
   EXPECT_EQ(back.params, want.params);
   EXPECT_EQ(back.m, want.m);
@@ -149,7 +151,7 @@ TEST(CheckpointFiles, AFolderWhereACheckpointBelongsIsNamedWithItsNewest) {
   test::expect_error_naming<ConfigError>([&] { require_checkpoint_file(dir.path + "/fifo.h5", key); },
                                          {key + " = '" + dir.path + "/fifo.h5' is not a regular file"});
   require_checkpoint_file(newest, key);  // a checkpoint file passes
-  test::expect_error_naming<IoError>([&] { read_checkpoint_metadata(dir.path); },
+  test::expect_error_naming<IoError>([&] { open_checkpoint(dir.path).metadata(); },
                                      {"'" + dir.path + "' is a folder, not a checkpoint file", newest});
 }
 
@@ -262,7 +264,7 @@ TEST(CheckpointFiles, ChangedProjectionsAreRefused) {
   const ParamLayout layout(m);
   const std::string path = checkpoint_path(dir.path, 5);
   write_checkpoint(path, make_state(m, 5, 5), layout, m);
-  EXPECT_NO_THROW(read_checkpoint(path, layout));
+  EXPECT_NO_THROW(open_checkpoint(path).read_state(layout));
   {
     H5Id f = h5_open_file(path, true);
     H5Id g = h5_open_group(f, "projections");
@@ -272,7 +274,7 @@ TEST(CheckpointFiles, ChangedProjectionsAreRefused) {
     H5Ldelete(g, "layer1", H5P_DEFAULT);
     h5_write_array<float>(g, "layer1", w.data(), shape, H5Layout{shape[0], 0, true});
   }
-  const std::string w = expect_any_error([&] { read_checkpoint_params(path, layout); });
+  const std::string w = expect_any_error([&] { open_checkpoint(path).read_params(layout); });
   EXPECT_NE(w.find(path + ": damaged checkpoint: /projections/layer1 is not the projection that model.seed"),
             std::string::npos)
       << w;
@@ -288,7 +290,7 @@ TEST(CheckpointFiles, ChangedProjectionsAreRefused) {
     H5Pset_chunk(dcpl, 2, chunk);
     H5Id d(H5Dcreate2(g, "layer0", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   }
-  const std::string huge = expect_any_error([&] { read_checkpoint_params(path, layout); });
+  const std::string huge = expect_any_error([&] { open_checkpoint(path).read_params(layout); });
   EXPECT_NE(huge.find(path + ": damaged checkpoint: /projections/layer0 is not the projection that model.seed"),
             std::string::npos)
       << huge;
@@ -303,7 +305,7 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
   write_checkpoint(good, make_state(m, 1, 1), layout, m);
   fs::copy_file(good, truncated);
   fs::resize_file(truncated, fs::file_size(good) / 2);
-  std::string w = expect_error_of<DataError>([&] { read_checkpoint(truncated, layout); });
+  std::string w = expect_error_of<DataError>([&] { open_checkpoint(truncated).read_state(layout); });
   EXPECT_NE(w.find(truncated), std::string::npos) << w;
   EXPECT_NE(w.find("not a readable HDF5 checkpoint (truncated or corrupt?)"), std::string::npos) << w;
   EXPECT_NE(w.find("truncated file"), std::string::npos) << w;  // HDF5's own reason: end of file before its end
@@ -311,14 +313,14 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
   // The largest dataset (ffn weights) lies in the middle of the file.
   fs::copy_file(good, corrupt);
   flip_bytes(corrupt, fs::file_size(corrupt) / 2, 64);
-  w = expect_error_of<DataError>([&] { read_checkpoint(corrupt, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(corrupt).read_state(layout); });
   EXPECT_NE(w.find(corrupt), std::string::npos) << w;
   EXPECT_NE(w.find("damaged checkpoint (a dataset failed to read or its checksum failed)"), std::string::npos) << w;
   EXPECT_NE(w.find("checksum"), std::string::npos) << w;
   // Not a checkpoint at all.
   const std::string foreign = dir.path + "/ckpt-000000009.h5";
   { std::ofstream(foreign) << "not hdf5"; }
-  w = expect_any_error([&] { read_checkpoint(foreign, layout); });
+  w = expect_any_error([&] { open_checkpoint(foreign).read_state(layout); });
   EXPECT_NE(w.find("not a readable HDF5 checkpoint"), std::string::npos) << w;
   // The newest valid one is found, the broken ones reported.
   std::vector<std::string> skipped;
@@ -331,7 +333,7 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
 
 // Every attribute is covered by the metadata checksum, and the step must
 // equal the optimizer's own: one changed value or byte is a damaged file,
-// which read_checkpoint refuses and latest_valid_checkpoint skips.
+// which open_checkpoint refuses and latest_valid_checkpoint skips.
 TEST(CheckpointFiles, ChangedMetadataIsRefused) {
   TempDir dir;
   const ModelConfig m = small_model();
@@ -347,27 +349,27 @@ TEST(CheckpointFiles, ChangedMetadataIsRefused) {
     return path;
   };
   const std::string sample = damaged([](hid_t f) { h5_write_attr_int64(f, "loader_sample", 43); });
-  std::string w = expect_error_of<DataError>([&] { read_checkpoint(sample, layout); });
+  std::string w = expect_error_of<DataError>([&] { open_checkpoint(sample).read_state(layout); });
   EXPECT_NE(w.find(sample + ": damaged checkpoint: the metadata checksum does not match"), std::string::npos) << w;
   const std::string root_step = damaged([](hid_t f) { h5_write_attr_int64(f, "step", 7); });
-  w = expect_error_of<DataError>([&] { read_checkpoint(root_step, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(root_step).read_state(layout); });
   EXPECT_NE(w.find("step 7 but the optimizer's step is 1"), std::string::npos) << w;
   const std::string opt_step = damaged([](hid_t f) { h5_write_attr_int64(h5_open_group(f, "optimizer"), "step", 3); });
-  w = expect_error_of<DataError>([&] { read_checkpoint(opt_step, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(opt_step).read_state(layout); });
   EXPECT_NE(w.find("step 1 but the optimizer's step is 3"), std::string::npos) << w;
   const std::string scale =
       damaged([](hid_t f) { h5_write_attr_double(h5_open_group(f, "optimizer"), "loss_scale", 2.0); });
-  w = expect_error_of<DataError>([&] { read_checkpoint(scale, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(scale).read_state(layout); });
   EXPECT_NE(w.find("metadata checksum does not match"), std::string::npos) << w;
   // One byte of the stored configuration, changed in the file itself.
   const std::string config = damaged([](hid_t) {});
   const size_t at = find_in_file(config, "eval_batches = 16");
   ASSERT_NE(at, std::string::npos);
   flip_bytes(config, at + std::string("eval_batches = 1").size(), 1);
-  w = expect_error_of<DataError>([&] { read_checkpoint(config, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(config).read_state(layout); });
   EXPECT_NE(w.find("metadata checksum does not match"), std::string::npos) << w;
   const std::string unsealed = damaged([](hid_t f) { H5Adelete(f, "metadata_checksum"); });
-  w = expect_error_of<DataError>([&] { read_checkpoint(unsealed, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(unsealed).read_state(layout); });
   EXPECT_NE(w.find("metadata_checksum is missing"), std::string::npos) << w;
   // Each is skipped, with its reason, for the good one.
   std::vector<std::string> skipped;
@@ -410,7 +412,7 @@ TEST(CheckpointFiles, IncompatibleModelIsRefusedWithTheReason) {
   const std::string path = checkpoint_path(dir.path, 5);
   write_checkpoint(path, make_state(m, 5, 5), layout, m);
   const ModelConfig wider = small_model(64);
-  const std::string w = expect_any_error([&] { read_checkpoint(path, ParamLayout(wider)); });
+  const std::string w = expect_any_error([&] { open_checkpoint(path).read_state(ParamLayout(wider)); });
   EXPECT_NE(w.find("shape"), std::string::npos) << w;
   ModelConfig other = m;
   other.attention = AttentionKind::Relu;
@@ -494,7 +496,7 @@ TEST(CheckpointFiles, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   EXPECT_TRUE(WIFSIGNALED(status));
   EXPECT_FALSE(fs::exists(next)) << "a half-written checkpoint appeared under its final name";
   EXPECT_EQ(latest_valid_checkpoint(dir.path, big), previous);
-  EXPECT_EQ(read_checkpoint(previous, layout).params, st.params);
+  EXPECT_EQ(open_checkpoint(previous).read_state(layout).params, st.params);
   prune_checkpoints(dir.path, 3, "any run");  // removes the dead writer's temporary file
   EXPECT_FALSE(fs::exists(tmp));
 }
@@ -587,12 +589,12 @@ TEST(CheckpointBounds, CraftedTensorShapesAreRefusedBeforeAllocation) {
     const std::string name = c.tensor.substr(c.tensor.rfind('/') + 1);
     const std::string declared = shape_str(c.declared), expected = shape_str(layout.find(name).shape);
     SCOPED_TRACE(c.tensor + " " + declared);
-    const std::string w = error_in_child<DataError>([&] { read_checkpoint(path, layout); });
+    const std::string w = error_in_child<DataError>([&] { open_checkpoint(path).read_state(layout); });
     for (const std::string& piece :
          std::vector<std::string>{path, "/" + c.tensor, "has shape " + declared, "the model needs " + expected})
       EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
     if (c.tensor.rfind("params/", 0) == 0) {
-      EXPECT_NE(error_in_child<DataError>([&] { read_checkpoint_params(path, layout); }).find(declared),
+      EXPECT_NE(error_in_child<DataError>([&] { open_checkpoint(path).read_params(layout); }).find(declared),
                 std::string::npos);
     }
   }
@@ -627,7 +629,7 @@ TEST(CheckpointBounds, AStoredConfigurationLargerThanItsFileIsRefusedBeforeTheMo
     EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
   // performer-eval's check before it builds its trainer.
   const TrainConfig stored = parse_train_config_text(st.config_text, path);
-  w = error_in_child<DataError>([&] { require_loadable_parameters(path, stored); });
+  w = error_in_child<DataError>([&] { require_loadable_parameters(open_checkpoint(path), stored); });
   EXPECT_NE(w.find("the model needs [29, 65536]"), std::string::npos) << w;
 
   // Every tensor declared with the huge model's shapes (one layer: 640 GB), none stored.
@@ -675,7 +677,7 @@ TEST(CheckpointBounds, MetadataOutsideWhatARunWritesIsRefusedByName) {
     c.craft(st);
     const std::string path = dir.path + "/crafted-" + std::to_string(k++) + ".h5";
     write_checkpoint(path, st, layout, m);
-    const std::string w = error_in_child<DataError>([&] { read_checkpoint(path, layout); });
+    const std::string w = error_in_child<DataError>([&] { open_checkpoint(path).read_state(layout); });
     EXPECT_NE(w.find(path + ": damaged checkpoint: " + c.says), std::string::npos) << w;
   }
 }
@@ -698,11 +700,11 @@ TEST(CheckpointBounds, NonFiniteValuesAreRefusedNamingTheTensor) {
   inf_moment.m[static_cast<size_t>(layout.find("embedding").offset)] = std::numeric_limits<float>::infinity();
   const std::string with_inf = checkpoint_path(dir.path, 3);
   write_checkpoint(with_inf, inf_moment, layout, m);
-  std::string w = expect_error_of<DataError>([&] { read_checkpoint_params(with_nan, layout); });
+  std::string w = expect_error_of<DataError>([&] { open_checkpoint(with_nan).read_params(layout); });
   EXPECT_NE(w.find(with_nan + ": /params/layer1.ffn1.weight holds nan (element 3)"), std::string::npos) << w;
-  w = expect_error_of<DataError>([&] { read_checkpoint(with_inf, layout); });
+  w = expect_error_of<DataError>([&] { open_checkpoint(with_inf).read_state(layout); });
   EXPECT_NE(w.find(with_inf + ": /optimizer/m/embedding holds inf (element 0)"), std::string::npos) << w;
-  EXPECT_NO_THROW(read_checkpoint_params(with_inf, layout));  // the parameters alone are finite
+  EXPECT_NO_THROW(open_checkpoint(with_inf).read_params(layout));  // the parameters alone are finite
   std::vector<std::string> skipped;
   EXPECT_EQ(latest_valid_checkpoint(dir.path, m, &skipped), good);
   EXPECT_EQ(skipped.size(), 2u);

@@ -18,6 +18,7 @@
 #include "data/h5.h"
 #include "data/vocab.h"
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
@@ -149,7 +150,7 @@ TEST_P(EvalPath, CheckpointLossPerplexityAccuracyMatchAReference) {
   restore_checkpoint(checkpoint_, cfg, trainer);
   EXPECT_EQ(trainer.step(), 8);
   const EvalStats e = run_validation(cfg, session, trainer);
-  const CheckpointState st = read_checkpoint(checkpoint_, ParamLayout(cfg.model));
+  const CheckpointState st = open_checkpoint(checkpoint_).read_state(ParamLayout(cfg.model));
   const Reference r = reference_eval(cfg.model, st.params, 8, data_, "test", cfg.data.sample_length, session.ctx());
   expect_matches(e, r);
   // A trained model beats chance over 29 tokens.
@@ -157,7 +158,7 @@ TEST_P(EvalPath, CheckpointLossPerplexityAccuracyMatchAReference) {
 
   // load_parameters (performer-eval) gives the same numbers on the same model.
   Trainer again(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
-  EXPECT_EQ(load_parameters(checkpoint_, cfg, again), 8);
+  EXPECT_EQ(load_parameters(open_checkpoint(checkpoint_), cfg, again), 8);
   const EvalStats e2 = run_validation(cfg, session, again);
   EXPECT_EQ(e2.loss_sum, e.loss_sum);
   EXPECT_EQ(e2.correct, e.correct);
@@ -176,7 +177,7 @@ TEST_P(EvalPath, PackedEvaluationEqualsOneProteinPerSample) {
     const TrainConfig cfg = eval_config(o, {std::string("data.mode=\"") + mode + "\"", "data.sample_length=960"});
     Session session(cfg, MPI_COMM_WORLD);
     Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
-    load_parameters(checkpoint_, cfg, trainer);
+    load_parameters(open_checkpoint(checkpoint_), cfg, trainer);
     results.push_back(run_validation(cfg, session, trainer, mode[0] == 'p' ? &packed_len : &single_len));
   }
   ASSERT_GT(results[0].tokens, 1000);
@@ -205,7 +206,7 @@ TEST_P(EvalPath, PackedEvaluationEqualsOneProteinPerSample) {
 TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {
   const std::vector<std::string> o = trained("swap");
   const ParamLayout stored(load_train_config("", o).model);
-  const CheckpointState st = read_checkpoint(checkpoint_, stored);
+  const CheckpointState st = open_checkpoint(checkpoint_).read_state(stored);
   std::vector<double> losses;
   for (const std::vector<std::string>& extra :
        std::vector<std::vector<std::string>>{{"model.feature_draw=1"},
@@ -218,7 +219,7 @@ TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {
     Trainer trainer(cfg.model, cfg.optimizer, session.grid(), session.ctx(), cfg.parallel.attention);
     EXPECT_THROW(restore_checkpoint(checkpoint_, cfg, trainer), ConfigError);  // resume stays strict
     std::vector<std::string> fresh;
-    load_parameters(checkpoint_, cfg, trainer, &fresh);
+    load_parameters(open_checkpoint(checkpoint_), cfg, trainer, &fresh);
     // exp's projections are parameters the FAVOR+ checkpoint lacks: they
     // start as FAVOR+'s draw, and every other tensor is the checkpoint's.
     const bool exp = cfg.model.attention == AttentionKind::Exp;
@@ -235,7 +236,7 @@ TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {
   const TrainConfig base = eval_config(o);
   Session session(base, MPI_COMM_WORLD);
   Trainer trainer(base.model, base.optimizer, session.grid(), session.ctx(), base.parallel.attention);
-  load_parameters(checkpoint_, base, trainer);
+  load_parameters(open_checkpoint(checkpoint_), base, trainer);
   const double base_loss = run_validation(base, session, trainer).loss();
   EXPECT_NE(base_loss, losses.at(0));
   // exp with the key norm and its projections at FAVOR+'s draw 0 is the
@@ -247,14 +248,14 @@ TEST_P(EvalPath, OtherAttentionAndFeatureDrawsAtEvaluation) {
   Session s2(wide, MPI_COMM_WORLD);
   Trainer t2(wide.model, wide.optimizer, s2.grid(), s2.ctx(), wide.parallel.attention);
   try {
-    load_parameters(checkpoint_, wide, t2);
+    load_parameters(open_checkpoint(checkpoint_), wide, t2);
     ADD_FAILURE() << "a checkpoint of another ffn width was loaded";
   } catch (const ConfigError& e) {  // compared before any tensor is read
     EXPECT_NE(std::string(e.what()).find("model.ffn"), std::string::npos) << e.what();
   }
   const TrainConfig seeded = eval_config(o, {"model.seed=99"});
   Trainer t3(seeded.model, seeded.optimizer, s2.grid(), s2.ctx(), seeded.parallel.attention);
-  EXPECT_THROW(load_parameters(checkpoint_, seeded, t3), ConfigError);
+  EXPECT_THROW(load_parameters(open_checkpoint(checkpoint_), seeded, t3), ConfigError);
 }
 
 TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
@@ -277,8 +278,8 @@ TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
   EXPECT_EQ(out.first_step, 0);
   EXPECT_EQ(out.last_step, 3);
   const ParamLayout layout(cfg.model);
-  const std::vector<float> src = read_checkpoint(source, layout).params;
-  EXPECT_LT(test::rel_l2(read_checkpoint(out.checkpoint, layout).params, src), 1e-6);
+  const std::vector<float> src = open_checkpoint(source).read_state(layout).params;
+  EXPECT_LT(test::rel_l2(open_checkpoint(out.checkpoint).read_state(layout).params, src), 1e-6);
   // The same run without init_from starts from model.seed's initialisation.
   std::vector<std::string> fresh = ft;
   fresh.erase(std::find(fresh.begin(), fresh.end(), std::string("checkpoint.init_from=\"") + source + "\""));
@@ -288,7 +289,7 @@ TEST_P(EvalPath, InitFromStartsAFreshRunFromTheParameters) {
   Session fresh_session(fresh_cfg, MPI_COMM_WORLD);
   const TrainOutcome fresh_out = run_training(fresh_cfg, fresh_session, log);
   EXPECT_EQ(fresh_out.checkpoint, checkpoint_path(dir + "-fresh", 3));
-  EXPECT_GT(test::rel_l2(read_checkpoint(fresh_out.checkpoint, layout).params, src), 0.01);
+  EXPECT_GT(test::rel_l2(open_checkpoint(fresh_out.checkpoint).read_state(layout).params, src), 0.01);
   // Steps of the fine-tune are counted from 0 in its metrics (written by rank 0).
   if (world_rank() == 0) {
     EXPECT_EQ(test::metric_losses(dir + "/metrics.jsonl").size(), 3u);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "launch/core/model_rules.h"
 #include "launch/core/train_config.h"
 #include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
@@ -56,6 +57,32 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
             std::string::npos);
   EXPECT_NO_THROW(validate_training_window(load_train_config("", {"model.window=256", "data.sample_length=256"})));
   EXPECT_EQ(load_train_config("", {"device.memory_cap=\"16GiB\""}).device.memory_cap, int64_t{16} << 30);
+}
+
+// The inference tools split a protein over the ranks they were launched with
+// by the same rules as a run's parallel.sp, in their own words: the
+// checkpoint, the ranks, what to change. Their sample length need not divide
+// by the ranks; the window rule is then sp x (window - 1) <= sample length.
+TEST(TrainConfigErrors, InferenceSplitsFollowTheSameRulesNamingTheCheckpoint) {
+  const ModelConfig sm = load_train_config("", {"model.attention=\"softmax\""}).model;
+  EXPECT_NO_THROW(require_softmax_on_one_rank(sm, SequenceSplit{1, "ck.h5"}));
+  EXPECT_NE(expect_any_error([&] {
+              require_softmax_on_one_rank(sm, SequenceSplit{2, "ck.h5"});
+            }).find("ck.h5: model.attention = softmax needs the whole sequence on one rank, but 2 ranks split it"),
+            std::string::npos);
+  const ModelConfig win = load_train_config("", {"model.window=34"}).model;
+  EXPECT_NO_THROW(require_softmax_on_one_rank(
+      load_train_config("", {"model.attention=\"softmax\"", "model.window=34"}).model, SequenceSplit{2, "ck.h5"}));
+  EXPECT_NO_THROW(require_window_within_neighbour(win, 99, SequenceSplit{3, "ck.h5"}));  // 3 x 33 = 99
+  const std::string w = expect_any_error([&] { require_window_within_neighbour(win, 98, SequenceSplit{3, "ck.h5"}); });
+  EXPECT_NE(w.find("ck.h5: model.window = 34 on 3 ranks needs forwards of at least 3 x 33 positions"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("more than the 98 of one training sample of this checkpoint (data.sample_length); run on 2 "
+                   "rank(s) or fewer"),
+            std::string::npos)
+      << w;
+  EXPECT_NO_THROW(require_window_within_neighbour(win, 98, SequenceSplit{1, "ck.h5"}));
 }
 
 // A value of the wrong type in a config file: the file, the line, the key and

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
 #include "launch/train/train_loop.h"
@@ -157,7 +158,7 @@ TEST(TrainFailures, NonFiniteLossInF32StopsTheRunWithoutSavingTheBrokenModel) {
   EXPECT_EQ(std::find(files.begin(), files.end(), checkpoint_path(root + "/ckpt", 8)), files.end());
   const ParamLayout layout(load_train_config("", run).model);
   for (const std::string& f : files) {
-    const CheckpointState st = read_checkpoint(f, layout);
+    const CheckpointState st = open_checkpoint(f).read_state(layout);
     for (const std::vector<float>* v : {&st.params, &st.m, &st.v})
       EXPECT_TRUE(std::all_of(v->begin(), v->end(), [](float x) { return std::isfinite(x); })) << f;
   }

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
 #include "launch/core/session.h"
@@ -241,7 +242,7 @@ TEST(TrainOutputs, MetricsAreWrittenOnlyIntoTheRunsOwnFile) {
                  other);
   EXPECT_EQ(train(resume).last_step, 8);
   if (world_rank() == 0) {
-    const std::string run_id = read_checkpoint_metadata(checkpoint_path(root + "/ckpt", 8)).run_id;
+    const std::string run_id = open_checkpoint(checkpoint_path(root + "/ckpt", 8)).metadata().run_id;
     std::ifstream in(own);
     int lines = 0;
     for (std::string line; std::getline(in, line); ++lines)
@@ -266,8 +267,8 @@ TEST(TrainOutputs, AResumeNeverReplacesAnotherRunsCheckpoints) {
   train(run(b));
   const std::map<std::string, std::string> before = folder_bytes(a + "/ckpt");
   const std::string b10 = checkpoint_path(b + "/ckpt", 10);
-  const std::string run_a = read_checkpoint_metadata(checkpoint_path(a + "/ckpt", 20)).run_id;
-  const std::string run_b = read_checkpoint_metadata(b10).run_id;
+  const std::string run_a = open_checkpoint(checkpoint_path(a + "/ckpt", 20)).metadata().run_id;
+  const std::string run_b = open_checkpoint(b10).metadata().run_id;
   ASSERT_NE(run_a, run_b);
   const std::string w = test::expect_error_of<ConfigError>([&] {
     train(with(run(a), {"checkpoint.resume=\"" + b10 + "\"", "train.metrics=\"" + root + "/resumed.jsonl\""}));

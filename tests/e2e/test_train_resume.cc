@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
@@ -34,7 +35,7 @@ TrainOutcome train(const std::vector<std::string>& overrides, MPI_Comm comm = MP
 }
 
 CheckpointState final_state(const std::string& dir, const TrainConfig& cfg) {
-  return read_checkpoint(checkpoint_path(dir + "/ckpt", 8), ParamLayout(cfg.model));
+  return open_checkpoint(checkpoint_path(dir + "/ckpt", 8)).read_state(ParamLayout(cfg.model));
 }
 
 // Count of lines of a metrics file that contain `text`.

@@ -21,6 +21,7 @@
 #include "launch/infer/checkpoint_model.h"
 #include "launch/core/tool_cli.h"
 #include "launch/core/checkpoint.h"
+#include "launch/core/checkpoint_file.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
 
@@ -49,7 +50,7 @@ void write_pieces(hid_t file, const PackedLayout& packed) {
 
 void dump(const std::string& checkpoint, const std::string& output, const std::vector<std::string>& overrides) {
   CheckpointModel cm = load_checkpoint_model(checkpoint, overrides, 1);
-  const CheckpointState meta = read_checkpoint_metadata(checkpoint);
+  const CheckpointState meta = open_checkpoint(checkpoint).metadata();
   ParallelGrid& grid = cm.session->grid();
   DataLoader loader(loader_options(cm.cfg, grid, cm.cfg.data.train_split, LoaderUse::Training));
   loader.set_position(meta.loader);
