@@ -174,11 +174,14 @@ std::map<std::string, std::string> apply_overrides(toml::table& root, const std:
   return keys;
 }
 
-TrainConfig read_config(toml::table& root, const std::string& origin,
-                        const std::map<std::string, std::string>& set_keys) {
-  TrainConfig c;
-  Reader r(root, origin, set_keys);
-  ModelConfig& m = c.model;
+// Where a key's value came from, for the messages of the section readers.
+struct KeyOrigin {
+  const std::string& origin;
+  const std::map<std::string, std::string>& set_keys;
+  std::string operator()(const char* key) const { return where_key(origin, set_keys, key); }
+};
+
+void read_model_section(Reader& r, const KeyOrigin& at, ModelConfig& m) {
   std::string s;
   r.get("model", "layers", m.layers);
   r.get("model", "width", m.width);
@@ -201,12 +204,12 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   s = "orthogonal";
   r.get("model", "projection", s);
   PF_REQUIRE(ConfigError, s == "orthogonal" || s == "iid",
-             where_key(origin, set_keys, "model.projection") << " must be orthogonal or iid, got '" << s << "'");
+             at("model.projection") << " must be orthogonal or iid, got '" << s << "'");
   m.projection = s == "iid" ? ProjectionKind::Iid : ProjectionKind::Orthogonal;
   s = "chi";
   r.get("model", "feature_scaling", s);
   PF_REQUIRE(ConfigError, s == "chi" || s == "sqrt_d",
-             where_key(origin, set_keys, "model.feature_scaling") << " must be chi or sqrt_d, got '" << s << "'");
+             at("model.feature_scaling") << " must be chi or sqrt_d, got '" << s << "'");
   m.feature_scaling = s == "chi" ? FeatureScaling::ChiNorms : FeatureScaling::SqrtD;
   r.get("model", "chunk", m.chunk);
   r.get("model", "checkpoint_activations", m.checkpoint_activations);
@@ -216,85 +219,88 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   s = dtype_name(m.dtype);
   r.get("model", "dtype", s);
   m.dtype = parse_model_dtype(s);
+}
 
-  DataConfig& d = c.data;
+void read_data_section(Reader& r, const KeyOrigin& at, DataConfig& d) {
+  std::string s;
   r.get("data", "files", d.files);
   r.get("data", "train_split", d.train_split);
   r.get("data", "valid_split", d.valid_split);
   s = sample_mode_name(d.mode);
   r.get("data", "mode", s);
   PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed" || s == "family",
-             where_key(origin, set_keys, "data.mode")
-                 << " must be packed, family, concat or single, got '" << s << "'");
+             at("data.mode") << " must be packed, family, concat or single, got '" << s << "'");
   d.mode = parse_sample_mode(s);
   s = sampling_name(d.sampling);
   r.get("data", "sampling", s);
   PF_REQUIRE(ConfigError, s == "sequence" || s == "cluster",
-             where_key(origin, set_keys, "data.sampling") << " must be sequence or cluster, got '" << s << "'");
+             at("data.sampling") << " must be sequence or cluster, got '" << s << "'");
   d.sampling = parse_sampling(s);
   r.get("data", "sample_length", d.sample_length);
   r.get("data", "batch_size", d.batch_size);
   r.get("data", "shuffle", d.shuffle);
   r.get("data", "seed", d.seed);
   r.get("data", "prefetch", d.prefetch);
+}
 
-  OptimizerConfig& o = c.optimizer;
-  double lr = o.schedule.max_lr, min_lr = o.schedule.min_lr;
-  r.get("optimizer", "lr", lr);
-  r.get("optimizer", "min_lr", min_lr);
-  o.schedule.max_lr = lr;
-  o.schedule.min_lr = min_lr;
+// The optimizer's values as read, in double: range-checked before they
+// become floats (a finite double may not be a finite float).
+struct OptimizerValues {
+  double lr, min_lr, beta1, beta2, eps, weight_decay;
+};
+
+OptimizerValues read_optimizer_section(Reader& r, OptimizerConfig& o) {
+  OptimizerValues v{o.schedule.max_lr, o.schedule.min_lr, o.adamw.beta1, o.adamw.beta2, o.adamw.eps, 0.01};
+  r.get("optimizer", "lr", v.lr);
+  r.get("optimizer", "min_lr", v.min_lr);
+  o.schedule.max_lr = v.lr;
+  o.schedule.min_lr = v.min_lr;
   r.get("optimizer", "warmup_steps", o.schedule.warmup_steps);
-  // Read as doubles and range-checked below, before they become floats.
-  double beta1 = o.adamw.beta1, beta2 = o.adamw.beta2, eps = o.adamw.eps, weight_decay = 0.01;
-  r.get("optimizer", "beta1", beta1);
-  r.get("optimizer", "beta2", beta2);
-  r.get("optimizer", "eps", eps);
-  r.get("optimizer", "weight_decay", weight_decay);
-  o.adamw.beta1 = static_cast<float>(beta1);
-  o.adamw.beta2 = static_cast<float>(beta2);
-  o.adamw.eps = static_cast<float>(eps);
-  o.adamw.weight_decay = static_cast<float>(weight_decay);
+  r.get("optimizer", "beta1", v.beta1);
+  r.get("optimizer", "beta2", v.beta2);
+  r.get("optimizer", "eps", v.eps);
+  r.get("optimizer", "weight_decay", v.weight_decay);
+  o.adamw.beta1 = static_cast<float>(v.beta1);
+  o.adamw.beta2 = static_cast<float>(v.beta2);
+  o.adamw.eps = static_cast<float>(v.eps);
+  o.adamw.weight_decay = static_cast<float>(v.weight_decay);
   r.get("optimizer", "clip_norm", o.clip_norm);
-  s = loss_scale_mode_name(o.loss_scale.mode);
+  std::string s = loss_scale_mode_name(o.loss_scale.mode);
   r.get("optimizer", "loss_scale", s);
   o.loss_scale.mode = parse_loss_scale_mode(s);
   r.get("optimizer", "loss_scale_init", o.loss_scale.init);
   r.get("optimizer", "loss_scale_window", o.loss_scale.window);
   r.get("optimizer", "max_skipped_steps", o.loss_scale.max_skips);
+  return v;
+}
 
-  RunConfig& run = c.run;
+void read_run_sections(Reader& r, RunConfig& run, CheckpointConfig& ck) {
   r.get("train", "steps", run.steps);
   r.get("train", "log_interval", run.log_interval);
   r.get("train", "eval_interval", run.eval_interval);
   r.get("train", "eval_batches", run.eval_batches);
   r.get("train", "metrics", run.metrics);
   r.get("train", "stop_at", run.stop_at);
-  o.schedule.total_steps = run.steps;
-
-  CheckpointConfig& ck = c.checkpoint;
   r.get("checkpoint", "dir", ck.dir);
   r.get("checkpoint", "interval", ck.interval);
   r.get("checkpoint", "keep", ck.keep);
   r.get("checkpoint", "resume", ck.resume);
   r.get("checkpoint", "init_from", ck.init_from);
   r.get("checkpoint", "allow_data_change", ck.allow_data_change);
+}
 
-  ParallelConfig& p = c.parallel;
+void read_parallel_section(Reader& r, const KeyOrigin& at, ParallelConfig& p) {
   r.get("parallel", "sp", p.sp);
-  s = scan_algorithm_name(p.attention.scan);
+  std::string s = scan_algorithm_name(p.attention.scan);
   r.get("parallel", "scan", s);
-  {
-    std::string names;
-    bool known = false;
-    for (ScanAlgorithm a :
-         {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
-      known = known || s == scan_algorithm_name(a);
-      names += (names.empty() ? "" : ", ") + std::string(scan_algorithm_name(a));
-    }
-    PF_REQUIRE(ConfigError, known,
-               where_key(origin, set_keys, "parallel.scan") << " must be one of " << names << ", got '" << s << "'");
+  std::string names;
+  bool known = false;
+  for (ScanAlgorithm a :
+       {ScanAlgorithm::Auto, ScanAlgorithm::Chain, ScanAlgorithm::Allgather, ScanAlgorithm::RecursiveDoubling}) {
+    known = known || s == scan_algorithm_name(a);
+    names += (names.empty() ? "" : ", ") + std::string(scan_algorithm_name(a));
   }
+  PF_REQUIRE(ConfigError, known, at("parallel.scan") << " must be one of " << names << ", got '" << s << "'");
   p.attention.scan = parse_scan_algorithm(s);
   r.get("parallel", "overlap", p.attention.overlap_comm);
   // Obsolete since attention holds no features per head: still read, with no
@@ -304,38 +310,47 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   r.get("parallel", "bucket_mib", p.bucket_mib);
   r.get("parallel", "overlap_allreduce", p.overlap_allreduce);
   r.get("parallel", "timeout_s", p.timeout_s);
+}
 
-  r.get("device", "backend", c.device.backend);
-  r.get_bytes("device", "memory_cap", c.device.memory_cap);
-  r.get("device", "cpu_streams", c.device.cpu_streams);
-  r.get("device", "comm", c.device.comm);
-  r.check_unknown();
+void read_device_section(Reader& r, DeviceConfig& dev) {
+  r.get("device", "backend", dev.backend);
+  r.get_bytes("device", "memory_cap", dev.memory_cap);
+  r.get("device", "cpu_streams", dev.cpu_streams);
+  r.get("device", "comm", dev.comm);
+}
 
-  // A value out of its range names the key (and the --set that gave it), the value and the range.
-  auto in_range = [&](const char* key, auto v, bool ok, const std::string& range) {
+// A value out of its range names the key (and the --set that gave it), the
+// value and the range.
+void check_ranges(const TrainConfig& c, const OptimizerValues& v, const KeyOrigin& at) {
+  auto in_range = [&](const char* key, auto value, bool ok, const std::string& range) {
     if (ok) return;
     std::ostringstream os;
-    os << where_key(origin, set_keys, key) << " = " << v << " is out of range: " << range;
+    os << at(key) << " = " << value << " is out of range: " << range;
     throw ConfigError(os.str());
   };
+  const RunConfig& run = c.run;
+  const OptimizerConfig& o = c.optimizer;
+  const DataConfig& d = c.data;
+  const CheckpointConfig& ck = c.checkpoint;
+  const ParallelConfig& p = c.parallel;
   in_range("train.steps", run.steps, run.steps >= 1, "must be >= 1");
   in_range("train.log_interval", run.log_interval, run.log_interval >= 1, "must be >= 1");
   in_range("train.stop_at", run.stop_at, run.stop_at >= 0, "must be >= 0 (0: run to train.steps)");
   in_range("train.eval_interval", run.eval_interval, run.eval_interval >= 0, "must be >= 0 (0: only at the end)");
   in_range("train.eval_batches", run.eval_batches, run.eval_batches >= 0, "must be >= 0 (0: the whole split)");
   // The optimizer computes in float32: a finite double may not be a finite float.
-  auto finite32 = [](double v) { return std::isfinite(static_cast<float>(v)); };
-  in_range("optimizer.lr", lr, finite32(lr) && lr > 0, "must be finite (in float32) and > 0");
-  in_range("optimizer.min_lr", min_lr, std::isfinite(min_lr) && min_lr >= 0 && min_lr <= lr,
+  auto finite32 = [](double x) { return std::isfinite(static_cast<float>(x)); };
+  in_range("optimizer.lr", v.lr, finite32(v.lr) && v.lr > 0, "must be finite (in float32) and > 0");
+  in_range("optimizer.min_lr", v.min_lr, std::isfinite(v.min_lr) && v.min_lr >= 0 && v.min_lr <= v.lr,
            "must be in [0, optimizer.lr]");
   in_range("optimizer.warmup_steps", o.schedule.warmup_steps,
            o.schedule.warmup_steps >= 0 && o.schedule.warmup_steps <= run.steps,
            "must be in [0, train.steps = " + std::to_string(run.steps) + "]");
-  in_range("optimizer.beta1", beta1, beta1 >= 0 && beta1 < 1, "must be in [0, 1)");
-  in_range("optimizer.beta2", beta2, beta2 >= 0 && beta2 < 1, "must be in [0, 1)");
-  in_range("optimizer.eps", eps, finite32(eps) && static_cast<float>(eps) > 0,
+  in_range("optimizer.beta1", v.beta1, v.beta1 >= 0 && v.beta1 < 1, "must be in [0, 1)");
+  in_range("optimizer.beta2", v.beta2, v.beta2 >= 0 && v.beta2 < 1, "must be in [0, 1)");
+  in_range("optimizer.eps", v.eps, finite32(v.eps) && static_cast<float>(v.eps) > 0,
            "must be finite and > 0 (in float32: at least about 1.4e-45)");
-  in_range("optimizer.weight_decay", weight_decay, finite32(weight_decay) && weight_decay >= 0,
+  in_range("optimizer.weight_decay", v.weight_decay, finite32(v.weight_decay) && v.weight_decay >= 0,
            "must be finite and >= 0");
   in_range("optimizer.clip_norm", o.clip_norm, std::isfinite(o.clip_norm), "must be finite (<= 0 disables clipping)");
   in_range("data.sample_length", d.sample_length, d.sample_length >= 1, "must be >= 1");
@@ -351,32 +366,56 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
            "must be finite (in float32) and > 0");
   in_range("optimizer.loss_scale_window", o.loss_scale.window, o.loss_scale.window >= 1, "must be >= 1");
   in_range("optimizer.max_skipped_steps", o.loss_scale.max_skips, o.loss_scale.max_skips >= 1, "must be >= 1");
+}
+
+void check_device(const DeviceConfig& dev, const KeyOrigin& at) {
   auto one_of = [&](const char* key, const std::string& v, std::initializer_list<const char*> names) {
     std::string list;
     for (const char* n : names) {
       if (v == n) return;
       list += (list.empty() ? "" : ", ") + std::string(n);
     }
-    throw ConfigError(where_key(origin, set_keys, key) + " must be one of " + list + ", got '" + v + "'");
+    throw ConfigError(at(key) + " must be one of " + list + ", got '" + v + "'");
   };
-  one_of("device.backend", c.device.backend, {"auto", "cpu", "cuda"});
-  one_of("device.comm", c.device.comm, {"auto", "mpi", "nccl", "staged"});
+  one_of("device.backend", dev.backend, {"auto", "cpu", "cuda"});
+  one_of("device.comm", dev.comm, {"auto", "mpi", "nccl", "staged"});
   try {
-    parse_host_streams(c.device.cpu_streams);
+    parse_host_streams(dev.cpu_streams);
   } catch (const ConfigError& e) {
-    throw ConfigError(where_key(origin, set_keys, "device.cpu_streams") + ": " + e.what());
+    throw ConfigError(at("device.cpu_streams") + ": " + e.what());
   }
+}
+
+// The model's messages name their key ("model.width = 0 is out of range
+// ..."): blame the --set that gave it, if one did.
+void check_model(const ModelConfig& m, const KeyOrigin& at) {
   try {
     m.validate();
   } catch (const ConfigError& e) {
-    // The model's messages name their key ("model.width = 0 is out of
-    // range ..."): blame the --set that gave it, if one did.
     const std::string what = e.what();
     static const std::regex model_key("model\\.[a-z_0-9]+");
     std::smatch key;
-    const auto it = std::regex_search(what, key, model_key) ? set_keys.find(key.str()) : set_keys.end();
-    throw ConfigError((it != set_keys.end() ? "--set '" + it->second + "'" : origin) + ": " + what);
+    const auto it = std::regex_search(what, key, model_key) ? at.set_keys.find(key.str()) : at.set_keys.end();
+    throw ConfigError((it != at.set_keys.end() ? "--set '" + it->second + "'" : at.origin) + ": " + what);
   }
+}
+
+TrainConfig read_config(toml::table& root, const std::string& origin,
+                        const std::map<std::string, std::string>& set_keys) {
+  TrainConfig c;
+  Reader r(root, origin, set_keys);
+  const KeyOrigin at{origin, set_keys};
+  read_model_section(r, at, c.model);
+  read_data_section(r, at, c.data);
+  const OptimizerValues optimizer = read_optimizer_section(r, c.optimizer);
+  read_run_sections(r, c.run, c.checkpoint);
+  c.optimizer.schedule.total_steps = c.run.steps;
+  read_parallel_section(r, at, c.parallel);
+  read_device_section(r, c.device);
+  r.check_unknown();
+  check_ranges(c, optimizer, at);
+  check_device(c.device, at);
+  check_model(c.model, at);
   c.source_text = format_train_config(c);
   return c;
 }
