@@ -173,6 +173,8 @@ struct DatasetInfo {
   int64_t split_clusters[3] = {0, 0, 0};  // clusters with members in train, valid, test
   int64_t split_rounds = 0, clusters_moved = 0, sequences_moved = 0;
 };
+// Read through the file's handle (data/prepared_data.h), every split's
+// offsets and, for a cluster split, the cluster table checked.
 DatasetInfo read_dataset_info(const std::string& path);
 
 // How an open data file's sequences were assigned to splits, as text
