@@ -30,8 +30,6 @@ std::vector<int64_t> read_split_clusters(hid_t file, const std::string& path, co
 
 }  // namespace
 
-bool has_clusters(hid_t file) { return split_rule_of(file) == kSplitRuleCluster; }
-
 ClusterParameters read_cluster_parameters(hid_t file, const std::string& path, int64_t sequences) {
   const std::string where = "'" + path + "' group /" + kClustersName;
   PF_REQUIRE(DataError, h5_exists(file, kClustersName), where << " is missing (the file's split_rule is cluster)");

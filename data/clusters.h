@@ -31,9 +31,6 @@ struct ClusterTable {
   std::vector<int64_t> members[4];
 };
 
-// True when the file's split_rule is "cluster".
-bool has_clusters(hid_t file);
-
 // The /clusters group of a data file whose split_rule is "cluster": its
 // attributes, with count checked against `sequences` (the file's, in all
 // splits: a cluster has a member).

@@ -18,7 +18,6 @@
 #include <system_error>
 
 #include "data/cluster_split.h"
-#include "data/clusters.h"
 #include "data/duplicates.h"
 #include "data/family_table.h"
 #include "data/h5.h"
@@ -536,33 +535,6 @@ LengthStats length_stats(const std::vector<int64_t>& lengths) {
   LengthHistogram h;
   for (int64_t n : lengths) h.add(n);
   return h.stats();
-}
-
-std::string split_parameters(hid_t file) {
-  std::ostringstream s;
-  const std::string rule = split_rule_of(file);
-  s << (rule == kSplitRuleCluster ? "clusters" : "sequence hash");
-  if (rule == kSplitRuleCluster && h5_exists(file, kClustersName)) {
-    H5Id g = h5_open_group(file, kClustersName);
-    if (h5_has_attr(g, "identity")) s << " at identity " << h5_read_attr_double(g, "identity");
-    if (h5_has_attr(g, "coverage")) s << " and coverage " << h5_read_attr_double(g, "coverage");
-  }
-  if (h5_has_attr(file, "seed")) s << ", seed " << h5_read_attr_int64(file, "seed");
-  if (h5_has_attr(file, "val_fraction")) s << ", valid " << h5_read_attr_double(file, "val_fraction");
-  if (h5_has_attr(file, "test_fraction")) s << ", test " << h5_read_attr_double(file, "test_fraction");
-  if (h5_has_attr(file, "ood_organisms")) {
-    s << ", held-out organisms";
-    for (const std::string& o : h5_read_attr_strings(file, "ood_organisms")) s << " '" << o << "'";
-  }
-  return s.str();
-}
-
-std::vector<std::string> source_names(hid_t file) {
-  std::vector<std::string> names;
-  if (!h5_has_attr(file, "sources")) return names;
-  for (const std::string& s : h5_read_attr_strings(file, "sources"))
-    names.push_back(std::filesystem::path(s).filename().string());
-  return names;
 }
 
 OutputKind prepared_data_kind() {

@@ -13,8 +13,6 @@
 // data file, never an input or any other file (ConfigError naming both).
 #pragma once
 
-#include <hdf5.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -176,14 +174,6 @@ struct DatasetInfo {
 // Read through the file's handle (data/prepared_data.h), every split's
 // offsets and, for a cluster split, the cluster table checked.
 DatasetInfo read_dataset_info(const std::string& path);
-
-// How an open data file's sequences were assigned to splits, as text
-// ("sequence hash, seed 0, valid 0.1, test 0.1"; cluster splits add their
-// identity and coverage, held-out organisms their names). Two files prepared
-// from one source hold its proteins in the same splits only when it is equal.
-std::string split_parameters(hid_t file);
-// The file names (without folders) of an open data file's sources.
-std::vector<std::string> source_names(hid_t file);
 
 std::string format_summary(const PrepareSummary& s);
 std::string format_info(const DatasetInfo& info);

@@ -7,12 +7,33 @@
 #include <sstream>
 
 #include "data/schema.h"
+#include "data/vocab.h"
 
 namespace pf {
 
 namespace {
 
 constexpr int64_t kCheckBlock = 1 << 16;  // offsets read per block by check_offsets (512 KiB)
+
+// Schema name and version (1 or 2) and the vocabulary of the root.
+void check_schema(hid_t file, const std::string& path) {
+  PF_REQUIRE(DataError, h5_has_attr(file, "schema"),
+             "'" << path << "' is not a protein data file: no 'schema' attribute (expected " << schema_string() << ")");
+  const std::string schema = h5_read_attr_string(file, "schema");
+  PF_REQUIRE(DataError, schema.rfind(kSchemaName, 0) == 0,
+             "'" << path << "' has schema '" << schema << "', expected '" << schema_string() << "'");
+  const int64_t version = h5_has_attr(file, "schema_version") ? h5_read_attr_int64(file, "schema_version") : -1;
+  PF_REQUIRE(DataError,
+             version >= kOldestSchemaVersion && version <= kSchemaVersion &&
+                 schema == std::string(kSchemaName) + "-v" + std::to_string(version),
+             "'" << path << "' has schema '" << schema << "' version " << version << ", this build reads versions "
+                 << kOldestSchemaVersion << " to " << kSchemaVersion << " ('" << kSchemaName << "-v"
+                 << kOldestSchemaVersion << "' to '" << schema_string() << "')");
+  const std::string vocab = h5_read_attr_string(file, "vocabulary");
+  PF_REQUIRE(DataError, vocab == Vocab::description(),
+             "'" << path << "' was written with vocabulary '" << vocab << "', this build uses '" << Vocab::description()
+                 << "'");
+}
 
 // A root attribute that prepare always writes.
 void require_root_attr(hid_t file, const std::string& path, const char* name) {
