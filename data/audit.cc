@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "data/h5.h"
-#include "data/protein_shards.h"
+#include "data/prepared_data.h"
 #include "data/schema.h"
 #include "data/scratch_folder.h"
 
@@ -20,13 +20,11 @@ namespace pf {
 namespace {
 
 // Writes every sequence of one split as s<first + i>; returns how many. The
-// tokens are read in blocks of about 64 MiB; the offsets were checked by
-// run_audit (check_split) before anything ran.
-int64_t write_split_fasta(hid_t file, const std::string& split, int64_t first, std::ofstream& out) {
-  H5Id group = h5_open_group(file, split);
-  const std::vector<int64_t> offsets = h5_read_array<int64_t>(group, "offsets");
-  const int64_t n = offsets.empty() ? 0 : static_cast<int64_t>(offsets.size()) - 1;
-  H5Id tokens = h5_open_dataset(group, "tokens");
+// tokens are read in blocks of about 64 MiB; the offsets were checked when
+// the split was opened (PreparedData::open_split).
+int64_t write_split_fasta(const PreparedSplit& split, int64_t first, std::ofstream& out) {
+  const std::vector<int64_t> offsets = read_offsets(split);
+  const int64_t n = split.extent.sequences;
   std::vector<uint8_t> block;
   constexpr int64_t kBlock = 64 << 20;
   for (int64_t i = 0; i < n;) {
@@ -34,7 +32,7 @@ int64_t write_split_fasta(hid_t file, const std::string& split, int64_t first, s
     while (j < n && offsets[static_cast<size_t>(j + 1)] - offsets[static_cast<size_t>(i)] <= kBlock) ++j;
     const int64_t begin = offsets[static_cast<size_t>(i)], count = offsets[static_cast<size_t>(j)] - begin;
     block.resize(static_cast<size_t>(count));
-    if (count > 0) h5_read_range(tokens, begin, count, block.data());
+    if (count > 0) h5_read_range(split.tokens, begin, count, block.data());
     for (int64_t k = i; k < j; ++k)
       write_fasta_record(out, first + k, block.data() + (offsets[static_cast<size_t>(k)] - begin),
                          offsets[static_cast<size_t>(k + 1)] - offsets[static_cast<size_t>(k)]);
@@ -55,26 +53,20 @@ AuditResult run_audit(const AuditOptions& opt) {
   PF_REQUIRE(ValueError, !opt.thresholds.empty(), "audit: no identity thresholds");
   for (double t : opt.thresholds)
     PF_REQUIRE(ValueError, t > 0 && t <= 1, "audit: identity threshold " << t << " outside (0, 1]");
-  H5Id file = h5_open_file(opt.path);
-  check_schema(file, opt.path);
+  const PreparedData data = open_prepared_data(opt.path);
   AuditResult r;
   r.path = opt.path;
-  r.split_rule = split_rule_of(file);
+  r.split_rule = data.split_rule();
   r.thresholds = opt.thresholds;
   std::sort(r.thresholds.begin(), r.thresholds.end());
   r.thresholds.erase(std::unique(r.thresholds.begin(), r.thresholds.end()), r.thresholds.end());
   r.coverage = opt.coverage;
-  if (r.coverage < 0)
-    r.coverage = r.split_rule == kSplitRuleCluster
-                     ? h5_read_attr_double(H5Id(h5_open_group(file, kClustersName)).get(), "coverage")
-                     : 0.8;
+  if (r.coverage < 0) r.coverage = data.has_clusters() ? data.cluster_parameters().coverage : 0.8;
   PF_REQUIRE(ValueError, r.coverage <= 1, "audit: coverage " << r.coverage << " outside [0, 1]");
   r.evalue = kLeakSearchEvalue;
-  std::vector<std::string> names = {kSplitNames[1], kSplitNames[2]};
-  if (h5_exists(file, kOodSplitName)) names.push_back(kOodSplitName);
-  for (const char* s : {kSplitNames[0], kSplitNames[1], kSplitNames[2]})
-    check_split(H5Id(h5_open_group(file, s)).get(), opt.path, s);
-  if (names.size() == 3) check_split(H5Id(h5_open_group(file, kOodSplitName)).get(), opt.path, kOodSplitName);
+  // Every split's offsets are checked before anything is written or run.
+  std::vector<PreparedSplit> splits;  // train, then the held-out ones: valid, test and ood when present
+  for (const std::string& name : data.split_names()) splits.push_back(data.open_split(name));
   // Under TMPDIR, else /tmp; removed at the end.
   ScratchFolder dir(ScratchFolder::temporary_path("pf-audit-"));
   r.mmseqs_version = mmseqs_version(opt.mmseqs, dir.path());
@@ -84,12 +76,12 @@ AuditResult run_audit(const AuditOptions& opt) {
   {
     std::ofstream t(train), q(held);
     PF_REQUIRE(IoError, t.good() && q.good(), "audit: cannot create files in '" << dir.path() << "'");
-    r.train_sequences = write_split_fasta(file, kSplitNames[0], 0, t);
-    for (const std::string& name : names) {
+    r.train_sequences = write_split_fasta(splits[0], 0, t);
+    for (size_t k = 1; k < splits.size(); ++k) {
       first.push_back(queries);
       AuditSplit s;
-      s.name = name;
-      s.sequences = write_split_fasta(file, name, queries, q);
+      s.name = splits[k].name;
+      s.sequences = write_split_fasta(splits[k], queries, q);
       queries += s.sequences;
       r.splits.push_back(std::move(s));
     }

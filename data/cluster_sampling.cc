@@ -3,8 +3,7 @@
 
 #include <algorithm>
 
-#include "data/clusters.h"
-#include "data/h5.h"
+#include "data/protein_shards.h"
 #include "data/schema.h"
 #include "runtime/check.h"
 #include "runtime/random.h"
@@ -34,23 +33,20 @@ int64_t draw_member(uint64_t seed, int64_t epoch, int64_t cluster, int64_t size)
   }
 }
 
-SplitClusters::SplitClusters(const std::vector<std::string>& paths, const std::string& split,
-                             const std::string& needed_by) {
+SplitClusters::SplitClusters(const ProteinShards& shards, const std::string& needed_by) {
   std::vector<int64_t> cluster_of;
   int64_t base = 0;
-  for (const std::string& path : paths) {
-    H5Id file = h5_open_file(path);
-    PF_REQUIRE(DataError, has_clusters(file),
-               needed_by << " needs a cluster-split data file, but '"
-                   << path << "' was split by sequence hash (prepare it with --cluster-identity, see docs/data.md)");
+  int index = 0;  // of the split in ClusterTable::members: train, valid, test, ood
+  while (index < 3 && shards.split() != kSplitNames[index]) ++index;
+  for (int64_t s = 0; s < shards.num_shards(); ++s) {
+    const PreparedData& file = shards.shard_file(s);
+    PF_REQUIRE(DataError, file.has_clusters(),
+               needed_by << " needs a cluster-split data file, but '" << file.path()
+                         << "' was split by sequence hash (prepare it with --cluster-identity, see docs/data.md)");
     // The whole table with every check that `performer-data info` makes: the
     // sizes, and no cluster in two of train, valid and test (a held-out
     // relative in training would be leakage this run could not see).
-    const ClusterTable table = read_cluster_table(file, path);
-    int index = 0;
-    while (index < 3 && split != kSplitNames[index]) ++index;
-    PF_REQUIRE(DataError, index < 3 || split == kOodSplitName, "'" << path << "': no split '" << split << "'");
-    PF_REQUIRE(DataError, index < 3 || h5_exists(file, kOodSplitName), "'" << path << "' has no split '/ood'");
+    const ClusterTable table = file.cluster_table();
     for (int64_t c : table.members[index]) cluster_of.push_back(base + c);
     base += static_cast<int64_t>(table.sizes.size());
   }

@@ -26,6 +26,8 @@
 
 namespace pf {
 
+class ProteinShards;  // data/protein_shards.h
+
 enum class Sampling { Sequence, Cluster };
 // "sequence" | "cluster"; ValueError otherwise.
 Sampling parse_sampling(const std::string& name);
@@ -36,13 +38,13 @@ int64_t draw_member(uint64_t seed, int64_t epoch, int64_t cluster, int64_t size)
 
 class SplitClusters {
  public:
-  // The clusters of `split` in the cluster-split data files `paths` (in the
-  // loader's order). DataError naming the file and `needed_by` (the setting
-  // that needs them) when one has no clusters (split by sequence hash, or
-  // schema version 1), or naming the file for a damaged cluster column
+  // The clusters of the shards' split, from each file's cluster table (its
+  // handle's cluster_table(), data/prepared_data.h), in the shards' order.
+  // DataError naming the file and `needed_by` (the setting that needs them)
+  // when one has no clusters (split by sequence hash, or schema version 1),
+  // or naming the file for a damaged cluster table or column
   // (data/clusters.h).
-  SplitClusters(const std::vector<std::string>& paths, const std::string& split,
-                const std::string& needed_by = "data.sampling = \"cluster\"");
+  SplitClusters(const ProteinShards& shards, const std::string& needed_by = "data.sampling = \"cluster\"");
   // From each protein's cluster (any non-negative ids; clusters numbered in
   // ascending id order). ValueError for a negative id.
   explicit SplitClusters(const std::vector<int64_t>& cluster_of_protein);

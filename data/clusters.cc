@@ -6,8 +6,10 @@
 
 namespace pf {
 
-bool has_clusters(hid_t file) { return split_rule_of(file) == kSplitRuleCluster; }
+namespace {
 
+// Cluster of each sequence of one split (checked against the split's
+// sequence count and the number of clusters).
 std::vector<int64_t> read_split_clusters(hid_t file, const std::string& path, const std::string& split,
                                          int64_t clusters) {
   const std::string where = "'" + path + "' dataset /" + split + "/" + kClustersName;
@@ -26,34 +28,41 @@ std::vector<int64_t> read_split_clusters(hid_t file, const std::string& path, co
   return c;
 }
 
-ClusterTable read_cluster_table(hid_t file, const std::string& path) {
+}  // namespace
+
+ClusterParameters read_cluster_parameters(hid_t file, const std::string& path, int64_t sequences) {
   const std::string where = "'" + path + "' group /" + kClustersName;
   PF_REQUIRE(DataError, h5_exists(file, kClustersName), where << " is missing (the file's split_rule is cluster)");
   H5Id group = h5_open_group(file, kClustersName);
-  ClusterTable t;
   for (const char* attr : {"count", "mode", "identity", "coverage", "mmseqs_version"})
     PF_REQUIRE(DataError, h5_has_attr(group, attr), where << " lacks the attribute '" << attr << "'");
-  const int64_t count = h5_read_attr_int64(group, "count");
-  t.mode = h5_read_attr_string(group, "mode");
-  t.identity = h5_read_attr_double(group, "identity");
-  t.coverage = h5_read_attr_double(group, "coverage");
-  t.mmseqs_version = h5_read_attr_string(group, "mmseqs_version");
-  if (h5_has_attr(group, "split_rounds")) t.split_rounds = h5_read_attr_int64(group, "split_rounds");
+  ClusterParameters p;
+  p.count = h5_read_attr_int64(group, "count");
+  p.mode = h5_read_attr_string(group, "mode");
+  p.identity = h5_read_attr_double(group, "identity");
+  p.coverage = h5_read_attr_double(group, "coverage");
+  p.mmseqs_version = h5_read_attr_string(group, "mmseqs_version");
+  if (h5_has_attr(group, "split_rounds")) p.split_rounds = h5_read_attr_int64(group, "split_rounds");
   if (h5_has_attr(group, "clusters_moved_to_train"))
-    t.clusters_moved = h5_read_attr_int64(group, "clusters_moved_to_train");
+    p.clusters_moved = h5_read_attr_int64(group, "clusters_moved_to_train");
   if (h5_has_attr(group, "sequences_moved_to_train"))
-    t.sequences_moved = h5_read_attr_int64(group, "sequences_moved_to_train");
-  for (const char* name : {"representatives", "sizes"})
-    PF_REQUIRE(DataError, h5_exists(group, name), where << " lacks the dataset '" << name << "'");
+    p.sequences_moved = h5_read_attr_int64(group, "sequences_moved_to_train");
   // A cluster has a member: count is bounded by the file's sequences, and the
   // tables' shapes by count, before either is read.
-  int64_t sequences = 0;
-  const char* all[4] = {kSplitNames[0], kSplitNames[1], kSplitNames[2], kOodSplitName};
-  for (const char* s : all)
-    if (h5_exists(file, s)) sequences += h5_read_attr_int64(H5Id(h5_open_group(file, s)).get(), "sequences");
-  PF_REQUIRE(DataError, count >= 0 && count <= sequences,
-             where << ": count = " << count << " clusters for the file's " << sequences
+  PF_REQUIRE(DataError, p.count >= 0 && p.count <= sequences,
+             where << ": count = " << p.count << " clusters for the file's " << sequences
                    << " sequences (a cluster has at least one member)");
+  return p;
+}
+
+ClusterTable read_cluster_table(hid_t file, const std::string& path, const ClusterParameters& parameters) {
+  const std::string where = "'" + path + "' group /" + kClustersName;
+  H5Id group = h5_open_group(file, kClustersName);
+  ClusterTable t;
+  t.parameters = parameters;
+  const int64_t count = parameters.count;
+  for (const char* name : {"representatives", "sizes"})
+    PF_REQUIRE(DataError, h5_exists(group, name), where << " lacks the dataset '" << name << "'");
   h5_require_shape(H5Id(h5_open_dataset(group, "representatives")).get(), {count}, "one per cluster, count");
   h5_require_shape(H5Id(h5_open_dataset(group, "sizes")).get(), {count}, "one per cluster, count");
   t.representatives = h5_read_strings(group, "representatives");

@@ -18,15 +18,14 @@
 #include <system_error>
 
 #include "data/cluster_split.h"
-#include "data/clusters.h"
 #include "data/duplicates.h"
 #include "data/family_table.h"
 #include "data/h5.h"
 #include "data/h5_direct_appender.h"
 #include "data/mmseqs.h"
 #include "data/output_path.h"
+#include "data/prepared_data.h"
 #include "data/replaceable_output.h"
-#include "data/protein_shards.h"
 #include "data/schema.h"
 #include "data/empty_split_check.h"
 #include "data/scratch_folder.h"
@@ -539,33 +538,6 @@ LengthStats length_stats(const std::vector<int64_t>& lengths) {
   return h.stats();
 }
 
-std::string split_parameters(hid_t file) {
-  std::ostringstream s;
-  const std::string rule = split_rule_of(file);
-  s << (rule == kSplitRuleCluster ? "clusters" : "sequence hash");
-  if (rule == kSplitRuleCluster && h5_exists(file, kClustersName)) {
-    H5Id g = h5_open_group(file, kClustersName);
-    if (h5_has_attr(g, "identity")) s << " at identity " << h5_read_attr_double(g, "identity");
-    if (h5_has_attr(g, "coverage")) s << " and coverage " << h5_read_attr_double(g, "coverage");
-  }
-  if (h5_has_attr(file, "seed")) s << ", seed " << h5_read_attr_int64(file, "seed");
-  if (h5_has_attr(file, "val_fraction")) s << ", valid " << h5_read_attr_double(file, "val_fraction");
-  if (h5_has_attr(file, "test_fraction")) s << ", test " << h5_read_attr_double(file, "test_fraction");
-  if (h5_has_attr(file, "ood_organisms")) {
-    s << ", held-out organisms";
-    for (const std::string& o : h5_read_attr_strings(file, "ood_organisms")) s << " '" << o << "'";
-  }
-  return s.str();
-}
-
-std::vector<std::string> source_names(hid_t file) {
-  std::vector<std::string> names;
-  if (!h5_has_attr(file, "sources")) return names;
-  for (const std::string& s : h5_read_attr_strings(file, "sources"))
-    names.push_back(std::filesystem::path(s).filename().string());
-  return names;
-}
-
 OutputKind prepared_data_kind() {
   return {"a data file of performer-data prepare",
           [](const std::string& path) { return h5_root_has_attributes(path, {"schema", "vocabulary", "sources"}); }};
@@ -615,45 +587,44 @@ TemporaryDataset::TemporaryDataset(PrepareOptions options) {
 TemporaryDataset::~TemporaryDataset() = default;
 
 DatasetInfo read_dataset_info(const std::string& path) {
-  H5Id file = h5_open_file(path);
-  check_schema(file, path);
+  const PreparedData data = open_prepared_data(path);
   DatasetInfo info;
   info.path = path;
-  info.schema = h5_read_attr_string(file, "schema");
-  info.vocabulary = h5_read_attr_string(file, "vocabulary");
-  info.sources = h5_read_attr_strings(file, "sources");
-  info.seed = h5_read_attr_int64(file, "seed");
-  info.val_fraction = h5_read_attr_double(file, "val_fraction");
-  info.test_fraction = h5_read_attr_double(file, "test_fraction");
-  info.sequences_read = h5_read_attr_int64(file, "sequences_read");
-  info.duplicates_dropped = h5_read_attr_int64(file, "duplicates_dropped");
-  if (h5_has_attr(file, kContentDigestAttr)) info.content_digest = h5_read_attr_string(file, kContentDigestAttr);
+  info.schema = data.schema();
+  info.vocabulary = data.vocabulary();
+  info.sources = data.sources();
+  info.seed = data.seed();
+  info.val_fraction = data.val_fraction();
+  info.test_fraction = data.test_fraction();
+  info.sequences_read = data.sequences_read();
+  info.duplicates_dropped = data.duplicates_dropped();
+  info.content_digest = data.content_digest();
   for (int s = 0; s < 3; ++s) {
-    H5Id group = h5_open_group(file, kSplitNames[s]);
-    check_split(group, path, kSplitNames[s]);  // the lengths below come from the offsets
-    const std::vector<int64_t> offsets = h5_read_array<int64_t>(group, "offsets");
-    std::vector<int64_t> lengths(offsets.size() > 0 ? offsets.size() - 1 : 0);
+    const PreparedSplit split = data.open_split(kSplitNames[s]);  // the lengths below come from the offsets
+    const std::vector<int64_t> offsets = read_offsets(split);
+    std::vector<int64_t> lengths(offsets.size() - 1);
     for (size_t i = 0; i + 1 < offsets.size(); ++i) lengths[i] = offsets[i + 1] - offsets[i];
-    info.splits[s] = {static_cast<int64_t>(lengths.size()), offsets.empty() ? 0 : offsets.back()};
+    info.splits[s] = {static_cast<int64_t>(lengths.size()), offsets.back()};
     info.lengths[s] = length_stats(lengths);
   }
-  if (h5_exists(file, kOodSplitName)) {
-    H5Id group = h5_open_group(file, kOodSplitName);
-    info.ood = {h5_read_attr_int64(group, "sequences"), h5_read_attr_int64(group, "residues")};
-    if (h5_has_attr(file, "ood_organisms")) info.ood_organisms = h5_read_attr_strings(file, "ood_organisms");
+  if (data.has_split(kOodSplitName)) {
+    const SplitExtent& ood = data.extent(kOodSplitName);
+    info.ood = {ood.sequences, ood.residues};
+    info.ood_organisms = data.ood_organisms();
   }
-  info.schema_version = h5_read_attr_int64(file, "schema_version");
-  info.split_rule = split_rule_of(file);
-  if (has_clusters(file)) {
-    const ClusterTable t = read_cluster_table(file, path);
-    info.cluster_mode = t.mode;
-    info.mmseqs_version = t.mmseqs_version;
-    info.cluster_identity = t.identity;
-    info.cluster_coverage = t.coverage;
+  info.schema_version = data.schema_version();
+  info.split_rule = data.split_rule();
+  if (data.has_clusters()) {
+    const ClusterTable t = data.cluster_table();
+    const ClusterParameters& p = t.parameters;
+    info.cluster_mode = p.mode;
+    info.mmseqs_version = p.mmseqs_version;
+    info.cluster_identity = p.identity;
+    info.cluster_coverage = p.coverage;
     info.clusters = static_cast<int64_t>(t.sizes.size());
-    info.split_rounds = t.split_rounds;
-    info.clusters_moved = t.clusters_moved;
-    info.sequences_moved = t.sequences_moved;
+    info.split_rounds = p.split_rounds;
+    info.clusters_moved = p.clusters_moved;
+    info.sequences_moved = p.sequences_moved;
     const LengthStats sizes = length_stats(t.sizes);  // nearest-rank percentiles of cluster sizes
     info.largest_cluster = sizes.max;
     info.cluster_size_p50 = sizes.p50;

@@ -14,8 +14,6 @@
 // (ConfigError naming both).
 #pragma once
 
-#include <hdf5.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -174,15 +172,9 @@ struct DatasetInfo {
   int64_t split_clusters[3] = {0, 0, 0};  // clusters with members in train, valid, test
   int64_t split_rounds = 0, clusters_moved = 0, sequences_moved = 0;
 };
+// Read through the file's handle (data/prepared_data.h), every split's
+// offsets and, for a cluster split, the cluster table checked.
 DatasetInfo read_dataset_info(const std::string& path);
-
-// How an open data file's sequences were assigned to splits, as text
-// ("sequence hash, seed 0, valid 0.1, test 0.1"; cluster splits add their
-// identity and coverage, held-out organisms their names). Two files prepared
-// from one source hold its proteins in the same splits only when it is equal.
-std::string split_parameters(hid_t file);
-// The file names (without folders) of an open data file's sources.
-std::vector<std::string> source_names(hid_t file);
 
 std::string format_summary(const PrepareSummary& s);
 std::string format_info(const DatasetInfo& info);

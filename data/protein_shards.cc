@@ -11,86 +11,10 @@ namespace pf {
 
 namespace {
 
-// The stored type of a dataset: an integer of `bytes` bytes and `sign`, else a
-// DataError naming the file, the dataset and what it holds (HDF5 would
-// convert another type silently: -3 in int8 tokens would read as 253).
-void require_integer_type(hid_t dset, const std::string& path, const std::string& name, size_t bytes,
-                          H5T_sign_t sign) {
-  H5Id type(H5Dget_type(dset));
-  const bool integer = type.get() >= 0 && H5Tget_class(type.get()) == H5T_INTEGER;
-  const size_t size = integer ? H5Tget_size(type.get()) : 0;
-  const H5T_sign_t got = integer ? H5Tget_sign(type.get()) : H5T_SGN_ERROR;
-  PF_REQUIRE(DataError, integer && size == bytes && got == sign,
-             "'" << path << "' " << name << " holds "
-                 << (integer ? std::string(got == H5T_SGN_NONE ? "unsigned " : "signed ") + std::to_string(8 * size) +
-                                   "-bit integers"
-                             : std::string("values that are not integers"))
-                 << "; the schema stores " << (sign == H5T_SGN_NONE ? "unsigned " : "signed ") << 8 * bytes
-                 << "-bit integers there");
-}
-
 constexpr int64_t kChunkCacheBytes = 8 << 20;  // per dataset: a few decompressed chunks
-constexpr int64_t kCheckBlock = 1 << 16;       // offsets read per block by check_offsets (512 KiB)
-
-// Every entry of a split's offsets [sequences + 1], streamed in blocks:
-// offsets[0] = 0, each in [0, residues], increasing (no sequence is empty),
-// the last = residues.
-// Both sample modes rely on it: the concat stream locates proteins by a
-// binary search over offsets and would read wrong samples without an error.
-void check_offsets(hid_t offsets, const std::string& path, const std::string& split, int64_t sequences,
-                   int64_t residues) {
-  const std::string where = "'" + path + "' /" + split + "/offsets: ";
-  std::vector<int64_t> block;
-  int64_t prev = 0;
-  for (int64_t first = 0; first <= sequences; first += kCheckBlock) {
-    const int64_t n = std::min(kCheckBlock, sequences + 1 - first);
-    block.resize(static_cast<size_t>(n));
-    h5_read_range(offsets, first, n, block.data());
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t i = first + k, v = block[static_cast<size_t>(k)];
-      PF_REQUIRE(
-          DataError, v >= 0 && v <= residues,
-          where << "offsets[" << i << "] = " << v << " is outside [0, " << residues << "] (the tokens of the split)");
-      PF_REQUIRE(DataError, i > 0 || v == 0, where << "offsets[0] = " << v << ", expected 0");
-      PF_REQUIRE(DataError, v >= prev,
-                 where << "offsets[" << i << "] = " << v << " is below offsets[" << i - 1 << "] = " << prev
-                       << " (offsets must be non-decreasing)");
-      PF_REQUIRE(DataError, i == 0 || v > prev,
-                 where << "offsets[" << i << "] = offsets[" << i - 1 << "] = " << v << ": sequence " << i - 1
-                       << " is empty (performer-data prepare writes no empty sequence)");
-      prev = v;
-    }
-  }
-  PF_REQUIRE(
-      DataError, prev == residues,
-      where << "offsets[" << sequences << "] = " << prev << ", expected " << residues << " (the tokens of the split)");
-}
+constexpr int64_t kLengthBlock = 1 << 16;      // offsets read per block by protein_lengths (512 KiB)
 
 }  // namespace
-
-SplitExtent check_split(hid_t group, const std::string& path, const std::string& split) {
-  H5Id tokens = h5_open_dataset(group, "tokens");
-  H5Id offsets = h5_open_dataset(group, "offsets");
-  SplitExtent e;
-  e.sequences = h5_read_attr_int64(group, "sequences");
-  e.residues = h5_read_attr_int64(group, "residues");
-  const int64_t n_off = h5_dataset_length(offsets), n_tok = h5_dataset_length(tokens);
-  PF_REQUIRE(DataError, e.sequences >= 0 && n_off == e.sequences + 1 && n_tok == e.residues,
-             "'" << path << "' /" << split << ": offsets has " << n_off << " entries and tokens " << n_tok
-                 << ", but the group records " << e.sequences << " sequences and " << e.residues
-                 << " residues (expected offsets of length sequences+1)");
-  // Each sequence holds a residue: a count beyond the residues is refused
-  // before a block is read or anything per sequence is allocated.
-  PF_REQUIRE(DataError, e.sequences <= e.residues,
-             "'" << path << "' /" << split << ": the group records " << e.sequences << " sequences but only "
-                 << e.residues << " residues (performer-data prepare writes no empty sequence)");
-  // Declared and never written, they would read as fill values: an invented
-  // protein of one repeated letter (concat mode trained on it, exit 0).
-  h5_require_stored(tokens);
-  h5_require_stored(offsets);
-  check_offsets(offsets, path, split, e.sequences, e.residues);
-  return e;
-}
 
 ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::string& split) : split_(split) {
   PF_REQUIRE(ValueError, !paths.empty(), "no data files given");
@@ -98,19 +22,11 @@ ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::s
              "unknown split '" << split << "': expected train, valid, test or ood");
   shards_.reserve(paths.size());
   for (const std::string& path : paths) {
-    Shard s;
-    s.path = path;
-    s.file = h5_open_file(path);
-    check_schema(s.file, path);
-    PF_REQUIRE(DataError, h5_exists(s.file, split), "'" << path << "' has no split '/" << split << "'");
-    H5Id group = h5_open_group(s.file, split);
-    s.tokens = h5_open_dataset(group, "tokens", kChunkCacheBytes);
-    s.offsets = h5_open_dataset(group, "offsets", kChunkCacheBytes);
-    require_integer_type(s.tokens, path, "/" + split + "/tokens", 1, H5T_SGN_NONE);
-    require_integer_type(s.offsets, path, "/" + split + "/offsets", 8, H5T_SGN_2);
-    const SplitExtent e = check_split(group, path, split);
-    s.proteins = e.sequences;
-    s.residues = e.residues;
+    PreparedData data = open_prepared_data(path);
+    PreparedSplit opened = data.open_split(split, kChunkCacheBytes);
+    Shard s{std::move(data), std::move(opened.tokens), std::move(opened.offsets)};
+    s.proteins = opened.extent.sequences;
+    s.residues = opened.extent.residues;
     s.first_protein = num_proteins_;
     s.stream_start = num_residues_ + num_proteins_;
     num_proteins_ += s.proteins;
@@ -122,7 +38,7 @@ ProteinShards::ProteinShards(const std::vector<std::string>& paths, const std::s
 
 std::string ProteinShards::file_list() const {
   std::string files;
-  for (const Shard& s : shards_) files += (files.empty() ? "" : ", ") + s.path;
+  for (const Shard& s : shards_) files += (files.empty() ? "" : ", ") + s.data.path();
   return files;
 }
 
@@ -141,8 +57,8 @@ std::vector<int64_t> ProteinShards::protein_lengths() {
   lengths.reserve(static_cast<size_t>(num_proteins_));
   std::vector<int64_t> block;
   for (Shard& s : shards_)
-    for (int64_t first = 0; first < s.proteins; first += kCheckBlock) {
-      const int64_t n = std::min(kCheckBlock, s.proteins - first) + 1;
+    for (int64_t first = 0; first < s.proteins; first += kLengthBlock) {
+      const int64_t n = std::min(kLengthBlock, s.proteins - first) + 1;
       block.resize(static_cast<size_t>(n));
       h5_read_range(s.offsets, first, n, block.data());
       for (int64_t k = 0; k + 1 < n; ++k) lengths.push_back(block[static_cast<size_t>(k + 1)] - block[static_cast<size_t>(k)]);
@@ -167,12 +83,12 @@ void ProteinShards::read_tokens(Shard& s, int64_t first, int64_t count, uint8_t*
   h5_read_range(s.tokens, first, count, out);
   for (int64_t i = 0; i < count; ++i) {
     PF_REQUIRE(DataError, out[i] < Vocab::kSize,
-               "'" << s.path << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]}
+               "'" << s.data.path() << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]}
                    << " is not a token of the vocabulary (0-" << Vocab::kSize - 1 << ")");
     // <pad>, <end> and <mask> mean padding, a protein's end and a masked
     // position to the model: inside a protein they would be trained as such.
     PF_REQUIRE(DataError, out[i] >= Vocab::kUnk,
-               "'" << s.path << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]} << " is "
+               "'" << s.data.path() << "' /" << split_ << "/tokens[" << first + i << "] = " << int{out[i]} << " is "
                    << Vocab::token_text(out[i]) << ", a control token, inside a protein (performer-data prepare "
                    << "writes residues only)");
   }
@@ -189,7 +105,7 @@ ProteinSpan ProteinShards::locate(int64_t p) {
   int64_t off[2];
   read_offsets(s, p - s.first_protein, 2, off);
   PF_REQUIRE(DataError, off[1] >= off[0] && off[1] <= s.residues,
-             "'" << s.path << "': corrupt offsets [" << off[0] << ", " << off[1] << ") for sequence "
+             "'" << s.data.path() << "': corrupt offsets [" << off[0] << ", " << off[1] << ") for sequence "
                  << p - s.first_protein);
   return ProteinSpan{si, off[0], off[1] - off[0]};
 }
@@ -244,7 +160,7 @@ void ProteinShards::read_shard_stream(Shard& s, int64_t begin, int64_t end, uint
       out[x - begin] = is_end ? Vocab::kEnd : residues[static_cast<size_t>(r++)];
     }
   }
-  PF_REQUIRE(DataError, r == t1 - t0, "'" << s.path << "': inconsistent offsets around stream position " << begin);
+  PF_REQUIRE(DataError, r == t1 - t0, "'" << s.data.path() << "': inconsistent offsets around stream position " << begin);
 }
 
 void ProteinShards::read_stream(int64_t begin, int64_t end, uint8_t* out) {

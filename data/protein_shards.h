@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/h5.h"
+#include "data/prepared_data.h"
 
 namespace pf {
 
@@ -30,30 +31,23 @@ struct ProteinSpan {
   int64_t shard = 0, first_token = 0, length = 0;
 };
 
-// A split of a data file, checked: the group's `sequences` and `residues`
-// attributes against the lengths of its offsets and tokens, and every
-// offset (first 0, non-decreasing, within the tokens, last = residues),
-// streamed in blocks. DataError naming the file, the split and the entry.
-// Every reader of a split calls it before it trusts an offset.
-struct SplitExtent {
-  int64_t sequences = 0, residues = 0;
-};
-SplitExtent check_split(hid_t group, const std::string& path, const std::string& split);
-
 class ProteinShards {
  public:
-  // Opens every file, checks schema, vocabulary and the split's datasets
-  // (DataError / Hdf5Error naming the file). Reads every offset once, in
-  // blocks, to check it (first 0, non-decreasing, within the tokens, last =
-  // residues): DataError naming the file, the dataset, the first bad index and
-  // the values. The reads at opening are not counted in counters().
+  // Opens every file with open_prepared_data (data/prepared_data.h: schema,
+  // vocabulary, the splits' counts, types and shapes; DataError / Hdf5Error
+  // naming the file) and the split with open_split, which reads every offset
+  // once, in blocks, to check it (first 0, increasing, within the tokens,
+  // last = residues): DataError naming the file, the dataset, the first bad
+  // index and the values. The reads at opening are not counted in counters().
   ProteinShards(const std::vector<std::string>& paths, const std::string& split);
 
   int64_t num_shards() const { return static_cast<int64_t>(shards_.size()); }
   int64_t num_proteins() const { return num_proteins_; }
   int64_t num_residues() const { return num_residues_; }
   int64_t stream_length() const { return num_residues_ + num_proteins_; }
-  const std::string& shard_path(int64_t s) const { return shards_[static_cast<size_t>(s)].path; }
+  const std::string& shard_path(int64_t s) const { return shards_[static_cast<size_t>(s)].data.path(); }
+  // The checked handle of shard s's file (its cluster table, attributes).
+  const PreparedData& shard_file(int64_t s) const { return shards_[static_cast<size_t>(s)].data; }
   // "a.h5, b.h5": the files, for messages.
   std::string file_list() const;
   const std::string& split() const { return split_; }
@@ -73,8 +67,8 @@ class ProteinShards {
 
  private:
   struct Shard {
-    std::string path;
-    H5Id file, tokens, offsets;
+    PreparedData data;  // before the datasets: closed after them
+    H5Id tokens, offsets;
     int64_t proteins = 0, residues = 0;
     int64_t first_protein = 0, stream_start = 0;
     int64_t stream_length() const { return residues + proteins; }

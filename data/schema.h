@@ -26,9 +26,9 @@
 // Version 1 is version 2 without split_rule and clusters: it is read as a
 // sequence split.
 // docs/data.md is the reference; change kSchemaVersion with any layout change.
+// Readers open a file with open_prepared_data (data/prepared_data.h), which
+// checks all of this before they read.
 #pragma once
-
-#include <hdf5.h>
 
 #include <cstdint>
 #include <string>
@@ -50,14 +50,6 @@ constexpr const char* kClustersName = "clusters";  // the /clusters group and ea
 
 // "performer-protein-v2": the version this build writes.
 std::string schema_string();
-
-// The root attribute split_rule: "sequence" (also for version 1 files, which
-// lack it) or "cluster".
-std::string split_rule_of(hid_t file);
-
-// Checks the root attributes of an open data file: schema name and version
-// (1 or 2) and the vocabulary. DataError naming `path`, what was found and what is expected.
-void check_schema(hid_t file, const std::string& path);
 
 // Tokens per chunk of `tokens` and entries per chunk of `offsets` as written.
 constexpr int64_t kTokenChunk = 1 << 16;

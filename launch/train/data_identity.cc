@@ -4,8 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "data/h5.h"
-#include "data/schema.h"
+#include "data/prepared_data.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -18,23 +17,18 @@ std::vector<DataFileIdentity> data_identities(const std::vector<std::string>& fi
     std::error_code ec;
     id.size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
     PF_REQUIRE(IoError, !ec, "data.files: cannot read the size of '" << path << "': " << ec.message());
-    const H5Id file = h5_open_file(path);
-    check_schema(file, path);
-    if (h5_has_attr(file, kContentDigestAttr)) id.digest = h5_read_attr_string(file, kContentDigestAttr);
+    const PreparedData file = open_prepared_data(path);
+    id.digest = file.content_digest();
     std::ostringstream rule;
-    rule << "hash seed=" << h5_read_attr_int64(file, "seed")
-         << " val_fraction=" << h5_read_attr_double(file, "val_fraction")
-         << " test_fraction=" << h5_read_attr_double(file, "test_fraction") << " ood=[";
-    if (h5_has_attr(file, "ood_organisms")) {
-      const std::vector<std::string> names = h5_read_attr_strings(file, "ood_organisms");
-      for (size_t i = 0; i < names.size(); ++i) rule << (i ? ", " : "") << names[i];
-    }
+    rule << "hash seed=" << file.seed() << " val_fraction=" << file.val_fraction()
+         << " test_fraction=" << file.test_fraction() << " ood=[";
+    const std::vector<std::string>& names = file.ood_organisms();
+    for (size_t i = 0; i < names.size(); ++i) rule << (i ? ", " : "") << names[i];
     rule << "]";
-    if (split_rule_of(file) == kSplitRuleCluster) {
-      const H5Id clusters = h5_open_group(file, kClustersName);
-      rule << " by cluster mode=" << h5_read_attr_string(clusters, "mode")
-           << " identity=" << h5_read_attr_double(clusters, "identity")
-           << " coverage=" << h5_read_attr_double(clusters, "coverage");
+    if (file.has_clusters()) {
+      const ClusterParameters& clusters = file.cluster_parameters();
+      rule << " by cluster mode=" << clusters.mode << " identity=" << clusters.identity
+           << " coverage=" << clusters.coverage;
     }
     id.split_rule = rule.str();
     out.push_back(std::move(id));

@@ -19,7 +19,8 @@ struct DataFileIdentity {
   std::string split_rule;  // "hash seed=0 val_fraction=0.01 test_fraction=0.01 ood=[...]"
 };
 
-// The identity of each file, read from its root attributes (no tensor).
+// The identity of each file, from the root attributes of its checked handle
+// (open_prepared_data, data/prepared_data.h; no tensor is read).
 std::vector<DataFileIdentity> data_identities(const std::vector<std::string>& files);
 std::string data_identities_json(const std::vector<DataFileIdentity>& ids);
 // DataError naming `origin` when the text is not what data_identities_json writes.

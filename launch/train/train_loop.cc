@@ -13,10 +13,8 @@
 #include <sstream>
 
 #include "data/cluster_sampling.h"
-#include "data/clusters.h"
-#include "data/h5.h"
 #include "data/paths.h"
-#include "data/prepare.h"
+#include "data/prepared_data.h"
 #include "data/sample.h"
 #include "data/schema.h"
 #include "launch/core/checkpoint.h"
@@ -152,29 +150,25 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
   const std::pair<const char*, const std::string*> used[] = {{"data.train_split", &cfg.data.train_split},
                                                              {"data.valid_split", &cfg.data.valid_split}};
   const char* const splits[] = {"train", "valid", "test", kOodSplitName};
-  for (const std::string& file : cfg.data.files) {
-    PF_REQUIRE(ConfigError, std::filesystem::exists(file), "data.files: '" << file << "' does not exist");
-    const H5Id f = h5_open_file(file);
-    std::string has;
-    for (const char* s : splits)
-      if (h5_exists(f, s)) has += (has.empty() ? "" : ", ") + std::string(s);
-    for (const auto& [key, split] : used) {
-      const bool known = std::find(std::begin(splits), std::end(splits), *split) != std::end(splits);
-      PF_REQUIRE(ConfigError, known && h5_exists(f, *split),
-                 key << " = '" << *split << "': '" << file << "' has no split '" << *split
-                     << "' (its splits: " << (has.empty() ? "none" : has) << ")");
-    }
-    PF_REQUIRE(ConfigError, cfg.data.sampling != Sampling::Cluster || has_clusters(f),
-               "data.sampling = \"cluster\": '" << file << "' has no clusters (split rule '" << split_rule_of(f)
-                                                << "'); prepare it with --cluster-identity (docs/data.md), or "
-                                                   "sample by sequence");
-  }
   // Files prepared from one source with other split parameters hold some of
   // each other's held-out proteins in their training splits.
   std::vector<std::pair<std::vector<std::string>, std::string>> splits_of;
   for (const std::string& file : cfg.data.files) {
-    const H5Id f = h5_open_file(file);
-    splits_of.emplace_back(source_names(f), split_parameters(f));
+    PF_REQUIRE(ConfigError, std::filesystem::exists(file), "data.files: '" << file << "' does not exist");
+    const PreparedData f = open_prepared_data(file);
+    std::string has;
+    for (const std::string& s : f.split_names()) has += (has.empty() ? "" : ", ") + s;
+    for (const auto& [key, split] : used) {
+      const bool known = std::find(std::begin(splits), std::end(splits), *split) != std::end(splits);
+      PF_REQUIRE(ConfigError, known && f.has_split(*split),
+                 key << " = '" << *split << "': '" << file << "' has no split '" << *split
+                     << "' (its splits: " << (has.empty() ? "none" : has) << ")");
+    }
+    PF_REQUIRE(ConfigError, cfg.data.sampling != Sampling::Cluster || f.has_clusters(),
+               "data.sampling = \"cluster\": '" << file << "' has no clusters (split rule '" << f.split_rule()
+                                                << "'); prepare it with --cluster-identity (docs/data.md), or "
+                                                   "sample by sequence");
+    splits_of.emplace_back(f.source_names(), f.split_parameters());
   }
   for (size_t a = 0; a < splits_of.size(); ++a)
     for (size_t b = a + 1; b < splits_of.size(); ++b) {

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "data/clusters.h"
 #include "data/h5.h"
+#include "data/prepared_data.h"
 #include "data/schema.h"
 #include "data/scratch_folder.h"
 #include "data/vocab.h"
@@ -487,8 +487,8 @@ TEST(Prepare, GivenFamiliesAreTheClusters) {
   const PrepareSummary summary = prepare_dataset(o);
   EXPECT_EQ(summary.clusters, 4);
   H5Id file = h5_open_file(o.output);
-  const ClusterTable t = read_cluster_table(file, o.output);
-  EXPECT_EQ(t.mode, kGivenFamiliesMode);
+  const ClusterTable t = open_prepared_data(o.output).cluster_table();
+  EXPECT_EQ(t.parameters.mode, kGivenFamiliesMode);
   EXPECT_EQ(t.sizes, (std::vector<int64_t>{3, 3, 3, 3}));
   std::map<int64_t, std::set<std::string>> family_of_cluster;  // cluster -> families of its members
   for (int s = 0; s < 3; ++s) {

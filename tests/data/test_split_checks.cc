@@ -1,7 +1,7 @@
 // Every reader of a data file's split checks its offsets before it trusts
-// one (data/protein_shards.h check_split): a crafted /train/offsets (an
-// entry 3e9 past the tokens, a negative entry, one below its predecessor)
-// makes the loader, `performer-data info` (read_dataset_info) and the
+// one (PreparedData::open_split, data/prepared_data.h): a crafted
+// /train/offsets (an entry 3e9 past the tokens, a negative entry, one below
+// its predecessor) makes the loader, `performer-data info` (read_dataset_info) and the
 // leakage audit stop with a DataError naming the file, the split and the
 // entry, before they allocate what the offsets claim: each runs in a child
 // process under a 1 GiB address-space limit that the unchecked audit (2.9 GB

@@ -143,6 +143,7 @@ clusters = [0, 1, 1, 1, 1, 2, 3, 3, 3, 4, 3]             # cluster 3 has members
 seqs_ = [rng.integers(4, 24, L).astype(np.uint8) for L in lengths]
 with h5py.File(data, "w") as f:
     f.attrs["schema"] = "performer-protein-v2"
+    f.attrs["schema_version"] = np.int64(2)
     f.attrs["vocabulary"] = vocab.DESCRIPTION
     f.attrs["split_rule"] = "cluster"
     gr = f.create_group("test")
