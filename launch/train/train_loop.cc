@@ -23,6 +23,7 @@
 #include "launch/train/data_identity.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
+#include "launch/train/step_report.h"
 #include "launch/core/stop_signal.h"
 #include "model/params.h"
 #include "model/planner.h"
@@ -33,18 +34,6 @@
 
 namespace pf {
 namespace {
-
-std::string format_duration(double s) {
-  char buf[32];
-  const long t = static_cast<long>(s + 0.5);
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60)
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
 
 // On the tensor's stream, after the work queued there (the last step's update).
 std::vector<float> to_host(const Tensor& t) {
@@ -477,73 +466,190 @@ void require_own_folder(const std::string& dir, const std::string& resumed, cons
 
 }  // namespace
 
-TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
-  const bool root = session.is_root();
-  ParallelGrid& grid = session.grid();
+namespace {
+
+// What this run claims before the trainer is built: the data is checked
+// first (it is only read), then checkpoint.init_from (before checkpoint.dir
+// is made or locked), then the folders are taken and the data files'
+// identities recorded for the checkpoints.
+void claim_run(const TrainConfig& cfg, Session& session, RunRecord& record,
+               std::vector<std::unique_ptr<RunLock>>& locks, MetricsLog& metrics,
+               std::vector<DataFileIdentity>& data, std::ostream& log) {
   check_memory_plan(cfg, session, true);
-  // The data first (it is only read), then the folders, before anything in
-  // checkpoint.dir or beside train.metrics is read or written.
-  check_splits(cfg, grid);
-  // checkpoint.init_from is checked before checkpoint.dir is made or locked.
+  check_splits(cfg, session.grid());
   if (!cfg.checkpoint.init_from.empty() && cfg.checkpoint.resume.empty())
     session.root_check([&] { require_checkpoint_file(cfg.checkpoint.init_from, "checkpoint.init_from"); });
-  RunRecord record{new_run_id(), ""};
-  std::vector<std::unique_ptr<RunLock>> locks;
-  MetricsLog metrics;                  // on rank 0, which writes it
-  std::vector<DataFileIdentity> data;  // on rank 0, which writes the checkpoints
   session.root_check([&] {
     take_folders(cfg, record.run_id, locks, metrics, log);
     data = data_identities(cfg.data.files);
     record.data_json = data_identities_json(data);
   });
+}
+
+// The checkpoint checkpoint.resume names ("auto": the newest valid one in
+// checkpoint.dir, damaged ones skipped with a warning); "" when none.
+std::string checkpoint_to_resume(const TrainConfig& cfg, Session& session, std::ostream& log) {
+  if (cfg.checkpoint.resume == "auto") {
+    if (cfg.checkpoint.dir.empty()) return "";
+    std::vector<std::string> skipped;
+    const std::string path = latest_valid_checkpoint(cfg.checkpoint.dir, cfg.model, &skipped);
+    if (session.is_root())
+      for (const auto& s : skipped) log << "warning: skipping unusable checkpoint " << s << "\n";
+    return path;
+  }
+  if (cfg.checkpoint.resume.empty()) return "";
+  session.root_check([&] {
+    require_checkpoint_file(cfg.checkpoint.resume, "checkpoint.resume", ", or auto for the newest in checkpoint.dir");
+  });
+  return cfg.checkpoint.resume;
+}
+
+// Restores `resume_path` into `trainer` and returns where the loader goes on
+// (the start of the data when the data or the sample plan changed); the run
+// keeps the checkpoint's run id.
+LoaderPosition resume_from(const std::string& resume_path, const TrainConfig& cfg, Session& session,
+                           Trainer& trainer, const std::vector<DataFileIdentity>& data, RunRecord& record,
+                           std::ostream& log) {
+  CheckpointState metadata;
+  LoaderPosition start = restore_checkpoint(resume_path, cfg, trainer, &metadata);
+  if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
+  int restart = 0;
+  session.root_check([&] {
+    require_own_folder(cfg.checkpoint.dir, resume_path, metadata);
+    const bool data_changed = check_resumed_data(cfg, resume_path, metadata, data, log);
+    const bool plan_changed = check_resumed_plan(cfg, resume_path, metadata, log);
+    restart = data_changed || plan_changed ? 1 : 0;
+    set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), resume_path, log);
+  });
+  allreduce_host_values(session.grid().world(), &restart, 1, DType::i32, ReduceOp::Max, session.tracker());
+  if (restart) start = LoaderPosition{};
+  if (session.is_root())
+    log << "resumed from " << resume_path << " at step " << trainer.step() << " (data epoch " << start.epoch
+        << ", sample " << start.sample << ")\n";
+  return start;
+}
+
+// checkpoint.init_from: the parameters only, from step 0.
+void start_from_parameters(const TrainConfig& cfg, Session& session, Trainer& trainer, std::ostream& log) {
+  std::vector<std::string> fresh;
+  const int64_t from = load_parameters(open_checkpoint(cfg.checkpoint.init_from), cfg, trainer, &fresh);
+  if (!session.is_root()) return;
+  log << "parameters from " << cfg.checkpoint.init_from << " (step " << from << "): starting at step 0 with "
+      << attention_kind_name(cfg.model.attention) << " attention\n";
+  if (!fresh.empty()) log << "  not in it, initialised: " << fresh_parameters_text(fresh) << "\n";
+}
+
+// Every step fills dp x batch_size samples; a split with fewer would pad
+// every step (padding is no training signal, and tokens/s would count it).
+void require_one_step_of_samples(const DataLoader& loader, const TrainConfig& cfg, const ParallelGrid& grid) {
+  PF_REQUIRE(ConfigError, loader.samples_per_epoch() >= grid.dp_size() * cfg.data.batch_size,
+             "data.train_split = '" << cfg.data.train_split << "' has " << loader.samples_per_epoch()
+                                    << " sample(s) of data.sample_length = " << cfg.data.sample_length
+                                    << ", fewer than one step takes (dp " << grid.dp_size() << " x data.batch_size "
+                                    << cfg.data.batch_size << "): lower data.batch_size or use more data");
+}
+
+// train.metrics from the resumed step on: later lines are moved aside.
+void start_metrics(const TrainConfig& cfg, Session& session, MetricsLog& metrics, int64_t step,
+                   const std::string& run_id, std::ostream& log) {
+  session.root_check([&] {
+    if (cfg.run.metrics.empty()) return;
+    const int64_t dropped = metrics.start(step, run_id);
+    if (dropped > 0)
+      log << "train.metrics: moved " << dropped << " line(s) past step " << step << " to " << metrics.dropped_to()
+          << " (written after this checkpoint: by a run that stopped, or by a branch set aside; this run logs "
+             "those steps again)\n";
+  });
+}
+
+EvalStats validate_and_report(const TrainConfig& cfg, Session& session, Trainer& trainer, MetricsLog& metrics,
+                              std::ostream& log) {
+  session.watchdog().set_phase("the validation after step " + std::to_string(trainer.step()));
+  const EvalStats e = run_validation(cfg, session, trainer);
+  if (session.is_root()) {
+    log << validation_log_line(trainer.step(), e) << std::flush;
+    check_log(log);
+    metrics.write(validation_metrics_record(trainer.step(), e), trainer.step());
+  }
+  return e;
+}
+
+// The loss is summed over the world, so every rank stops alike. In fp32
+// nothing is rounded to 16 bits, so no loss scale brings a loss that is not
+// finite back: the run ends before this step is logged or saved. In bf16/f16
+// the step is skipped like any other whose gradients overflow, and
+// optimizer.max_skipped_steps ends a run that does not recover.
+void require_finite_loss(const StepStats& st, const TrainConfig& cfg, int64_t step) {
+  PF_REQUIRE(TrainingError, std::isfinite(st.loss) || cfg.model.dtype != DType::f32,
+             "step " << step << ": the loss is " << st.loss
+                     << " in fp32 (model.dtype = f32): training diverged, and no loss scale can recover it. "
+                        "Stopping without a checkpoint of this state; the earlier checkpoints are kept (resume "
+                        "from the last one with a lower optimizer.lr)");
+}
+
+// Why the run stops after this step, agreed by every rank: a signal on any
+// rank stops every rank, and its number travels with it, so that rank 0 can
+// name a signal that only another rank received.
+struct StopRequest {
+  int signal = 0;        // 0: none
+  int stop_at = 0;       // 1: train.stop_at reached
+  bool any() const { return signal != 0 || stop_at != 0; }
+};
+
+StopRequest agree_on_stop(const TrainConfig& cfg, Session& session, int64_t step) {
+  int stop[2] = {stop_signal_number(), cfg.run.stop_at > 0 && step >= cfg.run.stop_at && step < cfg.run.steps};
+  allreduce_host_values(session.grid().world(), stop, 2, DType::i32, ReduceOp::Max, session.tracker());
+  return StopRequest{stop[0], stop[1]};
+}
+
+// Residues and <end> tokens of the step over the world (each sample is
+// counted by every rank of its sequence group, so only its first counts).
+int64_t useful_tokens_of_step(const TrainConfig& cfg, const Batch& batch, Session& session) {
+  int64_t useful = 0;
+  for (const SampleInfo& s : batch.samples) useful += useful_tokens(cfg.data.mode, s, cfg.data.sample_length);
+  if (session.grid().sp_rank() != 0) useful = 0;
+  allreduce_host_values(session.grid().world(), &useful, 1, DType::i64, ReduceOp::Sum, session.tracker());
+  return useful;
+}
+
+// The step's log lines (every train.log_interval steps, the first and the
+// last) and its train.metrics record, on rank 0; `scale_now` is the loss
+// scale after a skipped update.
+void report_step(const TrainConfig& cfg, Session& session, const StepReport& r, int64_t first_step, double scale_now,
+                 MetricsLog& metrics, std::ostream& log) {
+  const bool root = session.is_root();
+  if (root && r.stats->skipped)
+    log << "step " << r.step << ": gradients not finite at loss scale " << r.stats->loss_scale
+        << ": update skipped, loss scale now " << scale_now << "\n"
+        << std::flush;
+  if (root && (r.step % cfg.run.log_interval == 0 || r.step == first_step + 1 || r.step == cfg.run.steps))
+    log << step_log_line(r) << std::flush;
+  if (root) check_log(log);
+  if (metrics.is_open()) metrics.write(step_metrics_record(r), r.step);
+}
+
+}  // namespace
+
+TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
+  const bool root = session.is_root();
+  ParallelGrid& grid = session.grid();
+  RunRecord record{new_run_id(), ""};
+  std::vector<std::unique_ptr<RunLock>> locks;
+  MetricsLog metrics;                  // on rank 0, which writes it
+  std::vector<DataFileIdentity> data;  // on rank 0, which writes the checkpoints
+  claim_run(cfg, session, record, locks, metrics, data, log);
   Trainer trainer(cfg.model, cfg.optimizer, grid, session.ctx(), cfg.parallel.attention, cfg.parallel.bucket_mib << 20,
                   cfg.parallel.overlap_allreduce);
   TrainOutcome out;
 
-  // Resume.
-  std::string resume_path;
-  if (cfg.checkpoint.resume == "auto") {
-    if (!cfg.checkpoint.dir.empty()) {
-      std::vector<std::string> skipped;
-      resume_path = latest_valid_checkpoint(cfg.checkpoint.dir, cfg.model, &skipped);
-      if (root)
-        for (const auto& s : skipped) log << "warning: skipping unusable checkpoint " << s << "\n";
-    }
-  } else if (!cfg.checkpoint.resume.empty()) {
-    resume_path = cfg.checkpoint.resume;
-    session.root_check([&] {
-      require_checkpoint_file(resume_path, "checkpoint.resume", ", or auto for the newest in checkpoint.dir");
-    });
-  }
+  const std::string resume_path = checkpoint_to_resume(cfg, session, log);
   LoaderPosition start;
-  if (!resume_path.empty()) {
-    CheckpointState metadata;
-    start = restore_checkpoint(resume_path, cfg, trainer, &metadata);
-    if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
-    int restart = 0;
-    session.root_check([&] {
-      require_own_folder(cfg.checkpoint.dir, resume_path, metadata);
-      const bool data_changed = check_resumed_data(cfg, resume_path, metadata, data, log);
-      const bool plan_changed = check_resumed_plan(cfg, resume_path, metadata, log);
-      restart = data_changed || plan_changed ? 1 : 0;
-      set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), resume_path, log);
-    });
-    allreduce_host_values(grid.world(), &restart, 1, DType::i32, ReduceOp::Max, session.tracker());
-    if (restart) start = LoaderPosition{};
-    if (root)
-      log << "resumed from " << resume_path << " at step " << trainer.step() << " (data epoch " << start.epoch
-          << ", sample " << start.sample << ")\n";
-  } else if (!cfg.checkpoint.init_from.empty()) {
-    std::vector<std::string> fresh;
-    const int64_t from = load_parameters(open_checkpoint(cfg.checkpoint.init_from), cfg, trainer, &fresh);
-    if (root) {
-      log << "parameters from " << cfg.checkpoint.init_from << " (step " << from << "): starting at step 0 with "
-          << attention_kind_name(cfg.model.attention) << " attention\n";
-      if (!fresh.empty()) log << "  not in it, initialised: " << fresh_parameters_text(fresh) << "\n";
-    }
-  } else if (root && cfg.checkpoint.resume == "auto") {
+  if (!resume_path.empty())
+    start = resume_from(resume_path, cfg, session, trainer, data, record, log);
+  else if (!cfg.checkpoint.init_from.empty())
+    start_from_parameters(cfg, session, trainer, log);
+  else if (root && cfg.checkpoint.resume == "auto")
     log << "no checkpoint to resume from in '" << cfg.checkpoint.dir << "': starting at step 0\n";
-  }
   out.first_step = trainer.step();
   out.last_step = trainer.step();
   if (!resume_path.empty() && trainer.step() >= cfg.run.steps) {
@@ -559,42 +665,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
 
   DataLoader loader(loader_options(cfg, grid, cfg.data.train_split, LoaderUse::Training));
   loader.set_position(start);
-  // Every step fills dp x batch_size samples; a split with fewer would pad
-  // every step (padding is no training signal, and tokens/s would count it).
-  PF_REQUIRE(ConfigError, loader.samples_per_epoch() >= grid.dp_size() * cfg.data.batch_size,
-             "data.train_split = '" << cfg.data.train_split << "' has " << loader.samples_per_epoch()
-                                    << " sample(s) of data.sample_length = " << cfg.data.sample_length
-                                    << ", fewer than one step takes (dp " << grid.dp_size() << " x data.batch_size "
-                                    << cfg.data.batch_size << "): lower data.batch_size or use more data");
-  session.root_check([&] {
-    if (cfg.run.metrics.empty()) return;
-    const int64_t dropped = metrics.start(trainer.step(), record.run_id);
-    if (dropped > 0)
-      log << "train.metrics: moved " << dropped << " line(s) past step " << trainer.step() << " to "
-          << metrics.dropped_to()
-          << " (written after this checkpoint: by a run that stopped, or by a branch set aside; this run logs "
-             "those steps again)\n";
-  });
-  auto validate = [&] {
-    session.watchdog().set_phase("the validation after step " + std::to_string(trainer.step()));
-    const EvalStats e = run_validation(cfg, session, trainer);
-    if (root) {
-      char line[256];
-      std::snprintf(line, sizeof line, "validation at step %lld | loss %.4f | ppl %.3f | acc %.4f | %lld tokens\n",
-                    static_cast<long long>(trainer.step()), e.loss(), e.perplexity(), e.accuracy(),
-                    static_cast<long long>(e.tokens));
-      log << line << std::flush;
-      check_log(log);
-      metrics.write(nlohmann::json{{"eval",
-                                    {{"step", trainer.step()},
-                                     {"loss", e.loss()},
-                                     {"ppl", e.perplexity()},
-                                     {"accuracy", e.accuracy()},
-                                     {"tokens", e.tokens}}}},
-                    trainer.step());
-    }
-    out.validation = e;
-  };
+  require_one_step_of_samples(loader, cfg, grid);
+  start_metrics(cfg, session, metrics, trainer.step(), record.run_id, log);
+  auto save = [&] { return save_checkpoint(cfg, session, trainer, loader, record, metrics, log); };
+  const bool saves = !cfg.checkpoint.dir.empty();
 
   const int64_t tokens_per_step = grid.dp_size() * cfg.data.batch_size * cfg.data.sample_length;
   double avg_step = 0;
@@ -609,97 +683,39 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     }();
     const double data_time = seconds_now() - t0;
     const StepStats st = trainer.train_step(to_token_batch(batch, grid));
-    // The loss is summed over the world, so every rank stops alike. In fp32
-    // nothing is rounded to 16 bits, so no loss scale brings a loss that is
-    // not finite back: the run ends before this step is logged or saved. In
-    // bf16/f16 the step is skipped like any other whose gradients overflow,
-    // and optimizer.max_skipped_steps ends a run that does not recover.
-    PF_REQUIRE(TrainingError, std::isfinite(st.loss) || cfg.model.dtype != DType::f32,
-               "step " << trainer.step() << ": the loss is " << st.loss
-                       << " in fp32 (model.dtype = f32): training diverged, and no loss scale can recover it. "
-                          "Stopping without a checkpoint of this state; the earlier checkpoints are kept (resume "
-                          "from the last one with a lower optimizer.lr)");
+    require_finite_loss(st, cfg, trainer.step());
     out.last_loss = st.loss;
-    // {signal received, train.stop_at reached}: a signal on any rank stops
-    // every rank, and its number travels with it, so that rank 0 can name a
-    // signal that only another rank received.
-    int stop[2] = {stop_signal_number(),
-                   cfg.run.stop_at > 0 && trainer.step() >= cfg.run.stop_at && trainer.step() < cfg.run.steps};
-    allreduce_host_values(grid.world(), stop, 2, DType::i32, ReduceOp::Max, session.tracker());
-    // Residues and <end> tokens of the step over all of its tokens (each
-    // sample is counted by every rank of its sequence group).
-    int64_t useful = 0;
-    for (const SampleInfo& s : batch.samples) useful += useful_tokens(cfg.data.mode, s, cfg.data.sample_length);
-    if (grid.sp_rank() != 0) useful = 0;
-    allreduce_host_values(grid.world(), &useful, 1, DType::i64, ReduceOp::Sum, session.tracker());
-    const double useful_fraction = static_cast<double>(useful) / static_cast<double>(tokens_per_step);
+    const StopRequest stop = agree_on_stop(cfg, session, trainer.step());
+    const int64_t useful = useful_tokens_of_step(cfg, batch, session);
     const double step_time = seconds_now() - t0;
     avg_step = avg_step == 0 ? step_time : 0.9 * avg_step + 0.1 * step_time;
     const int64_t done = trainer.step();
-    if (root && st.skipped)
-      log << "step " << done << ": gradients not finite at loss scale " << st.loss_scale
-          << ": update skipped, loss scale now " << trainer.loss_scaler().scale() << "\n"
-          << std::flush;
-    if (root && (done % cfg.run.log_interval == 0 || done == out.first_step + 1 || done == cfg.run.steps)) {
-      char line[320];
-      std::snprintf(line, sizeof line,
-                    "step %lld/%lld | loss %.4f | ppl %.3f | acc %.4f | %.0f tok/s | useful %.3f | lr %.3g | peak %s | "
-                    "eta %s\n",
-                    static_cast<long long>(done), static_cast<long long>(cfg.run.steps), st.loss, std::exp(st.loss),
-                    st.accuracy, tokens_per_step / step_time, useful_fraction, st.lr,
-                    format_bytes(st.peak_bytes).c_str(),
-                    format_duration(avg_step * static_cast<double>(cfg.run.steps - done)).c_str());
-      log << line << std::flush;
-    }
-    if (root) check_log(log);
-    if (metrics.is_open())
-      metrics.write(nlohmann::json{{"step", done},
-                                   {"loss", st.loss},
-                                   {"ppl", std::exp(st.loss)},
-                                   {"accuracy", st.accuracy},
-                                   {"tokens_per_s", tokens_per_step / step_time},
-                                   {"useful_fraction", useful_fraction},
-                                   {"useful_tokens_per_s", static_cast<double>(useful) / step_time},
-                                   {"lr", st.lr},
-                                   {"grad_norm", st.grad_norm},
-                                   {"loss_scale", st.loss_scale},
-                                   {"skipped", st.skipped},
-                                   {"peak_bytes", st.peak_bytes},
-                                   {"seconds", step_time},
-                                   {"time",
-                                    {{"data", data_time},
-                                     {"attention", st.model.attention},
-                                     {"scan", st.model.scan},
-                                     {"scan_exposed", st.model.scan_exposed},
-                                     {"other", st.model.other},
-                                     {"allreduce", st.allreduce},
-                                     {"allreduce_exposed", st.allreduce_exposed},
-                                     {"optimizer", st.optimizer}}}},
-                    done);
-    if (stop[0] != 0 || stop[1] != 0) {
+    report_step(cfg, session,
+                StepReport{done, cfg.run.steps, &st, step_time, data_time, tokens_per_step, useful, avg_step},
+                out.first_step, trainer.loss_scaler().scale(), metrics, log);
+    if (stop.any()) {
       if (root) {
-        if (stop[1])
+        if (stop.stop_at)
           log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";
         else
-          log << "stop requested (signal " << stop[0] << "): saving a checkpoint at step " << done << "\n";
+          log << "stop requested (signal " << stop.signal << "): saving a checkpoint at step " << done << "\n";
         log << std::flush;
       }
-      if (!cfg.checkpoint.dir.empty())
-        out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
+      if (saves) out.checkpoint = save();
       out.stopped_by_signal = true;
       break;
     }
-    if (cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0 && done < cfg.run.steps) validate();
-    if (!cfg.checkpoint.dir.empty() && cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0 &&
-        done < cfg.run.steps) {
-      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
+    if (cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0 && done < cfg.run.steps)
+      out.validation = validate_and_report(cfg, session, trainer, metrics, log);
+    if (saves && cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0 && done < cfg.run.steps) {
+      out.checkpoint = save();
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }
   if (!out.stopped_by_signal) {
-    validate();
-    if (!cfg.checkpoint.dir.empty()) {
-      out.checkpoint = save_checkpoint(cfg, session, trainer, loader, record, metrics, log);
+    out.validation = validate_and_report(cfg, session, trainer, metrics, log);
+    if (saves) {
+      out.checkpoint = save();
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }
