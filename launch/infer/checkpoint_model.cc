@@ -1,13 +1,12 @@
 #include "launch/infer/checkpoint_model.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "data/h5.h"
 #include "data/vocab.h"
 #include "launch/core/checkpoint.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -79,8 +78,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
   out.cfg = checked_config(path, overrides, &stored);
   out.cfg.parallel.sp = sp;
   out.cfg.checkpoint.resume.clear();
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = launched_ranks();
   PF_REQUIRE(ConfigError, size % sp == 0, sp << " sequence-parallel ranks do not divide the " << size << " launched");
   PF_REQUIRE(ConfigError, out.cfg.model.attention != AttentionKind::Softmax || out.cfg.model.window > 0 || sp == 1,
              path << ": model.attention = softmax needs the whole sequence on one rank, but " << sp
@@ -95,7 +93,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
                   << " rows into its neighbour's), more than the " << length
                   << " of one training sample of this checkpoint (data.sample_length); run on "
                   << std::max<int64_t>(1, length / std::max<int64_t>(1, window - 1)) << " rank(s) or fewer");
-  out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
+  out.session = std::make_unique<Session>(out.cfg);
   // Inference writes no checkpoint; its outputs appear only when complete.
   out.session->watchdog().set_ending_advice("no output file of this command was written; run it again");
   out.model = std::make_unique<PerformerModel>(out.cfg.model, out.session->ctx(), &out.session->grid().sp_group(),
@@ -111,9 +109,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
       carry_parameters(out.cfg.model, out.model->layout(), from, st.params, &out.initialised);
   Tensor& params = out.model->params();
   copy_bytes(params.stream(), params.raw(), params.device(), values.data(), Device::cpu(), params.nbytes());
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0 && !out.initialised.empty())
+  if (out.session->is_root() && !out.initialised.empty())
     std::fprintf(stderr, "%s: not in the checkpoint, initialised: %s\n", path.c_str(),
                  fresh_parameters_text(out.initialised).c_str());
   synchronize(params.stream());

@@ -22,13 +22,11 @@ void check_context(const ModelConfig& cfg, const std::vector<std::vector<uint8_t
 }  // namespace
 
 SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector<std::vector<uint8_t>>& context,
-                                        const std::vector<uint8_t>& query, const ScoreOptions& o, MPI_Comm comm) {
+                                        const std::vector<uint8_t>& query, const ScoreOptions& o, Communicator& comm) {
   const ModelConfig& cfg = model.config();
   check_context(cfg, context);
   PF_REQUIRE(ValueError, !query.empty(), "cannot score an empty sequence");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = comm.rank(), size = comm.size();
   // The family sample: every context member with its <end>, then the query.
   std::vector<int32_t> tokens;
   std::vector<int64_t> start;
@@ -74,12 +72,12 @@ SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector
   s.reset(n + 1);
   for (int64_t i = std::max(blk.begin, qs - 1); i < std::min(blk.end, N); ++i)
     s.set(i - (qs - 1), logits.data() + (i - blk.begin) * V, V, in.targets[static_cast<size_t>(i - blk.begin)]);
-  finish_sequence_score(s, std::vector<char>(static_cast<size_t>(n + 1), 1), comm);
+  finish_sequence_score(s, std::vector<char>(static_cast<size_t>(n + 1), 1), comm, model_tracker(model));
   return s;
 }
 
 ContextScorer::ContextScorer(PerformerModel& model, const ExecContext& ctx, std::vector<std::vector<uint8_t>> context,
-                             const ScoreOptions& options, MPI_Comm comm, bool cached, int64_t streams)
+                             const ScoreOptions& options, Communicator& comm, bool cached, int64_t streams)
     : model_(model), ctx_(ctx), context_(std::move(context)), options_(options), comm_(comm), streams_(streams) {
   check_context(model.config(), context_);
   PF_REQUIRE(ValueError, streams >= 1, "context scoring streams must be >= 1, got " << streams);
@@ -119,9 +117,7 @@ std::vector<SequenceScore> ContextScorer::score(const std::vector<std::vector<ui
 }
 
 std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::vector<uint8_t>>& queries) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm_, &rank);
-  MPI_Comm_size(comm_, &size);
+  const int rank = comm_.rank(), size = comm_.size();
   const int64_t V = model_.config().vocab, Q = static_cast<int64_t>(queries.size());
   std::vector<SequenceScore> out(static_cast<size_t>(Q));
   for (int64_t q = 0; q < Q; ++q) out[static_cast<size_t>(q)].reset(static_cast<int64_t>(queries[q].size()) + 1);
@@ -162,7 +158,8 @@ std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::ve
     }
   }
   for (int64_t q = 0; q < Q; ++q)
-    finish_sequence_score(out[static_cast<size_t>(q)], std::vector<char>(queries[q].size() + 1, 1), comm_);
+    finish_sequence_score(out[static_cast<size_t>(q)], std::vector<char>(queries[q].size() + 1, 1), comm_,
+                          model_tracker(model_));
   return out;
 }
 

@@ -33,14 +33,15 @@ std::vector<SequencePiece> PackedRow::pieces(const PositionBlock& blk) const {
   return p;
 }
 
-void sum_to_root(std::vector<double>& values, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+void sum_to_root(std::vector<double>& values, Communicator& comm, MemoryTracker& tracker) {
   PF_REQUIRE(ValueError, values.size() <= static_cast<size_t>(std::numeric_limits<int>::max()),
              values.size() << " values exceed one MPI message");
-  const int count = static_cast<int>(values.size());
-  PF_MPI_CHECK(
-      MPI_Reduce(rank == 0 ? MPI_IN_PLACE : values.data(), values.data(), count, MPI_DOUBLE, MPI_SUM, 0, comm));
+  reduce_host_values(comm, values.data(), static_cast<int64_t>(values.size()), DType::f64, ReduceOp::Sum, 0, tracker);
+}
+
+MemoryTracker& model_tracker(const PerformerModel& model) {
+  PF_REQUIRE(ValueError, model.context().tracker != nullptr, "the model's context has no memory tracker");
+  return *model.context().tracker;
 }
 
 }  // namespace pf

@@ -5,12 +5,13 @@
 // one split as a packed sample (PackedRow: each attends to itself only).
 #pragma once
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <vector>
 
+#include "model/model.h"
 #include "model/packed_layout.h"
+#include "runtime/comm.h"
+#include "runtime/memory.h"
 
 namespace pf {
 
@@ -35,7 +36,12 @@ struct PackedRow {
 };
 
 // Element-wise sum of `values` over the ranks of `comm`, left in rank 0's
-// `values` (the other ranks' are unchanged).
-void sum_to_root(std::vector<double>& values, MPI_Comm comm);
+// `values` (the other ranks' are unchanged). Collective over `comm`, through
+// its reduce (host values staged through `tracker`'s device on GPUs).
+void sum_to_root(std::vector<double>& values, Communicator& comm, MemoryTracker& tracker);
+
+// The memory tracker of the model's context, which stages host values on a
+// GPU communicator (ValueError when the context has none).
+MemoryTracker& model_tracker(const PerformerModel& model);
 
 }  // namespace pf
