@@ -97,7 +97,7 @@ std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::ve
   model.hidden_states(in, step, layer, &hidden);
 
   // Sums over each protein's residue rows (not its <end>), then the means on rank 0.
-  auto is_residue = [&](int64_t x) { return x + 1 < row.start[static_cast<size_t>(row.sequence_at(x)) + 1]; };
+  auto is_residue = [&](int64_t x) { return x + 1 < row.start(row.sequence_at(x) + 1); };
   std::vector<double> sum(static_cast<size_t>(K * C), 0.0);
   for (int64_t x = blk.begin; x < blk.end; ++x) {
     if (!is_residue(x)) continue;
@@ -123,7 +123,7 @@ std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::ve
     gatherv_host_values(comm, hidden.data(), blk.size() * C, all.data(), counts, DType::f32, 0, tracker);
     if (rank == 0)
       for (int64_t k = 0; k < K; ++k) {
-        const int64_t first = row.start[static_cast<size_t>(k)], n = static_cast<int64_t>(proteins[k].size());
+        const int64_t first = row.start(k), n = static_cast<int64_t>(proteins[k].size());
         out[static_cast<size_t>(k)].residues.assign(all.begin() + first * C, all.begin() + (first + n) * C);
       }
   }

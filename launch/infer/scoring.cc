@@ -167,7 +167,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     in.n = blk.size();
     in.offset = blk.begin;
     for (int64_t x = blk.begin; x < blk.end; ++x) {
-      const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+      const int64_t k = row.sequence_at(x), i = x - row.start(k);
       in.inputs.push_back(row.tokens[static_cast<size_t>(x)]);
       if (k == K) {  // the filler predicts nothing
         in.targets.push_back(-1);
@@ -183,7 +183,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       for (int64_t i = 0; i < n_in; ++i) scored[static_cast<size_t>(k)][static_cast<size_t>(lead ? i : i + 1)] = 1;
     }
     for (int64_t x = blk.begin; x < blk.end; ++x) {
-      const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+      const int64_t k = row.sequence_at(x), i = x - row.start(k);
       if (k == K) continue;
       out[static_cast<size_t>(k)].set(lead ? i : i + 1, logits.data() + (x - blk.begin) * V, V,
                                       in.targets[static_cast<size_t>(x - blk.begin)]);
@@ -203,7 +203,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       in.offset = blk.begin;
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t x = blk.begin; x < blk.end; ++x) {
-          const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+          const int64_t k = row.sequence_at(x), i = x - row.start(k);
           const bool masked =
               k < K && i == first + b && i < static_cast<int64_t>(proteins[static_cast<size_t>(k)].size());
           in.inputs.push_back(masked ? mask : row.tokens[static_cast<size_t>(x)]);
@@ -214,7 +214,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       model.forward(in, o.step, &logits);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t x = blk.begin; x < blk.end; ++x) {
-          const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+          const int64_t k = row.sequence_at(x), i = x - row.start(k);
           if (k == K || i != first + b || i >= static_cast<int64_t>(proteins[static_cast<size_t>(k)].size())) continue;
           out[static_cast<size_t>(k)].set(i, logits.data() + (b * blk.size() + x - blk.begin) * V, V,
                                           row.tokens[static_cast<size_t>(x)]);

@@ -1,6 +1,5 @@
 #include "launch/infer/sequence_split.h"
 
-#include <algorithm>
 #include <limits>
 
 #include "runtime/check.h"
@@ -13,24 +12,10 @@ PositionBlock rank_block(int64_t n, int rank, int ranks) {
   return PositionBlock{n * rank / ranks, n * (rank + 1) / ranks};
 }
 
-void PackedRow::add(const std::vector<int32_t>& sequence) {
+void PackedRow::add(const std::vector<int32_t>& sequence, bool joins) {
   PF_REQUIRE(ValueError, !sequence.empty(), "cannot pack an empty sequence");
+  sequences.add(static_cast<int64_t>(sequence.size()), static_cast<uint64_t>(count()), joins);
   tokens.insert(tokens.end(), sequence.begin(), sequence.end());
-  start.push_back(size());
-}
-
-int64_t PackedRow::sequence_at(int64_t x) const {
-  return static_cast<int64_t>(std::upper_bound(start.begin(), start.end(), x) - start.begin()) - 1;
-}
-
-std::vector<SequencePiece> PackedRow::pieces(const PositionBlock& blk) const {
-  std::vector<SequencePiece> p;
-  for (int64_t x = blk.begin; x < blk.end;) {
-    const int64_t k = sequence_at(x);
-    p.push_back({x - blk.begin, x - start[static_cast<size_t>(k)], static_cast<uint64_t>(k)});
-    x = start[static_cast<size_t>(k) + 1];
-  }
-  return p;
 }
 
 void sum_to_root(std::vector<double>& values, Communicator& comm, MemoryTracker& tracker) {
