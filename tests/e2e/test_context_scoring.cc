@@ -1,5 +1,6 @@
 // Scoring with a context of homologs (launch/infer/context_scoring.h), on the
-// launched ranks (1 and 2):
+// launched ranks (1 and 2; 2 also with asynchronous jittered CPU streams, the
+// scores summed into rank 0 over the communicator's stream):
 //  - the cached state (context run once through the recurrent form, every
 //    query started from its state) gives the log-probabilities of one pass
 //    over context + query, for FAVOR+, ReLU, elu + 1 and exp, with the one
