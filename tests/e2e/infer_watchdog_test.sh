@@ -17,11 +17,11 @@ data_tool=$1 train=$2 score=$3
 shift 3
 mpiexec=("$@")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-py=${PYTHON:-/usr/bin/python3}
 query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 dir=$(mktemp -d /tmp/pf-infer-watchdog-XXXXXX)
-launcher=""
+launcher="" victim="" rc=0
 cleanup() {
+  [ -z "$victim" ] || kill -KILL "$victim" 2>/dev/null || true
   [ -z "$launcher" ] || kill -KILL "$launcher" 2>/dev/null || true
   pkill -KILL -f "$dir/" 2>/dev/null || true
   [ -n "${PF_KEEP:-}" ] || rm -rf "$dir"
@@ -39,7 +39,8 @@ timeout_s=3
 tiny_config "$dir/run.toml" "$dir/p.h5" "$dir/run" 2 2 1
 OMP_NUM_THREADS=1 "$train" --config "$dir/run.toml" --set model.width=256 --set model.heads=4 --set model.ffn=512 \
   >"$dir/train.log" 2>&1 || fail "training the checkpoint failed: $(tail -3 "$dir/train.log")"
-ckpt=$(ls "$dir/run/ckpt"/ckpt-*.h5 | tail -1)
+ckpts=("$dir/run/ckpt"/ckpt-*.h5)
+ckpt=${ckpts[-1]}
 [ -f "$ckpt" ] || fail "no checkpoint written"
 zcat "$query" | awk '/^>/ { n++ } n <= 10' >"$dir/context.fasta"
 zcat "$query" | awk '/^>/ { n++ } n > 10 && n <= 16' >"$dir/queries.fasta"
@@ -64,7 +65,8 @@ read_bytes() { awk '/^rchar:/ { print $2 }' "/proc/$1/io" 2>/dev/null || echo 0;
 # metadata), so that it stops in the context or its queries, which exchange
 # nothing until the reduce.
 stalled() {
-  local name=$1 streams=$2 victim="" end t took
+  local name=$1 streams=$2 end t took
+  victim=""
   mkdir -p "$dir/$name"
   "${mpiexec[@]}" -n 2 -x OMP_NUM_THREADS=1 -x "PF_CPU_STREAMS=$streams" "$score" --checkpoint "$ckpt" \
     --context "$dir/context.fasta" --set parallel.timeout_s=$timeout_s --output "$dir/$name/scores.tsv" \
@@ -80,7 +82,7 @@ stalled() {
   kill -STOP "$victim"
   t=$(now)
   await_exit "$launcher" "$name"
-  launcher=""
+  launcher="" victim=""
   took=$(since "$t")
   echo "$name: SIGSTOP of rank 1 to the job's end: $took s (timeout $timeout_s s), exit status $rc"
   grep -A2 "watchdog on rank" "$dir/$name/log" | head -3
@@ -89,7 +91,7 @@ stalled() {
     "$dir/$name/log" || fail "$name: rank 0's message does not name the reduce, its size, the communicator and the phase"
   grep -q "no output file of this command was written; run it again" "$dir/$name/log" ||
     fail "$name: the message does not say that no output was written"
-  [ -z "$(ls -A "$dir/$name" | grep -v '^log$')" ] || fail "$name: left $(ls "$dir/$name")"
+  [ -z "$(find "$dir/$name" -mindepth 1 ! -name log)" ] || fail "$name: left $(ls "$dir/$name")"
 }
 
 stalled sync sync
