@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
     std::optional<pf::ReplaceableOutput> target;  // on rank 0, the writer
     pf::check_on_rank0(MPI_COMM_WORLD, [&] { target.emplace("--output", output, pf::embeddings_kind(), read); });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
+    // Every protein is split over the sequence group (all ranks: sp = size).
+    pf::Communicator& sp = cm.session->grid().sp_group();
     const int64_t L = cm.cfg.model.layers;
     const int64_t layer = pf::parse_embedding_layer(layer_text, L);
     const std::string layer_name = layer == L + 1 ? "final_layernorm"
@@ -65,17 +67,21 @@ int main(int argc, char** argv) {
     pf::SequenceRecord rec;
     const double t0 = pf::seconds_now();
     std::vector<pf::SequenceRecord> pending;  // --pack: read, not embedded yet
-    int64_t pending_tokens = 0;
+    int64_t pending_tokens = 0, embedded = 0;
     auto flush = [&] {
+      // What the watchdog names when another rank stalls this one.
+      if (!pending.empty())
+        cm.session->watchdog().set_phase(pf::records_phase("embedding", embedded, pending.size(), pending[0].id));
+      embedded += static_cast<int64_t>(pending.size());
       if (pending.size() == 1) {
         const pf::SequenceEmbedding e =
-            pf::embed_sequence(*cm.model, pending[0].tokens, layer, per_residue, cm.step, MPI_COMM_WORLD);
+            pf::embed_sequence(*cm.model, pending[0].tokens, layer, per_residue, cm.step, sp);
         if (rank == 0) writer.add(pending[0].id, static_cast<int64_t>(pending[0].tokens.size()), e.mean, e.residues);
       } else if (!pending.empty()) {
         std::vector<std::vector<uint8_t>> tokens;
         for (const pf::SequenceRecord& r : pending) tokens.push_back(r.tokens);
         const std::vector<pf::SequenceEmbedding> e =
-            pf::embed_packed(*cm.model, tokens, layer, per_residue, cm.step, MPI_COMM_WORLD);
+            pf::embed_packed(*cm.model, tokens, layer, per_residue, cm.step, sp);
         if (rank == 0)
           for (size_t k = 0; k < pending.size(); ++k)
             writer.add(pending[k].id, static_cast<int64_t>(pending[k].tokens.size()), e[k].mean, e[k].residues);

@@ -16,8 +16,6 @@
 //   >ID length=N stop=end|max_length prompt=ID|none prompt_length=K seed=S
 // Exit status: 2 for usage errors (options, a masked-LM or softmax checkpoint,
 // another vocabulary or model layout), 1 for malformed prompts and other errors.
-#include <mpi.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -35,6 +33,7 @@
 #include "launch/core/tool_cli.h"
 #include "launch/core/mpi_program.h"
 #include "runtime/clock.h"
+#include "runtime/comm.h"
 
 namespace {
 
@@ -45,18 +44,43 @@ std::string fasta_record(const std::string& header, const std::string& residues)
   return s;
 }
 
-void send_text(const std::string& text, int to) {
-  const long long n = static_cast<long long>(text.size());
-  PF_MPI_CHECK(MPI_Send(&n, 1, MPI_LONG_LONG, to, 0, MPI_COMM_WORLD));
-  PF_MPI_CHECK(MPI_Send(text.data(), static_cast<int>(n), MPI_CHAR, to, 1, MPI_COMM_WORLD));
-}
+// Proteins each rank generates between two gathers on rank 0: enough that
+// the ranks do not wait for each other after every protein, few enough that
+// rank 0's wait for the slowest rank (a watched wait, parallel.timeout_s)
+// spans a few proteins, never the whole run.
+constexpr int64_t kGatherEvery = 16;
 
-std::string receive_text(int from) {
-  long long n = 0;
-  PF_MPI_CHECK(MPI_Recv(&n, 1, MPI_LONG_LONG, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-  std::string text(static_cast<size_t>(n), '\0');
-  PF_MPI_CHECK(MPI_Recv(text.data(), static_cast<int>(n), MPI_CHAR, from, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-  return text;
+// Rank 0 gets every rank's texts (the same number on every rank, "" where a
+// rank has no record), over the world communicator: their lengths, then
+// their bytes. texts[r][j]: rank r's j-th.
+std::vector<std::vector<std::string>> gather_texts(pf::Communicator& world, pf::MemoryTracker& tracker,
+                                                   const std::vector<std::string>& mine) {
+  const int ranks = world.size();
+  const bool root = world.rank() == 0;
+  const int64_t per_rank = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths, mine_lengths;
+  std::string bytes;
+  for (const std::string& t : mine) {
+    mine_lengths.push_back(static_cast<int64_t>(t.size()));
+    bytes += t;
+  }
+  if (root) lengths.resize(static_cast<size_t>(ranks * per_rank));
+  pf::gatherv_host_values(world, mine_lengths.data(), per_rank, lengths.data(),
+                          std::vector<int64_t>(static_cast<size_t>(ranks), per_rank), pf::DType::i64, 0, tracker);
+  std::vector<int64_t> counts(root ? static_cast<size_t>(ranks) : 0, 0);
+  for (size_t k = 0; k < lengths.size(); ++k) counts[k / static_cast<size_t>(per_rank)] += lengths[k];
+  int64_t total = 0;
+  for (int64_t n : counts) total += n;
+  std::string all(static_cast<size_t>(total), '\0');
+  pf::gatherv_host_values(world, bytes.data(), static_cast<int64_t>(bytes.size()), all.data(), counts, pf::DType::u8, 0,
+                          tracker);
+  std::vector<std::vector<std::string>> texts(root ? static_cast<size_t>(ranks) : 0);
+  size_t at = 0;
+  for (size_t k = 0; k < lengths.size(); ++k) {
+    texts[k / static_cast<size_t>(per_rank)].push_back(all.substr(at, static_cast<size_t>(lengths[k])));
+    at += static_cast<size_t>(lengths[k]);
+  }
+  return texts;
 }
 
 }  // namespace
@@ -140,31 +164,39 @@ int main(int argc, char** argv) {
     if (rank == 0) out = std::make_unique<pf::OutputFile>(std::move(*target));
     const double t0 = pf::seconds_now();
     int64_t tokens = 0;
-    std::vector<std::string> mine;  // this rank's records: proteins rank, rank + size, ...
-    for (int64_t i = rank; i < total; i += size) {
-      const pf::SequenceRecord& prompt = prompt_records[static_cast<size_t>(i / num)];
-      const pf::GeneratedProtein g = pf::generate_protein(rec, prompt.tokens, go, static_cast<uint64_t>(i));
-      tokens += static_cast<int64_t>(g.residues.size()) - g.prompt_length + (g.ended ? 1 : 0);
-      std::ostringstream h;
-      h << id_prefix << "-" << i << " length=" << g.residues.size() << " stop=" << (g.ended ? "end" : "max_length")
-        << " prompt=" << (prompt.id.empty() ? "none" : prompt.id) << " prompt_length=" << g.prompt_length
-        << " seed=" << go.seed;
-      mine.push_back(fasta_record(h.str(), g.residues));
+    // Proteins [first, first + size * kGatherEvery) at a time: rank r makes
+    // first + r, first + r + size, ...; rank 0 then gathers them (over the
+    // world communicator, under the session's watchdog) and writes every
+    // record in index order.
+    pf::Communicator& world = cm.session->grid().world();
+    pf::MemoryTracker& tracker = cm.session->tracker();
+    for (int64_t first = 0; first < total; first += size * kGatherEvery) {
+      const int64_t last = std::min(total, first + size * kGatherEvery);
+      cm.session->watchdog().set_phase("the generation of proteins " + std::to_string(first) + " to " +
+                                       std::to_string(last - 1));
+      std::vector<std::string> mine;
+      for (int64_t i = first + rank; i < last; i += size) {
+        const pf::SequenceRecord& prompt = prompt_records[static_cast<size_t>(i / num)];
+        const pf::GeneratedProtein g = pf::generate_protein(rec, prompt.tokens, go, static_cast<uint64_t>(i));
+        tokens += static_cast<int64_t>(g.residues.size()) - g.prompt_length + (g.ended ? 1 : 0);
+        std::ostringstream h;
+        h << id_prefix << "-" << i << " length=" << g.residues.size() << " stop=" << (g.ended ? "end" : "max_length")
+          << " prompt=" << (prompt.id.empty() ? "none" : prompt.id) << " prompt_length=" << g.prompt_length
+          << " seed=" << go.seed;
+        mine.push_back(fasta_record(h.str(), g.residues));
+      }
+      mine.resize(static_cast<size_t>(kGatherEvery));
+      const std::vector<std::vector<std::string>> texts = gather_texts(world, tracker, mine);
+      if (rank == 0)
+        for (int64_t i = first; i < last; ++i)
+          out->write(texts[static_cast<size_t>(i % size)][static_cast<size_t>((i - first) / size)]);
     }
-    // Rank 0 writes every record in index order; the others send theirs in theirs.
-    if (rank == 0) {
-      for (int64_t i = 0; i < total; ++i)
-        out->write(i % size == 0 ? mine[static_cast<size_t>(i / size)] : receive_text(static_cast<int>(i % size)));
-    } else {
-      for (const std::string& r : mine) send_text(r, 0);
-    }
-    long long all_tokens = tokens;
-    PF_MPI_CHECK(
-        MPI_Reduce(rank == 0 ? MPI_IN_PLACE : &all_tokens, &all_tokens, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    int64_t all_tokens = tokens;
+    pf::reduce_host_values(world, &all_tokens, 1, pf::DType::i64, pf::ReduceOp::Sum, 0, tracker);
     if (rank == 0) {
       out->commit();
       std::fprintf(stderr, "performer-generate: %lld proteins, %lld sampled tokens, %.1f s on %d rank(s)\n",
-                   static_cast<long long>(total), all_tokens, pf::seconds_now() - t0, size);
+                   static_cast<long long>(total), static_cast<long long>(all_tokens), pf::seconds_now() - t0, size);
     }
     return 0;
   });

@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
       if (!per_residue.empty()) residue_file.emplace("--per-residue", per_residue, pf::per_residue_kind(), read);
     });
     pf::CheckpointModel cm = pf::load_checkpoint_model(checkpoint, overrides, size);
+    // Every protein is split over the sequence group (all ranks: sp = size);
+    // its collectives run on the communicator, under the session's watchdog.
+    pf::Communicator& sp = cm.session->grid().sp_group();
+    pf::Watchdog& watchdog = cm.session->watchdog();
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
     if (first_residue == "auto") {
       // A model trained packed or single never predicted a protein's first residue.
@@ -136,12 +140,13 @@ int main(int argc, char** argv) {
       total += s.total;
     };
     auto flush = [&] {
+      if (!pending.empty()) watchdog.set_phase(pf::records_phase("scoring", proteins, pending.size(), pending[0].id));
       if (pending.size() == 1) {
-        emit(pending[0], pf::score_sequence(*cm.model, pending[0].tokens, so, MPI_COMM_WORLD));
+        emit(pending[0], pf::score_sequence(*cm.model, pending[0].tokens, so, sp));
       } else if (!pending.empty()) {
         std::vector<std::vector<uint8_t>> tokens;
         for (const pf::SequenceRecord& r : pending) tokens.push_back(r.tokens);
-        const std::vector<pf::SequenceScore> s = pf::score_packed(*cm.model, tokens, so, MPI_COMM_WORLD);
+        const std::vector<pf::SequenceScore> s = pf::score_packed(*cm.model, tokens, so, sp);
         for (size_t k = 0; k < pending.size(); ++k) emit(pending[k], s[k]);
       }
       pending.clear();
@@ -156,12 +161,15 @@ int main(int argc, char** argv) {
       const std::vector<pf::SequenceRecord> records = pf::read_all_sequences(inputs, ro);
       for (const pf::SequenceRecord& r : records) queries.push_back(r.tokens);
       const double c0 = pf::seconds_now();
-      pf::ContextScorer scorer(*cm.model, cm.session->ctx(), homologs, so, MPI_COMM_WORLD, context_mode != "one-pass");
+      watchdog.set_phase("the scoring of the context");
+      pf::ContextScorer scorer(*cm.model, cm.session->ctx(), homologs, so, sp, context_mode != "one-pass");
       const double c1 = pf::seconds_now();
+      watchdog.set_phase("the scoring of the queries given the context");
       const std::vector<pf::SequenceScore> given = scorer.score(queries);
       const double c2 = pf::seconds_now();
       for (size_t k = 0; k < records.size(); ++k) {
-        const pf::SequenceScore alone = pf::score_sequence(*cm.model, queries[k], so, MPI_COMM_WORLD);
+        watchdog.set_phase(pf::records_phase("scoring", static_cast<int64_t>(k), 1, records[k].id) + " alone");
+        const pf::SequenceScore alone = pf::score_sequence(*cm.model, queries[k], so, sp);
         ++proteins;
         if (rank != 0) continue;
         const pf::SequenceScore& g = given[k];
@@ -191,7 +199,8 @@ int main(int argc, char** argv) {
     }
     while (context.empty() && source.next(rec)) {
       if (pack == 0) {
-        emit(rec, pf::score_sequence(*cm.model, rec.tokens, so, MPI_COMM_WORLD));
+        watchdog.set_phase(pf::records_phase("scoring", proteins, 1, rec.id));
+        emit(rec, pf::score_sequence(*cm.model, rec.tokens, so, sp));
         continue;
       }
       const int64_t t = pf::packed_score_tokens(cm.cfg.model, static_cast<int64_t>(rec.tokens.size()), so);

@@ -60,6 +60,8 @@ class PerformerModel {
   PerformerModel(const ModelConfig& cfg, const ExecContext& ctx, Communicator* sp, AttentionOptions options = {});
 
   const ModelConfig& config() const { return cfg_; }
+  // The device, stream and memory tracker the model runs on.
+  const ExecContext& context() const { return ctx_; }
   const ParamLayout& layout() const { return layout_; }
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }

@@ -1,5 +1,7 @@
 #include "model/packed_layout.h"
 
+#include <algorithm>
+
 #include "runtime/check.h"
 
 namespace pf {
@@ -48,6 +50,31 @@ void PackedLayout::check(int64_t B, int64_t n) const {
                                           << " is empty or outside the " << n << " rows");
     }
   }
+}
+
+void SampleSequences::add(int64_t length, uint64_t key, bool joins) {
+  PF_REQUIRE(ValueError, length >= 1, "packed layout: sequence " << count() << " of " << length << " positions");
+  start_.push_back(end() + length);
+  keys_.push_back(key);
+  joins_.push_back(joins ? 1 : 0);
+}
+
+int64_t SampleSequences::sequence_at(int64_t x) const {
+  return static_cast<int64_t>(std::upper_bound(start_.begin(), start_.end(), x) - start_.begin()) - 1;
+}
+
+std::vector<SequencePiece> SampleSequences::pieces(int64_t begin, int64_t end) const {
+  std::vector<SequencePiece> p;
+  if (begin == end) return p;
+  PF_REQUIRE(ValueError, begin < end && begin >= start_.front() && end <= this->end(),
+             "packed layout: rows [" << begin << ", " << end << ") outside the sequences at [" << start_.front() << ", "
+                                     << this->end() << ")");
+  for (int64_t k = sequence_at(begin); k < count() && start(k) < end; ++k) {
+    const int64_t lo = std::max(start(k), begin);
+    p.push_back({lo - begin, lo - start(k), keys_[static_cast<size_t>(k)],
+                 joins_[static_cast<size_t>(k)] != 0 && lo == start(k)});
+  }
+  return p;
 }
 
 }  // namespace pf

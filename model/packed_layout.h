@@ -62,4 +62,36 @@ struct PackedLayout {
   void check(int64_t B, int64_t n) const;
 };
 
+// The one builder of pieces: the sequences of one sample back to back, and
+// the pieces of any slice of it (a rank's rows). Training's batches (the
+// loader's slice segments), packed scoring and embedding, and a family
+// context with its query are all laid out here.
+//   sequence k covers sample positions [start(k), start(k + 1)); the first
+//   may start before 0 of a slice that begins inside it
+//   pieces(begin, end): one piece per sequence that meets [begin, end), rows
+//   counted from `begin`; a piece that starts its sequence keeps the
+//   sequence's `joins`, one that continues it from an earlier slice does not
+class SampleSequences {
+ public:
+  // The first sequence starts at sample position `first`.
+  explicit SampleSequences(int64_t first = 0) : start_{first} {}
+  // A sequence of `length` >= 1 positions after the last (ValueError
+  // otherwise); `key` as SequencePiece::key; `joins`: it continues the state
+  // segment of the sequence before it.
+  void add(int64_t length, uint64_t key, bool joins = false);
+  int64_t count() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t start(int64_t k) const { return start_[static_cast<size_t>(k)]; }
+  int64_t end() const { return start_.back(); }
+  // The sequence holding sample position x (start(0) <= x < end()).
+  int64_t sequence_at(int64_t x) const;
+  // The pieces of sample positions [begin, end), which the sequences cover
+  // (ValueError otherwise); empty when begin == end.
+  std::vector<SequencePiece> pieces(int64_t begin, int64_t end) const;
+
+ private:
+  std::vector<int64_t> start_;  // [count + 1]
+  std::vector<uint64_t> keys_;
+  std::vector<char> joins_;
+};
+
 }  // namespace pf

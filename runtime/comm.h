@@ -1,9 +1,10 @@
 // Communicators: point-to-point and collective transfers of typed buffers
 // (void* + int64_t element count + DType) among the ranks of a group.
 //
-// Contract: all collective calls (allgather, allreduce, broadcast, barrier,
-// group_begin/group_end, split, and the scans built on them) are made in the
-// same order on every rank of the group, with the same counts and dtypes.
+// Contract: all collective calls (allgather, allreduce, broadcast, reduce,
+// gatherv, barrier, group_begin/group_end, split, and the scans built on them)
+// are made in the same order on every rank of the group, with the same counts
+// and dtypes (gatherv: each rank's own count, which the root's counts repeat).
 //
 // Group semantics (NCCL's, on every backend): between group_begin() and
 // group_end() sends, receives and collectives are only posted; they may
@@ -38,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/device.h"
 #include "runtime/dtype.h"
@@ -87,6 +89,18 @@ class Communicator {
   // Elementwise reduction over ranks; in place when send == recv.
   virtual void allreduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) = 0;
   virtual void broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
+  // Rooted collectives: `recv` is read and written on `root` only (the other
+  // ranks may pass nullptr).
+  // Elementwise reduction over ranks into root's recv; in place on root when
+  // send == recv.
+  virtual void reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root) = 0;
+  // A gather of variable counts: each rank sends send_count elements; root's
+  // recv holds them in rank order, rank r's after those of ranks 0..r-1
+  // (sum of recv_counts elements). recv_counts (size() entries, entry r equal
+  // to rank r's send_count) is read on root only. In place on root when send
+  // == recv + (the counts of the ranks before root) elements.
+  virtual void gatherv(const void* send, int64_t send_count, void* recv, const std::vector<int64_t>& recv_counts,
+                       DType dtype, int root) = 0;
   // Returns when every rank has entered it (and, on NCCL, its stream is idle).
   virtual void barrier() = 0;
 
@@ -108,6 +122,15 @@ void send_recv(Communicator& comm, const void* send_buf, int send_peer, void* re
 // Blocking: the result is in `values` on return.
 void allreduce_host_values(Communicator& comm, void* values, int64_t count, DType dtype, ReduceOp op,
                            MemoryTracker& tracker);
+
+// reduce and gatherv of values that live on the host, as allreduce_host_values:
+// blocking, on any backend (device buffers staged through `tracker`'s
+// device). reduce_host_values leaves the result in root's `values` (the other
+// ranks' are unchanged); gatherv_host_values fills root's `recv`.
+void reduce_host_values(Communicator& comm, void* values, int64_t count, DType dtype, ReduceOp op, int root,
+                        MemoryTracker& tracker);
+void gatherv_host_values(Communicator& comm, const void* send, int64_t send_count, void* recv,
+                         const std::vector<int64_t>& recv_counts, DType dtype, int root, MemoryTracker& tracker);
 
 // "rank R of P (backend on device)", for error messages.
 std::string comm_description(const Communicator& comm);

@@ -59,6 +59,18 @@ class LocalCommunicator final : public Communicator {
     detail::check_count(*this, count, "broadcast");
   }
 
+  void reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp, int root) override {
+    detail::check_peer(*this, root, "reduce root");
+    detail::check_count(*this, count, "reduce");
+    copy(recv, send, count * dtype_size(dtype));
+  }
+
+  void gatherv(const void* send, int64_t send_count, void* recv, const std::vector<int64_t>& recv_counts, DType dtype,
+               int root) override {
+    detail::check_gatherv(*this, send_count, recv_counts, root);
+    copy(recv, send, send_count * dtype_size(dtype));
+  }
+
   void barrier() override { detail::check_not_in_group(*this, depth_, "barrier"); }
 
   void group_begin() override { ++depth_; }

@@ -16,8 +16,10 @@
 // what it waits for: the operation, its size, its peer and the communicator.
 #include "runtime/comm_mpi.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -140,6 +142,51 @@ class MpiCommunicator final : public Communicator {
           [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Ibcast(buf, n, t, root, comm_, r)); });
   }
 
+  void reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root) override {
+    detail::check_peer(*this, root, "reduce root");
+    detail::check_int_count(*this, count, "reduce");
+    PF_REQUIRE(CommError, dtype != DType::f16 && dtype != DType::bf16,
+               "reduce (" << reduce_op_name(op) << ") of " << dtype_name(dtype)
+                          << " is not supported by the MPI backend (no half-precision arithmetic in MPI) on "
+                          << comm_description(*this));
+    const void* src = send == recv && rank_ == root ? MPI_IN_PLACE : send;
+    const int n = static_cast<int>(count);
+    const MPI_Datatype t = mpi_type(dtype);
+    const MPI_Op o = mpi_op(op);
+    issue(what("reduce", count, dtype, " to rank ", root),
+          [=](MPI_Request* r) { PF_MPI_CHECK(MPI_Ireduce(src, recv, n, t, o, root, comm_, r)); });
+  }
+
+  void gatherv(const void* send, int64_t send_count, void* recv, const std::vector<int64_t>& recv_counts, DType dtype,
+               int root) override {
+    const int64_t total = detail::check_gatherv(*this, send_count, recv_counts, root);
+    detail::check_int_count(*this, std::max(send_count, total), "gatherv");
+    // MPI reads the counts and displacements until the gather completes: they
+    // live as long as the operation (past the lambda when it is grouped).
+    auto layout = std::make_shared<std::vector<int>>();
+    if (rank_ == root) {
+      layout->resize(2 * static_cast<size_t>(size_));
+      for (int r = 0; r < size_; ++r) {
+        (*layout)[static_cast<size_t>(r)] = static_cast<int>(recv_counts[static_cast<size_t>(r)]);
+        (*layout)[static_cast<size_t>(size_ + r)] = static_cast<int>(detail::gatherv_offset(recv_counts, r));
+      }
+    }
+    const auto* own = static_cast<const char*>(recv) +
+                      (rank_ == root ? (*layout)[static_cast<size_t>(size_ + root)] * dtype_size(dtype) : 0);
+    const void* src = rank_ == root && send == own ? MPI_IN_PLACE : send;
+    const int n = static_cast<int>(send_count);
+    const MPI_Datatype t = mpi_type(dtype);
+    const int ranks = size_;
+    issue(
+        what("gatherv", rank_ == root ? total : send_count, dtype, " to rank ", root),
+        [=](MPI_Request* r) {
+          const int* counts = layout->empty() ? nullptr : layout->data();
+          const int* displs = layout->empty() ? nullptr : layout->data() + ranks;
+          PF_MPI_CHECK(MPI_Igatherv(src, n, t, recv, counts, displs, t, root, comm_, r));
+        },
+        layout);
+  }
+
   void barrier() override {
     detail::check_not_in_group(*this, depth_, "barrier");
     synchronize(stream_);
@@ -157,6 +204,8 @@ class MpiCommunicator final : public Communicator {
       requests.swap(pending_);
       std::string names;
       names.swap(pending_what_);
+      std::vector<std::shared_ptr<const void>> held;
+      held.swap(pending_held_);  // released once the group's requests are done
       if (requests.empty()) return;
       Watchdog::Op wait(watchdog_, watchdog_ ? "group of " + std::to_string(requests.size()) + " (" + names + ")" : "");
       if (stream_ordered())
@@ -183,16 +232,19 @@ class MpiCommunicator final : public Communicator {
   // the same algorithm (and gives the same bits) in every mode: inside a group
   // it completes at the outermost group_end; outside, at once, with MPI_Wait
   // on a synchronous stream or a polite wait on the stream's worker.
-  void issue(std::string what, std::function<void(MPI_Request*)> post_op) {
+  // `held`: what MPI reads until the operation completes (gatherv's counts),
+  // kept alive that long.
+  void issue(std::string what, std::function<void(MPI_Request*)> post_op, std::shared_ptr<const void> held = nullptr) {
     if (depth_ > 0) {
-      run([this, post_op, what = std::move(what)] {
+      run([this, post_op, held, what = std::move(what)] {
         post_op(post());
+        if (held) pending_held_.push_back(held);
         if (watchdog_) pending_what_ += (pending_what_.empty() ? "" : ", ") + what;
       });
       return;
     }
     const bool worker = stream_ordered();
-    run([this, post_op, worker, what = std::move(what)] {
+    run([this, post_op, worker, held, what = std::move(what)] {
       MPI_Request r = MPI_REQUEST_NULL;
       post_op(&r);
       Watchdog::Op wait(watchdog_, watchdog_ ? what + where_ : std::string());
@@ -240,6 +292,7 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   int depth_ = 0;
   std::vector<MPI_Request> pending_;
+  std::vector<std::shared_ptr<const void>> pending_held_;  // what the open group's operations read until done
   Watchdog* watchdog_ = nullptr;
   std::string where_;         // " on rank R of P (mpi)"
   std::string pending_what_;  // the operations of the open group, for the watchdog

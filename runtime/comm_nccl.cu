@@ -148,6 +148,54 @@ class NcclCommunicator final : public Communicator {
     watch("broadcast", count, dtype, " from rank ", root);
   }
 
+  void reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root) override {
+    detail::check_peer(*this, root, "reduce root");
+    detail::check_count(*this, count, "reduce");
+    PF_NCCL_CHECK(ncclReduce(send, rank_ == root ? recv : nullptr, static_cast<size_t>(count), nccl_type(dtype),
+                             nccl_op(op), root, nccl_, stream_));
+    watch("reduce", count, dtype, " to rank ", root);
+  }
+
+  // NCCL has no gather of variable counts: one group of sends to the root and
+  // its receives (zero counts post nothing, on both sides alike), and the
+  // root's own block copied on the stream unless it is in place.
+  void gatherv(const void* send, int64_t send_count, void* recv, const std::vector<int64_t>& recv_counts, DType dtype,
+               int root) override {
+    detail::check_gatherv(*this, send_count, recv_counts, root);
+    const ncclDataType_t t = nccl_type(dtype);
+    const int64_t element = dtype_size(dtype);
+    if (rank_ != root) {
+      if (send_count > 0) {
+        PF_NCCL_CHECK(ncclSend(send, static_cast<size_t>(send_count), t, root, nccl_, stream_));
+        watch("gatherv", send_count, dtype, " to rank ", root);
+      }
+      return;
+    }
+    char* base = static_cast<char*>(recv);
+    char* own = base + detail::gatherv_offset(recv_counts, root) * element;
+    if (send != own && send_count > 0)
+      PF_CUDA_CHECK(
+          cudaMemcpyAsync(own, send, static_cast<size_t>(send_count * element), cudaMemcpyDeviceToDevice, stream_));
+    PF_NCCL_CHECK(ncclGroupStart());
+    ++depth_;  // the receives are one group (named together for the watchdog)
+    try {
+      int64_t offset = 0;
+      for (int r = 0; r < size_; ++r) {
+        const int64_t n = recv_counts[static_cast<size_t>(r)];
+        if (r != root && n > 0) {
+          PF_NCCL_CHECK(ncclRecv(base + offset * element, static_cast<size_t>(n), t, r, nccl_, stream_));
+          watch("gatherv", n, dtype, " from rank ", r);
+        }
+        offset += n;
+      }
+    } catch (...) {
+      --depth_;
+      ncclGroupEnd();
+      throw;
+    }
+    group_end();
+  }
+
   void barrier() override {
     detail::check_not_in_group(*this, depth_, "barrier");
     Watchdog::Op wait(watchdog_, watchdog_ ? "barrier" + where_ : std::string());

@@ -97,6 +97,32 @@ class StagedCommunicator final : public Communicator {
     stage_out(buf, h, bytes(count, dtype));
   }
 
+  void reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp reduce, int root) override {
+    detail::check_peer(*this, root, "reduce root");
+    detail::check_count(*this, count, "reduce");
+    Op op(*this);
+    char* h = stage_in(send, bytes(count, dtype));
+    inner([&] { inner_->reduce(h, h, count, dtype, reduce, root); });
+    if (rank() == root) stage_out(recv, h, bytes(count, dtype));
+  }
+
+  void gatherv(const void* send, int64_t send_count, void* recv, const std::vector<int64_t>& recv_counts, DType dtype,
+               int root) override {
+    const int64_t total = detail::check_gatherv(*this, send_count, recv_counts, root);
+    Op op(*this);
+    if (rank() != root) {
+      char* h = stage_in(send, bytes(send_count, dtype));
+      inner([&] { inner_->gatherv(h, send_count, nullptr, recv_counts, dtype, root); });
+      return;
+    }
+    // The root's own block goes to its place in the staging: in place there.
+    char* h = hold(bytes(total, dtype));
+    char* own = h + bytes(detail::gatherv_offset(recv_counts, root), dtype);
+    copy_in(own, send, bytes(send_count, dtype));
+    inner([&] { inner_->gatherv(own, send_count, h, recv_counts, dtype, root); });
+    stage_out(recv, h, bytes(total, dtype));
+  }
+
   void barrier() override {
     detail::check_not_in_group(*this, depth_, "barrier");
     synchronize(stream_);

@@ -76,6 +76,12 @@ int run_mpi_program(int argc, char** argv, const char* name, const std::function
   return code;
 }
 
+int launched_ranks() {
+  int size = 1;
+  PF_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  return size;
+}
+
 void check_on_rank0(MPI_Comm comm, const std::function<void()>& check, Watchdog* watchdog) {
   int rank = 0;
   PF_MPI_CHECK(MPI_Comm_rank(comm, &rank));

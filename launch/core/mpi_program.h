@@ -36,6 +36,10 @@ int run_mpi_program(int argc, char** argv, const char* name,
                     const std::function<int(int world_size, int world_rank)>& body,
                     MpiErrorReport report = MpiErrorReport::Ranked, double agree_s = 30.0);
 
+// The ranks launched: the size of MPI_COMM_WORLD (MPI initialised), for the
+// checks a tool makes before its session exists.
+int launched_ranks();
+
 // Runs check on rank 0 of comm only and raises its error, as a ConfigError
 // with the same message, on every rank of comm. For checks of the file system
 // (an output's folder, whether another process holds a file): they can

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launch/core/mpi_program.h"
+#include "model/packed_layout.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi.h"
@@ -179,12 +180,19 @@ TokenBatch to_token_batch(const Batch& b, const ParallelGrid& grid) {
     const SampleInfo& s = b.samples[i];
     t.sample_ids.push_back(s.valid ? static_cast<uint64_t>(s.sample) : ~uint64_t{0});
   }
+  // Each row's runs are the sequences of its sample that meet this slice
+  // (the first may have begun on an earlier rank: it starts `position` rows
+  // before the slice), laid out by the one builder of pieces.
+  const int64_t begin = b.global_offset, end = b.global_offset + b.slice_length;
   for (const std::vector<SliceSegment>& row : b.segments) {
-    std::vector<SequencePiece> pieces;
-    for (const SliceSegment& g : row)
-      pieces.push_back(
-          {g.begin, g.position, g.protein >= 0 ? static_cast<uint64_t>(g.protein) : ~uint64_t{0}, g.joins});
-    t.packed.samples.push_back(std::move(pieces));
+    SampleSequences sequences(begin - (row.empty() ? 0 : row.front().position));
+    for (size_t i = 0; i < row.size(); ++i) {
+      const SliceSegment& g = row[i];
+      const int64_t next = i + 1 < row.size() ? row[i + 1].begin : b.slice_length;
+      sequences.add(g.position + next - g.begin, g.protein >= 0 ? static_cast<uint64_t>(g.protein) : ~uint64_t{0},
+                    g.joins);
+    }
+    t.packed.samples.push_back(sequences.pieces(begin, row.empty() ? begin : end));
   }
   return t;
 }

@@ -25,7 +25,7 @@ namespace pf {
 class Session {
  public:
   // The ranks of `comm` (MPI_COMM_WORLD for a launched program) form the world.
-  Session(const TrainConfig& cfg, MPI_Comm comm);
+  explicit Session(const TrainConfig& cfg, MPI_Comm comm = MPI_COMM_WORLD);
   ~Session();
   ParallelGrid& grid() { return *grid_; }
   const ExecContext& ctx() const { return resources_->ctx(); }

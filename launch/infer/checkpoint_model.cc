@@ -1,11 +1,10 @@
 #include "launch/infer/checkpoint_model.h"
 
-#include <mpi.h>
-
 #include <cstdio>
 
 #include "launch/core/checkpoint_file.h"
 #include "launch/core/model_rules.h"
+#include "launch/core/mpi_program.h"
 #include "runtime/check.h"
 
 namespace pf {
@@ -56,13 +55,12 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
   out.cfg = checked_config(checkpoint, overrides, &stored);
   out.cfg.parallel.sp = sp;
   out.cfg.checkpoint.resume.clear();
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = launched_ranks();
   PF_REQUIRE(ConfigError, size % sp == 0, sp << " sequence-parallel ranks do not divide the " << size << " launched");
   // The rules of a sequence split over the launched ranks, before anything is built.
   require_softmax_on_one_rank(out.cfg.model, SequenceSplit{sp, path});
   require_window_within_neighbour(out.cfg.model, out.cfg.data.sample_length, SequenceSplit{sp, path});
-  out.session = std::make_unique<Session>(out.cfg, MPI_COMM_WORLD);
+  out.session = std::make_unique<Session>(out.cfg);
   // Inference writes no checkpoint; its outputs appear only when complete.
   out.session->watchdog().set_ending_advice("no output file of this command was written; run it again");
   out.model = std::make_unique<PerformerModel>(out.cfg.model, out.session->ctx(), &out.session->grid().sp_group(),
@@ -77,9 +75,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::vector
       carry_parameters(out.cfg.model, out.model->layout(), from, checkpoint.read_params(from), &out.initialised);
   Tensor& params = out.model->params();
   copy_bytes(params.stream(), params.raw(), params.device(), values.data(), Device::cpu(), params.nbytes());
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0 && !out.initialised.empty())
+  if (out.session->is_root() && !out.initialised.empty())
     std::fprintf(stderr, "%s: not in the checkpoint, initialised: %s\n", path.c_str(),
                  fresh_parameters_text(out.initialised).c_str());
   synchronize(params.stream());

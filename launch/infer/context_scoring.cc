@@ -23,64 +23,51 @@ void check_context(const ModelConfig& cfg, const std::vector<std::vector<uint8_t
 }  // namespace
 
 SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector<std::vector<uint8_t>>& context,
-                                        const std::vector<uint8_t>& query, const ScoreOptions& o, MPI_Comm comm) {
+                                        const std::vector<uint8_t>& query, const ScoreOptions& o, Communicator& comm) {
   const ModelConfig& cfg = model.config();
   check_context(cfg, context);
   PF_REQUIRE(ValueError, !query.empty(), "cannot score an empty sequence");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  // The family sample: every context member with its <end>, then the query.
-  std::vector<int32_t> tokens;
-  std::vector<int64_t> start;
+  const int rank = comm.rank(), size = comm.size();
+  // The family sample: every context member with its <end>, then the query,
+  // each joining the state of the one before it.
+  PackedRow row;
   for (const std::vector<uint8_t>& c : context) {
-    start.push_back(static_cast<int64_t>(tokens.size()));
-    tokens.insert(tokens.end(), c.begin(), c.end());
-    tokens.push_back(Vocab::kEnd);
+    std::vector<int32_t> member(c.begin(), c.end());
+    member.push_back(Vocab::kEnd);
+    row.add(member, row.count() > 0);
   }
-  const int64_t qs = static_cast<int64_t>(tokens.size()), n = static_cast<int64_t>(query.size());
-  start.push_back(qs);
-  tokens.insert(tokens.end(), query.begin(), query.end());
-  const int64_t N = static_cast<int64_t>(tokens.size()), V = cfg.vocab;
-  start.push_back(N);
+  const int64_t qs = row.size(), n = static_cast<int64_t>(query.size());
+  row.add(std::vector<int32_t>(query.begin(), query.end()), true);
+  const int64_t N = row.size(), V = cfg.vocab;
   // A windowed model on several ranks: a filler sequence after the query,
   // attended by nothing else, gives every rank its window's halo rows
   // (window_row_minimum); its rows predict nothing.
   const int64_t filler = window_row_minimum(cfg, size) - N;
-  if (filler > 0) {
-    tokens.insert(tokens.end(), static_cast<size_t>(filler), Vocab::kPad);
-    start.push_back(static_cast<int64_t>(tokens.size()));
-  }
-  const PositionBlock blk = rank_block(static_cast<int64_t>(tokens.size()), rank, size);
+  if (filler > 0) row.add(std::vector<int32_t>(static_cast<size_t>(filler), Vocab::kPad));
+  const std::vector<int32_t>& tokens = row.tokens;
+  const PositionBlock blk = rank_block(row.size(), rank, size);
   ModelInput in;
   in.batch = 1;
   in.n = blk.size();
   in.offset = blk.begin;
-  std::vector<SequencePiece> pieces;
-  const size_t members = context.size() + 1;  // context members and the query: one state segment, then the filler
-  for (size_t k = 0; k + 1 < start.size(); ++k) {
-    const int64_t lo = std::max(start[k], blk.begin), hi = std::min(start[k + 1], blk.end);
-    const bool joins = k > 0 && k < members && lo == start[k];
-    if (lo < hi) pieces.push_back({lo - blk.begin, lo - start[k], static_cast<uint64_t>(k), joins});
-  }
   // Row i predicts token i + 1; the query's rows and the row before it are scored.
   for (int64_t i = blk.begin; i < blk.end; ++i) {
     in.inputs.push_back(tokens[static_cast<size_t>(i)]);
     in.targets.push_back(i < qs - 1 || i >= N ? -1 : i + 1 < N ? tokens[static_cast<size_t>(i + 1)] : Vocab::kEnd);
   }
-  in.packed.samples.push_back(pieces);
+  in.packed.samples.push_back(row.pieces(blk));
   std::vector<float> logits;
   model.forward(in, o.step, &logits);
   SequenceScore s;
   s.reset(n + 1);
   for (int64_t i = std::max(blk.begin, qs - 1); i < std::min(blk.end, N); ++i)
     s.set(i - (qs - 1), logits.data() + (i - blk.begin) * V, V, in.targets[static_cast<size_t>(i - blk.begin)]);
-  finish_sequence_score(s, std::vector<char>(static_cast<size_t>(n + 1), 1), comm);
+  finish_sequence_score(s, std::vector<char>(static_cast<size_t>(n + 1), 1), comm, model_tracker(model));
   return s;
 }
 
 ContextScorer::ContextScorer(PerformerModel& model, const ExecContext& ctx, std::vector<std::vector<uint8_t>> context,
-                             const ScoreOptions& options, MPI_Comm comm, bool cached, int64_t streams)
+                             const ScoreOptions& options, Communicator& comm, bool cached, int64_t streams)
     : model_(model), ctx_(ctx), context_(std::move(context)), options_(options), comm_(comm), streams_(streams) {
   check_context(model.config(), context_);
   PF_REQUIRE(ValueError, streams >= 1, "context scoring streams must be >= 1, got " << streams);
@@ -120,9 +107,7 @@ std::vector<SequenceScore> ContextScorer::score(const std::vector<std::vector<ui
 }
 
 std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::vector<uint8_t>>& queries) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm_, &rank);
-  MPI_Comm_size(comm_, &size);
+  const int rank = comm_.rank(), size = comm_.size();
   const int64_t V = model_.config().vocab, Q = static_cast<int64_t>(queries.size());
   std::vector<SequenceScore> out(static_cast<size_t>(Q));
   for (int64_t q = 0; q < Q; ++q) out[static_cast<size_t>(q)].reset(static_cast<int64_t>(queries[q].size()) + 1);
@@ -163,7 +148,8 @@ std::vector<SequenceScore> ContextScorer::score_cached(const std::vector<std::ve
     }
   }
   for (int64_t q = 0; q < Q; ++q)
-    finish_sequence_score(out[static_cast<size_t>(q)], std::vector<char>(queries[q].size() + 1, 1), comm_);
+    finish_sequence_score(out[static_cast<size_t>(q)], std::vector<char>(queries[q].size() + 1, 1), comm_,
+                          model_tracker(model_));
   return out;
 }
 

@@ -17,9 +17,9 @@
 //   one pass  any kernel, exact softmax included: context + query as one
 //             family sample, split over the ranks of `comm` like a long
 //             protein; the context runs again for every query.
+// `comm` is the model's sequence group (a local communicator for a model on
+// one rank): the results reach rank 0 through its reduce.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <memory>
@@ -28,13 +28,15 @@
 #include "launch/infer/scoring.h"
 #include "model/model.h"
 #include "model/recurrent.h"
+#include "runtime/comm.h"
 
 namespace pf {
 
 // One query given the context, in one pass over context + query. Collective
 // over `comm`; the result on rank 0 (like score_sequence).
 SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector<std::vector<uint8_t>>& context,
-                                        const std::vector<uint8_t>& query, const ScoreOptions& options, MPI_Comm comm);
+                                        const std::vector<uint8_t>& query, const ScoreOptions& options,
+                                        Communicator& comm);
 
 class ContextScorer {
  public:
@@ -43,7 +45,7 @@ class ContextScorer {
   // (softmax without a window, or cached = false). ConfigError for a masked-LM model (no
   // causal likelihood to condition) or an empty context member.
   ContextScorer(PerformerModel& model, const ExecContext& ctx, std::vector<std::vector<uint8_t>> context,
-                const ScoreOptions& options, MPI_Comm comm, bool cached = true, int64_t streams = 8);
+                const ScoreOptions& options, Communicator& comm, bool cached = true, int64_t streams = 8);
   // The queries given the context, in order. Collective over `comm`; the
   // results on rank 0 (empty scores elsewhere).
   std::vector<SequenceScore> score(const std::vector<std::vector<uint8_t>>& queries);
@@ -59,7 +61,7 @@ class ContextScorer {
   ExecContext ctx_;
   std::vector<std::vector<uint8_t>> context_;
   ScoreOptions options_;
-  MPI_Comm comm_;
+  Communicator& comm_;
   int64_t streams_ = 1;
   bool cached_ = false;
   std::unique_ptr<RecurrentPerformer> recurrent_;  // the queries' streams, made when they are known

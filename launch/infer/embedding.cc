@@ -28,11 +28,10 @@ int64_t parse_embedding_layer(const std::string& text, int64_t layers) {
 }
 
 SequenceEmbedding embed_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, int64_t layer,
-                                 bool per_residue, int64_t step, MPI_Comm comm) {
+                                 bool per_residue, int64_t step, Communicator& comm) {
   PF_REQUIRE(ValueError, !residues.empty(), "cannot embed an empty sequence");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = comm.rank(), size = comm.size();
+  MemoryTracker& tracker = model_tracker(model);
   const int64_t n = static_cast<int64_t>(residues.size()), N = n + 1, C = model.config().width;
   const PositionBlock blk = rank_block(N, rank, size);
   ModelInput in;
@@ -49,7 +48,7 @@ SequenceEmbedding embed_sequence(PerformerModel& model, const std::vector<uint8_
   std::vector<double> sum(static_cast<size_t>(C), 0.0);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t c = 0; c < C; ++c) sum[c] += hidden[i * C + c];
-  sum_to_root(sum, comm);
+  sum_to_root(sum, comm, tracker);
   SequenceEmbedding e;
   if (rank == 0) {
     e.mean.resize(static_cast<size_t>(C));
@@ -61,24 +60,22 @@ SequenceEmbedding embed_sequence(PerformerModel& model, const std::vector<uint8_
                "per-residue embeddings of " << n << " residues x " << C
                                             << " exceed one MPI message; embed without "
                                                "--per-residue");
-    std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+    // Each rank's residue rows, in rank order: the blocks are consecutive.
+    std::vector<int64_t> counts(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) {
       const PositionBlock b = rank_block(N, r, size);
-      counts[r] = static_cast<int>(std::max<int64_t>(0, std::min(b.end, n) - b.begin) * C);
-      displs[r] = static_cast<int>(b.begin * C);
+      counts[r] = std::max<int64_t>(0, std::min(b.end, n) - b.begin) * C;
     }
     if (rank == 0) e.residues.resize(static_cast<size_t>(n * C));
-    PF_MPI_CHECK(MPI_Gatherv(hidden.data(), static_cast<int>(rows * C), MPI_FLOAT, e.residues.data(), counts.data(),
-                             displs.data(), MPI_FLOAT, 0, comm));
+    gatherv_host_values(comm, hidden.data(), rows * C, e.residues.data(), counts, DType::f32, 0, tracker);
   }
   return e;
 }
 
 std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
-                                            int64_t layer, bool per_residue, int64_t step, MPI_Comm comm) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+                                            int64_t layer, bool per_residue, int64_t step, Communicator& comm) {
+  const int rank = comm.rank(), size = comm.size();
+  MemoryTracker& tracker = model_tracker(model);
   const int64_t C = model.config().width, K = static_cast<int64_t>(proteins.size());
   PackedRow row;
   for (const std::vector<uint8_t>& r : proteins) {
@@ -100,14 +97,14 @@ std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::ve
   model.hidden_states(in, step, layer, &hidden);
 
   // Sums over each protein's residue rows (not its <end>), then the means on rank 0.
-  auto is_residue = [&](int64_t x) { return x + 1 < row.start[static_cast<size_t>(row.sequence_at(x)) + 1]; };
+  auto is_residue = [&](int64_t x) { return x + 1 < row.start(row.sequence_at(x) + 1); };
   std::vector<double> sum(static_cast<size_t>(K * C), 0.0);
   for (int64_t x = blk.begin; x < blk.end; ++x) {
     if (!is_residue(x)) continue;
     const int64_t k = row.sequence_at(x);
     for (int64_t c = 0; c < C; ++c) sum[static_cast<size_t>(k * C + c)] += hidden[(x - blk.begin) * C + c];
   }
-  sum_to_root(sum, comm);
+  sum_to_root(sum, comm, tracker);
   std::vector<SequenceEmbedding> out(static_cast<size_t>(K));
   if (rank == 0)
     for (int64_t k = 0; k < K; ++k) {
@@ -120,18 +117,13 @@ std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::ve
     PF_REQUIRE(
         ValueError, N * C <= std::numeric_limits<int>::max(),
         "per-residue embeddings of " << N << " packed tokens x " << C << " exceed one MPI message; pack fewer tokens");
-    std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-    for (int r = 0; r < size; ++r) {
-      const PositionBlock b = rank_block(N, r, size);
-      counts[r] = static_cast<int>(b.size() * C);
-      displs[r] = static_cast<int>(b.begin * C);
-    }
+    std::vector<int64_t> counts(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) counts[r] = rank_block(N, r, size).size() * C;
     std::vector<float> all(rank == 0 ? static_cast<size_t>(N * C) : 0);
-    PF_MPI_CHECK(MPI_Gatherv(hidden.data(), static_cast<int>(blk.size() * C), MPI_FLOAT, all.data(), counts.data(),
-                             displs.data(), MPI_FLOAT, 0, comm));
+    gatherv_host_values(comm, hidden.data(), blk.size() * C, all.data(), counts, DType::f32, 0, tracker);
     if (rank == 0)
       for (int64_t k = 0; k < K; ++k) {
-        const int64_t first = row.start[static_cast<size_t>(k)], n = static_cast<int64_t>(proteins[k].size());
+        const int64_t first = row.start(k), n = static_cast<int64_t>(proteins[k].size());
         out[static_cast<size_t>(k)].residues.assign(all.begin() + first * C, all.begin() + (first + n) * C);
       }
   }

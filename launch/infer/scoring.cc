@@ -14,17 +14,15 @@ namespace {
 
 struct Ranks {
   int rank = 0, size = 1;
-  explicit Ranks(MPI_Comm comm) {
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-  }
+  explicit Ranks(const Communicator& comm) : rank(comm.rank()), size(comm.size()) {}
 };
 
 }  // namespace
 
-void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm) {
-  sum_to_root(s.logprob, comm);
-  sum_to_root(s.top, comm);
+void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, Communicator& comm,
+                           MemoryTracker& tracker) {
+  sum_to_root(s.logprob, comm, tracker);
+  sum_to_root(s.top, comm, tracker);
   s.scored = 0;
   s.total = 0;
   for (size_t i = 0; i < s.logprob.size(); ++i) {
@@ -39,7 +37,8 @@ void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MP
 
 namespace {
 
-SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o, MPI_Comm comm) {
+SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o,
+                           Communicator& comm) {
   const Ranks ranks(comm);
   const int64_t n = static_cast<int64_t>(r.size()), V = model.config().vocab;
   // Input tokens and, per input position, the slot of logprob it predicts.
@@ -68,11 +67,12 @@ SequenceScore score_causal(PerformerModel& model, const std::vector<uint8_t>& r,
   std::vector<char> scored(static_cast<size_t>(n + 1), 0);
   for (int64_t i = 0; i < N; ++i) scored[slot_of(i)] = 1;
   for (int64_t i = blk.begin; i < blk.end; ++i) s.set(slot_of(i), logits.data() + (i - blk.begin) * V, V, target_of(i));
-  finish_sequence_score(s, scored, comm);
+  finish_sequence_score(s, scored, comm, model_tracker(model));
   return s;
 }
 
-SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o, MPI_Comm comm) {
+SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r, const ScoreOptions& o,
+                           Communicator& comm) {
   const Ranks ranks(comm);
   const int64_t n = static_cast<int64_t>(r.size()), V = model.config().vocab, N = n + 1;
   std::vector<int32_t> tokens(r.begin(), r.end());
@@ -109,7 +109,7 @@ SequenceScore score_masked(PerformerModel& model, const std::vector<uint8_t>& r,
       s.set(masked, logits.data() + (b * blk.size() + masked - blk.begin) * V, V, tokens[masked]);
     }
   }
-  finish_sequence_score(s, scored, comm);
+  finish_sequence_score(s, scored, comm, model_tracker(model));
   return s;
 }
 
@@ -133,7 +133,7 @@ int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const Scor
 }
 
 std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
-                                        const ScoreOptions& o, MPI_Comm comm) {
+                                        const ScoreOptions& o, Communicator& comm) {
   const ModelConfig& cfg = model.config();
   const Ranks ranks(comm);
   const int64_t V = cfg.vocab, K = static_cast<int64_t>(proteins.size());
@@ -167,7 +167,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     in.n = blk.size();
     in.offset = blk.begin;
     for (int64_t x = blk.begin; x < blk.end; ++x) {
-      const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+      const int64_t k = row.sequence_at(x), i = x - row.start(k);
       in.inputs.push_back(row.tokens[static_cast<size_t>(x)]);
       if (k == K) {  // the filler predicts nothing
         in.targets.push_back(-1);
@@ -183,7 +183,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       for (int64_t i = 0; i < n_in; ++i) scored[static_cast<size_t>(k)][static_cast<size_t>(lead ? i : i + 1)] = 1;
     }
     for (int64_t x = blk.begin; x < blk.end; ++x) {
-      const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+      const int64_t k = row.sequence_at(x), i = x - row.start(k);
       if (k == K) continue;
       out[static_cast<size_t>(k)].set(lead ? i : i + 1, logits.data() + (x - blk.begin) * V, V,
                                       in.targets[static_cast<size_t>(x - blk.begin)]);
@@ -203,7 +203,7 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       in.offset = blk.begin;
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t x = blk.begin; x < blk.end; ++x) {
-          const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+          const int64_t k = row.sequence_at(x), i = x - row.start(k);
           const bool masked =
               k < K && i == first + b && i < static_cast<int64_t>(proteins[static_cast<size_t>(k)].size());
           in.inputs.push_back(masked ? mask : row.tokens[static_cast<size_t>(x)]);
@@ -214,14 +214,15 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
       model.forward(in, o.step, &logits);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t x = blk.begin; x < blk.end; ++x) {
-          const int64_t k = row.sequence_at(x), i = x - row.start[static_cast<size_t>(k)];
+          const int64_t k = row.sequence_at(x), i = x - row.start(k);
           if (k == K || i != first + b || i >= static_cast<int64_t>(proteins[static_cast<size_t>(k)].size())) continue;
           out[static_cast<size_t>(k)].set(i, logits.data() + (b * blk.size() + x - blk.begin) * V, V,
                                           row.tokens[static_cast<size_t>(x)]);
         }
     }
   }
-  for (int64_t k = 0; k < K; ++k) finish_sequence_score(out[static_cast<size_t>(k)], scored[static_cast<size_t>(k)], comm);
+  for (int64_t k = 0; k < K; ++k)
+    finish_sequence_score(out[static_cast<size_t>(k)], scored[static_cast<size_t>(k)], comm, model_tracker(model));
   return out;
 }
 
@@ -248,7 +249,7 @@ double SequenceScore::perplexity() const {
 const char* score_measure(const ModelConfig& cfg) { return cfg.causal() ? "log_likelihood" : "pseudo_log_likelihood"; }
 
 SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, const ScoreOptions& options,
-                             MPI_Comm comm) {
+                             Communicator& comm) {
   PF_REQUIRE(ValueError, !residues.empty(), "cannot score an empty sequence");
   PF_REQUIRE(ConfigError, options.pll_batch_tokens >= 1,
              "--pll-batch-tokens must be >= 1, got " << options.pll_batch_tokens);

@@ -25,13 +25,12 @@
 // Log-probabilities are log-softmax of the fp32 logits, in double.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cross_entropy/cross_entropy.h"  // log_softmax_at
 #include "model/model.h"
+#include "runtime/comm.h"
 
 namespace pf {
 
@@ -59,9 +58,11 @@ struct SequenceScore {
 const char* score_measure(const ModelConfig& cfg);
 
 // Collective over `comm`, the model's sequence group (all its ranks call it
-// with the same residues).
+// with the same residues; a one-rank model takes a local communicator). Every
+// exchange goes through `comm` (its reduce), so it runs on the communicator's
+// stream and under its watchdog like training's.
 SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& residues, const ScoreOptions& options,
-                             MPI_Comm comm);
+                             Communicator& comm);
 
 // Several proteins scored together as one packed sample (model/packed_layout.h:
 // each attends to itself only), split over the ranks of `comm` like one long
@@ -69,11 +70,13 @@ SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& 
 // fewer, fuller forwards. Masked models mask position j of every protein
 // longer than j in the same copy. Collective like score_sequence.
 std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector<std::vector<uint8_t>>& proteins,
-                                        const ScoreOptions& options, MPI_Comm comm);
+                                        const ScoreOptions& options, Communicator& comm);
 // Rank 0's score from every rank's per-position values (logprob and top
-// summed into rank 0; each position computed by one rank, zeros elsewhere);
-// `scored` marks the positions that hold a term, the others become NaN.
-void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, MPI_Comm comm);
+// summed into rank 0 over `comm`; each position computed by one rank, zeros
+// elsewhere); `scored` marks the positions that hold a term, the others
+// become NaN. `tracker` stages the sums on a GPU communicator.
+void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, Communicator& comm,
+                           MemoryTracker& tracker);
 
 // The fewest positions one forward split over `ranks` ranks must hold for a
 // model with a local window: each rank's window reaches window - 1 rows back

@@ -87,4 +87,10 @@ std::vector<SequenceRecord> read_all_sequences(const std::vector<std::string>& f
   return out;
 }
 
+std::string records_phase(const std::string& verb, int64_t done, size_t count, const std::string& first_id) {
+  if (count == 1) return "the " + verb + " of record " + std::to_string(done + 1) + " (" + first_id + ")";
+  return "the " + verb + " of records " + std::to_string(done + 1) + " to " +
+         std::to_string(done + static_cast<int64_t>(count));
+}
+
 }  // namespace pf

@@ -4,6 +4,7 @@
 // file, a header without a sequence: DataError naming the file and line).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,5 +33,11 @@ class SequenceSource {
 
 // Every record of `files` (for prompts, which are few).
 std::vector<SequenceRecord> read_all_sequences(const std::vector<std::string>& files, ReaderOptions options);
+
+// The watchdog's phase (runtime/watchdog.h) while a tool works on `count`
+// records after the first `done`, named in its report should another rank
+// stall this one: "the scoring of record 12 (ID)", "the scoring of records
+// 12 to 15" (the report says "during" before it).
+std::string records_phase(const std::string& verb, int64_t done, size_t count, const std::string& first_id);
 
 }  // namespace pf

@@ -2,15 +2,17 @@
 // splits a sample: rank r of P holds the contiguous positions
 // [r N / P, (r + 1) N / P) (balanced; a rank may hold none when N < P), and
 // per-position results are summed into rank 0. Several sequences may share
-// one split as a packed sample (PackedRow: each attends to itself only).
+// one split as a packed sample (PackedRow: each attends to itself only, or
+// continues the one before it as a family member).
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "model/model.h"
 #include "model/packed_layout.h"
+#include "runtime/comm.h"
+#include "runtime/memory.h"
 
 namespace pf {
 
@@ -22,20 +24,30 @@ struct PositionBlock {
 
 PositionBlock rank_block(int64_t n, int rank, int ranks);
 
-// Sequences back to back as one packed sample (model/packed_layout.h).
+// Sequences back to back as one packed sample: their tokens, and their
+// layout by the one builder of pieces (model/packed_layout.h), sequence k
+// keyed k.
 struct PackedRow {
   std::vector<int32_t> tokens;
-  std::vector<int64_t> start = {0};  // [K + 1]: sequence k is [start[k], start[k + 1])
-  void add(const std::vector<int32_t>& sequence);
+  SampleSequences sequences;
+  // `joins`: the sequence continues the state of the one before it (a
+  // family member after the first).
+  void add(const std::vector<int32_t>& sequence, bool joins = false);
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
-  int64_t count() const { return static_cast<int64_t>(start.size()) - 1; }
-  int64_t sequence_at(int64_t x) const;  // the sequence holding position x
+  int64_t count() const { return sequences.count(); }
+  int64_t start(int64_t k) const { return sequences.start(k); }  // sequence k is [start(k), start(k + 1))
+  int64_t sequence_at(int64_t x) const { return sequences.sequence_at(x); }
   // The pieces of the rank block [blk.begin, blk.end), keyed by sequence index.
-  std::vector<SequencePiece> pieces(const PositionBlock& blk) const;
+  std::vector<SequencePiece> pieces(const PositionBlock& blk) const { return sequences.pieces(blk.begin, blk.end); }
 };
 
 // Element-wise sum of `values` over the ranks of `comm`, left in rank 0's
-// `values` (the other ranks' are unchanged).
-void sum_to_root(std::vector<double>& values, MPI_Comm comm);
+// `values` (the other ranks' are unchanged). Collective over `comm`, through
+// its reduce (host values staged through `tracker`'s device on GPUs).
+void sum_to_root(std::vector<double>& values, Communicator& comm, MemoryTracker& tracker);
+
+// The memory tracker of the model's context, which stages host values on a
+// GPU communicator (ValueError when the context has none).
+MemoryTracker& model_tracker(const PerformerModel& model);
 
 }  // namespace pf

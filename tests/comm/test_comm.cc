@@ -1,5 +1,6 @@
 // Communicator collectives and groups on the MPI backend (and the one-rank
 // local backend): allreduce sum/max/min, allgather, broadcast from every root,
+// reduce and gatherv (variable counts, zero for some ranks) to every root,
 // grouped send/recv in a ring that would deadlock if blocking, split groups,
 // the dp x sp grid, and the errors for misuse. Inputs are keyed by
 // (seed, rank, index): every rank checks exact results.
@@ -109,6 +110,139 @@ TEST(Comm, BroadcastFromEveryRoot) {
     world->broadcast(buf.data(), 257, DType::i64, root);
     synchronize(world->stream());
     EXPECT_EQ(buf, keyed<int64_t>(257, 6, root)) << "root " << root;
+  }
+}
+
+// reduce to every root, sum/max/min, out of place and in place: root gets
+// the exact reduction, the other ranks' buffers are untouched.
+template <typename T>
+void check_reduce(Communicator& comm, int64_t n, uint64_t seed) {
+  const int rank = comm.rank(), ranks = comm.size();
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    std::vector<T> want = keyed<T>(n, seed, 0);
+    for (int r = 1; r < ranks; ++r) {
+      const std::vector<T> other = keyed<T>(n, seed, r);
+      for (int64_t i = 0; i < n; ++i)
+        want[i] = op == ReduceOp::Sum   ? T(want[i] + other[i])
+                  : op == ReduceOp::Max ? std::max(want[i], other[i])
+                                        : std::min(want[i], other[i]);
+    }
+    for (int root = 0; root < ranks; ++root) {
+      const std::vector<T> input = keyed<T>(n, seed, rank);
+      const std::vector<T> untouched(input.size(), T(-7));
+      std::vector<T> out = untouched;
+      comm.reduce(input.data(), out.data(), n, dtype_of<T>::value, op, root);
+      synchronize(comm.stream());
+      EXPECT_EQ(out, rank == root ? want : untouched)
+          << reduce_op_name(op) << " " << dtype_name(dtype_of<T>::value) << " n=" << n << " root " << root;
+      std::vector<T> inplace = input;
+      comm.reduce(inplace.data(), inplace.data(), n, dtype_of<T>::value, op, root);
+      synchronize(comm.stream());
+      EXPECT_EQ(inplace, rank == root ? want : input)
+          << "in place " << reduce_op_name(op) << " " << dtype_name(dtype_of<T>::value) << " root " << root;
+    }
+  }
+}
+
+TEST(Comm, ReduceToEveryRoot) {
+  auto world = world_comm();
+  auto local = make_local_comm();
+  for (Communicator* comm : {world.get(), local.get()}) {
+    check_reduce<double>(*comm, 1000, 11);
+    check_reduce<float>(*comm, 33, 12);
+    check_reduce<int64_t>(*comm, 17, 13);
+    check_reduce<int32_t>(*comm, 1, 14);
+  }
+}
+
+// Rank r sends (r * 7 + shift) % 5 elements (zero for some ranks): root gets
+// every block in rank order, out of place and in place, from every root;
+// recv is not read off the root (nullptr there).
+TEST(Comm, GathervOfVariableCountsToEveryRoot) {
+  auto world = world_comm();
+  auto local = make_local_comm();
+  for (Communicator* comm : {world.get(), local.get()}) {
+    const int rank = comm->rank(), ranks = comm->size();
+    for (int shift : {0, 3}) {
+      std::vector<int64_t> counts;
+      for (int r = 0; r < ranks; ++r) counts.push_back((r * 7 + shift) % 5 * (shift ? 200 : 1));
+      std::vector<float> want;
+      for (int r = 0; r < ranks; ++r) {
+        const auto block = keyed<float>(counts[r], 20 + shift, r);
+        want.insert(want.end(), block.begin(), block.end());
+      }
+      const auto mine = keyed<float>(counts[rank], 20 + shift, rank);
+      for (int root = 0; root < ranks; ++root) {
+        std::vector<float> out(rank == root ? want.size() : 0, -1.f);
+        comm->gatherv(mine.data(), counts[rank], rank == root ? out.data() : nullptr, counts, DType::f32, root);
+        synchronize(comm->stream());
+        if (rank == root) {
+          EXPECT_EQ(out, want) << "root " << root << " shift " << shift;
+        }
+      }
+      for (int root = 0; root < ranks; ++root) {
+        // In place on the root: its own block already at its place.
+        std::vector<float> inplace(rank == root ? want.size() : 0, -1.f);
+        int64_t before = 0;
+        for (int r = 0; r < root; ++r) before += counts[r];
+        if (rank == root) std::copy(mine.begin(), mine.end(), inplace.begin() + before);
+        const float* send = rank == root ? inplace.data() + before : mine.data();
+        comm->gatherv(send, counts[rank], rank == root ? inplace.data() : nullptr, counts, DType::f32, root);
+        synchronize(comm->stream());
+        if (rank == root) {
+          EXPECT_EQ(inplace, want) << "in place, root " << root << " shift " << shift;
+        }
+      }
+    }
+  }
+}
+
+// Rooted collectives inside a group complete at its end, as the others do:
+// a reduce and a gatherv posted together.
+TEST(Comm, RootedCollectivesInAGroup) {
+  auto world = world_comm();
+  const int rank = world->rank(), ranks = world->size(), root = ranks - 1;
+  std::vector<int64_t> sum = keyed<int64_t>(64, 30, rank), want_sum = keyed<int64_t>(64, 30, 0);
+  for (int r = 1; r < ranks; ++r) {
+    const auto other = keyed<int64_t>(64, 30, r);
+    for (size_t i = 0; i < want_sum.size(); ++i) want_sum[i] += other[i];
+  }
+  const std::vector<int64_t> counts(static_cast<size_t>(ranks), 3);
+  const auto mine = keyed<double>(3, 31, rank);
+  std::vector<double> all(static_cast<size_t>(3 * ranks), 0.0), want_all;
+  for (int r = 0; r < ranks; ++r) {
+    const auto b = keyed<double>(3, 31, r);
+    want_all.insert(want_all.end(), b.begin(), b.end());
+  }
+  world->group_begin();
+  world->reduce(sum.data(), sum.data(), 64, DType::i64, ReduceOp::Sum, root);
+  world->gatherv(mine.data(), 3, all.data(), counts, DType::f64, root);
+  world->group_end();
+  synchronize(world->stream());
+  if (rank == root) {
+    EXPECT_EQ(sum, want_sum);
+    EXPECT_EQ(all, want_all);
+  }
+}
+
+// The host helpers on a host communicator: the collectives, blocking.
+TEST(Comm, HostValueHelpersReduceAndGather) {
+  auto world = world_comm();
+  MemoryTracker tracker(Device::cpu());
+  const int rank = world->rank(), ranks = world->size();
+  std::vector<double> v = {1.0 * rank, 2.0, -0.5 * rank};
+  reduce_host_values(*world, v.data(), 3, DType::f64, ReduceOp::Sum, 0, tracker);
+  const double tri = ranks * (ranks - 1) / 2.0;
+  EXPECT_EQ(v, rank == 0 ? (std::vector<double>{tri, 2.0 * ranks, -0.5 * tri})
+                         : (std::vector<double>{1.0 * rank, 2.0, -0.5 * rank}));
+  std::vector<int64_t> counts;
+  for (int r = 0; r < ranks; ++r) counts.push_back(r);
+  const std::vector<uint8_t> mine(static_cast<size_t>(rank), static_cast<uint8_t>(rank));
+  std::vector<uint8_t> all(rank == 0 ? static_cast<size_t>(tri) : 0), want;
+  for (int r = 0; r < ranks; ++r) want.insert(want.end(), static_cast<size_t>(r), static_cast<uint8_t>(r));
+  gatherv_host_values(*world, mine.data(), rank, all.data(), counts, DType::u8, 0, tracker);
+  if (rank == 0) {
+    EXPECT_EQ(all, want);
   }
 }
 
@@ -250,6 +384,15 @@ TEST(CommErrors, MisuseThrowsCommErrorWithContext) {
   world->group_end();
   uint16_t h = 0;
   EXPECT_THROW(world->allreduce(&h, &h, 1, DType::f16, ReduceOp::Sum), CommError);
+  EXPECT_THROW(world->reduce(&h, &h, 1, DType::bf16, ReduceOp::Sum, 0), CommError);
+  EXPECT_THROW(world->reduce(&x, &x, 1, DType::f64, ReduceOp::Sum, ranks), CommError);
+  // gatherv: a root outside the group; on the root, counts that are not one
+  // per rank or that disagree with its own send.
+  EXPECT_THROW(world->gatherv(&x, 1, &x, std::vector<int64_t>(ranks, 1), DType::f64, -1), CommError);
+  if (world->rank() == 0) {
+    EXPECT_THROW(world->gatherv(&x, 1, &x, std::vector<int64_t>(ranks + 1, 1), DType::f64, 0), CommError);
+    EXPECT_THROW(world->gatherv(&x, 1, &x, std::vector<int64_t>(ranks, 2), DType::f64, 0), CommError);
+  }
   // Half-precision bits still move.
   world->broadcast(&h, 1, DType::bf16, 0);
   world->barrier();

@@ -1,5 +1,6 @@
 // Communicators on device buffers: allreduce sum/max/min, allgather,
-// broadcast, a grouped ring exchange, split, and every scan algorithm in both
+// broadcast, reduce and gatherv to every root (and the host-value helpers),
+// a grouped ring exchange, split, and every scan algorithm in both
 // directions, in place and out of place, with the device sum combine and with
 // a non-commutative combine (2x2 matrices mod a prime, staged through the
 // host). Inputs are keyed by (seed, rank, index) as in the MPI tests.
@@ -197,6 +198,76 @@ TEST_P(DeviceCommTest, AllreduceAllgatherBroadcast) {
     buf.upload(keyed<double>(n, 3, rank));
     comm_->broadcast(buf.get(), n, DType::f64, root);
     EXPECT_EQ(buf.download(*comm_), keyed<double>(n, 3, root)) << "root " << root;
+  }
+}
+
+// reduce and gatherv to every root on device buffers (variable counts, zero
+// for some ranks; the root's block in place and out of place), and the host
+// helpers that stage host values through the device.
+TEST_P(DeviceCommTest, ReduceAndGathervToEveryRoot) {
+  const int rank = comm_->rank(), ranks = comm_->size();
+  const int64_t n = 1031;
+  std::vector<double> want_sum = keyed<double>(n, 40, 0);
+  for (int r = 1; r < ranks; ++r) {
+    const auto other = keyed<double>(n, 40, r);
+    for (int64_t i = 0; i < n; ++i) want_sum[i] += other[i];
+  }
+  std::vector<int64_t> counts;
+  for (int r = 0; r < ranks; ++r) counts.push_back((r * 3 + 1) % 4 * 250);
+  std::vector<float> want_all;
+  for (int r = 0; r < ranks; ++r) {
+    const auto b = keyed<float>(counts[r], 41, r);
+    want_all.insert(want_all.end(), b.begin(), b.end());
+  }
+  const int64_t total = static_cast<int64_t>(want_all.size());
+  const auto mine = keyed<float>(counts[rank], 41, rank);
+  for (int root = 0; root < ranks; ++root) {
+    DeviceBuffer<double> in(*tracker_, n), out(*tracker_, n);
+    in.upload(keyed<double>(n, 40, rank));
+    out.upload(std::vector<double>(static_cast<size_t>(n), -1.0));
+    comm_->reduce(in.get(), out.get(), n, DType::f64, ReduceOp::Sum, root);
+    const auto got = out.download(*comm_);
+    if (rank == root) {
+      EXPECT_EQ(got, want_sum) << "reduce to root " << root;
+    }
+    comm_->reduce(in.get(), in.get(), n, DType::f64, ReduceOp::Sum, root);
+    if (rank == root) {
+      EXPECT_EQ(in.download(*comm_), want_sum) << "reduce in place to root " << root;
+    }
+
+    // (DeviceBuffer holds at least one element: a rank that sends nothing
+    // uploads one unused element)
+    DeviceBuffer<float> send(*tracker_, std::max<int64_t>(1, counts[rank])), all(*tracker_, total);
+    std::vector<float> padded = mine;
+    padded.resize(std::max<size_t>(1, mine.size()), 0.f);
+    send.upload(padded);
+    comm_->gatherv(send.get(), counts[rank], rank == root ? all.get() : nullptr, counts, DType::f32, root);
+    const auto gathered = all.download(*comm_);  // the root's; the others' buffer is not written
+    if (rank == root) {
+      EXPECT_EQ(gathered, want_all) << "gatherv to root " << root;
+    }
+    int64_t before = 0;
+    for (int r = 0; r < root; ++r) before += counts[r];
+    if (rank == root) {
+      std::vector<float> seeded(static_cast<size_t>(total), -1.f);
+      std::copy(mine.begin(), mine.end(), seeded.begin() + before);
+      all.upload(seeded);
+    }
+    comm_->gatherv(rank == root ? all.get() + before : send.get(), counts[rank], rank == root ? all.get() : nullptr,
+                   counts, DType::f32, root);
+    const auto inplace = all.download(*comm_);
+    if (rank == root) {
+      EXPECT_EQ(inplace, want_all) << "gatherv in place to root " << root;
+    }
+
+    std::vector<double> host = keyed<double>(n, 40, rank);
+    reduce_host_values(*comm_, host.data(), n, DType::f64, ReduceOp::Sum, root, *tracker_);
+    EXPECT_EQ(host, rank == root ? want_sum : keyed<double>(n, 40, rank)) << "reduce_host_values to root " << root;
+    std::vector<float> host_all(rank == root ? static_cast<size_t>(total) : 0, -1.f);
+    gatherv_host_values(*comm_, mine.data(), counts[rank], host_all.data(), counts, DType::f32, root, *tracker_);
+    if (rank == root) {
+      EXPECT_EQ(host_all, want_all) << "gatherv_host_values to root " << root;
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // Scoring with a context of homologs (launch/infer/context_scoring.h), on the
-// launched ranks (1 and 2):
+// launched ranks (1 and 2; 2 also with asynchronous jittered CPU streams, the
+// scores summed into rank 0 over the communicator's stream):
 //  - the cached state (context run once through the recurrent form, every
 //    query started from its state) gives the log-probabilities of one pass
 //    over context + query, for FAVOR+, ReLU, elu + 1 and exp, with the one
@@ -115,8 +116,8 @@ TEST(ContextScoring, CachedStateEqualsOnePassAndTheFamilyForward) {
     PerformerModel alone(cfg, res.ctx(), nullptr);
     test::perturb_trained_projections(alone);
     ScoreOptions o;
-    ContextScorer cached(model, res.ctx(), kContext, o, MPI_COMM_WORLD, true, 2);
-    ContextScorer one_pass(model, res.ctx(), kContext, o, MPI_COMM_WORLD, false);
+    ContextScorer cached(model, res.ctx(), kContext, o, *world, true, 2);
+    ContextScorer one_pass(model, res.ctx(), kContext, o, *world, false);
     ASSERT_TRUE(cached.cached());
     ASSERT_FALSE(one_pass.cached());
     const std::vector<SequenceScore> a = cached.score(kQueries), b = one_pass.score(kQueries);
@@ -151,6 +152,7 @@ TEST(ContextScoring, AWindowLongerThanARanksRowsScoresAsOnOneRank) {
       MemoryTracker tracker(Device::cpu());
       ExecResources res(Device::cpu(), tracker);
       std::unique_ptr<Communicator> world = make_mpi_comm(MPI_COMM_WORLD);
+      std::unique_ptr<Communicator> self = make_local_comm();
       PerformerModel model(cfg, res.ctx(), world.get());
       PerformerModel alone(cfg, res.ctx(), nullptr);
       ScoreOptions o;
@@ -159,25 +161,25 @@ TEST(ContextScoring, AWindowLongerThanARanksRowsScoresAsOnOneRank) {
                                attention_kind_name(kind) + " window 40 on " + std::to_string(test::world_size()) +
                                " rank(s)";
       std::vector<SequenceScore> one;
-      for (const std::vector<uint8_t>& p : proteins) one.push_back(score_sequence(alone, p, o, MPI_COMM_SELF));
-      const std::vector<SequenceScore> packed = score_packed(model, {proteins[0], proteins[1]}, o, MPI_COMM_WORLD);
+      for (const std::vector<uint8_t>& p : proteins) one.push_back(score_sequence(alone, p, o, *self));
+      const std::vector<SequenceScore> packed = score_packed(model, {proteins[0], proteins[1]}, o, *world);
       for (size_t k = 0; k < proteins.size(); ++k) {
-        const SequenceScore got = score_sequence(model, proteins[k], o, MPI_COMM_WORLD);
+        const SequenceScore got = score_sequence(model, proteins[k], o, *world);
         if (r == 0) expect_close(got, one[k], name + ", protein of " + std::to_string(proteins[k].size()));
       }
       if (r == 0)
         for (size_t k = 0; k < packed.size(); ++k)
           expect_close(packed[k], one[k], name + ", packed " + std::to_string(k));
       if (objective != Objective::CausalLM) continue;
-      ContextScorer cached(model, res.ctx(), kContext, o, MPI_COMM_WORLD, true, 2);
-      ContextScorer one_pass(model, res.ctx(), kContext, o, MPI_COMM_WORLD, false);
+      ContextScorer cached(model, res.ctx(), kContext, o, *world, true, 2);
+      ContextScorer one_pass(model, res.ctx(), kContext, o, *world, false);
       const std::vector<SequenceScore> a = cached.score(kQueries), b = one_pass.score(kQueries);
       if (r != 0) continue;
       // Against this rank alone (cached against one pass: the test above).
-      ContextScorer cached_alone(alone, res.ctx(), kContext, o, MPI_COMM_SELF, true, 2);
+      ContextScorer cached_alone(alone, res.ctx(), kContext, o, *self, true, 2);
       const std::vector<SequenceScore> want_cached = cached_alone.score(kQueries);
       for (size_t q = 0; q < kQueries.size(); ++q) {
-        const SequenceScore want = score_in_context_one_pass(alone, kContext, kQueries[q], o, MPI_COMM_SELF);
+        const SequenceScore want = score_in_context_one_pass(alone, kContext, kQueries[q], o, *self);
         expect_close(b[q], want, name + ", one pass, query " + std::to_string(q));
         expect_close(a[q], want_cached[q], name + ", cached, query " + std::to_string(q));
       }
@@ -188,10 +190,11 @@ TEST(ContextScoring, OnePassSoftmaxAndRefusals) {
   MemoryTracker tracker(Device::cpu());
   ExecResources res(Device::cpu(), tracker);
   ScoreOptions o;
+  std::unique_ptr<Communicator> self = make_local_comm();
   if (test::world_size() == 1) {
     const ModelConfig cfg = test::tiny_config(AttentionKind::Softmax, Objective::CausalLM);
     PerformerModel model(cfg, res.ctx(), nullptr);
-    ContextScorer s(model, res.ctx(), kContext, o, MPI_COMM_WORLD, true);
+    ContextScorer s(model, res.ctx(), kContext, o, *self, true);
     EXPECT_FALSE(s.cached()) << "softmax has no fixed-size state to cache";
     const std::vector<SequenceScore> got = s.score({kQueries[0], kQueries[2]});
     expect_close(got[0], reference(model, kQueries[0]), "softmax query 0");
@@ -199,11 +202,11 @@ TEST(ContextScoring, OnePassSoftmaxAndRefusals) {
   }
   const ModelConfig masked = test::tiny_config(AttentionKind::Favor, Objective::MaskedLM);
   PerformerModel mlm(masked, res.ctx(), nullptr);
-  EXPECT_THROW(ContextScorer(mlm, res.ctx(), kContext, o, MPI_COMM_WORLD), ConfigError);
+  EXPECT_THROW(ContextScorer(mlm, res.ctx(), kContext, o, *self), ConfigError);
   const ModelConfig causal = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
   PerformerModel clm(causal, res.ctx(), nullptr);
-  EXPECT_THROW(ContextScorer(clm, res.ctx(), {}, o, MPI_COMM_WORLD), ConfigError);
-  EXPECT_THROW(ContextScorer(clm, res.ctx(), {protein(1, 3), {}}, o, MPI_COMM_WORLD), ConfigError);
+  EXPECT_THROW(ContextScorer(clm, res.ctx(), {}, o, *self), ConfigError);
+  EXPECT_THROW(ContextScorer(clm, res.ctx(), {protein(1, 3), {}}, o, *self), ConfigError);
 }
 
 }  // namespace

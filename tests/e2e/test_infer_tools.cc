@@ -19,6 +19,8 @@
 //     layout, an unknown extension and bad options: each refused with a
 //     message naming the file (or option) and the reason, status 2 for usage
 //     errors and 1 for malformed sequence files (as performer-data).
+// The .async entry runs the multi-rank cases with PF_CPU_STREAMS passed to
+// every rank (asynchronous jittered CPU streams): the same checks hold.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -185,9 +187,11 @@ class InferTools : public testing::Test {
  protected:
   const Fixture& fx() const { return fixture(); }
   // Runs a tool on `ranks` ranks (one without mpiexec); output in log files.
+  // PF_CPU_STREAMS, when set (the .async entry), reaches every rank.
   ToolRun tool(const std::string& exe, const std::string& args, int ranks = 1) const {
-    const std::string launcher =
-        ranks == 1 ? std::string() : std::string(PF_MPIEXEC) + " -n " + std::to_string(ranks) + " -x TMPDIR ";
+    const std::string launcher = ranks == 1 ? std::string()
+                                            : std::string(PF_MPIEXEC) + " -n " + std::to_string(ranks) + " -x TMPDIR " +
+                                                  (std::getenv("PF_CPU_STREAMS") ? "-x PF_CPU_STREAMS " : "");
     const std::string log = fx().dir + "/run-" + std::to_string(counter_++) + ".log";
     return run("TMPDIR=" + quoted(fx().dir + "/tmp") + " OMPI_MCA_orte_tmpdir_base=/tmp OMP_NUM_THREADS=1 " + launcher +
                    exe + " " + args,
