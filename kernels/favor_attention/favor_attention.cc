@@ -1,5 +1,5 @@
 // FAVOR+ attention: argument checks and dispatch of the protocol functions
-// (fused CPU kernels, or the windowed composition on CUDA and for window > 0),
+// (fused CPU kernels, or the composition in slabs on CUDA and for slab_rows > 0),
 // and the one-rank composite on top of them; see favor_attention.h.
 #include "kernels/favor_attention/favor_attention.h"
 
@@ -28,15 +28,15 @@ void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
 
-bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.window == 0; }
+bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.slab_rows == 0; }
 
-// The windowed composition over pieces: one call per span, a block of one
+// The slab composition over pieces: one call per span, a block of one
 // head at the span's rows (the fused kernels take the table themselves).
 // PF_FAVOR_SPAN_ARGS names the pointer arguments at span x of call head h.
-#define PF_FAVOR_WINDOWED(op, ...)                           \
+#define PF_FAVOR_SLABS(op, ...)                              \
   do {                                                       \
     if (!s.pieces) {                                         \
-      favor_##op##_windowed(ctx, s, __VA_ARGS__);            \
+      favor_##op##_slabs(ctx, s, __VA_ARGS__);               \
       break;                                                 \
     }                                                        \
     const std::vector<FavorSpan>& spans = s.pieces->spans(); \
@@ -44,16 +44,16 @@ bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.
       const FavorSpan& x = spans[static_cast<size_t>(h)];    \
       if (x.len == 0) continue;                              \
       const FavorShape one = span_shape(s, x);               \
-      favor_##op##_windowed(ctx, one, PF_FAVOR_SPAN_ARGS);   \
+      favor_##op##_slabs(ctx, one, PF_FAVOR_SPAN_ARGS);      \
     }                                                        \
   } while (0)
 
 #if PF_HAVE_CUDA
 // The fused CUDA kernels, where their 16-row tiles fit in shared memory.
 bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
-  return ctx.device.is_cuda() && s.window == 0 && favor_cuda_fits(s, ctx.device);
+  return ctx.device.is_cuda() && s.slab_rows == 0 && favor_cuda_fits(s, ctx.device);
 }
-// Calls the fused CPU or CUDA kernel, or the windowed composition, of op.
+// Calls the fused CPU or CUDA kernel, or the slab composition, of op.
 #define PF_FAVOR_DISPATCH(op, ...)            \
   do {                                        \
     if (fused_cpu(ctx, s)) {                  \
@@ -61,7 +61,7 @@ bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
     } else if (fused_cuda(ctx, s)) {          \
       favor_##op##_cuda(ctx, s, __VA_ARGS__); \
     } else {                                  \
-      PF_FAVOR_WINDOWED(op, __VA_ARGS__);     \
+      PF_FAVOR_SLABS(op, __VA_ARGS__);        \
     }                                         \
   } while (0)
 #else
@@ -70,7 +70,7 @@ bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
     if (fused_cpu(ctx, s)) {                 \
       favor_##op##_cpu(ctx, s, __VA_ARGS__); \
     } else {                                 \
-      PF_FAVOR_WINDOWED(op, __VA_ARGS__);    \
+      PF_FAVOR_SLABS(op, __VA_ARGS__);       \
     }                                        \
   } while (0)
 #endif
@@ -140,7 +140,7 @@ void favor_check(const FavorShape& s, const char* op) {
   PF_REQUIRE(ValueError, s.heads >= 0 && s.n >= 0, op << ": need heads, n >= 0, got heads=" << s.heads << " n=" << s.n);
   PF_REQUIRE(ValueError, s.d >= 1 && s.m >= 1, op << ": need d >= 1 and m >= 1, got d=" << s.d << " m=" << s.m);
   PF_REQUIRE(ValueError, s.chunk >= 1, op << ": chunk must be >= 1, got " << s.chunk);
-  PF_REQUIRE(ValueError, s.window >= 0, op << ": window must be >= 0, got " << s.window);
+  PF_REQUIRE(ValueError, s.slab_rows >= 0, op << ": slab_rows must be >= 0, got " << s.slab_rows);
   PF_REQUIRE(ValueError, s.w_heads >= 1, op << ": w_heads must be >= 1, got " << s.w_heads);
   check_feature_map_args(op, s.features, s.heads * s.n, s.d, s.m);
   if (s.pieces)
@@ -152,23 +152,23 @@ void favor_check(const FavorShape& s, const char* op) {
 
 int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads) {
   const int64_t f = sizeof(float), ss = s.state_size();
-  if (device.is_cpu() && s.window == 0) return f * std::max(threads, 1) * favor_tile_floats_cpu(s);
-  const int64_t w = std::min(s.window > 0 ? s.window : kFavorDefaultWindow, std::max<int64_t>(s.n, 1));
-  const int64_t windows = (s.n + w - 1) / w;
-  // Window buffers, the window starts of the backward and, inside the kernels,
+  if (device.is_cpu() && s.slab_rows == 0) return f * std::max(threads, 1) * favor_tile_floats_cpu(s);
+  const int64_t w = favor_rows_per_slab(s);
+  const int64_t slabs = (s.n + w - 1) / w;
+  // Slab buffers, the slab starts of the backward and, inside the kernels,
   // the CPU linear-attention backward's per-thread chunk blocks and the
-  // feature-map backward's [window, m] buffer.
+  // feature-map backward's [slab_rows, m] buffer.
   const int64_t C = std::min(s.chunk, w), D1 = s.d + 1;
   const int64_t kernels =
       std::max<int64_t>(threads, 1) * (s.m * D1 + 2 * C * D1 + C * C + (w + C - 1) / C * C * C + C * s.m) + w * s.m + w;
-  const int64_t windowed = f * (5 * w * s.m + w + w * s.d + (windows + 1) * ss + kernels);
+  const int64_t in_slabs = f * (5 * w * s.m + w + w * s.d + (slabs + 1) * ss + kernels);
 #if PF_HAVE_CUDA
-  // CUDA with window = 0 runs the fused kernels, or the windowed composition
+  // CUDA with slab_rows = 0 runs the fused kernels, or the slab composition
   // where their tiles do not fit the device's shared memory: the larger of the
   // two, so that a plan made without the device holds on it.
-  if (device.is_cuda() && s.window == 0) return std::max(windowed, favor_workspace_bytes_cuda(s));
+  if (device.is_cuda() && s.slab_rows == 0) return std::max(in_slabs, favor_workspace_bytes_cuda(s));
 #endif
-  return windowed;
+  return in_slabs;
 }
 
 void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
@@ -279,7 +279,7 @@ FavorShape FavorAttentionParams::shape() const {
   s.m = m;
   s.chunk = chunk;
   s.features = features;
-  s.window = window;
+  s.slab_rows = slab_rows;
   s.tf32 = tf32;
   s.w_heads = per_head_w ? heads : 1;
   return s;

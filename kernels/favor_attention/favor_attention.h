@@ -27,15 +27,15 @@
 // an unbiased estimate of exp(x.y) at x = data_scale q) or relu features, and
 // J(i) = {j <= i} (causal) or all j (bidirectional).
 //
-// Implementations (FavorShape::window):
-//  - fused CPU (window = 0): one head per thread, one chunk of C positions at
+// Implementations (FavorShape::slab_rows):
+//  - fused CPU (slab_rows = 0): one head per thread, one chunk of C positions at
 //    a time: features of the chunk's q and k by one sgemm and the vectorised
 //    row loops of feature_map_rows.h, the intra-chunk products and the running
 //    state by sgemm, all in a per-thread tile of O(C (m + d) + m d) floats. The
 //    backward sweeps the chunks forward (dq, with the forward state) and then
 //    in reverse (dk, dv, with the gradient state), remaking each chunk's
 //    features in both sweeps.
-//  - fused CUDA (window = 0, favor_attention_cuda.cu): the same per tile of 16
+//  - fused CUDA (slab_rows = 0, favor_attention_cuda.cu): the same per tile of 16
 //    or 32 rows in shared memory (FavorShape::chunk does not apply), a block
 //    per (head, segment): each segment's own state, an exclusive scan over
 //    the segments, then each segment's tiles in order (and in reverse for
@@ -43,14 +43,15 @@
 //    Per-head projections (w_heads) are padded once per call; the exp
 //    kernel's dW is summed per block and then per head in a fixed order
 //    (deterministic). Shapes whose 16-row tiles exceed the device's shared
-//    memory run windowed, and so does a dW asked for the fixed projections of
+//    memory run in slabs, and so does a dW asked for the fixed projections of
 //    the other kernels.
-//  - windowed (window > 0, on any backend): one head at a time, `window`
-//    positions at a time, through the feature-map and linear-attention
-//    kernels of that backend, with the state carried between windows; the
-//    feature buffers are [window, m], whatever n is. The backward keeps the
-//    forward state at the start of each window, [ceil(n / window), 1 + m (d+1)]
-//    per head.
+//  - in slabs (slab_rows > 0, on any backend): one head at a time, a slab of
+//    slab_rows positions at a time, through the feature-map and
+//    linear-attention kernels of that backend, with the state carried between
+//    slabs; the feature buffers are [slab_rows, m], whatever n is (memory
+//    blocking, not an attention window: every slab sees the state of all the
+//    positions before it). The backward keeps the forward state at the start
+//    of each slab, [ceil(n / slab_rows), 1 + m (d+1)] per head.
 // Both give the same results as the unfused composition up to fp32 rounding.
 // Temporaries are recorded in ctx.tracker (CPU: optional; CUDA: required)
 // under "favor_attention". All pointers live on ctx.device.
@@ -105,10 +106,13 @@ struct FavorShape {
   int64_t m = 0;       // random features
   int64_t chunk = 64;  // chunk rows C (any n)
   FeatureMapParams features;
-  // 0: the backend's fused kernels (CUDA: windowed with kFavorDefaultWindow
-  // when the shape's tiles do not fit in shared memory); > 0: the windowed
-  // composition with this many positions per window, on any backend.
-  int64_t window = 0;
+  // Memory blocking. 0: the backend's fused kernels (CUDA: slabs of
+  // kFavorDefaultSlabRows when the shape's tiles do not fit in shared
+  // memory); > 0: the composition of the feature-map and linear-attention
+  // kernels over slabs of this many positions, on any backend. The result
+  // is the same attention either way (up to fp32 rounding); this is not the
+  // model's local softmax window (model.window).
+  int64_t slab_rows = 0;
   // CUDA fused kernels only: the tile products may run on TF32 tensor cores
   // (sm_80 and newer; fp32 accumulation). The model sets it for 16-bit
   // dtypes, whose GEMMs already round their operands further; fp32 otherwise.
@@ -122,7 +126,7 @@ struct FavorShape {
   LinAttnShape lin() const { return LinAttnShape{heads, n, m, d, chunk}; }
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
-constexpr int64_t kFavorDefaultWindow = 4096;
+constexpr int64_t kFavorDefaultSlabRows = 4096;
 // s over the pieces: heads and n from them.
 FavorShape favor_pieces_shape(FavorShape s, const FavorPieces& pieces);
 
@@ -175,7 +179,7 @@ struct FavorAttentionParams {
   int64_t chunk = 64;  // chunk rows (need not divide N)
   bool causal = true;
   FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
-  int64_t window = 0;         // FavorShape::window
+  int64_t slab_rows = 0;      // FavorShape::slab_rows
   bool tf32 = false;          // FavorShape::tf32
   bool per_head_w = false;    // W holds H projections [H, m, D] (exp), not one [m, D]
   FavorShape shape() const;

@@ -487,7 +487,7 @@ __global__ void k_key_grad_from_state(Args a) {
 
 // Whether the backward calls of shape s take the projection gradient in the
 // fused kernels: the exp kernel, whose projections are trained. (A dW for the
-// fixed projections of the other kernels is a test's request: windowed.)
+// fixed projections of the other kernels is a test's request: in slabs.)
 inline bool fused_weight_grad(const FavorShape& s) { return s.features.kernel == FeatureKernel::Exp; }
 
 // Bytes of temporaries one protocol call may hold at once (the largest

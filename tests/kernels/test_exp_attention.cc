@@ -1,7 +1,7 @@
 // The exp kernel's trained projections in the fused op: every head its own W
 // ([H, m, D], FavorAttentionParams::per_head_w) and the gradient dW
-// ([B*H, m, D], accumulated), in the fused CPU kernels and the windowed
-// composition (CUDA's path for exp) against the float64 composite on fresh
+// ([B*H, m, D], accumulated), in the fused CPU kernels and the composition
+// in slabs (CUDA's path for exp) against the float64 composite on fresh
 // random inputs, with and without the key term; the reference dW against
 // central finite differences of the reference loss.
 #include <gtest/gtest.h>
@@ -69,17 +69,17 @@ std::vector<double> per_head(const ExpProblem& pr, const std::vector<T>& dW) {
   return out;
 }
 
-TEST(ExpAttention, FusedAndWindowedMatchReferenceWithTrainedW) {
+TEST(ExpAttention, FusedAndInSlabsMatchReferenceWithTrainedW) {
   uint64_t seed = 500;
   for (const ExpCase& c : kCases)
     for (bool causal : {true, false})
       for (bool half_norm : {false, true})
-        for (int64_t window : {int64_t{0}, int64_t{13}}) {
-          SCOPED_TRACE(testing::Message() << "B=" << c.batch << " H=" << c.heads << " n=" << c.n << " d=" << c.d
-                                          << " m=" << c.m << " causal=" << causal << " half_norm=" << half_norm
-                                          << " window=" << window);
+        for (int64_t slab_rows : {int64_t{0}, int64_t{13}}) {
+          SCOPED_TRACE(testing::Message()
+                       << "B=" << c.batch << " H=" << c.heads << " n=" << c.n << " d=" << c.d << " m=" << c.m
+                       << " causal=" << causal << " half_norm=" << half_norm << " slab_rows=" << slab_rows);
           ExpProblem pr = make(c, causal, half_norm, ++seed);
-          pr.p.window = window;
+          pr.p.slab_rows = slab_rows;
           const int64_t rows = c.batch * c.heads * c.n, bh = c.batch * c.heads;
           const ExecContext ctx;
           std::vector<float> out(pr.size()), den(rows), rs(rows), total(favor_attention_total_floats(pr.p));
