@@ -22,8 +22,6 @@ namespace {
 
 constexpr const char* kTag = "favor_attention";
 
-int64_t rows(const FavorAttentionParams& p) { return p.batch * p.heads * p.n; }
-
 void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
@@ -271,52 +269,38 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
 #undef PF_FAVOR_SPAN_ARGS
 }
 
-FavorShape FavorAttentionParams::shape() const {
-  FavorShape s;
-  s.heads = batch * heads;
-  s.n = n;
-  s.d = d;
-  s.m = m;
-  s.chunk = chunk;
-  s.features = features;
-  s.slab_rows = slab_rows;
-  s.tf32 = tf32;
-  s.w_heads = per_head_w ? heads : 1;
-  return s;
-}
-
 FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m, bool causal,
                                             FeatureKernel kernel, int64_t chunk) {
+  PF_REQUIRE(ValueError, batch >= 0 && heads >= 0,
+             "favor_attention: need B, H >= 0, got B=" << batch << " H=" << heads);
   FavorAttentionParams p;
-  p.batch = batch;
-  p.heads = heads;
-  p.n = n;
-  p.d = d;
-  p.m = m;
-  p.chunk = chunk;
+  p.shape.heads = batch * heads;
+  p.shape.n = n;
+  p.shape.d = d;
+  p.shape.m = m;
+  p.shape.chunk = chunk;
+  p.shape.features = default_feature_params(kernel, d);
   p.causal = causal;
-  p.features = default_feature_params(kernel, d);
   return p;
 }
 
 void favor_attention_check(const FavorAttentionParams& p) {
-  PF_REQUIRE(ValueError, p.batch >= 0 && p.heads >= 0 && p.n >= 0,
-             "favor_attention: need B, H, N >= 0, got B=" << p.batch << " H=" << p.heads << " N=" << p.n);
-  favor_check(p.shape(), "favor_attention");
+  PF_REQUIRE(ValueError, p.shape.pieces == nullptr, "favor_attention: the composite runs uniform heads, not pieces");
+  favor_check(p.shape, "favor_attention");
 }
 
 int64_t favor_attention_total_floats(const FavorAttentionParams& p) {
-  return p.causal ? 0 : p.batch * p.heads * p.shape().state_size();
+  return p.causal ? 0 : p.shape.heads * p.shape.state_size();
 }
 
 int64_t favor_attention_forward_workspace_bytes(const FavorAttentionParams& p, Device device) {
-  const FavorShape s = p.shape();
-  const int64_t floats = rows(p) * (p.d + 1) + s.heads * s.state_size();  // y and the causal block total
+  const FavorShape& s = p.shape;
+  const int64_t floats = p.rows() * (s.d + 1) + s.heads * s.state_size();  // y and the causal block total
   return floats * static_cast<int64_t>(sizeof(float)) + favor_workspace_bytes(s, device, omp_get_max_threads());
 }
 
 int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p, Device device) {
-  const FavorShape s = p.shape();
+  const FavorShape& s = p.shape;
   return s.heads * s.state_size() * static_cast<int64_t>(sizeof(float)) +
          favor_workspace_bytes(s, device, omp_get_max_threads());
 }
@@ -324,11 +308,11 @@ int64_t favor_attention_backward_workspace_bytes(const FavorAttentionParams& p, 
 void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams& p, const float* q, const float* k,
                              const float* v, const float* W, float* out, float* den, float* row_scale, float* total) {
   favor_attention_check(p);
-  const int64_t r = rows(p), d = p.d;
+  const int64_t r = p.rows(), d = p.shape.d;
   if (r == 0) return;
   check_ptrs(q && k && v && W && out && den && row_scale, __func__, "q, k, v, W, out, den, row_scale");
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
-  const FavorShape s = p.shape();
+  const FavorShape& s = p.shape;
   std::unique_ptr<MemoryTracker> own;
   MemoryTracker& tr = favor_scratch_tracker(ctx, own);
   const Tensor y = scratch(tr, r * (d + 1));
@@ -347,11 +331,11 @@ void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams
                               const float* row_scale, const float* total, const float* dout, float* dq, float* dk,
                               float* dv, float* dW) {
   favor_attention_check(p);
-  if (rows(p) == 0) return;
+  if (p.rows() == 0) return;
   check_ptrs(q && k && v && W && out && den && row_scale && dout && dq && dk && dv, __func__,
              "q, k, v, W, out, den, row_scale, dout, dq, dk, dv");
   check_ptrs(p.causal || total, __func__, "total (bidirectional)");
-  const FavorShape s = p.shape();
+  const FavorShape& s = p.shape;
   std::unique_ptr<MemoryTracker> own;
   MemoryTracker& tr = favor_scratch_tracker(ctx, own);
   const Tensor grad_total = scratch(tr, s.heads * s.state_size());

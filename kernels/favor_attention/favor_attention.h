@@ -8,9 +8,9 @@
 //     as linear_attention.h, but taking q, k and the projection W instead of
 //     precomputed features. The model's attention layer (model/attention.cc)
 //     runs these, with the scans between them.
-//  2. The one-rank composite favor_attention_forward/backward (FavorAttentionParams),
-//     the protocol without communication, which performer-attn and the
-//     benchmarks run.
+//  2. The one-rank composite favor_attention_forward/backward (FavorAttentionParams:
+//     a FavorShape and the direction), the protocol without communication,
+//     which performer-attn and the benchmarks run.
 //
 //   q, k, v, o, d_o, dq, dk, dv  [heads, n, d]  fp32, heads = B*H blocks of [n, d]
 //   W                            [w_heads, m, d] projections: head h uses W_(h mod w_heads)
@@ -119,7 +119,10 @@ struct FavorShape {
   bool tf32 = false;
   // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
   int64_t w_heads = 1;
-  const float* head_w(const float* W, int64_t h) const { return W + (h % w_heads) * m * d; }
+  template <typename T>
+  const T* head_w(const T* W, int64_t h) const {
+    return W + (h % w_heads) * m * d;
+  }
   // Not null: the call runs over these pieces; heads must be pieces->count()
   // and n pieces->longest() (favor_pieces_shape).
   const FavorPieces* pieces = nullptr;
@@ -170,23 +173,21 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
                                          float* dW = nullptr);
 
 // ---- 2. the one-rank composite ----------------------------------------------------
+// The B*H heads of [N, D] rows as one FavorShape: shape.heads = B*H, shape.n =
+// N, shape.d = D, shape.m the random features, shape.chunk the chunk rows
+// (need not divide N), shape.features the kernel (Softmax = FAVOR+, Relu, Elu,
+// Exp), shape.slab_rows and shape.tf32 as in the protocol; shape.w_heads = 1
+// (one projection [m, D] for all heads) or H (exp's trained projections
+// [H, m, D]: head b H + j uses the j-th). shape.pieces stays null.
 struct FavorAttentionParams {
-  int64_t batch = 1;   // B
-  int64_t heads = 1;   // H
-  int64_t n = 0;       // N, positions
-  int64_t d = 0;       // D, head dim
-  int64_t m = 0;       // random features (rows of W)
-  int64_t chunk = 64;  // chunk rows (need not divide N)
+  FavorShape shape;
   bool causal = true;
-  FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
-  int64_t slab_rows = 0;      // FavorShape::slab_rows
-  bool tf32 = false;          // FavorShape::tf32
-  bool per_head_w = false;    // W holds H projections [H, m, D] (exp), not one [m, D]
-  FavorShape shape() const;
+  int64_t rows() const { return shape.heads * shape.n; }  // B*H*N
 };
 
 // FAVOR+ (kind Softmax) or relu parameters with the usual feature settings for d
-// (data_scale = d^(-1/4), so that exp(x.y) = exp(q.k / sqrt(d))).
+// (data_scale = d^(-1/4), so that exp(x.y) = exp(q.k / sqrt(d))), over
+// batch * heads heads with one projection.
 FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m, bool causal,
                                             FeatureKernel kernel, int64_t chunk = 64);
 // Throws ValueError naming the offending field when a size is invalid.

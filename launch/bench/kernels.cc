@@ -136,8 +136,8 @@ int run_kernels(int argc, char** argv) {
     for (const FavorVariant& variant : favor_variants(gpu)) {
       for (bool causal : {true, false}) {
         FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
-        p.slab_rows = variant.slab_rows;
-        p.tf32 = variant.tf32;
+        p.shape.slab_rows = variant.slab_rows;
+        p.shape.tf32 = variant.tf32;
         float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
         const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);
         const double tb =

@@ -74,8 +74,8 @@ TEST(FavorAttentionGpu, MatchesReference) {
                                         << " causal=" << causal << " kernel=" << feature_kernel_name(kernel));
         ++seed;
         FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, kernel, chunk);
-        p.slab_rows = c.slab_rows;
-        p.tf32 = c.tf32;
+        p.shape.slab_rows = c.slab_rows;
+        p.shape.tf32 = c.tf32;
         const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
         const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
         const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -118,9 +118,9 @@ TEST(FavorAttentionGpu, ExpTrainedProjectionsMatchReference) {
                                         << " half_norm=" << half_norm);
         ++seed;
         FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, FeatureKernel::Exp, chunk);
-        p.slab_rows = slab_rows;
-        p.per_head_w = true;
-        p.features.half_norm = half_norm;
+        p.shape.slab_rows = slab_rows;
+        p.shape.w_heads = H;
+        p.shape.features.half_norm = half_norm;
         const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
         const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
         const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -159,7 +159,7 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
       SCOPED_TRACE(testing::Message() << "causal=" << causal << " slab_rows=" << slab_rows);
       ++seed;
       FavorAttentionParams p = favor_attention_params(1, H, n, d, m, causal, FeatureKernel::Softmax, chunk);
-      p.slab_rows = slab_rows;
+      p.shape.slab_rows = slab_rows;
       const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
       const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
       const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -167,7 +167,7 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
       const auto W = random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
       Gpu gpu;
       float *o = gpu.alloc(size), *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
-      test::run_favor_protocol(gpu.ctx(), p.shape(), causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
+      test::run_favor_protocol(gpu.ctx(), p.shape, causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
                                gpu.upload(W), gpu.upload(g), o, gq, gk, gv);
       expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
     }

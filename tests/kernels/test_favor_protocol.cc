@@ -63,7 +63,7 @@ TEST(FavorProtocol, BlocksMatchWholeSequenceReference) {
           for (int64_t slab_rows : {0, 50}) {
             SCOPED_TRACE(testing::Message() << "n=" << n << " causal=" << causal << " kernel="
                                             << feature_kernel_name(kernel) << " P=" << P << " slab_rows=" << slab_rows);
-            FavorShape s = p.shape();
+            FavorShape s = p.shape;
             s.slab_rows = slab_rows;
             MemoryTracker tracker(Device::cpu());
             async.jitter_seed = seed * 7 + P;

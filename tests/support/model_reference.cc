@@ -61,8 +61,8 @@ void attention(const ModelConfig& cfg, const Dims& s, const double* W, const dou
   }
   const FeatureKernel kernel = attention_feature_kernel(cfg.attention);
   FavorAttentionParams p = favor_attention_params(s.B, s.H, s.n, s.D, s.m, cfg.causal(), kernel, cfg.chunk);
-  p.features.half_norm = cfg.exp_key_norm;
-  p.per_head_w = cfg.attention == AttentionKind::Exp;
+  p.shape.features.half_norm = cfg.exp_key_norm;
+  if (cfg.attention == AttentionKind::Exp) p.shape.w_heads = s.H;
   favor_attention_forward_ref(p, q, k, v, W, o);
 }
 
