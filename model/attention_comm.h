@@ -66,13 +66,7 @@ inline void end_attention_timing(const ExecContext& ctx, AttentionTiming t, doub
 }
 
 inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
-  SoftmaxAttentionParams p;
-  p.heads = heads;
-  p.n = n;
-  p.d = cfg.head_dim();
-  p.causal = cfg.causal();
-  p.window = cfg.window;
-  return p;
+  return softmax_attention_params(heads, n, cfg.head_dim(), cfg.causal(), cfg.window);
 }
 
 // The packed forms of SequenceAttention::forward / backward (attention_packed.cc).

@@ -148,11 +148,7 @@ int run_kernels(int argc, char** argv) {
     if (n > softmax_max && !all) continue;
     float* lse = b.make(bh * n);
     for (bool causal : {true, false}) {
-      SoftmaxAttentionParams p;
-      p.heads = bh;
-      p.n = n;
-      p.d = d;
-      p.causal = causal;
+      const SoftmaxAttentionParams p = softmax_attention_params(bh, n, d, causal);
       const int sreps = n >= 8192 ? 1 : reps;
       const double tf = timed([&] { softmax_attention_forward(ctx, p, q, k, v, o, lse); }, sreps);
       const double tb = timed([&] { softmax_attention_backward(ctx, p, q, k, v, o, lse, g, dq, dk, dv); }, sreps);
