@@ -28,49 +28,11 @@ void check_ptrs(bool ok, const char* op, const char* what) {
 
 bool fused_cpu(const ExecContext& ctx, const FavorShape& s) { return ctx.device.is_cpu() && s.slab_rows == 0; }
 
-// The slab composition over pieces: one call per span, a block of one
-// head at the span's rows (the fused kernels take the table themselves).
-// PF_FAVOR_SPAN_ARGS names the pointer arguments at span x of call head h.
-#define PF_FAVOR_SLABS(op, ...)                              \
-  do {                                                       \
-    if (!s.pieces) {                                         \
-      favor_##op##_slabs(ctx, s, __VA_ARGS__);               \
-      break;                                                 \
-    }                                                        \
-    const std::vector<FavorSpan>& spans = s.pieces->spans(); \
-    for (int64_t h = 0; h < s.pieces->count(); ++h) {        \
-      const FavorSpan& x = spans[static_cast<size_t>(h)];    \
-      if (x.len == 0) continue;                              \
-      const FavorShape one = span_shape(s, x);               \
-      favor_##op##_slabs(ctx, one, PF_FAVOR_SPAN_ARGS);      \
-    }                                                        \
-  } while (0)
-
 #if PF_HAVE_CUDA
 // The fused CUDA kernels, where their 16-row tiles fit in shared memory.
 bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
   return ctx.device.is_cuda() && s.slab_rows == 0 && favor_cuda_fits(s, ctx.device);
 }
-// Calls the fused CPU or CUDA kernel, or the slab composition, of op.
-#define PF_FAVOR_DISPATCH(op, ...)            \
-  do {                                        \
-    if (fused_cpu(ctx, s)) {                  \
-      favor_##op##_cpu(ctx, s, __VA_ARGS__);  \
-    } else if (fused_cuda(ctx, s)) {          \
-      favor_##op##_cuda(ctx, s, __VA_ARGS__); \
-    } else {                                  \
-      PF_FAVOR_SLABS(op, __VA_ARGS__);        \
-    }                                         \
-  } while (0)
-#else
-#define PF_FAVOR_DISPATCH(op, ...)           \
-  do {                                       \
-    if (fused_cpu(ctx, s)) {                 \
-      favor_##op##_cpu(ctx, s, __VA_ARGS__); \
-    } else {                                 \
-      PF_FAVOR_SLABS(op, __VA_ARGS__);       \
-    }                                        \
-  } while (0)
 #endif
 
 // One span as a block of one head: its rows, its projection, its dW slot.
@@ -82,11 +44,84 @@ FavorShape span_shape(const FavorShape& s, const FavorSpan& x) {
   one.w_heads = 1;
   return one;
 }
-const float* rows_at(const float* p, const FavorSpan& x, int64_t width) { return p ? p + x.row0 * width : nullptr; }
-float* rows_at(float* p, const FavorSpan& x, int64_t width) { return p ? p + x.row0 * width : nullptr; }
-const float* state_at(const float* p, const FavorShape& s, int64_t h) { return p ? p + h * s.state_size() : nullptr; }
-float* state_at(float* p, const FavorShape& s, int64_t h) { return p ? p + h * s.state_size() : nullptr; }
-float* grad_at(float* dW, const FavorShape& s, const FavorSpan& x) { return dW ? dW + x.head * s.m * s.d : nullptr; }
+
+// The pointer arguments of a protocol step: each is passed whole to a call
+// over all heads, or, at span x of call head h of a call over pieces, where
+// that span's part of it starts (null stays null).
+template <typename T>
+struct RowsArg {  // [rows, width]: the span's rows
+  T* p;
+  int64_t width;
+  T* whole() const { return p; }
+  T* at(const FavorShape&, const FavorSpan& x, int64_t) const { return p ? p + x.row0 * width : nullptr; }
+};
+template <typename T>
+struct StateArg {  // [heads, state_size]: the call head's state
+  T* p;
+  T* whole() const { return p; }
+  T* at(const FavorShape& s, const FavorSpan&, int64_t h) const { return p ? p + h * s.state_size() : nullptr; }
+};
+struct ProjectionArg {  // [w_heads, m, d]: the span's head's projection
+  const float* W;
+  const float* whole() const { return W; }
+  const float* at(const FavorShape& s, const FavorSpan& x, int64_t) const { return s.head_w(W, x.head); }
+};
+struct WeightGradArg {  // [slots, m, d]: the span's head's dW slot
+  float* dW;
+  float* whole() const { return dW; }
+  float* at(const FavorShape& s, const FavorSpan& x, int64_t) const { return dW ? dW + x.head * s.m * s.d : nullptr; }
+};
+template <typename T>
+RowsArg<T> rows(T* p, int64_t width) {
+  return RowsArg<T>{p, width};
+}
+template <typename T>
+StateArg<T> state(T* p) {
+  return StateArg<T>{p};
+}
+ProjectionArg projection(const float* W) { return ProjectionArg{W}; }
+WeightGradArg weight_grad(float* dW) { return WeightGradArg{dW}; }
+
+// The implementations of one protocol step (favor_attention_backend.h): the
+// fused CPU and CUDA kernels (null without CUDA) and the slab composition.
+template <typename... P>
+using FavorStepFn = void (*)(const ExecContext&, const FavorShape&, P...);
+template <typename T>
+struct NotDeduced {
+  using type = T;
+};
+template <typename... P>
+struct FavorStep {
+  FavorStepFn<P...> cpu, cuda, slabs;
+};
+template <typename... P>
+FavorStep<P...> favor_step(FavorStepFn<P...> cpu, typename NotDeduced<FavorStepFn<P...>>::type cuda,
+                           FavorStepFn<P...> slabs) {
+  return FavorStep<P...>{cpu, cuda, slabs};
+}
+#if PF_HAVE_CUDA
+#define PF_FAVOR_STEP(op) favor_step(&favor_##op##_cpu, &favor_##op##_cuda, &favor_##op##_slabs)
+#else
+#define PF_FAVOR_STEP(op) favor_step(&favor_##op##_cpu, nullptr, &favor_##op##_slabs)
+#endif
+
+// Runs a step on the fused CPU or CUDA kernels or on the slab composition;
+// the composition over pieces runs one call per span, a block of one head at
+// the span's rows (the fused kernels take the table themselves).
+template <typename... P, typename... A>
+void run_step(const ExecContext& ctx, const FavorShape& s, const FavorStep<P...>& step, const A&... args) {
+  if (fused_cpu(ctx, s)) return step.cpu(ctx, s, args.whole()...);
+#if PF_HAVE_CUDA
+  if (fused_cuda(ctx, s)) return step.cuda(ctx, s, args.whole()...);
+#endif
+  if (!s.pieces) return step.slabs(ctx, s, args.whole()...);
+  const std::vector<FavorSpan>& spans = s.pieces->spans();
+  for (int64_t h = 0; h < s.pieces->count(); ++h) {
+    const FavorSpan& x = spans[static_cast<size_t>(h)];
+    if (x.len == 0) continue;
+    step.slabs(ctx, span_shape(s, x), args.at(s, x, h)...);
+  }
+}
 
 Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
 
@@ -174,9 +209,7 @@ void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k
   favor_check(s, __func__);
   check_ptrs(total || s.heads == 0, __func__, "total");
   check_ptrs((k && v && W) || s.heads * s.n == 0, __func__, "k, v and W");
-#define PF_FAVOR_SPAN_ARGS rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), state_at(total, s, h)
-  PF_FAVOR_DISPATCH(key_state, k, v, W, total);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(key_state), rows(k, s.d), rows(v, s.d), projection(W), state(total));
 }
 
 void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
@@ -184,11 +217,8 @@ void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, con
   favor_check(s, __func__);
   check_ptrs(block_total || s.heads == 0, __func__, "block_total");
   check_ptrs((q && k && v && W && y && row_scale) || s.heads * s.n == 0, __func__, "q, k, v, W, y and row_scale");
-#define PF_FAVOR_SPAN_ARGS                                                                                 \
-  rows_at(q, x, s.d), rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), rows_at(y, x, s.d + 1), \
-      rows_at(row_scale, x, 1), state_at(block_total, s, h)
-  PF_FAVOR_DISPATCH(causal_forward_local, q, k, v, W, y, row_scale, block_total);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(causal_forward_local), rows(q, s.d), rows(k, s.d), rows(v, s.d), projection(W),
+           rows(y, s.d + 1), rows(row_scale, 1), state(block_total));
 }
 
 void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
@@ -196,10 +226,8 @@ void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* 
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(q && W && prefix && y && row_scale, __func__, "q, W, prefix, y and row_scale");
-#define PF_FAVOR_SPAN_ARGS \
-  rows_at(q, x, s.d), s.head_w(W, x.head), state_at(prefix, s, h), rows_at(y, x, s.d + 1), rows_at(row_scale, x, 1)
-  PF_FAVOR_DISPATCH(add_prefix, q, W, prefix, y, row_scale);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(add_prefix), rows(q, s.d), projection(W), state(prefix), rows(y, s.d + 1),
+           rows(row_scale, 1));
 }
 
 void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
@@ -207,10 +235,8 @@ void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(q && W && total && y && row_scale, __func__, "q, W, total, y and row_scale");
-#define PF_FAVOR_SPAN_ARGS \
-  rows_at(q, x, s.d), s.head_w(W, x.head), state_at(total, s, h), rows_at(y, x, s.d + 1), rows_at(row_scale, x, 1)
-  PF_FAVOR_DISPATCH(bidirectional_forward_finish, q, W, total, y, row_scale);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(bidirectional_forward_finish), rows(q, s.d), projection(W), state(total),
+           rows(y, s.d + 1), rows(row_scale, 1));
 }
 
 void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
@@ -221,13 +247,9 @@ void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, co
   check_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
   check_ptrs((q && k && v && W && o && den && row_scale && d_o && dq && dk && dv) || s.heads * s.n == 0, __func__,
              "inputs and gradients");
-#define PF_FAVOR_SPAN_ARGS                                                                                             \
-  rows_at(q, x, s.d), rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), rows_at(o, x, s.d),                 \
-      rows_at(den, x, 1), rows_at(row_scale, x, 1), rows_at(d_o, x, s.d), state_at(prefix, s, h), rows_at(dq, x, s.d), \
-      rows_at(dk, x, s.d), rows_at(dv, x, s.d), state_at(block_total_grad, s, h), grad_at(dW, s, x)
-  PF_FAVOR_DISPATCH(causal_backward_local, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv, block_total_grad,
-                    dW);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(causal_backward_local), rows(q, s.d), rows(k, s.d), rows(v, s.d), projection(W),
+           rows(o, s.d), rows(den, 1), rows(row_scale, 1), rows(d_o, s.d), state(prefix), rows(dq, s.d), rows(dk, s.d),
+           rows(dv, s.d), state(block_total_grad), weight_grad(dW));
 }
 
 void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
@@ -235,11 +257,8 @@ void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, cons
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(k && v && W && suffix && dk && dv, __func__, "k, v, W, suffix, dk and dv");
-#define PF_FAVOR_SPAN_ARGS                                                                                  \
-  rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), state_at(suffix, s, h), rows_at(dk, x, s.d), \
-      rows_at(dv, x, s.d), grad_at(dW, s, x)
-  PF_FAVOR_DISPATCH(backward_add_suffix, k, v, W, suffix, dk, dv, dW);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(backward_add_suffix), rows(k, s.d), rows(v, s.d), projection(W), state(suffix),
+           rows(dk, s.d), rows(dv, s.d), weight_grad(dW));
 }
 
 void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
@@ -249,12 +268,8 @@ void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape
   check_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
   check_ptrs((q && W && o && den && row_scale && d_o && total && dq) || s.heads * s.n == 0, __func__,
              "q, W, o, den, row_scale, d_o, total and dq");
-#define PF_FAVOR_SPAN_ARGS                                                                                   \
-  rows_at(q, x, s.d), s.head_w(W, x.head), rows_at(o, x, s.d), rows_at(den, x, 1), rows_at(row_scale, x, 1), \
-      rows_at(d_o, x, s.d), state_at(total, s, h), rows_at(dq, x, s.d), state_at(local_grad_total, s, h),    \
-      grad_at(dW, s, x)
-  PF_FAVOR_DISPATCH(bidirectional_backward_local, q, W, o, den, row_scale, d_o, total, dq, local_grad_total, dW);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(bidirectional_backward_local), rows(q, s.d), projection(W), rows(o, s.d), rows(den, 1),
+           rows(row_scale, 1), rows(d_o, s.d), state(total), rows(dq, s.d), state(local_grad_total), weight_grad(dW));
 }
 
 void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
@@ -262,11 +277,8 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
   check_ptrs(k && v && W && grad_total && dk && dv, __func__, "k, v, W, grad_total, dk and dv");
-#define PF_FAVOR_SPAN_ARGS                                                                                      \
-  rows_at(k, x, s.d), rows_at(v, x, s.d), s.head_w(W, x.head), state_at(grad_total, s, h), rows_at(dk, x, s.d), \
-      rows_at(dv, x, s.d), grad_at(dW, s, x)
-  PF_FAVOR_DISPATCH(bidirectional_backward_finish, k, v, W, grad_total, dk, dv, dW);
-#undef PF_FAVOR_SPAN_ARGS
+  run_step(ctx, s, PF_FAVOR_STEP(bidirectional_backward_finish), rows(k, s.d), rows(v, s.d), projection(W),
+           state(grad_total), rows(dk, s.d), rows(dv, s.d), weight_grad(dW));
 }
 
 FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m, bool causal,
