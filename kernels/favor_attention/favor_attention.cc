@@ -35,16 +35,6 @@ bool fused_cuda(const ExecContext& ctx, const FavorShape& s) {
 }
 #endif
 
-// One span as a block of one head: its rows, its projection, its dW slot.
-FavorShape span_shape(const FavorShape& s, const FavorSpan& x) {
-  FavorShape one = s;
-  one.pieces = nullptr;
-  one.heads = 1;
-  one.n = x.len;
-  one.w_heads = 1;
-  return one;
-}
-
 // The pointer arguments of a protocol step: each is passed whole to a call
 // over all heads, or, at span x of call head h of a call over pieces, where
 // that span's part of it starts (null stays null).
@@ -119,7 +109,7 @@ void run_step(const ExecContext& ctx, const FavorShape& s, const FavorStep<P...>
   for (int64_t h = 0; h < s.pieces->count(); ++h) {
     const FavorSpan& x = spans[static_cast<size_t>(h)];
     if (x.len == 0) continue;
-    step.slabs(ctx, span_shape(s, x), args.at(s, x, h)...);
+    step.slabs(ctx, favor_span_shape(s, x.len), args.at(s, x, h)...);
   }
 }
 

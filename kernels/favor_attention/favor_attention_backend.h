@@ -55,6 +55,17 @@ int64_t favor_workspace_bytes_cuda(const FavorShape& s);
 inline int64_t favor_rows_per_slab(const FavorShape& s) {
   return std::min(s.slab_rows > 0 ? s.slab_rows : kFavorDefaultSlabRows, std::max<int64_t>(s.n, 1));
 }
+// One span of len rows of a call over pieces as a block of one head with the
+// call's sizes (its projection and dW slot are passed resolved): how the fused
+// CPU kernels and the slabs run each span.
+inline FavorShape favor_span_shape(const FavorShape& s, int64_t len) {
+  FavorShape one = s;
+  one.pieces = nullptr;
+  one.heads = 1;
+  one.n = len;
+  one.w_heads = 1;
+  return one;
+}
 // Floats of one thread's tile in the fused CPU kernels.
 int64_t favor_tile_floats_cpu(const FavorShape& s);
 }  // namespace pf

@@ -64,6 +64,19 @@ class Slabs {
                          dX + row(h, i) * s_.d, head_dw(dW, h));
   }
   float* head_dw(float* dW, int64_t h) const { return dW ? dW + h * s_.m * s_.d : nullptr; }
+  // slab_state() = the key state of slab i of head h alone (its features in
+  // phi_k, c_k).
+  void key_state(const float* k, const float* v, const float* W, int64_t h, int64_t i) {
+    k_features(k, W, h, i);
+    bidirectional_linear_attention_local_state(ctx_, shape(i), phi_k(), c_k(), v + row(h, i) * s_.d, slab_state());
+  }
+  // Runs f(h, i, r) for every head h and its slabs i in order, r the slab's
+  // first row.
+  template <typename F>
+  void each(F&& f) const {
+    for (int64_t h = 0; h < s_.heads; ++h)
+      for (int64_t i = 0; i < count(); ++i) f(h, i, row(h, i));
+  }
   // First row of slab i of head h in [heads * n] row space.
   int64_t row(int64_t h, int64_t i) const { return h * s_.n + start(i); }
 
@@ -100,61 +113,47 @@ void combine(const ExecContext& ctx, const FavorShape& s, const float* earlier, 
 void favor_key_state_slabs(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                            float* total) {
   Slabs slabs(ctx, s);
-  const int64_t ss = s.state_size(), d = s.d;
   clear_states(ctx, s, s.heads, total);
-  for (int64_t h = 0; h < s.heads; ++h) {
-    float* run = total + h * ss;
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      slabs.k_features(k, W, h, i);
-      bidirectional_linear_attention_local_state(ctx, slabs.shape(i), slabs.phi_k(), slabs.c_k(),
-                                                 v + slabs.row(h, i) * d, slabs.slab_state());
-      combine(ctx, s, run, slabs.slab_state(), run);
-    }
-  }
+  slabs.each([&](int64_t h, int64_t i, int64_t) {
+    float* run = total + h * s.state_size();
+    slabs.key_state(k, v, W, h, i);
+    combine(ctx, s, run, slabs.slab_state(), run);
+  });
 }
 
 void favor_causal_forward_local_slabs(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                       const float* v, const float* W, float* y, float* row_scale, float* block_total) {
   Slabs slabs(ctx, s);
-  const int64_t ss = s.state_size(), d = s.d;
+  const int64_t d = s.d;
   clear_states(ctx, s, s.heads, block_total);
-  for (int64_t h = 0; h < s.heads; ++h) {
-    float* run = block_total + h * ss;
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      const int64_t r = slabs.row(h, i);
-      slabs.q_features(q, W, h, i);
-      slabs.k_features(k, W, h, i);
-      causal_linear_attention_forward_local(ctx, slabs.shape(i), slabs.phi_q(), slabs.phi_k(), slabs.c_k(), v + r * d,
-                                            y + r * (d + 1), row_scale + r, slabs.slab_state(), i > 0 ? run : nullptr);
-      combine(ctx, s, run, slabs.slab_state(), run);
-    }
-  }
+  slabs.each([&](int64_t h, int64_t i, int64_t r) {
+    float* run = block_total + h * s.state_size();
+    slabs.q_features(q, W, h, i);
+    slabs.k_features(k, W, h, i);
+    causal_linear_attention_forward_local(ctx, slabs.shape(i), slabs.phi_q(), slabs.phi_k(), slabs.c_k(), v + r * d,
+                                          y + r * (d + 1), row_scale + r, slabs.slab_state(), i > 0 ? run : nullptr);
+    combine(ctx, s, run, slabs.slab_state(), run);
+  });
 }
 
 void favor_add_prefix_slabs(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                             const float* prefix, float* y, float* row_scale) {
   Slabs slabs(ctx, s);
-  for (int64_t h = 0; h < s.heads; ++h) {
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      const int64_t r = slabs.row(h, i);
-      slabs.q_features(q, W, h, i);
-      linear_attention_add_prefix(ctx, slabs.shape(i), slabs.phi_q(), prefix + h * s.state_size(), y + r * (s.d + 1),
-                                  row_scale + r);
-    }
-  }
+  slabs.each([&](int64_t h, int64_t i, int64_t r) {
+    slabs.q_features(q, W, h, i);
+    linear_attention_add_prefix(ctx, slabs.shape(i), slabs.phi_q(), prefix + h * s.state_size(), y + r * (s.d + 1),
+                                row_scale + r);
+  });
 }
 
 void favor_bidirectional_forward_finish_slabs(const ExecContext& ctx, const FavorShape& s, const float* q,
                                               const float* W, const float* total, float* y, float* row_scale) {
   Slabs slabs(ctx, s);
-  for (int64_t h = 0; h < s.heads; ++h) {
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      const int64_t r = slabs.row(h, i);
-      slabs.q_features(q, W, h, i);
-      bidirectional_linear_attention_forward_finish(ctx, slabs.shape(i), slabs.phi_q(), total + h * s.state_size(),
-                                                    y + r * (s.d + 1), row_scale + r);
-    }
-  }
+  slabs.each([&](int64_t h, int64_t i, int64_t r) {
+    slabs.q_features(q, W, h, i);
+    bidirectional_linear_attention_forward_finish(ctx, slabs.shape(i), slabs.phi_q(), total + h * s.state_size(),
+                                                  y + r * (s.d + 1), row_scale + r);
+  });
 }
 
 void favor_causal_backward_local_slabs(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
@@ -174,9 +173,7 @@ void favor_causal_backward_local_slabs(const ExecContext& ctx, const FavorShape&
       clear_states(ctx, s, 1, st);
     }
     for (int64_t i = 0; i + 1 < ns; ++i) {
-      slabs.k_features(k, W, h, i);
-      bidirectional_linear_attention_local_state(ctx, slabs.shape(i), slabs.phi_k(), slabs.c_k(),
-                                                 v + slabs.row(h, i) * d, slabs.slab_state());
+      slabs.key_state(k, v, W, h, i);
       combine(ctx, s, st + i * ss, slabs.slab_state(), st + (i + 1) * ss);
     }
     float* R = block_total_grad + h * ss;
@@ -199,18 +196,16 @@ void favor_backward_add_suffix_slabs(const ExecContext& ctx, const FavorShape& s
                                      const float* W, const float* suffix, float* dk, float* dv, float* dW) {
   Slabs slabs(ctx, s);
   const int64_t d = s.d;
-  for (int64_t h = 0; h < s.heads; ++h) {
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      const int64_t r = slabs.row(h, i), rows = slabs.rows(i);
-      slabs.k_features(k, W, h, i);
-      fill_zero(ctx.stream, slabs.d_phi_k(), ctx.device, rows * s.m * 4);
-      linear_attention_backward_add_suffix(ctx, slabs.shape(i), slabs.phi_k(), slabs.c_k(), v + r * d,
-                                           suffix + h * s.state_size(), slabs.d_phi_k(), dv + r * d);
-      feature_map_backward(ctx, s.features, rows, d, s.m, k + r * d, s.head_w(W, h), slabs.phi_k(), slabs.d_phi_k(),
-                           slabs.dx(), slabs.head_dw(dW, h));
-      residual_add(ctx, dk + r * d, slabs.dx(), dk + r * d, rows * d);
-    }
-  }
+  slabs.each([&](int64_t h, int64_t i, int64_t r) {
+    const int64_t rows = slabs.rows(i);
+    slabs.k_features(k, W, h, i);
+    fill_zero(ctx.stream, slabs.d_phi_k(), ctx.device, rows * s.m * 4);
+    linear_attention_backward_add_suffix(ctx, slabs.shape(i), slabs.phi_k(), slabs.c_k(), v + r * d,
+                                         suffix + h * s.state_size(), slabs.d_phi_k(), dv + r * d);
+    feature_map_backward(ctx, s.features, rows, d, s.m, k + r * d, s.head_w(W, h), slabs.phi_k(), slabs.d_phi_k(),
+                         slabs.dx(), slabs.head_dw(dW, h));
+    residual_add(ctx, dk + r * d, slabs.dx(), dk + r * d, rows * d);
+  });
 }
 
 void favor_bidirectional_backward_local_slabs(const ExecContext& ctx, const FavorShape& s, const float* q,
@@ -220,18 +215,14 @@ void favor_bidirectional_backward_local_slabs(const ExecContext& ctx, const Favo
   Slabs slabs(ctx, s);
   const int64_t ss = s.state_size(), d = s.d;
   clear_states(ctx, s, s.heads, local_grad_total);
-  for (int64_t h = 0; h < s.heads; ++h) {
+  slabs.each([&](int64_t h, int64_t i, int64_t r) {
     float* R = local_grad_total + h * ss;
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      const int64_t r = slabs.row(h, i);
-      slabs.q_features(q, W, h, i);
-      bidirectional_linear_attention_backward_local(ctx, slabs.shape(i), slabs.phi_q(), o + r * d, den + r,
-                                                    row_scale + r, d_o + r * d, total + h * ss, slabs.d_phi_q(),
-                                                    slabs.slab_state());
-      slabs.feature_backward(q, W, slabs.phi_q(), slabs.d_phi_q(), dq, h, i, dW);
-      combine(ctx, s, R, slabs.slab_state(), R);
-    }
-  }
+    slabs.q_features(q, W, h, i);
+    bidirectional_linear_attention_backward_local(ctx, slabs.shape(i), slabs.phi_q(), o + r * d, den + r, row_scale + r,
+                                                  d_o + r * d, total + h * ss, slabs.d_phi_q(), slabs.slab_state());
+    slabs.feature_backward(q, W, slabs.phi_q(), slabs.d_phi_q(), dq, h, i, dW);
+    combine(ctx, s, R, slabs.slab_state(), R);
+  });
 }
 
 void favor_bidirectional_backward_finish_slabs(const ExecContext& ctx, const FavorShape& s, const float* k,
@@ -239,15 +230,12 @@ void favor_bidirectional_backward_finish_slabs(const ExecContext& ctx, const Fav
                                                float* dv, float* dW) {
   Slabs slabs(ctx, s);
   const int64_t d = s.d;
-  for (int64_t h = 0; h < s.heads; ++h) {
-    for (int64_t i = 0; i < slabs.count(); ++i) {
-      const int64_t r = slabs.row(h, i);
-      slabs.k_features(k, W, h, i);
-      bidirectional_linear_attention_backward_finish(ctx, slabs.shape(i), slabs.phi_k(), slabs.c_k(), v + r * d,
-                                                     grad_total + h * s.state_size(), slabs.d_phi_k(), dv + r * d);
-      slabs.feature_backward(k, W, slabs.phi_k(), slabs.d_phi_k(), dk, h, i, dW);
-    }
-  }
+  slabs.each([&](int64_t h, int64_t i, int64_t r) {
+    slabs.k_features(k, W, h, i);
+    bidirectional_linear_attention_backward_finish(ctx, slabs.shape(i), slabs.phi_k(), slabs.c_k(), v + r * d,
+                                                   grad_total + h * s.state_size(), slabs.d_phi_k(), dv + r * d);
+    slabs.feature_backward(k, W, slabs.phi_k(), slabs.d_phi_k(), dk, h, i, dW);
+  });
 }
 
 }  // namespace pf
