@@ -62,6 +62,7 @@ inline void for_each_head(const ExecContext& ctx, int64_t heads, int64_t workspa
 // in order or from the last: t0 its first row.
 template <typename F>
 inline void for_each_chunk(int64_t n, int64_t C, bool reverse, F&& f) {
+  if (n <= 0) return;
   const int64_t chunks = (n + C - 1) / C;
   for (int64_t i = 0; i < chunks; ++i) {
     const int64_t t0 = (reverse ? chunks - 1 - i : i) * C;
