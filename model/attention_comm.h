@@ -57,12 +57,30 @@ class CommPhase {
   Event start_, end_, wait_from_, wait_to_;
 };
 
+// Ends the timing of a call that waits for no communication: compute is the
+// wall time since t0 (its work may still be queued).
+inline void end_local_attention_timing(double t0, AttentionTiming* timing) {
+  AttentionTiming t;
+  t.compute = seconds_now() - t0;
+  if (timing) *timing = t;
+}
+
 // Ends a call's timing once its work is done: compute is the wall time since
 // t0 less the communication the compute stream waited for.
 inline void end_attention_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
   synchronize(ctx.stream);
   t.compute = seconds_now() - t0 - t.comm_wait;
   if (timing) *timing = t;
+}
+
+// The options of a call's scans: the configured algorithm, scratch in ctx.tracker.
+inline ScanOptions attention_scan_options(const AttentionOptions& opt, const ExecContext& ctx,
+                                          ScanDirection direction = ScanDirection::Forward) {
+  ScanOptions so;
+  so.direction = direction;
+  so.algorithm = opt.scan;
+  so.tracker = ctx.tracker;
+  return so;
 }
 
 inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
