@@ -298,37 +298,42 @@ void linear_attention_backward_add_suffix_cpu(const ExecContext& ctx, const LinA
   });
 }
 
-void linear_attention_key_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
-                                    const float* v, float* total) {
+namespace {
+// total [heads][state_size] = each head's state summed over its rows, a row
+// block at a time: update(a, S, r0, rows, vals, scaled) loads the block's
+// values (rows x D1, from row r0 of the call) into vals and adds the block to
+// (a, S), with `scaled` as scratch.
+template <typename Update>
+void rows_state_cpu(const ExecContext& ctx, const LinAttnShape& s, float* total, Update update) {
   host_launch(ctx, [=] {
-    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+    const int64_t n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
     for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
-      std::vector<float> S(m * D1, 0.f), vp(rb * D1), scaled(rb * m);
+      std::vector<float> S(m * D1, 0.f), vals(rb * D1), scaled(rb * m);
       float a = kEmptyLogScale;
       for_each_chunk(n, rb, false, [&](int64_t t0, int64_t rows) {
-        const int64_t r0 = h * n + t0;
-        load_vprime(v + r0 * d, rows, d, vp.data());
-        key_state_update(a, S.data(), rows, m, D1, phi_k + r0 * m, c_k + r0, vp.data(), scaled.data());
+        update(a, S.data(), h * n + t0, rows, vals.data(), scaled.data());
       });
       store_state(a, S, total + h * s.state_size());
     });
   });
 }
+}  // namespace
+
+void linear_attention_key_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
+                                    const float* v, float* total) {
+  const int64_t m = s.m, d = s.d;
+  rows_state_cpu(ctx, s, total, [=](float& a, float* S, int64_t r0, int64_t rows, float* vp, float* scaled) {
+    load_vprime(v + r0 * d, rows, d, vp);
+    key_state_update(a, S, rows, m, d + 1, phi_k + r0 * m, c_k + r0, vp, scaled);
+  });
+}
 
 void linear_attention_query_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o,
                                       const float* den, const float* row_scale, const float* d_o, float* total) {
-  host_launch(ctx, [=] {
-    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-    for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
-      std::vector<float> R(m * D1, 0.f), g(rb * D1), scaled(rb * m);
-      float rho = kEmptyLogScale;
-      for_each_chunk(n, rb, false, [&](int64_t t0, int64_t rows) {
-        const int64_t r0 = h * n + t0;
-        load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
-        query_state_update(rho, R.data(), rows, m, D1, phi_q + r0 * m, row_scale + r0, g.data(), scaled.data());
-      });
-      store_state(rho, R, total + h * s.state_size());
-    });
+  const int64_t m = s.m, d = s.d;
+  rows_state_cpu(ctx, s, total, [=](float& rho, float* R, int64_t r0, int64_t rows, float* g, float* scaled) {
+    load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g);
+    query_state_update(rho, R, rows, m, d + 1, phi_q + r0 * m, row_scale + r0, g, scaled);
   });
 }
 
