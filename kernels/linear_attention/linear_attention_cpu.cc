@@ -128,6 +128,16 @@ void combine_state(const float* e, const float* l, float* r, int64_t size) {
   r[0] = top;
 }
 
+// Runs f(h) on ctx.stream for each of `heads` states of `size` floats, on
+// OpenMP threads when they hold more than 2^16 floats in all.
+template <typename F>
+void for_each_state(const ExecContext& ctx, int64_t heads, int64_t size, F f) {
+  host_launch(ctx, [=] {
+#pragma omp parallel for if (heads * size > (1 << 16))
+    for (int64_t h = 0; h < heads; ++h) f(h);
+  });
+}
+
 }  // namespace
 
 void linear_attention_fill_cpu(const ExecContext& ctx, float* x, int64_t count, float value) {
@@ -146,13 +156,10 @@ void linear_attention_state_clear_cpu(const ExecContext& ctx, const LinAttnShape
 
 void linear_attention_state_combine_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
                                         const float* earlier, const float* later, float* out) {
-  host_launch(ctx, [=] {
-    const int64_t size = 1 + m * (d + 1);
-#pragma omp parallel for if (heads * size > (1 << 16))
-    for (int64_t h = 0; h < heads; ++h) {
-      // The two weights of state_combine_element, once per head (out may alias an input).
-      combine_state(earlier + h * size, later + h * size, out + h * size, size);
-    }
+  const int64_t size = 1 + m * (d + 1);
+  for_each_state(ctx, heads, size, [=](int64_t h) {
+    // The two weights of state_combine_element, once per head (out may alias an input).
+    combine_state(earlier + h * size, later + h * size, out + h * size, size);
   });
 }
 
@@ -169,20 +176,17 @@ void linear_attention_segmented_state_clear_cpu(const ExecContext& ctx, int64_t 
 
 void linear_attention_segmented_state_combine_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
                                                   const float* earlier, const float* later, float* out) {
-  host_launch(ctx, [=] {
-    const int64_t g = 2 + m * (d + 1);
-#pragma omp parallel for if (heads * g > (1 << 16))
-    for (int64_t h = 0; h < heads; ++h) {
-      const float *e = earlier + h * g, *l = later + h * g;
-      float* r = out + h * g;
-      if (l[0] != 0.f) {
-        if (r != l) std::copy(l + 1, l + g, r + 1);
-      } else {
-        // The two weights of segmented_state_element, once per head.
-        combine_state(e + 1, l + 1, r + 1, g - 1);
-      }
-      r[0] = (e[0] != 0.f || l[0] != 0.f) ? 1.f : 0.f;
+  const int64_t g = 2 + m * (d + 1);
+  for_each_state(ctx, heads, g, [=](int64_t h) {
+    const float *e = earlier + h * g, *l = later + h * g;
+    float* r = out + h * g;
+    if (l[0] != 0.f) {
+      if (r != l) std::copy(l + 1, l + g, r + 1);
+    } else {
+      // The two weights of segmented_state_element, once per head.
+      combine_state(e + 1, l + 1, r + 1, g - 1);
     }
+    r[0] = (e[0] != 0.f || l[0] != 0.f) ? 1.f : 0.f;
   });
 }
 
