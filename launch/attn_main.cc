@@ -153,11 +153,7 @@ int run(const Options& opt, pf::ReplaceableOutput& output) {
       v_(tracker, device, size, v.data()), o_(tracker, device, size);
   DeviceBuffer g_(tracker, device, with_backward ? size : 0, with_backward ? dout.data() : nullptr);
   if (softmax) {
-    pf::SoftmaxAttentionParams p;
-    p.heads = B * H;
-    p.n = N;
-    p.d = D;
-    p.causal = causal;
+    const pf::SoftmaxAttentionParams p = pf::softmax_attention_params(B * H, N, D, causal);
     DeviceBuffer lse(tracker, device, B * H * N);
     pf::softmax_attention_forward(ctx, p, q_.get(), k_.get(), v_.get(), o_.get(), lse.get());
     if (with_backward)

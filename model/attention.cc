@@ -94,15 +94,13 @@ void SequenceAttention::forward_kind(const ModelConfig& cfg, const ExecContext& 
     saved.lse = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.lse");
     softmax_attention_forward(ctx, attention_softmax_params(cfg, heads, n), q, k, v, saved.o.data<float>(),
                               saved.lse.data<float>());
-    t.compute = seconds_now() - t0;
-    if (timing) *timing = t;
+    end_local_attention_timing(t0, timing);
     return;
   }
 
-  const int64_t m = cfg.features;
   const FavorShape fs = attention_favor_shape(cfg, heads, n);
   const int64_t ss = fs.state_size();
-  const StateCombine combine(ctx, m, D);
+  const StateCombine combine(ctx, fs.m, D);
   Tensor y = Tensor::empty({heads, n, D + 1}, DType::f32, *ctx.tracker, "attention.y");
   Tensor T = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.block_total");
   saved.den = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.den");
@@ -114,9 +112,7 @@ void SequenceAttention::forward_kind(const ModelConfig& cfg, const ExecContext& 
   float* state = saved.state.data<float>();
 
   std::unique_ptr<CommPhase> phase;
-  ScanOptions so;
-  so.algorithm = opt_.scan;
-  so.tracker = ctx.tracker;
+  const ScanOptions so = attention_scan_options(opt_, ctx);
   if (cfg.causal()) {
     auto issue_scan = [&] {
       phase = std::make_unique<CommPhase>(ctx, *sp_);
@@ -182,8 +178,7 @@ void SequenceAttention::backward_kind(const ModelConfig& cfg, const ExecContext&
   if (cfg.attention == AttentionKind::Softmax) {
     softmax_attention_backward(ctx, attention_softmax_params(cfg, heads, n), q, k, v, saved.o.data<float>(),
                                saved.lse.data<float>(), d_o, dq, dk, dv);
-    t.compute = seconds_now() - t0;
-    if (timing) *timing = t;
+    end_local_attention_timing(t0, timing);
     return;
   }
 
@@ -192,9 +187,7 @@ void SequenceAttention::backward_kind(const ModelConfig& cfg, const ExecContext&
   const int64_t ss = fs.state_size();
   const StateCombine combine(ctx, m, D);
   std::unique_ptr<CommPhase> phase;
-  ScanOptions so;
-  so.algorithm = opt_.scan;
-  so.tracker = ctx.tracker;
+  const ScanOptions so = attention_scan_options(opt_, ctx);
   Tensor U = Tensor::empty({heads, ss}, DType::f32, *ctx.tracker, "attention.grad_total");
   // exp: the kernels accumulate each of the B*H heads' dW; summed over the batch below.
   Tensor dW_heads;

@@ -57,6 +57,14 @@ class CommPhase {
   Event start_, end_, wait_from_, wait_to_;
 };
 
+// Ends the timing of a call that waits for no communication: compute is the
+// wall time since t0 (its work may still be queued).
+inline void end_local_attention_timing(double t0, AttentionTiming* timing) {
+  AttentionTiming t;
+  t.compute = seconds_now() - t0;
+  if (timing) *timing = t;
+}
+
 // Ends a call's timing once its work is done: compute is the wall time since
 // t0 less the communication the compute stream waited for.
 inline void end_attention_timing(const ExecContext& ctx, AttentionTiming t, double t0, AttentionTiming* timing) {
@@ -65,14 +73,18 @@ inline void end_attention_timing(const ExecContext& ctx, AttentionTiming t, doub
   if (timing) *timing = t;
 }
 
+// The options of a call's scans: the configured algorithm, scratch in ctx.tracker.
+inline ScanOptions attention_scan_options(const AttentionOptions& opt, const ExecContext& ctx,
+                                          ScanDirection direction = ScanDirection::Forward) {
+  ScanOptions so;
+  so.direction = direction;
+  so.algorithm = opt.scan;
+  so.tracker = ctx.tracker;
+  return so;
+}
+
 inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
-  SoftmaxAttentionParams p;
-  p.heads = heads;
-  p.n = n;
-  p.d = cfg.head_dim();
-  p.causal = cfg.causal();
-  p.window = cfg.window;
-  return p;
+  return softmax_attention_params(heads, n, cfg.head_dim(), cfg.causal(), cfg.window);
 }
 
 // The packed forms of SequenceAttention::forward / backward (attention_packed.cc).

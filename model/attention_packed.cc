@@ -222,10 +222,7 @@ class PackedPass {
     copy_rows(ctx_.stream, send.raw(), g * 4, flag_rows.raw(), 4, 4, heads, ctx_.device);
     copy_rows(ctx_.stream, send.data<float>() + 1, g * 4, states, ss_ * 4, ss_ * 4, heads, ctx_.device);
     const SegmentedStateCombine segmented(ctx_, cfg_.features, D_);
-    ScanOptions so;
-    so.direction = direction;
-    so.algorithm = opt_.scan;
-    so.tracker = ctx_.tracker;
+    const ScanOptions so = attention_scan_options(opt_, ctx_, direction);
     CommPhase phase(ctx_, *sp_);
     exclusive_scan(*sp_, send.raw(), recv.raw(), heads * g, segmented, so);
     phase.issued();

@@ -143,135 +143,173 @@ ForwardResult PerformerModel::forward_backward(const ModelInput& in, int64_t ste
   return run(in, step, true, loss_scale, nullptr, timing, ready);
 }
 
-ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
-                                  std::vector<float>* logits_out, ModelTiming* timing,
-                                  const GradientsReady& ready) {
-  const double t_start = seconds_now();
-  const ExecContext& ctx = ctx_;
-  const int64_t B = in.batch, n = in.n, T = B * n, C = cfg_.width, V = cfg_.vocab, L = cfg_.layers;
-  PF_REQUIRE(ValueError, static_cast<int64_t>(in.inputs.size()) == T && static_cast<int64_t>(in.targets.size()) == T,
-             "model input of " << B << " x " << n << " holds " << in.inputs.size() << " inputs and "
-                               << in.targets.size() << " targets");
-  const float* p = params_.data<float>();
-  float* g = grads_.data<float>();
-  const bool lowp = cfg_.dtype != DType::f32;
-  if (lowp) cast_narrow(ctx, cfg_.dtype, p, params_lp_.raw(), layout_.total());
-  const void* p_lp = lowp ? params_lp_.raw() : nullptr;
-  const void* embedding_lp =
-      lowp ? static_cast<const char*>(p_lp) + layout_.embedding() * dtype_size(cfg_.dtype) : nullptr;
-  MemoryTracker& tr = *ctx.tracker;
+// What one run() carries from stage to stage. Each tensor is freed where the
+// stages below free it, so the memory of a step is what it was in one piece.
+struct PerformerModel::RunState {
+  const ModelInput& in;
+  int64_t step = 0, B = 0, n = 0, T = 0;
+  const float* p = nullptr;            // the fp32 parameters
+  const void* p_lp = nullptr;          // their 16-bit copy (model.dtype bf16/f16), or null
+  const void* embedding_lp = nullptr;  // the embedding within it, or null
+  Tensor ids, targets;                 // [T] on the device
+  std::vector<Tensor> xs;              // layer inputs x_0 .. x_L, each [T, C]; with checkpointing,
+                                       // the only activations kept across layers
+  std::vector<LayerActs> acts;         // per layer
+  LayerTiming lt;
+  Tensor hf, mf, rf;  // final LayerNorm output [T, C] (16-bit when lowp), its stats [T]
+  Tensor logits;      // [T, V], then their gradient
+  double t_start = 0;
   ModelTiming mt;
-  auto add_attention = [&mt](const AttentionTiming& a) {
+  RunState(const ModelInput& input, int64_t s) : in(input), step(s), B(input.batch), n(input.n), T(B * n) {}
+  void add_attention(const AttentionTiming& a) {
     mt.attention += a.compute;
     mt.scan += a.comm;
     mt.scan_exposed += a.comm_wait;
-  };
-  auto finish_timing = [&] {
+  }
+  void finish_timing(ModelTiming* timing) {
     mt.other = seconds_now() - t_start - mt.attention - mt.scan_exposed;
     if (timing) *timing = mt;
-  };
-
-  Tensor ids = Tensor::empty({T}, DType::i32, tr, "model.ids");
-  Tensor targets = Tensor::empty({T}, DType::i32, tr, "model.targets");
-  // `in` outlives the step's work: the forward ends with the stream drained.
-  copy_bytes(ctx.stream, ids.raw(), ctx.device, in.inputs.data(), Device::cpu(), T * 4);
-  copy_bytes(ctx.stream, targets.raw(), ctx.device, in.targets.data(), Device::cpu(), T * 4);
-
-  // Layer inputs x_0 .. x_L, each [T, C]; with checkpointing, the only
-  // activations kept across layers.
-  std::vector<Tensor> xs;
-  xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
-  in.packed.check(B, n);
-  embed(ids.data<int32_t>(), B, n, in.offset, in.packed, xs[0].data<float>());
-  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
-
-  std::vector<LayerActs> acts(static_cast<size_t>(L));
-  LayerTiming lt;
-  for (int64_t l = 0; l < L; ++l) {
-    xs.push_back(Tensor::empty({T, C}, DType::f32, tr, "model.layer_input"));
-    layers_[l].forward(ctx, B, n, p, p_lp, projection(l, step), xs[l].data<float>(), xs[l + 1].data<float>(),
-                       acts[l], &lt, &in.packed);
-    add_attention(lt.attention_fwd);
-    if (cfg_.checkpoint_activations || !backward) acts[l].clear();
   }
+};
 
-  // Head: final LayerNorm, tied projection to the vocabulary, loss sums.
-  Tensor hf = Tensor::empty({T, C}, DType::f32, tr, "model.final_ln");
-  Tensor mf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
-  Tensor rf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
-  layernorm_forward(ctx, xs[L].data<float>(), p + layout_.final_ln_g(), p + layout_.final_ln_b(), hf.data<float>(),
-                    mf.data<float>(), rf.data<float>(), T, C);
-  if (lowp) {
+ForwardResult PerformerModel::run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
+                                  std::vector<float>* logits_out, ModelTiming* timing, const GradientsReady& ready) {
+  RunState r(in, step);
+  r.t_start = seconds_now();
+  start_run(r);
+  forward_layers(r, backward);
+  const ForwardResult result = forward_head(r, logits_out);
+  if (!backward) {
+    r.finish_timing(timing);
+    return result;
+  }
+  backward_all(r, loss_scale, ready);
+  r.finish_timing(timing);
+  return result;
+}
+
+// Checks the input, rounds the parameters into their 16-bit copy (lowp) and
+// puts the ids and targets on the device.
+void PerformerModel::start_run(RunState& r) {
+  const ModelInput& in = r.in;
+  PF_REQUIRE(ValueError,
+             static_cast<int64_t>(in.inputs.size()) == r.T && static_cast<int64_t>(in.targets.size()) == r.T,
+             "model input of " << r.B << " x " << r.n << " holds " << in.inputs.size() << " inputs and "
+                               << in.targets.size() << " targets");
+  r.p = params_.data<float>();
+  const bool lowp = cfg_.dtype != DType::f32;
+  if (lowp) cast_narrow(ctx_, cfg_.dtype, r.p, params_lp_.raw(), layout_.total());
+  r.p_lp = lowp ? params_lp_.raw() : nullptr;
+  r.embedding_lp = lowp ? static_cast<const char*>(r.p_lp) + layout_.embedding() * dtype_size(cfg_.dtype) : nullptr;
+  MemoryTracker& tr = *ctx_.tracker;
+  r.ids = Tensor::empty({r.T}, DType::i32, tr, "model.ids");
+  r.targets = Tensor::empty({r.T}, DType::i32, tr, "model.targets");
+  // `in` outlives the step's work: the forward ends with the stream drained.
+  copy_bytes(ctx_.stream, r.ids.raw(), ctx_.device, in.inputs.data(), Device::cpu(), r.T * 4);
+  copy_bytes(ctx_.stream, r.targets.raw(), ctx_.device, in.targets.data(), Device::cpu(), r.T * 4);
+}
+
+// x_0 = the embedding, then x_1 .. x_L; the layers' activations are kept for
+// the backward unless it recomputes them (checkpointing) or there is none.
+void PerformerModel::forward_layers(RunState& r, bool backward) {
+  const int64_t C = cfg_.width, L = cfg_.layers;
+  MemoryTracker& tr = *ctx_.tracker;
+  r.xs.push_back(Tensor::empty({r.T, C}, DType::f32, tr, "model.layer_input"));
+  r.in.packed.check(r.B, r.n);
+  embed(r.ids.data<int32_t>(), r.B, r.n, r.in.offset, r.in.packed, r.xs[0].data<float>());
+  r.acts.resize(static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l) {
+    r.xs.push_back(Tensor::empty({r.T, C}, DType::f32, tr, "model.layer_input"));
+    layers_[l].forward(ctx_, r.B, r.n, r.p, r.p_lp, projection(l, r.step), r.xs[l].data<float>(),
+                       r.xs[l + 1].data<float>(), r.acts[l], &r.lt, &r.in.packed);
+    r.add_attention(r.lt.attention_fwd);
+    if (cfg_.checkpoint_activations || !backward) r.acts[l].clear();
+  }
+}
+
+// Head: final LayerNorm, tied projection to the vocabulary, loss sums.
+ForwardResult PerformerModel::forward_head(RunState& r, std::vector<float>* logits_out) {
+  const int64_t T = r.T, C = cfg_.width, V = cfg_.vocab;
+  const float* p = r.p;
+  MemoryTracker& tr = *ctx_.tracker;
+  r.hf = Tensor::empty({T, C}, DType::f32, tr, "model.final_ln");
+  r.mf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
+  r.rf = Tensor::empty({T}, DType::f32, tr, "model.ln_stats");
+  layernorm_forward(ctx_, r.xs[cfg_.layers].data<float>(), p + layout_.final_ln_g(), p + layout_.final_ln_b(),
+                    r.hf.data<float>(), r.mf.data<float>(), r.rf.data<float>(), T, C);
+  if (r.p_lp) {
     // The head GEMM reads the 16-bit copy of the final LayerNorm output.
     Tensor h16 = Tensor::empty({T, C}, cfg_.dtype, tr, "model.final_ln");
-    cast_narrow(ctx, cfg_.dtype, hf.data<float>(), h16.raw(), T * C);
-    hf = h16;
+    cast_narrow(ctx_, cfg_.dtype, r.hf.data<float>(), h16.raw(), T * C);
+    r.hf = h16;
   }
-  Tensor logits = Tensor::empty({T, V}, DType::f32, tr, "model.logits");
-  if (lowp)
-    linear_forward_lowp(ctx, cfg_.dtype, hf.raw(), embedding_lp, nullptr, logits.data<float>(), T, C, V);
+  r.logits = Tensor::empty({T, V}, DType::f32, tr, "model.logits");
+  if (r.p_lp)
+    linear_forward_lowp(ctx_, cfg_.dtype, r.hf.raw(), r.embedding_lp, nullptr, r.logits.data<float>(), T, C, V);
   else
-    linear_forward(ctx, hf.data<float>(), p + layout_.embedding(), nullptr, logits.data<float>(), T, C, V);
+    linear_forward(ctx_, r.hf.data<float>(), p + layout_.embedding(), nullptr, r.logits.data<float>(), T, C, V);
   if (logits_out) {
     logits_out->resize(static_cast<size_t>(T * V));
-    copy_bytes(ctx.stream, logits_out->data(), Device::cpu(), logits.raw(), ctx.device, logits.nbytes());
-    synchronize(ctx.stream);
+    copy_bytes(ctx_.stream, logits_out->data(), Device::cpu(), r.logits.raw(), ctx_.device, r.logits.nbytes());
+    synchronize(ctx_.stream);
   }
   Tensor token_loss = Tensor::empty({T}, DType::f32, tr, "model.token_loss");
   const CrossEntropySums ce =
-      cross_entropy_forward(ctx, logits.data<float>(), targets.data<int32_t>(), token_loss.data<float>(), T, V);
-  token_loss = Tensor();
-  ForwardResult result{ce.loss_sum, ce.count, ce.correct};
-  if (!backward) {
-    finish_timing();
-    return result;
-  }
+      cross_entropy_forward(ctx_, r.logits.data<float>(), r.targets.data<int32_t>(), token_loss.data<float>(), T, V);
+  return ForwardResult{ce.loss_sum, ce.count, ce.correct};
+}
 
-  // Backward, top to bottom. d_x holds dL/dx_l while walking down.
-  cross_entropy_backward(ctx, logits.data<float>(), targets.data<int32_t>(), logits.data<float>(), T, V,
-                         static_cast<float>(loss_scale));
-  Tensor d_h = Tensor::empty({T, C}, DType::f32, tr, "model.grad_final_ln");
-  if (lowp)
-    linear_backward_lowp(ctx, cfg_.dtype, logits.data<float>(), hf.raw(), embedding_lp, d_h.data<float>(),
-                         g + layout_.embedding(), nullptr, T, C, V);
-  else
-    linear_backward(ctx, logits.data<float>(), hf.data<float>(), p + layout_.embedding(), d_h.data<float>(),
-                    g + layout_.embedding(), nullptr, T, C, V);
-  logits = Tensor();
-  Tensor d_x = Tensor::empty({T, C}, DType::f32, tr, "model.grad_x");
-  layernorm_backward(ctx, d_h.data<float>(), xs[L].data<float>(), p + layout_.final_ln_g(), mf.data<float>(),
-                     rf.data<float>(), d_x.data<float>(), g + layout_.final_ln_g(), g + layout_.final_ln_b(), T, C);
-  d_h = Tensor();
-  hf = Tensor();
-  // The layout ends with the final LayerNorm, then the layers from the top
-  // down: each block's gradients are final once its backward is done (the
-  // embedding, tied to the head, only at the very end).
+// Backward, top to bottom: the head's, each layer's (recomputing its
+// activations when checkpointing) and the embedding's gradients. The layout
+// ends with the final LayerNorm, then the layers from the top down: each
+// block's gradients are final once its backward is done (the embedding, tied
+// to the head, only at the very end), and `ready` hears of each.
+void PerformerModel::backward_all(RunState& r, double loss_scale, const GradientsReady& ready) {
+  const int64_t T = r.T, C = cfg_.width, V = cfg_.vocab, L = cfg_.layers;
+  const float* p = r.p;
+  float* g = grads_.data<float>();
+  MemoryTracker& tr = *ctx_.tracker;
   auto announce = [&](int64_t from) {
     if (ready) ready(from);  // ordered after the compute stream's work by an event
   };
+  // d_x holds dL/dx_l while walking down.
+  cross_entropy_backward(ctx_, r.logits.data<float>(), r.targets.data<int32_t>(), r.logits.data<float>(), T, V,
+                         static_cast<float>(loss_scale));
+  Tensor d_h = Tensor::empty({T, C}, DType::f32, tr, "model.grad_final_ln");
+  if (r.p_lp)
+    linear_backward_lowp(ctx_, cfg_.dtype, r.logits.data<float>(), r.hf.raw(), r.embedding_lp, d_h.data<float>(),
+                         g + layout_.embedding(), nullptr, T, C, V);
+  else
+    linear_backward(ctx_, r.logits.data<float>(), r.hf.data<float>(), p + layout_.embedding(), d_h.data<float>(),
+                    g + layout_.embedding(), nullptr, T, C, V);
+  r.logits = Tensor();
+  Tensor d_x = Tensor::empty({T, C}, DType::f32, tr, "model.grad_x");
+  layernorm_backward(ctx_, d_h.data<float>(), r.xs[L].data<float>(), p + layout_.final_ln_g(), r.mf.data<float>(),
+                     r.rf.data<float>(), d_x.data<float>(), g + layout_.final_ln_g(), g + layout_.final_ln_b(), T, C);
+  d_h = Tensor();
+  r.hf = Tensor();
   announce(layout_.final_ln_g());
   for (int64_t l = L - 1; l >= 0; --l) {
-    xs[l + 1] = Tensor();
-    const float* W = projection(l, step);
+    r.xs[l + 1] = Tensor();
+    const float* W = projection(l, r.step);
     if (cfg_.checkpoint_activations) {
       // Recompute this layer's activations from its saved input.
       Tensor scratch = Tensor::empty({T, C}, DType::f32, tr, "model.recompute_out");
-      layers_[l].forward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), scratch.data<float>(), acts[l], &lt,
-                         &in.packed);
-      add_attention(lt.attention_fwd);
+      layers_[l].forward(ctx_, r.B, r.n, p, r.p_lp, W, r.xs[l].data<float>(), scratch.data<float>(), r.acts[l], &r.lt,
+                         &r.in.packed);
+      r.add_attention(r.lt.attention_fwd);
     }
-    layers_[l].backward(ctx, B, n, p, p_lp, W, xs[l].data<float>(), acts[l], d_x.data<float>(), d_x.data<float>(), g,
-                        &lt, &in.packed);
-    acts[l].clear();
-    add_attention(lt.attention_bwd);
+    layers_[l].backward(ctx_, r.B, r.n, p, r.p_lp, W, r.xs[l].data<float>(), r.acts[l], d_x.data<float>(),
+                        d_x.data<float>(), g, &r.lt, &r.in.packed);
+    r.acts[l].clear();
+    r.add_attention(r.lt.attention_bwd);
     announce(layout_.layer(l).begin);
   }
-  scale_values(ctx, d_x.data<float>(), T * C, embed_scale);
-  embedding_backward(ctx, ids.data<int32_t>(), d_x.data<float>(), g + layout_.embedding(), T, V, C);
+  const float embed_scale = static_cast<float>(std::sqrt(static_cast<double>(C)));
+  scale_values(ctx_, d_x.data<float>(), T * C, embed_scale);
+  embedding_backward(ctx_, r.ids.data<int32_t>(), d_x.data<float>(), g + layout_.embedding(), T, V, C);
   announce(0);
-  synchronize(ctx.stream);
-  finish_timing();
-  return result;
+  synchronize(ctx_.stream);
 }
 
 }  // namespace pf

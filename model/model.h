@@ -90,8 +90,14 @@ class PerformerModel {
   int64_t redraw_index(int64_t step) const;
 
  private:
+  // forward and forward_backward: the stages below, in this order.
   ForwardResult run(const ModelInput& in, int64_t step, bool backward, double loss_scale,
                     std::vector<float>* logits_out, ModelTiming* timing, const GradientsReady& ready);
+  struct RunState;  // what one run carries from stage to stage (model.cc)
+  void start_run(RunState& r);
+  void forward_layers(RunState& r, bool backward);
+  ForwardResult forward_head(RunState& r, std::vector<float>* logits_out);
+  void backward_all(RunState& r, double loss_scale, const GradientsReady& ready);
   // x [T, C] = sqrt(C) E[ids] (+ the encoding of positions offset .. offset + n - 1, or of each
   // packed piece's positions inside its sequence); ids on the device.
   void embed(const int32_t* ids, int64_t B, int64_t n, int64_t offset, const PackedLayout& packed, float* x);

@@ -79,33 +79,30 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
   return r;
 }
 
+// One mma.sync of shape m16n8 with fp32 accumulators: the instruction (its
+// shape and operand types) is all the two wrappers below differ in; the
+// operands are d, c (4 floats), a (4 registers) and b (2) of the caller.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define PF_MMA_M16N8_F32(instruction)                                                                               \
+  asm volatile(instruction " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"                 \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                     \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+                 "f"(c[3]))
+#else
+#define PF_MMA_M16N8_F32(instruction) PF_MMA_UNSUPPORTED()
+#endif
+
 __device__ __forceinline__ void mma_m16n8k8_tf32(float d[4], const uint32_t a[4], const uint32_t b[2],
                                                  const float c[4]) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
-#else
-  PF_MMA_UNSUPPORTED();
-#endif
+  PF_MMA_M16N8_F32("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
 }
 
 __device__ __forceinline__ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
                                                   const float c[4]) {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]));
-#else
-  PF_MMA_UNSUPPORTED();
-#endif
+  PF_MMA_M16N8_F32("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
 }
+
+#undef PF_MMA_M16N8_F32
 
 // Lanes 8i..8i+7 give the rows (16 bytes each) of tile i; register i of
 // every lane receives its part of tile i.

@@ -8,9 +8,9 @@
 //     as linear_attention.h, but taking q, k and the projection W instead of
 //     precomputed features. The model's attention layer (model/attention.cc)
 //     runs these, with the scans between them.
-//  2. The one-rank composite favor_attention_forward/backward (FavorAttentionParams),
-//     the protocol without communication, which performer-attn and the
-//     benchmarks run.
+//  2. The one-rank composite favor_attention_forward/backward (FavorAttentionParams:
+//     a FavorShape and the direction), the protocol without communication,
+//     which performer-attn and the benchmarks run.
 //
 //   q, k, v, o, d_o, dq, dk, dv  [heads, n, d]  fp32, heads = B*H blocks of [n, d]
 //   W                            [w_heads, m, d] projections: head h uses W_(h mod w_heads)
@@ -27,15 +27,15 @@
 // an unbiased estimate of exp(x.y) at x = data_scale q) or relu features, and
 // J(i) = {j <= i} (causal) or all j (bidirectional).
 //
-// Implementations (FavorShape::window):
-//  - fused CPU (window = 0): one head per thread, one chunk of C positions at
+// Implementations (FavorShape::slab_rows):
+//  - fused CPU (slab_rows = 0): one head per thread, one chunk of C positions at
 //    a time: features of the chunk's q and k by one sgemm and the vectorised
 //    row loops of feature_map_rows.h, the intra-chunk products and the running
 //    state by sgemm, all in a per-thread tile of O(C (m + d) + m d) floats. The
 //    backward sweeps the chunks forward (dq, with the forward state) and then
 //    in reverse (dk, dv, with the gradient state), remaking each chunk's
 //    features in both sweeps.
-//  - fused CUDA (window = 0, favor_attention_cuda.cu): the same per tile of 16
+//  - fused CUDA (slab_rows = 0, favor_attention_cuda.cu): the same per tile of 16
 //    or 32 rows in shared memory (FavorShape::chunk does not apply), a block
 //    per (head, segment): each segment's own state, an exclusive scan over
 //    the segments, then each segment's tiles in order (and in reverse for
@@ -43,14 +43,15 @@
 //    Per-head projections (w_heads) are padded once per call; the exp
 //    kernel's dW is summed per block and then per head in a fixed order
 //    (deterministic). Shapes whose 16-row tiles exceed the device's shared
-//    memory run windowed, and so does a dW asked for the fixed projections of
+//    memory run in slabs, and so does a dW asked for the fixed projections of
 //    the other kernels.
-//  - windowed (window > 0, on any backend): one head at a time, `window`
-//    positions at a time, through the feature-map and linear-attention
-//    kernels of that backend, with the state carried between windows; the
-//    feature buffers are [window, m], whatever n is. The backward keeps the
-//    forward state at the start of each window, [ceil(n / window), 1 + m (d+1)]
-//    per head.
+//  - in slabs (slab_rows > 0, on any backend): one head at a time, a slab of
+//    slab_rows positions at a time, through the feature-map and
+//    linear-attention kernels of that backend, with the state carried between
+//    slabs; the feature buffers are [slab_rows, m], whatever n is (memory
+//    blocking, not an attention window: every slab sees the state of all the
+//    positions before it). The backward keeps the forward state at the start
+//    of each slab, [ceil(n / slab_rows), 1 + m (d+1)] per head.
 // Both give the same results as the unfused composition up to fp32 rounding.
 // Temporaries are recorded in ctx.tracker (CPU: optional; CUDA: required)
 // under "favor_attention". All pointers live on ctx.device.
@@ -105,24 +106,30 @@ struct FavorShape {
   int64_t m = 0;       // random features
   int64_t chunk = 64;  // chunk rows C (any n)
   FeatureMapParams features;
-  // 0: the backend's fused kernels (CUDA: windowed with kFavorDefaultWindow
-  // when the shape's tiles do not fit in shared memory); > 0: the windowed
-  // composition with this many positions per window, on any backend.
-  int64_t window = 0;
+  // Memory blocking. 0: the backend's fused kernels (CUDA: slabs of
+  // kFavorDefaultSlabRows when the shape's tiles do not fit in shared
+  // memory); > 0: the composition of the feature-map and linear-attention
+  // kernels over slabs of this many positions, on any backend. The result
+  // is the same attention either way (up to fp32 rounding); this is not the
+  // model's local softmax window (model.window).
+  int64_t slab_rows = 0;
   // CUDA fused kernels only: the tile products may run on TF32 tensor cores
   // (sm_80 and newer; fp32 accumulation). The model sets it for 16-bit
   // dtypes, whose GEMMs already round their operands further; fp32 otherwise.
   bool tf32 = false;
   // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
   int64_t w_heads = 1;
-  const float* head_w(const float* W, int64_t h) const { return W + (h % w_heads) * m * d; }
+  template <typename T>
+  const T* head_w(const T* W, int64_t h) const {
+    return W + (h % w_heads) * m * d;
+  }
   // Not null: the call runs over these pieces; heads must be pieces->count()
   // and n pieces->longest() (favor_pieces_shape).
   const FavorPieces* pieces = nullptr;
   LinAttnShape lin() const { return LinAttnShape{heads, n, m, d, chunk}; }
   int64_t state_size() const { return 1 + m * (d + 1); }
 };
-constexpr int64_t kFavorDefaultWindow = 4096;
+constexpr int64_t kFavorDefaultSlabRows = 4096;
 // s over the pieces: heads and n from them.
 FavorShape favor_pieces_shape(FavorShape s, const FavorPieces& pieces);
 
@@ -166,23 +173,21 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
                                          float* dW = nullptr);
 
 // ---- 2. the one-rank composite ----------------------------------------------------
+// The B*H heads of [N, D] rows as one FavorShape: shape.heads = B*H, shape.n =
+// N, shape.d = D, shape.m the random features, shape.chunk the chunk rows
+// (need not divide N), shape.features the kernel (Softmax = FAVOR+, Relu, Elu,
+// Exp), shape.slab_rows and shape.tf32 as in the protocol; shape.w_heads = 1
+// (one projection [m, D] for all heads) or H (exp's trained projections
+// [H, m, D]: head b H + j uses the j-th). shape.pieces stays null.
 struct FavorAttentionParams {
-  int64_t batch = 1;   // B
-  int64_t heads = 1;   // H
-  int64_t n = 0;       // N, positions
-  int64_t d = 0;       // D, head dim
-  int64_t m = 0;       // random features (rows of W)
-  int64_t chunk = 64;  // chunk rows (need not divide N)
+  FavorShape shape;
   bool causal = true;
-  FeatureMapParams features;  // kernel (Softmax = FAVOR+, Relu), data_scale, relu_eps
-  int64_t window = 0;         // FavorShape::window
-  bool tf32 = false;          // FavorShape::tf32
-  bool per_head_w = false;    // W holds H projections [H, m, D] (exp), not one [m, D]
-  FavorShape shape() const;
+  int64_t rows() const { return shape.heads * shape.n; }  // B*H*N
 };
 
 // FAVOR+ (kind Softmax) or relu parameters with the usual feature settings for d
-// (data_scale = d^(-1/4), so that exp(x.y) = exp(q.k / sqrt(d))).
+// (data_scale = d^(-1/4), so that exp(x.y) = exp(q.k / sqrt(d))), over
+// batch * heads heads with one projection.
 FavorAttentionParams favor_attention_params(int64_t batch, int64_t heads, int64_t n, int64_t d, int64_t m, bool causal,
                                             FeatureKernel kernel, int64_t chunk = 64);
 // Throws ValueError naming the offending field when a size is invalid.

@@ -1,12 +1,13 @@
 // The implementations behind the protocol functions of favor_attention.h: one
 // declaration list, instantiated for the fused CPU kernels (suffix _cpu,
 // favor_attention_cpu.cc), the fused CUDA kernels (suffix _cuda,
-// favor_attention_cuda.cu, in CUDA builds) and the windowed composition over
-// a backend's feature-map and linear-attention kernels (suffix _windowed,
-// favor_attention_windowed.cc; any backend with FavorShape::window > 0).
+// favor_attention_cuda.cu, in CUDA builds) and the composition over slabs of
+// a backend's feature-map and linear-attention kernels (suffix _slabs,
+// favor_attention_slabs.cc; any backend with FavorShape::slab_rows > 0).
 // Arguments are checked by the dispatcher first.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 
 #include "kernels/favor_attention/favor_attention.h"
@@ -41,7 +42,7 @@ namespace pf {
 // ValueError for a device context without a tracker.
 MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own);
 PF_FAVOR_BACKEND_DECLS(_cpu)
-PF_FAVOR_BACKEND_DECLS(_windowed)
+PF_FAVOR_BACKEND_DECLS(_slabs)
 #if PF_HAVE_CUDA
 PF_FAVOR_BACKEND_DECLS(_cuda)
 // Whether the fused CUDA kernels' 16-row tiles fit in the shared memory of
@@ -49,6 +50,22 @@ PF_FAVOR_BACKEND_DECLS(_cuda)
 bool favor_cuda_fits(const FavorShape& s, Device device);
 int64_t favor_workspace_bytes_cuda(const FavorShape& s);
 #endif
+// Rows of each slab of the slab composition: slab_rows, or
+// kFavorDefaultSlabRows for the fused kernels' fallback, at most n.
+inline int64_t favor_rows_per_slab(const FavorShape& s) {
+  return std::min(s.slab_rows > 0 ? s.slab_rows : kFavorDefaultSlabRows, std::max<int64_t>(s.n, 1));
+}
+// One span of len rows of a call over pieces as a block of one head with the
+// call's sizes (its projection and dW slot are passed resolved): how the fused
+// CPU kernels and the slabs run each span.
+inline FavorShape favor_span_shape(const FavorShape& s, int64_t len) {
+  FavorShape one = s;
+  one.pieces = nullptr;
+  one.heads = 1;
+  one.n = len;
+  one.w_heads = 1;
+  return one;
+}
 // Floats of one thread's tile in the fused CPU kernels.
 int64_t favor_tile_floats_cpu(const FavorShape& s);
 }  // namespace pf

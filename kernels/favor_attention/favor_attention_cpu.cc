@@ -88,6 +88,22 @@ void clear_state(float& a, std::vector<float>& S) {
   std::fill(S.begin(), S.end(), 0.f);
 }
 
+// The keys of a chunk: features Pk with log-scales ck, and V' = [v 1].
+void load_keys(const FeatureRowParams& r, Tile& t, int64_t rows, const float* k, const float* v, const float* W) {
+  features(r, rows, t.d, t.m, k, W, t.pk.data(), t.ck.data());
+  load_vprime(v, rows, t.d, t.vp.data());
+}
+
+// Everything a chunk of the causal backward reads, chunk rows from t0: the
+// features of q and k, V' and the gradient rows G.
+void load_chunk_grads(const FeatureRowParams& r, Tile& t, int64_t t0, int64_t rows, const float* q, const float* k,
+                      const float* v, const float* W, const float* o, const float* den, const float* d_o) {
+  const int64_t d = t.d;
+  features(r, rows, d, t.m, q + t0 * d, W, t.pq.data(), nullptr);
+  load_keys(r, t, rows, k + t0 * d, v + t0 * d, W);
+  load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, t.g.data());
+}
+
 // The heads of a call as its queued work reads them: uniform blocks of n
 // rows, or the pieces' table (host memory released in the stream's order:
 // it outlives the queued work, the FavorPieces object need not).
@@ -121,39 +137,47 @@ void for_each_head_tile(const ExecContext& ctx, const FavorShape& s, const SpanT
   for_each_head(ctx, static_cast<int64_t>(lanes.size()), Tile::floats(s), [&](int64_t l) {
     for (int64_t h : lanes[static_cast<size_t>(l)]) {
       const FavorSpan x = heads.at(h, s.n);
-      FavorShape one = s;
-      one.pieces = nullptr;
-      one.heads = 1;
-      one.n = x.len;
+      const FavorShape one = favor_span_shape(s, x.len);
       Tile tile(one);
       f(h, x, one, tile);
     }
   });
 }
 
+// Queues on ctx.stream f(h, x, one, r, tile) for every head of the call
+// (for_each_head_tile), r the feature-row parameters of s.
+template <typename F>
+void launch_heads(const ExecContext& ctx, const FavorShape& s, F f) {
+  const SpanTable heads(s);
+  host_launch(ctx, [=] {
+    const FeatureRowParams r(s.features, s.m);
+    for_each_head_tile(ctx, s, heads,
+                       [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) { f(h, x, one, r, t); });
+  });
+}
+
+// The dW slot [m, d] of span x's head, or null.
+float* head_grad(float* dW, const FavorShape& s, const FavorSpan& x) { return dW ? dW + x.head * s.m * s.d : nullptr; }
+
 void key_state_head(const FavorShape& s, const FeatureRowParams& r, const float* k, const float* v, const float* W,
                     float* total, Tile& t) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
+  const int64_t m = s.m, d = s.d, D1 = d + 1;
   float a = kEmptyLogScale;
-  for (int64_t t0 = 0; t0 < n; t0 += t.C) {
-    const int64_t rows = std::min(t.C, n - t0);
-    features(r, rows, d, m, k + t0 * d, W, t.pk.data(), t.ck.data());
-    load_vprime(v + t0 * d, rows, d, t.vp.data());
+  for_each_chunk(s.n, t.C, false, [&](int64_t t0, int64_t rows) {
+    load_keys(r, t, rows, k + t0 * d, v + t0 * d, W);
     key_state_update(a, t.S.data(), rows, m, D1, t.pk.data(), t.ck.data(), t.vp.data(), t.scaled.data());
-  }
+  });
   store_state(a, t.S, total);
 }
 
 void causal_forward_head(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k, const float* v,
                          const float* W, float* y, float* L, float* total, Tile& t) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
+  const int64_t m = s.m, d = s.d, D1 = d + 1;
   float a = kEmptyLogScale;
-  for (int64_t t0 = 0; t0 < n; t0 += t.C) {
-    const int64_t rows = std::min(t.C, n - t0);
+  for_each_chunk(s.n, t.C, false, [&](int64_t t0, int64_t rows) {
     float *Y = y + t0 * D1, *Lt = L + t0;
     features(r, rows, d, m, q + t0 * d, W, t.pq.data(), nullptr);
-    features(r, rows, d, m, k + t0 * d, W, t.pk.data(), t.ck.data());
-    load_vprime(v + t0 * d, rows, d, t.vp.data());
+    load_keys(r, t, rows, k + t0 * d, v + t0 * d, W);
     float run = a;
     for (int64_t i = 0; i < rows; ++i) Lt[i] = run = max_log_scale(run, t.ck[i]);
     if (is_empty_log_scale(a)) {
@@ -166,7 +190,7 @@ void causal_forward_head(const FavorShape& s, const FeatureRowParams& r, const f
     causal_mask(t.A.data(), rows, t.ck.data(), Lt);
     mm(false, false, rows, D1, rows, t.A.data(), rows, t.vp.data(), D1, 1.f, Y, D1);
     key_state_update(a, t.S.data(), rows, m, D1, t.pk.data(), t.ck.data(), t.vp.data(), t.scaled.data());
-  }
+  });
   store_state(a, t.S, total);
 }
 
@@ -174,11 +198,10 @@ void causal_forward_head(const FavorShape& s, const FeatureRowParams& r, const f
 // goes through vp (D1 columns) so that both weights apply in one pass over y.
 void add_prefix_head(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* W,
                      const float* prefix, float* y, float* L, Tile& t) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
+  const int64_t m = s.m, d = s.d, D1 = d + 1;
   const float b = prefix[0];
   if (is_empty_log_scale(b)) return;
-  for (int64_t t0 = 0; t0 < n; t0 += t.C) {
-    const int64_t rows = std::min(t.C, n - t0);
+  for_each_chunk(s.n, t.C, false, [&](int64_t t0, int64_t rows) {
     float *Y = y + t0 * D1, *Lt = L + t0;
     features(r, rows, d, m, q + t0 * d, W, t.pq.data(), nullptr);
     float* P = t.vp.data();
@@ -188,27 +211,23 @@ void add_prefix_head(const FavorShape& s, const FeatureRowParams& r, const float
       for (int64_t x = 0; x < D1; ++x) Y[i * D1 + x] = wy * Y[i * D1 + x] + wp * P[i * D1 + x];
       Lt[i] = top;
     }
-  }
+  });
 }
 
 // Sweep 1 of the causal backward: dq, starting from the forward prefix state.
 void causal_dq_sweep(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k, const float* v,
                      const float* W, const float* o, const float* den, const float* L, const float* d_o,
                      const float* prefix, float* dq, float* dW, Tile& t) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
+  const int64_t m = s.m, d = s.d, D1 = d + 1;
   float a;
   if (prefix) {
     load_state(prefix, s.state_size(), a, t.S);
   } else {
     clear_state(a, t.S);
   }
-  for (int64_t t0 = 0; t0 < n; t0 += t.C) {
-    const int64_t rows = std::min(t.C, n - t0);
+  for_each_chunk(s.n, t.C, false, [&](int64_t t0, int64_t rows) {
     const float* Lt = L + t0;
-    features(r, rows, d, m, q + t0 * d, W, t.pq.data(), nullptr);
-    features(r, rows, d, m, k + t0 * d, W, t.pk.data(), t.ck.data());
-    load_vprime(v + t0 * d, rows, d, t.vp.data());
-    load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, t.g.data());
+    load_chunk_grads(r, t, t0, rows, q, k, v, W, o, den, d_o);
     float* dP = t.dphi.data();
     if (is_empty_log_scale(a)) {
       zero_rows(dP, rows, m, m);
@@ -222,27 +241,22 @@ void causal_dq_sweep(const FavorShape& s, const FeatureRowParams& r, const float
     mm(false, false, rows, m, rows, t.B.data(), rows, t.pk.data(), m, 1.f, dP, m);
     feature_grad(r, t, rows, q + t0 * d, W, t.pq.data(), dP, dq + t0 * d, false, dW);
     key_state_update(a, t.S.data(), rows, m, D1, t.pk.data(), t.ck.data(), t.vp.data(), t.scaled.data());
-  }
+  });
 }
 
 // Sweep 2 of the causal backward: dk, dv and the gradient block total, in reverse.
 void causal_dkv_sweep(const FavorShape& s, const FeatureRowParams& r, const float* q, const float* k, const float* v,
                       const float* W, const float* o, const float* den, const float* L, const float* d_o, float* dk,
                       float* dv, float* total, float* dW, Tile& t) {
-  const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1;
+  const int64_t m = s.m, d = s.d, D1 = d + 1;
   std::vector<float>& R = t.S;
   float rho;
   clear_state(rho, R);
-  const int64_t chunks = (n + t.C - 1) / t.C;
-  for (int64_t c = chunks - 1; c >= 0; --c) {
-    const int64_t t0 = c * t.C, rows = std::min(t.C, n - t0);
+  for_each_chunk(s.n, t.C, true, [&](int64_t t0, int64_t rows) {
     const float* Lt = L + t0;
     float* dV = dv + t0 * d;
     float* dP = t.dphi.data();
-    features(r, rows, d, m, q + t0 * d, W, t.pq.data(), nullptr);
-    features(r, rows, d, m, k + t0 * d, W, t.pk.data(), t.ck.data());
-    load_vprime(v + t0 * d, rows, d, t.vp.data());
-    load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, t.g.data());
+    load_chunk_grads(r, t, t0, rows, q, k, v, W, o, den, d_o);
     if (is_empty_log_scale(rho)) {
       zero_rows(dP, rows, m, m);
       zero_rows(dV, rows, d, d);
@@ -262,7 +276,7 @@ void causal_dkv_sweep(const FavorShape& s, const FeatureRowParams& r, const floa
     mm(true, false, rows, d, rows, t.A.data(), rows, t.g.data(), D1, 1.f, dV, d);
     feature_grad(r, t, rows, k + t0 * d, W, t.pk.data(), dP, dk + t0 * d, false, dW);
     query_state_update(rho, R.data(), rows, m, D1, t.pq.data(), Lt, t.g.data(), t.scaled.data());
-  }
+  });
   store_state(rho, R, total);
 }
 
@@ -280,10 +294,8 @@ void key_grad_from_state_head(const FavorShape& s, const FeatureRowParams& r, co
     }
     return;
   }
-  for (int64_t t0 = 0; t0 < n; t0 += t.C) {
-    const int64_t rows = std::min(t.C, n - t0);
-    features(r, rows, d, m, k + t0 * d, W, t.pk.data(), t.ck.data());
-    load_vprime(v + t0 * d, rows, d, t.vp.data());
+  for_each_chunk(n, t.C, false, [&](int64_t t0, int64_t rows) {
+    load_keys(r, t, rows, k + t0 * d, v + t0 * d, W);
     for (int64_t j = 0; j < rows; ++j) {
       const float w = log_scale_weight(t.ck[j], -rho);
       for (int64_t x = 0; x < D1; ++x) t.vp[j * D1 + x] *= w;
@@ -292,7 +304,34 @@ void key_grad_from_state_head(const FavorShape& s, const FeatureRowParams& r, co
     mm(false, true, rows, m, D1, t.vp.data(), D1, state + 1, D1, 0.f, t.dphi.data(), m);
     mm(false, false, rows, d, m, t.scaled.data(), m, state + 1, D1, accumulate ? 1.f : 0.f, dv + t0 * d, d);
     feature_grad(r, t, rows, k + t0 * d, W, t.pk.data(), t.dphi.data(), dk + t0 * d, accumulate, dW);
-  }
+  });
+}
+
+// y, row_scale (+)= the state's part; clear: first y = 0 and row_scale empty
+// (the bidirectional finish).
+void add_prefix_all(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
+                    float* y, float* row_scale, bool clear) {
+  launch_heads(ctx, s, [=](int64_t h, const FavorSpan& x, const FavorShape& one, const FeatureRowParams& r, Tile& t) {
+    const int64_t d = s.d;
+    float* Y = y + x.row0 * (d + 1);
+    float* L = row_scale + x.row0;
+    if (clear) {
+      std::fill(Y, Y + x.len * (d + 1), 0.f);
+      std::fill(L, L + x.len, kEmptyLogScale);
+    }
+    add_prefix_head(one, r, q + x.row0 * d, s.head_w(W, x.head), prefix + h * s.state_size(), Y, L, t);
+  });
+}
+
+// dk, dv (+)= the keys' part of a gradient state per head (suffix, or the
+// bidirectional total).
+void key_grad_from_state_all(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
+                             const float* W, const float* state, float* dk, float* dv, bool accumulate, float* dW) {
+  launch_heads(ctx, s, [=](int64_t h, const FavorSpan& x, const FavorShape& one, const FeatureRowParams& r, Tile& t) {
+    const int64_t e = x.row0 * s.d;
+    key_grad_from_state_head(one, r, k + e, v + e, s.head_w(W, x.head), state + h * s.state_size(), dk + e, dv + e,
+                             accumulate, head_grad(dW, s, x), t);
+  });
 }
 
 }  // namespace
@@ -301,50 +340,20 @@ int64_t favor_tile_floats_cpu(const FavorShape& s) { return Tile::floats(s); }
 
 void favor_key_state_cpu(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                          float* total) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t d = s.d;
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
-      key_state_head(one, r, k + x.row0 * d, v + x.row0 * d, s.head_w(W, x.head), total + h * s.state_size(), t);
-    });
+  launch_heads(ctx, s, [=](int64_t h, const FavorSpan& x, const FavorShape& one, const FeatureRowParams& r, Tile& t) {
+    const int64_t e = x.row0 * s.d;
+    key_state_head(one, r, k + e, v + e, s.head_w(W, x.head), total + h * s.state_size(), t);
   });
 }
 
 void favor_causal_forward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                     const float* v, const float* W, float* y, float* row_scale, float* block_total) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t d = s.d;
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
-      causal_forward_head(one, r, q + x.row0 * d, k + x.row0 * d, v + x.row0 * d, s.head_w(W, x.head),
-                          y + x.row0 * (d + 1), row_scale + x.row0, block_total + h * s.state_size(), t);
-    });
+  launch_heads(ctx, s, [=](int64_t h, const FavorSpan& x, const FavorShape& one, const FeatureRowParams& r, Tile& t) {
+    const int64_t e = x.row0 * s.d;
+    causal_forward_head(one, r, q + e, k + e, v + e, s.head_w(W, x.head), y + x.row0 * (s.d + 1), row_scale + x.row0,
+                        block_total + h * s.state_size(), t);
   });
 }
-
-namespace {
-// y, row_scale (+)= the state's part; clear: first y = 0 and row_scale empty
-// (the bidirectional finish).
-void add_prefix_all(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
-                    float* y, float* row_scale, bool clear) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t d = s.d;
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
-      float* Y = y + x.row0 * (d + 1);
-      float* L = row_scale + x.row0;
-      if (clear) {
-        std::fill(Y, Y + x.len * (d + 1), 0.f);
-        std::fill(L, L + x.len, kEmptyLogScale);
-      }
-      add_prefix_head(one, r, q + x.row0 * d, s.head_w(W, x.head), prefix + h * s.state_size(), Y, L, t);
-    });
-  });
-}
-}  // namespace
 
 void favor_add_prefix_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                           const float* prefix, float* y, float* row_scale) {
@@ -355,34 +364,20 @@ void favor_causal_backward_local_cpu(const ExecContext& ctx, const FavorShape& s
                                      const float* v, const float* W, const float* o, const float* den,
                                      const float* row_scale, const float* d_o, const float* prefix, float* dq,
                                      float* dk, float* dv, float* block_total_grad, float* dW) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t d = s.d, ss = s.state_size();
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
-      const int64_t e = x.row0 * d, row = x.row0;
-      const float* Wh = s.head_w(W, x.head);
-      float* dWh = dW ? dW + x.head * s.m * d : nullptr;
-      causal_dq_sweep(one, r, q + e, k + e, v + e, Wh, o + e, den + row, row_scale + row, d_o + e,
-                      prefix ? prefix + h * ss : nullptr, dq + e, dWh, t);
-      causal_dkv_sweep(one, r, q + e, k + e, v + e, Wh, o + e, den + row, row_scale + row, d_o + e, dk + e, dv + e,
-                       block_total_grad + h * ss, dWh, t);
-    });
+  launch_heads(ctx, s, [=](int64_t h, const FavorSpan& x, const FavorShape& one, const FeatureRowParams& r, Tile& t) {
+    const int64_t e = x.row0 * s.d, row = x.row0, ss = s.state_size();
+    const float* Wh = s.head_w(W, x.head);
+    float* dWh = head_grad(dW, s, x);
+    causal_dq_sweep(one, r, q + e, k + e, v + e, Wh, o + e, den + row, row_scale + row, d_o + e,
+                    prefix ? prefix + h * ss : nullptr, dq + e, dWh, t);
+    causal_dkv_sweep(one, r, q + e, k + e, v + e, Wh, o + e, den + row, row_scale + row, d_o + e, dk + e, dv + e,
+                     block_total_grad + h * ss, dWh, t);
   });
 }
 
 void favor_backward_add_suffix_cpu(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                    const float* W, const float* suffix, float* dk, float* dv, float* dW) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t d = s.d;
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
-      const int64_t e = x.row0 * d;
-      key_grad_from_state_head(one, r, k + e, v + e, s.head_w(W, x.head), suffix + h * s.state_size(), dk + e, dv + e,
-                               true, dW ? dW + x.head * s.m * d : nullptr, t);
-    });
-  });
+  key_grad_from_state_all(ctx, s, k, v, W, suffix, dk, dv, true, dW);
 }
 
 void favor_bidirectional_forward_finish_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
@@ -393,55 +388,42 @@ void favor_bidirectional_forward_finish_cpu(const ExecContext& ctx, const FavorS
 void favor_bidirectional_backward_local_cpu(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                             const float* o, const float* den, const float* row_scale, const float* d_o,
                                             const float* total, float* dq, float* local_grad_total, float* dW) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t m = s.m, d = s.d, D1 = d + 1, ss = s.state_size();
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& span, const FavorShape& one, Tile& t) {
-      const int64_t n = one.n, x = span.row0 * d, row = span.row0;
-      const float* Wh = s.head_w(W, span.head);
-      float* dWh = dW ? dW + span.head * m * d : nullptr;
-      const float* tot = total + h * ss;
-      const float b = tot[0];
-      std::vector<float>& R = t.S;
-      float rho;
-      clear_state(rho, R);
-      for (int64_t t0 = 0; t0 < n; t0 += t.C) {
-        const int64_t rows = std::min(t.C, n - t0);
-        const float* Lt = row_scale + row + t0;
-        features(r, rows, d, m, q + x + t0 * d, Wh, t.pq.data(), nullptr);
-        load_gradient_rows(o + x + t0 * d, den + row + t0, d_o + x + t0 * d, rows, d, t.g.data());
-        // dPq = diag(exp(b - L_i)) G Tot^T (the scaled G in vp)
-        for (int64_t i = 0; i < rows; ++i) {
-          const float w = is_empty_log_scale(b) ? 0.f : log_scale_weight(b, Lt[i]);
-          for (int64_t c = 0; c < D1; ++c) t.vp[i * D1 + c] = w * t.g[i * D1 + c];
-        }
-        if (is_empty_log_scale(b)) {
-          zero_rows(t.dphi.data(), rows, m, m);
-        } else {
-          mm(false, true, rows, m, D1, t.vp.data(), D1, tot + 1, D1, 0.f, t.dphi.data(), m);
-        }
-        feature_grad(r, t, rows, q + x + t0 * d, Wh, t.pq.data(), t.dphi.data(), dq + x + t0 * d, false, dWh);
-        query_state_update(rho, R.data(), rows, m, D1, t.pq.data(), Lt, t.g.data(), t.scaled.data());
-      }
-      store_state(rho, R, local_grad_total + h * ss);
-    });
-  });
+  launch_heads(
+      ctx, s, [=](int64_t h, const FavorSpan& span, const FavorShape& one, const FeatureRowParams& r, Tile& t) {
+        const int64_t m = s.m, d = s.d, D1 = d + 1, ss = s.state_size();
+        const int64_t x = span.row0 * d, row = span.row0;
+        const float* Wh = s.head_w(W, span.head);
+        float* dWh = head_grad(dW, s, span);
+        const float* tot = total + h * ss;
+        const float b = tot[0];
+        std::vector<float>& R = t.S;
+        float rho;
+        clear_state(rho, R);
+        for_each_chunk(one.n, t.C, false, [&](int64_t t0, int64_t rows) {
+          const float* Lt = row_scale + row + t0;
+          features(r, rows, d, m, q + x + t0 * d, Wh, t.pq.data(), nullptr);
+          load_gradient_rows(o + x + t0 * d, den + row + t0, d_o + x + t0 * d, rows, d, t.g.data());
+          // dPq = diag(exp(b - L_i)) G Tot^T (the scaled G in vp)
+          for (int64_t i = 0; i < rows; ++i) {
+            const float w = is_empty_log_scale(b) ? 0.f : log_scale_weight(b, Lt[i]);
+            for (int64_t c = 0; c < D1; ++c) t.vp[i * D1 + c] = w * t.g[i * D1 + c];
+          }
+          if (is_empty_log_scale(b)) {
+            zero_rows(t.dphi.data(), rows, m, m);
+          } else {
+            mm(false, true, rows, m, D1, t.vp.data(), D1, tot + 1, D1, 0.f, t.dphi.data(), m);
+          }
+          feature_grad(r, t, rows, q + x + t0 * d, Wh, t.pq.data(), t.dphi.data(), dq + x + t0 * d, false, dWh);
+          query_state_update(rho, R.data(), rows, m, D1, t.pq.data(), Lt, t.g.data(), t.scaled.data());
+        });
+        store_state(rho, R, local_grad_total + h * ss);
+      });
 }
 
 void favor_bidirectional_backward_finish_cpu(const ExecContext& ctx, const FavorShape& s, const float* k,
                                              const float* v, const float* W, const float* grad_total, float* dk,
                                              float* dv, float* dW) {
-  const SpanTable heads(s);
-  host_launch(ctx, [=] {
-    const FeatureRowParams r(s.features, s.m);
-    const int64_t d = s.d;
-    for_each_head_tile(ctx, s, heads, [&](int64_t h, const FavorSpan& x, const FavorShape& one, Tile& t) {
-      const int64_t e = x.row0 * d;
-      key_grad_from_state_head(one, r, k + e, v + e, s.head_w(W, x.head), grad_total + h * s.state_size(), dk + e,
-                               dv + e, false, dW ? dW + x.head * s.m * d : nullptr, t);
-    });
-  });
+  key_grad_from_state_all(ctx, s, k, v, W, grad_total, dk, dv, false, dW);
 }
 
 }  // namespace pf

@@ -1,4 +1,4 @@
-// Fused FAVOR+ on CUDA (favor_attention.h, FavorShape::window = 0): the
+// Fused FAVOR+ on CUDA (favor_attention.h, FavorShape::slab_rows = 0): the
 // features of each tile of ct rows (32, or 16 where the device's shared
 // memory is smaller) are made in shared memory from q, k and the projection,
 // used at once for the tile's products and the running state, and dropped; no
@@ -7,7 +7,7 @@
 // algorithm and its launch order are in favor_attention_cuda_fused.cuh; this
 // file launches it on ctx.stream with temporaries from ctx.tracker. The exp
 // kernel's projection gradient dW is made by the fused kernels; a dW asked
-// for the fixed projections of the other kernels runs windowed. Nothing
+// for the fixed projections of the other kernels runs in slabs. Nothing
 // here needs sm_80 except the guarded tensor-core path.
 #include <cuda_runtime.h>
 
@@ -79,8 +79,8 @@ class CudaLaunch {
   std::vector<Tensor> buffers_;  // released in stream order when the call ends
 };
 
-// A dW for fixed projections runs windowed, which takes no pieces table.
-void check_windowed_grad(const FavorShape& s, const char* op) {
+// A dW for fixed projections runs in slabs, which takes no pieces table.
+void check_slab_grad(const FavorShape& s, const char* op) {
   PF_REQUIRE(ValueError, !s.pieces,
              op << ": the gradient of a fixed projection (kernel other than exp) is not taken over pieces");
 }
@@ -122,9 +122,9 @@ void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& 
                                       const float* row_scale, const float* d_o, const float* prefix, float* dq,
                                       float* dk, float* dv, float* block_total_grad, float* dW) {
   if (dW && !fused_weight_grad(s)) {  // fixed projections: the fused kernels hold W constant
-    check_windowed_grad(s, __func__);
-    return favor_causal_backward_local_windowed(ctx, s, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
-                                                block_total_grad, dW);
+    check_slab_grad(s, __func__);
+    return favor_causal_backward_local_slabs(ctx, s, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
+                                             block_total_grad, dW);
   }
   CudaLaunch launch(ctx);
   fused_causal_backward_local(launch, plan(ctx, s), heads_of(s), q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
@@ -134,8 +134,8 @@ void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& 
 void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                     const float* W, const float* suffix, float* dk, float* dv, float* dW) {
   if (dW && !fused_weight_grad(s)) {
-    check_windowed_grad(s, __func__);
-    return favor_backward_add_suffix_windowed(ctx, s, k, v, W, suffix, dk, dv, dW);
+    check_slab_grad(s, __func__);
+    return favor_backward_add_suffix_slabs(ctx, s, k, v, W, suffix, dk, dv, dW);
   }
   CudaLaunch launch(ctx);
   fused_key_grad_from_state(launch, plan(ctx, s), heads_of(s), k, v, W, suffix, dk, dv, true, dW);
@@ -146,9 +146,9 @@ void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const Favor
                                              const float* d_o, const float* total, float* dq, float* local_grad_total,
                                              float* dW) {
   if (dW && !fused_weight_grad(s)) {
-    check_windowed_grad(s, __func__);
-    return favor_bidirectional_backward_local_windowed(ctx, s, q, W, o, den, row_scale, d_o, total, dq,
-                                                       local_grad_total, dW);
+    check_slab_grad(s, __func__);
+    return favor_bidirectional_backward_local_slabs(ctx, s, q, W, o, den, row_scale, d_o, total, dq, local_grad_total,
+                                                    dW);
   }
   CudaLaunch launch(ctx);
   fused_bidirectional_backward_local(launch, plan(ctx, s), heads_of(s), q, W, o, den, row_scale, d_o, total, dq,
@@ -159,8 +159,8 @@ void favor_bidirectional_backward_finish_cuda(const ExecContext& ctx, const Favo
                                               const float* v, const float* W, const float* grad_total, float* dk,
                                               float* dv, float* dW) {
   if (dW && !fused_weight_grad(s)) {
-    check_windowed_grad(s, __func__);
-    return favor_bidirectional_backward_finish_windowed(ctx, s, k, v, W, grad_total, dk, dv, dW);
+    check_slab_grad(s, __func__);
+    return favor_bidirectional_backward_finish_slabs(ctx, s, k, v, W, grad_total, dk, dv, dW);
   }
   CudaLaunch launch(ctx);
   fused_key_grad_from_state(launch, plan(ctx, s), heads_of(s), k, v, W, grad_total, dk, dv, false, dW);

@@ -179,6 +179,88 @@ __device__ inline void load_row_scales(const Args& a, const Tiles& t, int64_t ro
   __syncthreads();
 }
 
+// The keys of a tile: features Pk with log-scales c, and V' = [v 1].
+__device__ inline void load_keys(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
+  features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
+  load_vprime(a.D, a.v + row * a.D.d, rows, t.VP);
+}
+
+// The queries' side of a tile's backward: features Pq, the gradient rows G
+// and the row log-scales L.
+__device__ inline void load_query_grads(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
+  const Dims& D = a.D;
+  features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
+  load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
+  load_row_scales(a, t, row, rows);
+}
+
+// Calls tile(t0, rows, row) for every tile of the block's rows, in order or
+// from the last: t0 its first row in the head, rows its rows (ct, or fewer
+// for the last), row its first row in the buffers.
+template <class Body>
+__device__ inline void for_each_tile(const Dims& D, const Block& b, bool reverse, Body&& tile) {
+  const int tiles = (b.r1 - b.r0 + D.ct - 1) / D.ct;
+  for (int i = 0; i < tiles; ++i) {
+    const int t0 = b.r0 + (reverse ? tiles - 1 - i : i) * D.ct;
+    tile(t0, min(D.ct, b.r1 - t0), b.row(D, t0));
+  }
+}
+
+// The block's segment's state in `states` [heads][segs][mp D1p], zeroed, with
+// its log-scale t.scalar[slot] empty: the start of a sum over the segment.
+__device__ inline float* zeroed_segment_state(const Args& a, const Block& b, const Tiles& t, float* states, int slot) {
+  float* S = states + b.slot(a.D) * a.D.state_floats();
+  for (int64_t e = threadIdx.x; e < a.D.state_floats(); e += kThreads) S[e] = 0.f;
+  if (threadIdx.x == 0) t.scalar[slot] = kEmptyLogScale;
+  __syncthreads();
+  return S;
+}
+
+// The padded state of the block's head given to the call (Sp) and its
+// log-scale (sa): the prefix, total or suffix.
+__device__ inline const float* head_state(const Args& a, const Block& b) {
+  return a.Sp + int64_t(b.h) * a.D.state_floats();
+}
+__device__ inline float head_log_scale(const Args& a, const Block& b) { return a.sa[int64_t(b.h) * a.D.packed_size()]; }
+
+// (rho, R) (+)= the tile's queries: Pq with log-scales -L_i and values G
+// (t.scalar[1] holds rho).
+__device__ inline void add_queries_to_gradient_state(const Dims& D, const Tiles& t, int rows, float* R) {
+  for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
+  __syncthreads();
+  state_update(D, t, 1, t.Pq, t.c, t.G, R);
+}
+
+// The feature backward of the dPhi in WK for features Phi (and the block's
+// dW part), stored to the tile's rows of out [rows, d] (+)=.
+__device__ inline void store_feature_grad(const Args& a, const Block& b, const Tiles& t, const float* Phi, float* dW,
+                                          int rows, float* out, bool accumulate) {
+  feature_and_weight_grad(a, b, t, Phi, dW);
+  store_rows(t.DX, a.D.D1p, rows, a.D.d, out, accumulate);
+}
+
+// out [ct, N] = diag(t.w) X op(S) + mask(X Y^T) Z: a causal tile's product
+// with the state S [mp, D1p] of the rows before it (op(S) = S, or S^T when
+// TS) plus the masked one with its own rows (causal_mask_tile with t.c, t.L;
+// the mask in M [ct, ct]); X, Y [ct, K], Z [ct, N]. The forward's y
+// (X = Pq, Y = Pk, Z = V') and the backward's dPq (X = G, Y = V', Z = Pk).
+template <bool TS>
+__device__ inline void causal_tile_product(const Dims& D, const Tiles& t, int N, int K, const float* X, const float* S,
+                                           const float* Y, const float* Z, float* M, float* out) {
+  block_mm<false, TS>(D, D.ct, N, K, 1.f, X, K, S, D.D1p, 0.f, out, N);
+  scale_tile_rows(out, N, D.ct, N, t.w);
+  block_mm<false, true>(D, D.ct, D.ct, K, 1.f, X, K, Y, K, 0.f, M, D.ct);
+  causal_mask_tile(D, M, t.c, t.L);
+  block_mm<false, false>(D, D.ct, N, D.ct, 1.f, M, D.ct, Z, N, 1.f, out, N);
+}
+
+// A tile's key gradients: dv from DX, then dk from the dPk in WK.
+__device__ inline void store_key_grads(const Args& a, const Block& b, const Tiles& t, float* dW, int64_t row, int rows,
+                                       bool accumulate) {
+  store_rows(t.DX, a.D.D1p, rows, a.D.d, a.dv + row * a.D.d, accumulate);
+  store_feature_grad(a, b, t, t.Pk, dW, rows, a.dk + row * a.D.d, accumulate);
+}
+
 // ---- kernels --------------------------------------------------------------------
 // Wp [w_heads, mp, dp] = W [w_heads, m, d] with zero padding.
 __global__ void k_pad_projection(Dims D, const float* W, float* Wp) {
@@ -225,16 +307,11 @@ __global__ void k_key_segments(Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  float* S = a.fS + b.slot(D) * D.state_floats();
-  for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = 0.f;
-  if (threadIdx.x == 0) t.scalar[0] = kEmptyLogScale;
-  __syncthreads();
-  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
-    const int rows = min(D.ct, b.r1 - t0);
-    features_of(a, b, t, a.k, b.row(D, t0), rows, t.Pk, t.c);
-    load_vprime(D, a.v + b.row(D, t0) * D.d, rows, t.VP);
+  float* S = zeroed_segment_state(a, b, t, a.fS, 0);
+  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+    load_keys(a, b, t, row, rows);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
-  }
+  });
   if (threadIdx.x == 0) a.fa[b.slot(D)] = t.scalar[0];
 }
 
@@ -245,32 +322,21 @@ __global__ void k_query_segments(Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  float* R = a.gS + b.slot(D) * D.state_floats();
-  for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) R[e] = 0.f;
-  if (threadIdx.x == 0) t.scalar[1] = kEmptyLogScale;
-  __syncthreads();
+  float* R = zeroed_segment_state(a, b, t, a.gS, 1);
   float* dW = a.dq ? zeroed_weight_grad(a, b) : nullptr;
-  const float tot_a = a.dq ? a.sa[int64_t(b.h) * D.packed_size()] : 0.f;
-  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
-    const int rows = min(D.ct, b.r1 - t0);
-    const int64_t row = b.row(D, t0);
-    features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
-    load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
-    load_row_scales(a, t, row, rows);
+  const float tot_a = a.dq ? head_log_scale(a, b) : 0.f;
+  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+    load_query_grads(a, b, t, row, rows);
     if (a.dq) {
       for (int i = threadIdx.x; i < D.ct; i += kThreads)
         t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
       __syncthreads();
       scaled_tile_rows(t.G, t.VP, D.D1p, D.ct, D.D1p, t.w);
-      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p, 0.f,
-                            t.WK, D.mp);
-      feature_and_weight_grad(a, b, t, t.Pq, dW);
-      store_rows(t.DX, D.D1p, rows, D.d, a.dq + row * D.d, false);
+      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, head_state(a, b), D.D1p, 0.f, t.WK, D.mp);
+      store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
     }
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
-    __syncthreads();
-    state_update(D, t, 1, t.Pq, t.c, t.G, R);
-  }
+    add_queries_to_gradient_state(D, t, rows, R);
+  });
   if (threadIdx.x == 0) a.ga[b.slot(D)] = t.scalar[1];
 }
 
@@ -317,12 +383,9 @@ __global__ void k_causal_forward(Args a) {
   float* S = a.fS + b.slot(D) * D.state_floats();
   if (threadIdx.x == 0) t.scalar[0] = a.fa[b.slot(D)];
   __syncthreads();
-  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
-    const int rows = min(D.ct, b.r1 - t0);
-    const int64_t row = b.row(D, t0);
+  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
-    features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
-    load_vprime(D, a.v + row * D.d, rows, t.VP);
+    load_keys(a, b, t, row, rows);
     if (threadIdx.x == 0) {
       float run = t.scalar[0];
       for (int i = 0; i < D.ct; ++i) {
@@ -333,14 +396,10 @@ __global__ void k_causal_forward(Args a) {
       }
     }
     __syncthreads();
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, S, D.D1p, 0.f, t.DX, D.D1p);
-    scale_tile_rows(t.DX, D.D1p, D.ct, D.D1p, t.w);
-    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
-    causal_mask_tile(D, t.A, t.c, t.L);
-    block_mm<false, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.VP, D.D1p, 1.f, t.DX, D.D1p);
+    causal_tile_product<false>(D, t, D.D1p, D.mp, t.Pq, S, t.Pk, t.VP, t.A, t.DX);
     store_rows(t.DX, D.D1p, rows, D.D1, a.y + row * D.D1, false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
-  }
+  });
 }
 
 // y_i = exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre with L'_i = max(L_i, b)
@@ -349,11 +408,9 @@ __global__ void k_add_prefix(Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  const float pa = a.sa[int64_t(b.h) * D.packed_size()];
+  const float pa = head_log_scale(a, b);
   if (is_empty_log_scale(pa) && a.accumulate) return;
-  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
-    const int rows = min(D.ct, b.r1 - t0);
-    const int64_t row = b.row(D, t0);
+  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) {
       const float old = i < rows && a.accumulate ? a.L[row + i] : kEmptyLogScale;
@@ -364,8 +421,7 @@ __global__ void k_add_prefix(Args a) {
     }
     __syncthreads();
     scale_tile_rows(t.Pq, D.mp, D.ct, D.mp, t.w);
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, a.Sp + int64_t(b.h) * D.state_floats(), D.D1p, 0.f,
-                           t.DX, D.D1p);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, head_state(a, b), D.D1p, 0.f, t.DX, D.D1p);
     for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
       const int i = e / D.D1, x = e % D.D1;
       float* out = a.y + (row + i) * D.D1 + x;
@@ -373,7 +429,7 @@ __global__ void k_add_prefix(Args a) {
     }
     for (int i = threadIdx.x; i < rows; i += kThreads) a.L[row + i] = t.L[i];
     __syncthreads();
-  }
+  });
 }
 
 // Causal backward of each segment. Sweep 1, in order, from the forward state
@@ -396,39 +452,18 @@ __global__ void k_causal_backward(Args a) {
   }
   __syncthreads();
   float* dW = zeroed_weight_grad(a, b);
-  // The tile's features (q last, so that X holds q) or (k last), V', G and L.
-  auto load = [&](int t0, int rows, bool k_last) {
-    const int64_t row = b.row(D, t0);
-    if (k_last) {
-      features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
-      features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
-    } else {
-      features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
-      features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
-    }
-    load_vprime(D, a.v + row * D.d, rows, t.VP);
-    load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
-    load_row_scales(a, t, row, rows);
-  };
-  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
-    const int rows = min(D.ct, b.r1 - t0);
-    load(t0, rows, false);
+  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+    load_keys(a, b, t, row, rows);
+    load_query_grads(a, b, t, row, rows);  // q last, so that X holds q
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.scalar[0], t.L[i]);
     __syncthreads();
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, D.D1p, S, D.D1p, 0.f, t.WK, D.mp);
-    scale_tile_rows(t.WK, D.mp, D.ct, D.mp, t.w);
-    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
-    causal_mask_tile(D, t.B, t.c, t.L);
-    block_mm<false, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pk, D.mp, 1.f, t.WK, D.mp);
-    feature_and_weight_grad(a, b, t, t.Pq, dW);
-    store_rows(t.DX, D.D1p, rows, D.d, a.dq + b.row(D, t0) * D.d, false);
+    causal_tile_product<true>(D, t, D.mp, D.D1p, t.G, S, t.VP, t.Pk, t.B, t.WK);
+    store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
-  }
-  const int tiles = (b.r1 - b.r0 + D.ct - 1) / D.ct;
-  for (int tile = tiles - 1; tile >= 0; --tile) {
-    const int t0 = b.r0 + tile * D.ct, rows = min(D.ct, b.r1 - t0);
-    const int64_t row = b.row(D, t0);
-    load(t0, rows, true);
+  });
+  for_each_tile(D, b, true, [&](int, int rows, int64_t row) {
+    load_query_grads(a, b, t, row, rows);
+    load_keys(a, b, t, row, rows);  // k last, so that X holds k
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
     __syncthreads();
     block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
@@ -441,13 +476,9 @@ __global__ void k_causal_backward(Args a) {
     causal_mask_tile(D, t.B, t.c, t.L);
     block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pq, D.mp, 1.f, t.WK, D.mp);
     block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.G, D.D1p, 1.f, t.DX, D.D1p);
-    store_rows(t.DX, D.D1p, rows, D.d, a.dv + row * D.d, false);
-    feature_and_weight_grad(a, b, t, t.Pk, dW);
-    store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, false);
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
-    __syncthreads();
-    state_update(D, t, 1, t.Pq, t.c, t.G, R);
-  }
+    store_key_grads(a, b, t, dW, row, rows, false);
+    add_queries_to_gradient_state(D, t, rows, R);
+  });
 }
 
 // dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
@@ -456,12 +487,10 @@ __global__ void k_key_grad_from_state(Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  const float rho = a.sa[int64_t(b.h) * D.packed_size()];
-  const float* R = a.Sp + int64_t(b.h) * D.state_floats();
+  const float rho = head_log_scale(a, b);
+  const float* R = head_state(a, b);
   float* dW = zeroed_weight_grad(a, b);
-  for (int t0 = b.r0; t0 < b.r1; t0 += D.ct) {
-    const int rows = min(D.ct, b.r1 - t0);
-    const int64_t row = b.row(D, t0);
+  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     if (is_empty_log_scale(rho)) {  // uniform over the block
       if (!a.accumulate) {
         for (int e = threadIdx.x; e < rows * D.d; e += kThreads) {
@@ -469,25 +498,22 @@ __global__ void k_key_grad_from_state(Args a) {
           a.dv[row * D.d + e] = 0.f;
         }
       }
-      continue;
+      return;
     }
-    features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
-    load_vprime(D, a.v + row * D.d, rows, t.VP);
+    load_keys(a, b, t, row, rows);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
     __syncthreads();
     scaled_tile_rows(t.Pk, t.Pq, D.mp, D.ct, D.mp, t.w);
     scale_tile_rows(t.VP, D.D1p, D.ct, D.D1p, t.w);
     block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
     block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
-    store_rows(t.DX, D.D1p, rows, D.d, a.dv + row * D.d, a.accumulate);
-    feature_and_weight_grad(a, b, t, t.Pk, dW);
-    store_rows(t.DX, D.D1p, rows, D.d, a.dk + row * D.d, a.accumulate);
-  }
+    store_key_grads(a, b, t, dW, row, rows, a.accumulate);
+  });
 }
 
 // Whether the backward calls of shape s take the projection gradient in the
 // fused kernels: the exp kernel, whose projections are trained. (A dW for the
-// fixed projections of the other kernels is a test's request: windowed.)
+// fixed projections of the other kernels is a test's request: in slabs.)
 inline bool fused_weight_grad(const FavorShape& s) { return s.features.kernel == FeatureKernel::Exp; }
 
 // Bytes of temporaries one protocol call may hold at once (the largest
@@ -520,11 +546,13 @@ inline Heads heads_of(const FavorShape& s) {
 }
 
 // One protocol call: the padded projection, the temporaries and the kernels.
+// dW (null: W is held constant) receives the projection gradients of the
+// call's kernels, through the blocks' slots, at add_weight_grads().
 template <class Launch>
 class FusedCall {
  public:
-  FusedCall(Launch& launch, const Dims& D, const Heads& heads, const float* W)
-      : L_(launch), D_(D), heads_(heads.count), spans_(heads.spans), slots_(heads.slots) {
+  FusedCall(Launch& launch, const Dims& D, const Heads& heads, const float* W, float* dW = nullptr)
+      : L_(launch), D_(D), heads_(heads.count), spans_(heads.spans), slots_(heads.slots), dW_(dW) {
     a_ = Args{};
     a_.D = D;
     a_.spans = heads.spans;
@@ -532,15 +560,32 @@ class FusedCall {
     float* Wp = L_.buffer(floats);
     L_.grid(k_pad_projection, blocks_for(floats), 1, D, W, Wp);
     a_.Wp = Wp;
-  }
-  Args& args() { return a_; }
-
-  // dW (null: W is held constant) receives the projection gradients of the
-  // call's kernels, through the blocks' slots, at add_weight_grads().
-  void weight_grads(float* dW) {
-    dW_ = dW;
     if (dW) a_.dWp = L_.buffer(heads_ * D_.segs * D_.projection_floats());
   }
+  // The rows the call's kernels read (null where they read none).
+  Args& inputs(const float* q, const float* k, const float* v) {
+    a_.q = q;
+    a_.k = k;
+    a_.v = v;
+    return a_;
+  }
+  // For the backward kernels: the forward's o, den and row log-scales (only
+  // read) and the gradient d_o.
+  void output_grads(const float* o, const float* den, const float* row_scale, const float* d_o) {
+    a_.o = o;
+    a_.den = den;
+    a_.L = const_cast<float*>(row_scale);
+    a_.d_o = d_o;
+  }
+  // The gradients the call's kernels write (null where they write none), or
+  // add to (accumulate).
+  void input_grads(float* dq, float* dk, float* dv, bool accumulate = false) {
+    a_.dq = dq;
+    a_.dk = dk;
+    a_.dv = dv;
+    a_.accumulate = accumulate;
+  }
+
   void add_weight_grads() {
     if (dW_)
       L_.grid(k_sum_weight_grads, blocks_for(slots_ * D_.m * D_.d), 1, D_, heads_, spans_, slots_,
@@ -590,8 +635,8 @@ class FusedCall {
   int64_t heads_;
   const int64_t* spans_;
   int64_t slots_;
+  float* dW_;
   Args a_;
-  float* dW_ = nullptr;
 };
 
 template <class Launch>
@@ -599,9 +644,7 @@ void fused_key_state(Launch& launch, const Dims& D, const Heads& heads, const fl
                      float* total) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(true, false);
-  Args& a = call.args();
-  a.k = k;
-  a.v = v;
+  Args& a = call.inputs(nullptr, k, v);
   call.run(k_key_segments);
   call.scan(a.fS, a.fa, nullptr, total, false);
 }
@@ -611,10 +654,7 @@ void fused_causal_forward_local(Launch& launch, const Dims& D, const Heads& head
                                 const float* v, const float* W, float* y, float* row_scale, float* block_total) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(true, false);
-  Args& a = call.args();
-  a.q = q;
-  a.k = k;
-  a.v = v;
+  Args& a = call.inputs(q, k, v);
   a.y = y;
   a.L = row_scale;
   call.run(k_key_segments);
@@ -628,8 +668,7 @@ void fused_add_prefix(Launch& launch, const Dims& D, const Heads& heads, const f
                       const float* state, float* y, float* row_scale, bool accumulate) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.head_states(state);
-  Args& a = call.args();
-  a.q = q;
+  Args& a = call.inputs(q, nullptr, nullptr);
   a.y = y;
   a.L = row_scale;
   a.accumulate = accumulate;
@@ -641,24 +680,15 @@ void fused_causal_backward_local(Launch& launch, const Dims& D, const Heads& hea
                                  const float* v, const float* W, const float* o, const float* den,
                                  const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
                                  float* dv, float* block_total_grad, float* dW) {
-  FusedCall<Launch> call(launch, D, heads, W);
+  FusedCall<Launch> call(launch, D, heads, W, dW);
   call.segment_states(true, true);
-  call.weight_grads(dW);
-  Args& a = call.args();
-  a.q = q;
-  a.k = k;
-  a.v = v;
-  a.o = o;
-  a.den = den;
-  a.d_o = d_o;
-  a.L = const_cast<float*>(row_scale);  // only read by these kernels
+  Args& a = call.inputs(q, k, v);
+  call.output_grads(o, den, row_scale, d_o);
   call.run(k_key_segments);
   call.scan(a.fS, a.fa, prefix, nullptr, false);
   call.run(k_query_segments);  // a.dq is null: the causal gradient state only
   call.scan(a.gS, a.ga, nullptr, block_total_grad, true);
-  a.dq = dq;
-  a.dk = dk;
-  a.dv = dv;
+  call.input_grads(dq, dk, dv);
   call.run(k_causal_backward);
   call.add_weight_grads();
 }
@@ -667,15 +697,10 @@ void fused_causal_backward_local(Launch& launch, const Dims& D, const Heads& hea
 template <class Launch>
 void fused_key_grad_from_state(Launch& launch, const Dims& D, const Heads& heads, const float* k, const float* v,
                                const float* W, const float* state, float* dk, float* dv, bool accumulate, float* dW) {
-  FusedCall<Launch> call(launch, D, heads, W);
+  FusedCall<Launch> call(launch, D, heads, W, dW);
   call.head_states(state);
-  call.weight_grads(dW);
-  Args& a = call.args();
-  a.k = k;
-  a.v = v;
-  a.dk = dk;
-  a.dv = dv;
-  a.accumulate = accumulate;
+  call.inputs(nullptr, k, v);
+  call.input_grads(nullptr, dk, dv, accumulate);
   call.run(k_key_grad_from_state);
   call.add_weight_grads();
 }
@@ -685,17 +710,12 @@ void fused_bidirectional_backward_local(Launch& launch, const Dims& D, const Hea
                                         const float* W, const float* o, const float* den, const float* row_scale,
                                         const float* d_o, const float* total, float* dq, float* local_grad_total,
                                         float* dW) {
-  FusedCall<Launch> call(launch, D, heads, W);
+  FusedCall<Launch> call(launch, D, heads, W, dW);
   call.segment_states(false, true);
   call.head_states(total);
-  call.weight_grads(dW);
-  Args& a = call.args();
-  a.q = q;
-  a.o = o;
-  a.den = den;
-  a.d_o = d_o;
-  a.L = const_cast<float*>(row_scale);  // only read by these kernels
-  a.dq = dq;
+  Args& a = call.inputs(q, nullptr, nullptr);
+  call.output_grads(o, den, row_scale, d_o);
+  call.input_grads(dq, nullptr, nullptr);
   call.run(k_query_segments);
   call.scan(a.gS, a.ga, nullptr, local_grad_total, false);
   call.add_weight_grads();

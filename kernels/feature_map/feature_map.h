@@ -70,40 +70,34 @@ const char* feature_kernel_name(FeatureKernel kernel);
 bool feature_is_exponential(const FeatureMapParams& p);
 bool feature_subtracts_half_norm(const FeatureMapParams& p);
 
-// Dispatch on ctx.device. log_scale may be nullptr (callers that do not need
-// it, e.g. queries); it is written as 0 for Relu and Elu.
-void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                         const float* X, const float* W, float* Phi, float* log_scale);
-// dPhi [n, m] (same scaling as Phi); Phi may be nullptr (recomputed); dX [n, d];
-// dW [m, d] accumulated (+=) when not nullptr.
-void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                          const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
-                          float* dW = nullptr);
-
-void feature_map_forward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                             const float* X, const float* W, float* Phi, float* log_scale);
-void feature_map_backward_cpu(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                              const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
-                              float* dW = nullptr);
-void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                              const float* X, const float* W, float* Phi, float* log_scale);
-void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m,
-                               const float* X, const float* W, const float* Phi, const float* dPhi, float* dX,
-                               float* dW = nullptr);
-
+// One declaration list for the dispatcher (no suffix) and each backend
+// (_cpu, _cuda). The forward: log_scale may be nullptr (callers that do not
+// need it, e.g. queries); it is written as 0 for Relu and Elu. The backward:
+// dPhi [n, m] (same scaling as Phi); Phi may be nullptr (recomputed); dX
+// [n, d]; dW [m, d] accumulated (+=) when not nullptr. The dispatchers
+// dispatch on ctx.device.
+#define PF_FEATURE_MAP_DECLS(SUFFIX)                                                                                   \
+  void feature_map_forward##SUFFIX(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, \
+                                   const float* X, const float* W, float* Phi, float* log_scale);                      \
+  void feature_map_backward##SUFFIX(const ExecContext& ctx, const FeatureMapParams& p, int64_t n, int64_t d,           \
+                                    int64_t m, const float* X, const float* W, const float* Phi, const float* dPhi,    \
+                                    float* dX, float* dW = nullptr);
 // Reduced-precision storage: X, Phi, dPhi and dX hold `storage` values
 // (DType::f32, f16 or bf16); W and log_scale stay fp32, and the GEMMs,
 // exponentials and sums run in fp32 (X is widened chunk by chunk into fp32
 // scratch, results are rounded once). f16/bf16 run on CUDA only; the
 // dispatchers throw ValueError for them on the CPU.
-void feature_map_forward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
-                         int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
-void feature_map_backward(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
-                          int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
-void feature_map_forward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
-                              int64_t m, const void* X, const float* W, void* Phi, float* log_scale);
-void feature_map_backward_cuda(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n, int64_t d,
-                               int64_t m, const void* X, const float* W, const void* Phi, const void* dPhi, void* dX);
+#define PF_FEATURE_MAP_STORAGE_DECLS(SUFFIX)                                                                          \
+  void feature_map_forward##SUFFIX(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n,       \
+                                   int64_t d, int64_t m, const void* X, const float* W, void* Phi, float* log_scale); \
+  void feature_map_backward##SUFFIX(const ExecContext& ctx, const FeatureMapParams& p, DType storage, int64_t n,      \
+                                    int64_t d, int64_t m, const void* X, const float* W, const void* Phi,             \
+                                    const void* dPhi, void* dX);
+PF_FEATURE_MAP_DECLS()
+PF_FEATURE_MAP_DECLS(_cpu)
+PF_FEATURE_MAP_DECLS(_cuda)
+PF_FEATURE_MAP_STORAGE_DECLS()
+PF_FEATURE_MAP_STORAGE_DECLS(_cuda)
 
 // float64 reference, plain loops, host memory.
 void feature_map_forward_ref(const FeatureMapParams& p, int64_t n, int64_t d, int64_t m, const double* X,

@@ -42,6 +42,12 @@ void gemm_f32_host(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
 // Same through a chosen backend (for benchmarks that compare them).
 void gemm_f32_cpu_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// float64 dot product of a[0, n) and b[0, n), summed in order (references, tests).
+inline double dot_f64_ref(const double* a, const double* b, int64_t n) {
+  double s = 0;
+  for (int64_t k = 0; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
 // float64 reference: plain loops, no BLAS.
 void gemm_f64_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                   int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc);

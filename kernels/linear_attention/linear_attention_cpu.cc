@@ -47,8 +47,7 @@ void forward_head(const LinAttnShape& s, const float* pq, const float* pk, const
   const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, C = chunk_rows(s);
   std::vector<float> S(m * D1, 0.f), vp(C * D1), A(C * C), scaled(C * m);
   float a = kEmptyLogScale;
-  for (int64_t t0 = 0; t0 < n; t0 += C) {
-    const int64_t rows = std::min(C, n - t0);
+  for_each_chunk(n, C, false, [&](int64_t t0, int64_t rows) {
     const float *q = pq + t0 * m, *k = pk + t0 * m, *ct = c + t0;
     float *Y = y + t0 * D1, *Lt = L + t0;
     load_vprime(v + t0 * d, rows, d, vp.data());
@@ -64,7 +63,7 @@ void forward_head(const LinAttnShape& s, const float* pq, const float* pk, const
     causal_mask(A.data(), rows, ct, Lt);
     mm(false, false, rows, D1, rows, A.data(), rows, vp.data(), D1, 1.f, Y, D1);
     key_state_update(a, S.data(), rows, m, D1, k, ct, vp.data(), scaled.data());
-  }
+  });
   store_state(a, S, total);
 }
 
@@ -76,10 +75,9 @@ void backward_head(const LinAttnShape& s, const float* pq, const float* pk, cons
   std::vector<float> S(m * D1, 0.f), vp(C * D1), g(C * D1), A(C * C), Bs(chunks * C * C), scaled(C * m);
   // Sweep 1: d_phi_q, forward order, keeping B per chunk for sweep 2.
   float a = kEmptyLogScale;
-  for (int64_t t = 0; t < chunks; ++t) {
-    const int64_t t0 = t * C, rows = std::min(C, n - t0);
+  for_each_chunk(n, C, false, [&](int64_t t0, int64_t rows) {
     const float *k = pk + t0 * m, *ct = c + t0, *Lt = L + t0;
-    float *dQ = dq + t0 * m, *B = Bs.data() + t * C * C;
+    float *dQ = dq + t0 * m, *B = Bs.data() + t0 * C;  // chunk t0 / C's [C, C] block
     load_vprime(v + t0 * d, rows, d, vp.data());
     load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, g.data());
     if (is_empty_log_scale(a)) {
@@ -92,14 +90,14 @@ void backward_head(const LinAttnShape& s, const float* pq, const float* pk, cons
     causal_mask(B, rows, ct, Lt);
     mm(false, false, rows, m, rows, B, rows, k, m, 1.f, dQ, m);
     key_state_update(a, S.data(), rows, m, D1, k, ct, vp.data(), scaled.data());
-  }
+  });
   // Sweep 2: d_phi_k, d_v and the gradient state, reverse order. S is reused as R.
   std::vector<float>& R = S;
   std::fill(R.begin(), R.end(), 0.f);
   float rho = kEmptyLogScale;
-  for (int64_t t = chunks - 1; t >= 0; --t) {
-    const int64_t t0 = t * C, rows = std::min(C, n - t0);
-    const float *q = pq + t0 * m, *k = pk + t0 * m, *ct = c + t0, *Lt = L + t0, *B = Bs.data() + t * C * C;
+  for_each_chunk(n, C, true, [&](int64_t t0, int64_t rows) {
+    const float *q = pq + t0 * m, *k = pk + t0 * m, *ct = c + t0, *Lt = L + t0,
+                *B = Bs.data() + t0 * C;  // chunk t0 / C's [C, C] block
     float *dK = dk + t0 * m, *dV = dv + t0 * d;
     load_vprime(v + t0 * d, rows, d, vp.data());
     load_gradient_rows(o + t0 * d, den + t0, d_o + t0 * d, rows, d, g.data());
@@ -117,8 +115,27 @@ void backward_head(const LinAttnShape& s, const float* pq, const float* pk, cons
     mm(true, false, rows, m, rows, B, rows, q, m, 1.f, dK, m);
     mm(true, false, rows, d, rows, A.data(), rows, g.data(), D1, 1.f, dV, d);
     query_state_update(rho, R.data(), rows, m, D1, q, Lt, g.data(), scaled.data());
-  }
+  });
   store_state(rho, R, total);
+}
+
+// Per head of `size` floats (a log-scale, then the values): r = e (+) l, the
+// log-scale combine with its two weights taken once (r may alias e or l).
+void combine_state(const float* e, const float* l, float* r, int64_t size) {
+  const float top = max_log_scale(e[0], l[0]);
+  const float we = log_scale_weight(e[0], top), wl = log_scale_weight(l[0], top);
+  for (int64_t k = 1; k < size; ++k) r[k] = we * e[k] + wl * l[k];
+  r[0] = top;
+}
+
+// Runs f(h) on ctx.stream for each of `heads` states of `size` floats, on
+// OpenMP threads when they hold more than 2^16 floats in all.
+template <typename F>
+void for_each_state(const ExecContext& ctx, int64_t heads, int64_t size, F f) {
+  host_launch(ctx, [=] {
+#pragma omp parallel for if (heads * size > (1 << 16))
+    for (int64_t h = 0; h < heads; ++h) f(h);
+  });
 }
 
 }  // namespace
@@ -139,18 +156,10 @@ void linear_attention_state_clear_cpu(const ExecContext& ctx, const LinAttnShape
 
 void linear_attention_state_combine_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
                                         const float* earlier, const float* later, float* out) {
-  host_launch(ctx, [=] {
-    const int64_t size = 1 + m * (d + 1);
-#pragma omp parallel for if (heads * size > (1 << 16))
-    for (int64_t h = 0; h < heads; ++h) {
-      const float *e = earlier + h * size, *l = later + h * size;
-      float* r = out + h * size;
-      // The two weights of state_combine_element, once per head (out may alias an input).
-      const float top = max_log_scale(e[0], l[0]);
-      const float we = log_scale_weight(e[0], top), wl = log_scale_weight(l[0], top);
-      for (int64_t k = 1; k < size; ++k) r[k] = we * e[k] + wl * l[k];
-      r[0] = top;
-    }
+  const int64_t size = 1 + m * (d + 1);
+  for_each_state(ctx, heads, size, [=](int64_t h) {
+    // The two weights of state_combine_element, once per head (out may alias an input).
+    combine_state(earlier + h * size, later + h * size, out + h * size, size);
   });
 }
 
@@ -167,23 +176,17 @@ void linear_attention_segmented_state_clear_cpu(const ExecContext& ctx, int64_t 
 
 void linear_attention_segmented_state_combine_cpu(const ExecContext& ctx, int64_t heads, int64_t m, int64_t d,
                                                   const float* earlier, const float* later, float* out) {
-  host_launch(ctx, [=] {
-    const int64_t g = 2 + m * (d + 1);
-#pragma omp parallel for if (heads * g > (1 << 16))
-    for (int64_t h = 0; h < heads; ++h) {
-      const float *e = earlier + h * g, *l = later + h * g;
-      float* r = out + h * g;
-      if (l[0] != 0.f) {
-        if (r != l) std::copy(l + 1, l + g, r + 1);
-      } else {
-        // The two weights of segmented_state_element, once per head.
-        const float top = max_log_scale(e[1], l[1]);
-        const float we = log_scale_weight(e[1], top), wl = log_scale_weight(l[1], top);
-        for (int64_t k = 2; k < g; ++k) r[k] = we * e[k] + wl * l[k];
-        r[1] = top;
-      }
-      r[0] = (e[0] != 0.f || l[0] != 0.f) ? 1.f : 0.f;
+  const int64_t g = 2 + m * (d + 1);
+  for_each_state(ctx, heads, g, [=](int64_t h) {
+    const float *e = earlier + h * g, *l = later + h * g;
+    float* r = out + h * g;
+    if (l[0] != 0.f) {
+      if (r != l) std::copy(l + 1, l + g, r + 1);
+    } else {
+      // The two weights of segmented_state_element, once per head.
+      combine_state(e + 1, l + 1, r + 1, g - 1);
     }
+    r[0] = (e[0] != 0.f || l[0] != 0.f) ? 1.f : 0.f;
   });
 }
 
@@ -208,8 +211,7 @@ void linear_attention_add_prefix_cpu(const ExecContext& ctx, const LinAttnShape&
       const float b = pre[0];
       if (is_empty_log_scale(b)) return;
       std::vector<float> scaled(rb * m);
-      for (int64_t t0 = 0; t0 < n; t0 += rb) {
-        const int64_t rows = std::min(rb, n - t0);
+      for_each_chunk(n, rb, false, [&](int64_t t0, int64_t rows) {
         const float* q = phi_q + (h * n + t0) * m;
         float *Y = y + (h * n + t0) * D1, *L = row_scale + h * n + t0;
         // y_i <- exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre,  L'_i = max(L_i, b)
@@ -220,7 +222,7 @@ void linear_attention_add_prefix_cpu(const ExecContext& ctx, const LinAttnShape&
           L[i] = top;
         }
         mm(false, false, rows, D1, m, scaled.data(), m, pre + 1, D1, 1.f, Y, D1);
-      }
+      });
     });
   });
 }
@@ -263,13 +265,13 @@ void linear_attention_backward_add_prefix_cpu(const ExecContext& ctx, const LinA
       const float b = pre[0];
       if (is_empty_log_scale(b)) return;
       std::vector<float> g(rb * D1);
-      for (int64_t t0 = 0; t0 < n; t0 += rb) {
-        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+      for_each_chunk(n, rb, false, [&](int64_t t0, int64_t rows) {
+        const int64_t r0 = h * n + t0;
         load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
         // rows of G scaled by exp(b - L_i), then d_phi_q += G_scaled Pre^T
         scale_rows(g.data(), rows, D1, D1, [&](int64_t i) { return log_scale_weight(b, row_scale[r0 + i]); });
         mm(false, true, rows, m, D1, g.data(), D1, pre + 1, D1, 1.f, d_phi_q + r0 * m, m);
-      }
+      });
     });
   });
 }
@@ -284,8 +286,8 @@ void linear_attention_backward_add_suffix_cpu(const ExecContext& ctx, const LinA
       const float rho = suf[0];
       if (is_empty_log_scale(rho)) return;
       std::vector<float> vp(rb * D1), scaled(rb * m);
-      for (int64_t t0 = 0; t0 < n; t0 += rb) {
-        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
+      for_each_chunk(n, rb, false, [&](int64_t t0, int64_t rows) {
+        const int64_t r0 = h * n + t0;
         const float *k = phi_k + r0 * m, *ct = c_k + r0;
         load_vprime(v + r0 * d, rows, d, vp.data());
         for (int64_t j = 0; j < rows; ++j) {
@@ -295,42 +297,47 @@ void linear_attention_backward_add_suffix_cpu(const ExecContext& ctx, const LinA
         }
         mm(false, true, rows, m, D1, vp.data(), D1, suf + 1, D1, 1.f, d_phi_k + r0 * m, m);
         mm(false, false, rows, d, m, scaled.data(), m, suf + 1, D1, 1.f, d_v + r0 * d, d);
-      }
+      });
     });
   });
 }
 
-void linear_attention_key_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
-                                    const float* v, float* total) {
+namespace {
+// total [heads][state_size] = each head's state summed over its rows, a row
+// block at a time: update(a, S, r0, rows, vals, scaled) loads the block's
+// values (rows x D1, from row r0 of the call) into vals and adds the block to
+// (a, S), with `scaled` as scratch.
+template <typename Update>
+void rows_state_cpu(const ExecContext& ctx, const LinAttnShape& s, float* total, Update update) {
   host_launch(ctx, [=] {
-    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
+    const int64_t n = s.n, m = s.m, D1 = s.d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
     for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
-      std::vector<float> S(m * D1, 0.f), vp(rb * D1), scaled(rb * m);
+      std::vector<float> S(m * D1, 0.f), vals(rb * D1), scaled(rb * m);
       float a = kEmptyLogScale;
-      for (int64_t t0 = 0; t0 < n; t0 += rb) {
-        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
-        load_vprime(v + r0 * d, rows, d, vp.data());
-        key_state_update(a, S.data(), rows, m, D1, phi_k + r0 * m, c_k + r0, vp.data(), scaled.data());
-      }
+      for_each_chunk(n, rb, false, [&](int64_t t0, int64_t rows) {
+        update(a, S.data(), h * n + t0, rows, vals.data(), scaled.data());
+      });
       store_state(a, S, total + h * s.state_size());
     });
+  });
+}
+}  // namespace
+
+void linear_attention_key_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_k, const float* c_k,
+                                    const float* v, float* total) {
+  const int64_t m = s.m, d = s.d;
+  rows_state_cpu(ctx, s, total, [=](float& a, float* S, int64_t r0, int64_t rows, float* vp, float* scaled) {
+    load_vprime(v + r0 * d, rows, d, vp);
+    key_state_update(a, S, rows, m, d + 1, phi_k + r0 * m, c_k + r0, vp, scaled);
   });
 }
 
 void linear_attention_query_state_cpu(const ExecContext& ctx, const LinAttnShape& s, const float* phi_q, const float* o,
                                       const float* den, const float* row_scale, const float* d_o, float* total) {
-  host_launch(ctx, [=] {
-    const int64_t n = s.n, m = s.m, d = s.d, D1 = d + 1, rb = std::min(row_block(s), std::max<int64_t>(n, 1));
-    for_each_head(ctx, s.heads, m * D1 + rb * (D1 + m), [&](int64_t h) {
-      std::vector<float> R(m * D1, 0.f), g(rb * D1), scaled(rb * m);
-      float rho = kEmptyLogScale;
-      for (int64_t t0 = 0; t0 < n; t0 += rb) {
-        const int64_t rows = std::min(rb, n - t0), r0 = h * n + t0;
-        load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g.data());
-        query_state_update(rho, R.data(), rows, m, D1, phi_q + r0 * m, row_scale + r0, g.data(), scaled.data());
-      }
-      store_state(rho, R, total + h * s.state_size());
-    });
+  const int64_t m = s.m, d = s.d;
+  rows_state_cpu(ctx, s, total, [=](float& rho, float* R, int64_t r0, int64_t rows, float* g, float* scaled) {
+    load_gradient_rows(o + r0 * d, den + r0, d_o + r0 * d, rows, d, g);
+    query_state_update(rho, R, rows, m, d + 1, phi_q + r0 * m, row_scale + r0, g, scaled);
   });
 }
 

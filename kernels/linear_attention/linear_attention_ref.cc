@@ -10,22 +10,17 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/gemm/gemm.h"
 #include "kernels/linear_attention/linear_attention.h"
 
 namespace pf {
 namespace {
 
-double dot(const double* a, const double* b, int64_t m) {
-  double s = 0;
-  for (int64_t k = 0; k < m; ++k) s += a[k] * b[k];
-  return s;
-}
-
 // Returns w_ij for j in J(i), 0 outside.
 double weight(bool causal, int64_t i, int64_t j, int64_t m, const double* phi_q, const double* phi_k,
               const double* c_k) {
   if (causal && j > i) return 0.0;
-  return std::exp(c_k[j]) * dot(phi_q + i * m, phi_k + j * m, m);
+  return std::exp(c_k[j]) * dot_f64_ref(phi_q + i * m, phi_k + j * m, m);
 }
 
 }  // namespace
@@ -68,9 +63,9 @@ void linear_attention_backward_ref(bool causal, int64_t n, int64_t m, int64_t d,
     for (int64_t j = 0; j < n; ++j) {
       if (causal && j > i) continue;
       const double* gi = g.data() + i * (d + 1);
-      const double gv = dot(gi, v + j * d, d) + gi[d];  // G_i . V'_j
+      const double gv = dot_f64_ref(gi, v + j * d, d) + gi[d];  // G_i . V'_j
       const double e = std::exp(c_k[j]);
-      const double w = e * dot(phi_q + i * m, phi_k + j * m, m);
+      const double w = e * dot_f64_ref(phi_q + i * m, phi_k + j * m, m);
       for (int64_t f = 0; f < m; ++f) {
         d_phi_q[i * m + f] += gv * e * phi_k[j * m + f];
         d_phi_k[j * m + f] += gv * e * phi_q[i * m + f];

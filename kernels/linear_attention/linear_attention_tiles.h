@@ -58,6 +58,18 @@ inline void for_each_head(const ExecContext& ctx, int64_t heads, int64_t workspa
   }
 }
 
+// Runs f(t0, rows) for each chunk of C rows of n (the last may be shorter),
+// in order or from the last: t0 its first row.
+template <typename F>
+inline void for_each_chunk(int64_t n, int64_t C, bool reverse, F&& f) {
+  if (n <= 0) return;
+  const int64_t chunks = (n + C - 1) / C;
+  for (int64_t i = 0; i < chunks; ++i) {
+    const int64_t t0 = (reverse ? chunks - 1 - i : i) * C;
+    f(t0, std::min(C, n - t0));
+  }
+}
+
 inline void load_vprime(const float* v, int64_t rows, int64_t d, float* vp) {
   for (int64_t i = 0; i < rows; ++i) {
     std::memcpy(vp + i * (d + 1), v + i * d, sizeof(float) * d);

@@ -19,11 +19,22 @@
 
 namespace pf {
 
-class StateCombine : public ScanCombine {
+// What both combines share: f32 states of m (d+1) values on ctx's device,
+// run on the stream the scan gives.
+class LinearStateScanCombine : public ScanCombine {
  public:
-  StateCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
+  LinearStateScanCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
   DType dtype() const override { return DType::f32; }
   Device device() const override { return ctx_.device; }
+
+ protected:
+  ExecContext ctx_;
+  int64_t m_, d_;
+};
+
+class StateCombine : public LinearStateScanCombine {
+ public:
+  using LinearStateScanCombine::LinearStateScanCombine;
   int64_t granule() const override { return 1 + m_ * (d_ + 1); }
   const char* name() const override { return "linear_attention_state"; }
   void fill_identity(void* out, int64_t count, const Stream& stream) const override {
@@ -37,17 +48,11 @@ class StateCombine : public ScanCombine {
     linear_attention_state_combine(ctx_.on(stream), count / granule(), m_, d_, static_cast<const float*>(earlier),
                                    static_cast<const float*>(later), static_cast<float*>(out));
   }
-
- private:
-  ExecContext ctx_;
-  int64_t m_, d_;
 };
 
-class SegmentedStateCombine : public ScanCombine {
+class SegmentedStateCombine : public LinearStateScanCombine {
  public:
-  SegmentedStateCombine(const ExecContext& ctx, int64_t m, int64_t d) : ctx_(ctx), m_(m), d_(d) {}
-  DType dtype() const override { return DType::f32; }
-  Device device() const override { return ctx_.device; }
+  using LinearStateScanCombine::LinearStateScanCombine;
   int64_t granule() const override { return 2 + m_ * (d_ + 1); }
   const char* name() const override { return "segmented linear_attention_state"; }
   void fill_identity(void* out, int64_t count, const Stream& stream) const override {
@@ -58,10 +63,6 @@ class SegmentedStateCombine : public ScanCombine {
                                              static_cast<const float*>(earlier), static_cast<const float*>(later),
                                              static_cast<float*>(out));
   }
-
- private:
-  ExecContext ctx_;
-  int64_t m_, d_;
 };
 
 }  // namespace pf

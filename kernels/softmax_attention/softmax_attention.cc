@@ -9,6 +9,28 @@
 
 namespace pf {
 
+SoftmaxAttentionParams softmax_attention_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t window) {
+  SoftmaxAttentionParams p;
+  p.heads = heads;
+  p.n = n;
+  p.d = d;
+  p.causal = causal;
+  p.window = window;
+  return p;
+}
+
+SoftmaxAttentionParams softmax_attention_tiled_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t q_tile,
+                                                      int64_t k_tile) {
+  SoftmaxAttentionParams p = softmax_attention_params(heads, n, d, causal);
+  p.q_tile = q_tile;
+  p.k_tile = k_tile;
+  return p;
+}
+
+SoftmaxAttentionParams softmax_attention_decode_params(int64_t heads, int64_t n, int64_t d) {
+  return softmax_attention_params(heads, n, d, false);
+}
+
 void softmax_attention_check(const SoftmaxAttentionParams& p) {
   PF_REQUIRE(ValueError, p.heads >= 0 && p.n >= 0 && p.d >= 1,
              "softmax attention: bad shape heads=" << p.heads << " n=" << p.n << " d=" << p.d);

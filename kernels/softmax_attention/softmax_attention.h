@@ -37,6 +37,17 @@ struct SoftmaxAttentionParams {
   int64_t k_tile = 128;  // CPU key-tile rows
 };
 
+// The common cases: `heads` heads of n rows of d, causal or not, seeing only
+// the keys less than `window` rows away (0: all), at the default scale
+// 1/sqrt(d) with the default CPU tiles.
+SoftmaxAttentionParams softmax_attention_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t window = 0);
+// The same without a window, with the CPU tile rows given (benchmarks, tile tests).
+SoftmaxAttentionParams softmax_attention_tiled_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t q_tile,
+                                                      int64_t k_tile);
+// One query per head against n keys of d (softmax_attention_decode, which
+// reads neither the mask nor the tiles).
+SoftmaxAttentionParams softmax_attention_decode_params(int64_t heads, int64_t n, int64_t d);
+
 // 1/sqrt(d) when p.scale == 0, else p.scale. Throws ValueError on bad shapes.
 float softmax_attention_scale(const SoftmaxAttentionParams& p);
 // Validates sizes (n >= 0, d >= 1, heads >= 0, tiles >= 1, window >= 0, finite scale).

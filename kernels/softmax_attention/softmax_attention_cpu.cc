@@ -51,6 +51,23 @@ Tensor host_scratch(MemoryTracker* tracker, MemoryTracker& untracked, int64_t fl
   return Tensor::empty({floats}, DType::f32, tracker ? *tracker : untracked, kScratchTag);
 }
 
+// S [rows, bk] = scale Q K^T for the queries from i0 and the `cols` keys from
+// j0 of one head; then row(r, s, c0, c1) for each row s of S, [c0, c1) the
+// keys query i0 + r sees, and the row's other entries set to 0.
+template <typename Row>
+void score_tile(const SoftmaxMask& mask, float scale, const float* Q, const float* K, int64_t n, int64_t d, int64_t i0,
+                int64_t rows, int64_t j0, int64_t cols, float* S, int64_t bk, Row&& row) {
+  gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, S, bk);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = S + r * bk;
+    int64_t c0 = 0, c1 = 0;
+    mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
+    row(r, s, c0, c1);
+    std::fill(s, s + c0, 0.f);
+    std::fill(s + c1, s + cols, 0.f);
+  }
+}
+
 // One query tile of one head: rows [i0, i0+rows) of O and lse.
 void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, const float* Q, const float* K,
                   const float* V, float* O, float* lse, int64_t i0, int64_t rows, float* S, float* m, float* l) {
@@ -63,11 +80,7 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
   for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += bk) {
     const int64_t cols = std::min(bk, kend - j0);
-    gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, S, bk);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* s = S + r * bk;
-      int64_t c0 = 0, c1 = 0;
-      mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
+    score_tile(mask, scale, Q, K, n, d, i0, rows, j0, cols, S, bk, [&](int64_t r, float* s, int64_t c0, int64_t c1) {
       // Separate max, exp and sum loops: each one vectorises.
       float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
@@ -78,13 +91,11 @@ void forward_tile(const SoftmaxAttentionParams& p, float scale, int64_t bk, cons
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t c = c0; c < c1; ++c) sum += s[c];
-      std::fill(s, s + c0, 0.f);
-      std::fill(s + c1, s + cols, 0.f);
       l[r] = l[r] * alpha + sum;
       m[r] = m_new;
       if (alpha != 1.f)
         for (int64_t k = 0; k < d; ++k) Ot[r * d + k] *= alpha;
-    }
+    });
     gemm_f32_host(false, false, rows, d, cols, 1.f, S, bk, V + j0 * d, d, 1.f, Ot, d);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -115,16 +126,10 @@ void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int
     const int64_t i_end = mask.end_query(j0 + cols - 1, n);
     for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += bq) {
       const int64_t rows = std::min(bq, i_end - i0);
-      gemm_f32_host(false, true, rows, cols, d, scale, Q + i0 * d, d, K + j0 * d, d, 0.f, P, bk);
-      for (int64_t r = 0; r < rows; ++r) {
-        float* pr = P + r * bk;
+      score_tile(mask, scale, Q, K, n, d, i0, rows, j0, cols, P, bk, [&](int64_t r, float* pr, int64_t c0, int64_t c1) {
         const float li = lse[i0 + r];
-        int64_t c0 = 0, c1 = 0;
-        mask.tile_span(i0 + r, j0, cols, n, &c0, &c1);
         for (int64_t c = c0; c < c1; ++c) pr[c] = softmax_exp(pr[c] - li);
-        std::fill(pr, pr + c0, 0.f);
-        std::fill(pr + c1, pr + cols, 0.f);
-      }
+      });
       gemm_f32_host(true, false, cols, d, rows, 1.f, P, bk, dO + i0 * d, d, 1.f, dV + j0 * d, d);
       gemm_f32_host(false, true, rows, cols, d, 1.f, dO + i0 * d, d, V + j0 * d, d, 0.f, dS, bk);
       for (int64_t r = 0; r < rows; ++r) {

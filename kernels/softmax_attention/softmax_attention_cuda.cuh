@@ -75,6 +75,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The key tile from key j0 of the head at base: sK, sV [kKeyTile][d+1] hold
+// its `cols` keys and values in fp32, zero rows after them.
+template <typename T>
+__device__ __forceinline__ void load_key_tile(const T* __restrict__ K, const T* __restrict__ V, int64_t base,
+                                              int64_t j0, int cols, int d, float* sK, float* sV) {
+  const int ld = d + 1;
+  for (int e = threadIdx.x; e < kKeyTile * d; e += kThreads) {
+    const int c = e / d, k = e % d;
+    const bool in = c < cols;
+    sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
+    sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
+  }
+}
+
 // Shared floats of the forward: Q, O [kFwdQ][d]; K, V [kKeyTile][d+1];
 // S [kFwdQ][kKeyTile+1]; m, l, alpha [kFwdQ].
 inline int64_t forward_smem_floats(int d) {
@@ -115,12 +129,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kKeyTile) {
     const int cols = static_cast<int>(min64(kKeyTile, kend - j0));
     __syncthreads();  // the previous tile's K, V and S are no longer read
-    for (int e = tid; e < kKeyTile * d; e += kThreads) {
-      const int c = e / d, k = e % d;
-      const bool in = c < cols;
-      sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
-      sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
-    }
+    load_key_tile(K, V, base, j0, cols, d, sK, sV);
     __syncthreads();
     for (int e = tid; e < kFwdQ * kKeyTile; e += kThreads) {
       const int r = e / kKeyTile, c = e % kKeyTile;
@@ -204,11 +213,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t base = head * n * d;
   const int tid = threadIdx.x;
 
+  load_key_tile(K, V, base, j0, cols, d, sK, sV);
   for (int e = tid; e < kKeyTile * d; e += kThreads) {
-    const int c = e / d, k = e % d;
-    const bool in = c < cols;
-    sK[c * ld + k] = in ? load_f32(K + base + (j0 + c) * d + k) : 0.f;
-    sV[c * ld + k] = in ? load_f32(V + base + (j0 + c) * d + k) : 0.f;
     sdK[e] = 0.f;
     sdV[e] = 0.f;
   }

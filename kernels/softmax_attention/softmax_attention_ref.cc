@@ -11,16 +11,11 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/gemm/gemm.h"
 #include "kernels/softmax_attention/softmax_attention.h"
 
 namespace pf {
 namespace {
-
-double dot(const double* a, const double* b, int64_t d) {
-  double s = 0;
-  for (int64_t k = 0; k < d; ++k) s += a[k] * b[k];
-  return s;
-}
 
 // The keys query i sees: [lo, hi), written out here rather than taken from
 // the kernels' mask, so that the reference checks it.
@@ -43,7 +38,7 @@ KeyRange reference_row(const SoftmaxAttentionParams& p, double scale, const doub
   const int64_t d = p.d;
   const KeyRange r = visible_keys(p, i);
   double mx = -std::numeric_limits<double>::infinity();
-  for (int64_t j = r.lo; j < r.hi; ++j) mx = std::max(mx, P[j] = scale * dot(Q + i * d, K + j * d, d));
+  for (int64_t j = r.lo; j < r.hi; ++j) mx = std::max(mx, P[j] = scale * dot_f64_ref(Q + i * d, K + j * d, d));
   double sum = 0;
   for (int64_t j = r.lo; j < r.hi; ++j) sum += (P[j] = std::exp(P[j] - mx));
   for (int64_t j = r.lo; j < r.hi; ++j) P[j] /= sum;
@@ -86,7 +81,7 @@ void softmax_attention_backward_ref(const SoftmaxAttentionParams& p, const doubl
       const KeyRange r = reference_row(p, scale, Q + off, K + off, i, P, nullptr);
       const double* g = dO + off + i * d;
       double D = 0;
-      for (int64_t j = r.lo; j < r.hi; ++j) D += P[j] * (dS[j] = dot(g, V + off + j * d, d));
+      for (int64_t j = r.lo; j < r.hi; ++j) D += P[j] * (dS[j] = dot_f64_ref(g, V + off + j * d, d));
       for (int64_t j = r.lo; j < r.hi; ++j) dS[j] = P[j] * (dS[j] - D);
       for (int64_t j = r.lo; j < r.hi; ++j)
         for (int64_t k = 0; k < d; ++k) {
@@ -108,7 +103,7 @@ void softmax_attention_decode_ref(const SoftmaxAttentionParams& p, int64_t kv_st
     const double* Kh = K + h * kv_stride;
     const double* Vh = V + h * kv_stride;
     double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, P[j] = scale * dot(q + h * d, Kh + j * d, d));
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, P[j] = scale * dot_f64_ref(q + h * d, Kh + j * d, d));
     double sum = 0;
     for (int64_t j = 0; j < n; ++j) sum += (P[j] = std::exp(P[j] - mx));
     double* oh = o + h * d;

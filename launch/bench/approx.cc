@@ -84,10 +84,7 @@ Exact make_exact(const Config& c, bool causal, double scale, double alpha) {
   if (alpha > 0)
     for (int64_t t = 0; t < c.d; ++t) e.k[c.j_star * c.d + t] = static_cast<float>(alpha) * e.q[c.i_star * c.d + t];
   const std::vector<double> q(e.q.begin(), e.q.end()), k(e.k.begin(), e.k.end()), v(e.v.begin(), e.v.end());
-  SoftmaxAttentionParams p;
-  p.n = c.n;
-  p.d = c.d;
-  p.causal = causal;
+  const SoftmaxAttentionParams p = softmax_attention_params(1, c.n, c.d, causal);
   e.out.resize(c.n * c.d);
   e.lse.resize(c.n);
   softmax_attention_forward_ref(p, q.data(), k.data(), v.data(), e.out.data(), e.lse.data());
@@ -235,10 +232,7 @@ int run_approx(int argc, char** argv) {
       MemoryTracker tracker(Device::cpu());
       ExecContext host;  // a synchronous CPU stream: the kernel runs inside the timed call
       host.tracker = &tracker;
-      SoftmaxAttentionParams p;
-      p.n = n;
-      p.d = d;
-      p.causal = st.causal;
+      const SoftmaxAttentionParams p = softmax_attention_params(1, n, d, st.causal);
       std::vector<float> o(n * d), lse(n);
       const double t = best_seconds(
           [&] { softmax_attention_forward(host, p, exact.q.data(), exact.k.data(), exact.v.data(), o.data(), lse.data()); },

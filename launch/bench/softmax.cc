@@ -53,13 +53,7 @@ int run_softmax(int argc, char** argv) {
       MemoryTracker softmax_tracker(Device::cpu());
       ExecContext host;  // a synchronous CPU stream: the kernel runs inside the timed call
       host.tracker = &softmax_tracker;
-      SoftmaxAttentionParams p;
-      p.heads = batch * heads;
-      p.n = n;
-      p.d = dim;
-      p.causal = causal;
-      p.q_tile = q_tile;
-      p.k_tile = k_tile;
+      const SoftmaxAttentionParams p = softmax_attention_tiled_params(batch * heads, n, dim, causal, q_tile, k_tile);
       const double fwd_s = best_seconds(
           [&] { softmax_attention_forward(host, p, Q.data(), K.data(), V.data(), O.data(), lse.data()); }, reps);
       const double bwd_s = best_seconds(

@@ -89,11 +89,7 @@ TEST_F(AttnTool, SoftmaxMatchesReference) {
     const ToolRun r = run("--input " + path("in.h5") + " --output " + path("out.h5") +
                           " --kernel softmax --mode " + (causal ? "causal" : "bidirectional"));
     ASSERT_EQ(r.status, 0) << r.err;
-    SoftmaxAttentionParams p;
-    p.heads = B * H;
-    p.n = N;
-    p.d = D;
-    p.causal = causal;
+    const SoftmaxAttentionParams p = softmax_attention_params(B * H, N, D, causal);
     const int64_t size = B * H * N * D;
     std::vector<double> o(size), lse(B * H * N), dq(size), dk(size), dv(size);
     const auto q = to_f64(in.q), k = to_f64(in.k), v = to_f64(in.v), g = to_f64(in.dout);

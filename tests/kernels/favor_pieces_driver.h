@@ -33,7 +33,7 @@ struct PiecesCase {
   int64_t H = 2, n = 0, d = 0, m = 0;
   bool causal = true;
   FeatureKernel kernel = FeatureKernel::Softmax;
-  int64_t window = 0;                         // FavorShape::window
+  int64_t slab_rows = 0;                      // FavorShape::slab_rows
   std::vector<std::vector<int64_t>> lengths;  // per sample, summing to n
   std::vector<float> q, k, v, g, W;
 
@@ -61,7 +61,7 @@ struct PiecesCase {
     s.d = d;
     s.m = m;
     s.features = default_feature_params(kernel, d);
-    s.window = window;
+    s.slab_rows = slab_rows;
     s.w_heads = w_heads();
     return s;
   }

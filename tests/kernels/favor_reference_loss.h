@@ -12,7 +12,7 @@ namespace test {
 
 inline double favor_reference_loss(const FavorAttentionParams& p, const double* q, const double* k, const double* v,
                                    const double* W, const double* dout) {
-  const int64_t size = p.batch * p.heads * p.n * p.d;
+  const int64_t size = p.rows() * p.shape.d;
   std::vector<double> out(size);
   favor_attention_forward_ref(p, q, k, v, W, out.data());
   double s = 0;

@@ -75,18 +75,6 @@ inline std::string describe(const SoftmaxAttentionParams& p) {
          " q_tile=" + std::to_string(p.q_tile) + " k_tile=" + std::to_string(p.k_tile);
 }
 
-inline SoftmaxAttentionParams tiled_params(int64_t heads, int64_t n, int64_t d, bool causal, int64_t q_tile,
-                                           int64_t k_tile) {
-  SoftmaxAttentionParams p;
-  p.heads = heads;
-  p.n = n;
-  p.d = d;
-  p.causal = causal;
-  p.q_tile = q_tile;
-  p.k_tile = k_tile;
-  return p;
-}
-
 // One query per head against n keys at stride n d + gap (softmax_attention_decode).
 struct DecodeCase {
   SoftmaxAttentionParams p;
@@ -96,9 +84,7 @@ struct DecodeCase {
 
 inline DecodeCase make_case(int64_t heads, int64_t n, int64_t d, int64_t gap, uint64_t seed, double scale = 1.0) {
   DecodeCase c;
-  c.p.heads = heads;
-  c.p.n = n;
-  c.p.d = d;
+  c.p = softmax_attention_decode_params(heads, n, d);
   c.stride = n * d + gap;
   c.q = normal_vector(heads * d, seed, 1, scale);
   c.K = normal_vector(heads * c.stride, seed, 2, scale);

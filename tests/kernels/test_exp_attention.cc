@@ -1,7 +1,7 @@
 // The exp kernel's trained projections in the fused op: every head its own W
-// ([H, m, D], FavorAttentionParams::per_head_w) and the gradient dW
-// ([B*H, m, D], accumulated), in the fused CPU kernels and the windowed
-// composition (CUDA's path for exp) against the float64 composite on fresh
+// ([H, m, D], FavorShape::w_heads = H) and the gradient dW
+// ([B*H, m, D], accumulated), in the fused CPU kernels and the composition
+// in slabs (CUDA's path for exp) against the float64 composite on fresh
 // random inputs, with and without the key term; the reference dW against
 // central finite differences of the reference loss.
 #include <gtest/gtest.h>
@@ -28,8 +28,9 @@ struct ExpProblem {
   FavorAttentionParams p;
   std::vector<float> q, k, v, W, dout;
   std::vector<double> qd, kd, vd, Wd, doutd;
-  int64_t size() const { return p.batch * p.heads * p.n * p.d; }
-  int64_t w_size() const { return p.heads * p.m * p.d; }
+  int64_t batch = 1;
+  int64_t size() const { return p.rows() * p.shape.d; }
+  int64_t w_size() const { return p.shape.w_heads * p.shape.m * p.shape.d; }
 };
 
 // Every head a different projection: an orthogonal draw keyed by the head,
@@ -37,8 +38,9 @@ struct ExpProblem {
 ExpProblem make(const ExpCase& c, bool causal, bool half_norm, uint64_t seed) {
   ExpProblem pr;
   pr.p = favor_attention_params(c.batch, c.heads, c.n, c.d, c.m, causal, FeatureKernel::Exp, c.chunk);
-  pr.p.per_head_w = true;
-  pr.p.features.half_norm = half_norm;
+  pr.batch = c.batch;
+  pr.p.shape.w_heads = c.heads;
+  pr.p.shape.features.half_norm = half_norm;
   const int64_t size = c.batch * c.heads * c.n * c.d;
   auto f32 = [](const std::vector<double>& x) { return test::cast_vector<float>(x); };
   pr.q = f32(test::normal_vector(size, seed, 1));
@@ -64,22 +66,22 @@ ExpProblem make(const ExpCase& c, bool causal, bool half_norm, uint64_t seed) {
 template <typename T>
 std::vector<double> per_head(const ExpProblem& pr, const std::vector<T>& dW) {
   std::vector<double> out(static_cast<size_t>(pr.w_size()), 0.0);
-  for (int64_t b = 0; b < pr.p.batch; ++b)
+  for (int64_t b = 0; b < pr.batch; ++b)
     for (int64_t e = 0; e < pr.w_size(); ++e) out[e] += dW[b * pr.w_size() + e];
   return out;
 }
 
-TEST(ExpAttention, FusedAndWindowedMatchReferenceWithTrainedW) {
+TEST(ExpAttention, FusedAndInSlabsMatchReferenceWithTrainedW) {
   uint64_t seed = 500;
   for (const ExpCase& c : kCases)
     for (bool causal : {true, false})
       for (bool half_norm : {false, true})
-        for (int64_t window : {int64_t{0}, int64_t{13}}) {
-          SCOPED_TRACE(testing::Message() << "B=" << c.batch << " H=" << c.heads << " n=" << c.n << " d=" << c.d
-                                          << " m=" << c.m << " causal=" << causal << " half_norm=" << half_norm
-                                          << " window=" << window);
+        for (int64_t slab_rows : {int64_t{0}, int64_t{13}}) {
+          SCOPED_TRACE(testing::Message()
+                       << "B=" << c.batch << " H=" << c.heads << " n=" << c.n << " d=" << c.d << " m=" << c.m
+                       << " causal=" << causal << " half_norm=" << half_norm << " slab_rows=" << slab_rows);
           ExpProblem pr = make(c, causal, half_norm, ++seed);
-          pr.p.window = window;
+          pr.p.shape.slab_rows = slab_rows;
           const int64_t rows = c.batch * c.heads * c.n, bh = c.batch * c.heads;
           const ExecContext ctx;
           std::vector<float> out(pr.size()), den(rows), rs(rows), total(favor_attention_total_floats(pr.p));
@@ -118,9 +120,9 @@ TEST(ExpAttention, HalfNormWithOneProjectionIsFavor) {
   const ExpCase c{2, 2, 37, 8, 20, 6};
   for (bool causal : {true, false}) {
     ExpProblem pr = make(c, causal, true, 41);
-    pr.p.per_head_w = false;
+    pr.p.shape.w_heads = 1;
     FavorAttentionParams favor = pr.p;
-    favor.features = default_feature_params(FeatureKernel::Softmax, c.d);
+    favor.shape.features = default_feature_params(FeatureKernel::Softmax, c.d);
     const int64_t rows = c.batch * c.heads * c.n;
     const ExecContext ctx;
     std::vector<float> a(pr.size()), b(pr.size()), den(rows), rs(rows), total(favor_attention_total_floats(pr.p));

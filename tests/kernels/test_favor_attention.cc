@@ -30,7 +30,7 @@ struct Problem {
   FavorAttentionParams p;
   std::vector<float> q, k, v, W, dout;
   std::vector<double> qd, kd, vd, Wd, doutd;
-  int64_t size() const { return p.batch * p.heads * p.n * p.d; }
+  int64_t size() const { return p.rows() * p.shape.d; }
 };
 
 Problem make_problem(const Case& c, bool causal, FeatureKernel kernel, uint64_t seed, double qk_scale = 1.0) {
@@ -62,7 +62,7 @@ struct Result {
 Result run_cpu(const Problem& pr, bool with_backward) {
   const ExecContext ctx;
   const FavorAttentionParams& p = pr.p;
-  const int64_t rows = p.batch * p.heads * p.n;
+  const int64_t rows = p.rows();
   Result r;
   r.out.resize(pr.size());
   r.den.resize(rows);
@@ -225,7 +225,7 @@ TEST(FavorAttention, LargeNormsStayFinite) {
 TEST(FavorAttention, RejectsBadArguments) {
   EXPECT_THROW(favor_attention_params(1, 1, 8, 0, 16, true, FeatureKernel::Softmax), ValueError);
   FavorAttentionParams p = favor_attention_params(1, 1, 8, 4, 16, true, FeatureKernel::Softmax);
-  p.m = 0;
+  p.shape.m = 0;
   EXPECT_THROW(favor_attention_check(p), ValueError);
   p = favor_attention_params(1, 1, 8, 4, 16, true, FeatureKernel::Softmax, 0);
   EXPECT_THROW(favor_attention_check(p), ValueError);

@@ -1,11 +1,11 @@
 // FAVOR+ attention on CUDA against the float64 reference: the fused kernels
 // in fp32 and with TF32 tensor cores (on sm_80+; fp32 below), at sizes that
-// are multiples of 16 and at sizes that need padding, and the windowed
-// composition (windows of 100 positions); causal and bidirectional, FAVOR+
+// are multiples of 16 and at sizes that need padding, and the composition
+// in slabs (slabs of 100 positions); causal and bidirectional, FAVOR+
 // and relu, n not a multiple of the tile, forward and backward, temporaries
 // recorded in the context's tracker and all released; and the
-// sequence-parallel protocol with the sequence in 3 blocks, fused and
-// windowed; exp with a trained projection per head and its gradient; the
+// sequence-parallel protocol with the sequence in 3 blocks, fused and in
+// slabs; exp with a trained projection per head and its gradient; the
 // protocol over pieces (packed samples) against the CPU's.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -56,7 +56,7 @@ void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std
 }
 
 struct GpuCase {
-  int64_t d, m, window;
+  int64_t d, m, slab_rows;
   bool tf32;
 };
 
@@ -70,12 +70,12 @@ TEST(FavorAttentionGpu, MatchesReference) {
     for (bool causal : {true, false}) {
       for (FeatureKernel kernel :
            {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu, FeatureKernel::Exp}) {
-        SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " window=" << c.window << " tf32=" << c.tf32
+        SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " slab_rows=" << c.slab_rows << " tf32=" << c.tf32
                                         << " causal=" << causal << " kernel=" << feature_kernel_name(kernel));
         ++seed;
         FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, kernel, chunk);
-        p.window = c.window;
-        p.tf32 = c.tf32;
+        p.shape.slab_rows = c.slab_rows;
+        p.shape.tf32 = c.tf32;
         const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
         const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
         const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -105,21 +105,22 @@ TEST(FavorAttentionGpu, MatchesReference) {
 }
 
 // exp with a projection per head and its gradient dW [B*H, m, D] against the
-// reference: the fused kernels (window 0: per-block dW slots summed per head)
-// and the windowed composition (dW by cuBLAS).
+// reference: the fused kernels (slab_rows 0: per-block dW slots summed per
+// head) and the composition in slabs (dW by cuBLAS).
 TEST(FavorAttentionGpu, ExpTrainedProjectionsMatchReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const int64_t B = 2, H = 3, n = 211, d = 32, m = 48, chunk = 40, size = B * H * n * d;
   uint64_t seed = 900;
-  for (int64_t window : {0, 64})
+  for (int64_t slab_rows : {0, 64})
     for (bool causal : {true, false}) {
       for (bool half_norm : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "window=" << window << " causal=" << causal << " half_norm=" << half_norm);
+        SCOPED_TRACE(testing::Message() << "slab_rows=" << slab_rows << " causal=" << causal
+                                        << " half_norm=" << half_norm);
         ++seed;
         FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, FeatureKernel::Exp, chunk);
-        p.window = window;
-        p.per_head_w = true;
-        p.features.half_norm = half_norm;
+        p.shape.slab_rows = slab_rows;
+        p.shape.w_heads = H;
+        p.shape.features.half_norm = half_norm;
         const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
         const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
         const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -153,12 +154,12 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const int64_t H = 2, n = 500, d = 32, m = 64, chunk = 48, size = H * n * d;
   uint64_t seed = 800;
-  for (int64_t window : {0, 64}) {
+  for (int64_t slab_rows : {0, 64}) {
     for (bool causal : {true, false}) {
-      SCOPED_TRACE(testing::Message() << "causal=" << causal << " window=" << window);
+      SCOPED_TRACE(testing::Message() << "causal=" << causal << " slab_rows=" << slab_rows);
       ++seed;
       FavorAttentionParams p = favor_attention_params(1, H, n, d, m, causal, FeatureKernel::Softmax, chunk);
-      p.window = window;
+      p.shape.slab_rows = slab_rows;
       const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
       const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
       const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
@@ -166,7 +167,7 @@ TEST(FavorAttentionGpu, ProtocolBlocksMatchReference) {
       const auto W = random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
       Gpu gpu;
       float *o = gpu.alloc(size), *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
-      test::run_favor_protocol(gpu.ctx(), p.shape(), causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
+      test::run_favor_protocol(gpu.ctx(), p.shape, causal, 3, gpu.upload(q), gpu.upload(k), gpu.upload(v),
                                gpu.upload(W), gpu.upload(g), o, gq, gk, gv);
       expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv);
     }

@@ -175,7 +175,7 @@ struct EmulatedRun {
       : o(r.size()), dq(r.size()), dk(r.size()), dv(r.size()) {
     MemoryTracker tracker(Device::cpu());
     const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-    test::run_favor_protocol(ops, res.ctx(), r.p.shape(), causal, P, r.q.data(), r.k.data(), r.v.data(), r.W.data(),
+    test::run_favor_protocol(ops, res.ctx(), r.p.shape, causal, P, r.q.data(), r.k.data(), r.v.data(), r.W.data(),
                              r.g.data(), o.data(), dq.data(), dk.data(), dv.data());
   }
 };
@@ -264,8 +264,8 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
         const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()),
             gd(g.begin(), g.end()), Wd(W.begin(), W.end());
         FavorAttentionParams p = favor_attention_params(B, H, c.n, c.d, c.m, causal, FeatureKernel::Exp);
-        p.features.half_norm = half_norm;
-        p.per_head_w = true;
+        p.shape.features.half_norm = half_norm;
+        p.shape.w_heads = H;
         std::vector<double> ro(size), rq(size), rk(size), rv(size), rW(BH * wsize, 0.0);
         favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
         favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
@@ -277,7 +277,7 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
           MemoryTracker tracker(Device::cpu());
           const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
           std::vector<float> o(size), dq(size), dk(size), dv(size), dW(BH * wsize, 0.f);
-          const FavorShape shape = p.shape();
+          const FavorShape shape = p.shape;
           ASSERT_EQ(shape.w_heads, H);
           test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len}, res.ctx(), shape, causal, P, q.data(), k.data(),
                                    v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());

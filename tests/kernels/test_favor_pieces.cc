@@ -2,7 +2,7 @@
 // model/attention_packed.cc) on the CPU: one call over all pieces gives, bit
 // for bit, what the same steps give piece by piece on contiguous copies of
 // each piece's rows (tests/kernels/favor_pieces_driver.h), for the fused CPU
-// kernels and the windowed composition, causal and bidirectional, FAVOR+,
+// kernels and the composition in slabs, causal and bidirectional, FAVOR+,
 // relu and exp (whose dW adds per head in piece order both ways). Pieces of
 // 1 row, of less than a chunk and of several chunks; samples of one piece.
 #include <gtest/gtest.h>
@@ -39,13 +39,13 @@ void expect_same(const test::PiecesResult& a, const test::PiecesResult& b, bool 
 
 TEST(FavorPieces, OneCallEqualsPieceByPiece) {
   uint64_t seed = 9100;
-  for (int64_t window : {int64_t{0}, int64_t{16}})
+  for (int64_t slab_rows : {int64_t{0}, int64_t{16}})
     for (bool causal : {true, false})
       for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Exp}) {
-        SCOPED_TRACE(std::string("window=") + std::to_string(window) + " causal=" + std::to_string(causal) +
+        SCOPED_TRACE(std::string("slab_rows=") + std::to_string(slab_rows) + " causal=" + std::to_string(causal) +
                      " kernel=" + feature_kernel_name(kernel));
         test::PiecesCase c(2, 150, 8, 16, causal, kernel, layout(), ++seed);
-        c.window = window;
+        c.slab_rows = slab_rows;
         MemoryTracker tracker(Device::cpu());
         const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
         const test::DispatchedFavorOps ops;

@@ -1,6 +1,6 @@
 // The FAVOR+ sequence-parallel protocol (favor_attention.h) with the sequence
 // cut into P = 1, 2, 3 uneven blocks (tests/kernels/favor_protocol_driver.h),
-// fused (CPU) and windowed (windows that divide neither n nor the blocks),
+// fused (CPU) and in slabs (slabs that divide neither n nor the blocks),
 // causal and bidirectional, FAVOR+ and relu, on asynchronous CPU streams with
 // random delays, against the float64 whole-sequence reference; and the fused
 // kernels' memory: no buffer of n x m floats, the tracked peak within the
@@ -60,11 +60,11 @@ TEST(FavorProtocol, BlocksMatchWholeSequenceReference) {
         favor_attention_backward_ref(p, in.qd.data(), in.kd.data(), in.vd.data(), in.Wd.data(), in.gd.data(),
                                      rq.data(), rk.data(), rv.data());
         for (int P : {1, 2, 3}) {
-          for (int64_t window : {0, 50}) {
+          for (int64_t slab_rows : {0, 50}) {
             SCOPED_TRACE(testing::Message() << "n=" << n << " causal=" << causal << " kernel="
-                                            << feature_kernel_name(kernel) << " P=" << P << " window=" << window);
-            FavorShape s = p.shape();
-            s.window = window;
+                                            << feature_kernel_name(kernel) << " P=" << P << " slab_rows=" << slab_rows);
+            FavorShape s = p.shape;
+            s.slab_rows = slab_rows;
             MemoryTracker tracker(Device::cpu());
             async.jitter_seed = seed * 7 + P;
             const ExecResources res(Device::cpu(), tracker, async);

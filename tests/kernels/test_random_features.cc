@@ -7,18 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/gemm/gemm.h"
 #include "kernels/random_features/random_features.h"
 #include "runtime/errors.h"
 #include "tests/support/numerics.h"
 
 namespace pf {
 namespace {
-
-double dot(const double* a, const double* b, int64_t d) {
-  double s = 0;
-  for (int64_t j = 0; j < d; ++j) s += a[j] * b[j];
-  return s;
-}
 
 ProjectionSpec spec(int64_t m, int64_t d, ProjectionKind kind, FeatureScaling scaling) {
   ProjectionSpec s;
@@ -56,11 +51,11 @@ TEST(RandomFeatures, BlockRowsAreOrthogonalInFloat64) {
       const int64_t m = md.first, d = md.second;
       const auto W = random_projection_f64(spec(m, d, ProjectionKind::Orthogonal, sc), {5, 1, 2});
       std::vector<double> norms(m);
-      for (int64_t r = 0; r < m; ++r) norms[r] = std::sqrt(dot(&W[r * d], &W[r * d], d));
+      for (int64_t r = 0; r < m; ++r) norms[r] = std::sqrt(dot_f64_ref(&W[r * d], &W[r * d], d));
       double max_in_block = 0, max_across = 0;
       for (int64_t a = 0; a < m; ++a)
         for (int64_t b = 0; b < a; ++b) {
-          const double cosine = dot(&W[a * d], &W[b * d], d) / (norms[a] * norms[b]);
+          const double cosine = dot_f64_ref(&W[a * d], &W[b * d], d) / (norms[a] * norms[b]);
           if (a / d == b / d)
             max_in_block = std::max(max_in_block, std::fabs(cosine));
           else
@@ -78,7 +73,7 @@ TEST(RandomFeatures, SqrtDNormsAreExact) {
   for (ProjectionKind kind : kKinds) {
     const int64_t m = 100, d = 64;
     const auto W = random_projection_f64(spec(m, d, kind, FeatureScaling::SqrtD), {1, 2, 3});
-    for (int64_t r = 0; r < m; ++r) EXPECT_NEAR(std::sqrt(dot(&W[r * d], &W[r * d], d)), 8.0, 1e-13);
+    for (int64_t r = 0; r < m; ++r) EXPECT_NEAR(std::sqrt(dot_f64_ref(&W[r * d], &W[r * d], d)), 8.0, 1e-13);
   }
 }
 
@@ -92,7 +87,7 @@ TEST(RandomFeatures, ChiNormsFollowChiD) {
       const double var = d - mu * mu;
       double mean = 0, m2 = 0;
       for (int64_t r = 0; r < m; ++r) {
-        const double nr = std::sqrt(dot(&W[r * d], &W[r * d], d));
+        const double nr = std::sqrt(dot_f64_ref(&W[r * d], &W[r * d], d));
         mean += nr / m;
         m2 += nr * nr / m;
       }

@@ -34,11 +34,7 @@ TEST(SoftmaxAttention, CpuMatchesFloat64Reference) {
   for (int64_t n : {1, 7, 64, 1000})
     for (int64_t d : {16, 32, 64})
       for (bool causal : {false, true}) {
-        SoftmaxAttentionParams p;
-        p.heads = n < 1000 ? 3 : 1;
-        p.n = n;
-        p.d = d;
-        p.causal = causal;
+        SoftmaxAttentionParams p = softmax_attention_params(n < 1000 ? 3 : 1, n, d, causal);
         const Inputs in = make_inputs(p, ++seed);
         const Reference want = run_ref(p, in);
         // Defaults (64 x 128), tiles dividing n = 64, and tiles dividing nothing.
@@ -60,12 +56,7 @@ TEST(SoftmaxAttention, WindowedCpuMatchesFloat64Reference) {
   for (int64_t n : {1, 7, 64, 300})
     for (int64_t window : {1, 5, 37, 64, 299, 1000})
       for (bool causal : {false, true}) {
-        SoftmaxAttentionParams p;
-        p.heads = 2;
-        p.n = n;
-        p.d = 16;
-        p.causal = causal;
-        p.window = window;
+        SoftmaxAttentionParams p = softmax_attention_params(2, n, 16, causal, window);
         const Inputs in = make_inputs(p, ++seed);
         const Reference want = run_ref(p, in);
         for (Tiles t : {Tiles{64, 128}, Tiles{16, 32}, Tiles{7, 5}}) {
@@ -82,7 +73,7 @@ TEST(SoftmaxAttention, WindowedCpuMatchesFloat64Reference) {
 // bit for bit.
 TEST(SoftmaxAttention, WindowSeesExactlyItsKeys) {
   for (bool causal : {true, false}) {
-    SoftmaxAttentionParams p = tiled_params(1, 150, 16, causal, 16, 20);
+    SoftmaxAttentionParams p = softmax_attention_tiled_params(1, 150, 16, causal, 16, 20);
     p.window = 23;
     const Inputs base = make_inputs(p, 12);
     const Outputs o0 = run_cpu(p, base);
@@ -115,13 +106,9 @@ TEST(SoftmaxAttention, WindowSeesExactlyItsKeys) {
 }
 
 TEST(SoftmaxAttention, LongSequenceMatchesReference) {
-  SoftmaxAttentionParams p;
-  p.n = 4099;
   for (bool causal : {true, false}) {
-    p.causal = causal;
-    p.d = causal ? 16 : 32;
-    p.q_tile = causal ? 64 : 128;
-    p.k_tile = causal ? 96 : 256;
+    const SoftmaxAttentionParams p =
+        softmax_attention_tiled_params(1, 4099, causal ? 16 : 32, causal, causal ? 64 : 128, causal ? 96 : 256);
     const Inputs in = make_inputs(p, 7);
     expect_close(run_cpu(p, in), run_ref(p, in), 1e-5, describe(p));
   }
@@ -129,7 +116,7 @@ TEST(SoftmaxAttention, LongSequenceMatchesReference) {
 
 TEST(SoftmaxAttention, ExplicitScale) {
   for (bool causal : {false, true}) {
-    SoftmaxAttentionParams p = tiled_params(2, 50, 24, causal, 16, 20);
+    SoftmaxAttentionParams p = softmax_attention_tiled_params(2, 50, 24, causal, 16, 20);
     p.scale = 0.37f;
     const Inputs in = make_inputs(p, 8);
     const Reference want = run_ref(p, in);
@@ -145,12 +132,7 @@ TEST(SoftmaxAttention, ExplicitScale) {
 TEST(SoftmaxAttention, ReferenceBackwardMatchesFiniteDifferences) {
   for (int64_t window : {0, 2})
     for (bool causal : {false, true}) {
-      SoftmaxAttentionParams p;
-      p.heads = 2;
-      p.n = 6;
-      p.d = 4;
-      p.causal = causal;
-      p.window = window;
+      const SoftmaxAttentionParams p = softmax_attention_params(2, 6, 4, causal, window);
       Inputs in = make_inputs(p, 9);
       const Reference ref = run_ref(p, in);
       auto loss = [&](const Inputs& x) {
@@ -182,7 +164,7 @@ TEST(SoftmaxAttention, ReferenceBackwardMatchesFiniteDifferences) {
 // Changing q, k, v after position i leaves O and lse at positions <= i
 // bit-for-bit unchanged: masked scores never enter the row max or the sums.
 TEST(SoftmaxAttention, StrictCausality) {
-  const SoftmaxAttentionParams p = tiled_params(2, 200, 32, true, 24, 40);
+  const SoftmaxAttentionParams p = softmax_attention_tiled_params(2, 200, 32, true, 24, 40);
   const Inputs base = make_inputs(p, 10);
   const Outputs o0 = run_cpu(p, base);
   for (int64_t i : {0, 23, 24, 117, 198}) {
@@ -224,13 +206,7 @@ bool all_finite(const std::vector<float>& v) {
 // (measured: ~2e-6 on O, ~2e-5 on dQ and dK at 10x).
 TEST(SoftmaxAttention, LargeNormsStayFinite) {
   for (bool causal : {false, true}) {
-    SoftmaxAttentionParams p;
-    p.heads = 2;
-    p.n = 129;
-    p.d = 64;
-    p.causal = causal;
-    p.q_tile = 32;
-    p.k_tile = 48;
+    const SoftmaxAttentionParams p = softmax_attention_tiled_params(2, 129, 64, causal, 32, 48);
     const Inputs in = make_inputs(p, 12, 10.0);
     const Outputs got = run_cpu(p, in);
     for (const auto* v : {&got.O, &got.lse, &got.dQ, &got.dK, &got.dV}) EXPECT_TRUE(all_finite(*v)) << describe(p);
@@ -242,11 +218,7 @@ TEST(SoftmaxAttention, LargeNormsStayFinite) {
 // not grow with n (forward) or grows linearly, by one float per row and
 // thread (backward): never O(n^2).
 TEST(SoftmaxAttention, ScratchIsLinearInSequenceLength) {
-  SoftmaxAttentionParams p;
-  p.heads = 2;
-  p.n = 2048;
-  p.d = 32;
-  p.causal = true;
+  const SoftmaxAttentionParams p = softmax_attention_params(2, 2048, 32, true);
   const Inputs in = make_inputs(p, 13);
   const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
              dO = cast_vector<float>(in.dO);
@@ -297,10 +269,7 @@ TEST(SoftmaxAttention, SharedExpIsAccurate) {
 }
 
 TEST(SoftmaxAttention, EmptyAndInvalidShapes) {
-  SoftmaxAttentionParams p;
-  p.heads = 2;
-  p.n = 0;
-  p.d = 8;
+  SoftmaxAttentionParams p = softmax_attention_params(2, 0, 8, false);
   ExecContext ctx;
   softmax_attention_forward(ctx, p, nullptr, nullptr, nullptr, nullptr, nullptr);  // nothing to do
   p.n = 4;
@@ -322,11 +291,7 @@ TEST(SoftmaxAttention, EmptyAndInvalidShapes) {
 // The storage overloads: f32 is the fp32 path exactly; f16/bf16 are CUDA-only
 // and the CPU refuses them with a ValueError naming the dtype.
 TEST(SoftmaxAttention, StorageOverloadsOnCpu) {
-  SoftmaxAttentionParams p;
-  p.heads = 2;
-  p.n = 37;
-  p.d = 16;
-  p.causal = true;
+  const SoftmaxAttentionParams p = softmax_attention_params(2, 37, 16, true);
   const Inputs in = make_inputs(p, 4242);
   const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
              dO = cast_vector<float>(in.dO);

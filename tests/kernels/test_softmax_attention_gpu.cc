@@ -60,12 +60,7 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
       for (int64_t window : {0, 1, 45, 100})
         for (bool causal : {false, true}) {
           if (window > 0 && d != 64) continue;  // windows: one head size
-          SoftmaxAttentionParams p;
-          p.heads = 3;
-          p.n = n;
-          p.d = d;
-          p.causal = causal;
-          p.window = window;
+          const SoftmaxAttentionParams p = softmax_attention_params(3, n, d, causal, window);
           const int64_t size = p.heads * n * d;
           const auto Qd = normal_vector(size, ++seed, 1), Kd = normal_vector(size, seed, 2),
                      Vd = normal_vector(size, seed, 3), dOd = normal_vector(size, seed, 4);
@@ -175,11 +170,7 @@ TEST(SoftmaxAttentionGpu, HalfStorageMatchesFloat64Reference) {
     for (int64_t n : {7, 333})
       for (int64_t d : {16, 64})
         for (bool causal : {false, true}) {
-          SoftmaxAttentionParams p;
-          p.heads = 2;
-          p.n = n;
-          p.d = d;
-          p.causal = causal;
+          const SoftmaxAttentionParams p = softmax_attention_params(2, n, d, causal);
           const int64_t size = p.heads * n * d;
           DeviceHalves q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), dout(tracker, size),
               dq(tracker, size), dk(tracker, size), dv(tracker, size);

@@ -71,12 +71,7 @@ TEST(SoftmaxCudaEmulated, MatchesFloat64ReferenceAndTheCpu) {
   for (Shape s : {Shape{2, 1, 5}, Shape{1, 20, 5}, Shape{2, 70, 5}, Shape{1, 97, 33}})
     for (int64_t window : {0, 1, 3, 32, 40, 200})
       for (bool causal : {false, true}) {
-        SoftmaxAttentionParams p;
-        p.heads = s.heads;
-        p.n = s.n;
-        p.d = s.d;
-        p.causal = causal;
-        p.window = window;
+        const SoftmaxAttentionParams p = softmax_attention_params(s.heads, s.n, s.d, causal, window);
         const Inputs in = make_inputs(p, ++seed);
         const Outputs got = run_emulated(p, in);
         expect_close(got, run_ref(p, in), 1e-5, describe(p));
@@ -96,11 +91,7 @@ TEST(SoftmaxCudaEmulated, MatchesFloat64ReferenceAndTheCpu) {
 // A window that covers every key is no window: the same bits as window 0.
 TEST(SoftmaxCudaEmulated, WindowOfTheWholeSequenceIsNoWindow) {
   for (bool causal : {false, true}) {
-    SoftmaxAttentionParams p;
-    p.heads = 2;
-    p.n = 45;
-    p.d = 8;
-    p.causal = causal;
+    SoftmaxAttentionParams p = softmax_attention_params(2, 45, 8, causal);
     const Inputs in = make_inputs(p, 800 + causal);
     const Outputs none = run_emulated(p, in);
     for (int64_t w : {45, 46, 1000}) {
@@ -140,10 +131,7 @@ TEST(SoftmaxCudaEmulated, DecodeMatchesFloat64ReferenceAndTheCpu) {
 }
 
 TEST(SoftmaxCudaEmulated, EmptyCallsLaunchNothing) {
-  SoftmaxAttentionParams p;
-  p.heads = 0;
-  p.n = 10;
-  p.d = 4;
+  const SoftmaxAttentionParams p = softmax_attention_params(0, 10, 4, false);
   const Outputs out = run_emulated(p, make_inputs(p, 1));
   EXPECT_TRUE(out.O.empty());
 }

@@ -39,12 +39,7 @@ void layernorm(const Dims& s, const double* X, const double* gamma, const double
 void attention(const ModelConfig& cfg, const Dims& s, const double* W, const double* gate, const double* q,
                const double* k, const double* v, double* o) {
   if (cfg.attention == AttentionKind::Softmax) {
-    SoftmaxAttentionParams p;
-    p.heads = s.B * s.H;
-    p.n = s.n;
-    p.d = s.D;
-    p.causal = cfg.causal();
-    p.window = cfg.window;
+    const SoftmaxAttentionParams p = softmax_attention_params(s.B * s.H, s.n, s.D, cfg.causal(), cfg.window);
     std::vector<double> lse(s.B * s.H * s.n);
     softmax_attention_forward_ref(p, q, k, v, o, lse.data());
     return;
@@ -61,8 +56,8 @@ void attention(const ModelConfig& cfg, const Dims& s, const double* W, const dou
   }
   const FeatureKernel kernel = attention_feature_kernel(cfg.attention);
   FavorAttentionParams p = favor_attention_params(s.B, s.H, s.n, s.D, s.m, cfg.causal(), kernel, cfg.chunk);
-  p.features.half_norm = cfg.exp_key_norm;
-  p.per_head_w = cfg.attention == AttentionKind::Exp;
+  p.shape.features.half_norm = cfg.exp_key_norm;
+  if (cfg.attention == AttentionKind::Exp) p.shape.w_heads = s.H;
   favor_attention_forward_ref(p, q, k, v, W, o);
 }
 

@@ -22,8 +22,9 @@ from torch import nn
 
 from . import vocab
 from .attention import attention
-from .checkpoint import check_names, check_shape
+from .checkpoint import check_names, check_shape, read_checkpoint
 from .config import ModelConfig
+from .pretrained import read_pretrained
 
 LAYERNORM_EPS = 1e-5
 _LOWP = {"bf16": torch.bfloat16, "f16": torch.float16}
@@ -166,7 +167,6 @@ class PerformerProtein(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, path, dtype=torch.float32):
-        from .checkpoint import read_checkpoint
         ck = read_checkpoint(path)
         tensors = dict(ck.params)
         tensors.update({f"projections.layer{l}": w for l, w in enumerate(ck.projections)})
@@ -176,8 +176,13 @@ class PerformerProtein(nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder, dtype=torch.float32):
-        from .export import load_pretrained
-        return load_pretrained(folder, dtype)
+        """The model of an export folder (export.py writes it), its files
+        checked by pretrained.read_pretrained before any tensor is read."""
+        cfg, tensors, config, weights = read_pretrained(folder)
+        model = cls(cfg).load_trainer_state(tensors, weights).to(dtype)
+        model.data_mode = config.get("data_mode", "")
+        model.export_config = config
+        return model
 
     # ---- the function -------------------------------------------------------------
     def embed_tokens(self, ids, positions):
