@@ -35,7 +35,7 @@ void kill_group(int) { ::kill(0, SIGKILL); }
 // which a parent-death signal on the program alone would leave running.
 [[noreturn]] void guard_program(pid_t caller, char* const* args, int log, int report_write) {
   // A caller that takes its stop signals on a thread of its own blocks them
-  // (launch/train/stop_signal.h); the guardian and the program begin, as any
+  // (launch/core/stop_signal.h); the guardian and the program begin, as any
   // program does, with none blocked.
   sigset_t none;
   sigemptyset(&none);

@@ -1,6 +1,5 @@
 #include "launch/core/checkpoint.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
