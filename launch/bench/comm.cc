@@ -153,6 +153,16 @@ int run_comm_ranks(int argc, char** argv) {
   const StateCombine state_combine(state_ctx, state_m, state_d);
   const SegmentedStateCombine segmented_state_combine(state_ctx, state_m, state_d);
 
+  // The scan options of one timed call.
+  auto scan_options = [&](ScanAlgorithm algorithm, ScanDirection direction = ScanDirection::Forward) {
+    ScanOptions options;
+    options.algorithm = algorithm;
+    options.direction = direction;
+    options.chain_segment_bytes = segment_bytes;
+    options.workspace = &workspace;
+    return options;
+  };
+
   CsvOutput csv_out(csv_path, "backend,ranks,op,algorithm,direction,bytes,dtype,reps,best_us,median_us,algbw_GBps\n",
                     rank == 0);
   FILE* out = csv_out.file();
@@ -184,11 +194,7 @@ int run_comm_ranks(int argc, char** argv) {
       if (resolved == ScanAlgorithm::Allgather && !gather_fits) continue;
       for (ScanDirection direction : {ScanDirection::Forward, ScanDirection::Reverse}) {
         if (algorithm == ScanAlgorithm::Auto && direction == ScanDirection::Reverse) continue;
-        ScanOptions options;
-        options.algorithm = algorithm;
-        options.direction = direction;
-        options.chain_segment_bytes = segment_bytes;
-        options.workspace = &workspace;
+        const ScanOptions options = scan_options(algorithm, direction);
         const Timing t = time_collective(
             *comm, refill, [&] { exclusive_scan(*comm, in.get(), result.get(), count, *sum, options); }, reps);
         report("scan", scan_algorithm_name(algorithm), scan_direction_name(direction), t);
@@ -205,10 +211,7 @@ int run_comm_ranks(int argc, char** argv) {
       BenchBuffer seg_in(tracker, seg_count * 4), seg_out(tracker, seg_count * 4);
       auto seg_refill = [&] { seg_in.refill(); };
       for (ScanAlgorithm algorithm : {ScanAlgorithm::Chain, ScanAlgorithm::Auto}) {
-        ScanOptions options;
-        options.algorithm = algorithm;
-        options.chain_segment_bytes = segment_bytes;
-        options.workspace = &workspace;
+        const ScanOptions options = scan_options(algorithm);
         const Timing plain = time_collective(
             *comm, seg_refill, [&] { exclusive_scan(*comm, seg_in.get(), seg_out.get(), seg_count, *sum, options); },
             reps);
@@ -228,10 +231,7 @@ int run_comm_ranks(int argc, char** argv) {
       BenchBuffer plain_in(tracker, states * ss * 4), plain_out(tracker, states * ss * 4);
       BenchBuffer seg_in(tracker, states * (ss + 1) * 4, flagged), seg_out(tracker, states * (ss + 1) * 4);
       for (ScanAlgorithm algorithm : {ScanAlgorithm::Chain, ScanAlgorithm::Auto}) {
-        ScanOptions options;
-        options.algorithm = algorithm;
-        options.chain_segment_bytes = segment_bytes;
-        options.workspace = &workspace;
+        const ScanOptions options = scan_options(algorithm);
         const Timing plain = time_collective(
             *comm, [&] { plain_in.refill(); },
             [&] { exclusive_scan(*comm, plain_in.get(), plain_out.get(), states * ss, state_combine, options); }, reps);

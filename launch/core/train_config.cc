@@ -71,6 +71,19 @@ class Reader {
     }
   }
 
+  // A string that must be one of `names`: "<key> must be a, b or c, got 'x'".
+  void get_choice(const char* section, const char* key, std::string& out, std::initializer_list<const char*> names) {
+    get(section, key, out);
+    std::string list;
+    size_t i = 0;
+    for (const char* n : names) {
+      if (out == n) return;
+      list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(n);
+      ++i;
+    }
+    PF_REQUIRE(ConfigError, false, where(section, key) << " must be " << list << ", got '" << out << "'");
+  }
+
   // Byte sizes accept an integer or a string such as "16GiB".
   void get_bytes(const char* section, const char* key, int64_t& out) {
     known_.insert(std::string(section) + "." + key);
@@ -181,7 +194,7 @@ struct KeyOrigin {
   std::string operator()(const char* key) const { return where_key(origin, set_keys, key); }
 };
 
-void read_model_section(Reader& r, const KeyOrigin& at, ModelConfig& m) {
+void read_model_section(Reader& r, ModelConfig& m) {
   std::string s;
   r.get("model", "layers", m.layers);
   r.get("model", "width", m.width);
@@ -202,14 +215,10 @@ void read_model_section(Reader& r, const KeyOrigin& at, ModelConfig& m) {
   r.get("model", "redraw_interval", m.redraw_interval);
   r.get("model", "feature_draw", m.feature_draw);
   s = "orthogonal";
-  r.get("model", "projection", s);
-  PF_REQUIRE(ConfigError, s == "orthogonal" || s == "iid",
-             at("model.projection") << " must be orthogonal or iid, got '" << s << "'");
+  r.get_choice("model", "projection", s, {"orthogonal", "iid"});
   m.projection = s == "iid" ? ProjectionKind::Iid : ProjectionKind::Orthogonal;
   s = "chi";
-  r.get("model", "feature_scaling", s);
-  PF_REQUIRE(ConfigError, s == "chi" || s == "sqrt_d",
-             at("model.feature_scaling") << " must be chi or sqrt_d, got '" << s << "'");
+  r.get_choice("model", "feature_scaling", s, {"chi", "sqrt_d"});
   m.feature_scaling = s == "chi" ? FeatureScaling::ChiNorms : FeatureScaling::SqrtD;
   r.get("model", "chunk", m.chunk);
   r.get("model", "checkpoint_activations", m.checkpoint_activations);
@@ -221,20 +230,16 @@ void read_model_section(Reader& r, const KeyOrigin& at, ModelConfig& m) {
   m.dtype = parse_model_dtype(s);
 }
 
-void read_data_section(Reader& r, const KeyOrigin& at, DataConfig& d) {
+void read_data_section(Reader& r, DataConfig& d) {
   std::string s;
   r.get("data", "files", d.files);
   r.get("data", "train_split", d.train_split);
   r.get("data", "valid_split", d.valid_split);
   s = sample_mode_name(d.mode);
-  r.get("data", "mode", s);
-  PF_REQUIRE(ConfigError, s == "concat" || s == "single" || s == "packed" || s == "family",
-             at("data.mode") << " must be packed, family, concat or single, got '" << s << "'");
+  r.get_choice("data", "mode", s, {"packed", "family", "concat", "single"});
   d.mode = parse_sample_mode(s);
   s = sampling_name(d.sampling);
-  r.get("data", "sampling", s);
-  PF_REQUIRE(ConfigError, s == "sequence" || s == "cluster",
-             at("data.sampling") << " must be sequence or cluster, got '" << s << "'");
+  r.get_choice("data", "sampling", s, {"sequence", "cluster"});
   d.sampling = parse_sampling(s);
   r.get("data", "sample_length", d.sample_length);
   r.get("data", "batch_size", d.batch_size);
@@ -405,8 +410,8 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
   TrainConfig c;
   Reader r(root, origin, set_keys);
   const KeyOrigin at{origin, set_keys};
-  read_model_section(r, at, c.model);
-  read_data_section(r, at, c.data);
+  read_model_section(r, c.model);
+  read_data_section(r, c.data);
   const OptimizerValues optimizer = read_optimizer_section(r, c.optimizer);
   read_run_sections(r, c.run, c.checkpoint);
   c.optimizer.schedule.total_steps = c.run.steps;

@@ -62,6 +62,17 @@ await_lines() {
   done
 }
 
+# The PID of rank R under launcher PID (Open MPI's or MPICH's rank variable).
+rank_pid() {
+  local child
+  for child in $(pgrep -P "$1"); do
+    if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$2"; then
+      echo "$child"
+      return
+    fi
+  done
+}
+
 now() { date +%s.%N; }
 # since T: seconds since T (from now), to 0.1 s.
 since() { "${py:-/usr/bin/python3}" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }

@@ -23,6 +23,7 @@
 #include "runtime/random.h"
 #include "tests/data/clustered_query.h"
 #include "tests/data/data_test_util.h"
+#include "tests/data/h5_test_util.h"
 #include "tests/support/error_message.h"
 #include "tests/support/synthetic_clusters.h"
 
@@ -368,12 +369,7 @@ TEST(ClusterLoader, UnclusteredAndDamagedFilesAreClearErrors) {
     H5Id table = h5_open_group(f, "clusters");
     const int64_t count = h5_read_attr_int64(table, "count");
     H5Ldelete(table, "sizes", H5P_DEFAULT);
-    const hsize_t dims = hsize_t{1} << 36, chunk = 1 << 16;
-    H5Id space(H5Screate_simple(1, &dims, nullptr));
-    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(dcpl, 1, &chunk);
-    H5Id d(H5Dcreate2(table, "sizes", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
-    d.close();
+    test::declare_int64_dataset(table, "sizes", hsize_t{1} << 36, 1 << 16).close();
     expect_data_error([&] { read_dataset_info(o2.output); },
                       {"/clusters/sizes in " + o2.output + " has shape [68719476736], expected [" +
                        std::to_string(count) + "] (one per cluster, count)"});

@@ -8,6 +8,7 @@
 #include "data/h5.h"
 #include "runtime/random.h"
 #include "tests/data/data_test_util.h"
+#include "tests/data/h5_test_util.h"
 
 namespace pf {
 namespace {
@@ -158,11 +159,7 @@ TEST(H5, DatasetsDeclaredButNotWrittenAreRefusedBeforeTheyAreRead) {
   {
     H5Id f = h5_create_file(path);
     auto create = [&](const char* name, hsize_t n, hsize_t chunk) {
-      const hsize_t dims[1] = {n};
-      H5Id space(H5Screate_simple(1, dims, nullptr));
-      H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-      if (chunk) H5Pset_chunk(dcpl, 1, &chunk);
-      return H5Id(H5Dcreate2(f, name, H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+      return test::declare_int64_dataset(f, name, n, chunk);
     };
     create("huge", hsize_t{1} << 36, 1 << 20);
     create("contiguous", 1000, 0);

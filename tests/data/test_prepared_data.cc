@@ -18,6 +18,7 @@
 #include "data/prepared_data.h"
 #include "data/schema.h"
 #include "tests/data/data_test_util.h"
+#include "tests/data/h5_test_util.h"
 
 namespace pf {
 namespace {
@@ -137,11 +138,7 @@ TEST(PreparedData, DeclaredSizesTypesAndPartsThatDisagreeWithTheFileAreRefusedNa
        [&](hid_t f) {
          H5Id g = h5_open_group(f, "train");
          H5Ldelete(g, "offsets", H5P_DEFAULT);
-         const hsize_t dims = hsize_t{1} << 40, chunk = 1 << 13;
-         H5Id space(H5Screate_simple(1, &dims, nullptr));
-         H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
-         H5Pset_chunk(dcpl, 1, &chunk);
-         H5Id d(H5Dcreate2(g, "offsets", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+         test::declare_int64_dataset(g, "offsets", hsize_t{1} << 40, 1 << 13);
        },
        {"/train: offsets has 1099511627776 entries", "records " + n + " sequences"}},
       {"tokens_longer",

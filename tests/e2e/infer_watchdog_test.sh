@@ -45,16 +45,6 @@ ckpt=${ckpts[-1]}
 zcat "$query" | awk '/^>/ { n++ } n <= 10' >"$dir/context.fasta"
 zcat "$query" | awk '/^>/ { n++ } n > 10 && n <= 16' >"$dir/queries.fasta"
 
-# The PID of rank R under launcher PID (Open MPI's or MPICH's rank variable).
-rank_pid() {
-  local child
-  for child in $(pgrep -P "$1"); do
-    if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$2"; then
-      echo "$child"
-      return
-    fi
-  done
-}
 
 # Bytes a process has read (read and pread calls: its files, HDF5's included).
 read_bytes() { awk '/^rchar:/ { print $2 }' "/proc/$1/io" 2>/dev/null || echo 0; }

@@ -30,16 +30,12 @@
 #include "runtime/comm_mpi.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/support/mpi_world.h"
+#include "tests/support/random_protein.h"
 
 namespace pf {
 namespace {
 
-std::vector<uint8_t> protein(uint64_t key, int64_t length) {
-  const KeyedRandom r(17, 0x51c0, key);
-  std::vector<uint8_t> p;
-  for (int64_t i = 0; i < length; ++i) p.push_back(static_cast<uint8_t>(4 + r.draw(i).v[0] % 20));
-  return p;
-}
+std::vector<uint8_t> protein(uint64_t key, int64_t length) { return test::random_protein(17, 0x51c0, key, length); }
 
 const std::vector<std::vector<uint8_t>> kContext = {protein(1, 9), protein(2, 4), protein(3, 12)};
 const std::vector<std::vector<uint8_t>> kQueries = {protein(10, 7), protein(11, 1), protein(12, 15), protein(13, 6),

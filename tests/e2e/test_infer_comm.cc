@@ -33,16 +33,12 @@
 #include "runtime/watchdog.h"
 #include "tests/model/model_fixtures.h"
 #include "tests/support/mpi_world.h"
+#include "tests/support/random_protein.h"
 
 namespace pf {
 namespace {
 
-std::vector<uint8_t> protein(uint64_t key, int64_t length) {
-  const KeyedRandom r(29, 0x1f3c, key);
-  std::vector<uint8_t> p;
-  for (int64_t i = 0; i < length; ++i) p.push_back(static_cast<uint8_t>(4 + r.draw(i).v[0] % 20));
-  return p;
-}
+std::vector<uint8_t> protein(uint64_t key, int64_t length) { return test::random_protein(29, 0x1f3c, key, length); }
 
 // Short and long, some shorter than the ranks.
 const std::vector<std::vector<uint8_t>> kProteins = {protein(1, 1), protein(2, 7), protein(3, 40), protein(4, 13)};

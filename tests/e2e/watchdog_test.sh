@@ -42,16 +42,6 @@ opts() {
     --set train.log_interval=10 --set "checkpoint.dir=\"$dir/$name/ck\"" --set "train.metrics=\"$dir/$name/m.jsonl\"" \
     --set parallel.sp=2 "$@"
 }
-# The PID of rank R under launcher PID (Open MPI's or MPICH's rank variable).
-rank_pid() {
-  local child
-  for child in $(pgrep -P "$1"); do
-    if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=$2"; then
-      echo "$child"
-      return
-    fi
-  done
-}
 # finish NAME: waits for the launcher, bounded (a hang fails the test).
 finish() {
   await_exit "$launcher" "$1"

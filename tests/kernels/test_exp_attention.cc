@@ -53,12 +53,7 @@ ExpProblem make(const ExpCase& c, bool causal, bool half_norm, uint64_t seed) {
                                                        {seed, static_cast<uint64_t>(h), 0});
     for (int64_t e = 0; e < c.m * c.d; ++e) pr.W.push_back(w[e] + static_cast<float>(noise[h * c.m * c.d + e]));
   }
-  // The reference sees exactly the float32 inputs.
-  pr.qd.assign(pr.q.begin(), pr.q.end());
-  pr.kd.assign(pr.k.begin(), pr.k.end());
-  pr.vd.assign(pr.v.begin(), pr.v.end());
-  pr.doutd.assign(pr.dout.begin(), pr.dout.end());
-  pr.Wd.assign(pr.W.begin(), pr.W.end());
+  test::reference_sees_float_inputs(pr);
   return pr;
 }
 

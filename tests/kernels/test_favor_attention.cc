@@ -46,12 +46,7 @@ Problem make_problem(const Case& c, bool causal, FeatureKernel kernel, uint64_t 
   pr.k = test::cast_vector<float>(pr.kd);
   pr.v = test::cast_vector<float>(pr.vd);
   pr.dout = test::cast_vector<float>(pr.doutd);
-  // The reference sees exactly the float32 inputs.
-  pr.qd.assign(pr.q.begin(), pr.q.end());
-  pr.kd.assign(pr.k.begin(), pr.k.end());
-  pr.vd.assign(pr.v.begin(), pr.v.end());
-  pr.doutd.assign(pr.dout.begin(), pr.dout.end());
-  pr.Wd.assign(pr.W.begin(), pr.W.end());
+  test::reference_sees_float_inputs(pr);
   return pr;
 }
 

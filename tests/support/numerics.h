@@ -53,4 +53,15 @@ std::vector<T> cast_vector(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
 
+// The float64 inputs of an attention problem set to its float32 ones, so
+// that the reference sees exactly what the kernel sees (q, k, v, dout, W).
+template <typename Problem>
+void reference_sees_float_inputs(Problem& pr) {
+  pr.qd.assign(pr.q.begin(), pr.q.end());
+  pr.kd.assign(pr.k.begin(), pr.k.end());
+  pr.vd.assign(pr.v.begin(), pr.v.end());
+  pr.doutd.assign(pr.dout.begin(), pr.dout.end());
+  pr.Wd.assign(pr.W.begin(), pr.W.end());
+}
+
 }  // namespace pf::test
