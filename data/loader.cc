@@ -33,9 +33,8 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
                "split '" << o.split << "' of " << shards_->file_list() << " holds no protein to sample "
                          << (o.mode == SampleMode::Family ? "families" : "clusters") << " from");
     clusters_ = std::make_unique<SplitClusters>(
-        *shards_,
-        o.mode == SampleMode::Family ? "data.mode = \"family\" (families are the file's clusters)"
-                                     : "data.sampling = \"cluster\"");
+        *shards_, o.mode == SampleMode::Family ? "data.mode = \"family\" (families are the file's clusters)"
+                                               : "data.sampling = \"cluster\"");
     PF_REQUIRE(DataError, clusters_->proteins() == shards_->num_proteins() && clusters_->count() > 0,
                "split '" << o.split << "' of " << shards_->file_list() << ": " << clusters_->count()
                          << " clusters over " << clusters_->proteins() << " proteins, but the split holds "

@@ -19,6 +19,7 @@
 
 #include "data/cluster_split.h"
 #include "data/duplicates.h"
+#include "data/empty_split_check.h"
 #include "data/family_table.h"
 #include "data/h5.h"
 #include "data/h5_direct_appender.h"
@@ -27,7 +28,6 @@
 #include "data/prepared_data.h"
 #include "data/replaceable_output.h"
 #include "data/schema.h"
-#include "data/empty_split_check.h"
 #include "data/scratch_folder.h"
 #include "data/sequence_reader.h"
 #include "data/vocab.h"

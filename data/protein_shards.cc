@@ -160,7 +160,8 @@ void ProteinShards::read_shard_stream(Shard& s, int64_t begin, int64_t end, uint
       out[x - begin] = is_end ? Vocab::kEnd : residues[static_cast<size_t>(r++)];
     }
   }
-  PF_REQUIRE(DataError, r == t1 - t0, "'" << s.data.path() << "': inconsistent offsets around stream position " << begin);
+  PF_REQUIRE(DataError, r == t1 - t0,
+             "'" << s.data.path() << "': inconsistent offsets around stream position " << begin);
 }
 
 void ProteinShards::read_stream(int64_t begin, int64_t end, uint8_t* out) {

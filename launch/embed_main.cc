@@ -15,12 +15,12 @@
 #include <optional>
 
 #include "data/replaceable_output.h"
+#include "launch/core/mpi_program.h"
+#include "launch/core/tool_cli.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/embed_output.h"
 #include "launch/infer/embedding.h"
 #include "launch/infer/sequence_input.h"
-#include "launch/core/tool_cli.h"
-#include "launch/core/mpi_program.h"
 #include "runtime/clock.h"
 
 int main(int argc, char** argv) {

@@ -46,11 +46,11 @@
 #include "data/schema.h"
 #include "data/sequence_reader.h"
 #include "launch/core/checkpoint_file.h"
-#include "launch/train/evaluation.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
 #include "launch/core/stop_signal.h"
 #include "launch/core/train_config.h"
+#include "launch/train/evaluation.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 

@@ -25,13 +25,13 @@
 
 #include "data/replaceable_output.h"
 #include "data/vocab.h"
+#include "launch/core/model_rules.h"
+#include "launch/core/mpi_program.h"
+#include "launch/core/output_file.h"
+#include "launch/core/tool_cli.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/generation.h"
-#include "launch/core/model_rules.h"
-#include "launch/core/output_file.h"
 #include "launch/infer/sequence_input.h"
-#include "launch/core/tool_cli.h"
-#include "launch/core/mpi_program.h"
 #include "runtime/clock.h"
 #include "runtime/comm.h"
 

@@ -31,15 +31,15 @@
 
 #include "data/paths.h"
 #include "data/replaceable_output.h"
+#include "launch/core/model_rules.h"
+#include "launch/core/mpi_program.h"
+#include "launch/core/output_file.h"
+#include "launch/core/tool_cli.h"
 #include "launch/infer/checkpoint_model.h"
 #include "launch/infer/context_scoring.h"
-#include "launch/core/model_rules.h"
-#include "launch/core/output_file.h"
 #include "launch/infer/score_output.h"
 #include "launch/infer/scoring.h"
 #include "launch/infer/sequence_input.h"
-#include "launch/core/tool_cli.h"
-#include "launch/core/mpi_program.h"
 #include "runtime/clock.h"
 
 int main(int argc, char** argv) {

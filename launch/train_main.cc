@@ -5,11 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "launch/core/tool_cli.h"
 #include "launch/core/model_rules.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
 #include "launch/core/stop_signal.h"
+#include "launch/core/tool_cli.h"
 #include "launch/core/train_config.h"
 #include "launch/train/train_loop.h"
 #include "model/planner.h"

@@ -4,19 +4,19 @@
 //                   [--duplicates F] [--seed S]
 //     writes N synthetic proteins drawn from FILE's lengths and residue
 //     frequencies (data/synthetic_proteins.h), F of them exact repeats.
+#include <zlib.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
 
-#include <zlib.h>
-
 #include "data/replaceable_output.h"
 #include "data/synthetic_proteins.h"
-#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/core/stop_signal.h"
+#include "launch/core/tool_cli.h"
 #include "runtime/clock.h"
 
 namespace pf::bench {

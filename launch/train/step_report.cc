@@ -64,15 +64,17 @@ nlohmann::json step_metrics_record(const StepReport& r) {
 std::string validation_log_line(int64_t step, const EvalStats& e) {
   char line[256];
   std::snprintf(line, sizeof line, "validation at step %lld | loss %.4f | ppl %.3f | acc %.4f | %lld tokens\n",
-                static_cast<long long>(step), e.loss(), e.perplexity(), e.accuracy(),
-                static_cast<long long>(e.tokens));
+                static_cast<long long>(step), e.loss(), e.perplexity(), e.accuracy(), static_cast<long long>(e.tokens));
   return line;
 }
 
 nlohmann::json validation_metrics_record(int64_t step, const EvalStats& e) {
-  return nlohmann::json{
-      {"eval",
-       {{"step", step}, {"loss", e.loss()}, {"ppl", e.perplexity()}, {"accuracy", e.accuracy()}, {"tokens", e.tokens}}}};
+  return nlohmann::json{{"eval",
+                         {{"step", step},
+                          {"loss", e.loss()},
+                          {"ppl", e.perplexity()},
+                          {"accuracy", e.accuracy()},
+                          {"tokens", e.tokens}}}};
 }
 
 }  // namespace pf

@@ -20,11 +20,11 @@
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
 #include "launch/core/model_rules.h"
+#include "launch/core/stop_signal.h"
 #include "launch/train/data_identity.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
 #include "launch/train/step_report.h"
-#include "launch/core/stop_signal.h"
 #include "model/params.h"
 #include "model/planner.h"
 #include "runtime/check.h"
@@ -473,8 +473,8 @@ namespace {
 // is made or locked), then the folders are taken and the data files'
 // identities recorded for the checkpoints.
 void claim_run(const TrainConfig& cfg, Session& session, RunRecord& record,
-               std::vector<std::unique_ptr<RunLock>>& locks, MetricsLog& metrics,
-               std::vector<DataFileIdentity>& data, std::ostream& log) {
+               std::vector<std::unique_ptr<RunLock>>& locks, MetricsLog& metrics, std::vector<DataFileIdentity>& data,
+               std::ostream& log) {
   check_memory_plan(cfg, session, true);
   check_splits(cfg, session.grid());
   if (!cfg.checkpoint.init_from.empty() && cfg.checkpoint.resume.empty())
@@ -507,9 +507,8 @@ std::string checkpoint_to_resume(const TrainConfig& cfg, Session& session, std::
 // Restores `resume_path` into `trainer` and returns where the loader goes on
 // (the start of the data when the data or the sample plan changed); the run
 // keeps the checkpoint's run id.
-LoaderPosition resume_from(const std::string& resume_path, const TrainConfig& cfg, Session& session,
-                           Trainer& trainer, const std::vector<DataFileIdentity>& data, RunRecord& record,
-                           std::ostream& log) {
+LoaderPosition resume_from(const std::string& resume_path, const TrainConfig& cfg, Session& session, Trainer& trainer,
+                           const std::vector<DataFileIdentity>& data, RunRecord& record, std::ostream& log) {
   CheckpointState metadata;
   LoaderPosition start = restore_checkpoint(resume_path, cfg, trainer, &metadata);
   if (!metadata.run_id.empty()) record.run_id = metadata.run_id;
@@ -591,8 +590,8 @@ void require_finite_loss(const StepStats& st, const TrainConfig& cfg, int64_t st
 // rank stops every rank, and its number travels with it, so that rank 0 can
 // name a signal that only another rank received.
 struct StopRequest {
-  int signal = 0;        // 0: none
-  int stop_at = 0;       // 1: train.stop_at reached
+  int signal = 0;   // 0: none
+  int stop_at = 0;  // 1: train.stop_at reached
   bool any() const { return signal != 0 || stop_at != 0; }
 };
 

@@ -14,9 +14,9 @@
 
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
-#include "launch/train/evaluation.h"
 #include "launch/core/session.h"
 #include "launch/core/train_config.h"
+#include "launch/train/evaluation.h"
 #include "model/trainer.h"
 
 namespace pf {

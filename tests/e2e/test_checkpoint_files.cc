@@ -23,12 +23,12 @@
 #include <thread>
 
 #include "data/h5.h"
-#include "launch/infer/checkpoint_model.h"
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
 #include "launch/core/model_rules.h"
-#include "launch/train/run_lock.h"
 #include "launch/core/train_config.h"
+#include "launch/infer/checkpoint_model.h"
+#include "launch/train/run_lock.h"
 #include "launch/train/train_loop.h"
 #include "model/model.h"
 #include "runtime/exec.h"

@@ -20,9 +20,9 @@
 
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
+#include "launch/core/session.h"
 #include "launch/train/metrics_log.h"
 #include "launch/train/run_lock.h"
-#include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "tests/e2e/train_fixtures.h"
 #include "tests/e2e/train_run.h"

@@ -14,9 +14,9 @@
 #include "launch/train/train_loop.h"
 #include "model/params.h"
 #include "tests/e2e/train_fixtures.h"
-#include "tests/support/synthetic_clusters.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/numerics.h"
+#include "tests/support/synthetic_clusters.h"
 
 namespace pf {
 namespace {

@@ -18,12 +18,12 @@
 #include <CLI/CLI.hpp>
 
 #include "data/h5.h"
-#include "launch/infer/checkpoint_model.h"
-#include "launch/core/tool_cli.h"
 #include "launch/core/checkpoint.h"
 #include "launch/core/checkpoint_file.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
+#include "launch/core/tool_cli.h"
+#include "launch/infer/checkpoint_model.h"
 
 namespace pf {
 namespace {
