@@ -71,6 +71,14 @@ class Reader {
     }
   }
 
+  // An enum read by its name: `name` spells the default, `parse` the value read.
+  template <typename E, typename Name, typename Parse>
+  void get_named(const char* section, const char* key, E& out, Name name, Parse parse) {
+    std::string s = name(out);
+    get(section, key, s);
+    out = parse(s);
+  }
+
   // A string that must be one of `names`: "<key> must be a, b or c, got 'x'".
   void get_choice(const char* section, const char* key, std::string& out, std::initializer_list<const char*> names) {
     get(section, key, out);
@@ -201,15 +209,9 @@ void read_model_section(Reader& r, ModelConfig& m) {
   r.get("model", "heads", m.heads);
   r.get("model", "ffn", m.ffn);
   r.get("model", "features", m.features);
-  s = attention_kind_name(m.attention);
-  r.get("model", "attention", s);
-  m.attention = parse_attention_kind(s);
-  s = objective_name(m.objective);
-  r.get("model", "objective", s);
-  m.objective = parse_objective(s);
-  s = positional_name(m.positional);
-  r.get("model", "positional", s);
-  m.positional = parse_positional(s);
+  r.get_named("model", "attention", m.attention, attention_kind_name, parse_attention_kind);
+  r.get_named("model", "objective", m.objective, objective_name, parse_objective);
+  r.get_named("model", "positional", m.positional, positional_name, parse_positional);
   r.get("model", "exp_key_norm", m.exp_key_norm);
   r.get("model", "window", m.window);
   r.get("model", "redraw_interval", m.redraw_interval);
@@ -225,9 +227,7 @@ void read_model_section(Reader& r, ModelConfig& m) {
   r.get("model", "init_std", m.init_std);
   r.get("model", "mlm_probability", m.mlm_probability);
   r.get("model", "seed", m.seed);
-  s = dtype_name(m.dtype);
-  r.get("model", "dtype", s);
-  m.dtype = parse_model_dtype(s);
+  r.get_named("model", "dtype", m.dtype, dtype_name, parse_model_dtype);
 }
 
 void read_data_section(Reader& r, DataConfig& d) {
