@@ -59,9 +59,10 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
   }
   // exp: every head has its own trained projection.
   if (cfg.attention == AttentionKind::Exp) s.w_heads = cfg.heads;
-  // 16-bit models round their GEMM operands to 8 or 11 significant bits: the
-  // fused CUDA kernels' TF32 tensor cores (11 bits) lose no more.
-  s.tf32 = cfg.dtype != DType::f32;
+  // 16-bit models round their GEMM operands to 8 (bf16) or 11 (f16)
+  // significant bits: the fused CUDA kernels' tensor cores with bf16 or TF32
+  // (11 bits) operands lose no more.
+  s.tile_math = cfg.dtype == DType::bf16 ? TileMath::Bf16 : cfg.dtype == DType::f16 ? TileMath::Tf32 : TileMath::Fp32;
   return s;
 }
 

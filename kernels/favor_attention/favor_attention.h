@@ -39,7 +39,8 @@
 //    or 32 rows in shared memory (FavorShape::chunk does not apply), a block
 //    per (head, segment): each segment's own state, an exclusive scan over
 //    the segments, then each segment's tiles in order (and in reverse for
-//    dk, dv). TF32 tensor cores when FavorShape::tf32 and sm_80+, else fp32.
+//    dk, dv). Tensor cores (mma.sync, TF32 or bf16 operands) when
+//    FavorShape::tile_math asks and the device is sm_80+, else fp32.
 //    Per-head projections (w_heads) are padded once per call; the exp
 //    kernel's dW is summed per block and then per head in a fixed order
 //    (deterministic). Shapes whose 16-row tiles exceed the device's shared
@@ -64,6 +65,7 @@
 #include "kernels/linear_attention/linear_attention.h"
 #include "runtime/exec.h"
 #include "runtime/tensor.h"
+#include "runtime/tile_math.h"
 
 namespace pf {
 
@@ -113,10 +115,11 @@ struct FavorShape {
   // is the same attention either way (up to fp32 rounding); this is not the
   // model's local softmax window (model.window).
   int64_t slab_rows = 0;
-  // CUDA fused kernels only: the tile products may run on TF32 tensor cores
-  // (sm_80 and newer; fp32 accumulation). The model sets it for 16-bit
-  // dtypes, whose GEMMs already round their operands further; fp32 otherwise.
-  bool tf32 = false;
+  // CUDA fused kernels only: the tile products may run on tensor cores
+  // (sm_80 and newer; fp32 accumulation) with operands rounded to TF32 or
+  // bf16 (runtime/tile_math.h); older devices and the CPU compute in fp32.
+  // The model asks bf16 for bf16 models, TF32 for f16 ones, fp32 otherwise.
+  TileMath tile_math = TileMath::Fp32;
   // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
   int64_t w_heads = 1;
   template <typename T>
@@ -176,7 +179,7 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
 // The B*H heads of [N, D] rows as one FavorShape: shape.heads = B*H, shape.n =
 // N, shape.d = D, shape.m the random features, shape.chunk the chunk rows
 // (need not divide N), shape.features the kernel (Softmax = FAVOR+, Relu, Elu,
-// Exp), shape.slab_rows and shape.tf32 as in the protocol; shape.w_heads = 1
+// Exp), shape.slab_rows and shape.tile_math as in the protocol; shape.w_heads = 1
 // (one projection [m, D] for all heads) or H (exp's trained projections
 // [H, m, D]: head b H + j uses the j-th). shape.pieces stays null.
 struct FavorAttentionParams {

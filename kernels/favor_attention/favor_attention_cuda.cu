@@ -2,8 +2,8 @@
 // features of each tile of ct rows (32, or 16 where the device's shared
 // memory is smaller) are made in shared memory from q, k and the projection,
 // used at once for the tile's products and the running state, and dropped; no
-// [n, m] buffer exists. Products run on TF32 tensor cores (sm_80+) when
-// FavorShape::tf32 allows, else in fp32 (favor_attention_cuda_tiles.cuh). The
+// [n, m] buffer exists. Products run on tensor cores (mma.sync with TF32 or
+// bf16 operands, sm_80+) when FavorShape::tile_math asks, else in fp32 (favor_attention_cuda_tiles.cuh). The
 // algorithm and its launch order are in favor_attention_cuda_fused.cuh; this
 // file launches it on ctx.stream with temporaries from ctx.tracker. The exp
 // kernel's projection gradient dW is made by the fused kernels; a dW asked
@@ -37,9 +37,9 @@ int64_t smem_limit(Device device) {
 Dims plan(const ExecContext& ctx, const FavorShape& s) {
   int major = 0;
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
-  const bool tf32 = s.tf32 && major >= 8;
+  const TileMath math = major >= 8 ? s.tile_math : TileMath::Fp32;
   const int64_t limit = smem_limit(ctx.device);
-  const Dims wide = dims_for(s, 32, tf32), narrow = dims_for(s, 16, tf32);
+  const Dims wide = dims_for(s, 32, math), narrow = dims_for(s, 16, math);
   if (smem_bytes(wide) <= limit) return wide;
   PF_REQUIRE(ValueError, smem_bytes(narrow) <= limit,
              kTag << ": m=" << s.m << ", d=" << s.d << " need " << smem_bytes(narrow)
@@ -88,7 +88,7 @@ void check_slab_grad(const FavorShape& s, const char* op) {
 }  // namespace
 
 bool favor_cuda_fits(const FavorShape& s, Device device) {
-  return smem_bytes(dims_for(s, 16, false)) <= smem_limit(device);
+  return smem_bytes(dims_for(s, 16, TileMath::Fp32)) <= smem_limit(device);
 }
 
 int64_t favor_workspace_bytes_cuda(const FavorShape& s) { return fused_workspace_bytes(s); }

@@ -65,7 +65,7 @@ inline void set_segments(const FavorShape& s, Dims& D) {
   D.segs = static_cast<int>(ceil_div(n, D.seg_len));
 }
 
-inline Dims dims_for(const FavorShape& s, int ct, bool tf32) {
+inline Dims dims_for(const FavorShape& s, int ct, TileMath math) {
   Dims D;
   D.n = static_cast<int>(s.n);
   D.d = static_cast<int>(s.d);
@@ -84,7 +84,7 @@ inline Dims dims_for(const FavorShape& s, int ct, bool tf32) {
   D.half_norm = r.half_norm;
   D.elu = r.elu;
   D.w_heads = static_cast<int>(s.w_heads);
-  D.tf32 = tf32;
+  D.math = math;
   return D;
 }
 
@@ -521,7 +521,7 @@ inline bool fused_weight_grad(const FavorShape& s) { return s.features.kernel ==
 // state per head), with the padded projections and, for the exp kernel, the
 // blocks' projection gradients; independent of the tile rows.
 inline int64_t fused_workspace_bytes(const FavorShape& s) {
-  const Dims D = dims_for(s, 16, false);
+  const Dims D = dims_for(s, 16, TileMath::Fp32);
   const int64_t count = s.heads * D.segs;
   const int64_t weight_grads = fused_weight_grad(s) ? count * D.projection_floats() : 0;
   const int64_t floats = s.w_heads * D.projection_floats() + weight_grads +

@@ -4,11 +4,13 @@
 // padded projection and the states, in global memory) with every dimension
 // padded to a multiple of 16 and the padding kept at zero, so that one
 // product routine serves all shapes:
-//   block_mm   C = alpha op(A) op(B) + beta C with fp32 accumulation: TF32
-//              tensor cores (wmma 16x16x8) when the call allows them and the
+//   block_mm   C = alpha op(A) op(B) + beta C with fp32 accumulation, in the
+//              call's TileMath: tensor cores through mma.sync
+//              (runtime/cuda_mma.cuh: TF32 m16n8k8 or bf16 m16n8k16, the
+//              operands rounded as each lane loads its fragment) when the
 //              code is compiled for sm_80 or newer (or for the block
-//              emulator's wmma, PF_EMULATED_WMMA); otherwise fp32 FMAs in
-//              4x4 register blocks (sm_70 and the fp32 default).
+//              emulator, PF_EMULATED_MMA); otherwise, and for TileMath::Fp32,
+//              fp32 FMAs in 4x4 register blocks.
 //   make_features / feature_grad / weight_grad   the feature map of a tile
 //              of rows, its backward, and the gradient of the projection,
 //              with the per-element math of feature_map_math.h.
@@ -17,24 +19,24 @@
 #pragma once
 
 #if defined(__CUDACC__)
-#include <mma.h>
-
-#include <type_traits>
 // The block's dynamic shared memory as floats (the block emulator of the
 // tests defines its own).
 #define PF_CUDA_SHARED_FLOATS(name) extern __shared__ __align__(32) float name[]
 #define PF_FAVOR_UNROLL _Pragma("unroll")
 #else
 #define PF_FAVOR_UNROLL
-#include <type_traits>
 #endif
 // The tensor-core path: on sm_80 and newer, and under the block emulator.
-#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(PF_EMULATED_WMMA)
-#define PF_FAVOR_TF32_TILES 1
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(PF_EMULATED_MMA)
+#define PF_FAVOR_MMA_TILES 1
 #endif
+
+#include <cstdint>
 
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/linear_attention/linear_attention_math.h"
+#include "runtime/cuda_mma.cuh"
+#include "runtime/tile_math.h"
 
 namespace pf {
 namespace favor_cuda {
@@ -50,7 +52,8 @@ struct Dims {
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
   int w_heads;        // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;
-  bool softmax, half_norm, elu, tf32;  // softmax: exponential features (FAVOR+, exp); half_norm: minus |x|^2/2
+  bool softmax, half_norm, elu;  // softmax: exponential features (FAVOR+, exp); half_norm: minus |x|^2/2
+  TileMath math;                 // the products' operands: fp32, or rounded to TF32 or bf16
   __host__ __device__ int64_t state_floats() const { return int64_t(mp) * D1p; }
   __host__ __device__ int packed_size() const { return 1 + m * D1; }
   __host__ __device__ int64_t projection_floats() const { return int64_t(mp) * dp; }
@@ -131,55 +134,110 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
   }
 }
 
-#ifdef PF_FAVOR_TF32_TILES
-// TF32 tensor cores: each warp owns 16x16 output tiles; operands are rounded
-// to TF32 as they are loaded, accumulation is fp32.
-template <bool TA, bool TB>
-__device__ void block_mm_tf32(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                              float beta, float* C, int ldc) {
-  namespace w = nvcuda::wmma;
-  using LA = typename std::conditional<TA, w::col_major, w::row_major>::type;
-  using LB = typename std::conditional<TB, w::col_major, w::row_major>::type;
-  const int warp = threadIdx.x / 32, tiles_n = N / 16, tiles = (M / 16) * tiles_n;
-  for (int t = warp; t < tiles; t += kWarps) {
-    const int i0 = (t / tiles_n) * 16, j0 = (t % tiles_n) * 16;
-    w::fragment<w::accumulator, 16, 16, 8, float> acc;
-    w::fill_fragment(acc, 0.f);
-    for (int k0 = 0; k0 < K; k0 += 8) {
-      w::fragment<w::matrix_a, 16, 16, 8, w::precision::tf32, LA> a;
-      w::fragment<w::matrix_b, 16, 16, 8, w::precision::tf32, LB> b;
-      w::load_matrix_sync(a, TA ? A + k0 * lda + i0 : A + i0 * lda + k0, lda);
-      w::load_matrix_sync(b, TB ? B + j0 * ldb + k0 : B + k0 * ldb + j0, ldb);
-      PF_FAVOR_UNROLL
-      for (int e = 0; e < a.num_elements; ++e) a.x[e] = w::__float_to_tf32(a.x[e]);
-      PF_FAVOR_UNROLL
-      for (int e = 0; e < b.num_elements; ++e) b.x[e] = w::__float_to_tf32(b.x[e]);
-      w::mma_sync(acc, a, b, acc);
-    }
-    float* out = C + i0 * ldc + j0;
-    if (beta != 0.f) {
-      w::fragment<w::accumulator, 16, 16, 8, float> old;
-      w::load_matrix_sync(old, out, ldc, w::mem_row_major);
-      PF_FAVOR_UNROLL
-      for (int e = 0; e < acc.num_elements; ++e) acc.x[e] = alpha * acc.x[e] + beta * old.x[e];
-    } else {
-      PF_FAVOR_UNROLL
-      for (int e = 0; e < acc.num_elements; ++e) acc.x[e] *= alpha;
-    }
-    w::store_matrix_sync(out, acc, ldc, w::mem_row_major);
+#ifdef PF_FAVOR_MMA_TILES
+// Tensor cores through mma.sync (layouts: runtime/cuda_mma.cuh, g = lane / 4,
+// t = lane % 4). Each lane rounds the elements its fragment holds as it
+// loads them from the tiles; accumulation is fp32 in the C fragments.
+template <TileMath P>
+struct Mma;
+
+template <>
+struct Mma<TileMath::Tf32> {
+  static constexpr int kStep = 8;
+  template <bool TA>
+  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
+    a[0] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t));
+    a[1] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t));
+    a[2] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t + 4));
+    a[3] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t + 4));
   }
+  template <bool TB>
+  __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
+    b[0] = tf32_bits(at_b<TB>(B, ldb, k0 + t, j0 + g));
+    b[1] = tf32_bits(at_b<TB>(B, ldb, k0 + t + 4, j0 + g));
+  }
+  __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k8_tf32(d, a, b, d); }
+};
+
+template <>
+struct Mma<TileMath::Bf16> {
+  static constexpr int kStep = 16;
+  // Two consecutive k of a row (A) or of a column (B) per register, the lower k in the low half.
+  template <bool TA>
+  __device__ static uint32_t a_pair(const float* A, int lda, int i, int k) {
+    return bf16x2_bits(at_a<TA>(A, lda, i, k), at_a<TA>(A, lda, i, k + 1));
+  }
+  template <bool TA>
+  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
+    a[0] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t);
+    a[1] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t);
+    a[2] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t + 8);
+    a[3] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t + 8);
+  }
+  template <bool TB>
+  __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
+    b[0] = bf16x2_bits(at_b<TB>(B, ldb, k0 + 2 * t, j0 + g), at_b<TB>(B, ldb, k0 + 2 * t + 1, j0 + g));
+    b[1] = bf16x2_bits(at_b<TB>(B, ldb, k0 + 2 * t + 8, j0 + g), at_b<TB>(B, ldb, k0 + 2 * t + 9, j0 + g));
+  }
+  __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k16_bf16(d, a, b, d); }
+};
+
+// Each warp owns output strips of 16 rows and NB 8-column tiles, the A
+// fragment loaded once per k-step for the NB products; strips go to the
+// warps in turn.
+template <TileMath P, int NB, bool TA, bool TB>
+__device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                             float beta, float* C, int ldc) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int strips_n = N / (8 * NB), strips = (M / 16) * strips_n;
+  for (int s = threadIdx.x / 32; s < strips; s += kWarps) {
+    const int i0 = (s / strips_n) * 16, j0 = (s % strips_n) * 8 * NB;
+    float acc[NB][4] = {};
+    for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
+      uint32_t a[4];
+      Mma<P>::template load_a<TA>(A, lda, i0, k0, g, t, a);
+      PF_FAVOR_UNROLL
+      for (int nb = 0; nb < NB; ++nb) {
+        uint32_t b[2];
+        Mma<P>::template load_b<TB>(B, ldb, k0, j0 + 8 * nb, g, t, b);
+        Mma<P>::mma(acc[nb], a, b);
+      }
+    }
+    PF_FAVOR_UNROLL
+    for (int nb = 0; nb < NB; ++nb) {
+      PF_FAVOR_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        float* out = C + (i0 + g + 8 * (r / 2)) * ldc + j0 + 8 * nb + 2 * t + r % 2;
+        *out = beta == 0.f ? alpha * acc[nb][r] : alpha * acc[nb][r] + beta * *out;
+      }
+    }
+  }
+}
+
+// Strips of 16x16 where there are enough of them for every warp, else of 16x8.
+template <TileMath P, bool TA, bool TB>
+__device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                                float beta, float* C, int ldc) {
+  if ((M / 16) * (N / 16) >= kWarps)
+    block_mm_mma<P, 2, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  else
+    block_mm_mma<P, 1, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 #endif
 
 // C[M, N] = alpha op(A) op(B) + beta C (beta = 0: C is not read). M, N and K
-// are multiples of 16, leading dimensions multiples of 8 floats, pointers
-// 32-byte aligned: every tile here is.
+// are multiples of 16: every tile here is.
 template <bool TA, bool TB>
 __device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                          int ldb, float beta, float* C, int ldc) {
-#ifdef PF_FAVOR_TF32_TILES
-  if (D.tf32) {
-    block_mm_tf32<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef PF_FAVOR_MMA_TILES
+  if (D.math == TileMath::Tf32) {
+    block_mm_tensor<TileMath::Tf32, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    __syncthreads();
+    return;
+  }
+  if (D.math == TileMath::Bf16) {
+    block_mm_tensor<TileMath::Bf16, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     __syncthreads();
     return;
   }

@@ -5,7 +5,7 @@
 // sequence lengths n at B=1, H=8, d=64, m=256 (the defaults), on the CPU or,
 // with --device cuda, on the first GPU (inputs in device memory, each timed
 // call ends with a synchronisation of the stream). On a GPU the fused FAVOR+
-// kernels run in fp32 (favor) and with TF32 tensor cores (favor_tf32), and
+// kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16), and
 // the composition in slabs (favor_windowed) beside them.
 // Exact softmax is skipped above --softmax-max (16384) unless --all.
 //
@@ -50,17 +50,21 @@ namespace {
 std::vector<float> gaussian(int64_t size, uint64_t stream) { return keyed_normals<float>(size, 99, stream, 0); }
 
 // The FAVOR+ implementations timed: the fused kernels (favor); on a GPU also
-// with TF32 tensor cores (favor_tf32) and the composition in slabs over the
-// cuBLAS-based feature-map and linear-attention kernels (its CSV name stays
-// favor_windowed, which earlier results use).
+// on tensor cores with TF32 and bf16 operands (favor_tf32, favor_bf16) and
+// the composition in slabs over the cuBLAS-based feature-map and
+// linear-attention kernels (its CSV name stays favor_windowed, which earlier
+// results use).
 struct FavorVariant {
   const char* name;
   int64_t slab_rows;  // FavorShape::slab_rows
-  bool tf32;
+  TileMath math;
 };
 std::vector<FavorVariant> favor_variants(bool gpu) {
-  if (!gpu) return {{"favor", 0, false}};
-  return {{"favor", 0, false}, {"favor_tf32", 0, true}, {"favor_windowed", kFavorDefaultSlabRows, false}};
+  if (!gpu) return {{"favor", 0, TileMath::Fp32}};
+  return {{"favor", 0, TileMath::Fp32},
+          {"favor_tf32", 0, TileMath::Tf32},
+          {"favor_bf16", 0, TileMath::Bf16},
+          {"favor_windowed", kFavorDefaultSlabRows, TileMath::Fp32}};
 }
 
 }  // namespace
@@ -108,7 +112,7 @@ int run_kernels(int argc, char** argv) {
 
   CsvOutput csv_out(csv,
                     "kernel,device,mode,n,batch,heads,d,m,threads,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,gflop,gflops,"
-                    "peak_sgemm_gflops,fraction_of_peak\n");
+                    "peak_sgemm_gflops,fraction_of_peak,peak_bytes\n");
   FILE* out = csv_out.file();
   const int64_t bh = batch * heads;
   Buffers constant(tracker);
@@ -124,20 +128,23 @@ int run_kernels(int argc, char** argv) {
                 *g = b.make(gaussian(size, 4));
     float *o = b.make(size), *dq = b.make(size), *dk = b.make(size), *dv = b.make(size), *den = b.make(bh * n),
           *rs = b.make(bh * n);
+    // peak_bytes: the tracker's high-water mark over the row's calls, inputs,
+    // outputs and temporaries included (the peak is reset before each row).
     auto row = [&](const char* kernel, bool causal, double tf, double tb, double gflop) {
       const double t = tf + tb;
-      std::fprintf(out, "%s,%s,%s,%ld,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.4f,%.0f,%.2f,%.1f,%.1f,%.3f\n", kernel,
-                   device.str().c_str(),
-                   causal ? "causal" : "bidirectional", static_cast<long>(n), static_cast<long>(batch),
-                   static_cast<long>(heads), static_cast<long>(d), static_cast<long>(m), omp_get_max_threads(), tf,
-                   tb, t, static_cast<double>(batch * n) / t, gflop, gflop / t, peak, gflop / t / peak);
+      std::fprintf(out, "%s,%s,%s,%ld,%ld,%ld,%ld,%ld,%d,%.4f,%.4f,%.4f,%.0f,%.2f,%.1f,%.1f,%.3f,%lld\n", kernel,
+                   device.str().c_str(), causal ? "causal" : "bidirectional", static_cast<long>(n),
+                   static_cast<long>(batch), static_cast<long>(heads), static_cast<long>(d), static_cast<long>(m),
+                   omp_get_max_threads(), tf, tb, t, static_cast<double>(batch * n) / t, gflop, gflop / t, peak,
+                   gflop / t / peak, static_cast<long long>(tracker.stats().peak_bytes));
       std::fflush(out);
     };
     for (const FavorVariant& variant : favor_variants(gpu)) {
       for (bool causal : {true, false}) {
         FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
         p.shape.slab_rows = variant.slab_rows;
-        p.shape.tf32 = variant.tf32;
+        p.shape.tile_math = variant.math;
+        tracker.reset_peak();
         float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
         const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);
         const double tb =
@@ -148,6 +155,7 @@ int run_kernels(int argc, char** argv) {
     if (n > softmax_max && !all) continue;
     float* lse = b.make(bh * n);
     for (bool causal : {true, false}) {
+      tracker.reset_peak();
       const SoftmaxAttentionParams p = softmax_attention_params(bh, n, d, causal);
       const int sreps = n >= 8192 ? 1 : reps;
       const double tf = timed([&] { softmax_attention_forward(ctx, p, q, k, v, o, lse); }, sreps);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # performer-bench --csv follows the output-path rule (data/output_path.h): it
-# writes a new file, replaces an earlier CSV of the same benchmark, and refuses
+# writes a new file, replaces an earlier CSV of the same benchmark (also one
+# written before the benchmark's last columns were added), and refuses
 # (status 2, naming --csv and the path) anything else, leaving it as it was;
 # performer-bench data stopped by SIGINT removes its scratch folder, and
 # performer-bench synthetic stopped by SIGINT or SIGTERM leaves its earlier
@@ -17,12 +18,16 @@ run "$work/w.csv" || fail "a new CSV: exit $?: $(cat "$work/err.txt")"
 [ "$(head -1 "$work/w.csv")" = "setting,threads,ops,ns_per_op" ] || fail "header: $(head -1 "$work/w.csv")"
 [ "$(wc -l < "$work/w.csv")" = 7 ] || fail "expected 6 rows and a header: $(cat "$work/w.csv")"
 run "$work/w.csv" || fail "replacing an earlier CSV of the benchmark: $(cat "$work/err.txt")"
+printf 'setting,threads,ops\n1,2,3\n' > "$work/older.csv"   # an earlier version: the last column added since
+run "$work/older.csv" || fail "replacing a CSV of an earlier version of the benchmark: $(cat "$work/err.txt")"
+[ "$(head -1 "$work/older.csv")" = "setting,threads,ops,ns_per_op" ] || fail "older.csv: $(head -1 "$work/older.csv")"
 
 printf 'my notes\n' > "$work/notes.txt"
 printf 'kernel,device\n1,2\n' > "$work/other.csv"   # another benchmark's CSV
+printf 'setting\n1\n' > "$work/one.csv"               # one column: not taken for an earlier version
 mkdir "$work/folder"
 ln -s "$work/nowhere" "$work/dangling.csv"
-for target in notes.txt other.csv folder dangling.csv; do
+for target in notes.txt other.csv one.csv folder dangling.csv; do
   status=0
   run "$work/$target" || status=$?
   [ "$status" = 2 ] || fail "--csv $target: exit $status, expected 2"

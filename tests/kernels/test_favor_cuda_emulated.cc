@@ -65,11 +65,11 @@ class EmulatedLaunch {
 struct EmulatedCudaOps {
   int ct = 32;
   int seg_len = 0;
-  bool tf32 = false;
+  TileMath math = TileMath::Fp32;
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
   Dims dims(const FavorShape& s) const {
-    Dims D = dims_for(s, ct, tf32);
+    Dims D = dims_for(s, ct, math);
     if (seg_len > 0) {
       D.seg_len = seg_len;
       D.segs = static_cast<int>(ceil_div(std::max<int64_t>(s.n, 1), seg_len));
@@ -211,30 +211,39 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
             });
 }
 
-// The tensor-core path (block_mm_tf32 on the emulator's wmma) through the
-// protocol: within TF32's tolerance of the reference (1e-2, as on the GPU;
-// relu's dq and dk 0.1, for the masks TF32 flips: test_favor_attention_gpu.cc),
-// and not equal to the fp32 path's results, so the TF32 path did run. A
-// wrong tile pointer, leading dimension or layout gives O(1) errors.
-TEST(FavorCudaEmulated, Tf32TilesMatchReference) {
-  // Each wmma load and store is a warp barrier here: small sizes (one segment
-  // of two 32-row tiles; two segments of 16-row tiles, the second short).
-  each_case({Case{64, 16, 32, 32, 0}, Case{56, 5, 7, 16, 32}}, 4300,
-            [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
-              const ReferenceCase r(c, causal, kernel, seed);
-              for (int P : {1, 2}) {
-                SCOPED_TRACE(where(c, causal, kernel, P));
-                const EmulatedRun tf32(r, EmulatedCudaOps{c.ct, c.seg_len, true}, causal, P);
-                const EmulatedRun fp32(r, EmulatedCudaOps{c.ct, c.seg_len, false}, causal, P);
-                const double qk_tol = kernel == FeatureKernel::Relu ? 0.1 : 1e-2;
-                EXPECT_LE(test::rel_l2(tf32.o, r.o), 1e-2);
-                EXPECT_LE(test::rel_l2(tf32.dq, r.dq), qk_tol);
-                EXPECT_LE(test::rel_l2(tf32.dk, r.dk), qk_tol);
-                EXPECT_LE(test::rel_l2(tf32.dv, r.dv), 1e-2);
-                EXPECT_GT(test::rel_l2(tf32.o, fp32.o), 1e-6)
-                    << "the TF32 path gave the fp32 path's output: did it run?";
-              }
-            });
+// The tensor-core paths (block_mm's mma.sync with TF32 and with bf16
+// operands, lane by lane on the emulator by the PTX fragment layouts)
+// through the protocol: within each precision's tolerance of the reference
+// and not equal to the fp32 path's results, so the tensor-core path did run.
+// TF32: 1e-2, as on the GPU (relu's dq and dk 0.1, for the masks TF32 flips:
+// test_favor_attention_gpu.cc). bf16 keeps 8 significant bits to TF32's 11:
+// 4e-2 (relu's dq and dk 0.3). A lane holding another element than its
+// layout says, or a product read before a barrier, gives O(1) errors.
+TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
+  // Each mma is two warp barriers here: small sizes (one segment of two
+  // 32-row tiles; two segments of 16-row tiles, the second short).
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
+    const bool bf16 = math == TileMath::Bf16;
+    each_case({Case{64, 16, 32, 32, 0}, Case{56, 5, 7, 16, 32}}, bf16 ? 4350 : 4300,
+              [&](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+                const ReferenceCase r(c, causal, kernel, seed);
+                for (int P : {1, 2}) {
+                  SCOPED_TRACE(where(c, causal, kernel, P) + " math=" + tile_math_name(math));
+                  EmulatedCudaOps tensor{c.ct, c.seg_len};
+                  tensor.math = math;
+                  const EmulatedRun tc(r, tensor, causal, P);
+                  const EmulatedRun fp32(r, EmulatedCudaOps{c.ct, c.seg_len}, causal, P);
+                  const double tol = bf16 ? 4e-2 : 1e-2;
+                  const double qk_tol = kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : tol;
+                  EXPECT_LE(test::rel_l2(tc.o, r.o), tol);
+                  EXPECT_LE(test::rel_l2(tc.dq, r.dq), qk_tol);
+                  EXPECT_LE(test::rel_l2(tc.dk, r.dk), qk_tol);
+                  EXPECT_LE(test::rel_l2(tc.dv, r.dv), tol);
+                  EXPECT_GT(test::rel_l2(tc.o, fp32.o), 1e-6)
+                      << "the tensor-core path gave the fp32 path's output: did it run?";
+                }
+              });
+  }
 }
 
 // The exp kernel: per-head projections W [H, m, d] (head h of B*H uses

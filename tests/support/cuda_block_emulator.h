@@ -12,16 +12,6 @@
 // a missing __syncthreads between writes and reads by other threads (or reads
 // and overwrites) gives wrong results here, deterministically. A barrier that
 // not every thread of the block (or warp) reaches aborts with a message.
-// Tensor cores: nvcuda::wmma's TF32 16x16x8 fragments, loads, stores and
-// mma_sync, with PF_EMULATED_WMMA defined so that the kernels compile their
-// tensor-core paths. A fragment holds its whole tile in every lane (the
-// hardware's lane layout is unspecified and the kernels only scale its
-// elements one by one); the product is fp32 FMAs over operands that
-// __float_to_tf32 has rounded as the hardware does (to nearest, ties away,
-// 10 stored mantissa bits). Loads and stores are warp-synchronous, as the
-// hardware's are: every lane reads before any lane writes. So a wrong
-// pointer, leading dimension or layout in a kernel's tensor-core path gives
-// wrong results here; the hardware's order of the fp32 sums is not modelled.
 // Warp-level PTX (runtime/cuda_mma.cuh, with PF_EMULATED_MMA defined):
 // mma.sync m16n8k8 .tf32 and m16n8k16 .bf16, ldmatrix and cp.async, lane by
 // lane. Each lane puts its registers (or its row address) in its warp's
@@ -50,7 +40,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -223,83 +212,6 @@ inline float atomicAdd(float* address, float v) {
 }
 
 inline int min(int a, int b) { return a < b ? a : b; }
-
-// ---- nvcuda::wmma, TF32 16x16x8 only ---------------------------------------------
-#define PF_EMULATED_WMMA 1
-namespace nvcuda::wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-namespace precision {
-struct tf32 {};
-}  // namespace precision
-enum layout_t { mem_row_major, mem_col_major };
-
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  static constexpr int rows = std::is_same<Use, matrix_a>::value ? M : std::is_same<Use, matrix_b>::value ? K : M;
-  static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
-  static constexpr int num_elements = rows * cols;
-  float x[rows * cols];  // the tile, row by row
-};
-
-inline float __float_to_tf32(float v) {
-  if (!std::isfinite(v)) return v;
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  bits = (bits + 0x1000u) & 0xffffe000u;  // cvt.rna.tf32.f32
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
-
-namespace detail {
-inline void warp_sync() {
-  ::pf_emu::Block& b = *::pf_emu::current_block();
-  ::pf_emu::wait(b.warp_barriers[b.current / 32]);
-}
-template <typename F>
-void load(F& f, const float* p, unsigned ldm, bool row_major) {
-  warp_sync();
-  for (int r = 0; r < F::rows; ++r)
-    for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = row_major ? p[r * ldm + c] : p[c * ldm + r];
-}
-}  // namespace detail
-
-template <typename Use, int M, int N, int K, typename T, typename Layout>
-void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const float* p, unsigned ldm) {
-  static_assert(!std::is_same<Layout, void>::value, "an operand fragment names its layout");
-  detail::load(f, p, ldm, std::is_same<Layout, row_major>::value);
-}
-template <int M, int N, int K>
-void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* p, unsigned ldm, layout_t layout) {
-  detail::load(f, p, ldm, layout == mem_row_major);
-}
-template <int M, int N, int K>
-void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout) {
-  detail::warp_sync();
-  for (int r = 0; r < M; ++r)
-    for (int c = 0; c < N; ++c) (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[r * N + c];
-}
-template <int M, int N, int K>
-void fill_fragment(fragment<accumulator, M, N, K, float>& f, float v) {
-  for (float& e : f.x) e = v;
-}
-template <int M, int N, int K, typename LA, typename LB>
-void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, precision::tf32, LA>& a,
-              const fragment<matrix_b, M, N, K, precision::tf32, LB>& b,
-              const fragment<accumulator, M, N, K, float>& c) {
-  float out[M * N];
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      float acc = c.x[i * N + j];
-      for (int k = 0; k < K; ++k) acc = std::fma(a.x[i * K + k], b.x[k * N + j], acc);
-      out[i * N + j] = acc;
-    }
-  std::memcpy(d.x, out, sizeof out);
-}
-}  // namespace nvcuda::wmma
 
 // ---- warp-level PTX: mma.sync, ldmatrix, cp.async (runtime/cuda_mma.cuh) -------------
 #define PF_EMULATED_MMA 1
