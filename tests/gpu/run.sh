@@ -50,11 +50,17 @@
 #   train_bf16  train_f32 with model.dtype = "bf16"
 #   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
 #               longest local length, GB/s against a device copy
-#   kernels     FAVOR+ and exact softmax attention forward + backward at
-#               n = 4k..64k, and the GPU's sgemm peak in the same run
+#   kernels     FAVOR+ (fp32, TF32, bf16 tiles, and in slabs) and exact
+#               softmax attention forward + backward at n = 4k..64k, with
+#               each row's peak bytes, and the GPU's sgemm peak in the same run
+#   peers       the GPU peers at n = 4k..128k (launch/bench/peers/gpu_attention.py:
+#               SDPA's flash backend, flash-linear-attention's chunked
+#               kernel, performer-pytorch; their wheels from $PF_GPU_WHEELS)
+#               joined with the kernels step's CSV, the crossover against SDPA
 # Environment: OUT (default out/gpu; relative paths are under the repository),
 # BUILD_DIR (default build-gpu; for --dry-run, the existing build to use),
-# JOBS (default: all cores), PF_GPU_DEPS (default .gpu-deps).
+# JOBS (default: all cores), PF_GPU_DEPS (default .gpu-deps), PF_GPU_WHEELS
+# (default .whl: the peers' wheels, launch/bench/peers/gpu_wheels.sh).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -70,19 +76,21 @@ budget=480
 steps=(
   preflight:15:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
   deps:20:gate       # 11 s (135 packages unpacked and patched); <1 s when installed
-  build:150:gate     # 84 s from clean for sm_90 on 16 cores as one target (pf_gpu_binaries, its 12 binaries in
+  build:135:gate     # 84 s from clean for sm_90 on 16 cores as one target (pf_gpu_binaries, its 12 binaries in
                      # parallel); 133 s and >150 s when they were built one after another
   gpu_tests:60       # 41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
                      # 35 s with 2 threads, now JOBS / 4; test_favor_attention_gpu 8.6 s)
-  mission:90         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
+  mission:80         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
                      # and one at sp = 1, no warm-up, and 5 processes' CUDA start
   train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
-  staged_sp:15       # 6 s (10 processes of 8 tiny steps)
-  packed:25          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
+  staged_sp:12       # 6 s (10 processes of 8 tiny steps)
+  packed:23          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
   train_bf16:10      # 3 s
   reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
-  kernels:60         # 4,096-32,768 (softmax to 32,768) ran in under 25 s, 65,536 did not finish in it: now 4,096,
-                     # 16,384 and 65,536 (softmax to 16,384), one repetition; rows kept as they come
+  kernels:45         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
+                     # variants; now four (bf16 tiles added); rows kept as they come
+  peers:55           # not yet run on a GPU: three peers, each stopped after 15 s (gpu_attention.py --budget-s),
+                     # Triton's compile of flash-linear-attention's kernels inside its first case
 )
 
 dry=0
@@ -246,6 +254,31 @@ step_kernels() {
   fi
   cat "$csv"
   figure "$(python3 tests/gpu/summarize_csv.py kernels "$csv")"
+}
+
+# The GPU peers beside our kernels: gpu_attention.py with the wheels of
+# $PF_GPU_WHEELS installed into a private folder (the machine's own torch
+# and Triton are used), then joined with the kernels step's CSV by
+# gpu_table.py into attention_gpu.csv, with the table and the crossover
+# against SDPA. The dry run: the CPU, n = 256 and 512 (the peers that do not
+# import there are rows saying so).
+step_peers() {
+  local site="$OUT/peers-site" wheels="${PF_GPU_WHEELS:-$repo/.whl}" csv="$OUT/peers.csv"
+  if ls "$wheels"/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+      "$wheels"/*.whl || return 1
+  fi
+  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 15)
+  [ "$dry" = 1 ] && args=(--device cpu --sizes 256 512 --heads 2 -m 32 --reps 1)
+  PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+    python3 launch/bench/peers/gpu_attention.py "${args[@]}" >"$csv" || return 1
+  cat "$csv"
+  python3 launch/bench/peers/gpu_table.py --self-test || return 1
+  [ -f "$OUT/kernels.csv" ] || { figure "no kernels.csv from the kernels step to join"; return 1; }
+  python3 launch/bench/peers/gpu_table.py "$OUT/kernels.csv" "$csv" --csv "$OUT/attention_gpu.csv" |
+    tee "$OUT/peers_table.md"
+  figure "$(grep -h 'sdpa_flash' "$OUT/peers_table.md" | grep -v '^|' | tr '\n' ' ')" \
+    "$(grep -c ',ok$' "$csv") peer rows ok of $(($(wc -l <"$csv") - 1))"
 }
 
 run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))" "${steps[@]}"
