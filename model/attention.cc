@@ -59,10 +59,7 @@ FavorShape attention_favor_shape(const ModelConfig& cfg, int64_t heads, int64_t 
   }
   // exp: every head has its own trained projection.
   if (cfg.attention == AttentionKind::Exp) s.w_heads = cfg.heads;
-  // 16-bit models round their GEMM operands to 8 (bf16) or 11 (f16)
-  // significant bits: the fused CUDA kernels' tensor cores with bf16 or TF32
-  // (11 bits) operands lose no more.
-  s.tile_math = cfg.dtype == DType::bf16 ? TileMath::Bf16 : cfg.dtype == DType::f16 ? TileMath::Tf32 : TileMath::Fp32;
+  s.tile_math = attention_tile_math(cfg);
   return s;
 }
 

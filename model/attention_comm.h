@@ -83,8 +83,18 @@ inline ScanOptions attention_scan_options(const AttentionOptions& opt, const Exe
   return so;
 }
 
+// The arithmetic of the CUDA attention kernels' tile products for the
+// model's dtype: 16-bit models round their GEMM operands to 8 (bf16) or 11
+// (f16) significant bits, so their attention runs on tensor cores with bf16
+// or TF32 (11 bits) operands and loses no more; fp32 models keep fp32.
+inline TileMath attention_tile_math(const ModelConfig& cfg) {
+  return cfg.dtype == DType::bf16 ? TileMath::Bf16 : cfg.dtype == DType::f16 ? TileMath::Tf32 : TileMath::Fp32;
+}
+
 inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {
-  return softmax_attention_params(heads, n, cfg.head_dim(), cfg.causal(), cfg.window);
+  SoftmaxAttentionParams p = softmax_attention_params(heads, n, cfg.head_dim(), cfg.causal(), cfg.window);
+  p.tile_math = attention_tile_math(cfg);
+  return p;
 }
 
 // The packed forms of SequenceAttention::forward / backward (attention_packed.cc).

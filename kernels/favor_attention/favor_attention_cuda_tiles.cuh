@@ -22,9 +22,6 @@
 // The block's dynamic shared memory as floats (the block emulator of the
 // tests defines its own).
 #define PF_CUDA_SHARED_FLOATS(name) extern __shared__ __align__(32) float name[]
-#define PF_FAVOR_UNROLL _Pragma("unroll")
-#else
-#define PF_FAVOR_UNROLL
 #endif
 // The tensor-core path: on sm_80 and newer, and under the block emulator.
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(PF_EMULATED_MMA)
@@ -35,7 +32,7 @@
 
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/linear_attention/linear_attention_math.h"
-#include "runtime/cuda_mma.cuh"
+#include "runtime/cuda_mma_tiles.cuh"
 #include "runtime/tile_math.h"
 
 namespace pf {
@@ -94,16 +91,6 @@ struct Tiles {
 };
 
 // ---- products -------------------------------------------------------------------
-// op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k];  op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j].
-template <bool TA>
-__device__ __forceinline__ float at_a(const float* A, int lda, int i, int k) {
-  return TA ? A[k * lda + i] : A[i * lda + k];
-}
-template <bool TB>
-__device__ __forceinline__ float at_b(const float* B, int ldb, int k, int j) {
-  return TB ? B[j * ldb + k] : B[k * ldb + j];
-}
-
 // fp32 FMAs: each thread owns 4x4 outputs of a 64x64 block tile.
 template <bool TA, bool TB>
 __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -116,16 +103,16 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
       float acc[4][4] = {};
       for (int k = 0; k < K; ++k) {
         float a[4], b[4];
-        PF_FAVOR_UNROLL
+        PF_UNROLL
         for (int r = 0; r < 4; ++r) a[r] = at_a<TA>(A, lda, ib + r, k);
-        PF_FAVOR_UNROLL
+        PF_UNROLL
         for (int q = 0; q < 4; ++q) b[q] = at_b<TB>(B, ldb, k, jb + q);
-        PF_FAVOR_UNROLL
-        for (int r = 0; r < 4; ++r) PF_FAVOR_UNROLL
+        PF_UNROLL
+        for (int r = 0; r < 4; ++r) PF_UNROLL
         for (int q = 0; q < 4; ++q) acc[r][q] = fmaf(a[r], b[q], acc[r][q]);
       }
-      PF_FAVOR_UNROLL
-      for (int r = 0; r < 4; ++r) PF_FAVOR_UNROLL
+      PF_UNROLL
+      for (int r = 0; r < 4; ++r) PF_UNROLL
       for (int q = 0; q < 4; ++q) {
         float* out = C + (ib + r) * ldc + jb + q;
         *out = beta == 0.f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * *out;
@@ -135,53 +122,6 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
 }
 
 #ifdef PF_FAVOR_MMA_TILES
-// Tensor cores through mma.sync (layouts: runtime/cuda_mma.cuh, g = lane / 4,
-// t = lane % 4). Each lane rounds the elements its fragment holds as it
-// loads them from the tiles; accumulation is fp32 in the C fragments.
-template <TileMath P>
-struct Mma;
-
-template <>
-struct Mma<TileMath::Tf32> {
-  static constexpr int kStep = 8;
-  template <bool TA>
-  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
-    a[0] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t));
-    a[1] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t));
-    a[2] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t + 4));
-    a[3] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t + 4));
-  }
-  template <bool TB>
-  __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
-    b[0] = tf32_bits(at_b<TB>(B, ldb, k0 + t, j0 + g));
-    b[1] = tf32_bits(at_b<TB>(B, ldb, k0 + t + 4, j0 + g));
-  }
-  __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k8_tf32(d, a, b, d); }
-};
-
-template <>
-struct Mma<TileMath::Bf16> {
-  static constexpr int kStep = 16;
-  // Two consecutive k of a row (A) or of a column (B) per register, the lower k in the low half.
-  template <bool TA>
-  __device__ static uint32_t a_pair(const float* A, int lda, int i, int k) {
-    return bf16x2_bits(at_a<TA>(A, lda, i, k), at_a<TA>(A, lda, i, k + 1));
-  }
-  template <bool TA>
-  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
-    a[0] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t);
-    a[1] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t);
-    a[2] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t + 8);
-    a[3] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t + 8);
-  }
-  template <bool TB>
-  __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
-    b[0] = bf16x2_bits(at_b<TB>(B, ldb, k0 + 2 * t, j0 + g), at_b<TB>(B, ldb, k0 + 2 * t + 1, j0 + g));
-    b[1] = bf16x2_bits(at_b<TB>(B, ldb, k0 + 2 * t + 8, j0 + g), at_b<TB>(B, ldb, k0 + 2 * t + 9, j0 + g));
-  }
-  __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k16_bf16(d, a, b, d); }
-};
-
 // Each warp owns output strips of 16 rows and NB 8-column tiles, the A
 // fragment loaded once per k-step for the NB products; strips go to the
 // warps in turn.
@@ -196,16 +136,16 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
     for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
       uint32_t a[4];
       Mma<P>::template load_a<TA>(A, lda, i0, k0, g, t, a);
-      PF_FAVOR_UNROLL
+      PF_UNROLL
       for (int nb = 0; nb < NB; ++nb) {
         uint32_t b[2];
         Mma<P>::template load_b<TB>(B, ldb, k0, j0 + 8 * nb, g, t, b);
         Mma<P>::mma(acc[nb], a, b);
       }
     }
-    PF_FAVOR_UNROLL
+    PF_UNROLL
     for (int nb = 0; nb < NB; ++nb) {
-      PF_FAVOR_UNROLL
+      PF_UNROLL
       for (int r = 0; r < 4; ++r) {
         float* out = C + (i0 + g + 8 * (r / 2)) * ldc + j0 + 8 * nb + 2 * t + r % 2;
         *out = beta == 0.f ? alpha * acc[nb][r] : alpha * acc[nb][r] + beta * *out;

@@ -23,6 +23,7 @@
 
 #include "runtime/dtype.h"
 #include "runtime/exec.h"
+#include "runtime/tile_math.h"
 
 namespace pf {
 
@@ -35,6 +36,11 @@ struct SoftmaxAttentionParams {
   float scale = 0.f;     // scores are scale * q.k; 0 selects 1/sqrt(d)
   int64_t q_tile = 64;   // CPU query-tile rows (the CUDA kernels use fixed tiles)
   int64_t k_tile = 128;  // CPU key-tile rows
+  // CUDA only: the products on tensor cores with TF32 or bf16 operands (sm_80
+  // and newer, when the tiles fit the device's shared memory;
+  // softmax_attention_cuda_mma.cuh), or fp32 (the SIMT kernels). The CPU
+  // computes in fp32 whatever is asked.
+  TileMath tile_math = TileMath::Fp32;
 };
 
 // The common cases: `heads` heads of n rows of d, causal or not, seeing only

@@ -6,8 +6,11 @@
 // fp32. With f16/bf16 storage dQ is accumulated (atomics) in an fp32 scratch
 // buffer recorded in ctx.tracker and rounded to the storage type at the end.
 // The kernels and their launch order: softmax_attention_cuda.cuh (one block
-// per (head, query tile) forward, per (head, key tile) backward).
-// Uses only sm_70-level features (no cp.async, no tensor-core intrinsics).
+// per (head, query tile) forward, per (head, key tile) backward), in fp32 on
+// any device; with SoftmaxAttentionParams::tile_math TF32 or bf16, on an sm_80+
+// device whose shared memory holds the tiles, the tensor-core kernels of
+// softmax_attention_cuda_mma.cuh, whose backward writes dQ once (no atomics, no
+// fp32 scratch).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -63,6 +66,16 @@ void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) 
              "softmax attention on CUDA: too many tiles for one grid (heads=" << p.heads << " n=" << p.n << ")");
 }
 
+// Whether the call runs on tensor cores: asked, an sm_80+ device, and tiles
+// that fit its shared memory.
+bool use_mma(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
+  if (p.tile_math == TileMath::Fp32) return false;
+  int major = 0, limit = 0;
+  PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
+  PF_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device.index));
+  return major >= 8 && mma_fits(static_cast<int>(p.d), limit);
+}
+
 template <typename T>
 void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V, T* O,
                   float* lse) {
@@ -70,11 +83,12 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
   CudaLaunch launch(ctx);
+  if (use_mma(ctx, p)) return forward_mma(launch, p, scale, Q, K, V, O, lse);
   forward(launch, p, scale, Q, K, V, O, lse);
 }
 
 // Scratch of the backward, recorded in ctx.tracker: D [heads*n] and, for
-// f16/bf16 storage, the fp32 dQ accumulator [heads*n*d]. The stream is
+// f16/bf16 storage on the SIMT kernels, the fp32 dQ accumulator [heads*n*d]. The stream is
 // synchronised before the scratch is freed.
 template <typename T>
 void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V,
@@ -83,15 +97,21 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
   const int64_t rows = p.heads * p.n;
-  constexpr bool kNarrow = !std::is_same<T, float>::value;
+  const bool mma = use_mma(ctx, p);
+  const bool narrow = !mma && !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
-  const Tensor scratch = Tensor::empty({rows + (kNarrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
+  const Tensor scratch = Tensor::empty({rows + (narrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
   float* D = scratch.data<float>();
-  float* dQ32 = kNarrow ? D + rows : reinterpret_cast<float*>(dQ);
-  CudaLaunch launch(ctx);
-  backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
   const cudaStream_t stream = cuda_stream(ctx);
-  if (kNarrow) {
+  CudaLaunch launch(ctx);
+  if (mma) {
+    backward_mma(launch, p, scale, Q, K, V, O, lse, dO, D, dQ, dK, dV);
+    PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // D is scratch
+    return;
+  }
+  float* dQ32 = narrow ? D + rows : reinterpret_cast<float*>(dQ);
+  backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
+  if (narrow) {
     const int64_t count = rows * p.d;
     narrow_kernel<T><<<grid_size(count, 256, 1 << 20), 256, 0, stream>>>(count, dQ32, dQ);
     PF_CUDA_CHECK_LAUNCH();

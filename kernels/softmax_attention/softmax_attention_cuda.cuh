@@ -18,6 +18,10 @@
 // tiles, P rebuilt from lse; dQ is accumulated in fp32 across key tiles with
 // atomics.
 //
+// The same on tensor cores (SoftmaxAttentionParams::tile_math TF32 or bf16):
+// forward_mma and backward_mma, softmax_attention_cuda_mma.cuh, included at
+// the end.
+//
 // Launch policy L:
 //   L.blocks(kernel, blocks, smem_bytes, args...)   kThreads per block
 //   L.zero(p, floats)                               fp32 zeros, in launch order
@@ -371,3 +375,5 @@ void decode(L& launch, const SoftmaxAttentionParams& p, float scale, int64_t kv_
 }  // namespace
 }  // namespace softmax_cuda
 }  // namespace pf
+
+#include "kernels/softmax_attention/softmax_attention_cuda_mma.cuh"

@@ -7,7 +7,8 @@
 // call ends with a synchronisation of the stream). On a GPU the fused FAVOR+
 // kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16), and
 // the composition in slabs (favor_windowed) beside them.
-// Exact softmax is skipped above --softmax-max (16384) unless --all.
+// Exact softmax is skipped above --softmax-max (16384) unless --all; the
+// local window of --window keys (256) runs at every n.
 //
 // FLOP counts per head (GEMM-shaped work only; exps not counted). FAVOR+, per
 // position, chunk C, D1 = d+1:
@@ -17,7 +18,8 @@
 //             8 m D1 + 2 m d + 2 C (3 m + D1 + d) (causal) or 8 m D1 (bidirectional)
 //             + feature backward 2 * 2 m d
 // (the causal C x C intra-chunk products are counted in full, as computed).
-// Softmax: forward 4 n^2 d, backward 10 n^2 d per head; causal counts half.
+// Softmax: forward 4 d, backward 10 d per visible (query, key) pair: n^2 per
+// head, causal about half, a window w about n w (causal) or 2 n w.
 // The sgemm peak is measured before each length on the same device (the CPU
 // backend's sgemm at 2048^3, or cuBLAS sgemm at 8192^3 on the GPU), and every
 // figure is given as a fraction of it.
@@ -30,15 +32,16 @@
 #include <vector>
 
 #include "kernels/favor_attention/favor_attention.h"
+#include "kernels/gemm/gemm.h"
 #include "kernels/random_features/random_features.h"
 #include "kernels/softmax_attention/softmax_attention.h"
-#include "launch/core/tool_cli.h"
+#include "kernels/softmax_attention/softmax_attention_math.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/device_buffers.h"
 #include "launch/bench/flops.h"
 #include "launch/bench/timing.h"
-#include "kernels/gemm/gemm.h"
+#include "launch/core/tool_cli.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
 #include "runtime/random.h"
@@ -67,13 +70,38 @@ std::vector<FavorVariant> favor_variants(bool gpu) {
           {"favor_windowed", kFavorDefaultSlabRows, TileMath::Fp32}};
 }
 
+// Exact softmax attention timed: the whole sequence (softmax; on a GPU also
+// on tensor cores, softmax_tf32 and softmax_bf16) and a local window of
+// `window` keys (window<w>; on a GPU window<w>_bf16 too).
+struct SoftmaxVariant {
+  std::string name;
+  int64_t window;
+  TileMath math;
+};
+std::vector<SoftmaxVariant> softmax_variants(bool gpu, int64_t window) {
+  const std::string w = "window" + std::to_string(window);
+  if (!gpu) return {{"softmax", 0, TileMath::Fp32}, {w, window, TileMath::Fp32}};
+  return {{"softmax", 0, TileMath::Fp32},
+          {"softmax_tf32", 0, TileMath::Tf32},
+          {"softmax_bf16", 0, TileMath::Bf16},
+          {w, window, TileMath::Fp32},
+          {w + "_bf16", window, TileMath::Bf16}};
+}
+
+// The (query, key) pairs of a head that the mask lets through.
+double visible_pairs(int64_t n, const SoftmaxMask& mask) {
+  double pairs = 0;
+  for (int64_t i = 0; i < n; ++i) pairs += static_cast<double>(mask.end_key(i, n) - mask.first_key(i));
+  return pairs;
+}
+
 }  // namespace
 
 int run_kernels(int argc, char** argv) {
   CLI::App app{"FAVOR+ attention vs exact softmax attention (CPU or GPU), forward + backward"};
   std::string device_name = "cpu";
   std::vector<int64_t> sizes{1024, 2048, 4096, 8192, 16384, 32768, 65536};
-  int64_t batch = 1, heads = 8, d = 64, m = 256, chunk = 64, softmax_max = 16384;
+  int64_t batch = 1, heads = 8, d = 64, m = 256, chunk = 64, softmax_max = 16384, window = 256;
   int reps = 2;
   bool all = false;
   std::string csv;
@@ -85,6 +113,9 @@ int run_kernels(int argc, char** argv) {
   app.add_option("--chunk", chunk, "causal chunk")->capture_default_str();
   app.add_option("--softmax-max", softmax_max, "longest n timed for exact softmax")->capture_default_str();
   app.add_flag("--all", all, "time exact softmax at every n");
+  app.add_option("--window", window, "the local window's keys (its rows run at every n)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
   app.add_option("--device", device_name, "cpu or cuda (the first GPU)")
@@ -152,16 +183,19 @@ int run_kernels(int argc, char** argv) {
         row(variant.name, causal, tf, tb, favor_flop(bh, n, d, m, chunk, causal) * 1e-9);
       }
     }
-    if (n > softmax_max && !all) continue;
     float* lse = b.make(bh * n);
-    for (bool causal : {true, false}) {
-      tracker.reset_peak();
-      const SoftmaxAttentionParams p = softmax_attention_params(bh, n, d, causal);
-      const int sreps = n >= 8192 ? 1 : reps;
-      const double tf = timed([&] { softmax_attention_forward(ctx, p, q, k, v, o, lse); }, sreps);
-      const double tb = timed([&] { softmax_attention_backward(ctx, p, q, k, v, o, lse, g, dq, dk, dv); }, sreps);
-      const double pairs = static_cast<double>(bh) * n * n * (causal ? 0.5 : 1.0);
-      row("softmax", causal, tf, tb, 14.0 * pairs * d * 1e-9);
+    for (const SoftmaxVariant& variant : softmax_variants(gpu, window)) {
+      if (variant.window == 0 && n > softmax_max && !all) continue;
+      for (bool causal : {true, false}) {
+        tracker.reset_peak();
+        SoftmaxAttentionParams p = softmax_attention_params(bh, n, d, causal, variant.window);
+        p.tile_math = variant.math;
+        const int sreps = variant.window == 0 && n >= 8192 ? 1 : reps;
+        const double tf = timed([&] { softmax_attention_forward(ctx, p, q, k, v, o, lse); }, sreps);
+        const double tb = timed([&] { softmax_attention_backward(ctx, p, q, k, v, o, lse, g, dq, dk, dv); }, sreps);
+        const double pairs = static_cast<double>(bh) * visible_pairs(n, SoftmaxMask{causal, variant.window});
+        row(variant.name.c_str(), causal, tf, tb, 14.0 * pairs * d * 1e-9);
+      }
     }
   }
   csv_out.commit();

@@ -37,6 +37,7 @@ using namespace favor_cuda;
 // buffers start as NaN, so a read of one the kernels did not write shows.
 class EmulatedLaunch {
  public:
+  explicit EmulatedLaunch(pf_emu::Schedule schedule) : schedule_(schedule) {}
   float* buffer(int64_t floats) {
     buffers_.emplace_back(std::max<int64_t>(floats, 1), NAN);
     bytes_ += static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(floats, 1);
@@ -45,19 +46,22 @@ class EmulatedLaunch {
   int64_t bytes() const { return bytes_; }
   void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, int64_t smem, const Args& args) {
     if (gx == 0 || gy == 0) return;
-    pf_emu::launch({gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, static_cast<size_t>(smem),
-                   [&] { kernel(args); });
+    pf_emu::launch(
+        {gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, static_cast<size_t>(smem), [&] { kernel(args); },
+        schedule_);
   }
   template <typename... P, typename... A>
   void grid(void (*kernel)(P...), unsigned gx, unsigned gy, A... args) {
     if (gx == 0 || gy == 0) return;
-    pf_emu::launch({gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, 0, [&] { kernel(args...); });
+    pf_emu::launch(
+        {gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, 0, [&] { kernel(args...); }, schedule_);
   }
   void copy(float* dst, const float* src, int64_t floats) { std::memcpy(dst, src, sizeof(float) * floats); }
 
  private:
   std::vector<std::vector<float>> buffers_;
   int64_t bytes_ = 0;
+  pf_emu::Schedule schedule_;
 };
 
 // The protocol's eight steps on the emulated kernels, queued on ctx.stream
@@ -66,6 +70,7 @@ struct EmulatedCudaOps {
   int ct = 32;
   int seg_len = 0;
   TileMath math = TileMath::Fp32;
+  pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
   Dims dims(const FavorShape& s) const {
@@ -79,8 +84,8 @@ struct EmulatedCudaOps {
   template <typename F>
   void run(const ExecContext& ctx, const FavorShape& s, F f) const {
     const int64_t planned = seg_len > 0 ? -1 : fused_workspace_bytes(s);
-    host_launch(ctx, [f, planned] {
-      EmulatedLaunch launch;
+    host_launch(ctx, [f, planned, schedule = schedule] {
+      EmulatedLaunch launch(schedule);
       f(launch);
       if (planned >= 0) {
         EXPECT_LE(launch.bytes(), planned) << "temporaries beyond fused_workspace_bytes";
@@ -231,6 +236,9 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
                   SCOPED_TRACE(where(c, causal, kernel, P) + " math=" + tile_math_name(math));
                   EmulatedCudaOps tensor{c.ct, c.seg_len};
                   tensor.math = math;
+                  // Two blocks with one warp at a time running ahead (a missing barrier between one warp's
+                  // reads and another's overwrite shows there), one with all warps in lockstep.
+                  if (P == 2) tensor.schedule = pf_emu::Schedule::WarpByWarp;
                   const EmulatedRun tc(r, tensor, causal, P);
                   const EmulatedRun fp32(r, EmulatedCudaOps{c.ct, c.seg_len}, causal, P);
                   const double tol = bf16 ? 4e-2 : 1e-2;

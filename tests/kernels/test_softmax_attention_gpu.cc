@@ -1,8 +1,10 @@
 // Exact softmax attention on CUDA against the float64 reference (forward O and
 // lse, backward dQ, dK, dV), causal and bidirectional, n not a multiple of the
 // kernels' tiles, d in {16, 64, 128}, local windows of 1, 45 and 100 keys
-// (d = 64); the one-query decode; and with f16/bf16 storage against the
-// reference on inputs rounded to the storage type. Skipped without a GPU.
+// (d = 64), in fp32 and on tensor cores (TF32, bf16 operands); the one-query
+// decode; with f16/bf16 storage against the reference on inputs rounded to
+// the storage type; and the tensor-core backward's determinism. Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -55,39 +57,44 @@ TEST(SoftmaxAttentionGpu, MatchesFloat64Reference) {
   ExecResources res(Device::cuda(0), tracker);
   const ExecContext& ctx = res.ctx();
   uint64_t seed = 500;
-  for (int64_t n : {1, 7, 64, 333, 1000})
-    for (int64_t d : {16, 64, 128})
-      for (int64_t window : {0, 1, 45, 100})
-        for (bool causal : {false, true}) {
-          if (window > 0 && d != 64) continue;  // windows: one head size
-          const SoftmaxAttentionParams p = softmax_attention_params(3, n, d, causal, window);
-          const int64_t size = p.heads * n * d;
-          const auto Qd = normal_vector(size, ++seed, 1), Kd = normal_vector(size, seed, 2),
-                     Vd = normal_vector(size, seed, 3), dOd = normal_vector(size, seed, 4);
-          std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
-          softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
-          softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
-                                         dV.data());
-          DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * n),
-              dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
-          q.upload(cast_vector<float>(Qd));
-          k.upload(cast_vector<float>(Kd));
-          v.upload(cast_vector<float>(Vd));
-          dout.upload(cast_vector<float>(dOd));
-          softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
-          softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
-                                     dk.get(), dv.get());
-          synchronize(ctx.stream);
-          const std::string what = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                   " causal=" + std::to_string(causal) + " window=" + std::to_string(window);
-          EXPECT_LE(rel_l2(o.download(), O), 1e-5) << what << " O";
-          EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
-          // dQ and dK are exactly zero at n = 1: relative to dV's norm there.
-          const double grad_norm = test::l2_norm(dV);
-          EXPECT_LE(test::rel_l2_or(dq.download(), dQ, grad_norm), 1e-5) << what << " dQ";
-          EXPECT_LE(test::rel_l2_or(dk.download(), dK, grad_norm), 1e-5) << what << " dK";
-          EXPECT_LE(rel_l2(dv.download(), dV), 1e-5) << what << " dV";
-        }
+  // The tensor-core tolerances: those of the emulated test (test_softmax_cuda_emulated.cc).
+  for (TileMath math : {TileMath::Fp32, TileMath::Tf32, TileMath::Bf16})
+    for (int64_t n : {1, 7, 64, 333, 1000})
+      for (int64_t d : {16, 64, 128})
+        for (int64_t window : {0, 1, 45, 100})
+          for (bool causal : {false, true}) {
+            if (window > 0 && d != 64) continue;  // windows: one head size
+            SoftmaxAttentionParams p = softmax_attention_params(3, n, d, causal, window);
+            p.tile_math = math;
+            const double tol = math == TileMath::Bf16 ? 2.5e-2 : math == TileMath::Tf32 ? 3e-3 : 1e-5;
+            const int64_t size = p.heads * n * d;
+            const auto Qd = normal_vector(size, ++seed, 1), Kd = normal_vector(size, seed, 2),
+                       Vd = normal_vector(size, seed, 3), dOd = normal_vector(size, seed, 4);
+            std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
+            softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
+            softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
+                                           dV.data());
+            DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size),
+                l(tracker, p.heads * n), dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
+            q.upload(cast_vector<float>(Qd));
+            k.upload(cast_vector<float>(Kd));
+            v.upload(cast_vector<float>(Vd));
+            dout.upload(cast_vector<float>(dOd));
+            softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
+            softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
+                                       dk.get(), dv.get());
+            synchronize(ctx.stream);
+            const std::string what = "n=" + std::to_string(n) + " d=" + std::to_string(d) +
+                                     " causal=" + std::to_string(causal) + " window=" + std::to_string(window) +
+                                     " math=" + tile_math_name(math);
+            EXPECT_LE(rel_l2(o.download(), O), tol) << what << " O";
+            EXPECT_LE(rel_l2(l.download(), lse), tol) << what << " lse";
+            // dQ and dK are exactly zero at n = 1: relative to dV's norm there.
+            const double grad_norm = test::l2_norm(dV);
+            EXPECT_LE(test::rel_l2_or(dq.download(), dQ, grad_norm), tol) << what << " dQ";
+            EXPECT_LE(test::rel_l2_or(dk.download(), dK, grad_norm), tol) << what << " dK";
+            EXPECT_LE(rel_l2(dv.download(), dV), tol) << what << " dV";
+          }
 }
 
 // One query per head against its keys (the recurrent window's step): key
@@ -159,42 +166,82 @@ class DeviceHalves {
 // f16, 2^-8 for bf16, i.e. rel L2 ~ u/sqrt(3) per tensor), and the backward
 // also sees the rounded O (in D = dO . O); the tolerances (rel L2 2e-3 for f16,
 // 1e-2 for bf16) leave a few times that. lse is fp32 from the same rounded
-// inputs, so it keeps the fp32 tolerance.
+// inputs, so it keeps the fp32 tolerance. Then each storage type on the
+// tensor cores its model runs (f16: TF32 operands, bf16: bf16), whose
+// rounded products move lse too: the tensor-core tolerances (3e-3, 2.5e-2).
 TEST(SoftmaxAttentionGpu, HalfStorageMatchesFloat64Reference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   MemoryTracker tracker(Device::cuda(0));
   ExecResources res(Device::cuda(0), tracker);
   const ExecContext& ctx = res.ctx();
   uint64_t seed = 700;
-  for (DType t : {DType::f16, DType::bf16})
-    for (int64_t n : {7, 333})
-      for (int64_t d : {16, 64})
-        for (bool causal : {false, true}) {
-          const SoftmaxAttentionParams p = softmax_attention_params(2, n, d, causal);
-          const int64_t size = p.heads * n * d;
-          DeviceHalves q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), dout(tracker, size),
-              dq(tracker, size), dk(tracker, size), dv(tracker, size);
-          DeviceBuffer l(tracker, p.heads * n);
-          const auto Qd = q.upload(normal_vector(size, ++seed, 1), t), Kd = k.upload(normal_vector(size, seed, 2), t),
-                     Vd = v.upload(normal_vector(size, seed, 3), t), dOd = dout.upload(normal_vector(size, seed, 4), t);
-          std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
-          softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
-          softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
-                                         dV.data());
-          softmax_attention_forward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get());
-          softmax_attention_backward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
-                                     dk.get(), dv.get());
-          synchronize(ctx.stream);
-          const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) + " d=" + std::to_string(d) +
-                                   " causal=" + std::to_string(causal);
-          const double tol = t == DType::f16 ? 2e-3 : 1e-2;
-          EXPECT_LE(rel_l2(o.download(t), O), tol) << what << " O";
-          EXPECT_LE(rel_l2(l.download(), lse), 1e-5) << what << " lse";
-          EXPECT_LE(rel_l2(dq.download(t), dQ), tol) << what << " dQ";
-          EXPECT_LE(rel_l2(dk.download(t), dK), tol) << what << " dK";
-          EXPECT_LE(rel_l2(dv.download(t), dV), tol) << what << " dV";
-        }
+  for (bool tensor_cores : {false, true})
+    for (DType t : {DType::f16, DType::bf16})
+      for (int64_t n : {7, 333})
+        for (int64_t d : {16, 64})
+          for (bool causal : {false, true}) {
+            SoftmaxAttentionParams p = softmax_attention_params(2, n, d, causal);
+            if (tensor_cores) p.tile_math = t == DType::f16 ? TileMath::Tf32 : TileMath::Bf16;
+            const int64_t size = p.heads * n * d;
+            DeviceHalves q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), dout(tracker, size),
+                dq(tracker, size), dk(tracker, size), dv(tracker, size);
+            DeviceBuffer l(tracker, p.heads * n);
+            const auto Qd = q.upload(normal_vector(size, ++seed, 1), t), Kd = k.upload(normal_vector(size, seed, 2), t),
+                       Vd = v.upload(normal_vector(size, seed, 3), t),
+                       dOd = dout.upload(normal_vector(size, seed, 4), t);
+            std::vector<double> O(size), lse(p.heads * n), dQ(size), dK(size), dV(size);
+            softmax_attention_forward_ref(p, Qd.data(), Kd.data(), Vd.data(), O.data(), lse.data());
+            softmax_attention_backward_ref(p, Qd.data(), Kd.data(), Vd.data(), dOd.data(), dQ.data(), dK.data(),
+                                           dV.data());
+            softmax_attention_forward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get());
+            softmax_attention_backward(ctx, p, t, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(),
+                                       dk.get(), dv.get());
+            synchronize(ctx.stream);
+            const std::string what = std::string(dtype_name(t)) + " n=" + std::to_string(n) +
+                                     " d=" + std::to_string(d) + " causal=" + std::to_string(causal) +
+                                     " math=" + tile_math_name(p.tile_math);
+            const double tol = !tensor_cores ? (t == DType::f16 ? 2e-3 : 1e-2) : (t == DType::f16 ? 3e-3 : 2.5e-2);
+            EXPECT_LE(rel_l2(o.download(t), O), tol) << what << " O";
+            EXPECT_LE(rel_l2(l.download(), lse), tensor_cores ? tol : 1e-5) << what << " lse";
+            EXPECT_LE(rel_l2(dq.download(t), dQ), tol) << what << " dQ";
+            EXPECT_LE(rel_l2(dk.download(t), dK), tol) << what << " dK";
+            EXPECT_LE(rel_l2(dv.download(t), dV), tol) << what << " dV";
+          }
   EXPECT_EQ(tracker.stats().current_bytes, 0);
+}
+
+// The tensor-core backward writes each of dQ, dK, dV once, in a fixed order
+// (no atomics): two runs give the same bits.
+TEST(SoftmaxAttentionGpu, TensorCoreBackwardIsDeterministic) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  MemoryTracker tracker(Device::cuda(0));
+  ExecResources res(Device::cuda(0), tracker);
+  const ExecContext& ctx = res.ctx();
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
+    SoftmaxAttentionParams p = softmax_attention_params(4, 1000, 64, true, 100);
+    p.tile_math = math;
+    const int64_t size = p.heads * p.n * p.d;
+    DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * p.n),
+        dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
+    q.upload(cast_vector<float>(normal_vector(size, 31, 1)));
+    k.upload(cast_vector<float>(normal_vector(size, 31, 2)));
+    v.upload(cast_vector<float>(normal_vector(size, 31, 3)));
+    dout.upload(cast_vector<float>(normal_vector(size, 31, 4)));
+    softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
+    std::vector<float> first[3];
+    for (int run = 0; run < 2; ++run) {
+      softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(), dk.get(),
+                                 dv.get());
+      synchronize(ctx.stream);
+      const std::vector<float> got[3] = {dq.download(), dk.download(), dv.download()};
+      for (int i = 0; i < 3; ++i) {
+        if (run == 0)
+          first[i] = got[i];
+        else
+          EXPECT_EQ(got[i], first[i]) << tile_math_name(math) << " output " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 // short last one, and head sizes that are not multiples of anything (d = 5)
 // or fill a warp (d = 33). And the decode kernel (one query per head against
 // its keys) the same way.
+// The tensor-core kernels (softmax_attention_cuda_mma.cuh, TF32 and bf16)
+// run the same kinds of cases lane by lane (the emulator's mma.sync by the
+// PTX fragment layouts) against the float64 reference at each precision's
+// tolerance, with head sizes on both sides of their 64-column padding.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include <gtest/gtest.h>
@@ -32,11 +36,13 @@ class EmulatedLaunch {
     ASSERT_GE(smem, 0);
     if (blocks == 0) return;
     ++launches;
-    pf_emu::launch({static_cast<unsigned>(blocks), 1, 1}, {static_cast<unsigned>(softmax_cuda::kThreads), 1, 1},
-                   static_cast<size_t>(smem), [&] { kernel(args...); });
+    pf_emu::launch(
+        {static_cast<unsigned>(blocks), 1, 1}, {static_cast<unsigned>(softmax_cuda::kThreads), 1, 1},
+        static_cast<size_t>(smem), [&] { kernel(args...); }, schedule);
   }
   void zero(float* p, int64_t floats) { std::fill(p, p + floats, 0.f); }
   int launches = 0;
+  pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
 };
 
 // The CUDA kernels' forward and backward in fp32, every buffer the kernels
@@ -54,6 +60,27 @@ Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in) {
   softmax_cuda::backward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
                          D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
   EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 3 : 0);
+  return out;
+}
+
+// The tensor-core kernels' forward and backward (math TF32 or bf16), every
+// buffer they write starting as NaN: four launches, no atomics.
+Outputs run_emulated_mma(SoftmaxAttentionParams p, const Inputs& in, TileMath math,
+                         pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep) {
+  p.tile_math = math;
+  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
+             dO = cast_vector<float>(in.dO);
+  const size_t size = Q.size(), rows = static_cast<size_t>(p.heads * p.n);
+  Outputs out{std::vector<float>(size, NAN), std::vector<float>(rows, NAN), std::vector<float>(size, NAN),
+              std::vector<float>(size, NAN), std::vector<float>(size, NAN)};
+  std::vector<float> D(rows, NAN);
+  const float scale = softmax_attention_scale(p);
+  EmulatedLaunch launch;
+  launch.schedule = schedule;
+  softmax_cuda::forward_mma(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
+  softmax_cuda::backward_mma(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
+                             D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
+  EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 4 : 0);
   return out;
 }
 
@@ -88,6 +115,37 @@ TEST(SoftmaxCudaEmulated, MatchesFloat64ReferenceAndTheCpu) {
       }
 }
 
+// The tensor-core kernels against the float64 reference: TF32 operands keep
+// 11 significant bits, bf16 8; the tolerances are 3e-3 and 2.5e-2 (rel L2 of
+// each output; the largest errors on these inputs are 8.8e-4 and 8.4e-3,
+// lse and dV). Windows from 1 key to more than the sequence, n from 1 row
+// to two tiles with a short last one, d below, at and above the 64-column
+// padding (d = 72 runs the 128-column kernels). Each case runs with the warps
+// in lockstep and one warp at a time (pf_emu::Schedule), so that a missing
+// barrier shows whichever warp runs ahead.
+TEST(SoftmaxCudaEmulated, TensorCoreKernelsMatchFloat64Reference) {
+  struct Shape {
+    int64_t heads, n, d;
+  };
+  uint64_t seed = 1700;
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
+    const double tol = math == TileMath::Bf16 ? 2.5e-2 : 3e-3;
+    for (Shape s : {Shape{2, 1, 5}, Shape{1, 70, 16}, Shape{1, 97, 64}, Shape{1, 40, 72}})
+      for (int64_t window : {0, 1, 40, 200})
+        for (bool causal : {false, true}) {
+          const SoftmaxAttentionParams p = softmax_attention_params(s.heads, s.n, s.d, causal, window);
+          const Inputs in = make_inputs(p, ++seed);
+          const Reference want = run_ref(p, in);
+          for (pf_emu::Schedule schedule : {pf_emu::Schedule::Lockstep, pf_emu::Schedule::WarpByWarp}) {
+            const Outputs got = run_emulated_mma(p, in, math, schedule);
+            expect_close(got, want, tol,
+                         describe(p) + " math=" + tile_math_name(math) +
+                             (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
+          }
+        }
+  }
+}
+
 // A window that covers every key is no window: the same bits as window 0.
 TEST(SoftmaxCudaEmulated, WindowOfTheWholeSequenceIsNoWindow) {
   for (bool causal : {false, true}) {
@@ -102,6 +160,15 @@ TEST(SoftmaxCudaEmulated, WindowOfTheWholeSequenceIsNoWindow) {
       EXPECT_EQ(got.dQ, none.dQ) << "window " << w;
       EXPECT_EQ(got.dK, none.dK) << "window " << w;
       EXPECT_EQ(got.dV, none.dV) << "window " << w;
+    }
+    p.window = 0;
+    const Outputs mma_none = run_emulated_mma(p, in, TileMath::Tf32);
+    for (int64_t w : {45, 1000}) {
+      p.window = w;
+      const Outputs got = run_emulated_mma(p, in, TileMath::Tf32);
+      EXPECT_EQ(got.O, mma_none.O) << "tensor cores, window " << w;
+      EXPECT_EQ(got.dQ, mma_none.dQ) << "tensor cores, window " << w;
+      EXPECT_EQ(got.dK, mma_none.dK) << "tensor cores, window " << w;
     }
   }
 }

@@ -1,17 +1,21 @@
 // Runs CUDA kernel code on the CPU, for tests of kernels whose GPU has not run
 // them: included (before the kernel headers) by a host translation unit, it
 // defines the CUDA keywords and the block builtins the kernels use
-// (threadIdx, blockIdx, blockDim, gridDim, __syncthreads, __shfl_xor_sync,
+// (threadIdx, blockIdx, blockDim, gridDim, __syncthreads, __syncwarp, __shfl_xor_sync,
 // dynamic shared memory through PF_CUDA_SHARED_FLOATS) and a launch that
 // runs every block's threads as cooperative fibers (ucontext) on the calling
 // thread, blocks one after another.
 //
-// A fiber runs until it reaches a barrier (__syncthreads, or the warp barriers
-// inside __shfl_xor_sync), then the next one runs. So every thread finishes
+// A fiber runs until it reaches a barrier (__syncthreads, __syncwarp, or the
+// warp barriers inside __shfl_xor_sync and the mma emulation), then the next
+// one runs. So every thread finishes
 // all its work between two barriers before any other thread starts its own:
 // a missing __syncthreads between writes and reads by other threads (or reads
 // and overwrites) gives wrong results here, deterministically. A barrier that
 // not every thread of the block (or warp) reaches aborts with a message.
+// launch() takes the order of the fibers (Schedule): all warps in lockstep
+// (the default), or one warp at a time between block barriers, so that one
+// warp runs ahead of the others.
 // Warp-level PTX (runtime/cuda_mma.cuh, with PF_EMULATED_MMA defined):
 // mma.sync m16n8k8 .tf32 and m16n8k16 .bf16, ldmatrix and cp.async, lane by
 // lane. Each lane puts its registers (or its row address) in its warp's
@@ -124,12 +128,24 @@ inline void fiber_entry() {
 
 constexpr size_t kFiberStack = 256 * 1024;
 
+// The order in which a block's fibers run between barriers. Both are orders
+// a GPU may take; a kernel must be right under every order.
+//  Lockstep: every fiber in turn runs to its next barrier, so all warps
+//    advance together (a missing __syncthreads between one warp's writes and
+//    another's reads shows).
+//  WarpByWarp: one warp runs, through its warp barriers (mma, shuffles,
+//    __syncwarp), until it waits at a block barrier or ends; then the next
+//    warp. So one warp runs ahead of the others, and a missing
+//    __syncthreads between one warp's last read of a tile and another's
+//    overwrite of it shows too.
+enum class Schedule { Lockstep, WarpByWarp };
+
 // Runs block `idx` of body() to completion: `block_dim.x` fibers on the
 // stacks of `stacks` (one each, kFiberStack bytes, reused block after block),
 // `shared_bytes` of shared memory filled with NaN (a read of shared memory no
 // thread wrote shows in the results).
 inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body,
-                      std::vector<std::unique_ptr<char[]>>& stacks) {
+                      std::vector<std::unique_ptr<char[]>>& stacks, Schedule schedule) {
   const unsigned threads = block_dim.x;
   Block b;
   b.block_idx = idx;
@@ -159,12 +175,26 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
     for (const Fiber& f : b.fibers) count += f.done ? 1 : 0;
     return count;
   };
-  for (int64_t done = 0; done < threads;) {
-    const int64_t progress = b.progress, done_before = done;
-    for (unsigned t = 0; t < threads; ++t) {
+  // Runs the fibers [first, last) each once to its next barrier.
+  auto pass = [&](unsigned first, unsigned last) {
+    for (unsigned t = first; t < last; ++t) {
       if (b.fibers[t].done) continue;
       b.current = t;
       swapcontext(&b.scheduler, &b.fibers[t].context);
+    }
+  };
+  for (int64_t done = 0; done < threads;) {
+    const int64_t progress = b.progress, done_before = done;
+    if (schedule == Schedule::Lockstep) {
+      pass(0, threads);
+    } else {
+      for (unsigned w0 = 0; w0 < threads; w0 += 32) {
+        for (;;) {  // this warp until it stops: at a block barrier, or done
+          const int64_t p = b.progress, f = finished();
+          pass(w0, std::min(threads, w0 + 32));
+          if (b.progress == p && finished() == f) break;
+        }
+      }
     }
     done = finished();
     if (done < threads && b.progress == progress && done == done_before) {
@@ -176,11 +206,13 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
 }
 
 // Runs body() once per thread of every block of a grid, blocks in order.
-inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body) {
+inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body,
+                   Schedule schedule = Schedule::Lockstep) {
   std::vector<std::unique_ptr<char[]>> stacks(block_dim.x);
   for (auto& stack : stacks) stack.reset(new char[kFiberStack]);
   for (unsigned by = 0; by < grid.y; ++by)
-    for (unsigned bx = 0; bx < grid.x; ++bx) run_block(Dim3{bx, by, 0}, grid, block_dim, shared_bytes, body, stacks);
+    for (unsigned bx = 0; bx < grid.x; ++bx)
+      run_block(Dim3{bx, by, 0}, grid, block_dim, shared_bytes, body, stacks, schedule);
 }
 
 inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
@@ -194,6 +226,11 @@ inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
 #define PF_CUDA_SHARED_FLOATS(name) float* name = ::pf_emu::current_block()->shared.data()
 
 inline void __syncthreads() { ::pf_emu::wait(::pf_emu::current_block()->block_barrier); }
+
+inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
+  ::pf_emu::Block& b = *::pf_emu::current_block();
+  ::pf_emu::wait(b.warp_barriers[b.current / 32]);
+}
 
 inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
   ::pf_emu::Block& b = *::pf_emu::current_block();

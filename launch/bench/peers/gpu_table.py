@@ -20,13 +20,26 @@ import sys
 
 COLUMNS = ["impl", "precision", "mode", "n", "batch", "heads", "d", "m", "fwd_s", "bwd_s", "fwd_bwd_s",
            "tokens_per_s", "peak_bytes", "status"]
-OURS = {  # performer-bench kernels' name -> (impl, precision)
+OURS = {  # performer-bench kernels' name -> (impl, precision); window<w>[_bf16] by ours_kernel()
     "favor": ("ours_favor", "fp32"),
     "favor_tf32": ("ours_favor", "tf32"),
     "favor_bf16": ("ours_favor", "bf16"),
     "favor_windowed": ("ours_favor_windowed", "fp32"),
     "softmax": ("ours_softmax", "fp32"),
+    "softmax_tf32": ("ours_softmax", "tf32"),
+    "softmax_bf16": ("ours_softmax", "bf16"),
 }
+
+
+def ours_kernel(name):
+    """(impl, precision) of a kernels benchmark row name, or None."""
+    if name in OURS:
+        return OURS[name]
+    if name.startswith("window"):
+        w, _, precision = name[len("window"):].partition("_")
+        if w.isdigit():
+            return (f"ours_window{w}", precision or "fp32")
+    return None
 
 
 def read(path):
@@ -37,9 +50,10 @@ def read(path):
 def ours_rows(rows):
     out = []
     for r in rows:
-        if r["kernel"] not in OURS:
+        kind = ours_kernel(r["kernel"])
+        if kind is None:
             continue
-        impl, precision = OURS[r["kernel"]]
+        impl, precision = kind
         out.append({**{c: r.get(c, "") for c in COLUMNS}, "impl": impl, "precision": precision, "status": "ok"})
     return out
 
@@ -81,21 +95,23 @@ def of(rows, impl, mode, precision=None):
 
 def table(rows):
     lines = []
-    cols = [("ours_favor", "fp32"), ("ours_favor", "tf32"), ("ours_favor", "bf16"), ("sdpa_flash", None),
-            ("fla_chunk", None), ("performer_pytorch", None)]
+    cols = [("ours_favor", "fp32"), ("ours_favor", "tf32"), ("ours_favor", "bf16"), ("ours_softmax", "bf16"),
+            ("ours_window256", "bf16"), ("sdpa_flash", None), ("fla_chunk", None), ("performer_pytorch", None)]
     for mode in ("causal", "bidirectional"):
         series = {c: of(rows, c[0], mode, c[1]) for c in cols}
         sizes = sorted({n for s in series.values() for n in s})
         if not sizes:
             continue
         lines.append(f"\n{mode}, tokens/s (forward + backward):\n")
-        head = ["n"] + [f"{i} {p}" if p else i for i, p in cols] + ["best ours / sdpa"]
+        head = ["n"] + [f"{i} {p}" if p else i for i, p in cols] + ["best favor / sdpa", "softmax bf16 / sdpa"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         best, sdpa = best_favor(rows, mode), series[("sdpa_flash", None)]
         for n in sizes:
             cells = [f"{n:,}"] + [f"{series[c][n]:,.0f}" if n in series[c] else "-" for c in cols]
             cells.append(f"{best[n] / sdpa[n]:.2f}" if n in best and n in sdpa else "-")
+            soft = series[("ours_softmax", "bf16")]
+            cells.append(f"{soft[n] / sdpa[n]:.2f}" if n in soft and n in sdpa else "-")
             lines.append("| " + " | ".join(cells) + " |")
         x = crossover(best, sdpa)
         if not sdpa:
@@ -117,6 +133,9 @@ def self_test():
                       {"kernel": "favor", "mode": "causal", "n": "8", "tokens_per_s": "30"},
                       {"kernel": "nope", "mode": "causal", "n": "8", "tokens_per_s": "99"}])
     assert [r["precision"] for r in ours] == ["bf16", "fp32"]
+    assert ours_kernel("window256_bf16") == ("ours_window256", "bf16")
+    assert ours_kernel("window64") == ("ours_window64", "fp32")
+    assert ours_kernel("windowed") is None
     assert best_favor(ours, "causal") == {8: 30.0}
     peers = peer_rows([{"peer": "sdpa_flash", "mode": "causal", "n": "8", "tokens_per_s": "20", "status": "ok"},
                        {"peer": "sdpa_flash", "mode": "causal", "n": "16", "tokens_per_s": "", "status": "oom"}])

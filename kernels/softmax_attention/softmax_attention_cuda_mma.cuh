@@ -1,0 +1,356 @@
+// Exact softmax attention on tensor cores (mma.sync through
+// runtime/cuda_mma_tiles.cuh, TF32 or bf16 operands, fp32 accumulation), in
+// the FlashAttention-2 arrangement; included by softmax_attention_cuda.cuh,
+// whose launch policy and mask they share. Tiles of 64 rows, four warps of
+// 16 rows each; the tiles are widened to fp32 in shared memory (head sizes
+// padded to DP = 64 or 128, rows of DP + 4 floats) and each lane rounds the
+// operands its fragments hold as it loads them.
+//
+// Forward: a block per (head, 64-query tile). Each warp keeps its 16 rows'
+// output [16, DP], running max and sum in registers while 64-key tiles of K
+// and V stream through shared memory, from the first key any of the tile's
+// rows sees to the last (a window skips the tiles outside it; causal, those
+// right of the diagonal). Per key tile: S = Q K^T, the mask, the online
+// softmax (row max and sum over the four lanes of a row), P to the warp's
+// own shared rows, O += P V.
+// Backward, without atomics, so dQ, dK and dV are the same from run to run:
+// D = rowsum(dO o O) (row_dot_kernel), then
+//   a block per (head, 64-key tile): each warp keeps dK, dV of its 16 keys in
+//     registers over the 64-query tiles that see them, remaking
+//     P^T = exp(scale K Q^T - lse) and dS^T = P^T o (V dO^T - D) scale;
+//     dV += P^T dO, dK += dS^T Q;
+//   a block per (head, 64-query tile): each warp keeps dQ of its 16 rows over
+//     the key tiles they see, remaking P and dS; dQ += dS K.
+// P (and dS) go through each warp's own rows of shared memory between the
+// products (__syncwarp), not through registers: the same code for both
+// precisions.
+#pragma once
+
+#include <algorithm>
+
+#include "runtime/cuda_mma_tiles.cuh"
+
+namespace pf {
+namespace softmax_cuda {
+namespace {
+
+constexpr int kMmaRows = 64;  // query and key tile rows: four warps of 16
+static_assert(kMmaRows == 16 * kWarps, "one 16-row mma strip per warp");
+
+// Head sizes are padded to one of these (zeros beyond d).
+inline int mma_padded_d(int d) { return d <= 64 ? 64 : 128; }
+// Leading dimensions of the shared tiles: DP + 4 floats, and 64 + 4 for the
+// warps' P and dS rows.
+__host__ __device__ constexpr int mma_ld(int DP) { return DP + 4; }
+constexpr int kMmaLdP = kMmaRows + 4;
+
+// Shared floats: the forward's Q, K, V tiles and P rows; the backward's two
+// row tiles, two streamed tiles, the P and dS rows and the streamed rows' lse and D.
+inline int64_t forward_mma_smem_floats(int DP) { return 3 * kMmaRows * mma_ld(DP) + kMmaRows * kMmaLdP; }
+inline int64_t backward_mma_smem_floats(int DP) {
+  return 4 * kMmaRows * mma_ld(DP) + 2 * kMmaRows * kMmaLdP + 2 * kMmaRows;
+}
+// Whether the kernels for head size d fit in `limit` bytes of shared memory
+// per block (d = 128 needs 170 KiB in the backward: H100 and H200, not A100).
+inline bool mma_fits(int d, int64_t limit) {
+  const int DP = mma_padded_d(d);
+  return std::max(forward_mma_smem_floats(DP), backward_mma_smem_floats(DP)) * int64_t{sizeof(float)} <= limit;
+}
+
+// dst [kMmaRows, ld] = scale * src rows [rows, d] (row stride d), zero after
+// them up to DP columns and kMmaRows rows.
+template <typename T, int DP>
+__device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int rows, int d, float scale, float* dst) {
+  for (int e = threadIdx.x; e < kMmaRows * DP; e += kThreads) {
+    const int r = e / DP, c = e % DP;
+    dst[r * mma_ld(DP) + c] = r < rows && c < d ? load_f32(src + int64_t(r) * d + c) * scale : 0.f;
+  }
+}
+
+// acc[j] += op(A) rows [16] x op(B) columns [8 j, 8 j + 8) over k in [0, K),
+// for j < NJ: one A fragment per k-step for the NJ products.
+template <TileMath P, int NJ, bool TB>
+__device__ __forceinline__ void warp_mm(const float* A, int lda, const float* B, int ldb, int K, int g, int t,
+                                        float (*acc)[4]) {
+  for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
+    uint32_t a[4];
+    Mma<P>::template load_a<false>(A, lda, 0, k0, g, t, a);
+    PF_UNROLL
+    for (int j = 0; j < NJ; ++j) {
+      uint32_t b[2];
+      Mma<P>::template load_b<TB>(B, ldb, k0, 8 * j, g, t, b);
+      Mma<P>::mma(acc[j], a, b);
+    }
+  }
+}
+
+// Max and sum over the four lanes that hold one accumulator row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <TileMath P, int DP, typename T>
+__global__ void __launch_bounds__(kThreads)
+    forward_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
+                       const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
+  PF_CUDA_SHARED_FLOATS(smem);
+  constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float* sQ = smem;
+  float* sK = sQ + kMmaRows * ld;
+  float* sV = sK + kMmaRows * ld;
+  float* sP = sV + kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 rows
+  const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
+  const int rows = static_cast<int>(min64(kMmaRows, n - i0));
+  const int64_t base = head * n * d;
+  load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, scale, sQ);
+
+  float o[NT][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 of the warp's strip
+  const int64_t kend = mask.end_key(i0 + rows - 1, n);
+  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kMmaRows) {
+    const int cols = static_cast<int>(min64(kMmaRows, kend - j0));
+    __syncthreads();  // the previous tiles are read (and Q is stored, the first time)
+    load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
+    load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
+    __syncthreads();
+    float s[KT][4] = {};
+    warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
+    float top[2] = {-INFINITY, -INFINITY};
+    PF_UNROLL
+    for (int j = 0; j < KT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const int64_t i = i0 + 16 * warp + mma_row(g, r);
+      const int c = 8 * j + mma_col(t, r);
+      if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
+      top[r / 2] = fmaxf(top[r / 2], s[j][r]);
+    }
+    float alpha[2], shift[2], sum[2] = {0.f, 0.f};
+    PF_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const float m_new = fmaxf(m[h], quad_max(top[h]));
+      alpha[h] = softmax_rescale(m[h], m_new);
+      shift[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet keeps p = 0
+      m[h] = m_new;
+    }
+    PF_UNROLL
+    for (int j = 0; j < KT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      s[j][r] = softmax_exp(s[j][r] - shift[r / 2]);  // P
+      sum[r / 2] += s[j][r];
+    }
+    PF_UNROLL
+    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
+    PF_UNROLL
+    for (int j = 0; j < NT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
+    PF_UNROLL
+    for (int j = 0; j < KT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) sP[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = s[j][r];
+    __syncwarp();  // the warp's P rows are written
+    warp_mm<P, NT, false>(sP, kMmaLdP, sV, ld, kMmaRows, g, t, o);
+    __syncwarp();  // and read before the next tile's
+  }
+  PF_UNROLL
+  for (int j = 0; j < NT; ++j) PF_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
+    if (row < rows && c < d) store_f32(O + base + (i0 + row) * d + c, o[j][r] / l[r / 2]);
+  }
+  if (t == 0) PF_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int row = 16 * warp + g + 8 * h;
+    if (row < rows) lse[head * n + i0 + row] = softmax_lse(m[h], l[h]);
+  }
+}
+
+// dK, dV of a 64-key tile over the query tiles that see it.
+template <TileMath P, int DP, typename T>
+__global__ void __launch_bounds__(kThreads)
+    key_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, const T* __restrict__ Q,
+                        const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
+                        const float* __restrict__ D, const T* __restrict__ dO, T* __restrict__ dK, T* __restrict__ dV) {
+  PF_CUDA_SHARED_FLOATS(smem);
+  constexpr int ld = mma_ld(DP), NT = DP / 8, QT = kMmaRows / 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float* sK = smem;
+  float* sV = sK + kMmaRows * ld;
+  float* sQ = sV + kMmaRows * ld;
+  float* sdO = sQ + kMmaRows * ld;
+  float* sP = sdO + kMmaRows * ld + warp * 16 * kMmaLdP;  // P^T: this warp's 16 keys x 64 queries
+  float* sdS = sdO + kMmaRows * ld + kMmaRows * kMmaLdP + warp * 16 * kMmaLdP;
+  float* sLse = sdO + kMmaRows * ld + 2 * kMmaRows * kMmaLdP;
+  float* sD = sLse + kMmaRows;
+  const int64_t head = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kMmaRows;
+  const int cols = static_cast<int>(min64(kMmaRows, n - j0));
+  const int64_t base = head * n * d;
+  load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
+  load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
+
+  float dk[NT][4] = {}, dv[NT][4] = {};
+  const int64_t i_end = mask.end_query(j0 + cols - 1, n);
+  for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += kMmaRows) {
+    const int rows = static_cast<int>(min64(kMmaRows, i_end - i0));
+    __syncthreads();  // the previous query tile is read
+    load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
+    load_rows_padded<T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
+    for (int r = threadIdx.x; r < kMmaRows; r += kThreads) {
+      sLse[r] = r < rows ? lse[head * n + i0 + r] : 0.f;
+      sD[r] = r < rows ? D[head * n + i0 + r] : 0.f;
+    }
+    __syncthreads();
+    float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
+    warp_mm<P, QT, true>(sK + 16 * warp * ld, ld, sQ, ld, DP, g, t, st);
+    warp_mm<P, QT, true>(sV + 16 * warp * ld, ld, sdO, ld, DP, g, t, dpt);
+    PF_UNROLL
+    for (int j = 0; j < QT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
+      float p = 0.f, ds = 0.f;
+      if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
+        p = softmax_exp(scale * st[j][r] - sLse[q]);
+        ds = softmax_score_grad(p, dpt[j][r], sD[q], scale);
+      }
+      sP[mma_row(g, r) * kMmaLdP + q] = p;
+      sdS[mma_row(g, r) * kMmaLdP + q] = ds;
+    }
+    __syncwarp();
+    warp_mm<P, NT, false>(sP, kMmaLdP, sdO, ld, kMmaRows, g, t, dv);
+    warp_mm<P, NT, false>(sdS, kMmaLdP, sQ, ld, kMmaRows, g, t, dk);
+    __syncwarp();
+  }
+  PF_UNROLL
+  for (int j = 0; j < NT; ++j) PF_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    const int key = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
+    if (key < cols && c < d) {
+      store_f32(dK + base + (j0 + key) * d + c, dk[j][r]);
+      store_f32(dV + base + (j0 + key) * d + c, dv[j][r]);
+    }
+  }
+}
+
+// dQ of a 64-query tile over the key tiles it sees.
+template <TileMath P, int DP, typename T>
+__global__ void __launch_bounds__(kThreads)
+    query_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
+                          const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
+                          const float* __restrict__ D, const T* __restrict__ dO, T* __restrict__ dQ) {
+  PF_CUDA_SHARED_FLOATS(smem);
+  constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float* sQ = smem;
+  float* sdO = sQ + kMmaRows * ld;
+  float* sK = sdO + kMmaRows * ld;
+  float* sV = sK + kMmaRows * ld;
+  float* sdS = sV + kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 queries x 64 keys
+  const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
+  const int rows = static_cast<int>(min64(kMmaRows, n - i0));
+  const int64_t base = head * n * d;
+  load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
+  load_rows_padded<T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
+  float row_lse[2], row_D[2];  // rows g and g + 8 of the warp's strip
+  PF_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int row = 16 * warp + g + 8 * h;
+    row_lse[h] = row < rows ? lse[head * n + i0 + row] : 0.f;
+    row_D[h] = row < rows ? D[head * n + i0 + row] : 0.f;
+  }
+
+  float dq[NT][4] = {};
+  const int64_t kend = mask.end_key(i0 + rows - 1, n);
+  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kMmaRows) {
+    const int cols = static_cast<int>(min64(kMmaRows, kend - j0));
+    __syncthreads();
+    load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
+    load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
+    __syncthreads();
+    float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
+    warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
+    warp_mm<P, KT, true>(sdO + 16 * warp * ld, ld, sV, ld, DP, g, t, dp);
+    PF_UNROLL
+    for (int j = 0; j < KT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
+      float ds = 0.f;
+      if (c < cols && row < rows && mask.visible(i0 + row, j0 + c)) {
+        const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
+        ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
+      }
+      sdS[mma_row(g, r) * kMmaLdP + c] = ds;
+    }
+    __syncwarp();
+    warp_mm<P, NT, false>(sdS, kMmaLdP, sK, ld, kMmaRows, g, t, dq);
+    __syncwarp();
+  }
+  PF_UNROLL
+  for (int j = 0; j < NT; ++j) PF_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
+    if (row < rows && c < d) store_f32(dQ + base + (i0 + row) * d + c, dq[j][r]);
+  }
+}
+
+// The kernels for P, DP and the storage T: f(kernel, DP).
+template <template <TileMath, int, typename> class K, typename T, typename F>
+void with_mma_kernel(TileMath math, int d, F f) {
+  const int DP = mma_padded_d(d);
+  if (math == TileMath::Bf16) {
+    if (DP == 64) return f(K<TileMath::Bf16, 64, T>::get(), DP);
+    return f(K<TileMath::Bf16, 128, T>::get(), DP);
+  }
+  if (DP == 64) return f(K<TileMath::Tf32, 64, T>::get(), DP);
+  f(K<TileMath::Tf32, 128, T>::get(), DP);
+}
+template <TileMath P, int DP, typename T>
+struct ForwardMma {
+  static auto get() { return forward_mma_kernel<P, DP, T>; }
+};
+template <TileMath P, int DP, typename T>
+struct KeyGradMma {
+  static auto get() { return key_grad_mma_kernel<P, DP, T>; }
+};
+template <TileMath P, int DP, typename T>
+struct QueryGradMma {
+  static auto get() { return query_grad_mma_kernel<P, DP, T>; }
+};
+
+// O, lse of the call on tensor cores (p.tile_math: Tf32 or Bf16).
+template <typename L, typename T>
+void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, T* O,
+                 float* lse) {
+  const int d = static_cast<int>(p.d);
+  const int64_t q_tiles = ceil_div(p.n, kMmaRows);
+  with_mma_kernel<ForwardMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
+    launch.blocks(kernel, p.heads * q_tiles, forward_mma_smem_floats(DP) * int64_t{sizeof(float)}, p.n, d,
+                  SoftmaxMask{p.causal, p.window}, scale, q_tiles, Q, K, V, O, lse);
+  });
+}
+
+// dQ, dK, dV of the call on tensor cores, each written once (no atomics);
+// D [heads * n] is scratch.
+template <typename L, typename T>
+void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V,
+                  const T* O, const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {
+  const int d = static_cast<int>(p.d);
+  const int64_t rows = p.heads * p.n, tiles = ceil_div(p.n, kMmaRows);
+  const SoftmaxMask mask{p.causal, p.window};
+  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, rows, d, dO, O, D);
+  with_mma_kernel<KeyGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
+    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP) * int64_t{sizeof(float)}, p.n, d, mask, scale,
+                  tiles, Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
+  });
+  with_mma_kernel<QueryGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
+    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP) * int64_t{sizeof(float)}, p.n, d, mask, scale,
+                  tiles, Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
+  });
+}
+
+}  // namespace
+}  // namespace softmax_cuda
+}  // namespace pf

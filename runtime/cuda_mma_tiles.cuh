@@ -1,0 +1,92 @@
+// Fragments of mma.sync (runtime/cuda_mma.cuh) gathered from fp32 tiles in
+// shared or global memory, for the CUDA kernels that keep their tiles in
+// fp32 and round the operands as each lane loads its part: Mma<P> for
+// P = TileMath::Tf32 (m16n8k8) and TileMath::Bf16 (m16n8k16), with
+//   Mma<P>::kStep                 the k of one instruction
+//   Mma<P>::load_a<TA>(A, lda, i0, k0, g, t, a)   rows i0..i0+15, k0..k0+kStep-1 of op(A)
+//   Mma<P>::load_b<TB>(B, ldb, k0, j0, g, t, b)   k0.., columns j0..j0+7 of op(B)
+//   Mma<P>::mma(d, a, b)          d += A B in fp32
+// where g = lane / 4, t = lane % 4, op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k]
+// and op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j]. The accumulator's
+// element r (0..3) of a lane is row g + 8 (r / 2), column 2 t + r % 2 of its
+// 16x8 tile (mma_row, mma_col).
+// Included by CUDA translation units and, under the block emulator
+// (tests/support/cuda_block_emulator.h, which defines PF_EMULATED_MMA), by tests.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/cuda_mma.cuh"
+#include "runtime/tile_math.h"
+
+// A loop the compiler should unroll (nvcc); nothing on the host compilers.
+#if defined(__CUDACC__)
+#define PF_UNROLL _Pragma("unroll")
+#else
+#define PF_UNROLL
+#endif
+
+namespace pf {
+
+// op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k];  op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j].
+template <bool TA>
+__device__ __forceinline__ float at_a(const float* A, int lda, int i, int k) {
+  return TA ? A[k * lda + i] : A[i * lda + k];
+}
+template <bool TB>
+__device__ __forceinline__ float at_b(const float* B, int ldb, int k, int j) {
+  return TB ? B[j * ldb + k] : B[k * ldb + j];
+}
+
+// The row and column, in its 16x8 tile, of element r of a lane's accumulator.
+__device__ __forceinline__ int mma_row(int g, int r) { return g + 8 * (r / 2); }
+__device__ __forceinline__ int mma_col(int t, int r) { return 2 * t + r % 2; }
+
+// Tensor cores through mma.sync (layouts: runtime/cuda_mma.cuh, g = lane / 4,
+// t = lane % 4). Each lane rounds the elements its fragment holds as it
+// loads them from the tiles; accumulation is fp32 in the C fragments.
+template <TileMath P>
+struct Mma;
+
+template <>
+struct Mma<TileMath::Tf32> {
+  static constexpr int kStep = 8;
+  template <bool TA>
+  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
+    a[0] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t));
+    a[1] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t));
+    a[2] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t + 4));
+    a[3] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t + 4));
+  }
+  template <bool TB>
+  __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
+    b[0] = tf32_bits(at_b<TB>(B, ldb, k0 + t, j0 + g));
+    b[1] = tf32_bits(at_b<TB>(B, ldb, k0 + t + 4, j0 + g));
+  }
+  __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k8_tf32(d, a, b, d); }
+};
+
+template <>
+struct Mma<TileMath::Bf16> {
+  static constexpr int kStep = 16;
+  // Two consecutive k of a row (A) or of a column (B) per register, the lower k in the low half.
+  template <bool TA>
+  __device__ static uint32_t a_pair(const float* A, int lda, int i, int k) {
+    return bf16x2_bits(at_a<TA>(A, lda, i, k), at_a<TA>(A, lda, i, k + 1));
+  }
+  template <bool TA>
+  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
+    a[0] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t);
+    a[1] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t);
+    a[2] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t + 8);
+    a[3] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t + 8);
+  }
+  template <bool TB>
+  __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
+    b[0] = bf16x2_bits(at_b<TB>(B, ldb, k0 + 2 * t, j0 + g), at_b<TB>(B, ldb, k0 + 2 * t + 1, j0 + g));
+    b[1] = bf16x2_bits(at_b<TB>(B, ldb, k0 + 2 * t + 8, j0 + g), at_b<TB>(B, ldb, k0 + 2 * t + 9, j0 + g));
+  }
+  __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k16_bf16(d, a, b, d); }
+};
+
+}  // namespace pf
