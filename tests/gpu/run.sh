@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The one call for a machine with one NVIDIA GPU: builds, proves the CUDA path
-# of the whole trainer, benchmarks it, and prints a table after each step.
-# Each step runs under its own time limit (their sum is at most 480 s, see
-# `steps` below) and logs to $OUT/STEP.log; a step that fails or runs out of
-# time is a row of the table, never the end of the script.
+# The two calls for a machine with one NVIDIA GPU: the first builds, proves
+# the CUDA path of the whole trainer and benchmarks it; the second (--peers,
+# on the same warm machine, whose build it reuses) times our kernels and
+# training step beside the GPU peers. Each prints a table after each step.
+# Each step runs under its own time limit (each call's sum is at most 480 s,
+# see `steps` and `peer_steps` below) and logs to $OUT/STEP.log; a step that
+# fails or runs out of time is a row of the table, never the end of the
+# script.
 #
-#   tests/gpu/run.sh            on the GPU machine (CUDA build for its GPU)
-#   tests/gpu/run.sh --dry-run  every step with the CPU backend in an existing
-#                               build: the script's paths, limits and table,
-#                               tested without a GPU (ctest: gpu_script_dry_run)
-#   tests/gpu/run.sh --limits   each step's limit and their sum; fails when the
-#                               sum is over the 480 s budget
+#   tests/gpu/run.sh [--peers]            on the GPU machine (CUDA build for its GPU)
+#   tests/gpu/run.sh --dry-run [--peers]  every step with the CPU backend in an
+#                               existing build: the script's paths, limits and
+#                               table, tested without a GPU (ctest:
+#                               gpu_script_dry_run runs both calls)
+#   tests/gpu/run.sh --limits   each step's limit and each call's sum; fails
+#                               when a sum is over the 480 s budget
 #
 # Steps, most informative first (docs/testing.md#the-gpu-script says what
 # each proves); a failed preflight, deps or build skips the rest:
@@ -50,13 +54,19 @@
 #   train_bf16  train_f32 with model.dtype = "bf16"
 #   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
 #               longest local length, GB/s against a device copy
-#   kernels     FAVOR+ (fp32, TF32, bf16 tiles, and in slabs) and exact
-#               softmax attention forward + backward at n = 4k..64k, with
-#               each row's peak bytes, and the GPU's sgemm peak in the same run
+# The second call (--peers): preflight, deps and build as above, then
+#   kernels     FAVOR+ (fp32, TF32, bf16 tiles, and in slabs), exact softmax
+#               (fp32, TF32, bf16) and a 256-key window (fp32, bf16) forward
+#               + backward at n = 4k..64k, with each row's peak bytes, and
+#               the GPU's sgemm peak in the same run
 #   peers       the GPU peers at n = 4k..128k (launch/bench/peers/gpu_attention.py:
 #               SDPA's flash backend, flash-linear-attention's chunked
 #               kernel, performer-pytorch; their wheels from $PF_GPU_WHEELS)
 #               joined with the kernels step's CSV, the crossover against SDPA
+#   train_peers the paper preset's causal training step at n = 4k..64k in
+#               plain PyTorch with SDPA (gpu_train_step.py, bf16 and fp32)
+#               and in our trainer (softmax, FAVOR+, FAVOR+ beside a
+#               256-key window; fp32 and bf16), one CSV, the crossover
 # Environment: OUT (default out/gpu; relative paths are under the repository),
 # BUILD_DIR (default build-gpu; for --dry-run, the existing build to use),
 # JOBS (default: all cores), PF_GPU_DEPS (default .gpu-deps), PF_GPU_WHEELS
@@ -76,36 +86,50 @@ budget=480
 steps=(
   preflight:15:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
   deps:20:gate       # 11 s (135 packages unpacked and patched); <1 s when installed
-  build:135:gate     # 84 s from clean for sm_90 on 16 cores as one target (pf_gpu_binaries, its 12 binaries in
+  build:150:gate     # 84 s from clean for sm_90 on 16 cores as one target (pf_gpu_binaries, its 12 binaries in
                      # parallel); 133 s and >150 s when they were built one after another
   gpu_tests:60       # 41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
                      # 35 s with 2 threads, now JOBS / 4; test_favor_attention_gpu 8.6 s)
-  mission:80         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
+  mission:90         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
                      # and one at sp = 1, no warm-up, and 5 processes' CUDA start
   train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
-  staged_sp:12       # 6 s (10 processes of 8 tiny steps)
-  packed:23          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
+  staged_sp:15       # 6 s (10 processes of 8 tiny steps)
+  packed:25          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
   train_bf16:10      # 3 s
   reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
-  kernels:45         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
-                     # variants; now four (bf16 tiles added); rows kept as they come
-  peers:55           # not yet run on a GPU: three peers, each stopped after 15 s (gpu_attention.py --budget-s),
+)
+# The second call, on the same machine after the first: the build is there
+# (an incremental build of nothing, a few seconds).
+peer_steps=(
+  preflight:15:gate
+  deps:20:gate
+  build:150:gate
+  kernels:60         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
+                     # variants and softmax; now four FAVOR+ and five softmax variants; rows kept as they come
+  peers:90           # not yet run on a GPU: three peers, each stopped after 25 s (gpu_attention.py --budget-s),
                      # Triton's compile of flash-linear-attention's kernels inside its first case
+  train_peers:140    # not yet run on a GPU: one PyTorch process (3 lengths x 2 dtypes) and 16 of ours (1 warm-up
+                     # and 3 timed steps each; softmax to 16,384 only)
 )
 
-dry=0
-case "${1:-}" in
-  --dry-run) dry=1 ;;
-  --limits) check_limits "$budget" "${steps[@]}"; exit ;;
-  "") ;;
-  *) echo "usage: tests/gpu/run.sh [--dry-run | --limits]" >&2; exit 2 ;;
-esac
+dry=0 peers=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry=1 ;;
+    --peers) peers=1 ;;
+    --limits)
+      echo "first call:"; check_limits "$budget" "${steps[@]}"; first=$?
+      echo "second call (--peers):"; check_limits "$budget" "${peer_steps[@]}" && exit $first; exit 1 ;;
+    *) echo "usage: tests/gpu/run.sh [--dry-run] [--peers] | --limits" >&2; exit 2 ;;
+  esac
+done
+[ "$peers" = 1 ] && steps=("${peer_steps[@]}")
 check_limits "$budget" "${steps[@]}" >/dev/null || {
   echo "the steps' limits add up to more than the $budget s budget: tests/gpu/run.sh --limits" >&2
   exit 2
 }
 
-gpu_init out/gpu
+gpu_init "out/gpu$([ "$peers" = 1 ] && echo -peers)"
 if [ "$dry" = 1 ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   echo "--dry-run uses an existing build: BUILD_DIR=$BUILD_DIR has no CMakeCache.txt" >&2
   exit 2
@@ -268,7 +292,7 @@ step_peers() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
       "$wheels"/*.whl || return 1
   fi
-  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 15)
+  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 25)
   [ "$dry" = 1 ] && args=(--device cpu --sizes 256 512 --heads 2 -m 32 --reps 1)
   PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     python3 launch/bench/peers/gpu_attention.py "${args[@]}" >"$csv" || return 1
@@ -281,4 +305,52 @@ step_peers() {
     "$(grep -c ',ok$' "$csv") peer rows ok of $(($(wc -l <"$csv") - 1))"
 }
 
-run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))" "${steps[@]}"
+# The causal training step beside a PyTorch trainer of the same model with
+# SDPA's flash backend: gpu_train_step.py (bf16, then fp32) at every length,
+# then our trainer at each length: softmax (up to 16,384), FAVOR+, and
+# FAVOR+ beside a 256-key window, each in fp32 and bf16, one warm-up and 3
+# timed steps per process; joined by gpu_table.py --train into
+# train_peers.csv with the table. The dry run: the small preset at 256 and
+# 512 tokens on the CPU, a 64-key window.
+step_train_peers() {
+  . "$PF_DEPS_ENV"
+  local w="$OUT/train_peers" backend=cuda preset=paper sizes=(4096 16384 65536) soft_max=16384 win=256 n cfg dt
+  [ "$dry" = 1 ] && backend=cpu preset=small sizes=(256 512) soft_max=512 win=64
+  rm -rf "$w" && mkdir -p "$w" || return 1
+  python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
+    --dtype bf16 --header >"$w/pytorch.csv" || return 1
+  python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
+    --dtype fp32 >>"$w/pytorch.csv" || return 1
+  cat "$w/pytorch.csv"
+  local -A attention=([ours_softmax]=softmax [ours_favor]=favor [ours_favor_w$win]=favor)
+  local -A window=([ours_softmax]=0 [ours_favor]=0 [ours_favor_w$win]=$win)
+  local -A dtype=([fp32]=f32 [bf16]=bf16)
+  local specs=()
+  for cfg in ours_softmax ours_favor "ours_favor_w$win"; do
+    for dt in fp32 bf16; do specs+=("$cfg:$dt=$w/$cfg-$dt.csv"); done
+  done
+  for n in "${sizes[@]}"; do
+    for cfg in ours_softmax ours_favor "ours_favor_w$win"; do
+      [ "$cfg" = ours_softmax ] && [ "$n" -gt "$soft_max" ] && continue
+      for dt in fp32 bf16; do
+        "$(bin performer-bench)" train --preset "$preset" --length "$n" --steps 3 --warmup 1 \
+          --set "device.backend=\"$backend\"" --set "model.attention=\"${attention[$cfg]}\"" \
+          --set "model.window=${window[$cfg]}" --set "model.dtype=\"${dtype[$dt]}\"" \
+          --csv "$w/$cfg-$dt-$n.csv" >"$w/$cfg-$dt-$n.log" 2>&1 || { tail -5 "$w/$cfg-$dt-$n.log"; return 1; }
+        # One CSV per configuration: the header once, then each length's rows.
+        local skip=1
+        [ -f "$w/$cfg-$dt.csv" ] && skip=2
+        tail -n +"$skip" "$w/$cfg-$dt-$n.csv" >>"$w/$cfg-$dt.csv"
+      done
+    done
+  done
+  local present=()
+  for spec in "${specs[@]}"; do [ -f "${spec#*=}" ] && present+=("$spec"); done
+  python3 launch/bench/peers/gpu_table.py --train "$w/pytorch.csv" "${present[@]}" --csv "$OUT/train_peers.csv" |
+    tee "$OUT/train_peers_table.md"
+  [ "${PIPESTATUS[0]}" = 0 ] || return 1
+  figure "$(grep -h 'pytorch_sdpa' "$OUT/train_peers_table.md" | grep -v '^|' | tr '\n' ' ')"
+}
+
+run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))$(
+  [ "$peers" = 1 ] && echo ", peers")" "${steps[@]}"

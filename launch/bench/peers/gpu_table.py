@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Joins our kernels' CSV and the GPU peers' CSV into one, with the crossover.
+"""Joins our benchmarks' CSVs and the GPU peers' into one, with the crossover.
 
     python3 launch/bench/peers/gpu_table.py OURS.csv PEERS.csv --csv JOINED.csv
+    python3 launch/bench/peers/gpu_table.py --train PEER.csv IMPL:DTYPE=OURS.csv ... --csv JOINED.csv
     python3 launch/bench/peers/gpu_table.py --self-test
 
 OURS.csv is `performer-bench kernels --device cuda` (rows favor, favor_tf32,
@@ -13,6 +14,12 @@ tile precision). Prints a Markdown table per mode (tokens/s forward +
 backward) and the crossover against sdpa_flash: the shortest measured length
 from which our fastest fused FAVOR+ row is at least as fast as SDPA at that
 length and at every longer one measured.
+
+--train joins training steps: PEER.csv from gpu_train_step.py and, for each
+IMPL:DTYPE=OURS.csv, a `performer-bench train` CSV of our trainer
+(IMPL names the configuration, e.g. ours_favor_w256; DTYPE fp32 or bf16)
+into impl,preset,dtype,n,step_s,tokens_per_s,peak_bytes,status, and prints
+a table per dtype with the crossover of our FAVOR+ against pytorch_sdpa.
 """
 import argparse
 import csv
@@ -43,8 +50,9 @@ def ours_kernel(name):
 
 
 def read(path):
+    """The rows of a CSV, without the '#' lines some benchmarks add after them."""
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 def ours_rows(rows):
@@ -88,9 +96,12 @@ def best_favor(rows, mode):
     return best
 
 
-def of(rows, impl, mode, precision=None):
+def of(rows, impl, mode, precision=None, dtype_key=None):
+    """{n: tokens/s} of impl's ok rows in mode (kernels) or of dtype_key (training)."""
     return {int(r["n"]): speed(r) for r in rows
-            if r["impl"] == impl and r["mode"] == mode and speed(r) and (precision is None or r["precision"] == precision)}
+            if r["impl"] == impl and speed(r) and (mode is None or r["mode"] == mode)
+            and (precision is None or r["precision"] == precision)
+            and (dtype_key is None or r["dtype"] == dtype_key)}
 
 
 def table(rows):
@@ -123,6 +134,51 @@ def table(rows):
     return "\n".join(lines)
 
 
+TRAIN_COLUMNS = ["impl", "preset", "dtype", "n", "step_s", "tokens_per_s", "peak_bytes", "status"]
+
+
+def train_rows(peer_path, ours):
+    """ours: [(impl, dtype, path)]; every step row of each of our CSVs is kept, the median taken per length."""
+    rows = [{c: r.get(c, "") for c in TRAIN_COLUMNS} for r in read(peer_path)]
+    for impl, dtype, path in ours:
+        by_n = {}
+        for r in read(path):
+            by_n.setdefault((r["preset"], int(r["local_length"]) * int(r.get("sp") or 1)), []).append(r)
+        for (preset, n), rs in sorted(by_n.items(), key=lambda x: x[0][1]):
+            rs = sorted(rs, key=lambda r: float(r["seconds"]))
+            mid = rs[len(rs) // 2]
+            rows.append({"impl": impl, "preset": preset, "dtype": dtype, "n": str(n), "step_s": mid["seconds"],
+                         "tokens_per_s": mid["tokens_per_s"], "peak_bytes": mid["peak_bytes"], "status": "ok"})
+    return rows
+
+
+def train_table(rows):
+    lines = []
+    for dtype in ("fp32", "bf16"):
+        impls = sorted({r["impl"] for r in rows if r["dtype"] == dtype})
+        if not impls:
+            continue
+        series = {i: of(rows, i, None, None, dtype_key=dtype) for i in impls}
+        sizes = sorted({n for s in series.values() for n in s})
+        lines.append(f"\n{dtype} training step, tokens/s:\n")
+        head = ["n"] + impls + ["favor / pytorch_sdpa"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        favor, peer = series.get("ours_favor", {}), series.get("pytorch_sdpa", {})
+        for n in sizes:
+            cells = [f"{n:,}"] + [f"{series[i][n]:,.0f}" if n in series[i] else "-" for i in impls]
+            cells.append(f"{favor[n] / peer[n]:.2f}" if n in favor and n in peer else "-")
+            lines.append("| " + " | ".join(cells) + " |")
+        x = crossover(favor, peer)
+        if not peer or not favor:
+            lines.append(f"\n{dtype}: no pytorch_sdpa or ours_favor rows, no crossover")
+        elif x is None:
+            lines.append(f"\n{dtype}: our FAVOR+ step slower than pytorch_sdpa at the longest length ({max(peer):,})")
+        else:
+            lines.append(f"\n{dtype}: our FAVOR+ step at least as fast as pytorch_sdpa from n = {x:,} on")
+    return "\n".join(lines)
+
+
 def self_test():
     assert crossover({1: 1, 2: 3, 4: 5}, {1: 2, 2: 2, 4: 2}) == 2
     assert crossover({1: 3, 2: 1, 4: 5}, {1: 2, 2: 2, 4: 2}) == 4  # faster at 1, slower at 2: from 4 on
@@ -141,6 +197,21 @@ def self_test():
                        {"peer": "sdpa_flash", "mode": "causal", "n": "16", "tokens_per_s": "", "status": "oom"}])
     assert of(peers, "sdpa_flash", "causal") == {8: 20.0}
     assert "from n = 8 on" in table(ours + peers)
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        peer, mine = os.path.join(d, "p.csv"), os.path.join(d, "o.csv")
+        with open(peer, "w") as f:
+            f.write("impl,preset,dtype,n,step_s,tokens_per_s,peak_bytes,status\n"
+                    "pytorch_sdpa,paper,bf16,4,1,4,9,ok\npytorch_sdpa,paper,bf16,8,4,2,9,ok\n")
+        with open(mine, "w") as f:
+            f.write("preset,attention,ranks,dp,sp,batch,local_length,step,seconds,tokens_per_s,peak_bytes\n"
+                    "paper,favor,1,1,1,1,4,1,2,2,5\npaper,favor,1,1,1,1,4,2,3,1.3,5\npaper,favor,1,1,1,1,4,3,1,4,5\n"
+                    "paper,favor,1,1,1,1,8,1,2,4,5\n# rank,planned_bytes\n# rank,0,5\n")
+        rows = train_rows(peer, [("ours_favor", "bf16", mine)])
+        assert [(r["impl"], r["n"], r["tokens_per_s"]) for r in rows[2:]] == [("ours_favor", "4", "2"),
+                                                                             ("ours_favor", "8", "4")]
+        assert "from n = 8 on" in train_table(rows), train_table(rows)
     print("gpu_table.py: self-test passed")
 
 
@@ -149,10 +220,27 @@ def main():
     ap.add_argument("ours", nargs="?")
     ap.add_argument("peers", nargs="?")
     ap.add_argument("--csv", help="write the joined CSV here")
+    ap.add_argument("--train", nargs="+", metavar="CSV", help="PEER.csv IMPL:DTYPE=OURS.csv ...: training steps")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if a.self_test:
         self_test()
+        return 0
+    if a.train:
+        ours = []
+        for spec in a.train[1:]:
+            label, _, path = spec.partition("=")
+            impl, _, dtype = label.partition(":")
+            if not path or not dtype:
+                ap.error(f"--train: '{spec}' is not IMPL:DTYPE=OURS.csv")
+            ours.append((impl, dtype, path))
+        rows = train_rows(a.train[0], ours)
+        if a.csv:
+            with open(a.csv, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=TRAIN_COLUMNS, lineterminator="\n")
+                w.writeheader()
+                w.writerows(rows)
+        print(train_table(rows))
         return 0
     if not a.ours or not a.peers:
         ap.error("OURS.csv and PEERS.csv are required")
