@@ -83,12 +83,19 @@ inline ScanOptions attention_scan_options(const AttentionOptions& opt, const Exe
   return so;
 }
 
-// The arithmetic of the CUDA attention kernels' tile products for the
-// model's dtype: 16-bit models round their GEMM operands to 8 (bf16) or 11
-// (f16) significant bits, so their attention runs on tensor cores with bf16
-// or TF32 (11 bits) operands and loses no more; fp32 models keep fp32.
+// The arithmetic of the CUDA attention kernels' tile products
+// (model.attention_math). Auto: bf16 models round their GEMM operands to 8
+// significant bits, so their attention takes bf16 operands and loses no more;
+// f16 (11 bits) and f32 models take TF32 (11 bits), which f32 models can
+// turn off with model.attention_math = "fp32".
 inline TileMath attention_tile_math(const ModelConfig& cfg) {
-  return cfg.dtype == DType::bf16 ? TileMath::Bf16 : cfg.dtype == DType::f16 ? TileMath::Tf32 : TileMath::Fp32;
+  switch (cfg.attention_math) {
+    case AttentionMath::Fp32: return TileMath::Fp32;
+    case AttentionMath::Tf32: return TileMath::Tf32;
+    case AttentionMath::Bf16: return TileMath::Bf16;
+    case AttentionMath::Auto: break;
+  }
+  return cfg.dtype == DType::bf16 ? TileMath::Bf16 : TileMath::Tf32;
 }
 
 inline SoftmaxAttentionParams attention_softmax_params(const ModelConfig& cfg, int64_t heads, int64_t n) {

@@ -21,6 +21,16 @@ const char* positional_name(PositionalEncoding p) {
   return p == PositionalEncoding::Sinusoidal ? "sinusoidal" : "none";
 }
 
+const char* attention_math_name(AttentionMath a) {
+  switch (a) {
+    case AttentionMath::Auto: return "auto";
+    case AttentionMath::Fp32: return "fp32";
+    case AttentionMath::Tf32: return "tf32";
+    case AttentionMath::Bf16: return "bf16";
+  }
+  return "?";
+}
+
 const char* projection_name(ProjectionKind k) { return k == ProjectionKind::Iid ? "iid" : "orthogonal"; }
 
 const char* feature_scaling_name(FeatureScaling s) { return s == FeatureScaling::ChiNorms ? "chi" : "sqrt_d"; }
@@ -46,6 +56,14 @@ PositionalEncoding parse_positional(const std::string& s) {
   if (s == "none") return PositionalEncoding::None;
   PF_REQUIRE(ConfigError, false, "model.positional: unknown encoding '" << s << "' (expected sinusoidal or none)");
   return PositionalEncoding::None;
+}
+
+AttentionMath parse_attention_math(const std::string& s) {
+  for (AttentionMath a : {AttentionMath::Auto, AttentionMath::Fp32, AttentionMath::Tf32, AttentionMath::Bf16})
+    if (s == attention_math_name(a)) return a;
+  PF_REQUIRE(ConfigError, false,
+             "model.attention_math: unknown arithmetic '" << s << "' (expected auto, fp32, tf32 or bf16)");
+  return AttentionMath::Auto;
 }
 
 DType parse_model_dtype(const std::string& s) {

@@ -14,15 +14,21 @@ namespace pf {
 enum class AttentionKind { Favor, Relu, Softmax, Elu, Exp };
 enum class Objective { CausalLM, MaskedLM };
 enum class PositionalEncoding { Sinusoidal, None };
+// The arithmetic of the CUDA attention kernels' tile products (the CPU
+// computes in fp32 whatever is asked): Auto picks bf16 for bf16 models and
+// TF32 otherwise; Fp32 is exact fp32 (the SIMT kernels).
+enum class AttentionMath { Auto, Fp32, Tf32, Bf16 };
 
 const char* attention_kind_name(AttentionKind k);          // "favor", "relu", "softmax", "elu", "exp"
 const char* objective_name(Objective o);                   // "clm", "mlm"
 const char* positional_name(PositionalEncoding p);         // "sinusoidal", "none"
+const char* attention_math_name(AttentionMath a);          // "auto", "fp32", "tf32", "bf16"
 const char* projection_name(ProjectionKind k);             // "orthogonal", "iid"
 const char* feature_scaling_name(FeatureScaling s);        // "chi", "sqrt_d"
 AttentionKind parse_attention_kind(const std::string& s);  // ConfigError naming the text
 Objective parse_objective(const std::string& s);
 PositionalEncoding parse_positional(const std::string& s);
+AttentionMath parse_attention_math(const std::string& s);
 DType parse_model_dtype(const std::string& s);  // f32, bf16, f16; ConfigError otherwise
 
 // Token ids the objectives need (they come from the data vocabulary, which the
@@ -71,6 +77,11 @@ struct ModelConfig {
   // backward keeps) and accumulate in fp32; layer norms, softmax/feature maps,
   // attention states, residuals, the loss and every gradient stay fp32.
   DType dtype = DType::f32;
+  // The attention kernels' tile products on CUDA (sm_80+): Auto (bf16
+  // operands for bf16 models, TF32 for f32 and f16 ones), or one of them for
+  // every dtype; Fp32 keeps exact fp32 products. Parameters, checkpoints and
+  // the CPU do not depend on it.
+  AttentionMath attention_math = AttentionMath::Auto;
   double init_std = 0.02;  // std of weight initialisation
   double mlm_probability = 0.15;
   uint64_t seed = 1234;  // parameters, random features and MLM masks

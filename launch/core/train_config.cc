@@ -228,6 +228,7 @@ void read_model_section(Reader& r, ModelConfig& m) {
   r.get("model", "mlm_probability", m.mlm_probability);
   r.get("model", "seed", m.seed);
   r.get_named("model", "dtype", m.dtype, dtype_name, parse_model_dtype);
+  r.get_named("model", "attention_math", m.attention_math, attention_math_name, parse_attention_math);
 }
 
 void read_data_section(Reader& r, DataConfig& d) {

@@ -32,6 +32,8 @@ TEST(TrainConfigErrors, EachMistakeNamesItsKey) {
   EXPECT_NE(error_of({"device.memory_cap=\"16 parsecs\""}).find("device.memory_cap"), std::string::npos);
   EXPECT_NE(error_of({"nosection.key=1"}).find("unknown key 'nosection.key'"), std::string::npos);
   EXPECT_NE(error_of({"model.dtype=\"fp8\""}).find("model.dtype: unknown type 'fp8'"), std::string::npos);
+  EXPECT_NE(error_of({"model.attention_math=\"fp16\""}).find("model.attention_math: unknown arithmetic 'fp16'"),
+            std::string::npos);
   const TrainConfig cfg = load_train_config("", {"parallel.sp=3", "data.sample_length=512"});
   EXPECT_NE(expect_any_error([&] { validate_layout(cfg, 4); }).find("parallel.sp = 3 does not divide the 4"),
             std::string::npos);
@@ -207,6 +209,12 @@ TEST(TrainConfigErrors, ResolvedConfigurationRoundTrips) {
   EXPECT_EQ(a.source_text, b.source_text);
   EXPECT_EQ(b.model.layers, 3);
   EXPECT_EQ(b.parallel.sp, 2);
+  EXPECT_EQ(b.model.attention_math, AttentionMath::Auto);
+  for (const char* math : {"fp32", "tf32", "bf16", "auto"}) {
+    const TrainConfig c = load_train_config("", {std::string("model.attention_math=\"") + math + "\""});
+    EXPECT_STREQ(attention_math_name(c.model.attention_math), math);
+    EXPECT_EQ(parse_train_config_text(c.source_text, "stored").model.attention_math, c.model.attention_math);
+  }
 }
 
 }  // namespace

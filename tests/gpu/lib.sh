@@ -175,7 +175,9 @@ step_build() {
 # A tiny training run in folder $1 on device.backend $2 with device.comm $3:
 # 600 protein-like sequences of 60-400 residues from a fixed seed, prepared,
 # and a 2-layer model trained for 8 steps on 240-token samples (the sample
-# length divides by 1-8 ranks, the chunk by every local length).
+# length divides by 1-8 ranks, the chunk by every local length). Exact fp32
+# attention (model.attention_math): the runs compare the GPU's losses with the
+# CPU's or with other sequence splits, not the tensor cores' rounding.
 make_tiny_run() {
   local w=$1 backend=$2 comm=$3
   rm -rf "$w" && mkdir -p "$w" || return 1
@@ -195,6 +197,7 @@ heads = 4
 ffn = 128
 features = 32
 chunk = 10
+attention_math = "fp32"
 [data]
 files = ["$w/synthetic.h5"]
 mode = "concat"

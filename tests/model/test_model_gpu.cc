@@ -9,7 +9,10 @@
 // Tolerances, from the CPU mixed-precision tests (test_mixed_precision.cc:
 // bf16 against fp32 within 2e-3 relative loss and 1e-2 relative L2 gradient):
 //   fp32  loss 1e-5, gradients 1e-4: the same arithmetic in another order
-//         (cuBLAS and the CUDA reductions sum differently), no 16-bit rounding;
+//         (cuBLAS and the CUDA reductions sum differently), no 16-bit rounding,
+//         with model.attention_math = "fp32" (exact attention products);
+//   fp32 with the default attention_math (TF32 tile products in attention on
+//         sm_80+): loss 2e-3, gradients 1e-2, as the kernels' TF32 tests allow;
 //   bf16  loss 4e-3, gradients 2e-2: each side rounds its GEMM operands to
 //         bf16 and may lie one mixed-precision bound from the fp32 result;
 //   training  every loss of 30 fp32 steps within 1e-3 relative (Adam turns
@@ -70,6 +73,15 @@ std::vector<float> initial_params(const ModelConfig& cfg) {
   return download(model.params(), res.ctx().stream);
 }
 
+// The tiny model with exact fp32 attention on the GPU (model.attention_math):
+// the comparisons with the CPU below are of the same arithmetic in another
+// order, not of the tensor cores' operand rounding.
+ModelConfig exact_config(AttentionKind kind, Objective obj) {
+  ModelConfig cfg = test::tiny_config(kind, obj);
+  cfg.attention_math = AttentionMath::Fp32;
+  return cfg;
+}
+
 class ModelGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -81,12 +93,15 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
   for (AttentionKind kind :
        {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
-      for (auto [dtype, loss_tol, grad_tol] :
-           {std::tuple<DType, double, double>{DType::f32, 1e-5, 1e-4}, {DType::bf16, 4e-3, 2e-2}}) {
+      for (auto [dtype, math, loss_tol, grad_tol] :
+           {std::tuple<DType, AttentionMath, double, double>{DType::f32, AttentionMath::Fp32, 1e-5, 1e-4},
+            {DType::f32, AttentionMath::Auto, 2e-3, 1e-2},
+            {DType::bf16, AttentionMath::Auto, 4e-3, 2e-2}}) {
         ModelConfig cfg = test::tiny_config(kind, obj);
         cfg.dtype = dtype;
+        cfg.attention_math = math;
         SCOPED_TRACE(testing::Message() << attention_kind_name(kind) << "/" << objective_name(obj) << " "
-                                        << dtype_name(dtype));
+                                        << dtype_name(dtype) << " attention_math " << attention_math_name(math));
         const std::vector<float> params = initial_params(cfg);
         const ModelInput in = make_model_input(cfg, test::synthetic_slice(9, 0, 2, 40, 0, 40), 0);
         const Pass cpu = run_pass(cfg, Device::cpu(), params, in);
@@ -109,8 +124,9 @@ TEST_F(ModelGpu, LossAndEveryGradientMatchTheCpuModel) {
           if (std::sqrt(norm) < 1e-6 * std::sqrt(static_cast<double>(e.numel))) continue;
           EXPECT_LT(test::rel_l2(b, a), 4 * grad_tol) << e.name;
         }
-        std::printf("[ model    ] %s/%s %s: loss rel %.2e, gradient rel L2 %.2e\n", attention_kind_name(kind),
-                    objective_name(obj), dtype_name(dtype), dl, dg);
+        std::printf("[ model    ] %s/%s %s, attention %s: loss rel %.2e, gradient rel L2 %.2e\n",
+                    attention_kind_name(kind), objective_name(obj), dtype_name(dtype), attention_math_name(math), dl,
+                    dg);
       }
 }
 
@@ -139,7 +155,7 @@ TEST_F(ModelGpu, WindowMatchesTheCpuModel) {
   for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Favor})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
       for (bool packed : {false, true}) {
-        ModelConfig cfg = test::tiny_config(kind, obj);
+        ModelConfig cfg = exact_config(kind, obj);
         cfg.window = 6;
         SCOPED_TRACE(testing::Message() << "window " << attention_kind_name(kind) << "/" << objective_name(obj)
                                         << (packed ? " packed" : ""));
@@ -159,7 +175,7 @@ TEST_F(ModelGpu, WindowMatchesTheCpuModel) {
 // FAVOR+ (gates away from 0) and the window alone.
 TEST_F(ModelGpu, RecurrentWindowMatchesTheCpu) {
   for (AttentionKind kind : {AttentionKind::Favor, AttentionKind::Softmax}) {
-    ModelConfig cfg = test::tiny_config(kind, Objective::CausalLM);
+    ModelConfig cfg = exact_config(kind, Objective::CausalLM);
     cfg.window = 6;
     std::vector<float> params = initial_params(cfg);
     const ParamLayout layout(cfg);
@@ -198,7 +214,7 @@ TEST_F(ModelGpu, PackedBatchMatchesTheCpuModel) {
   for (AttentionKind kind :
        {AttentionKind::Favor, AttentionKind::Relu, AttentionKind::Softmax, AttentionKind::Elu, AttentionKind::Exp})
     for (Objective obj : {Objective::CausalLM, Objective::MaskedLM}) {
-      const ModelConfig cfg = test::tiny_config(kind, obj);
+      const ModelConfig cfg = exact_config(kind, obj);
       SCOPED_TRACE(testing::Message() << "packed " << attention_kind_name(kind) << "/" << objective_name(obj));
       expect_batch_matches_cpu(cfg, initial_params(cfg), true, "packed ");
     }
@@ -222,7 +238,7 @@ std::vector<double> train_losses(const ModelConfig& cfg, Device device, const st
 }
 
 TEST_F(ModelGpu, ThirtyTrainingStepsFollowTheCpuRun) {
-  ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  ModelConfig cfg = exact_config(AttentionKind::Favor, Objective::CausalLM);
   cfg.width = 128;  // the quickstart model (launch/configs/small.toml)
   cfg.heads = 4;
   cfg.ffn = 512;

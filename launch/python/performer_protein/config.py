@@ -12,6 +12,9 @@ ATTENTIONS = ("favor", "relu", "softmax", "elu", "exp")
 OBJECTIVES = ("clm", "mlm")
 POSITIONALS = ("sinusoidal", "none")
 DTYPES = ("f32", "bf16", "f16")
+# model.attention_math: the trainer's CUDA attention arithmetic; this package
+# computes in fp32 whatever it says (as the trainer's CPU backend does).
+ATTENTION_MATHS = ("auto", "fp32", "tf32", "bf16")
 # The upper bounds of model/config.cc: far above any trainable model, they keep
 # every tensor's element count inside int64 (and a configuration's tensors
 # countable before any is allocated).
@@ -45,6 +48,7 @@ class ModelConfig:
     mlm_probability: float = 0.15
     seed: int = 1234
     dtype: str = "f32"
+    attention_math: str = "auto"
     vocab: int = VOCAB_SIZE
 
     @property
@@ -74,6 +78,7 @@ class ModelConfig:
         need(self.objective in OBJECTIVES, "objective", f"must be one of {', '.join(OBJECTIVES)}")
         need(self.positional in POSITIONALS, "positional", f"must be one of {', '.join(POSITIONALS)}")
         need(self.dtype in DTYPES, "dtype", f"must be one of {', '.join(DTYPES)}")
+        need(self.attention_math in ATTENTION_MATHS, "attention_math", f"must be one of {', '.join(ATTENTION_MATHS)}")
         features_max = MAX["features"] if self.attention != "softmax" else None  # softmax has no features
         for key, low, high in (("layers", 1, MAX["layers"]), ("width", 1, MAX["width"]), ("heads", 1, None),
                                ("ffn", 1, MAX["ffn"]), ("features", 1, features_max), ("vocab", 2, None),
