@@ -65,7 +65,7 @@ inline void set_segments(const FavorShape& s, Dims& D) {
   D.segs = static_cast<int>(ceil_div(n, D.seg_len));
 }
 
-inline Dims dims_for(const FavorShape& s, int ct, TileMath math) {
+inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state = false) {
   Dims D;
   D.n = static_cast<int>(s.n);
   D.d = static_cast<int>(s.d);
@@ -85,6 +85,7 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math) {
   D.elu = r.elu;
   D.w_heads = static_cast<int>(s.w_heads);
   D.math = math;
+  D.smem_state = smem_state;
   return D;
 }
 
@@ -206,14 +207,32 @@ __device__ inline void for_each_tile(const Dims& D, const Block& b, bool reverse
   }
 }
 
-// The block's segment's state in `states` [heads][segs][mp D1p], zeroed, with
-// its log-scale t.scalar[slot] empty: the start of a sum over the segment.
-__device__ inline float* zeroed_segment_state(const Args& a, const Block& b, const Tiles& t, float* states, int slot) {
-  float* S = states + b.slot(a.D) * a.D.state_floats();
-  for (int64_t e = threadIdx.x; e < a.D.state_floats(); e += kThreads) S[e] = 0.f;
-  if (threadIdx.x == 0) t.scalar[slot] = kEmptyLogScale;
+// The state a block carries from tile to tile: the global one (src, or a
+// zeroed global `dst` when src is null) or, with Dims::smem_state, a copy of
+// it (or zeros) in t.S. Ends with a barrier.
+__device__ inline float* carried_state(const Dims& D, const Tiles& t, const float* src, float* dst) {
+  float* S = D.smem_state ? t.S : (src ? const_cast<float*>(src) : dst);
+  if (D.smem_state || !src)
+    for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = src ? src[e] : 0.f;
   __syncthreads();
   return S;
+}
+// The carried state S back to global dst (a no-op when S is dst).
+__device__ inline void store_carried_state(const Dims& D, const float* S, float* dst) {
+  if (S != dst)
+    for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) dst[e] = S[e];
+  __syncthreads();
+}
+
+// The block's segment's state in `states` [heads][segs][mp D1p], zeroed, with
+// its log-scale t.scalar[slot] empty: the start of a sum over the segment,
+// carried as carried_state says (store_segment_state writes it back).
+__device__ inline float* zeroed_segment_state(const Args& a, const Block& b, const Tiles& t, float* states, int slot) {
+  if (threadIdx.x == 0) t.scalar[slot] = kEmptyLogScale;
+  return carried_state(a.D, t, nullptr, states + b.slot(a.D) * a.D.state_floats());
+}
+__device__ inline void store_segment_state(const Args& a, const Block& b, const float* S, float* states) {
+  store_carried_state(a.D, S, states + b.slot(a.D) * a.D.state_floats());
 }
 
 // The padded state of the block's head given to the call (Sp) and its
@@ -312,6 +331,7 @@ __global__ void k_key_segments(Args a) {
     load_keys(a, b, t, row, rows);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
+  store_segment_state(a, b, S, a.fS);
   if (threadIdx.x == 0) a.fa[b.slot(D)] = t.scalar[0];
 }
 
@@ -337,6 +357,7 @@ __global__ void k_query_segments(Args a) {
     }
     add_queries_to_gradient_state(D, t, rows, R);
   });
+  store_segment_state(a, b, R, a.gS);
   if (threadIdx.x == 0) a.ga[b.slot(D)] = t.scalar[1];
 }
 
@@ -380,9 +401,8 @@ __global__ void k_causal_forward(Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  float* S = a.fS + b.slot(D) * D.state_floats();
   if (threadIdx.x == 0) t.scalar[0] = a.fa[b.slot(D)];
-  __syncthreads();
+  float* S = carried_state(D, t, a.fS + b.slot(D) * D.state_floats(), nullptr);
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     load_keys(a, b, t, row, rows);
@@ -410,6 +430,7 @@ __global__ void k_add_prefix(Args a) {
   const Tiles t = shared_tiles(D);
   const float pa = head_log_scale(a, b);
   if (is_empty_log_scale(pa) && a.accumulate) return;
+  const float* P = carried_state(D, t, head_state(a, b), nullptr);
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) {
@@ -421,7 +442,7 @@ __global__ void k_add_prefix(Args a) {
     }
     __syncthreads();
     scale_tile_rows(t.Pq, D.mp, D.ct, D.mp, t.w);
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, head_state(a, b), D.D1p, 0.f, t.DX, D.D1p);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, P, D.D1p, 0.f, t.DX, D.D1p);
     for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
       const int i = e / D.D1, x = e % D.D1;
       float* out = a.y + (row + i) * D.D1 + x;
@@ -444,13 +465,12 @@ __global__ void k_causal_backward(Args a) {
   const Block b(a);
   const Tiles t = shared_tiles(D);
   const int64_t slot = b.slot(D);
-  float* S = a.fS + slot * D.state_floats();
-  float* R = a.gS + slot * D.state_floats();
   if (threadIdx.x == 0) {
     t.scalar[0] = a.fa[slot];
     t.scalar[1] = a.ga[slot];
   }
-  __syncthreads();
+  // One sweep's state at a time: with Dims::smem_state both use t.S.
+  float* S = carried_state(D, t, a.fS + slot * D.state_floats(), nullptr);
   float* dW = zeroed_weight_grad(a, b);
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     load_keys(a, b, t, row, rows);
@@ -461,6 +481,7 @@ __global__ void k_causal_backward(Args a) {
     store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
+  float* R = carried_state(D, t, a.gS + slot * D.state_floats(), nullptr);
   for_each_tile(D, b, true, [&](int, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
@@ -488,7 +509,7 @@ __global__ void k_key_grad_from_state(Args a) {
   const Block b(a);
   const Tiles t = shared_tiles(D);
   const float rho = head_log_scale(a, b);
-  const float* R = head_state(a, b);
+  const float* R = carried_state(D, t, head_state(a, b), nullptr);
   float* dW = zeroed_weight_grad(a, b);
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     if (is_empty_log_scale(rho)) {  // uniform over the block

@@ -46,6 +46,7 @@ struct Dims {
   int n, d, m, D1;    // positions, head dim, features, d + 1
   int dp, mp, D1p;    // padded d, m, D1
   int ct;             // rows per tile (16 or 32)
+  bool smem_state;    // the running state [mp, D1p] a block updates lives in shared memory (Tiles::S)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
   int w_heads;        // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;
@@ -56,14 +57,17 @@ struct Dims {
   __host__ __device__ int64_t projection_floats() const { return int64_t(mp) * dp; }
 };
 
-// Shared memory of a block: the tiles of one chunk of rows.
+// Shared memory of a block: the tiles of one chunk of rows, and (with
+// Dims::smem_state) the state the block carries from tile to tile.
 struct Tiles {
   float *X, *Pq, *Pk, *VP, *G, *A, *B, *WK, *DX;  // [ct, dp] [ct, mp] x2 [ct, D1p] x2 [ct, ct] x2 [ct, mp] [ct, D1p]
   float *c, *L, *w, *rowsum;                      // [ct] each
   float* scalar;                                  // [8]
+  float* S = nullptr;                             // [mp, D1p] with Dims::smem_state
   __host__ __device__ static int64_t floats(const Dims& D) {
     const int64_t ct = D.ct;
-    return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 4 * ct + 8;
+    return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 4 * ct + 8 +
+           (D.smem_state ? D.state_floats() : 0);
   }
   __device__ explicit Tiles(const Dims& D, float* base) {
     const int ct = D.ct;
@@ -87,6 +91,7 @@ struct Tiles {
     w = take(ct);
     rowsum = take(ct);
     scalar = take(8);
+    if (D.smem_state) S = take(D.state_floats());
   }
 };
 

@@ -6,11 +6,14 @@
 // tile heights (16, 32), segments of one tile and of several with a short
 // last one, padding of every dimension (d = 5, m = 7 and d = 16, m = 32),
 // causal and bidirectional, FAVOR+ and relu; and every call's temporaries
-// within the bytes the planner is told (fused_workspace_bytes). The TF32
-// tensor-core path runs too, on the emulator's wmma (fp32 products of
-// operands rounded to TF32): its pointers, leading dimensions and layouts
-// against the reference to TF32's tolerance. The exp kernel's trained per-head projections and their gradient
-// dW go through the same protocol, with and without the key's |k|^2/2 term.
+// within the bytes the planner is told (fused_workspace_bytes); the state a
+// block carries from tile to tile in global and in shared memory
+// (Dims::smem_state). The tensor-core paths run too (mma.sync with TF32 and
+// bf16 operands, lane by lane by the PTX fragment layouts) against the
+// reference to each precision's tolerance, with the warps in lockstep and one
+// warp at a time. The exp kernel's trained per-head projections and their
+// gradient dW go through the same protocol, with and without the key's
+// |k|^2/2 term.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include <gtest/gtest.h>
@@ -71,10 +74,11 @@ struct EmulatedCudaOps {
   int seg_len = 0;
   TileMath math = TileMath::Fp32;
   pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
+  bool smem_state = false;  // Dims::smem_state: the carried state in shared memory
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
   Dims dims(const FavorShape& s) const {
-    Dims D = dims_for(s, ct, math);
+    Dims D = dims_for(s, ct, math, smem_state);
     if (seg_len > 0) {
       D.seg_len = seg_len;
       D.segs = static_cast<int>(ceil_div(std::max<int64_t>(s.n, 1), seg_len));
@@ -207,7 +211,9 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
               const ReferenceCase r(c, causal, kernel, seed);
               for (int P : {1, 2, 3}) {
                 SCOPED_TRACE(where(c, causal, kernel, P));
-                const EmulatedRun e(r, EmulatedCudaOps{c.ct, c.seg_len}, causal, P);
+                EmulatedCudaOps ops{c.ct, c.seg_len};
+                ops.smem_state = P != 2;  // the carried state in shared memory (P = 1, 3) and in global memory
+                const EmulatedRun e(r, ops, causal, P);
                 EXPECT_LE(test::rel_l2(e.o, r.o), 1e-5);
                 EXPECT_LE(test::rel_l2(e.dq, r.dq), 1e-5);
                 EXPECT_LE(test::rel_l2(e.dk, r.dk), 1e-5);
@@ -239,6 +245,7 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
                   // Two blocks with one warp at a time running ahead (a missing barrier between one warp's
                   // reads and another's overwrite shows there), one with all warps in lockstep.
                   if (P == 2) tensor.schedule = pf_emu::Schedule::WarpByWarp;
+                  tensor.smem_state = P == 2;
                   const EmulatedRun tc(r, tensor, causal, P);
                   const EmulatedRun fp32(r, EmulatedCudaOps{c.ct, c.seg_len}, causal, P);
                   const double tol = bf16 ? 4e-2 : 1e-2;
@@ -296,7 +303,9 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
           std::vector<float> o(size), dq(size), dk(size), dv(size), dW(BH * wsize, 0.f);
           const FavorShape shape = p.shape;
           ASSERT_EQ(shape.w_heads, H);
-          test::run_favor_protocol(EmulatedCudaOps{c.ct, c.seg_len}, res.ctx(), shape, causal, P, q.data(), k.data(),
+          EmulatedCudaOps ops{c.ct, c.seg_len};
+          ops.smem_state = P == 3;
+          test::run_favor_protocol(ops, res.ctx(), shape, causal, P, q.data(), k.data(),
                                    v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
           EXPECT_LE(test::rel_l2(o, ro), 1e-5);
           EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
@@ -324,8 +333,10 @@ TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
       const test::PiecesCase c(2, 100, 5, 7, causal, kernel, {{1, 40, 59}, {100}, {3, 97}}, ++seed);
       MemoryTracker tracker(Device::cpu());
       const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-      const EmulatedCudaOps emulated{32, 0};
+      EmulatedCudaOps emulated{32, 0};
+      emulated.smem_state = true;  // one launch over the pieces with the carried state in shared memory
       const test::PiecesResult one = test::run_pieces(emulated, res.ctx(), c, true);
+      emulated.smem_state = false;
       const test::PiecesResult each = test::run_pieces(emulated, res.ctx(), c, false);
       const test::PiecesResult cpu = test::run_pieces(test::DispatchedFavorOps{}, res.ctx(), c, true);
       for (const test::PiecesResult* other : {&each, &cpu}) {
