@@ -305,8 +305,8 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
           ASSERT_EQ(shape.w_heads, H);
           EmulatedCudaOps ops{c.ct, c.seg_len};
           ops.smem_state = P == 3;
-          test::run_favor_protocol(ops, res.ctx(), shape, causal, P, q.data(), k.data(),
-                                   v.data(), W.data(), g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
+          test::run_favor_protocol(ops, res.ctx(), shape, causal, P, q.data(), k.data(), v.data(), W.data(), g.data(),
+                                   o.data(), dq.data(), dk.data(), dv.data(), dW.data());
           EXPECT_LE(test::rel_l2(o, ro), 1e-5);
           EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
           EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
