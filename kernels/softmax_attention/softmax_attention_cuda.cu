@@ -66,14 +66,16 @@ void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) 
              "softmax attention on CUDA: too many tiles for one grid (heads=" << p.heads << " n=" << p.n << ")");
 }
 
-// Whether the call runs on tensor cores: asked, an sm_80+ device, and tiles
-// that fit its shared memory.
-bool use_mma(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
-  if (p.tile_math == TileMath::Fp32) return false;
+// The tensor-core kernels' buffers for the call (mma_stages), all 0 unless it
+// asks for them, the device is sm_80+ and both directions fit its shared
+// memory: then it runs on them, else on the fp32 kernels.
+MmaStages mma_plan(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
+  if (p.tile_math == TileMath::Fp32) return {};
   int major = 0, limit = 0;
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device.index));
-  return major >= 8 && mma_fits(static_cast<int>(p.d), limit);
+  const MmaStages stages = mma_stages(static_cast<int>(p.d), limit);
+  return major >= 8 && stages.forward > 0 && stages.backward > 0 ? stages : MmaStages{};
 }
 
 template <typename T>
@@ -83,7 +85,8 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
   CudaLaunch launch(ctx);
-  if (use_mma(ctx, p)) return forward_mma(launch, p, scale, Q, K, V, O, lse);
+  const MmaStages mma = mma_plan(ctx, p);
+  if (mma.forward > 0) return forward_mma(launch, p, scale, mma.forward, Q, K, V, O, lse);
   forward(launch, p, scale, Q, K, V, O, lse);
 }
 
@@ -97,15 +100,15 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   check_cuda_params(ctx, p);
   if (p.heads == 0 || p.n == 0) return;
   const int64_t rows = p.heads * p.n;
-  const bool mma = use_mma(ctx, p);
-  const bool narrow = !mma && !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
+  const MmaStages mma = mma_plan(ctx, p);
+  const bool narrow = mma.backward == 0 && !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
   const Tensor scratch = Tensor::empty({rows + (narrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
   float* D = scratch.data<float>();
   const cudaStream_t stream = cuda_stream(ctx);
   CudaLaunch launch(ctx);
-  if (mma) {
-    backward_mma(launch, p, scale, Q, K, V, O, lse, dO, D, dQ, dK, dV);
+  if (mma.backward > 0) {
+    backward_mma(launch, p, scale, mma.backward, Q, K, V, O, lse, dO, D, dQ, dK, dV);
     PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // D is scratch
     return;
   }

@@ -23,10 +23,15 @@
 //     the key tiles they see, remaking P and dS; dQ += dS K.
 // P (and dS) go through each warp's own rows of shared memory between the
 // products (__syncwarp), not through registers: the same code for both
-// precisions.
+// precisions. The streamed tiles (K and V, or Q and dO) are double buffered
+// where shared memory allows (`stages` 2): the next tile's copies run during
+// the current tile's products, by cp.async for fp32 rows of 64 or 128
+// columns on 16-byte boundaries (the model's case), by loads otherwise.
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "runtime/cuda_mma_tiles.cuh"
 
@@ -44,17 +49,30 @@ inline int mma_padded_d(int d) { return d <= 64 ? 64 : 128; }
 __host__ __device__ constexpr int mma_ld(int DP) { return DP + 4; }
 constexpr int kMmaLdP = kMmaRows + 4;
 
-// Shared floats: the forward's Q, K, V tiles and P rows; the backward's two
-// row tiles, two streamed tiles, the P and dS rows and the streamed rows' lse and D.
-inline int64_t forward_mma_smem_floats(int DP) { return 3 * kMmaRows * mma_ld(DP) + kMmaRows * kMmaLdP; }
-inline int64_t backward_mma_smem_floats(int DP) {
-  return 4 * kMmaRows * mma_ld(DP) + 2 * kMmaRows * kMmaLdP + 2 * kMmaRows;
+// Shared floats with `stages` buffers of each streamed tile: the forward's Q
+// tile, K and V tiles and P rows; the backward's two resident tiles, two
+// streamed tiles, P and dS rows.
+inline int64_t forward_mma_smem_floats(int DP, int stages) {
+  return (1 + 2 * stages) * kMmaRows * mma_ld(DP) + kMmaRows * kMmaLdP;
 }
-// Whether the kernels for head size d fit in `limit` bytes of shared memory
-// per block (d = 128 needs 170 KiB in the backward: H100 and H200, not A100).
-inline bool mma_fits(int d, int64_t limit) {
+inline int64_t backward_mma_smem_floats(int DP, int stages) {
+  return (2 + 2 * stages) * kMmaRows * mma_ld(DP) + 2 * kMmaRows * kMmaLdP;
+}
+// The buffers each of the forward and the backward can have for head size d
+// within `limit` bytes of shared memory per block: 2, 1, or 0 (the kernels do
+// not fit). At d <= 64: 104 and 139 KiB with 2; at 64 < d <= 128: 186 and
+// 237.5 KiB with 2, 118 and 170 KiB with 1 (H100, H200: 2 and 1; A100: 1 and 0).
+struct MmaStages {
+  int forward = 0, backward = 0;
+};
+inline MmaStages mma_stages(int d, int64_t limit) {
   const int DP = mma_padded_d(d);
-  return std::max(forward_mma_smem_floats(DP), backward_mma_smem_floats(DP)) * int64_t{sizeof(float)} <= limit;
+  auto most = [&](auto floats) {
+    for (int stages : {2, 1})
+      if (floats(DP, stages) * int64_t{sizeof(float)} <= limit) return stages;
+    return 0;
+  };
+  return MmaStages{most(forward_mma_smem_floats), most(backward_mma_smem_floats)};
 }
 
 // dst [kMmaRows, ld] = scale * src rows [rows, d] (row stride d), zero after
@@ -64,6 +82,63 @@ __device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int 
   for (int e = threadIdx.x; e < kMmaRows * DP; e += kThreads) {
     const int r = e / DP, c = e % DP;
     dst[r * mma_ld(DP) + c] = r < rows && c < d ? load_f32(src + int64_t(r) * d + c) * scale : 0.f;
+  }
+}
+
+// Starts dst [kMmaRows, ld] <- src rows [rows, d] (row stride d), zeros
+// after them up to DP columns and kMmaRows rows: by cp.async when the rows
+// are fp32 of exactly DP columns on a 16-byte boundary (the caller commits
+// the group and waits for it), else by loads (done at return).
+template <typename T, int DP>
+__device__ __forceinline__ void start_rows(const T* __restrict__ src, int rows, int d, float* dst) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (d == DP && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+      for (int e = threadIdx.x; e < kMmaRows * (DP / 4); e += kThreads) {
+        const int r = e / (DP / 4), c = 4 * (e % (DP / 4));
+        float* to = dst + r * mma_ld(DP) + c;
+        if (r < rows) {
+          cp_async_16(to, src + int64_t(r) * d + c);
+        } else {
+          for (int i = 0; i < 4; ++i) to[i] = 0.f;
+        }
+      }
+      return;
+    }
+  }
+  load_rows_padded<T, DP>(src, rows, d, 1.f, dst);
+}
+
+// body(j0, cols, a, b) for each 64-row tile [j0, j0 + cols) of [first, end)
+// in order, with a, b its rows of A and B (row stride d) in shared memory.
+// bufA and bufB hold `stages` tiles each; with 2 the next tile's copies run
+// during body. Every thread calls it; body is called between two barriers.
+template <typename T, int DP, typename Body>
+__device__ __forceinline__ void stream_tiles(const T* __restrict__ A, const T* __restrict__ B, int d, int64_t first,
+                                             int64_t end, int stages, float* bufA, float* bufB, Body&& body) {
+  constexpr int tile = kMmaRows * mma_ld(DP);
+  auto start = [&](int64_t j0, int slot) {
+    const int cols = static_cast<int>(min64(kMmaRows, end - j0));
+    start_rows<T, DP>(A + j0 * d, cols, d, bufA + slot * tile);
+    start_rows<T, DP>(B + j0 * d, cols, d, bufB + slot * tile);
+    cp_async_commit();
+  };
+  if (first < end) start(first, 0);
+  int slot = 0;
+  for (int64_t j0 = first; j0 < end; j0 += kMmaRows) {
+    const int64_t next = j0 + kMmaRows;
+    if (stages == 2 && next < end)
+      start(next, slot ^ 1);
+    else
+      cp_async_commit();  // an empty group: the wait below completes this tile's either way
+    cp_async_wait<1>();
+    __syncthreads();  // every thread's copies of this tile have landed
+    body(j0, static_cast<int>(min64(kMmaRows, end - j0)), bufA + slot * tile, bufB + slot * tile);
+    __syncthreads();  // the tile is read before its buffer is refilled
+    if (stages == 2) {
+      slot ^= 1;
+    } else if (next < end) {
+      start(next, 0);
+    }
   }
 }
 
@@ -96,15 +171,16 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <TileMath P, int DP, typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
-                       const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
+    forward_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, int stages,
+                       const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O,
+                       float* __restrict__ lse) {
   PF_CUDA_SHARED_FLOATS(smem);
   constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float* sQ = smem;
-  float* sK = sQ + kMmaRows * ld;
-  float* sV = sK + kMmaRows * ld;
-  float* sP = sV + kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 rows
+  float* bufK = sQ + kMmaRows * ld;
+  float* bufV = bufK + stages * kMmaRows * ld;
+  float* sP = bufV + stages * kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 rows
   const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = head * n * d;
@@ -113,49 +189,45 @@ __global__ void __launch_bounds__(kThreads)
   float o[NT][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 of the warp's strip
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
-  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kMmaRows) {
-    const int cols = static_cast<int>(min64(kMmaRows, kend - j0));
-    __syncthreads();  // the previous tiles are read (and Q is stored, the first time)
-    load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
-    load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
-    __syncthreads();
-    float s[KT][4] = {};
-    warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
-    float top[2] = {-INFINITY, -INFINITY};
-    PF_UNROLL
-    for (int j = 0; j < KT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const int64_t i = i0 + 16 * warp + mma_row(g, r);
-      const int c = 8 * j + mma_col(t, r);
-      if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
-      top[r / 2] = fmaxf(top[r / 2], s[j][r]);
-    }
-    float alpha[2], shift[2], sum[2] = {0.f, 0.f};
-    PF_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const float m_new = fmaxf(m[h], quad_max(top[h]));
-      alpha[h] = softmax_rescale(m[h], m_new);
-      shift[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet keeps p = 0
-      m[h] = m_new;
-    }
-    PF_UNROLL
-    for (int j = 0; j < KT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      s[j][r] = softmax_exp(s[j][r] - shift[r / 2]);  // P
-      sum[r / 2] += s[j][r];
-    }
-    PF_UNROLL
-    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
-    PF_UNROLL
-    for (int j = 0; j < NT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
-    PF_UNROLL
-    for (int j = 0; j < KT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) sP[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = s[j][r];
-    __syncwarp();  // the warp's P rows are written
-    warp_mm<P, NT, false>(sP, kMmaLdP, sV, ld, kMmaRows, g, t, o);
-    __syncwarp();  // and read before the next tile's
-  }
+  stream_tiles<T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
+                      [&](int64_t j0, int cols, const float* sK, const float* sV) {
+                        float s[KT][4] = {};
+                        warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
+                        float top[2] = {-INFINITY, -INFINITY};
+                        PF_UNROLL
+                        for (int j = 0; j < KT; ++j) PF_UNROLL
+                        for (int r = 0; r < 4; ++r) {
+                          const int64_t i = i0 + 16 * warp + mma_row(g, r);
+                          const int c = 8 * j + mma_col(t, r);
+                          if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
+                          top[r / 2] = fmaxf(top[r / 2], s[j][r]);
+                        }
+                        float alpha[2], shift[2], sum[2] = {0.f, 0.f};
+                        PF_UNROLL
+                        for (int h = 0; h < 2; ++h) {
+                          const float m_new = fmaxf(m[h], quad_max(top[h]));
+                          alpha[h] = softmax_rescale(m[h], m_new);
+                          shift[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet keeps p = 0
+                          m[h] = m_new;
+                        }
+                        PF_UNROLL
+                        for (int j = 0; j < KT; ++j) PF_UNROLL
+                        for (int r = 0; r < 4; ++r) {
+                          s[j][r] = softmax_exp(s[j][r] - shift[r / 2]);  // P
+                          sum[r / 2] += s[j][r];
+                        }
+                        PF_UNROLL
+                        for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
+                        PF_UNROLL
+                        for (int j = 0; j < NT; ++j) PF_UNROLL
+                        for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
+                        PF_UNROLL
+                        for (int j = 0; j < KT; ++j) PF_UNROLL
+                        for (int r = 0; r < 4; ++r) sP[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = s[j][r];
+                        __syncwarp();  // the warp's P rows are written
+                        warp_mm<P, NT, false>(sP, kMmaLdP, sV, ld, kMmaRows, g, t, o);
+                        __syncwarp();  // and read before the next tile's
+                      });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
   for (int r = 0; r < 4; ++r) {
@@ -172,20 +244,19 @@ __global__ void __launch_bounds__(kThreads)
 // dK, dV of a 64-key tile over the query tiles that see it.
 template <TileMath P, int DP, typename T>
 __global__ void __launch_bounds__(kThreads)
-    key_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, const T* __restrict__ Q,
-                        const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
-                        const float* __restrict__ D, const T* __restrict__ dO, T* __restrict__ dK, T* __restrict__ dV) {
+    key_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, int stages,
+                        const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
+                        const float* __restrict__ lse, const float* __restrict__ D, const T* __restrict__ dO,
+                        T* __restrict__ dK, T* __restrict__ dV) {
   PF_CUDA_SHARED_FLOATS(smem);
   constexpr int ld = mma_ld(DP), NT = DP / 8, QT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float* sK = smem;
   float* sV = sK + kMmaRows * ld;
-  float* sQ = sV + kMmaRows * ld;
-  float* sdO = sQ + kMmaRows * ld;
-  float* sP = sdO + kMmaRows * ld + warp * 16 * kMmaLdP;  // P^T: this warp's 16 keys x 64 queries
-  float* sdS = sdO + kMmaRows * ld + kMmaRows * kMmaLdP + warp * 16 * kMmaLdP;
-  float* sLse = sdO + kMmaRows * ld + 2 * kMmaRows * kMmaLdP;
-  float* sD = sLse + kMmaRows;
+  float* bufQ = sV + kMmaRows * ld;
+  float* bufdO = bufQ + stages * kMmaRows * ld;
+  float* sP = bufdO + stages * kMmaRows * ld + warp * 16 * kMmaLdP;  // P^T: this warp's 16 keys x 64 queries
+  float* sdS = sP + kMmaRows * kMmaLdP;
   const int64_t head = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kMmaRows;
   const int cols = static_cast<int>(min64(kMmaRows, n - j0));
   const int64_t base = head * n * d;
@@ -194,36 +265,28 @@ __global__ void __launch_bounds__(kThreads)
 
   float dk[NT][4] = {}, dv[NT][4] = {};
   const int64_t i_end = mask.end_query(j0 + cols - 1, n);
-  for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += kMmaRows) {
-    const int rows = static_cast<int>(min64(kMmaRows, i_end - i0));
-    __syncthreads();  // the previous query tile is read
-    load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
-    load_rows_padded<T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
-    for (int r = threadIdx.x; r < kMmaRows; r += kThreads) {
-      sLse[r] = r < rows ? lse[head * n + i0 + r] : 0.f;
-      sD[r] = r < rows ? D[head * n + i0 + r] : 0.f;
-    }
-    __syncthreads();
-    float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
-    warp_mm<P, QT, true>(sK + 16 * warp * ld, ld, sQ, ld, DP, g, t, st);
-    warp_mm<P, QT, true>(sV + 16 * warp * ld, ld, sdO, ld, DP, g, t, dpt);
-    PF_UNROLL
-    for (int j = 0; j < QT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
-      float p = 0.f, ds = 0.f;
-      if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
-        p = softmax_exp(scale * st[j][r] - sLse[q]);
-        ds = softmax_score_grad(p, dpt[j][r], sD[q], scale);
-      }
-      sP[mma_row(g, r) * kMmaLdP + q] = p;
-      sdS[mma_row(g, r) * kMmaLdP + q] = ds;
-    }
-    __syncwarp();
-    warp_mm<P, NT, false>(sP, kMmaLdP, sdO, ld, kMmaRows, g, t, dv);
-    warp_mm<P, NT, false>(sdS, kMmaLdP, sQ, ld, kMmaRows, g, t, dk);
-    __syncwarp();
-  }
+  stream_tiles<T, DP>(Q + base, dO + base, d, mask.first_query(j0), i_end, stages, bufQ, bufdO,
+                      [&](int64_t i0, int rows, const float* sQ, const float* sdO) {
+                        float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
+                        warp_mm<P, QT, true>(sK + 16 * warp * ld, ld, sQ, ld, DP, g, t, st);
+                        warp_mm<P, QT, true>(sV + 16 * warp * ld, ld, sdO, ld, DP, g, t, dpt);
+                        PF_UNROLL
+                        for (int j = 0; j < QT; ++j) PF_UNROLL
+                        for (int r = 0; r < 4; ++r) {
+                          const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
+                          float p = 0.f, ds = 0.f;
+                          if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
+                            p = softmax_exp(scale * st[j][r] - lse[head * n + i0 + q]);
+                            ds = softmax_score_grad(p, dpt[j][r], D[head * n + i0 + q], scale);
+                          }
+                          sP[mma_row(g, r) * kMmaLdP + q] = p;
+                          sdS[mma_row(g, r) * kMmaLdP + q] = ds;
+                        }
+                        __syncwarp();
+                        warp_mm<P, NT, false>(sP, kMmaLdP, sdO, ld, kMmaRows, g, t, dv);
+                        warp_mm<P, NT, false>(sdS, kMmaLdP, sQ, ld, kMmaRows, g, t, dk);
+                        __syncwarp();
+                      });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
   for (int r = 0; r < 4; ++r) {
@@ -238,17 +301,18 @@ __global__ void __launch_bounds__(kThreads)
 // dQ of a 64-query tile over the key tiles it sees.
 template <TileMath P, int DP, typename T>
 __global__ void __launch_bounds__(kThreads)
-    query_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
-                          const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
-                          const float* __restrict__ D, const T* __restrict__ dO, T* __restrict__ dQ) {
+    query_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, int stages,
+                          const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
+                          const float* __restrict__ lse, const float* __restrict__ D, const T* __restrict__ dO,
+                          T* __restrict__ dQ) {
   PF_CUDA_SHARED_FLOATS(smem);
   constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float* sQ = smem;
   float* sdO = sQ + kMmaRows * ld;
-  float* sK = sdO + kMmaRows * ld;
-  float* sV = sK + kMmaRows * ld;
-  float* sdS = sV + kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 queries x 64 keys
+  float* bufK = sdO + kMmaRows * ld;
+  float* bufV = bufK + stages * kMmaRows * ld;
+  float* sdS = bufV + stages * kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 queries x 64 keys
   const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = head * n * d;
@@ -264,30 +328,26 @@ __global__ void __launch_bounds__(kThreads)
 
   float dq[NT][4] = {};
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
-  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kMmaRows) {
-    const int cols = static_cast<int>(min64(kMmaRows, kend - j0));
-    __syncthreads();
-    load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
-    load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
-    __syncthreads();
-    float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
-    warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
-    warp_mm<P, KT, true>(sdO + 16 * warp * ld, ld, sV, ld, DP, g, t, dp);
-    PF_UNROLL
-    for (int j = 0; j < KT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
-      float ds = 0.f;
-      if (c < cols && row < rows && mask.visible(i0 + row, j0 + c)) {
-        const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
-        ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
-      }
-      sdS[mma_row(g, r) * kMmaLdP + c] = ds;
-    }
-    __syncwarp();
-    warp_mm<P, NT, false>(sdS, kMmaLdP, sK, ld, kMmaRows, g, t, dq);
-    __syncwarp();
-  }
+  stream_tiles<T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
+                      [&](int64_t j0, int cols, const float* sK, const float* sV) {
+                        float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
+                        warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
+                        warp_mm<P, KT, true>(sdO + 16 * warp * ld, ld, sV, ld, DP, g, t, dp);
+                        PF_UNROLL
+                        for (int j = 0; j < KT; ++j) PF_UNROLL
+                        for (int r = 0; r < 4; ++r) {
+                          const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
+                          float ds = 0.f;
+                          if (c < cols && row < rows && mask.visible(i0 + row, j0 + c)) {
+                            const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
+                            ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
+                          }
+                          sdS[mma_row(g, r) * kMmaLdP + c] = ds;
+                        }
+                        __syncwarp();
+                        warp_mm<P, NT, false>(sdS, kMmaLdP, sK, ld, kMmaRows, g, t, dq);
+                        __syncwarp();
+                      });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
   for (int r = 0; r < 4; ++r) {
@@ -320,34 +380,35 @@ struct QueryGradMma {
   static auto get() { return query_grad_mma_kernel<P, DP, T>; }
 };
 
-// O, lse of the call on tensor cores (p.tile_math: Tf32 or Bf16).
+// O, lse of the call on tensor cores (p.tile_math: Tf32 or Bf16), with
+// `stages` buffers of the K and V tiles (mma_stages).
 template <typename L, typename T>
-void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, T* O,
-                 float* lse) {
+void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int stages, const T* Q, const T* K,
+                 const T* V, T* O, float* lse) {
   const int d = static_cast<int>(p.d);
   const int64_t q_tiles = ceil_div(p.n, kMmaRows);
   with_mma_kernel<ForwardMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
-    launch.blocks(kernel, p.heads * q_tiles, forward_mma_smem_floats(DP) * int64_t{sizeof(float)}, p.n, d,
-                  SoftmaxMask{p.causal, p.window}, scale, q_tiles, Q, K, V, O, lse);
+    launch.blocks(kernel, p.heads * q_tiles, forward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d,
+                  SoftmaxMask{p.causal, p.window}, scale, q_tiles, stages, Q, K, V, O, lse);
   });
 }
 
-// dQ, dK, dV of the call on tensor cores, each written once (no atomics);
-// D [heads * n] is scratch.
+// dQ, dK, dV of the call on tensor cores, each written once (no atomics),
+// with `stages` buffers of the streamed tiles; D [heads * n] is scratch.
 template <typename L, typename T>
-void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V,
-                  const T* O, const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {
+void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int stages, const T* Q, const T* K,
+                  const T* V, const T* O, const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n, tiles = ceil_div(p.n, kMmaRows);
   const SoftmaxMask mask{p.causal, p.window};
   launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, rows, d, dO, O, D);
   with_mma_kernel<KeyGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
-    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP) * int64_t{sizeof(float)}, p.n, d, mask, scale,
-                  tiles, Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
+    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d, mask,
+                  scale, tiles, stages, Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
   });
   with_mma_kernel<QueryGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
-    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP) * int64_t{sizeof(float)}, p.n, d, mask, scale,
-                  tiles, Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
+    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d, mask,
+                  scale, tiles, stages, Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
   });
 }
 

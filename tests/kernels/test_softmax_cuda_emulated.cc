@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention_cuda.cuh"
@@ -66,7 +67,7 @@ Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in) {
 // The tensor-core kernels' forward and backward (math TF32 or bf16), every
 // buffer they write starting as NaN: four launches, no atomics.
 Outputs run_emulated_mma(SoftmaxAttentionParams p, const Inputs& in, TileMath math,
-                         pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep) {
+                         pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2) {
   p.tile_math = math;
   const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
              dO = cast_vector<float>(in.dO);
@@ -77,9 +78,9 @@ Outputs run_emulated_mma(SoftmaxAttentionParams p, const Inputs& in, TileMath ma
   const float scale = softmax_attention_scale(p);
   EmulatedLaunch launch;
   launch.schedule = schedule;
-  softmax_cuda::forward_mma(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
-  softmax_cuda::backward_mma(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
-                             D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
+  softmax_cuda::forward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
+  softmax_cuda::backward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(),
+                             dO.data(), D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
   EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 4 : 0);
   return out;
 }
@@ -120,9 +121,11 @@ TEST(SoftmaxCudaEmulated, MatchesFloat64ReferenceAndTheCpu) {
 // each output; the largest errors on these inputs are 8.8e-4 and 8.4e-3,
 // lse and dV). Windows from 1 key to more than the sequence, n from 1 row
 // to two tiles with a short last one, d below, at and above the 64-column
-// padding (d = 72 runs the 128-column kernels). Each case runs with the warps
-// in lockstep and one warp at a time (pf_emu::Schedule), so that a missing
-// barrier shows whichever warp runs ahead.
+// padding (d = 72 runs the 128-column kernels; d = 64 streams its fp32 tiles
+// by cp.async). Each case runs with the warps in lockstep and one warp at a
+// time (pf_emu::Schedule), so that a missing barrier shows whichever warp
+// runs ahead, with the streamed tiles double buffered, and one warp at a
+// time with one buffer.
 TEST(SoftmaxCudaEmulated, TensorCoreKernelsMatchFloat64Reference) {
   struct Shape {
     int64_t heads, n, d;
@@ -136,14 +139,36 @@ TEST(SoftmaxCudaEmulated, TensorCoreKernelsMatchFloat64Reference) {
           const SoftmaxAttentionParams p = softmax_attention_params(s.heads, s.n, s.d, causal, window);
           const Inputs in = make_inputs(p, ++seed);
           const Reference want = run_ref(p, in);
-          for (pf_emu::Schedule schedule : {pf_emu::Schedule::Lockstep, pf_emu::Schedule::WarpByWarp}) {
-            const Outputs got = run_emulated_mma(p, in, math, schedule);
+          using pf_emu::Schedule;
+          for (auto [schedule, stages] : {std::pair<Schedule, int>{Schedule::Lockstep, 2},
+                                          {Schedule::WarpByWarp, 2},
+                                          {Schedule::WarpByWarp, 1}}) {
+            const Outputs got = run_emulated_mma(p, in, math, schedule, stages);
             expect_close(got, want, tol,
-                         describe(p) + " math=" + tile_math_name(math) +
-                             (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
+                         describe(p) + " math=" + tile_math_name(math) + " stages=" + std::to_string(stages) +
+                             (schedule == Schedule::Lockstep ? " lockstep" : " warp by warp"));
           }
         }
   }
+}
+
+// Tiles streamed into buffers that earlier tiles filled: four key and query
+// tiles a block (n = 200), double and single buffered, by cp.async (d = 64,
+// fp32) and by loads (d = 16), one warp at a time (so a warp that refills a
+// buffer before the others have read it shows) and in lockstep.
+TEST(SoftmaxCudaEmulated, TensorCoreStreamsReuseTheirBuffers) {
+  uint64_t seed = 1900;
+  for (int64_t d : {16, 64})
+    for (bool causal : {false, true}) {
+      const SoftmaxAttentionParams p = softmax_attention_params(1, 200, d, causal);
+      const Inputs in = make_inputs(p, ++seed);
+      const Reference want = run_ref(p, in);
+      for (pf_emu::Schedule schedule : {pf_emu::Schedule::Lockstep, pf_emu::Schedule::WarpByWarp})
+        for (int stages : {2, 1})
+          expect_close(run_emulated_mma(p, in, TileMath::Tf32, schedule, stages), want, 3e-3,
+                       describe(p) + " stages=" + std::to_string(stages) +
+                           (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
+    }
 }
 
 // A window that covers every key is no window: the same bits as window 0.

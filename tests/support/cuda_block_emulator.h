@@ -94,6 +94,7 @@ struct Block {
   std::vector<float> shared;
   std::function<void()> body;
   int64_t progress = 0;  // barrier completions, to tell a deadlock from waiting
+  bool eager_copies = false;  // cp.async lands when issued (Schedule::WarpByWarp)
 };
 
 // The block being run on this thread (the emulator's only state; a launch
@@ -138,6 +139,10 @@ constexpr size_t kFiberStack = 256 * 1024;
 //    warp. So one warp runs ahead of the others, and a missing
 //    __syncthreads between one warp's last read of a tile and another's
 //    overwrite of it shows too.
+// And the two extremes of when a cp.async copy lands: Lockstep at the
+// cp_async_wait that completes its group (the latest: a read before the wait
+// sees the old contents), WarpByWarp when it is issued (the earliest: a copy
+// into a buffer other warps still read overwrites it at once).
 enum class Schedule { Lockstep, WarpByWarp };
 
 // Runs block `idx` of body() to completion: `block_dim.x` fibers on the
@@ -160,6 +165,7 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
   b.async.assign(threads, AsyncCopies{});
   b.shared.assign((shared_bytes + sizeof(float) - 1) / sizeof(float), NAN);
   b.body = body;
+  b.eager_copies = schedule == Schedule::WarpByWarp;
   b.fibers.resize(threads);
   current_block() = &b;
   for (unsigned t = 0; t < threads; ++t) {
@@ -371,6 +377,10 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
 
 inline void cp_async(void* dst, const void* src, int bytes) {
   Block& blk = *current_block();
+  if (blk.eager_copies) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
   blk.async[blk.current].open.push_back(AsyncCopies::Copy{dst, src, bytes});
 }
 inline void cp_async_commit() {
