@@ -21,9 +21,10 @@
 //     dV += P^T dO, dK += dS^T Q;
 //   a block per (head, 64-query tile): each warp keeps dQ of its 16 rows over
 //     the key tiles they see, remaking P and dS; dQ += dS K.
-// P (and dS) go through each warp's own rows of shared memory between the
-// products (__syncwarp), not through registers: the same code for both
-// precisions. The streamed tiles (K and V, or Q and dO) are double buffered
+// In the bf16 forward P stays in registers as the A operand of P V (the
+// accumulator and A layouts of m16n8k16 line up); elsewhere P (and dS) go
+// through each warp's own rows of shared memory between the products
+// (__syncwarp). The streamed tiles (K and V, or Q and dO) are double buffered
 // where shared memory allows (`stages` 2): the next tile's copies run during
 // the current tile's products, by cp.async for fp32 rows of 64 or 128
 // columns on 16-byte boundaries (the model's case), by loads otherwise.
@@ -159,6 +160,30 @@ __device__ __forceinline__ void warp_mm(const float* A, int lda, const float* B,
   }
 }
 
+// acc[j] += P V[:, 8 j .. 8 j + 8) for j < NJ, the warp's 16 rows of P in the
+// accumulators s of KT 8-key tiles, in bf16: the bf16 A fragment of the
+// 16-key step kk is, lane by lane, the accumulators of key tiles 2 kk and
+// 2 kk + 1 (a0, a1: rows g, g + 8 at keys 2t, 2t + 1; a2, a3: the same 8
+// keys on), so P never goes through shared memory (TF32's A layout differs
+// from its accumulator's: the TF32 path writes P to shared memory).
+template <int NJ, int KT>
+__device__ __forceinline__ void warp_pv_bf16(const float (*s)[4], const float* V, int ldv, int g, int t,
+                                             float (*acc)[4]) {
+  using M = Mma<TileMath::Bf16>;
+  PF_UNROLL
+  for (int kk = 0; kk < KT / 2; ++kk) {
+    const uint32_t a[4] = {bf16x2_bits(s[2 * kk][0], s[2 * kk][1]), bf16x2_bits(s[2 * kk][2], s[2 * kk][3]),
+                           bf16x2_bits(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           bf16x2_bits(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    PF_UNROLL
+    for (int j = 0; j < NJ; ++j) {
+      uint32_t b[2];
+      M::load_b<false>(V, ldv, 16 * kk, 8 * j, g, t, b);
+      M::mma(acc[j], a, b);
+    }
+  }
+}
+
 // Max and sum over the four lanes that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -221,12 +246,16 @@ __global__ void __launch_bounds__(kThreads)
                         PF_UNROLL
                         for (int j = 0; j < NT; ++j) PF_UNROLL
                         for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
-                        PF_UNROLL
-                        for (int j = 0; j < KT; ++j) PF_UNROLL
-                        for (int r = 0; r < 4; ++r) sP[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = s[j][r];
-                        __syncwarp();  // the warp's P rows are written
-                        warp_mm<P, NT, false>(sP, kMmaLdP, sV, ld, kMmaRows, g, t, o);
-                        __syncwarp();  // and read before the next tile's
+                        if constexpr (P == TileMath::Bf16) {
+                          warp_pv_bf16<NT, KT>(s, sV, ld, g, t, o);  // P stays in registers
+                        } else {
+                          PF_UNROLL
+                          for (int j = 0; j < KT; ++j) PF_UNROLL
+                          for (int r = 0; r < 4; ++r) sP[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = s[j][r];
+                          __syncwarp();  // the warp's P rows are written
+                          warp_mm<P, NT, false>(sP, kMmaLdP, sV, ld, kMmaRows, g, t, o);
+                          __syncwarp();  // and read before the next tile's
+                        }
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
