@@ -46,29 +46,13 @@ class EmulatedLaunch {
   pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
 };
 
-// The CUDA kernels' forward and backward in fp32, every buffer the kernels
-// write (outputs and the D scratch) starting as NaN.
-Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in) {
-  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
-             dO = cast_vector<float>(in.dO);
-  const size_t size = Q.size(), rows = static_cast<size_t>(p.heads * p.n);
-  Outputs out{std::vector<float>(size, NAN), std::vector<float>(rows, NAN), std::vector<float>(size, NAN),
-              std::vector<float>(size, NAN), std::vector<float>(size, NAN)};
-  std::vector<float> D(rows, NAN);
-  const float scale = softmax_attention_scale(p);
-  EmulatedLaunch launch;
-  softmax_cuda::forward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
-  softmax_cuda::backward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
-                         D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
-  EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 3 : 0);
-  return out;
-}
-
-// The tensor-core kernels' forward and backward (math TF32 or bf16), every
-// buffer they write starting as NaN: four launches, no atomics.
-Outputs run_emulated_mma(SoftmaxAttentionParams p, const Inputs& in, TileMath math,
-                         pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2) {
-  p.tile_math = math;
+// The CUDA kernels' forward and backward on fp32 storage, every buffer they
+// write (outputs and the D scratch) starting as NaN: with p.tile_math fp32
+// the SIMT kernels (three launches), with TF32 or bf16 the tensor-core ones
+// (four launches, no atomics) with `stages` buffers of the streamed tiles;
+// the blocks' fibers in the order `schedule` says.
+Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in,
+                     pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2) {
   const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
              dO = cast_vector<float>(in.dO);
   const size_t size = Q.size(), rows = static_cast<size_t>(p.heads * p.n);
@@ -78,11 +62,25 @@ Outputs run_emulated_mma(SoftmaxAttentionParams p, const Inputs& in, TileMath ma
   const float scale = softmax_attention_scale(p);
   EmulatedLaunch launch;
   launch.schedule = schedule;
-  softmax_cuda::forward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
-  softmax_cuda::backward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(),
-                             dO.data(), D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
-  EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 4 : 0);
+  const bool mma = p.tile_math != TileMath::Fp32;
+  if (mma) {
+    softmax_cuda::forward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
+    softmax_cuda::backward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(),
+                               dO.data(), D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
+  } else {
+    softmax_cuda::forward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
+    softmax_cuda::backward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
+                           D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
+  }
+  EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? (mma ? 4 : 3) : 0);
   return out;
+}
+
+// The tensor-core kernels (math TF32 or bf16) on the case of p.
+Outputs run_emulated_mma(SoftmaxAttentionParams p, const Inputs& in, TileMath math,
+                         pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2) {
+  p.tile_math = math;
+  return run_emulated(p, in, schedule, stages);
 }
 
 double diff_l2(const std::vector<float>& a, const std::vector<float>& b) {

@@ -235,23 +235,24 @@ def main():
                 ap.error(f"--train: '{spec}' is not IMPL:DTYPE=OURS.csv")
             ours.append((impl, dtype, path))
         rows = train_rows(a.train[0], ours)
-        if a.csv:
-            with open(a.csv, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=TRAIN_COLUMNS, lineterminator="\n")
-                w.writeheader()
-                w.writerows(rows)
+        write(a.csv, TRAIN_COLUMNS, rows)
         print(train_table(rows))
         return 0
     if not a.ours or not a.peers:
         ap.error("OURS.csv and PEERS.csv are required")
     rows = ours_rows(read(a.ours)) + peer_rows(read(a.peers))
-    if a.csv:
-        with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-            w.writeheader()
-            w.writerows(rows)
+    write(a.csv, COLUMNS, rows)
     print(table(rows))
     return 0
+
+
+def write(path, columns, rows):
+    """The joined rows as a CSV at path (nothing when path is None)."""
+    if path:
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
 
 
 if __name__ == "__main__":
