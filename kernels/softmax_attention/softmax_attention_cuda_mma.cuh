@@ -21,10 +21,10 @@
 //     dV += P^T dO, dK += dS^T Q;
 //   a block per (head, 64-query tile): each warp keeps dQ of its 16 rows over
 //     the key tiles they see, remaking P and dS; dQ += dS K.
-// In the bf16 forward P stays in registers as the A operand of P V (the
-// accumulator and A layouts of m16n8k16 line up); elsewhere P (and dS) go
-// through each warp's own rows of shared memory between the products
-// (__syncwarp). The streamed tiles (K and V, or Q and dO) are double buffered
+// In bf16, P and dS (and their transposes) stay in registers as the A
+// operand of the products that take them (the accumulator and A layouts of
+// m16n8k16 line up); in TF32 they go through each warp's own rows of shared
+// memory between the products (__syncwarp). The streamed tiles (K and V, or Q and dO) are double buffered
 // where shared memory allows (`stages` 2): the next tile's copies run during
 // the current tile's products, by cp.async for fp32 rows of 64 or 128
 // columns on 16-byte boundaries (the model's case), by loads otherwise.
@@ -160,27 +160,38 @@ __device__ __forceinline__ void warp_mm(const float* A, int lda, const float* B,
   }
 }
 
-// acc[j] += P V[:, 8 j .. 8 j + 8) for j < NJ, the warp's 16 rows of P in the
-// accumulators s of KT 8-key tiles, in bf16: the bf16 A fragment of the
-// 16-key step kk is, lane by lane, the accumulators of key tiles 2 kk and
-// 2 kk + 1 (a0, a1: rows g, g + 8 at keys 2t, 2t + 1; a2, a3: the same 8
-// keys on), so P never goes through shared memory (TF32's A layout differs
-// from its accumulator's: the TF32 path writes P to shared memory).
-template <int NJ, int KT>
-__device__ __forceinline__ void warp_pv_bf16(const float (*s)[4], const float* V, int ldv, int g, int t,
-                                             float (*acc)[4]) {
-  using M = Mma<TileMath::Bf16>;
-  PF_UNROLL
-  for (int kk = 0; kk < KT / 2; ++kk) {
-    const uint32_t a[4] = {bf16x2_bits(s[2 * kk][0], s[2 * kk][1]), bf16x2_bits(s[2 * kk][2], s[2 * kk][3]),
-                           bf16x2_bits(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           bf16x2_bits(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+// acc[j] += A B[:, 8 j .. 8 j + 8) for j < NJ, with A [16, 8 KT] the warp's
+// accumulators a of KT 8-column tiles (P, P^T, dS or dS^T) and B [8 KT, .]
+// row-major in shared memory. In bf16 A never leaves the registers: the
+// bf16 A fragment of the 16-column step kk is, lane by lane, the
+// accumulators of tiles 2 kk and 2 kk + 1 (a0, a1: rows g, g + 8 at columns
+// 2t, 2t + 1; a2, a3: the same 8 columns on). TF32's A layout differs from
+// its accumulator's, so there A goes through `rows`, the warp's own 16 rows
+// of shared memory (kMmaLdP apart), between two __syncwarp.
+template <TileMath P, int NJ, int KT>
+__device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], float* rows, const float* B, int ldb, int g,
+                                                 int t, float (*acc)[4]) {
+  if constexpr (P == TileMath::Bf16) {
+    using M = Mma<TileMath::Bf16>;
     PF_UNROLL
-    for (int j = 0; j < NJ; ++j) {
-      uint32_t b[2];
-      M::load_b<false>(V, ldv, 16 * kk, 8 * j, g, t, b);
-      M::mma(acc[j], a, b);
+    for (int kk = 0; kk < KT / 2; ++kk) {
+      const uint32_t f[4] = {bf16x2_bits(a[2 * kk][0], a[2 * kk][1]), bf16x2_bits(a[2 * kk][2], a[2 * kk][3]),
+                             bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]),
+                             bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3])};
+      PF_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        uint32_t b[2];
+        M::load_b<false>(B, ldb, 16 * kk, 8 * j, g, t, b);
+        M::mma(acc[j], f, b);
+      }
     }
+  } else {
+    PF_UNROLL
+    for (int j = 0; j < KT; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) rows[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = a[j][r];
+    __syncwarp();  // the warp's rows are written
+    warp_mm<P, NJ, false>(rows, kMmaLdP, B, ldb, 8 * KT, g, t, acc);
+    __syncwarp();  // and read before they are written again
   }
 }
 
@@ -246,16 +257,7 @@ __global__ void __launch_bounds__(kThreads)
                         PF_UNROLL
                         for (int j = 0; j < NT; ++j) PF_UNROLL
                         for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
-                        if constexpr (P == TileMath::Bf16) {
-                          warp_pv_bf16<NT, KT>(s, sV, ld, g, t, o);  // P stays in registers
-                        } else {
-                          PF_UNROLL
-                          for (int j = 0; j < KT; ++j) PF_UNROLL
-                          for (int r = 0; r < 4; ++r) sP[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = s[j][r];
-                          __syncwarp();  // the warp's P rows are written
-                          warp_mm<P, NT, false>(sP, kMmaLdP, sV, ld, kMmaRows, g, t, o);
-                          __syncwarp();  // and read before the next tile's
-                        }
+                        warp_mm_from_acc<P, NT, KT>(s, sP, sV, ld, g, t, o);  // O += P V
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
@@ -308,13 +310,11 @@ __global__ void __launch_bounds__(kThreads)
                             p = softmax_exp(scale * st[j][r] - lse[head * n + i0 + q]);
                             ds = softmax_score_grad(p, dpt[j][r], D[head * n + i0 + q], scale);
                           }
-                          sP[mma_row(g, r) * kMmaLdP + q] = p;
-                          sdS[mma_row(g, r) * kMmaLdP + q] = ds;
+                          st[j][r] = p;    // P^T
+                          dpt[j][r] = ds;  // dS^T
                         }
-                        __syncwarp();
-                        warp_mm<P, NT, false>(sP, kMmaLdP, sdO, ld, kMmaRows, g, t, dv);
-                        warp_mm<P, NT, false>(sdS, kMmaLdP, sQ, ld, kMmaRows, g, t, dk);
-                        __syncwarp();
+                        warp_mm_from_acc<P, NT, QT>(st, sP, sdO, ld, g, t, dv);   // dV += P^T dO
+                        warp_mm_from_acc<P, NT, QT>(dpt, sdS, sQ, ld, g, t, dk);  // dK += dS^T Q
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
@@ -371,11 +371,9 @@ __global__ void __launch_bounds__(kThreads)
                             const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
                             ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
                           }
-                          sdS[mma_row(g, r) * kMmaLdP + c] = ds;
+                          s[j][r] = ds;
                         }
-                        __syncwarp();
-                        warp_mm<P, NT, false>(sdS, kMmaLdP, sK, ld, kMmaRows, g, t, dq);
-                        __syncwarp();
+                        warp_mm_from_acc<P, NT, KT>(s, sdS, sK, ld, g, t, dq);  // dQ += dS K
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
