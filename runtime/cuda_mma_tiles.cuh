@@ -3,7 +3,8 @@
 // fp32 and round the operands as each lane loads its part: Mma<P> for
 // P = TileMath::Tf32 (m16n8k8) and TileMath::Bf16 (m16n8k16), with
 //   Mma<P>::kStep                 the k of one instruction
-//   Mma<P>::load_a<TA>(A, lda, i0, k0, g, t, a)   rows i0..i0+15, k0..k0+kStep-1 of op(A)
+//   Mma<P>::load_a<TA>(A, lda, i0, k0, g, t, a[, ks])   rows i0..i0+15, k0..k0+kStep-1 of op(A)
+//                                 (of op(A) diag(ks) when ks is given)
 //   Mma<P>::load_b<TB>(B, ldb, k0, j0, g, t, b)   k0.., columns j0..j0+7 of op(B)
 //   Mma<P>::mma(d, a, b)          d += A B in fp32
 // where g = lane / 4, t = lane % 4, op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k]
@@ -33,6 +34,12 @@ template <bool TA>
 __device__ __forceinline__ float at_a(const float* A, int lda, int i, int k) {
   return TA ? A[k * lda + i] : A[i * lda + k];
 }
+// op(A)[i, k] times ks[k] when ks is not null: op(A) diag(ks).
+template <bool TA>
+__device__ __forceinline__ float at_a(const float* A, int lda, int i, int k, const float* ks) {
+  const float v = at_a<TA>(A, lda, i, k);
+  return ks ? v * ks[k] : v;
+}
 template <bool TB>
 __device__ __forceinline__ float at_b(const float* B, int ldb, int k, int j) {
   return TB ? B[j * ldb + k] : B[k * ldb + j];
@@ -52,11 +59,12 @@ template <>
 struct Mma<TileMath::Tf32> {
   static constexpr int kStep = 8;
   template <bool TA>
-  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
-    a[0] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t));
-    a[1] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t));
-    a[2] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t + 4));
-    a[3] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t + 4));
+  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4],
+                                const float* ks = nullptr) {
+    a[0] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t, ks));
+    a[1] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t, ks));
+    a[2] = tf32_bits(at_a<TA>(A, lda, i0 + g, k0 + t + 4, ks));
+    a[3] = tf32_bits(at_a<TA>(A, lda, i0 + g + 8, k0 + t + 4, ks));
   }
   template <bool TB>
   __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
@@ -71,15 +79,16 @@ struct Mma<TileMath::Bf16> {
   static constexpr int kStep = 16;
   // Two consecutive k of a row (A) or of a column (B) per register, the lower k in the low half.
   template <bool TA>
-  __device__ static uint32_t a_pair(const float* A, int lda, int i, int k) {
-    return bf16x2_bits(at_a<TA>(A, lda, i, k), at_a<TA>(A, lda, i, k + 1));
+  __device__ static uint32_t a_pair(const float* A, int lda, int i, int k, const float* ks) {
+    return bf16x2_bits(at_a<TA>(A, lda, i, k, ks), at_a<TA>(A, lda, i, k + 1, ks));
   }
   template <bool TA>
-  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4]) {
-    a[0] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t);
-    a[1] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t);
-    a[2] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t + 8);
-    a[3] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t + 8);
+  __device__ static void load_a(const float* A, int lda, int i0, int k0, int g, int t, uint32_t a[4],
+                                const float* ks = nullptr) {
+    a[0] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t, ks);
+    a[1] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t, ks);
+    a[2] = a_pair<TA>(A, lda, i0 + g, k0 + 2 * t + 8, ks);
+    a[3] = a_pair<TA>(A, lda, i0 + g + 8, k0 + 2 * t + 8, ks);
   }
   template <bool TB>
   __device__ static void load_b(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {

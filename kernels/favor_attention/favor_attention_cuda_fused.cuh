@@ -266,8 +266,7 @@ __device__ inline void store_feature_grad(const Args& a, const Block& b, const T
 template <bool TS>
 __device__ inline void causal_tile_product(const Dims& D, const Tiles& t, int N, int K, const float* X, const float* S,
                                            const float* Y, const float* Z, float* M, float* out) {
-  block_mm<false, TS>(D, D.ct, N, K, 1.f, X, K, S, D.D1p, 0.f, out, N);
-  scale_tile_rows(out, N, D.ct, N, t.w);
+  block_mm<false, TS>(D, D.ct, N, K, 1.f, X, K, S, D.D1p, 0.f, out, N, row_weights(t.w));
   block_mm<false, true>(D, D.ct, D.ct, K, 1.f, X, K, Y, K, 0.f, M, D.ct);
   causal_mask_tile(D, M, t.c, t.L);
   block_mm<false, false>(D, D.ct, N, D.ct, 1.f, M, D.ct, Z, N, 1.f, out, N);
@@ -351,8 +350,8 @@ __global__ void k_query_segments(Args a) {
       for (int i = threadIdx.x; i < D.ct; i += kThreads)
         t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
       __syncthreads();
-      scaled_tile_rows(t.G, t.VP, D.D1p, D.ct, D.D1p, t.w);
-      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, head_state(a, b), D.D1p, 0.f, t.WK, D.mp);
+      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, D.D1p, head_state(a, b), D.D1p, 0.f, t.WK, D.mp,
+                            row_weights(t.w));
       store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
     }
     add_queries_to_gradient_state(D, t, rows, R);
@@ -441,8 +440,7 @@ __global__ void k_add_prefix(Args a) {
       t.w[i] = log_scale_weight(pa, top);        // weight of the prefix
     }
     __syncthreads();
-    scale_tile_rows(t.Pq, D.mp, D.ct, D.mp, t.w);
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, P, D.D1p, 0.f, t.DX, D.D1p);
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, P, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
     for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
       const int i = e / D.D1, x = e % D.D1;
       float* out = a.y + (row + i) * D.D1 + x;
@@ -487,10 +485,8 @@ __global__ void k_causal_backward(Args a) {
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
     __syncthreads();
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
-    scale_tile_rows(t.WK, D.mp, D.ct, D.mp, t.w);
-    scale_tile_rows(t.DX, D.D1p, D.ct, D.D1p, t.w);
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp, row_weights(t.w));
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
     block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
     causal_mask_tile(D, t.A, t.c, t.L);
     block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
@@ -524,10 +520,8 @@ __global__ void k_key_grad_from_state(Args a) {
     load_keys(a, b, t, row, rows);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
     __syncthreads();
-    scaled_tile_rows(t.Pk, t.Pq, D.mp, D.ct, D.mp, t.w);
-    scale_tile_rows(t.VP, D.D1p, D.ct, D.D1p, t.w);
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp);
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, R, D.D1p, 0.f, t.DX, D.D1p);
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp, row_weights(t.w));
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
     store_key_grads(a, b, t, dW, row, rows, a.accumulate);
   });
 }

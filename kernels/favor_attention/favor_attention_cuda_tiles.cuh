@@ -96,10 +96,32 @@ struct Tiles {
 };
 
 // ---- products -------------------------------------------------------------------
+// Diagonal weights folded into a product (each null when absent):
+//   rows  C's row i is scaled by rows[i] (C = alpha diag(rows) op(A) op(B) + beta C)
+//   k     op(A)'s column k by k[k] before it is rounded (op(A) diag(k) op(B))
+// so that no pass over a tile (and its barrier) scales it first.
+struct Diag {
+  const float* rows = nullptr;
+  const float* k = nullptr;
+};
+__device__ inline Diag row_weights(const float* w) {
+  Diag d;
+  d.rows = w;
+  return d;
+}
+
+// alpha acc, scaled by the row's weight, plus beta times the old value.
+__device__ __forceinline__ float product_out(float alpha, float acc, const Diag& w, int row, float beta,
+                                             const float* old) {
+  float v = alpha * acc;
+  if (w.rows) v *= w.rows[row];
+  return beta == 0.f ? v : v + beta * *old;
+}
+
 // fp32 FMAs: each thread owns 4x4 outputs of a 64x64 block tile.
 template <bool TA, bool TB>
 __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                             float beta, float* C, int ldc) {
+                             float beta, float* C, int ldc, const Diag& w) {
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   for (int i0 = 0; i0 < M; i0 += 64) {
     for (int j0 = 0; j0 < N; j0 += 64) {
@@ -109,7 +131,7 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
       for (int k = 0; k < K; ++k) {
         float a[4], b[4];
         PF_UNROLL
-        for (int r = 0; r < 4; ++r) a[r] = at_a<TA>(A, lda, ib + r, k);
+        for (int r = 0; r < 4; ++r) a[r] = at_a<TA>(A, lda, ib + r, k, w.k);
         PF_UNROLL
         for (int q = 0; q < 4; ++q) b[q] = at_b<TB>(B, ldb, k, jb + q);
         PF_UNROLL
@@ -120,7 +142,7 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
       for (int r = 0; r < 4; ++r) PF_UNROLL
       for (int q = 0; q < 4; ++q) {
         float* out = C + (ib + r) * ldc + jb + q;
-        *out = beta == 0.f ? alpha * acc[r][q] : alpha * acc[r][q] + beta * *out;
+        *out = product_out(alpha, acc[r][q], w, ib + r, beta, out);
       }
     }
   }
@@ -132,7 +154,7 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
 // warps in turn.
 template <TileMath P, int NB, bool TA, bool TB>
 __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                             float beta, float* C, int ldc) {
+                             float beta, float* C, int ldc, const Diag& w) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int strips_n = N / (8 * NB), strips = (M / 16) * strips_n;
   for (int s = threadIdx.x / 32; s < strips; s += kWarps) {
@@ -140,7 +162,7 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
     float acc[NB][4] = {};
     for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
       uint32_t a[4];
-      Mma<P>::template load_a<TA>(A, lda, i0, k0, g, t, a);
+      Mma<P>::template load_a<TA>(A, lda, i0, k0, g, t, a, w.k);
       PF_UNROLL
       for (int nb = 0; nb < NB; ++nb) {
         uint32_t b[2];
@@ -152,8 +174,9 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
     for (int nb = 0; nb < NB; ++nb) {
       PF_UNROLL
       for (int r = 0; r < 4; ++r) {
-        float* out = C + (i0 + g + 8 * (r / 2)) * ldc + j0 + 8 * nb + 2 * t + r % 2;
-        *out = beta == 0.f ? alpha * acc[nb][r] : alpha * acc[nb][r] + beta * *out;
+        const int row = i0 + mma_row(g, r);
+        float* out = C + row * ldc + j0 + 8 * nb + mma_col(t, r);
+        *out = product_out(alpha, acc[nb][r], w, row, beta, out);
       }
     }
   }
@@ -162,33 +185,33 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
 // Strips of 16x16 where there are enough of them for every warp, else of 16x8.
 template <TileMath P, bool TA, bool TB>
 __device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                                float beta, float* C, int ldc) {
+                                float beta, float* C, int ldc, const Diag& w) {
   if ((M / 16) * (N / 16) >= kWarps)
-    block_mm_mma<P, 2, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    block_mm_mma<P, 2, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
   else
-    block_mm_mma<P, 1, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    block_mm_mma<P, 1, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
 }
 #endif
 
-// C[M, N] = alpha op(A) op(B) + beta C (beta = 0: C is not read). M, N and K
-// are multiples of 16: every tile here is.
+// C[M, N] = alpha diag(w.rows) op(A) diag(w.k) op(B) + beta C (beta = 0: C
+// is not read; Diag). M, N and K are multiples of 16: every tile here is.
 template <bool TA, bool TB>
 __device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
-                         int ldb, float beta, float* C, int ldc) {
+                         int ldb, float beta, float* C, int ldc, const Diag& w = Diag{}) {
 #ifdef PF_FAVOR_MMA_TILES
   if (D.math == TileMath::Tf32) {
-    block_mm_tensor<TileMath::Tf32, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    block_mm_tensor<TileMath::Tf32, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
     __syncthreads();
     return;
   }
   if (D.math == TileMath::Bf16) {
-    block_mm_tensor<TileMath::Bf16, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    block_mm_tensor<TileMath::Bf16, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
     __syncthreads();
     return;
   }
 #endif
   (void)D;  // only the tensor-core path reads it
-  block_mm_fma<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  block_mm_fma<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
   __syncthreads();
 }
 
@@ -344,22 +367,9 @@ __device__ inline void causal_mask_tile(const Dims& D, float* M, const float* c,
   __syncthreads();
 }
 
-// out[i, :cols] = w[i] in[i, :cols] (in and out of leading dimension ld; may be the same tile)
-__device__ inline void scaled_tile_rows(const float* in, float* out, int ld, int rows, int cols, const float* w) {
-  for (int e = threadIdx.x; e < rows * cols; e += kThreads) {
-    const int i = e / cols, j = e % cols;
-    out[i * ld + j] = w[i] * in[i * ld + j];
-  }
-  __syncthreads();
-}
-
-// X[i, :cols] *= w[i]
-__device__ inline void scale_tile_rows(float* X, int ld, int rows, int cols, const float* w) {
-  scaled_tile_rows(X, X, ld, rows, cols, w);
-}
-
 // (a, S) (+)= rows with log-scales lg[i] (kEmptyLogScale for padded rows):
-// P rows are scaled in place by exp(lg_i - top), then S = exp(a - top) S + P^T Vals.
+// S = exp(a - top) S + P^T diag(exp(lg_i - top)) Vals, the weights applied
+// as the product reads P (P is left as it was).
 // `a` lives in t.scalar[slot]. P [ct, mp], Vals [ct, D1p], S [mp, D1p].
 __device__ inline void state_update(const Dims& D, const Tiles& t, int slot, float* P, const float* lg,
                                     const float* Vals, float* S) {
@@ -368,8 +378,9 @@ __device__ inline void state_update(const Dims& D, const Tiles& t, int slot, flo
   for (int i = 0; i < D.ct; ++i) top = max_log_scale(top, lg[i]);
   for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(lg[i], top);
   __syncthreads();
-  scale_tile_rows(P, D.mp, D.ct, D.mp, t.w);
-  block_mm<true, false>(D, D.mp, D.D1p, D.ct, 1.f, P, D.mp, Vals, D.D1p, log_scale_weight(a, top), S, D.D1p);
+  Diag rows_of_p;
+  rows_of_p.k = t.w;  // P's row i (op(A) = P^T's column i) weighted by w[i]
+  block_mm<true, false>(D, D.mp, D.D1p, D.ct, 1.f, P, D.mp, Vals, D.D1p, log_scale_weight(a, top), S, D.D1p, rows_of_p);
   if (threadIdx.x == 0) t.scalar[slot] = top;
   __syncthreads();
 }
