@@ -108,7 +108,7 @@ peer_steps=(
                      # variants and softmax; now four FAVOR+ and five softmax variants; rows kept as they come
   peers:90           # not yet run on a GPU: three peers, each stopped after 25 s (gpu_attention.py --budget-s),
                      # Triton's compile of flash-linear-attention's kernels inside its first case
-  train_peers:140    # not yet run on a GPU: one PyTorch process (3 lengths x 2 dtypes) and 16 of ours (1 warm-up
+  train_peers:140    # not yet run on a GPU: two PyTorch processes (bf16, fp32; 3 lengths each) and 16 of ours (1 warm-up
                      # and 3 timed steps each; softmax to 16,384 only)
 )
 
