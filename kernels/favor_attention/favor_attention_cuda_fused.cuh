@@ -207,13 +207,22 @@ __device__ inline void for_each_tile(const Dims& D, const Block& b, bool reverse
   }
 }
 
-// The state a block carries from tile to tile: the global one (src, or a
-// zeroed global `dst` when src is null) or, with Dims::smem_state, a copy of
-// it (or zeros) in t.S. Ends with a barrier.
-__device__ inline float* carried_state(const Dims& D, const Tiles& t, const float* src, float* dst) {
-  float* S = D.smem_state ? t.S : (src ? const_cast<float*>(src) : dst);
-  if (D.smem_state || !src)
-    for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = src ? src[e] : 0.f;
+// The state a block carries from tile to tile: the global `src` itself or,
+// with Dims::smem_state, a copy of it in t.S. Ends with a barrier.
+__device__ inline float* carried_state(const Dims& D, const Tiles& t, const float* src) {
+  if (!D.smem_state) {
+    __syncthreads();
+    return const_cast<float*>(src);  // the kernels that only read it take it const
+  }
+  for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) t.S[e] = src[e];
+  __syncthreads();
+  return t.S;
+}
+// A zero state to sum into: the global `dst` or, with Dims::smem_state, t.S
+// (store_carried_state writes it to dst). Ends with a barrier.
+__device__ inline float* zeroed_carried_state(const Dims& D, const Tiles& t, float* dst) {
+  float* S = D.smem_state ? t.S : dst;
+  for (int64_t e = threadIdx.x; e < D.state_floats(); e += kThreads) S[e] = 0.f;
   __syncthreads();
   return S;
 }
@@ -226,10 +235,10 @@ __device__ inline void store_carried_state(const Dims& D, const float* S, float*
 
 // The block's segment's state in `states` [heads][segs][mp D1p], zeroed, with
 // its log-scale t.scalar[slot] empty: the start of a sum over the segment,
-// carried as carried_state says (store_segment_state writes it back).
+// carried as zeroed_carried_state says (store_segment_state writes it back).
 __device__ inline float* zeroed_segment_state(const Args& a, const Block& b, const Tiles& t, float* states, int slot) {
   if (threadIdx.x == 0) t.scalar[slot] = kEmptyLogScale;
-  return carried_state(a.D, t, nullptr, states + b.slot(a.D) * a.D.state_floats());
+  return zeroed_carried_state(a.D, t, states + b.slot(a.D) * a.D.state_floats());
 }
 __device__ inline void store_segment_state(const Args& a, const Block& b, const float* S, float* states) {
   store_carried_state(a.D, S, states + b.slot(a.D) * a.D.state_floats());
@@ -401,7 +410,7 @@ __global__ void k_causal_forward(Args a) {
   const Block b(a);
   const Tiles t = shared_tiles(D);
   if (threadIdx.x == 0) t.scalar[0] = a.fa[b.slot(D)];
-  float* S = carried_state(D, t, a.fS + b.slot(D) * D.state_floats(), nullptr);
+  float* S = carried_state(D, t, a.fS + b.slot(D) * D.state_floats());
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     load_keys(a, b, t, row, rows);
@@ -429,7 +438,7 @@ __global__ void k_add_prefix(Args a) {
   const Tiles t = shared_tiles(D);
   const float pa = head_log_scale(a, b);
   if (is_empty_log_scale(pa) && a.accumulate) return;
-  const float* P = carried_state(D, t, head_state(a, b), nullptr);
+  const float* P = carried_state(D, t, head_state(a, b));
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) {
@@ -468,7 +477,7 @@ __global__ void k_causal_backward(Args a) {
     t.scalar[1] = a.ga[slot];
   }
   // One sweep's state at a time: with Dims::smem_state both use t.S.
-  float* S = carried_state(D, t, a.fS + slot * D.state_floats(), nullptr);
+  float* S = carried_state(D, t, a.fS + slot * D.state_floats());
   float* dW = zeroed_weight_grad(a, b);
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     load_keys(a, b, t, row, rows);
@@ -479,7 +488,7 @@ __global__ void k_causal_backward(Args a) {
     store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
-  float* R = carried_state(D, t, a.gS + slot * D.state_floats(), nullptr);
+  float* R = carried_state(D, t, a.gS + slot * D.state_floats());
   for_each_tile(D, b, true, [&](int, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
@@ -505,7 +514,8 @@ __global__ void k_key_grad_from_state(Args a) {
   const Block b(a);
   const Tiles t = shared_tiles(D);
   const float rho = head_log_scale(a, b);
-  const float* R = carried_state(D, t, head_state(a, b), nullptr);
+  // An empty suffix has nothing to read (uniform over the block).
+  const float* R = is_empty_log_scale(rho) ? nullptr : carried_state(D, t, head_state(a, b));
   float* dW = zeroed_weight_grad(a, b);
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     if (is_empty_log_scale(rho)) {  // uniform over the block

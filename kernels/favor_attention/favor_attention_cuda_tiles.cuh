@@ -371,7 +371,7 @@ __device__ inline void causal_mask_tile(const Dims& D, float* M, const float* c,
 // S = exp(a - top) S + P^T diag(exp(lg_i - top)) Vals, the weights applied
 // as the product reads P (P is left as it was).
 // `a` lives in t.scalar[slot]. P [ct, mp], Vals [ct, D1p], S [mp, D1p].
-__device__ inline void state_update(const Dims& D, const Tiles& t, int slot, float* P, const float* lg,
+__device__ inline void state_update(const Dims& D, const Tiles& t, int slot, const float* P, const float* lg,
                                     const float* Vals, float* S) {
   const float a = t.scalar[slot];
   float top = a;

@@ -11,8 +11,7 @@
 // and V stream through shared memory, from the first key any of the tile's
 // rows sees to the last (a window skips the tiles outside it; causal, those
 // right of the diagonal). Per key tile: S = Q K^T, the mask, the online
-// softmax (row max and sum over the four lanes of a row), P to the warp's
-// own shared rows, O += P V.
+// softmax (row max and sum over the four lanes of a row), O += P V.
 // Backward, without atomics, so dQ, dK and dV are the same from run to run:
 // D = rowsum(dO o O) (row_dot_kernel), then
 //   a block per (head, 64-key tile): each warp keeps dK, dV of its 16 keys in
@@ -24,10 +23,11 @@
 // In bf16, P and dS (and their transposes) stay in registers as the A
 // operand of the products that take them (the accumulator and A layouts of
 // m16n8k16 line up); in TF32 they go through each warp's own rows of shared
-// memory between the products (__syncwarp). The streamed tiles (K and V, or Q and dO) are double buffered
-// where shared memory allows (`stages` 2): the next tile's copies run during
-// the current tile's products, by cp.async for fp32 rows of 64 or 128
-// columns on 16-byte boundaries (the model's case), by loads otherwise.
+// memory between the products (__syncwarp; warp_mm_from_acc). The streamed
+// tiles (K and V, or Q and dO) are double buffered where shared memory
+// allows (`stages` 2): the next tile's copies run during the current tile's
+// products, by cp.async for fp32 rows of 64 or 128 columns on 16-byte
+// boundaries (the model's case), by loads otherwise.
 #pragma once
 
 #include <algorithm>

@@ -24,10 +24,11 @@
 // other elements than the layout says computes another product here, as on
 // the hardware. The mma sums are fp32 FMAs in k order over the operands'
 // bits (tf32: the low 13 bits ignored; bf16: exact in fp32); the hardware's
-// order of the sums is not modelled. cp.async copies nothing when issued: a
-// thread's copies land at the cp_async_wait() that completes their group, so
-// a read of the destination before that wait sees what was there before
-// (NaN in fresh shared memory).
+// order of the sums is not modelled. cp.async lands at one of the two
+// extremes the hardware allows, by Schedule (below): in lockstep a thread's
+// copies land at the cp_async_wait() that completes their group, so a read of
+// the destination before that wait sees what was there before (NaN in fresh
+// shared memory); one warp at a time they land when issued.
 // atomicAdd on floats is a plain add: a fiber runs undisturbed between
 // barriers and blocks run one after another, so no add is lost (the GPU's
 // order of the adds, and so its rounding, is not modelled).
@@ -89,11 +90,11 @@ struct Block {
   Barrier block_barrier;
   std::vector<Barrier> warp_barriers;
   std::vector<float> shuffle;
-  std::vector<uint32_t> lane_words;      // per thread, 8 words: mma operands, ldmatrix row addresses
-  std::vector<AsyncCopies> async;  // per thread: cp.async groups not yet waited for
+  std::vector<uint32_t> lane_words;  // per thread, 8 words: mma operands, ldmatrix row addresses
+  std::vector<AsyncCopies> async;    // per thread: cp.async groups not yet waited for
   std::vector<float> shared;
   std::function<void()> body;
-  int64_t progress = 0;  // barrier completions, to tell a deadlock from waiting
+  int64_t progress = 0;       // barrier completions, to tell a deadlock from waiting
   bool eager_copies = false;  // cp.async lands when issued (Schedule::WarpByWarp)
 };
 
@@ -223,6 +224,9 @@ inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::fu
 
 inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
 
+// The calling fiber's warp meets at its warp barrier.
+inline void warp_barrier(Block& b) { wait(b.warp_barriers[b.current / 32]); }
+
 }  // namespace pf_emu
 
 #define threadIdx (::pf_emu::thread_idx())
@@ -233,18 +237,15 @@ inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
 
 inline void __syncthreads() { ::pf_emu::wait(::pf_emu::current_block()->block_barrier); }
 
-inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
-  ::pf_emu::Block& b = *::pf_emu::current_block();
-  ::pf_emu::wait(b.warp_barriers[b.current / 32]);
-}
+inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) { ::pf_emu::warp_barrier(*::pf_emu::current_block()); }
 
 inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
   ::pf_emu::Block& b = *::pf_emu::current_block();
   const unsigned t = b.current, warp = t / 32;
   b.shuffle[t] = v;
-  ::pf_emu::wait(b.warp_barriers[warp]);
+  ::pf_emu::warp_barrier(b);
   const float out = b.shuffle[warp * 32 + ((t % 32) ^ static_cast<unsigned>(lane_mask))];
-  ::pf_emu::wait(b.warp_barriers[warp]);
+  ::pf_emu::warp_barrier(b);
   return out;
 }
 
@@ -286,7 +287,6 @@ inline uint32_t bf16x2_bits(float lo, float hi) { return bf16_of(lo) | (bf16_of(
 namespace detail {
 inline uint32_t* warp_words(Block& b) { return b.lane_words.data() + 8 * (b.current / 32 * 32); }
 inline unsigned lane() { return current_block()->current % 32; }
-inline void warp_barrier(Block& b) { wait(b.warp_barriers[b.current / 32]); }
 // The element (i, j) of a bf16 pair register: the half h of word w of lane l.
 inline float bf16_at(const uint32_t* words, unsigned l, unsigned w, unsigned h) {
   return float_of(((words[8 * l + w] >> (16 * h)) & 0xffffu) << 16);
@@ -352,7 +352,7 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
   const unsigned l = detail::lane();
   const uintptr_t address = reinterpret_cast<uintptr_t>(row);
   std::memcpy(&w[8 * l], &address, sizeof address);
-  detail::warp_barrier(blk);
+  warp_barrier(blk);
   auto row_of = [&](unsigned lane_giving) {
     uintptr_t p;
     std::memcpy(&p, &w[8 * lane_giving], sizeof p);
@@ -371,7 +371,7 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
     }
     got[i] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
-  detail::warp_barrier(blk);
+  warp_barrier(blk);
   for (int i = 0; i < n; ++i) r[i] = got[i];
 }
 
