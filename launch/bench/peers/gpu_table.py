@@ -96,12 +96,33 @@ def best_favor(rows, mode):
     return best
 
 
-def of(rows, impl, mode, precision=None, dtype_key=None):
-    """{n: tokens/s} of impl's ok rows in mode (kernels) or of dtype_key (training)."""
+def of(rows, impl, **match):
+    """{n: tokens/s} of impl's ok rows whose columns hold the values of match (None: any)."""
     return {int(r["n"]): speed(r) for r in rows
-            if r["impl"] == impl and speed(r) and (mode is None or r["mode"] == mode)
-            and (precision is None or r["precision"] == precision)
-            and (dtype_key is None or r["dtype"] == dtype_key)}
+            if r["impl"] == impl and speed(r) and all(v is None or r[k] == v for k, v in match.items())}
+
+
+def markdown(title, head, series, ratios):
+    """A table of tokens/s per length: series {column: {n: tokens/s}}, then
+    ratios [(column, {n: a}, {n: b})] as a / b."""
+    sizes = sorted({n for s in series.values() for n in s})
+    lines = [f"\n{title}\n", "| " + " | ".join(["n"] + head + [r[0] for r in ratios]) + " |",
+             "|" + "---|" * (1 + len(head) + len(ratios))]
+    for n in sizes:
+        cells = [f"{n:,}"] + [f"{s[n]:,.0f}" if n in s else "-" for s in series.values()]
+        cells += [f"{a[n] / b[n]:.2f}" if n in a and n in b else "-" for _, a, b in ratios]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def crossover_line(what, ours, ours_name, peer, peer_name):
+    """The crossover of ours against peer ({n: tokens/s} each) in a sentence."""
+    x = crossover(ours, peer)
+    if not ours or not peer:
+        return f"\n{what}: no {ours_name} or {peer_name} rows, no crossover"
+    if x is None:
+        return f"\n{what}: {ours_name} slower than {peer_name} at the longest length measured ({max(peer):,})"
+    return f"\n{what}: {ours_name} at least as fast as {peer_name} from n = {x:,} on (of those measured)"
 
 
 def table(rows):
@@ -109,28 +130,14 @@ def table(rows):
     cols = [("ours_favor", "fp32"), ("ours_favor", "tf32"), ("ours_favor", "bf16"), ("ours_softmax", "bf16"),
             ("ours_window256", "bf16"), ("sdpa_flash", None), ("fla_chunk", None), ("performer_pytorch", None)]
     for mode in ("causal", "bidirectional"):
-        series = {c: of(rows, c[0], mode, c[1]) for c in cols}
-        sizes = sorted({n for s in series.values() for n in s})
-        if not sizes:
+        series = {c: of(rows, c[0], mode=mode, precision=c[1]) for c in cols}
+        if not any(series.values()):
             continue
-        lines.append(f"\n{mode}, tokens/s (forward + backward):\n")
-        head = ["n"] + [f"{i} {p}" if p else i for i, p in cols] + ["best favor / sdpa", "softmax bf16 / sdpa"]
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "---|" * len(head))
         best, sdpa = best_favor(rows, mode), series[("sdpa_flash", None)]
-        for n in sizes:
-            cells = [f"{n:,}"] + [f"{series[c][n]:,.0f}" if n in series[c] else "-" for c in cols]
-            cells.append(f"{best[n] / sdpa[n]:.2f}" if n in best and n in sdpa else "-")
-            soft = series[("ours_softmax", "bf16")]
-            cells.append(f"{soft[n] / sdpa[n]:.2f}" if n in soft and n in sdpa else "-")
-            lines.append("| " + " | ".join(cells) + " |")
-        x = crossover(best, sdpa)
-        if not sdpa:
-            lines.append(f"\n{mode}: no sdpa_flash rows, no crossover")
-        elif x is None:
-            lines.append(f"\n{mode}: FAVOR+ slower than sdpa_flash at the longest length measured ({max(sdpa):,})")
-        else:
-            lines.append(f"\n{mode}: FAVOR+ at least as fast as sdpa_flash from n = {x:,} on (of those measured)")
+        lines += markdown(f"{mode}, tokens/s (forward + backward):", [f"{i} {p}" if p else i for i, p in cols],
+                          series, [("best favor / sdpa", best, sdpa),
+                                   ("softmax bf16 / sdpa", series[("ours_softmax", "bf16")], sdpa)])
+        lines.append(crossover_line(mode, best, "FAVOR+", sdpa, "sdpa_flash"))
     return "\n".join(lines)
 
 
@@ -158,24 +165,10 @@ def train_table(rows):
         impls = sorted({r["impl"] for r in rows if r["dtype"] == dtype})
         if not impls:
             continue
-        series = {i: of(rows, i, None, None, dtype_key=dtype) for i in impls}
-        sizes = sorted({n for s in series.values() for n in s})
-        lines.append(f"\n{dtype} training step, tokens/s:\n")
-        head = ["n"] + impls + ["favor / pytorch_sdpa"]
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "---|" * len(head))
+        series = {i: of(rows, i, dtype=dtype) for i in impls}
         favor, peer = series.get("ours_favor", {}), series.get("pytorch_sdpa", {})
-        for n in sizes:
-            cells = [f"{n:,}"] + [f"{series[i][n]:,.0f}" if n in series[i] else "-" for i in impls]
-            cells.append(f"{favor[n] / peer[n]:.2f}" if n in favor and n in peer else "-")
-            lines.append("| " + " | ".join(cells) + " |")
-        x = crossover(favor, peer)
-        if not peer or not favor:
-            lines.append(f"\n{dtype}: no pytorch_sdpa or ours_favor rows, no crossover")
-        elif x is None:
-            lines.append(f"\n{dtype}: our FAVOR+ step slower than pytorch_sdpa at the longest length ({max(peer):,})")
-        else:
-            lines.append(f"\n{dtype}: our FAVOR+ step at least as fast as pytorch_sdpa from n = {x:,} on")
+        lines += markdown(f"{dtype} training step, tokens/s:", impls, series, [("favor / pytorch_sdpa", favor, peer)])
+        lines.append(crossover_line(dtype, favor, "ours_favor", peer, "pytorch_sdpa"))
     return "\n".join(lines)
 
 
@@ -195,7 +188,7 @@ def self_test():
     assert best_favor(ours, "causal") == {8: 30.0}
     peers = peer_rows([{"peer": "sdpa_flash", "mode": "causal", "n": "8", "tokens_per_s": "20", "status": "ok"},
                        {"peer": "sdpa_flash", "mode": "causal", "n": "16", "tokens_per_s": "", "status": "oom"}])
-    assert of(peers, "sdpa_flash", "causal") == {8: 20.0}
+    assert of(peers, "sdpa_flash", mode="causal") == {8: 20.0}
     assert "from n = 8 on" in table(ours + peers)
     import os
     import tempfile
