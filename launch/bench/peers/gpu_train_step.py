@@ -28,6 +28,7 @@ a torch older than 2.0 (no SDPA) it computes the same attention explicitly.
 Without torch it prints one "unavailable" row.
 """
 import argparse
+import contextlib
 import math
 import statistics
 import sys
@@ -134,7 +135,7 @@ def main():
             def step():
                 opt.zero_grad(set_to_none=True)
                 autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16")
-                with autocast, (flash() if flash else _null()):
+                with autocast, (flash() if flash else contextlib.nullcontext()):
                     logits = model(ids[:, :-1])
                     loss = torch.nn.functional.cross_entropy(logits.float().view(-1, VOCAB), ids[:, 1:].reshape(-1))
                 loss.backward()
@@ -165,14 +166,6 @@ def main():
         finally:
             del model, opt
     return 0
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":
