@@ -1,4 +1,5 @@
-"""Shared helpers of the peer benchmarks (attention.py, train_step.py).
+"""Shared helpers of the peer benchmarks (attention.py, train_step.py; seconds_of
+also for gpu_attention.py and gpu_train_step.py).
 
 Each benchmark runs one case per process, so that ru_maxrss is that case's
 peak; the process also measures the peer side's sgemm (a torch fp32 matmul,
@@ -97,3 +98,18 @@ if __name__ == "__main__" and sys.argv[1:] == ["versions"]:  # run.sh's machine 
     print(f"torch {torch.__version__} ({os.path.dirname(torch.__file__)}), performer-pytorch "
           f"{version('performer-pytorch')}, pytorch-fast-transformers {version('pytorch-fast-transformers')}, "
           f"OpenBLAS core {blas_core()}")
+
+
+def seconds_of(torch, cuda, fn):
+    """Seconds fn() took: between CUDA events recorded around it on a GPU
+    (the device's time, fn's work included), by the host clock otherwise."""
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0

@@ -40,8 +40,12 @@ import argparse
 import contextlib
 import importlib
 import statistics
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import seconds_of  # noqa: E402
 
 HEADER = "peer,precision,mode,n,batch,heads,d,m,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,peak_bytes,status"
 
@@ -57,29 +61,6 @@ def row(peer, precision, mode, n, a, fwd=None, bwd=None, peak=None, status="ok")
         f"{num(total, '.5f')},{num(tokens, '.0f')},{num(peak, 'd')},{status}",
         flush=True,
     )
-
-
-class Timer:
-    """Median seconds of fn() over reps runs after one warm-up, with CUDA events on a GPU."""
-
-    def __init__(self, torch, device):
-        self.torch, self.cuda = torch, device.type == "cuda"
-
-    def sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize()
-
-    def once(self, fn):
-        if self.cuda:
-            start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1e-3
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
 
 
 def orthogonal_projection(torch, m, d, device, generator):
@@ -165,7 +146,7 @@ def run_peer(torch, device, a, key):
     except Exception as e:  # ImportError, or a package that fails while importing
         row(name, "", "", 0, a, status=f"unavailable: {type(e).__name__}: {str(e)[:80]}".replace(",", ";"))
         return
-    timer, spent = Timer(torch, device), 0.0
+    cuda, spent = device.type == "cuda", 0.0
     for n in a.sizes:
         for causal in (True, False):
             mode = "causal" if causal else "bidirectional"
@@ -192,8 +173,8 @@ def run_peer(torch, device, a, key):
                     def fwd():
                         out[0] = forward()
 
-                    tf = timer.once(fwd)
-                    tb = timer.once(lambda: out[0].backward(g))
+                    tf = seconds_of(torch, cuda, fwd)
+                    tb = seconds_of(torch, cuda, lambda: out[0].backward(g))
                     if rep > 0:
                         fwd_s.append(tf)
                         bwd_s.append(tb)

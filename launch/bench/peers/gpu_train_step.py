@@ -31,8 +31,11 @@ import argparse
 import contextlib
 import math
 import statistics
+import os
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import seconds_of  # noqa: E402
 
 PRESETS = {"small": (2, 128, 4, 512), "paper": (6, 512, 8, 2048)}  # layers, width, heads, FFN
 VOCAB = 29
@@ -143,21 +146,16 @@ def main():
                 return loss
 
             times = []
+            loss = [None]
+
+            def run():
+                loss[0] = step()
+
             for s in range(a.warmup + a.steps):
-                if cuda:
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    loss = step()
-                    end.record()
-                    end.synchronize()
-                    t = start.elapsed_time(end) * 1e-3
-                else:
-                    t0 = time.perf_counter()
-                    loss = step()
-                    t = time.perf_counter() - t0
+                t = seconds_of(torch, cuda, run)
                 if s >= a.warmup:
                     times.append(t)
-            status = "ok" if math.isfinite(float(loss)) else "non-finite loss"
+            status = "ok" if math.isfinite(float(loss[0])) else "non-finite loss"
             row(a, n, statistics.median(times), torch.cuda.max_memory_allocated() if cuda else None, status)
         except torch.cuda.OutOfMemoryError:
             row(a, n, status="oom")
