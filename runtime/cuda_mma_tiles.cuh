@@ -71,6 +71,22 @@ struct Mma<TileMath::Tf32> {
     b[0] = tf32_bits(at_b<TB>(B, ldb, k0 + t, j0 + g));
     b[1] = tf32_bits(at_b<TB>(B, ldb, k0 + t + 4, j0 + g));
   }
+  // The A fragment of k-step over the columns of one 16x8 accumulator tile
+  // c, with the step's k taken in the order 0, 2, 4, 6, 1, 3, 5, 7: the
+  // fragment's (g, t) and (g, t + 4) are then the lane's own accumulators
+  // (g, 2t) and (g, 2t + 1), so no lane needs another's. B's rows must come
+  // in the same order (load_b_pairs).
+  __device__ static void a_from_acc(const float c[4], uint32_t a[4]) {
+    a[0] = tf32_bits(c[0]);
+    a[1] = tf32_bits(c[2]);
+    a[2] = tf32_bits(c[1]);
+    a[3] = tf32_bits(c[3]);
+  }
+  // load_b<false> with the rows of the step in a_from_acc's order.
+  __device__ static void load_b_pairs(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
+    b[0] = tf32_bits(B[(k0 + 2 * t) * ldb + j0 + g]);
+    b[1] = tf32_bits(B[(k0 + 2 * t + 1) * ldb + j0 + g]);
+  }
   __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k8_tf32(d, a, b, d); }
 };
 

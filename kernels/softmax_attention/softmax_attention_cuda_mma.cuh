@@ -20,10 +20,11 @@
 //     dV += P^T dO, dK += dS^T Q;
 //   a block per (head, 64-query tile): each warp keeps dQ of its 16 rows over
 //     the key tiles they see, remaking P and dS; dQ += dS K.
-// In bf16, P and dS (and their transposes) stay in registers as the A
-// operand of the products that take them (the accumulator and A layouts of
-// m16n8k16 line up); in TF32 they go through each warp's own rows of shared
-// memory between the products (__syncwarp; warp_mm_from_acc). The streamed
+// P and dS (and their transposes) stay in registers as the A operand of the
+// products that take them: in bf16 the accumulator and A layouts of m16n8k16
+// line up; in TF32 each 8-key step takes its k in the order the lanes hold
+// their accumulators, and B's rows are read in that order
+// (warp_mm_from_acc). The streamed
 // tiles (K and V, or Q and dO) are double buffered where shared memory
 // allows (`stages` 2): the next tile's copies run during the current tile's
 // products, by cp.async for fp32 rows of 64 or 128 columns on 16-byte
@@ -45,24 +46,18 @@ static_assert(kMmaRows == 16 * kWarps, "one 16-row mma strip per warp");
 
 // Head sizes are padded to one of these (zeros beyond d).
 inline int mma_padded_d(int d) { return d <= 64 ? 64 : 128; }
-// Leading dimensions of the shared tiles: DP + 4 floats, and 64 + 4 for the
-// warps' P and dS rows.
+// Leading dimension of the shared tiles: DP + 4 floats.
 __host__ __device__ constexpr int mma_ld(int DP) { return DP + 4; }
-constexpr int kMmaLdP = kMmaRows + 4;
 
 // Shared floats with `stages` buffers of each streamed tile: the forward's Q
-// tile, K and V tiles and P rows; the backward's two resident tiles, two
-// streamed tiles, P and dS rows.
-inline int64_t forward_mma_smem_floats(int DP, int stages) {
-  return (1 + 2 * stages) * kMmaRows * mma_ld(DP) + kMmaRows * kMmaLdP;
-}
-inline int64_t backward_mma_smem_floats(int DP, int stages) {
-  return (2 + 2 * stages) * kMmaRows * mma_ld(DP) + 2 * kMmaRows * kMmaLdP;
-}
+// tile, K and V tiles; the backward's two resident tiles and two streamed
+// tiles (P and dS stay in registers).
+inline int64_t forward_mma_smem_floats(int DP, int stages) { return (1 + 2 * stages) * kMmaRows * mma_ld(DP); }
+inline int64_t backward_mma_smem_floats(int DP, int stages) { return (2 + 2 * stages) * kMmaRows * mma_ld(DP); }
 // The buffers each of the forward and the backward can have for head size d
 // within `limit` bytes of shared memory per block: 2, 1, or 0 (the kernels do
-// not fit). At d <= 64: 104 and 139 KiB with 2; at 64 < d <= 128: 186 and
-// 237.5 KiB with 2, 118 and 170 KiB with 1 (H100, H200: 2 and 1; A100: 1 and 0).
+// not fit). At d <= 64: 85 and 102 KiB with 2; at 64 < d <= 128: 165 and
+// 198 KiB with 2, 99 and 132 KiB with 1 (H100, H200: 2 and 2; A100: 1 and 1).
 struct MmaStages {
   int forward = 0, backward = 0;
 };
@@ -162,15 +157,15 @@ __device__ __forceinline__ void warp_mm(const float* A, int lda, const float* B,
 
 // acc[j] += A B[:, 8 j .. 8 j + 8) for j < NJ, with A [16, 8 KT] the warp's
 // accumulators a of KT 8-column tiles (P, P^T, dS or dS^T) and B [8 KT, .]
-// row-major in shared memory. In bf16 A never leaves the registers: the
-// bf16 A fragment of the 16-column step kk is, lane by lane, the
-// accumulators of tiles 2 kk and 2 kk + 1 (a0, a1: rows g, g + 8 at columns
-// 2t, 2t + 1; a2, a3: the same 8 columns on). TF32's A layout differs from
-// its accumulator's, so there A goes through `rows`, the warp's own 16 rows
-// of shared memory (kMmaLdP apart), between two __syncwarp.
+// row-major in shared memory. A never leaves the registers. In bf16 the A
+// fragment of the 16-column step kk is, lane by lane, the accumulators of
+// tiles 2 kk and 2 kk + 1 (a0, a1: rows g, g + 8 at columns 2t, 2t + 1; a2,
+// a3: the same 8 columns on). In TF32 each 8-column tile is one step whose
+// k runs in the order the lane holds its accumulators (Mma::a_from_acc),
+// and B's rows are read in that order (Mma::load_b_pairs).
 template <TileMath P, int NJ, int KT>
-__device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], float* rows, const float* B, int ldb, int g,
-                                                 int t, float (*acc)[4]) {
+__device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], const float* B, int ldb, int g, int t,
+                                                 float (*acc)[4]) {
   if constexpr (P == TileMath::Bf16) {
     using M = Mma<TileMath::Bf16>;
     PF_UNROLL
@@ -186,12 +181,18 @@ __device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], float* row
       }
     }
   } else {
+    using M = Mma<TileMath::Tf32>;
     PF_UNROLL
-    for (int j = 0; j < KT; ++j) PF_UNROLL
-    for (int r = 0; r < 4; ++r) rows[mma_row(g, r) * kMmaLdP + 8 * j + mma_col(t, r)] = a[j][r];
-    __syncwarp();  // the warp's rows are written
-    warp_mm<P, NJ, false>(rows, kMmaLdP, B, ldb, 8 * KT, g, t, acc);
-    __syncwarp();  // and read before they are written again
+    for (int kk = 0; kk < KT; ++kk) {
+      uint32_t f[4];
+      M::a_from_acc(a[kk], f);
+      PF_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        uint32_t b[2];
+        M::load_b_pairs(B, ldb, 8 * kk, 8 * j, g, t, b);
+        M::mma(acc[j], f, b);
+      }
+    }
   }
 }
 
@@ -216,7 +217,6 @@ __global__ void __launch_bounds__(kThreads)
   float* sQ = smem;
   float* bufK = sQ + kMmaRows * ld;
   float* bufV = bufK + stages * kMmaRows * ld;
-  float* sP = bufV + stages * kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 rows
   const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = head * n * d;
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads)
                         PF_UNROLL
                         for (int j = 0; j < NT; ++j) PF_UNROLL
                         for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
-                        warp_mm_from_acc<P, NT, KT>(s, sP, sV, ld, g, t, o);  // O += P V
+                        warp_mm_from_acc<P, NT, KT>(s, sV, ld, g, t, o);  // O += P V
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
@@ -286,8 +286,6 @@ __global__ void __launch_bounds__(kThreads)
   float* sV = sK + kMmaRows * ld;
   float* bufQ = sV + kMmaRows * ld;
   float* bufdO = bufQ + stages * kMmaRows * ld;
-  float* sP = bufdO + stages * kMmaRows * ld + warp * 16 * kMmaLdP;  // P^T: this warp's 16 keys x 64 queries
-  float* sdS = sP + kMmaRows * kMmaLdP;
   const int64_t head = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kMmaRows;
   const int cols = static_cast<int>(min64(kMmaRows, n - j0));
   const int64_t base = head * n * d;
@@ -313,8 +311,8 @@ __global__ void __launch_bounds__(kThreads)
                           st[j][r] = p;    // P^T
                           dpt[j][r] = ds;  // dS^T
                         }
-                        warp_mm_from_acc<P, NT, QT>(st, sP, sdO, ld, g, t, dv);   // dV += P^T dO
-                        warp_mm_from_acc<P, NT, QT>(dpt, sdS, sQ, ld, g, t, dk);  // dK += dS^T Q
+                        warp_mm_from_acc<P, NT, QT>(st, sdO, ld, g, t, dv);   // dV += P^T dO
+                        warp_mm_from_acc<P, NT, QT>(dpt, sQ, ld, g, t, dk);  // dK += dS^T Q
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
@@ -341,7 +339,6 @@ __global__ void __launch_bounds__(kThreads)
   float* sdO = sQ + kMmaRows * ld;
   float* bufK = sdO + kMmaRows * ld;
   float* bufV = bufK + stages * kMmaRows * ld;
-  float* sdS = bufV + stages * kMmaRows * ld + warp * 16 * kMmaLdP;  // this warp's 16 queries x 64 keys
   const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = head * n * d;
@@ -373,7 +370,7 @@ __global__ void __launch_bounds__(kThreads)
                           }
                           s[j][r] = ds;
                         }
-                        warp_mm_from_acc<P, NT, KT>(s, sdS, sK, ld, g, t, dq);  // dQ += dS K
+                        warp_mm_from_acc<P, NT, KT>(s, sK, ld, g, t, dq);  // dQ += dS K
                       });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
