@@ -8,7 +8,8 @@
 // kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16), and
 // the composition in slabs (favor_windowed) beside them.
 // Exact softmax is skipped above --softmax-max (16384) unless --all; the
-// local window of --window keys (256) runs at every n.
+// local window of --window keys (256) runs at every n. --only NAME... and
+// --modes causal|bidirectional restrict the rows (a profiler's run).
 //
 // FLOP counts per head (GEMM-shaped work only; exps not counted). FAVOR+, per
 // position, chunk C, D1 = d+1:
@@ -117,12 +118,35 @@ int run_kernels(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->capture_default_str();
+  std::vector<std::string> only, modes{"causal", "bidirectional"};
+  app.add_option("--only", only, "time only these rows (kernel names of the CSV; default: all of the device's)");
+  app.add_option("--modes", modes, "causal and/or bidirectional")
+      ->check(CLI::IsMember({"causal", "bidirectional"}))
+      ->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
   app.add_option("--device", device_name, "cpu or cuda (the first GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   const bool gpu = device_name == "cuda";
+  std::vector<std::string> known;
+  for (const FavorVariant& f : favor_variants(gpu)) known.emplace_back(f.name);
+  for (const SoftmaxVariant& f : softmax_variants(gpu, window)) known.push_back(f.name);
+  for (const std::string& name : only) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string list;
+    for (const std::string& k : known) list += " " + k;
+    std::fprintf(stderr, "kernels: --only %s: no such row on %s; the rows are:%s\n", name.c_str(),
+                 device_name.c_str(), list.c_str());
+    return 2;
+  }
+  auto timed_row = [&](const std::string& name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
+  std::vector<bool> directions;
+  for (bool causal : {true, false})
+    if (std::find(modes.begin(), modes.end(), causal ? "causal" : "bidirectional") != modes.end())
+      directions.push_back(causal);
   if (gpu && cuda_device_count() == 0) {
     std::fprintf(stderr, "kernels: --device cuda, but %s\n", cuda_unavailable_reason().c_str());
     return 2;
@@ -171,7 +195,8 @@ int run_kernels(int argc, char** argv) {
       std::fflush(out);
     };
     for (const FavorVariant& variant : favor_variants(gpu)) {
-      for (bool causal : {true, false}) {
+      if (!timed_row(variant.name)) continue;
+      for (bool causal : directions) {
         FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
         p.shape.slab_rows = variant.slab_rows;
         p.shape.tile_math = variant.math;
@@ -185,8 +210,8 @@ int run_kernels(int argc, char** argv) {
     }
     float* lse = b.make(bh * n);
     for (const SoftmaxVariant& variant : softmax_variants(gpu, window)) {
-      if (variant.window == 0 && n > softmax_max && !all) continue;
-      for (bool causal : {true, false}) {
+      if (!timed_row(variant.name) || (variant.window == 0 && n > softmax_max && !all)) continue;
+      for (bool causal : directions) {
         tracker.reset_peak();
         SoftmaxAttentionParams p = softmax_attention_params(bh, n, d, causal, variant.window);
         p.tile_math = variant.math;

@@ -5,7 +5,8 @@
 # (status 2, naming --csv and the path) anything else, leaving it as it was;
 # performer-bench data stopped by SIGINT removes its scratch folder, and
 # performer-bench synthetic stopped by SIGINT or SIGTERM leaves its earlier
-# output as it was and no temporary file.
+# output as it was and no temporary file; performer-bench kernels --only and
+# --modes time only the rows named.
 # Usage: bench_csv_test.sh PERFORMER_BENCH
 set -euo pipefail
 bench=$1
@@ -39,6 +40,16 @@ done
 [ -L "$work/dangling.csv" ] || fail "the dangling link was replaced"
 leftover=$(find "$work" -name '*.tmp-*' | wc -l)
 [ "$leftover" = 0 ] || fail "temporary files left: $(find "$work" -name '*.tmp-*')"
+# kernels --only/--modes: exactly the rows asked for; an unknown row is a
+# usage error that lists the device's rows.
+"$bench" kernels --sizes 64 --heads 1 -m 16 --reps 1 --only favor window256 --modes causal \
+  --csv "$work/k.csv" 2> "$work/err.txt" || fail "kernels --only: $(cat "$work/err.txt")"
+rows=$(tail -n +2 "$work/k.csv" | cut -d, -f1,3 | tr '\n' ' ')
+[ "$rows" = "favor,causal window256,causal " ] || fail "kernels --only favor window256 --modes causal gave: $rows"
+status=0
+"$bench" kernels --sizes 64 --only favor_tf32 2> "$work/err.txt" > /dev/null || status=$?
+[ "$status" = 2 ] && grep -q "only favor_tf32: no such row on cpu; the rows are: favor softmax window256" \
+  "$work/err.txt" || fail "kernels --only favor_tf32 on the CPU: exit $status: $(cat "$work/err.txt")"
 mkdir "$work/scratch"
 status=0
 timeout --preserve-status -s INT 1 "$bench" data --input /usr/share/doc/mmseqs2/example-data/DB.fasta.gz \
@@ -59,4 +70,4 @@ for sig in INT TERM; do
   [ "$(md5sum < "$work/syn/s.fa")" = "$before" ] || fail "synthetic after SIG$sig changed its earlier output"
   [ "$(ls "$work/syn")" = s.fa ] || fail "synthetic after SIG$sig left: $(ls "$work/syn")"
 done
-echo "PASS: new, earlier and refused --csv paths; bench data cleans up after SIGINT; synthetic after SIGINT and SIGTERM"
+echo "PASS: new, earlier and refused --csv paths; kernels --only/--modes; bench data cleans up after SIGINT; synthetic after SIGINT and SIGTERM"

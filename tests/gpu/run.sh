@@ -54,6 +54,15 @@
 #   train_bf16  train_f32 with model.dtype = "bf16"
 #   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
 #               longest local length, GB/s against a device copy
+#   sanitize    compute-sanitizer: memcheck (out-of-bounds and misaligned
+#               accesses, global and shared) over the fused FAVOR+ test and
+#               the tensor-core softmax backward test, racecheck (shared
+#               memory hazards) over the latter and the mma probe test
+#   profile     Nsight Compute (ncu --clock-control none) on the causal
+#               FAVOR+ forward and backward kernels (TF32) and the bf16
+#               softmax forward and key-gradient kernels at n = 16,384:
+#               speed of light, occupancy, launch, warp-state, compute and
+#               memory sections, in $OUT/profile.ncu-rep and the log
 # The second call (--peers): preflight, deps and build as above, then
 #   kernels     FAVOR+ (fp32, TF32, bf16 tiles, and in slabs), exact softmax
 #               (fp32, TF32, bf16) and a 256-key window (fp32, bf16) forward
@@ -97,6 +106,8 @@ steps=(
   packed:25          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
   train_bf16:10      # 3 s
   reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
+  sanitize:45        # not yet run on a GPU: four small test binaries under compute-sanitizer, 20 s each at most
+  profile:25         # not yet run on a GPU: ncu on 8 launches (4 kernels) at n = 16,384
 )
 # The second call, on the same machine after the first: the build is there
 # (an incremental build of nothing, a few seconds).
@@ -264,6 +275,93 @@ step_reductions() {
   fi
   cat "$csv"
   figure "$(python3 tests/gpu/summarize_csv.py reductions "$csv")"
+}
+
+# The tool of the CUDA toolkit named $1: on PATH, beside nvcc, or in
+# /usr/local/cuda/bin; nothing when there is none.
+cuda_tool() {
+  local nvcc
+  command -v "$1" && return 0
+  nvcc=$(find_nvcc)
+  [ -n "$nvcc" ] && [ -x "$(dirname "$nvcc")/$1" ] && { echo "$(dirname "$nvcc")/$1"; return 0; }
+  [ -x "/usr/local/cuda/bin/$1" ] && echo "/usr/local/cuda/bin/$1"
+  true
+}
+
+# compute-sanitizer on small GPU tests (TOOL:BINARY:FILTER), each run under
+# 20 s with its log in $OUT/sanitize/; the step fails when a tool reports an
+# error or a run fails. The dry run checks that each binary lists the
+# filter's tests (there is no sanitizer without a GPU).
+step_sanitize() {
+  . "$PF_DEPS_ENV"
+  local dir="$BUILD_DIR/tests/kernels" w="$OUT/sanitize" run tool name filter log cs="" status summary=() bad=0
+  local runs=(
+    "memcheck:test_favor_attention_gpu:FavorAttentionGpu.MatchesReference"
+    "memcheck:test_softmax_attention_gpu:SoftmaxAttentionGpu.TensorCoreBackwardIsDeterministic"
+    "racecheck:test_softmax_attention_gpu:SoftmaxAttentionGpu.TensorCoreBackwardIsDeterministic"
+    "racecheck:test_mma_gpu:*"
+  )
+  rm -rf "$w" && mkdir -p "$w" || return 1
+  if [ "$dry" != 1 ]; then
+    cs=$(cuda_tool compute-sanitizer)
+    [ -n "$cs" ] || { figure "no compute-sanitizer on PATH or beside nvcc"; return 1; }
+  fi
+  for run in "${runs[@]}"; do
+    IFS=: read -r tool name filter <<<"$run"
+    log="$w/$tool-$name.log"
+    if [ "$dry" = 1 ] && [ "$name" = test_mma_gpu ] && [ ! -e "$dir/$name" ]; then
+      summary+=("$tool $name: not in a build without CUDA")
+      continue
+    fi
+    [ -x "$dir/$name" ] || { echo "no $dir/$name"; return 1; }
+    if [ "$dry" = 1 ]; then
+      "$dir/$name" --gtest_list_tests --gtest_filter="$filter" >"$log" 2>&1 && grep -q '^  ' "$log" ||
+        { echo "$name lists no test for $filter"; cat "$log"; return 1; }
+      summary+=("$tool $name: listed")
+      continue
+    fi
+    status=0
+    timeout -k 5 20 "$cs" --tool "$tool" --error-exitcode 3 --print-limit 20 "$dir/$name" --gtest_filter="$filter" \
+      >"$log" 2>&1 || status=$?
+    tail -3 "$log"
+    case "$status" in
+      0) summary+=("$tool $name: clean") ;;
+      3) summary+=("$tool $name: ERRORS ($(grep -c '^========= [A-Z]' "$log") lines)"); bad=1 ;;
+      124|137) summary+=("$tool $name: over 20 s"); bad=1 ;;
+      *) summary+=("$tool $name: exit $status"); bad=1 ;;
+    esac
+  done
+  figure "$(IFS=';'; echo "${summary[*]}" | sed 's/;/; /g')"
+  [ "$bad" = 0 ]
+}
+
+# Nsight Compute on the kernels that take most of the attention's time, from
+# one performer-bench kernels run at n = 16,384 (causal; favor_tf32 and
+# softmax_bf16 only; the warm-up and the timed call of each are profiled):
+# the report in $OUT/profile.ncu-rep, the details in the log, and each
+# kernel's duration, SM throughput and achieved occupancy as the figure. The
+# dry run times the same rows on the CPU (ncu needs a GPU).
+step_profile() {
+  . "$PF_DEPS_ENV"
+  local args=(kernels --sizes 16384 --reps 1 --only favor_tf32 softmax_bf16 --modes causal --device cuda) ncu
+  if [ "$dry" = 1 ]; then
+    "$(bin performer-bench)" kernels --device cpu --sizes 256 --heads 2 -m 32 --reps 1 --only favor softmax \
+      --modes causal || return 1
+    figure "dry run: the benchmark's rows on the CPU; ncu not run"
+    return 0
+  fi
+  ncu=$(cuda_tool ncu)
+  [ -n "$ncu" ] || { figure "no ncu on PATH or beside nvcc"; return 1; }
+  "$ncu" --clock-control none --kernel-name regex:'k_causal_(forward|backward)|(forward|key_grad)_mma_kernel' \
+    --launch-count 8 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --export "$OUT/profile" --force-overwrite \
+    "$(bin performer-bench)" "${args[@]}" >"$OUT/profile.txt" 2>&1
+  local rc=$?
+  cat "$OUT/profile.txt"
+  figure "$(awk '/Context [0-9]+, Stream/ {k = "?"; if (match($0, /[A-Za-z_0-9]+(<[^>]*>)?\(/)) k = substr($0, RSTART, RLENGTH - 1)}
+    /^ *Duration / {d = $NF " " $(NF - 1)} /Compute \(SM\) Throughput/ {sm = $NF}
+    /Achieved Occupancy/ {printf "%s %s, SM %s%%, occupancy %s%%; ", k, d, sm, $NF}' "$OUT/profile.txt")"
+  return "$rc"
 }
 
 step_kernels() {
