@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -126,32 +125,6 @@ MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<Mem
   return *own;
 }
 
-FavorPieces::FavorPieces(const ExecContext& ctx, std::vector<FavorSpan> spans) : spans_(std::move(spans)) {
-  std::vector<int64_t> host;
-  host.reserve(3 * spans_.size());
-  for (size_t i = 0; i < spans_.size(); ++i) {
-    const FavorSpan& x = spans_[i];
-    PF_REQUIRE(ValueError, x.row0 >= 0 && x.len >= 0 && x.head >= 0,
-               kTag << ": piece " << i << " has row0=" << x.row0 << " len=" << x.len << " head=" << x.head
-                    << "; each must be >= 0");
-    host.insert(host.end(), {x.row0, x.len, x.head});
-    longest_ = std::max(longest_, x.len);
-    slots_ = std::max(slots_, x.head + 1);
-  }
-  PF_REQUIRE(ValueError, ctx.tracker != nullptr, kTag << ": a pieces table needs ctx.tracker");
-  device_ = Tensor::empty({std::max<int64_t>(static_cast<int64_t>(host.size()), 1)}, DType::i64, *ctx.tracker,
-                          "favor_attention.pieces");
-  const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(int64_t));
-  if (ctx.device.is_cpu()) {
-    // Fresh host memory no queued work uses yet: written at once.
-    if (bytes > 0) std::memcpy(device_.raw(), host.data(), static_cast<size_t>(bytes));
-  } else {
-    // CUDA has staged pageable memory when the asynchronous copy returns.
-    copy_bytes(ctx.stream, device_.raw(), ctx.device, host.data(), Device::cpu(), bytes);
-  }
-  table_ = device_.data<int64_t>();
-}
-
 FavorShape favor_pieces_shape(FavorShape s, const FavorPieces& pieces) {
   s.pieces = &pieces;
   s.heads = pieces.count();
@@ -165,6 +138,8 @@ void favor_check(const FavorShape& s, const char* op) {
   PF_REQUIRE(ValueError, s.chunk >= 1, op << ": chunk must be >= 1, got " << s.chunk);
   PF_REQUIRE(ValueError, s.slab_rows >= 0, op << ": slab_rows must be >= 0, got " << s.slab_rows);
   PF_REQUIRE(ValueError, s.w_heads >= 1, op << ": w_heads must be >= 1, got " << s.w_heads);
+  PF_REQUIRE(ValueError, s.feature_slice >= 0 && s.feature_slice % 16 == 0,
+             op << ": feature_slice must be 0 or a positive multiple of 16, got " << s.feature_slice);
   check_feature_map_args(op, s.features, s.heads * s.n, s.d, s.m);
   if (s.pieces)
     PF_REQUIRE(ValueError, s.heads == s.pieces->count() && s.n == s.pieces->longest(),

@@ -41,11 +41,13 @@
 //    the segments, then each segment's tiles in order (and in reverse for
 //    dk, dv). Tensor cores (mma.sync, TF32 or bf16 operands) when
 //    FavorShape::tile_math asks and the device is sm_80+, else fp32.
-//    Per-head projections (w_heads) are padded once per call; the exp
-//    kernel's dW is summed per block and then per head in a fixed order
-//    (deterministic). Shapes whose 16-row tiles exceed the device's shared
-//    memory run in slabs, and so does a dW asked for the fixed projections of
-//    the other kernels.
+//    Where one block's tiles of all m features would not fit, the features
+//    are split into slices, a block each, whose parts are combined exactly
+//    (FavorShape::feature_slice). Per-head projections (w_heads) are padded
+//    once per call; the exp kernel's dW is summed per block and then per
+//    head in a fixed order (deterministic). Shapes whose 16-row tiles of a
+//    16-feature slice exceed the device's shared memory run in slabs, and so
+//    does a dW asked for the fixed projections of the other kernels.
 //  - in slabs (slab_rows > 0, on any backend): one head at a time, a slab of
 //    slab_rows positions at a time, through the feature-map and
 //    linear-attention kernels of that backend, with the state carried between
@@ -64,6 +66,7 @@
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "runtime/exec.h"
+#include "runtime/row_spans.h"
 #include "runtime/tensor.h"
 #include "runtime/tile_math.h"
 
@@ -75,31 +78,10 @@ namespace pf {
 // q, k, v, o, d_o, dq, dk, dv [rows, d], y [rows, d+1], row_scale and den
 // [rows]; it uses the projection W_(head mod w_heads) and adds its dW to slot
 // `head` of dW [slots, m, d]. States stay one per call head [heads, ss]. A
-// span of len 0 does nothing but keeps its state slot.
-struct FavorSpan {
-  int64_t row0 = 0;
-  int64_t len = 0;
-  int64_t head = 0;
-};
-class FavorPieces {
- public:
-  // The table in ctx.device's memory from ctx.tracker (required), written on
-  // ctx.stream and released in its order like every temporary, so the object
-  // may go as soon as the calls that use it are queued.
-  FavorPieces(const ExecContext& ctx, std::vector<FavorSpan> spans);
-  const std::vector<FavorSpan>& spans() const { return spans_; }
-  int64_t count() const { return static_cast<int64_t>(spans_.size()); }
-  int64_t longest() const { return longest_; }
-  int64_t slots() const { return slots_; }  // dW slots: the largest head + 1
-  // [count, 3] int64 (row0, len, head) on the device of the context.
-  const int64_t* table() const { return table_; }
-
- private:
-  std::vector<FavorSpan> spans_;
-  Tensor device_;
-  const int64_t* table_ = nullptr;
-  int64_t longest_ = 0, slots_ = 0;
-};
+// span of len 0 does nothing but keeps its state slot. The table:
+// runtime/row_spans.h.
+using FavorSpan = RowSpan;
+using FavorPieces = RowSpans;
 
 struct FavorShape {
   int64_t heads = 1;   // B*H
@@ -120,6 +102,11 @@ struct FavorShape {
   // bf16 (runtime/tile_math.h); older devices and the CPU compute in fp32.
   // The model asks bf16 for bf16 models, TF32 for f16 ones, fp32 otherwise.
   TileMath tile_math = TileMath::Fp32;
+  // CUDA fused kernels only: features per slice (0: the kernels' choice,
+  // all m where one block's tiles of them fit, else slices; > 0: a multiple
+  // of 16). A block per slice; the slices' parts are combined exactly
+  // (docs/kernels/favor-attention.md). The CPU ignores it.
+  int64_t feature_slice = 0;
   // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
   int64_t w_heads = 1;
   template <typename T>

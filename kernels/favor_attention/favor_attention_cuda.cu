@@ -3,8 +3,10 @@
 // memory is smaller) are made in shared memory from q, k and the projection,
 // used at once for the tile's products and the running state, and dropped; no
 // [n, m] buffer exists. Products run on tensor cores (mma.sync with TF32 or
-// bf16 operands, sm_80+) when FavorShape::tile_math asks, else in fp32 (favor_attention_cuda_tiles.cuh). The
-// algorithm and its launch order are in favor_attention_cuda_fused.cuh; this
+// bf16 operands, sm_80+) when FavorShape::tile_math asks, else in fp32
+// (favor_attention_cuda_tiles.cuh). Features beyond one block's room go to
+// feature slices, a block each (feature_slice_width). The algorithm and its
+// launch order are in favor_attention_cuda_fused.cuh; this
 // file launches it on ctx.stream with temporaries from ctx.tracker. The exp
 // kernel's projection gradient dW is made by the fused kernels; a dW asked
 // for the fixed projections of the other kernels runs in slabs. Nothing
@@ -61,10 +63,10 @@ class CudaLaunch {
     buffers_.push_back(Tensor::empty({std::max<int64_t>(floats, 1)}, DType::f32, *ctx_.tracker, kTag));
     return buffers_.back().data<float>();
   }
-  void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, int64_t smem, const Args& args) {
-    if (gx == 0 || gy == 0) return;
+  void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, unsigned gz, int64_t smem, const Args& args) {
+    if (gx == 0 || gy == 0 || gz == 0) return;
     PF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    kernel<<<dim3(gx, gy), kThreads, static_cast<size_t>(smem), stream()>>>(args);
+    kernel<<<dim3(gx, gy, gz), kThreads, static_cast<size_t>(smem), stream()>>>(args);
     PF_CUDA_CHECK(cudaGetLastError());
   }
   template <typename... P, typename... A>

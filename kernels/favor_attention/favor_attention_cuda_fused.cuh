@@ -3,17 +3,32 @@
 // the same code runs on a GPU and, for the tests, on the CPU under the block
 // emulator of tests/support/cuda_block_emulator.h.
 //
-// Parallel layout: a block per (head, segment), segments of seg_len rows
-// (enough of them for about kTargetBlocks blocks). The running state a block
-// starts from comes from a pass that makes every segment's own state and an
-// exclusive scan over the segments with the log-scale combine, so
+// Parallel layout: a block per (head, segment, feature slice), segments of
+// seg_len rows (enough of them for about kTargetBlocks blocks). The running
+// state a block starts from comes from a pass that makes every segment's own
+// state and an exclusive scan over the segments with the log-scale combine, so
 //   causal forward:  key states -> scan -> each segment's tiles in order;
 //   causal backward: key states -> scan from the rank's prefix (dq sweep, in
 //                    order) and query-gradient states -> reverse scan (dk, dv
 //                    sweep, in reverse), both in one kernel per segment;
 //   bidirectional and the prefix/suffix steps: independent tiles.
-// The states between segments are [heads, segs, mp D1p] floats (about 256
-// blocks' worth, whatever n is), padded like the tiles.
+// The states between segments are [heads, segs, slices, mp D1p] floats
+// (about 256 blocks' worth, whatever n is), padded like the tiles.
+//
+// Feature slices (Dims::slices, feature_slice_width): where one block's tiles
+// of all m features would not fit, the features are split into slices of
+// Dims::ms (a multiple of 16; the last may be shorter), a block per slice.
+// Each slice has its own log-scales: a key's c and a query's cq are the
+// largest exponents among the slice's features, and its state carries its
+// own log-scale. The slices' parts of a row's y (each at its own row
+// log-scale), of dq, dk and dv, of the projection gradient and of the packed
+// states are combined exactly: y at the largest of the parts' log-scales
+// with each part weighted by exp(its log-scale - that), the states likewise
+// (k_merge_states), the gradients summed in slice order (k_sum_parts).
+// The row log-scale row_scale includes the query's log-scale cq (so that
+// y_i exp(row_scale_i) is the row's true [num, den]); the backward of slice z
+// takes row_scale_i - cq_i(z) as the row's log-scale L_i in its formulas. One
+// slice (the usual case) writes y, row_scale and the gradients directly.
 //
 // Projections: W holds w_heads of them (FavorShape::w_heads), padded once per
 // call to [w_heads, mp, dp]; head h uses the (h mod w_heads)-th. The exp
@@ -54,25 +69,30 @@ constexpr int kSegmentMultiple = 32;
 
 inline int pad16(int64_t x) { return static_cast<int>((x + 15) / 16 * 16); }
 
-// Segments per head: about kTargetBlocks blocks in all, none shorter than
-// kSegmentMultiple rows. Independent of the device, so results are too
-// (up to the tile rows).
+// Segments per head: about kTargetBlocks blocks in all (over heads and
+// slices), none shorter than kSegmentMultiple rows. Independent of the
+// device, so results are too (up to the tile rows).
 inline void set_segments(const FavorShape& s, Dims& D) {
   const int64_t n = std::max<int64_t>(s.n, 1);
-  const int64_t want = std::max<int64_t>(1, ceil_div(kTargetBlocks, std::max<int64_t>(s.heads, 1)));
+  const int64_t want = std::max<int64_t>(1, ceil_div(kTargetBlocks, std::max<int64_t>(s.heads, 1) * D.slices));
   const int64_t segs = std::min(want, ceil_div(n, kSegmentMultiple));
   D.seg_len = static_cast<int>(ceil_div(ceil_div(n, segs), kSegmentMultiple) * kSegmentMultiple);
   D.segs = static_cast<int>(ceil_div(n, D.seg_len));
 }
 
-inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state = false) {
+// The sizes of a call with tiles of ct rows and feature slices of `width`
+// features (all m: one slice).
+inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state, int width) {
   Dims D;
   D.n = static_cast<int>(s.n);
   D.d = static_cast<int>(s.d);
-  D.m = static_cast<int>(s.m);
+  D.m_all = static_cast<int>(s.m);
+  D.ms = static_cast<int>(std::min<int64_t>(width, s.m));
+  D.m = D.ms;
+  D.slices = static_cast<int>(ceil_div(s.m, D.ms));
   D.D1 = D.d + 1;
   D.dp = pad16(s.d);
-  D.mp = pad16(s.m);
+  D.mp = pad16(D.ms);
   D.D1p = pad16(s.d + 1);
   D.ct = ct;
   set_segments(s, D);
@@ -91,19 +111,44 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
 
 inline int64_t smem_bytes(const Dims& D) { return Tiles::floats(D) * static_cast<int64_t>(sizeof(float)); }
 
+// Shared memory that a block of one feature slice may take with 16-row fp32
+// tiles: what every device from sm_70 on allows a block.
+constexpr int64_t kSliceSmemBytes = 96 * 1024;
+
+// Features per slice: FavorShape::feature_slice when given, else all m when
+// one block's 16-row fp32 tiles of them fit in kSliceSmemBytes, else the
+// widest multiple of 16 below m whose tiles do (16 at least). Independent of
+// the device, so that the workspace the planner counts holds on any.
+inline int feature_slice_width(const FavorShape& s) {
+  const int m = static_cast<int>(std::max<int64_t>(s.m, 1));
+  if (s.feature_slice > 0) return static_cast<int>(std::min<int64_t>(s.feature_slice, m));
+  auto fits = [&](int w) { return smem_bytes(dims_for(s, 16, TileMath::Fp32, false, w)) <= kSliceSmemBytes; };
+  if (fits(m)) return m;
+  int w = (m - 1) / 16 * 16;
+  while (w > 16 && !fits(w)) w -= 16;
+  return std::max(w, 16);
+}
+
+inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state = false) {
+  return dims_for(s, ct, math, smem_state, feature_slice_width(s));
+}
+
 // ---- arguments and per-block helpers --------------------------------------------
 struct Args {
   Dims D;
-  const float *q, *k, *v, *Wp, *o, *den, *d_o;  // Wp: the padded projections [w_heads, mp, dp]
+  int64_t heads;                                // the call's heads
+  const float *q, *k, *v, *Wp, *o, *den, *d_o;  // Wp: the padded projections [w_heads][slices][mp dp]
+  // Outputs: the call's buffers, or with several slices each slice's parts
+  // (out_rows); L is the forward's output and the backward's input row_scale.
   float *y, *L, *dq, *dk, *dv;
-  float* fS;  // forward states [heads][segs][mp D1p]
-  float* fa;  // their log-scales [heads][segs]
+  float* fS;  // forward states [heads][segs][slices][mp D1p]
+  float* fa;  // their log-scales [heads][segs][slices]
   float* gS;  // gradient states, likewise
   float* ga;
-  const float* Sp;  // one padded state per head [heads][mp D1p] (prefix, total or suffix)
-  const float* sa;  // its log-scale, packed: sa[h * packed_size]
-  float* dWp;       // null, or the blocks' projection gradients [heads][segs][mp dp]
-  bool accumulate;
+  const float* Sp;       // one padded state per head and slice [heads][slices][mp D1p] (prefix, total or suffix)
+  const float* sa;       // its log-scale, packed: sa[h * packed_size]
+  float* dWp;            // null, or the blocks' projection gradients [heads][segs][slices][mp dp]
+  bool accumulate;       // add to the outputs (one slice only: parts are always written)
   const int64_t* spans;  // null (head h is rows [h n, (h + 1) n)), or the pieces' table [heads][3]
 };
 
@@ -120,12 +165,13 @@ __host__ __device__ inline HeadRows head_rows(const Dims& D, const int64_t* span
 }
 
 struct Block {
-  int h, seg, r0, r1, w;  // head, segment, rows [r0, r1) of the head, its projection
-  int64_t row0;           // the head's first row in the buffers
+  int h, seg, z, r0, r1, w;  // head, segment, feature slice, rows [r0, r1) of the head, its projection
+  int64_t row0;              // the head's first row in the buffers
   __device__ Block(const Args& a) {
     const Dims& D = a.D;
     h = blockIdx.x;  // heads on x, whose grid limit is 2^31 - 1
     seg = blockIdx.y;
+    z = blockIdx.z;
     const HeadRows x = head_rows(D, a.spans, h);
     row0 = x.row0;
     w = x.w;
@@ -134,13 +180,26 @@ struct Block {
     r1 = end > r0 ? end : r0;  // a segment past the span's end has no rows
   }
   __device__ int64_t row(const Dims&, int t0) const { return row0 + t0; }  // row index in the buffers
-  // Index of this block's segment among all [heads][segs] ones.
-  __device__ int64_t slot(const Dims& D) const { return int64_t(h) * D.segs + seg; }
+  // Index of this block among all [heads][segs][slices] ones.
+  __device__ int64_t slot(const Dims& D) const { return (int64_t(h) * D.segs + seg) * D.slices + z; }
 };
 
-// The block's head's padded projection [mp, dp].
+// Every tile kernel starts here: a.D.m becomes the features of the block's
+// slice (the launch gives the slice width).
+__device__ inline void enter_slice(Args& a) { a.D.m = a.D.slice_features(blockIdx.z); }
+
+// Where a block writes rows [t0, t0 + rows) of its head's output of `width`
+// columns: the call's buffer `out` at the head's rows (one slice), or its
+// slice's part in `out` [slices][heads][n][width], which a combine kernel
+// adds up (k_combine_rows, k_sum_parts).
+__device__ inline float* out_rows(const Args& a, const Block& b, float* out, int width, int t0) {
+  if (a.D.slices == 1) return out + (b.row0 + t0) * width;
+  return out + ((int64_t(b.z) * a.heads + b.h) * a.D.n + t0) * width;
+}
+
+// The block's padded projection [mp, dp]: its head's, its slice's rows.
 __device__ inline const float* head_projection(const Args& a, const Block& b) {
-  return a.Wp + int64_t(b.w % a.D.w_heads) * a.D.projection_floats();
+  return a.Wp + (int64_t(b.w % a.D.w_heads) * a.D.slices + b.z) * a.D.projection_floats();
 }
 
 // The block's slot of the projection gradient, zeroed (null when W is held
@@ -173,10 +232,12 @@ __device__ inline void features_of(const Args& a, const Block& b, const Tiles& t
   make_features(D, t, head_projection(a, b), Phi, c, rows);
 }
 
-// t.L[i] = the row log-scales L of the tile's rows; padded rows get
-// -kEmptyLogScale, so that every weight exp(x - L_i) of theirs is 0.
+// t.L[i] = the row log-scale L_i of the tile's rows for this slice: the
+// row_scale less the query's log-scale t.cq[i] in the slice (set by the
+// query features first); padded rows get -kEmptyLogScale, so that every
+// weight exp(x - L_i) of theirs is 0.
 __device__ inline void load_row_scales(const Args& a, const Tiles& t, int64_t row, int rows) {
-  for (int i = threadIdx.x; i < a.D.ct; i += kThreads) t.L[i] = i < rows ? a.L[row + i] : -kEmptyLogScale;
+  for (int i = threadIdx.x; i < a.D.ct; i += kThreads) t.L[i] = i < rows ? a.L[row + i] - t.cq[i] : -kEmptyLogScale;
   __syncthreads();
 }
 
@@ -186,11 +247,11 @@ __device__ inline void load_keys(const Args& a, const Block& b, const Tiles& t, 
   load_vprime(a.D, a.v + row * a.D.d, rows, t.VP);
 }
 
-// The queries' side of a tile's backward: features Pq, the gradient rows G
-// and the row log-scales L.
+// The queries' side of a tile's backward: features Pq (log-scales cq), the
+// gradient rows G and the row log-scales L.
 __device__ inline void load_query_grads(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
   const Dims& D = a.D;
-  features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
+  features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
   load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
   load_row_scales(a, t, row, rows);
 }
@@ -244,10 +305,10 @@ __device__ inline void store_segment_state(const Args& a, const Block& b, const 
   store_carried_state(a.D, S, states + b.slot(a.D) * a.D.state_floats());
 }
 
-// The padded state of the block's head given to the call (Sp) and its
-// log-scale (sa): the prefix, total or suffix.
+// The padded state of the block's head and slice given to the call (Sp) and
+// its log-scale (sa, one for all slices): the prefix, total or suffix.
 __device__ inline const float* head_state(const Args& a, const Block& b) {
-  return a.Sp + int64_t(b.h) * a.D.state_floats();
+  return a.Sp + (int64_t(b.h) * a.D.slices + b.z) * a.D.state_floats();
 }
 __device__ inline float head_log_scale(const Args& a, const Block& b) { return a.sa[int64_t(b.h) * a.D.packed_size()]; }
 
@@ -281,56 +342,131 @@ __device__ inline void causal_tile_product(const Dims& D, const Tiles& t, int N,
   block_mm<false, false>(D, D.ct, N, D.ct, 1.f, M, D.ct, Z, N, 1.f, out, N);
 }
 
-// A tile's key gradients: dv from DX, then dk from the dPk in WK.
-__device__ inline void store_key_grads(const Args& a, const Block& b, const Tiles& t, float* dW, int64_t row, int rows,
+// The key gradients of a tile at row t0 of the head: dv from DX, then dk
+// from the dPk in WK.
+__device__ inline void store_key_grads(const Args& a, const Block& b, const Tiles& t, float* dW, int t0, int rows,
                                        bool accumulate) {
-  store_rows(t.DX, a.D.D1p, rows, a.D.d, a.dv + row * a.D.d, accumulate);
-  store_feature_grad(a, b, t, t.Pk, dW, rows, a.dk + row * a.D.d, accumulate);
+  store_rows(t.DX, a.D.D1p, rows, a.D.d, out_rows(a, b, a.dv, a.D.d, t0), accumulate);
+  store_feature_grad(a, b, t, t.Pk, dW, rows, out_rows(a, b, a.dk, a.D.d, t0), accumulate);
 }
 
 // ---- kernels --------------------------------------------------------------------
-// Wp [w_heads, mp, dp] = W [w_heads, m, d] with zero padding.
+// A grid-stride loop over [0, count).
+#define PF_GRID_LOOP(e, count) \
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < (count); e += int64_t(gridDim.x) * blockDim.x)
+
+// Wp [w_heads, slices, mp, dp] = W [w_heads, m_all, d], each slice's rows
+// of it, with zero padding.
 __global__ void k_pad_projection(Dims D, const float* W, float* Wp) {
   const int64_t PF = D.projection_floats();
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < D.w_heads * PF;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t w = e / PF;
-    const int l = static_cast<int>(e % PF / D.dp), j = static_cast<int>(e % D.dp);
-    Wp[e] = l < D.m && j < D.d ? W[(w * D.m + l) * D.d + j] : 0.f;
+  PF_GRID_LOOP(e, int64_t(D.w_heads) * D.slices * PF) {
+    const int64_t w = e / PF / D.slices;
+    const int z = static_cast<int>(e / PF % D.slices), l = static_cast<int>(e % PF / D.dp),
+              j = static_cast<int>(e % D.dp);
+    Wp[e] = l < D.slice_features(z) && j < D.d ? W[(w * D.m_all + z * D.ms + l) * D.d + j] : 0.f;
   }
 }
 
-// dW [slots, m, d] += the sum of the segment slots of dWp of the heads of
+// dW [slots, m_all, d] += the sum of the block slots of dWp of the heads of
 // each dW slot (uniform: head h is slot h), heads and segments in order.
 __global__ void k_sum_weight_grads(Dims D, int64_t heads, const int64_t* spans, int64_t slots, const float* dWp,
                                    float* dW) {
-  const int64_t md = int64_t(D.m) * D.d;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < slots * md;
-       e += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t md = int64_t(D.m_all) * D.d, PF = D.projection_floats();
+  PF_GRID_LOOP(e, slots * md) {
     const int64_t g = e / md;
-    const int l = static_cast<int>(e % md / D.d), j = static_cast<int>(e % D.d);
+    const int f = static_cast<int>(e % md / D.d), j = static_cast<int>(e % D.d);
+    const int z = f / D.ms, l = f % D.ms;
     float sum = 0.f;
     for (int64_t h = spans ? 0 : g; h < (spans ? heads : g + 1); ++h) {
       if (spans && spans[3 * h + 2] != g) continue;
-      const float* slot = dWp + h * D.segs * D.projection_floats() + int64_t(l) * D.dp + j;
-      for (int seg = 0; seg < D.segs; ++seg) sum += slot[seg * D.projection_floats()];
+      for (int seg = 0; seg < D.segs; ++seg)
+        sum += dWp[((h * D.segs + seg) * D.slices + z) * PF + int64_t(l) * D.dp + j];
     }
     dW[e] += sum;
   }
 }
 
-// Sp[h] = packed[h] padded (log-scales stay in the packed array).
+// Sp[h][z] = slice z of packed[h], padded (log-scales stay in the packed array).
 __global__ void k_unpack_states(Dims D, int64_t heads, const float* packed, float* Sp) {
   const int64_t SF = D.state_floats();
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < heads * SF;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t h = e / SF, f = (e % SF) / D.D1p, x = e % D.D1p;
-    Sp[e] = f < D.m && x < D.D1 ? packed[h * D.packed_size() + 1 + f * D.D1 + x] : 0.f;
+  PF_GRID_LOOP(e, heads * D.slices * SF) {
+    const int64_t h = e / SF / D.slices;
+    const int z = static_cast<int>(e / SF % D.slices), f = static_cast<int>(e % SF / D.D1p),
+              x = static_cast<int>(e % D.D1p);
+    Sp[e] =
+        f < D.slice_features(z) && x < D.D1 ? packed[h * D.packed_size() + 1 + int64_t(z * D.ms + f) * D.D1 + x] : 0.f;
   }
+}
+
+// packed[h] = the slices' states S [heads][slices][mp D1p] with log-scales a
+// [heads][slices] as one state at the largest of them, each slice's rows
+// weighted by exp(its log-scale - that).
+__global__ void k_merge_states(Dims D, int64_t heads, const float* S, const float* a, float* packed) {
+  const int64_t P = D.packed_size();
+  PF_GRID_LOOP(e, heads * P) {
+    const int64_t h = e / P, k = e % P;
+    float top = kEmptyLogScale;
+    for (int z = 0; z < D.slices; ++z) top = max_log_scale(top, a[h * D.slices + z]);
+    if (k == 0) {
+      packed[e] = top;
+      continue;
+    }
+    const int f = static_cast<int>((k - 1) / D.D1), x = static_cast<int>((k - 1) % D.D1), z = f / D.ms;
+    packed[e] = log_scale_weight(a[h * D.slices + z], top) *
+                S[(h * D.slices + z) * D.state_floats() + int64_t(f % D.ms) * D.D1p + x];
+  }
+}
+
+// The rows of call head blockIdx.x, one warp per row: f(row in the
+// buffers, index of the row among [heads][n]). Grid: (heads, up to 65535
+// row groups of kWarps rows, looping over the rest).
+template <class F>
+__device__ inline void for_each_row(const Dims& D, const int64_t* spans, F&& f) {
+  const HeadRows x = head_rows(D, spans, blockIdx.x);
+  for (int64_t i = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32; i < x.len; i += int64_t(gridDim.y) * kWarps)
+    f(x.row0 + i, int64_t(blockIdx.x) * D.n + i);
+}
+
+// y, L (width D1 and 1) from the slices' parts [slices][heads][n] at their
+// row log-scales: L_i = the largest of them (and of L_i when accumulating),
+// y_i = the sum of the parts and (accumulating) of y_i, each weighted by
+// exp(its log-scale - L_i).
+__global__ void k_combine_rows(Dims D, int64_t heads, const int64_t* spans, const float* part_y, const float* part_L,
+                               float* y, float* L, bool accumulate) {
+  const int lane = threadIdx.x % 32;
+  const int64_t stride = heads * D.n;
+  for_each_row(D, spans, [&](int64_t row, int64_t i) {
+    const float old = accumulate ? L[row] : kEmptyLogScale;
+    float top = old;
+    for (int z = 0; z < D.slices; ++z) top = max_log_scale(top, part_L[z * stride + i]);
+    for (int x = lane; x < D.D1; x += 32) {
+      float sum = accumulate ? log_scale_weight(old, top) * y[row * D.D1 + x] : 0.f;
+      for (int z = 0; z < D.slices; ++z)
+        sum += log_scale_weight(part_L[z * stride + i], top) * part_y[(z * stride + i) * D.D1 + x];
+      y[row * D.D1 + x] = sum;
+    }
+    __syncwarp();  // every lane has read L[row] before it is written
+    if (lane == 0) L[row] = top;
+  });
+}
+
+// out [rows, width] (+)= the sum of the slices' parts [slices][heads][n][width], in slice order.
+__global__ void k_sum_parts(Dims D, int64_t heads, const int64_t* spans, const float* parts, int width, float* out,
+                            bool accumulate) {
+  const int lane = threadIdx.x % 32;
+  const int64_t stride = heads * D.n;
+  for_each_row(D, spans, [&](int64_t row, int64_t i) {
+    for (int x = lane; x < width; x += 32) {
+      float sum = accumulate ? out[row * width + x] : 0.f;
+      for (int z = 0; z < D.slices; ++z) sum += parts[(z * stride + i) * width + x];
+      out[row * width + x] = sum;
+    }
+  });
 }
 
 // Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
 __global__ void k_key_segments(Args a) {
+  enter_slice(a);
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -347,13 +483,14 @@ __global__ void k_key_segments(Args a) {
 // rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
 // dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
 __global__ void k_query_segments(Args a) {
+  enter_slice(a);
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
   float* R = zeroed_segment_state(a, b, t, a.gS, 1);
   float* dW = a.dq ? zeroed_weight_grad(a, b) : nullptr;
   const float tot_a = a.dq ? head_log_scale(a, b) : 0.f;
-  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
     if (a.dq) {
       for (int i = threadIdx.x; i < D.ct; i += kThreads)
@@ -361,7 +498,7 @@ __global__ void k_query_segments(Args a) {
       __syncthreads();
       block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, D.D1p, head_state(a, b), D.D1p, 0.f, t.WK, D.mp,
                             row_weights(t.w));
-      store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
+      store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
     }
     add_queries_to_gradient_state(D, t, rows, R);
   });
@@ -369,23 +506,24 @@ __global__ void k_query_segments(Args a) {
   if (threadIdx.x == 0) a.ga[b.slot(D)] = t.scalar[1];
 }
 
-// Exclusive scan of each head's segment states, in order (or from the last
-// when reverse), starting from `init` (packed, or null for the empty state):
-// S[h][seg] becomes init (+) the states before it, a_out[h][seg] its
-// log-scale; `total` (packed, or null) receives init (+) all of them.
-// Grid: (heads, entries / kThreads); a_in is only read.
-__global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_out, const float* init, float* total,
-                                bool reverse) {
+// Exclusive scan of each head's segment states of each slice, in order (or
+// from the last when reverse), starting from `init` (packed, or null for the
+// empty state): S[h][seg][z] becomes init (+) the states before it,
+// a_out[h][seg][z] its log-scale; total_S [heads][slices][mp D1p] and total_a
+// [heads][slices] (or null) receive init (+) all of them (k_merge_states
+// packs them). Grid: (heads * slices, entries / kThreads); a_in is only read.
+__global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_out, const float* init, float* total_S,
+                                float* total_a, bool reverse) {
   const int64_t SF = D.state_floats(), e = blockIdx.y * int64_t(kThreads) + threadIdx.x;
-  const int h = blockIdx.x;
+  const int h = blockIdx.x / D.slices, z = blockIdx.x % D.slices;
   const int f = static_cast<int>(e / D.D1p), x = static_cast<int>(e % D.D1p);
-  const bool inside = e < SF, valid = inside && f < D.m && x < D.D1;
-  const int64_t packed = int64_t(h) * D.packed_size() + 1 + int64_t(f) * D.D1 + x;
+  const bool inside = e < SF, valid = inside && f < D.slice_features(z) && x < D.D1;
+  const int64_t packed = int64_t(h) * D.packed_size() + 1 + int64_t(z * D.ms + f) * D.D1 + x;
   float run_a = init ? init[int64_t(h) * D.packed_size()] : kEmptyLogScale;
   float run = init && valid ? init[packed] : 0.f;
   for (int step = 0; step < D.segs; ++step) {
     const int seg = reverse ? D.segs - 1 - step : step;
-    const int64_t slot = int64_t(h) * D.segs + seg;
+    const int64_t slot = (int64_t(h) * D.segs + seg) * D.slices + z;
     const float la = a_in[slot];
     float local = 0.f;
     if (inside) {
@@ -397,65 +535,72 @@ __global__ void k_scan_segments(Dims D, float* S, const float* a_in, float* a_ou
     run = log_scale_weight(run_a, top) * run + log_scale_weight(la, top) * local;
     run_a = top;
   }
-  if (total) {
-    if (valid) total[packed] = run;
-    if (blockIdx.y == 0 && threadIdx.x == 0) total[int64_t(h) * D.packed_size()] = run_a;
+  if (total_S) {
+    if (inside) total_S[int64_t(blockIdx.x) * SF + e] = run;
+    if (blockIdx.y == 0 && threadIdx.x == 0) total_a[blockIdx.x] = run_a;
   }
 }
 
 // Causal forward of each segment from its scanned state (fa, fS):
 //   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
 __global__ void k_causal_forward(Args a) {
+  enter_slice(a);
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
   if (threadIdx.x == 0) t.scalar[0] = a.fa[b.slot(D)];
   float* S = carried_state(D, t, a.fS + b.slot(D) * D.state_floats());
-  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
-    features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
+    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
     load_keys(a, b, t, row, rows);
-    if (threadIdx.x == 0) {
+    // Row i's log-scale: the largest of the state's and of keys 0..i (a
+    // thread per row).
+    float* L = out_rows(a, b, a.L, 1, t0);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) {
       float run = t.scalar[0];
-      for (int i = 0; i < D.ct; ++i) {
-        run = max_log_scale(run, t.c[i]);
-        t.L[i] = run;
-        t.w[i] = log_scale_weight(t.scalar[0], run);
-        if (i < rows) a.L[row + i] = run;
-      }
+      for (int j = 0; j <= i; ++j) run = max_log_scale(run, t.c[j]);
+      t.L[i] = run;
+      t.w[i] = log_scale_weight(t.scalar[0], run);
+      if (i < rows) L[i] = run + t.cq[i];
     }
     __syncthreads();
     causal_tile_product<false>(D, t, D.D1p, D.mp, t.Pq, S, t.Pk, t.VP, t.A, t.DX);
-    store_rows(t.DX, D.D1p, rows, D.D1, a.y + row * D.D1, false);
+    store_rows(t.DX, D.D1p, rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
 }
 
-// y_i = exp(L_i - L'_i) y_i + exp(b - L'_i) phi_q[i] Pre with L'_i = max(L_i, b)
-// for the state (sa, Sp) of each head; overwrite: y and L start empty.
+// y_i = exp(L_i - L'_i) y_i + exp(b + cq_i - L'_i) phi_q[i] Pre with
+// L'_i = max(L_i, b + cq_i) for the state (sa, Sp) of each head; overwrite:
+// y and L start empty.
 __global__ void k_add_prefix(Args a) {
+  enter_slice(a);
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
   const float pa = head_log_scale(a, b);
   if (is_empty_log_scale(pa) && a.accumulate) return;
   const float* P = carried_state(D, t, head_state(a, b));
-  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
-    features_of(a, b, t, a.q, row, rows, t.Pq, nullptr);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
+    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
+    float* y = out_rows(a, b, a.y, D.D1, t0);
+    float* L = out_rows(a, b, a.L, 1, t0);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) {
-      const float old = i < rows && a.accumulate ? a.L[row + i] : kEmptyLogScale;
-      const float top = max_log_scale(old, pa);
+      const float old = i < rows && a.accumulate ? L[i] : kEmptyLogScale;
+      const float part = pa + t.cq[i];  // empty with pa
+      const float top = max_log_scale(old, part);
       t.L[i] = top;
       t.rowsum[i] = log_scale_weight(old, top);  // weight of the old y row
-      t.w[i] = log_scale_weight(pa, top);        // weight of the prefix
+      t.w[i] = log_scale_weight(part, top);      // weight of the prefix
     }
     __syncthreads();
     block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, P, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
     for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
       const int i = e / D.D1, x = e % D.D1;
-      float* out = a.y + (row + i) * D.D1 + x;
+      float* out = y + int64_t(i) * D.D1 + x;
       *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * D.D1p + x];
     }
-    for (int i = threadIdx.x; i < rows; i += kThreads) a.L[row + i] = t.L[i];
+    for (int i = threadIdx.x; i < rows; i += kThreads) L[i] = t.L[i];
     __syncthreads();
   });
 }
@@ -468,6 +613,7 @@ __global__ void k_add_prefix(Args a) {
 //   dV  = diag(exp(c_j + rho)) Pk R[:, :d] + mask(Pq Pk^T)^T G[:, :d]
 //   (rho, R) (+)= the tile's queries with log-scales -L_i.
 __global__ void k_causal_backward(Args a) {
+  enter_slice(a);
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -479,17 +625,17 @@ __global__ void k_causal_backward(Args a) {
   // One sweep's state at a time: with Dims::smem_state both use t.S.
   float* S = carried_state(D, t, a.fS + slot * D.state_floats());
   float* dW = zeroed_weight_grad(a, b);
-  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     load_keys(a, b, t, row, rows);
     load_query_grads(a, b, t, row, rows);  // q last, so that X holds q
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.scalar[0], t.L[i]);
     __syncthreads();
     causal_tile_product<true>(D, t, D.mp, D.D1p, t.G, S, t.VP, t.Pk, t.B, t.WK);
-    store_feature_grad(a, b, t, t.Pq, dW, rows, a.dq + row * D.d, false);
+    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
   float* R = carried_state(D, t, a.gS + slot * D.state_floats());
-  for_each_tile(D, b, true, [&](int, int rows, int64_t row) {
+  for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
@@ -502,7 +648,7 @@ __global__ void k_causal_backward(Args a) {
     causal_mask_tile(D, t.B, t.c, t.L);
     block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pq, D.mp, 1.f, t.WK, D.mp);
     block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.G, D.D1p, 1.f, t.DX, D.D1p);
-    store_key_grads(a, b, t, dW, row, rows, false);
+    store_key_grads(a, b, t, dW, t0, rows, false);
     add_queries_to_gradient_state(D, t, rows, R);
   });
 }
@@ -510,6 +656,7 @@ __global__ void k_causal_backward(Args a) {
 // dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
 //   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d].
 __global__ void k_key_grad_from_state(Args a) {
+  enter_slice(a);
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -517,12 +664,13 @@ __global__ void k_key_grad_from_state(Args a) {
   // An empty suffix has nothing to read (uniform over the block).
   const float* R = is_empty_log_scale(rho) ? nullptr : carried_state(D, t, head_state(a, b));
   float* dW = zeroed_weight_grad(a, b);
-  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     if (is_empty_log_scale(rho)) {  // uniform over the block
       if (!a.accumulate) {
+        float *dk = out_rows(a, b, a.dk, D.d, t0), *dv = out_rows(a, b, a.dv, D.d, t0);
         for (int e = threadIdx.x; e < rows * D.d; e += kThreads) {
-          a.dk[row * D.d + e] = 0.f;
-          a.dv[row * D.d + e] = 0.f;
+          dk[e] = 0.f;
+          dv[e] = 0.f;
         }
       }
       return;
@@ -532,7 +680,7 @@ __global__ void k_key_grad_from_state(Args a) {
     __syncthreads();
     block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp, row_weights(t.w));
     block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
-    store_key_grads(a, b, t, dW, row, rows, a.accumulate);
+    store_key_grads(a, b, t, dW, t0, rows, a.accumulate);
   });
 }
 
@@ -541,16 +689,19 @@ __global__ void k_key_grad_from_state(Args a) {
 // fixed projections of the other kernels is a test's request: in slabs.)
 inline bool fused_weight_grad(const FavorShape& s) { return s.features.kernel == FeatureKernel::Exp; }
 
-// Bytes of temporaries one protocol call may hold at once (the largest
-// over the steps: the causal backward's two segment-state sets, or one padded
-// state per head), with the padded projections and, for the exp kernel, the
-// blocks' projection gradients; independent of the tile rows.
+// Bytes of temporaries one protocol call may hold at once, bounded by the
+// sum of: the padded projections; for the exp kernel, the blocks'
+// projection gradients; the causal backward's two segment-state sets, one
+// padded state per head and slice, and the slices' totals; and, with
+// several slices, the slices' parts of the widest output set (y and row
+// log-scales, or dq, dk and dv). Independent of the tile rows.
 inline int64_t fused_workspace_bytes(const FavorShape& s) {
   const Dims D = dims_for(s, 16, TileMath::Fp32);
-  const int64_t count = s.heads * D.segs;
+  const int64_t count = s.heads * D.segs * D.slices, per_slice = s.heads * D.slices;
   const int64_t weight_grads = fused_weight_grad(s) ? count * D.projection_floats() : 0;
-  const int64_t floats = s.w_heads * D.projection_floats() + weight_grads +
-                         std::max(2 * (count * D.state_floats() + 2 * count), s.heads * D.state_floats());
+  const int64_t states = 2 * (count * D.state_floats() + 2 * count) + per_slice * (2 * D.state_floats() + 1);
+  const int64_t parts = D.slices > 1 ? D.slices * s.heads * s.n * std::max<int64_t>(D.D1 + 1, 3 * D.d) : 0;
+  const int64_t floats = s.w_heads * D.slices * D.projection_floats() + weight_grads + states + parts;
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
@@ -572,7 +723,9 @@ inline Heads heads_of(const FavorShape& s) {
 
 // One protocol call: the padded projection, the temporaries and the kernels.
 // dW (null: W is held constant) receives the projection gradients of the
-// call's kernels, through the blocks' slots, at add_weight_grads().
+// call's kernels, through the blocks' slots, at add_weight_grads(). With
+// several feature slices the kernels write their slices' parts of the
+// outputs, which finish() combines into the call's outputs.
 template <class Launch>
 class FusedCall {
  public:
@@ -580,12 +733,13 @@ class FusedCall {
       : L_(launch), D_(D), heads_(heads.count), spans_(heads.spans), slots_(heads.slots), dW_(dW) {
     a_ = Args{};
     a_.D = D;
+    a_.heads = heads_;
     a_.spans = heads.spans;
-    const int64_t floats = D.w_heads * D.projection_floats();
+    const int64_t floats = int64_t(D.w_heads) * D.slices * D.projection_floats();
     float* Wp = L_.buffer(floats);
     L_.grid(k_pad_projection, blocks_for(floats), 1, D, W, Wp);
     a_.Wp = Wp;
-    if (dW) a_.dWp = L_.buffer(heads_ * D_.segs * D_.projection_floats());
+    if (dW) a_.dWp = L_.buffer(blocks() * D_.projection_floats());
   }
   // The rows the call's kernels read (null where they read none).
   Args& inputs(const float* q, const float* k, const float* v) {
@@ -602,59 +756,95 @@ class FusedCall {
     a_.L = const_cast<float*>(row_scale);
     a_.d_o = d_o;
   }
+  // The forward's y and row log-scales, written or (accumulate) combined
+  // with what they hold.
+  void row_outputs(float* y, float* row_scale, bool accumulate = false) {
+    y_ = y;
+    rs_ = row_scale;
+    accumulate_ = accumulate;
+    a_.accumulate = accumulate && D_.slices == 1;
+    a_.y = D_.slices == 1 ? y : L_.buffer(parts(D_.D1));
+    a_.L = D_.slices == 1 ? row_scale : L_.buffer(parts(1));
+  }
   // The gradients the call's kernels write (null where they write none), or
   // add to (accumulate).
   void input_grads(float* dq, float* dk, float* dv, bool accumulate = false) {
-    a_.dq = dq;
-    a_.dk = dk;
-    a_.dv = dv;
-    a_.accumulate = accumulate;
+    grads_[0] = dq;
+    grads_[1] = dk;
+    grads_[2] = dv;
+    accumulate_ = accumulate;
+    a_.accumulate = accumulate && D_.slices == 1;
+    float** to[3] = {&a_.dq, &a_.dk, &a_.dv};
+    for (int i = 0; i < 3; ++i) *to[i] = grads_[i] && D_.slices > 1 ? L_.buffer(parts(D_.d)) : grads_[i];
+  }
+  // With several slices: their parts into the call's outputs.
+  void finish() {
+    if (D_.slices == 1) return;
+    const unsigned rows = static_cast<unsigned>(std::min<int64_t>(ceil_div(D_.n, kWarps), 65535));
+    if (y_)
+      L_.grid(k_combine_rows, static_cast<unsigned>(heads_), rows, D_, heads_, spans_, static_cast<const float*>(a_.y),
+              static_cast<const float*>(a_.L), y_, rs_, accumulate_);
+    const float* parts_of[3] = {a_.dq, a_.dk, a_.dv};
+    for (int i = 0; i < 3; ++i)
+      if (grads_[i])
+        L_.grid(k_sum_parts, static_cast<unsigned>(heads_), rows, D_, heads_, spans_, parts_of[i], D_.d, grads_[i],
+                accumulate_);
   }
 
   void add_weight_grads() {
     if (dW_)
-      L_.grid(k_sum_weight_grads, blocks_for(slots_ * D_.m * D_.d), 1, D_, heads_, spans_, slots_,
+      L_.grid(k_sum_weight_grads, blocks_for(slots_ * D_.m_all * D_.d), 1, D_, heads_, spans_, slots_,
               static_cast<const float*>(a_.dWp), dW_);
   }
 
   // Segment states: forward and/or gradient, each with two log-scale arrays
   // (the segments' own, then the scanned ones).
   void segment_states(bool forward, bool gradient) {
-    const int64_t count = heads_ * D_.segs;
     if (forward) {
-      a_.fS = L_.buffer(count * D_.state_floats());
-      a_.fa = L_.buffer(2 * count);
+      a_.fS = L_.buffer(blocks() * D_.state_floats());
+      a_.fa = L_.buffer(2 * blocks());
     }
     if (gradient) {
-      a_.gS = L_.buffer(count * D_.state_floats());
-      a_.ga = L_.buffer(2 * count);
+      a_.gS = L_.buffer(blocks() * D_.state_floats());
+      a_.ga = L_.buffer(2 * blocks());
     }
   }
-  // One packed state per head, padded for the kernels (its log-scales are read from `packed`).
+  // One packed state per head, padded per slice for the kernels (its
+  // log-scales are read from `packed`).
   void head_states(const float* packed) {
-    float* Sp = L_.buffer(heads_ * D_.state_floats());
-    L_.grid(k_unpack_states, blocks_for(heads_ * D_.state_floats()), 1, D_, heads_, packed, Sp);
+    const int64_t floats = heads_ * D_.slices * D_.state_floats();
+    float* Sp = L_.buffer(floats);
+    L_.grid(k_unpack_states, blocks_for(floats), 1, D_, heads_, packed, Sp);
     a_.Sp = Sp;
     a_.sa = packed;
   }
   void run(void (*kernel)(Args)) {
-    L_.tiles(kernel, static_cast<unsigned>(heads_), static_cast<unsigned>(D_.segs), smem_bytes(D_), a_);
+    L_.tiles(kernel, static_cast<unsigned>(heads_), static_cast<unsigned>(D_.segs), static_cast<unsigned>(D_.slices),
+             smem_bytes(D_), a_);
   }
   // The segments' own states and log-scales (from a k_*_segments kernel)
   // become exclusive scans: the scanned log-scales go to the second half of
-  // the log-scale buffer and are copied over the first.
+  // the log-scale buffer and are copied over the first. `total` (packed, or
+  // null) receives each head's sum, the slices merged.
   void scan(float* states, float* log_scales, const float* init, float* total, bool reverse) {
-    const int64_t count = heads_ * D_.segs;
-    L_.grid(k_scan_segments, static_cast<unsigned>(heads_),
+    const int64_t per_slice = heads_ * D_.slices;
+    float* total_S = total ? L_.buffer(per_slice * D_.state_floats()) : nullptr;
+    float* total_a = total ? L_.buffer(per_slice) : nullptr;
+    L_.grid(k_scan_segments, static_cast<unsigned>(per_slice),
             static_cast<unsigned>(ceil_div(D_.state_floats(), kThreads)), D_, states,
-            static_cast<const float*>(log_scales), log_scales + count, init, total, reverse);
-    L_.copy(log_scales, log_scales + count, count);
+            static_cast<const float*>(log_scales), log_scales + blocks(), init, total_S, total_a, reverse);
+    L_.copy(log_scales, log_scales + blocks(), blocks());
+    if (total)
+      L_.grid(k_merge_states, blocks_for(heads_ * D_.packed_size()), 1, D_, heads_, static_cast<const float*>(total_S),
+              static_cast<const float*>(total_a), total);
   }
 
  private:
   static unsigned blocks_for(int64_t n) {
     return static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), 4096));
   }
+  int64_t blocks() const { return heads_ * D_.segs * D_.slices; }                        // the tile kernels' blocks
+  int64_t parts(int width) const { return D_.slices * heads_ * D_.n * int64_t(width); }  // [slices][heads][n][width]
   Launch& L_;
   Dims D_;
   int64_t heads_;
@@ -662,6 +852,9 @@ class FusedCall {
   int64_t slots_;
   float* dW_;
   Args a_;
+  float *y_ = nullptr, *rs_ = nullptr;
+  float* grads_[3] = {nullptr, nullptr, nullptr};
+  bool accumulate_ = false;
 };
 
 template <class Launch>
@@ -680,11 +873,11 @@ void fused_causal_forward_local(Launch& launch, const Dims& D, const Heads& head
   FusedCall<Launch> call(launch, D, heads, W);
   call.segment_states(true, false);
   Args& a = call.inputs(q, k, v);
-  a.y = y;
-  a.L = row_scale;
+  call.row_outputs(y, row_scale);
   call.run(k_key_segments);
   call.scan(a.fS, a.fa, nullptr, block_total, false);
   call.run(k_causal_forward);
+  call.finish();
 }
 
 // y, row_scale (+)= the state's part (accumulate), or = it (bidirectional finish).
@@ -693,11 +886,10 @@ void fused_add_prefix(Launch& launch, const Dims& D, const Heads& heads, const f
                       const float* state, float* y, float* row_scale, bool accumulate) {
   FusedCall<Launch> call(launch, D, heads, W);
   call.head_states(state);
-  Args& a = call.inputs(q, nullptr, nullptr);
-  a.y = y;
-  a.L = row_scale;
-  a.accumulate = accumulate;
+  call.inputs(q, nullptr, nullptr);
+  call.row_outputs(y, row_scale, accumulate);
   call.run(k_add_prefix);
+  call.finish();
 }
 
 template <class Launch>
@@ -715,6 +907,7 @@ void fused_causal_backward_local(Launch& launch, const Dims& D, const Heads& hea
   call.scan(a.gS, a.ga, nullptr, block_total_grad, true);
   call.input_grads(dq, dk, dv);
   call.run(k_causal_backward);
+  call.finish();
   call.add_weight_grads();
 }
 
@@ -727,6 +920,7 @@ void fused_key_grad_from_state(Launch& launch, const Dims& D, const Heads& heads
   call.inputs(nullptr, k, v);
   call.input_grads(nullptr, dk, dv, accumulate);
   call.run(k_key_grad_from_state);
+  call.finish();
   call.add_weight_grads();
 }
 
@@ -743,6 +937,7 @@ void fused_bidirectional_backward_local(Launch& launch, const Dims& D, const Hea
   call.input_grads(dq, nullptr, nullptr);
   call.run(k_query_segments);
   call.scan(a.gS, a.ga, nullptr, local_grad_total, false);
+  call.finish();
   call.add_weight_grads();
 }
 

@@ -43,8 +43,8 @@ constexpr int kWarps = kThreads / 32;
 
 // Sizes of one call, true and padded to multiples of 16.
 struct Dims {
-  int n, d, m, D1;    // positions, head dim, features, d + 1
-  int dp, mp, D1p;    // padded d, m, D1
+  int n, d, m, D1;    // positions, head dim, features (of the block's slice; the launch's: ms), d + 1
+  int dp, mp, D1p;    // padded d, slice width, D1
   int ct;             // rows per tile (16 or 32)
   bool smem_state;    // the running state [mp, D1p] a block updates lives in shared memory (Tiles::S)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
@@ -52,21 +52,25 @@ struct Dims {
   float data_scale, inv_sqrt_m, eps;
   bool softmax, half_norm, elu;  // softmax: exponential features (FAVOR+, exp); half_norm: minus |x|^2/2
   TileMath math;                 // the products' operands: fp32, or rounded to TF32 or bf16
+  int m_all, ms, slices;         // all features, in slices of ms (the last may be shorter): a block per slice
+  // Per slice: the state [mp, D1p] and the padded projection [mp, dp].
   __host__ __device__ int64_t state_floats() const { return int64_t(mp) * D1p; }
-  __host__ __device__ int packed_size() const { return 1 + m * D1; }
+  __host__ __device__ int packed_size() const { return 1 + m_all * D1; }
   __host__ __device__ int64_t projection_floats() const { return int64_t(mp) * dp; }
+  // Features of slice z, the first of them z * ms.
+  __host__ __device__ int slice_features(int z) const { return ms < m_all - z * ms ? ms : m_all - z * ms; }
 };
 
 // Shared memory of a block: the tiles of one chunk of rows, and (with
 // Dims::smem_state) the state the block carries from tile to tile.
 struct Tiles {
   float *X, *Pq, *Pk, *VP, *G, *A, *B, *WK, *DX;  // [ct, dp] [ct, mp] x2 [ct, D1p] x2 [ct, ct] x2 [ct, mp] [ct, D1p]
-  float *c, *L, *w, *rowsum;                      // [ct] each
+  float *c, *cq, *L, *w, *rowsum;                 // [ct] each: c, cq the keys' and queries' log-scales
   float* scalar;                                  // [8]
   float* S = nullptr;                             // [mp, D1p] with Dims::smem_state
   __host__ __device__ static int64_t floats(const Dims& D) {
     const int64_t ct = D.ct;
-    return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 4 * ct + 8 +
+    return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 5 * ct + 8 +
            (D.smem_state ? D.state_floats() : 0);
   }
   __device__ explicit Tiles(const Dims& D, float* base) {
@@ -87,6 +91,7 @@ struct Tiles {
     A = take(int64_t(ct) * ct);
     B = take(int64_t(ct) * ct);
     c = take(ct);
+    cq = take(ct);
     L = take(ct);
     w = take(ct);
     rowsum = take(ct);

@@ -5,7 +5,8 @@
 // sequence lengths n at B=1, H=8, d=64, m=256 (the defaults), on the CPU or,
 // with --device cuda, on the first GPU (inputs in device memory, each timed
 // call ends with a synchronisation of the stream). On a GPU the fused FAVOR+
-// kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16), and
+// kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16;
+// favor_tf32_slices64 with the features in slices of 64, a block each), and
 // the composition in slabs (favor_windowed) beside them.
 // Exact softmax is skipped above --softmax-max (16384) unless --all; the
 // local window of --window keys (256) runs at every n. --only NAME... and
@@ -62,11 +63,13 @@ struct FavorVariant {
   const char* name;
   int64_t slab_rows;  // FavorShape::slab_rows
   TileMath math;
+  int64_t feature_slice = 0;  // FavorShape::feature_slice
 };
 std::vector<FavorVariant> favor_variants(bool gpu) {
   if (!gpu) return {{"favor", 0, TileMath::Fp32}};
   return {{"favor", 0, TileMath::Fp32},
           {"favor_tf32", 0, TileMath::Tf32},
+          {"favor_tf32_slices64", 0, TileMath::Tf32, 64},
           {"favor_bf16", 0, TileMath::Bf16},
           {"favor_windowed", kFavorDefaultSlabRows, TileMath::Fp32}};
 }
@@ -136,8 +139,8 @@ int run_kernels(int argc, char** argv) {
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     std::string list;
     for (const std::string& k : known) list += " " + k;
-    std::fprintf(stderr, "kernels: --only %s: no such row on %s; the rows are:%s\n", name.c_str(),
-                 device_name.c_str(), list.c_str());
+    std::fprintf(stderr, "kernels: --only %s: no such row on %s; the rows are:%s\n", name.c_str(), device_name.c_str(),
+                 list.c_str());
     return 2;
   }
   auto timed_row = [&](const std::string& name) {
@@ -171,12 +174,12 @@ int run_kernels(int argc, char** argv) {
   FILE* out = csv_out.file();
   const int64_t bh = batch * heads;
   Buffers constant(tracker);
-  const float* W = constant.make(
-      random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {1, 0, 0}));
+  const float* W =
+      constant.make(random_projection_f32({m, d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {1, 0, 0}));
   for (int64_t n : sizes) {
     const double peak = device_sgemm_gflops(ctx, gpu ? 8192 : 2048);
-    std::fprintf(stderr, "kernels: n=%ld, sgemm peak %.1f GFLOP/s on %s (%d CPU threads)\n", static_cast<long>(n),
-                 peak, device.str().c_str(), omp_get_max_threads());
+    std::fprintf(stderr, "kernels: n=%ld, sgemm peak %.1f GFLOP/s on %s (%d CPU threads)\n", static_cast<long>(n), peak,
+                 device.str().c_str(), omp_get_max_threads());
     const int64_t size = bh * n * d;
     Buffers b(tracker);
     const float *q = b.make(gaussian(size, 1)), *k = b.make(gaussian(size, 2)), *v = b.make(gaussian(size, 3)),
@@ -200,6 +203,7 @@ int run_kernels(int argc, char** argv) {
         FavorAttentionParams p = favor_attention_params(batch, heads, n, d, m, causal, FeatureKernel::Softmax, chunk);
         p.shape.slab_rows = variant.slab_rows;
         p.shape.tile_math = variant.math;
+        p.shape.feature_slice = variant.feature_slice;
         tracker.reset_peak();
         float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
         const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -199,6 +200,26 @@ PiecesResult run_pieces(const Ops& ops, const ExecContext& ctx, const PiecesCase
   r.grad = download(G, heads * ss);
   r.dW = download(dW, H * c.m * d);
   return r;
+}
+
+// rel_l2 of two sets of packed states [heads][state_size] (log-scale
+// first) as the states they stand for: each head of both taken to the larger
+// of its two log-scales, so that one state kept at another log-scale (the
+// CUDA kernels' feature slices merge theirs at the largest slice's) compares
+// equal.
+inline double state_rel_l2(const std::vector<float>& got, const std::vector<float>& want, int64_t state_size) {
+  const size_t ss = static_cast<size_t>(state_size);
+  double diff = 0, norm = 0;
+  for (size_t h = 0; h < want.size() / ss; ++h) {
+    const double a = got[h * ss], b = want[h * ss], top = std::max(a, b);
+    const double wa = std::exp(a - top), wb = std::exp(b - top);
+    for (size_t k = 1; k < ss; ++k) {
+      const double x = wa * got[h * ss + k], y = wb * want[h * ss + k];
+      diff += (x - y) * (x - y);
+      norm += y * y;
+    }
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
 }  // namespace test

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/favor_attention/favor_attention.h"
@@ -150,7 +151,8 @@ TEST(FavorAttention, ReferenceBackwardMatchesFiniteDifferences) {
           const double lm = ref_loss(pr, q, k, v);
           fd[i] = (lp - lm) / (2 * h);
         }
-        EXPECT_LE(test::rel_l2(grad, fd), 1e-6) << "gradient " << "qkv"[which];
+        EXPECT_LE(test::rel_l2(grad, fd), 1e-6) << "gradient "
+                                                << "qkv"[which];
       }
     }
   }
@@ -169,7 +171,8 @@ TEST(FavorAttention, CausalOutputIgnoresLaterPositions) {
       const auto noise = test::normal_vector(pr.size(), 401 + which, 9, 3.0);
       for (int64_t h = 0; h < c.batch * c.heads; ++h)
         for (int64_t i = cut + 1; i < c.n; ++i)
-          for (int64_t e = 0; e < c.d; ++e) x[(h * c.n + i) * c.d + e] += static_cast<float>(noise[(h * c.n + i) * c.d + e]);
+          for (int64_t e = 0; e < c.d; ++e)
+            x[(h * c.n + i) * c.d + e] += static_cast<float>(noise[(h * c.n + i) * c.d + e]);
       const Result r1 = run_cpu(pr, false);
       double later_change = 0;
       for (int64_t h = 0; h < c.batch * c.heads; ++h) {
@@ -177,13 +180,15 @@ TEST(FavorAttention, CausalOutputIgnoresLaterPositions) {
           for (int64_t e = 0; e < c.d; ++e) {
             const int64_t at = (h * c.n + i) * c.d + e;
             if (i <= cut)
-              ASSERT_EQ(r0.out[at], r1.out[at]) << "tensor " << "qkv"[which] << " head " << h << " row " << i;
+              ASSERT_EQ(r0.out[at], r1.out[at]) << "tensor "
+                                                << "qkv"[which] << " head " << h << " row " << i;
             else
               later_change += std::fabs(r0.out[at] - r1.out[at]);
           }
         }
       }
-      EXPECT_GT(later_change, 0.0) << "perturbing " << "qkv"[which] << " changed nothing";
+      EXPECT_GT(later_change, 0.0) << "perturbing "
+                                   << "qkv"[which] << " changed nothing";
     }
   }
 }
@@ -224,10 +229,24 @@ TEST(FavorAttention, RejectsBadArguments) {
   EXPECT_THROW(favor_attention_check(p), ValueError);
   p = favor_attention_params(1, 1, 8, 4, 16, true, FeatureKernel::Softmax, 0);
   EXPECT_THROW(favor_attention_check(p), ValueError);
+  // Feature slices are multiples of 16 features.
+  p = favor_attention_params(1, 1, 8, 4, 40, true, FeatureKernel::Softmax);
+  for (int64_t slice : {-16, 8, 24}) {
+    p.shape.feature_slice = slice;
+    try {
+      favor_attention_check(p);
+      ADD_FAILURE() << "feature_slice " << slice << " was taken";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("feature_slice must be 0 or a positive multiple of 16"), std::string::npos)
+          << e.what();
+    }
+  }
+  p.shape.feature_slice = 32;
+  EXPECT_NO_THROW(favor_attention_check(p));
   p = favor_attention_params(1, 1, 8, 4, 16, false, FeatureKernel::Softmax);
   std::vector<float> x(32), W(64), out(32), den(8), rs(8);
-  EXPECT_THROW(favor_attention_forward(ExecContext{}, p, x.data(), x.data(), x.data(), W.data(), out.data(),
-                                       den.data(), rs.data(), nullptr),
+  EXPECT_THROW(favor_attention_forward(ExecContext{}, p, x.data(), x.data(), x.data(), W.data(), out.data(), den.data(),
+                                       rs.data(), nullptr),
                ValueError);
 }
 

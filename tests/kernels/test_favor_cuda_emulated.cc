@@ -47,10 +47,10 @@ class EmulatedLaunch {
     return buffers_.back().data();
   }
   int64_t bytes() const { return bytes_; }
-  void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, int64_t smem, const Args& args) {
-    if (gx == 0 || gy == 0) return;
+  void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, unsigned gz, int64_t smem, const Args& args) {
+    if (gx == 0 || gy == 0 || gz == 0) return;
     pf_emu::launch(
-        {gx, gy, 1}, {static_cast<unsigned>(kThreads), 1, 1}, static_cast<size_t>(smem), [&] { kernel(args); },
+        {gx, gy, gz}, {static_cast<unsigned>(kThreads), 1, 1}, static_cast<size_t>(smem), [&] { kernel(args); },
         schedule_);
   }
   template <typename... P, typename... A>
@@ -75,9 +75,15 @@ struct EmulatedCudaOps {
   TileMath math = TileMath::Fp32;
   pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
   bool smem_state = false;  // Dims::smem_state: the carried state in shared memory
+  int64_t slice = 0;        // FavorShape::feature_slice: 0, the sizes' own choice
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
-  Dims dims(const FavorShape& s) const {
+  FavorShape sliced(FavorShape s) const {
+    s.feature_slice = slice;
+    return s;
+  }
+  Dims dims(const FavorShape& shape) const {
+    const FavorShape s = sliced(shape);
     Dims D = dims_for(s, ct, math, smem_state);
     if (seg_len > 0) {
       D.seg_len = seg_len;
@@ -87,7 +93,7 @@ struct EmulatedCudaOps {
   }
   template <typename F>
   void run(const ExecContext& ctx, const FavorShape& s, F f) const {
-    const int64_t planned = seg_len > 0 ? -1 : fused_workspace_bytes(s);
+    const int64_t planned = seg_len > 0 ? -1 : fused_workspace_bytes(sliced(s));
     host_launch(ctx, [f, planned, schedule = schedule] {
       EmulatedLaunch launch(schedule);
       f(launch);
@@ -159,10 +165,15 @@ struct ReferenceCase {
   FavorAttentionParams p;
   std::vector<float> q, k, v, g, W;
   std::vector<double> o, dq, dk, dv;
-  ReferenceCase(const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+  // scale multiplies q and k: wider spreads of the features' exponents.
+  ReferenceCase(const Case& c, bool causal, FeatureKernel kernel, uint64_t seed, double scale = 1) {
     const int64_t H = 2, size = H * c.n * c.d;
     q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
     k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+    for (size_t e = 0; e < q.size(); ++e) {
+      q[e] = static_cast<float>(q[e] * scale);
+      k[e] = static_cast<float>(k[e] * scale);
+    }
     v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
     g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
     W = random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
@@ -261,6 +272,49 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
   }
 }
 
+// Feature slices (FavorShape::feature_slice, Dims::slices): a block per
+// slice of 16 features, each with its own log-scales; the slices' parts of
+// y and the row log-scales, of dq, dk and dv, and of the packed states
+// combined exactly. m = 40: slices of 16, 16 and 8 features (the last
+// padded); m = 33: 16, 16 and 1. Through the protocol over P = 1 and 3
+// blocks, causal and bidirectional, every fixed-projection kernel, q and k
+// at 1 and 2.5 times the unit scale (the slices' largest exponents then
+// differ by several units), fp32 to 1e-5, and TF32 with one warp at a time
+// to its 1e-2 (relu's dq, dk 0.1).
+TEST(FavorCudaEmulated, FeatureSlicesMatchReference) {
+  each_case({Case{150, 16, 40, 32, 80}, Case{9, 5, 33, 16, 0}}, 4500,
+            [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+              for (double scale : {1.0, 2.5}) {
+                const ReferenceCase r(c, causal, kernel, seed, scale);
+                for (int P : {1, 3}) {
+                  SCOPED_TRACE(where(c, causal, kernel, P) + " scale=" + std::to_string(scale));
+                  EmulatedCudaOps ops{c.ct, c.seg_len};
+                  ops.slice = 16;
+                  ops.smem_state = P == 3;
+                  const EmulatedRun e(r, ops, causal, P);
+                  EXPECT_LE(test::rel_l2(e.o, r.o), 1e-5);
+                  EXPECT_LE(test::rel_l2(e.dq, r.dq), 1e-5);
+                  EXPECT_LE(test::rel_l2(e.dk, r.dk), 1e-5);
+                  EXPECT_LE(test::rel_l2(e.dv, r.dv), 1e-5);
+                }
+              }
+            });
+  each_case({Case{64, 16, 40, 32, 0}}, 4550, [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
+    const ReferenceCase r(c, causal, kernel, seed);
+    SCOPED_TRACE(where(c, causal, kernel, 2) + " math=tf32");
+    EmulatedCudaOps ops{c.ct, c.seg_len};
+    ops.slice = 16;
+    ops.math = TileMath::Tf32;
+    ops.schedule = pf_emu::Schedule::WarpByWarp;
+    const EmulatedRun e(r, ops, causal, 2);
+    const double qk_tol = kernel == FeatureKernel::Relu ? 0.1 : 1e-2;
+    EXPECT_LE(test::rel_l2(e.o, r.o), 1e-2);
+    EXPECT_LE(test::rel_l2(e.dq, r.dq), qk_tol);
+    EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
+    EXPECT_LE(test::rel_l2(e.dv, r.dv), 1e-2);
+  });
+}
+
 // The exp kernel: per-head projections W [H, m, d] (head h of B*H uses
 // W_(h mod H)) and their gradient, summed over the P blocks like the ranks'
 // allreduce, against the float64 reference.
@@ -294,10 +348,12 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
         favor_attention_forward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), ro.data());
         favor_attention_backward_ref(p, qd.data(), kd.data(), vd.data(), Wd.data(), gd.data(), rq.data(), rk.data(),
                                      rv.data(), rW.data());
-        for (int P : {1, 3}) {
-          SCOPED_TRACE(testing::Message()
-                       << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct << " seg_len=" << c.seg_len
-                       << " causal=" << causal << " half_norm=" << half_norm << " P=" << P);
+        for (int P : {1, 3, 4}) {
+          // P = 4: three blocks again, the features in slices of 16 (m = 32: two).
+          const int blocks = P == 4 ? 3 : P;
+          SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
+                                          << " seg_len=" << c.seg_len << " causal=" << causal << " half_norm="
+                                          << half_norm << " P=" << blocks << " slices of " << (P == 4 ? 16 : c.m));
           MemoryTracker tracker(Device::cpu());
           const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
           std::vector<float> o(size), dq(size), dk(size), dv(size), dW(BH * wsize, 0.f);
@@ -305,8 +361,9 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
           ASSERT_EQ(shape.w_heads, H);
           EmulatedCudaOps ops{c.ct, c.seg_len};
           ops.smem_state = P == 3;
-          test::run_favor_protocol(ops, res.ctx(), shape, causal, P, q.data(), k.data(), v.data(), W.data(), g.data(),
-                                   o.data(), dq.data(), dk.data(), dv.data(), dW.data());
+          ops.slice = P == 4 ? 16 : 0;
+          test::run_favor_protocol(ops, res.ctx(), shape, causal, blocks, q.data(), k.data(), v.data(), W.data(),
+                                   g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
           EXPECT_LE(test::rel_l2(o, ro), 1e-5);
           EXPECT_LE(test::rel_l2(dq, rq), 1e-5);
           EXPECT_LE(test::rel_l2(dk, rk), 1e-5);
@@ -329,25 +386,30 @@ TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
   uint64_t seed = 4400;
   for (bool causal : {true, false}) {
     for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Exp}) {
-      SCOPED_TRACE(std::string("causal=") + std::to_string(causal) + " kernel=" + feature_kernel_name(kernel));
-      const test::PiecesCase c(2, 100, 5, 7, causal, kernel, {{1, 40, 59}, {100}, {3, 97}}, ++seed);
-      MemoryTracker tracker(Device::cpu());
-      const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-      EmulatedCudaOps emulated{32, 0};
-      emulated.smem_state = true;  // one launch over the pieces with the carried state in shared memory
-      const test::PiecesResult one = test::run_pieces(emulated, res.ctx(), c, true);
-      emulated.smem_state = false;
-      const test::PiecesResult each = test::run_pieces(emulated, res.ctx(), c, false);
-      const test::PiecesResult cpu = test::run_pieces(test::DispatchedFavorOps{}, res.ctx(), c, true);
-      for (const test::PiecesResult* other : {&each, &cpu}) {
-        EXPECT_LE(test::rel_l2(one.o, other->o), 1e-5);
-        EXPECT_LE(test::rel_l2(one.total, other->total), 1e-5);
-        EXPECT_LE(test::rel_l2(one.dq, other->dq), 1e-5);
-        EXPECT_LE(test::rel_l2(one.dk, other->dk), 1e-5);
-        EXPECT_LE(test::rel_l2(one.dv, other->dv), 1e-5);
-        EXPECT_LE(test::rel_l2(one.grad, other->grad), 1e-5);
-        if (kernel == FeatureKernel::Exp) {
-          EXPECT_LE(test::rel_l2(one.dW, other->dW), 1e-5);
+      for (int64_t m : {7, 20}) {
+        // m = 20: the features in slices of 16 and 4.
+        SCOPED_TRACE(std::string("causal=") + std::to_string(causal) + " kernel=" + feature_kernel_name(kernel) +
+                     " m=" + std::to_string(m));
+        const test::PiecesCase c(2, 100, 5, m, causal, kernel, {{1, 40, 59}, {100}, {3, 97}}, ++seed);
+        MemoryTracker tracker(Device::cpu());
+        const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+        EmulatedCudaOps emulated{32, 0};
+        emulated.slice = m > 16 ? 16 : 0;
+        emulated.smem_state = true;  // one launch over the pieces with the carried state in shared memory
+        const test::PiecesResult one = test::run_pieces(emulated, res.ctx(), c, true);
+        emulated.smem_state = false;
+        const test::PiecesResult each = test::run_pieces(emulated, res.ctx(), c, false);
+        const test::PiecesResult cpu = test::run_pieces(test::DispatchedFavorOps{}, res.ctx(), c, true);
+        for (const test::PiecesResult* other : {&each, &cpu}) {
+          EXPECT_LE(test::rel_l2(one.o, other->o), 1e-5);
+          EXPECT_LE(test::state_rel_l2(one.total, other->total, c.shape(1, 1).state_size()), 1e-5);
+          EXPECT_LE(test::rel_l2(one.dq, other->dq), 1e-5);
+          EXPECT_LE(test::rel_l2(one.dk, other->dk), 1e-5);
+          EXPECT_LE(test::rel_l2(one.dv, other->dv), 1e-5);
+          EXPECT_LE(test::state_rel_l2(one.grad, other->grad, c.shape(1, 1).state_size()), 1e-5);
+          if (kernel == FeatureKernel::Exp) {
+            EXPECT_LE(test::rel_l2(one.dW, other->dW), 1e-5);
+          }
         }
       }
     }

@@ -217,9 +217,10 @@ inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::fu
                    Schedule schedule = Schedule::Lockstep) {
   std::vector<std::unique_ptr<char[]>> stacks(block_dim.x);
   for (auto& stack : stacks) stack.reset(new char[kFiberStack]);
-  for (unsigned by = 0; by < grid.y; ++by)
-    for (unsigned bx = 0; bx < grid.x; ++bx)
-      run_block(Dim3{bx, by, 0}, grid, block_dim, shared_bytes, body, stacks, schedule);
+  for (unsigned bz = 0; bz < std::max(grid.z, 1u); ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx)
+        run_block(Dim3{bx, by, bz}, grid, block_dim, shared_bytes, body, stacks, schedule);
 }
 
 inline Dim3 thread_idx() { return Dim3{current_block()->current, 0, 0}; }
