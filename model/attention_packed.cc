@@ -22,7 +22,8 @@
 //   pieces that wait for the scans are finished by one call over the slots
 //   of saved.piece_state [2 B, H, ss] (a sample's first piece that continues
 //   an earlier rank's sequence: slot 2 b; its last piece otherwise: 2 b + 1).
-// softmax (one rank only): each piece its own exact attention.
+// softmax (one rank only): each piece its own exact attention, all of them in
+//   one call over the pieces (SoftmaxAttentionParams::pieces).
 // exp: every piece's head h adds its dW to the layer's dW [H, m, D] slot h.
 #include <algorithm>
 #include <utility>
@@ -37,45 +38,6 @@
 
 namespace pf {
 namespace {
-
-struct Rows {
-  float* p = nullptr;
-  Tensor keep;  // the copy, when the rows are not used in place
-};
-
-// Rows [begin, begin + len) of sample b of [B*H, n, width] buffers, as [H, len, width].
-class PieceView {
- public:
-  PieceView(const ExecContext& ctx, int64_t H, int64_t n, int64_t b, int64_t begin, int64_t len)
-      : ctx_(&ctx), H_(H), n_(n), b_(b), begin_(begin), len_(len) {}
-  int64_t len() const { return len_; }
-  // The rows, for reading.
-  Rows get(const float* full, int64_t width, const char* tag) const {
-    Rows r = make(const_cast<float*>(full), width, tag);
-    if (r.keep.defined())
-      copy_rows(ctx_->stream, r.p, len_ * width * 4, at(full, width), n_ * width * 4, len_ * width * 4, H_,
-                ctx_->device);
-    return r;
-  }
-  // A buffer for the rows, for writing; put() stores it into `full`.
-  Rows make(float* full, int64_t width, const char* tag) const {
-    if (len_ == n_) return {const_cast<float*>(at(full, width)), Tensor()};
-    Rows r;
-    r.keep = Tensor::empty({H_, len_, width}, DType::f32, *ctx_->tracker, tag);
-    r.p = r.keep.data<float>();
-    return r;
-  }
-  void put(const Rows& r, float* full, int64_t width) const {
-    if (r.keep.defined())
-      copy_rows(ctx_->stream, const_cast<float*>(at(full, width)), n_ * width * 4, r.p, len_ * width * 4,
-                len_ * width * 4, H_, ctx_->device);
-  }
-
- private:
-  const float* at(const float* full, int64_t width) const { return full + (b_ * H_ * n_ + begin_) * width; }
-  const ExecContext* ctx_;
-  int64_t H_, n_, b_, begin_, len_;
-};
 
 // One piece of the layout.
 struct PieceInfo {
@@ -117,10 +79,12 @@ class PackedPass {
   int64_t D() const { return D_; }
   const std::vector<PieceInfo>& pieces() const { return pieces_; }
 
-  // Every piece in order as a view of its rows (softmax): f(PieceView).
-  template <typename F>
-  void each_view(F f) const {
-    for (const PieceInfo& x : pieces_) f(PieceView(ctx_, H_, n_, x.b, x.begin, x.len));
+  // The rows of every head of every piece: one softmax call over them all.
+  std::vector<RowSpan> head_spans() const {
+    std::vector<RowSpan> out;
+    for (const PieceInfo& x : pieces_)
+      for (int64_t h = 0; h < H_; ++h) out.push_back(RowSpan{(x.b * H_ + h) * n_ + x.begin, x.len, 0});
+    return out;
   }
   // The calls: f(first piece, end) for runs of at most kPackedPiecesPerCall pieces.
   template <typename F>
@@ -250,39 +214,25 @@ class PackedPass {
   std::vector<int64_t> first_, last_;  // per sample
 };
 
+// Exact softmax over the pieces: one call over every head of every piece,
+// in place (SoftmaxAttentionParams::pieces).
+SoftmaxAttentionParams pieces_params(const ModelConfig& cfg, const RowSpans& spans) {
+  return softmax_pieces_params(attention_softmax_params(cfg, 1, spans.longest()), spans);
+}
+
 void softmax_pieces(const ModelConfig& cfg, const PackedPass& pass, const float* q, const float* k, const float* v,
                     AttentionSaved& saved) {
-  const int64_t D = pass.D();
-  const ExecContext& ctx = pass.ctx();
-  pass.each_view([&](const PieceView& view) {
-    const Rows qs = view.get(q, D, "attention.piece_q"), ks = view.get(k, D, "attention.piece_k"),
-               vs = view.get(v, D, "attention.piece_v");
-    Rows o = view.make(saved.o.data<float>(), D, "attention.piece_o");
-    Rows lse = view.make(saved.lse.data<float>(), 1, "attention.piece_lse");
-    softmax_attention_forward(ctx, attention_softmax_params(cfg, pass.H(), view.len()), qs.p, ks.p, vs.p, o.p, lse.p);
-    view.put(o, saved.o.data<float>(), D);
-    view.put(lse, saved.lse.data<float>(), 1);
-  });
+  const RowSpans spans(pass.ctx(), pass.head_spans());
+  softmax_attention_forward(pass.ctx(), pieces_params(cfg, spans), q, k, v, saved.o.data<float>(),
+                            saved.lse.data<float>());
 }
 
 void softmax_pieces_backward(const ModelConfig& cfg, const PackedPass& pass, const float* q, const float* k,
                              const float* v, const AttentionSaved& saved, const float* d_o, float* dq, float* dk,
                              float* dv) {
-  const int64_t D = pass.D();
-  const ExecContext& ctx = pass.ctx();
-  pass.each_view([&](const PieceView& view) {
-    const Rows qs = view.get(q, D, "attention.piece_q"), ks = view.get(k, D, "attention.piece_k"),
-               vs = view.get(v, D, "attention.piece_v"), os = view.get(saved.o.data<float>(), D, "attention.piece_o"),
-               ls = view.get(saved.lse.data<float>(), 1, "attention.piece_lse"),
-               dos = view.get(d_o, D, "attention.piece_grad_o");
-    Rows dqs = view.make(dq, D, "attention.piece_dq"), dks = view.make(dk, D, "attention.piece_dk"),
-         dvs = view.make(dv, D, "attention.piece_dv");
-    softmax_attention_backward(ctx, attention_softmax_params(cfg, pass.H(), view.len()), qs.p, ks.p, vs.p, os.p, ls.p,
-                               dos.p, dqs.p, dks.p, dvs.p);
-    view.put(dqs, dq, D);
-    view.put(dks, dk, D);
-    view.put(dvs, dv, D);
-  });
+  const RowSpans spans(pass.ctx(), pass.head_spans());
+  softmax_attention_backward(pass.ctx(), pieces_params(cfg, spans), q, k, v, saved.o.data<float>(),
+                             saved.lse.data<float>(), d_o, dq, dk, dv);
 }
 
 }  // namespace

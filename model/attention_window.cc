@@ -18,8 +18,9 @@
 // gradients give no gradient at all). The halo rows' key and value
 // gradients go back to the rank that owns them and are added there. Packed
 // and family slices run piece by piece (their state segments: a window
-// crosses members of a family, never proteins or families); a piece that
-// is the whole slice and has no halo runs in place.
+// crosses members of a family, never proteins or families): the pieces
+// without halo rows, every head of each, in one call in place
+// (SoftmaxAttentionParams::pieces), the others as blocks of their own.
 #include <algorithm>
 #include <vector>
 
@@ -102,8 +103,20 @@ class WindowPass {
   int64_t n() const { return n_; }
   const ExecContext& ctx() const { return ctx_; }
   SoftmaxAttentionParams params(const HaloPiece& x) const { return attention_softmax_params(cfg_, H_, x.rows()); }
-  // Whether piece x runs in place: the whole slice, no halo.
-  bool in_place(const HaloPiece& x) const { return x.len == n_ && x.before == 0 && x.after == 0; }
+  // Whether piece x has halo rows: it runs as a block of its own; the others
+  // run in place, all in one call (local_spans).
+  static bool has_halo(const HaloPiece& x) { return x.before > 0 || x.after > 0; }
+  // The rows of every head of each piece without halo rows.
+  std::vector<RowSpan> local_spans() const {
+    std::vector<RowSpan> out;
+    for (const HaloPiece& x : pieces_)
+      if (!has_halo(x))
+        for (int64_t h = 0; h < H_; ++h) out.push_back(RowSpan{(x.b * H_ + h) * n_ + x.begin, x.len, 0});
+    return out;
+  }
+  SoftmaxAttentionParams params(const RowSpans& spans) const {
+    return softmax_pieces_params(attention_softmax_params(cfg_, 1, spans.longest()), spans);
+  }
 
   // [H, rows, width] for piece x: zeros, then its own rows of `full` ([B H, n, width]) in the middle.
   Tensor block(const HaloPiece& x, const float* full, int64_t width, const char* tag) const {
@@ -251,12 +264,10 @@ void window_attention_forward(const ModelConfig& cfg, Communicator& sp, const Ex
   saved.o = Tensor::empty({heads, n, D}, DType::f32, *ctx.tracker, "attention.o");
   saved.lse = Tensor::empty({heads, n}, DType::f32, *ctx.tracker, "attention.lse");
   float *o = saved.o.data<float>(), *lse = saved.lse.data<float>();
+  const RowSpans local(ctx, pass.local_spans());
+  if (local.count() > 0) softmax_attention_forward(ctx, pass.params(local), q, k, v, o, lse);
   for (const HaloPiece& x : pass.pieces()) {
-    if (pass.in_place(x)) {
-      const int64_t off = x.b * pass.H() * n;
-      softmax_attention_forward(ctx, pass.params(x), q + off * D, k + off * D, v + off * D, o + off * D, lse + off);
-      continue;
-    }
+    if (!WindowPass::has_halo(x)) continue;
     const Tensor qe = pass.block(x, q, D, "attention.window_q"), ke = pass.keys(x, k, 0, "attention.window_k"),
                  ve = pass.keys(x, v, 1, "attention.window_v");
     const Tensor oe = pass.block(x, nullptr, D, "attention.window_o"),
@@ -279,13 +290,10 @@ void window_attention_backward(const ModelConfig& cfg, Communicator& sp, const E
   pass.exchange(k, v, t);
   const int64_t D = pass.D();
   const float *o = saved.o.data<float>(), *lse = saved.lse.data<float>();
+  const RowSpans local(ctx, pass.local_spans());
+  if (local.count() > 0) softmax_attention_backward(ctx, pass.params(local), q, k, v, o, lse, d_o, dq, dk, dv);
   for (const HaloPiece& x : pass.pieces()) {
-    if (pass.in_place(x)) {
-      const int64_t off = x.b * pass.H() * n;
-      softmax_attention_backward(ctx, pass.params(x), q + off * D, k + off * D, v + off * D, o + off * D, lse + off,
-                                 d_o + off * D, dq + off * D, dk + off * D, dv + off * D);
-      continue;
-    }
+    if (!WindowPass::has_halo(x)) continue;
     // The halo rows' queries, outputs, log-sum-exps and output gradients are
     // zero: they add nothing to any gradient.
     const Tensor qe = pass.block(x, q, D, "attention.window_q"), ke = pass.keys(x, k, 0, "attention.window_k"),

@@ -31,6 +31,13 @@ SoftmaxAttentionParams softmax_attention_decode_params(int64_t heads, int64_t n,
   return softmax_attention_params(heads, n, d, false);
 }
 
+SoftmaxAttentionParams softmax_pieces_params(SoftmaxAttentionParams p, const RowSpans& pieces) {
+  p.pieces = &pieces;
+  p.heads = pieces.count();
+  p.n = pieces.longest();
+  return p;
+}
+
 void softmax_attention_check(const SoftmaxAttentionParams& p) {
   PF_REQUIRE(ValueError, p.heads >= 0 && p.n >= 0 && p.d >= 1,
              "softmax attention: bad shape heads=" << p.heads << " n=" << p.n << " d=" << p.d);
@@ -38,6 +45,11 @@ void softmax_attention_check(const SoftmaxAttentionParams& p) {
              "softmax attention: tiles must be positive, got q_tile=" << p.q_tile << " k_tile=" << p.k_tile);
   PF_REQUIRE(ValueError, p.window >= 0, "softmax attention: window must be >= 0 (0: none), got " << p.window);
   PF_REQUIRE(ValueError, std::isfinite(p.scale), "softmax attention: scale must be finite, got " << p.scale);
+  if (p.pieces)
+    PF_REQUIRE(ValueError, p.heads == p.pieces->count() && p.n == p.pieces->longest(),
+               "softmax attention over " << p.pieces->count() << " pieces (the longest " << p.pieces->longest()
+                                         << " rows) needs heads=" << p.pieces->count() << " and n="
+                                         << p.pieces->longest() << ", got heads=" << p.heads << " n=" << p.n);
 }
 
 float softmax_attention_scale(const SoftmaxAttentionParams& p) {

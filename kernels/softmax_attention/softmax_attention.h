@@ -23,6 +23,7 @@
 
 #include "runtime/dtype.h"
 #include "runtime/exec.h"
+#include "runtime/row_spans.h"
 #include "runtime/tile_math.h"
 
 namespace pf {
@@ -41,6 +42,14 @@ struct SoftmaxAttentionParams {
   // softmax_attention_cuda_mma.cuh), or fp32 (the SIMT kernels). The CPU
   // computes in fp32 whatever is asked.
   TileMath tile_math = TileMath::Fp32;
+  // Not null: the call runs over pieces of rows (runtime/row_spans.h; the
+  // spans' heads are not read): call head i is rows [row0, row0 + len) of
+  // Q, K, V, O, dO, dQ, dK, dV [rows, d] and lse [rows], its queries seeing
+  // its own keys only (causal and window within the piece). heads must be
+  // pieces->count() and n pieces->longest() (softmax_pieces_params). One
+  // launch over all pieces on the tensor-core kernels; one call per piece
+  // on the CPU and on the fp32 CUDA kernels.
+  const RowSpans* pieces = nullptr;
 };
 
 // The common cases: `heads` heads of n rows of d, causal or not, seeing only
@@ -56,7 +65,11 @@ SoftmaxAttentionParams softmax_attention_decode_params(int64_t heads, int64_t n,
 
 // 1/sqrt(d) when p.scale == 0, else p.scale. Throws ValueError on bad shapes.
 float softmax_attention_scale(const SoftmaxAttentionParams& p);
-// Validates sizes (n >= 0, d >= 1, heads >= 0, tiles >= 1, window >= 0, finite scale).
+// p over the pieces: heads and n from them.
+SoftmaxAttentionParams softmax_pieces_params(SoftmaxAttentionParams p, const RowSpans& pieces);
+
+// Validates sizes (n >= 0, d >= 1, heads >= 0, tiles >= 1, window >= 0, finite
+// scale; with pieces, heads and n from them).
 void softmax_attention_check(const SoftmaxAttentionParams& p);
 
 // Dispatching forward: Q, K, V, O [heads, n, d]; lse [heads, n]. Pointers live on
@@ -128,7 +141,8 @@ void softmax_attention_decode_check(const SoftmaxAttentionParams& p, int64_t kv_
 void softmax_attention_decode_ref(const SoftmaxAttentionParams& p, int64_t kv_stride, const double* q, const double* K,
                                   const double* V, double* o);
 
-// float64 reference: plain loops, one row of P at a time, O(n^2 d) time (tests).
+// float64 reference: plain loops, one row of P at a time, O(n^2 d) time
+// (tests; p without pieces).
 // The backward recomputes everything from Q, K, V, dO (it takes no forward
 // outputs, so it checks the CPU/CUDA use of O and lse independently).
 void softmax_attention_forward_ref(const SoftmaxAttentionParams& p, const double* Q, const double* K, const double* V,

@@ -10,6 +10,9 @@
 // and query tile: P = exp(scale Q_t K_t^T - lse), dV_t += P^T dO_t,
 // dP = dO_t V_t^T, dS = scale P (dP - D), dQ_t += dS K_t, dK_t += dS^T Q_t.
 // Scratch: bq x bk tiles per thread (+ D [n] per thread in the backward).
+// Over pieces (p.pieces) each call head is its piece's rows with the tile
+// rows of a call on it alone, read from the pieces' table inside the queued
+// work (the table lives in the stream's order).
 // Both run on ctx.stream; the tile GEMMs run on the OpenMP threads, so they
 // call the host sgemm (gemm_f32_host), not the stream-launching gemm_f32_cpu.
 #include <omp.h>
@@ -143,6 +146,25 @@ void backward_head(const SoftmaxAttentionParams& p, float scale, int64_t bq, int
   }
 }
 
+// Call head h: its first row in the buffers and the call's parameters for
+// it alone (n its rows; heads 1, no pieces). `spans` is the pieces' table
+// (null without pieces), read inside the queued work: the table lives in
+// the stream's order, the host spans may not.
+struct CpuHead {
+  int64_t row0;
+  SoftmaxAttentionParams p;
+};
+CpuHead cpu_head(const SoftmaxAttentionParams& p, const int64_t* spans, int64_t h) {
+  CpuHead c{h * p.n, p};
+  if (spans) {
+    c.row0 = spans[3 * h];
+    c.p.n = spans[3 * h + 1];
+  }
+  c.p.pieces = nullptr;
+  c.p.heads = 1;
+  return c;
+}
+
 }  // namespace
 
 int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& p, int threads) {
@@ -159,10 +181,11 @@ void softmax_attention_forward_cpu(const ExecContext& ctx, const SoftmaxAttentio
                                    const float* K, const float* V, float* O, float* lse) {
   const float scale = softmax_attention_scale(p);
   if (p.heads == 0 || p.n == 0) return;
+  const int64_t* spans = p.pieces ? p.pieces->table() : nullptr;
   host_launch(ctx, [=] {
     const int64_t n = p.n, d = p.d;
-    const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);
-    const int64_t ntq = (n + bq - 1) / bq;
+    const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);  // the scratch's
+    const int64_t ntq = (n + bq - 1) / bq;                                   // of the longest head: no head has more
     const int threads = omp_get_max_threads();
     const int64_t per_thread = forward_floats_per_thread(p);
     MemoryTracker untracked(Device::cpu());  // holds the scratch when the context has no tracker
@@ -176,9 +199,15 @@ void softmax_attention_forward_cpu(const ExecContext& ctx, const SoftmaxAttentio
       // Heaviest causal tiles (last query rows) first.
 #pragma omp for schedule(dynamic, 1)
       for (int64_t item = 0; item < p.heads * ntq; ++item) {
-        const int64_t h = item / ntq, t = ntq - 1 - item % ntq;
-        const int64_t off = h * n * d, i0 = t * bq;
-        forward_tile(p, scale, bk, Q + off, K + off, V + off, O + off, lse + h * n, i0, std::min(bq, n - i0), S, m, l);
+        // A head's own tile rows (those of a call on it alone).
+        const CpuHead c = cpu_head(p, spans, item / ntq);
+        const int64_t hq = tile_rows(p.q_tile, c.p.n), hk = tile_rows(p.k_tile, c.p.n);
+        const int64_t tiles = (c.p.n + hq - 1) / hq;
+        if (item % ntq >= tiles) continue;
+        const int64_t t = tiles - 1 - item % ntq;
+        const int64_t off = c.row0 * d, i0 = t * hq;
+        forward_tile(c.p, scale, hk, Q + off, K + off, V + off, O + off, lse + c.row0, i0, std::min(hq, c.p.n - i0), S,
+                     m, l);
       }
     }
   });
@@ -189,6 +218,7 @@ void softmax_attention_backward_cpu(const ExecContext& ctx, const SoftmaxAttenti
                                     float* dQ, float* dK, float* dV) {
   const float scale = softmax_attention_scale(p);
   if (p.heads == 0 || p.n == 0) return;
+  const int64_t* spans = p.pieces ? p.pieces->table() : nullptr;
   host_launch(ctx, [=] {
     const int64_t n = p.n, d = p.d;
     const int64_t bq = tile_rows(p.q_tile, n), bk = tile_rows(p.k_tile, n);
@@ -205,9 +235,12 @@ void softmax_attention_backward_cpu(const ExecContext& ctx, const SoftmaxAttenti
       float* D = dS + bq * bk;
 #pragma omp for schedule(dynamic, 1)
       for (int64_t h = 0; h < p.heads; ++h) {
-        const int64_t off = h * n * d;
-        backward_head(p, scale, bq, bk, Q + off, K + off, V + off, O + off, lse + h * n, dO + off, dQ + off, dK + off,
-                      dV + off, P, dS, D);
+        // A head's own tile rows (those of a call on it alone).
+        const CpuHead c = cpu_head(p, spans, h);
+        if (c.p.n == 0) continue;
+        const int64_t off = c.row0 * d;
+        backward_head(c.p, scale, tile_rows(p.q_tile, c.p.n), tile_rows(p.k_tile, c.p.n), Q + off, K + off, V + off,
+                      O + off, lse + c.row0, dO + off, dQ + off, dK + off, dV + off, P, dS, D);
       }
     }
   });

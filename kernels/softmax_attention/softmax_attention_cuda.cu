@@ -10,7 +10,9 @@
 // any device; with SoftmaxAttentionParams::tile_math TF32 or bf16, on an sm_80+
 // device whose shared memory holds the tiles, the tensor-core kernels of
 // softmax_attention_cuda_mma.cuh, whose backward writes dQ once (no atomics, no
-// fp32 scratch).
+// fp32 scratch). Over pieces (p.pieces) the tensor-core kernels read the
+// pieces' table (one launch each for all pieces); the fp32 kernels run a call
+// per piece.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -78,6 +80,22 @@ MmaStages mma_plan(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
   return major >= 8 && stages.forward > 0 && stages.backward > 0 ? stages : MmaStages{};
 }
 
+// f(one, row0) for each non-empty piece of p (one: a call of one head of the
+// piece's rows, without pieces; row0: its first row), or f(p, 0) for a call
+// without pieces: how the fp32 kernels take pieces.
+template <typename F>
+void each_piece(const SoftmaxAttentionParams& p, F&& f) {
+  if (!p.pieces) return f(p, 0);
+  for (const RowSpan& x : p.pieces->spans()) {
+    if (x.len == 0) continue;
+    SoftmaxAttentionParams one = p;
+    one.pieces = nullptr;
+    one.heads = 1;
+    one.n = x.len;
+    f(one, x.row0);
+  }
+}
+
 template <typename T>
 void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V, T* O,
                   float* lse) {
@@ -87,31 +105,24 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   CudaLaunch launch(ctx);
   const MmaStages mma = mma_plan(ctx, p);
   if (mma.forward > 0) return forward_mma(launch, p, scale, mma.forward, Q, K, V, O, lse);
-  forward(launch, p, scale, Q, K, V, O, lse);
+  each_piece(p, [&](const SoftmaxAttentionParams& one, int64_t r) {
+    const int64_t e = r * p.d;
+    forward(launch, one, scale, Q + e, K + e, V + e, O + e, lse + r);
+  });
 }
 
-// Scratch of the backward, recorded in ctx.tracker: D [heads*n] and, for
-// f16/bf16 storage on the SIMT kernels, the fp32 dQ accumulator [heads*n*d]. The stream is
-// synchronised before the scratch is freed.
+// The SIMT backward of a call without pieces. Scratch, recorded in
+// ctx.tracker: D [heads*n] and, for f16/bf16 storage, the fp32 dQ
+// accumulator [heads*n*d]. The stream is synchronised before the scratch is
+// freed.
 template <typename T>
-void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V,
-                   const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
-  const float scale = softmax_attention_scale(p);
-  check_cuda_params(ctx, p);
-  if (p.heads == 0 || p.n == 0) return;
+void backward_simt(const ExecContext& ctx, CudaLaunch& launch, const SoftmaxAttentionParams& p, float scale, const T* Q,
+                   const T* K, const T* V, const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
   const int64_t rows = p.heads * p.n;
-  const MmaStages mma = mma_plan(ctx, p);
-  const bool narrow = mma.backward == 0 && !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
-  PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
+  const bool narrow = !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
   const Tensor scratch = Tensor::empty({rows + (narrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
   float* D = scratch.data<float>();
   const cudaStream_t stream = cuda_stream(ctx);
-  CudaLaunch launch(ctx);
-  if (mma.backward > 0) {
-    backward_mma(launch, p, scale, mma.backward, Q, K, V, O, lse, dO, D, dQ, dK, dV);
-    PF_CUDA_CHECK(cudaStreamSynchronize(stream));  // D is scratch
-    return;
-  }
   float* dQ32 = narrow ? D + rows : reinterpret_cast<float*>(dQ);
   backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
   if (narrow) {
@@ -121,6 +132,29 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   }
   // The scratch must outlive the kernels before it is returned to the allocator.
   PF_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// The backward: on tensor cores over all heads or pieces at once (scratch D
+// over the rows the call reaches), else the SIMT kernels piece by piece.
+template <typename T>
+void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V,
+                   const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
+  const float scale = softmax_attention_scale(p);
+  check_cuda_params(ctx, p);
+  if (p.heads == 0 || p.n == 0) return;
+  PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
+  const MmaStages mma = mma_plan(ctx, p);
+  CudaLaunch launch(ctx);
+  if (mma.backward > 0) {
+    const Tensor D = Tensor::empty({softmax_mma_scratch_rows(p)}, DType::f32, *ctx.tracker, kTag);
+    backward_mma(launch, p, scale, mma.backward, Q, K, V, O, lse, dO, D.data<float>(), dQ, dK, dV);
+    PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // D is scratch
+    return;
+  }
+  each_piece(p, [&](const SoftmaxAttentionParams& one, int64_t r) {
+    const int64_t e = r * p.d;
+    backward_simt(ctx, launch, one, scale, Q + e, K + e, V + e, O + e, lse + r, dO + e, dQ + e, dK + e, dV + e);
+  });
 }
 
 }  // namespace

@@ -172,12 +172,27 @@ __global__ void __launch_bounds__(kThreads)
   if (tid < rows) lse[head * n + i0 + tid] = softmax_lse(sM[tid], sL[tid]);
 }
 
-// D [heads*n] = rowwise dO . O, one warp per row.
+// The rows of call head `head`: [row0, row0 + n) of the buffers; without
+// pieces (spans null) head * n on, with them the piece's row0 and len.
+struct HeadRows {
+  int64_t row0, n;
+};
+__device__ __forceinline__ HeadRows head_rows(const int64_t* spans, int64_t head, int64_t n) {
+  if (!spans) return HeadRows{head * n, n};
+  return HeadRows{spans[3 * head], spans[3 * head + 1]};
+}
+
+// D [row] = dO . O of each row of the call's heads (heads of at most n rows,
+// spans as head_rows), one warp per row.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    row_dot_kernel(int64_t rows, int d, const T* __restrict__ dO, const T* __restrict__ O, float* __restrict__ D) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (row >= rows) return;
+    row_dot_kernel(int64_t heads, int64_t n, const int64_t* spans, int d, const T* __restrict__ dO,
+                   const T* __restrict__ O, float* __restrict__ D) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= heads * n) return;
+  const HeadRows h = head_rows(spans, r / n, n);
+  if (r % n >= h.n) return;
+  const int64_t row = h.row0 + r % n;
   const int lane = threadIdx.x & 31;
   float acc = 0.f;
   for (int k = lane; k < d; k += 32) acc += load_f32(dO + row * d + k) * load_f32(O + row * d + k);
@@ -356,7 +371,8 @@ void backward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* 
               const float* lse, const T* dO, float* D, float* dQ32, T* dK, T* dV) {
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n;
-  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, rows, d, dO, O, D);
+  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, p.heads, p.n, static_cast<const int64_t*>(nullptr), d, dO,
+                O, D);
   launch.zero(dQ32, rows * d);
   const int64_t k_tiles = ceil_div(p.n, kKeyTile);
   launch.blocks(backward_kernel<T>, p.heads * k_tiles, backward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,

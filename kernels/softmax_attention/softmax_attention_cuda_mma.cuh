@@ -208,18 +208,20 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <TileMath P, int DP, typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, int stages,
-                       const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O,
-                       float* __restrict__ lse) {
+    forward_mma_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t q_tiles, int stages,
+                       const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
+                       const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
   PF_CUDA_SHARED_FLOATS(smem);
   constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float* sQ = smem;
   float* bufK = sQ + kMmaRows * ld;
   float* bufV = bufK + stages * kMmaRows * ld;
-  const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
+  const HeadRows hr = head_rows(spans, blockIdx.x / q_tiles, n_max);
+  const int64_t n = hr.n, i0 = (blockIdx.x % q_tiles) * kMmaRows;
+  if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
-  const int64_t base = head * n * d;
+  const int64_t base = hr.row0 * d;
   load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, scale, sQ);
 
   float o[NT][4] = {};
@@ -268,17 +270,17 @@ __global__ void __launch_bounds__(kThreads)
   if (t == 0) PF_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int row = 16 * warp + g + 8 * h;
-    if (row < rows) lse[head * n + i0 + row] = softmax_lse(m[h], l[h]);
+    if (row < rows) lse[hr.row0 + i0 + row] = softmax_lse(m[h], l[h]);
   }
 }
 
 // dK, dV of a 64-key tile over the query tiles that see it.
 template <TileMath P, int DP, typename T>
 __global__ void __launch_bounds__(kThreads)
-    key_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, int stages,
-                        const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
-                        const float* __restrict__ lse, const float* __restrict__ D, const T* __restrict__ dO,
-                        T* __restrict__ dK, T* __restrict__ dV) {
+    key_grad_mma_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t k_tiles, int stages,
+                        const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
+                        const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
+                        const T* __restrict__ dO, T* __restrict__ dK, T* __restrict__ dV) {
   PF_CUDA_SHARED_FLOATS(smem);
   constexpr int ld = mma_ld(DP), NT = DP / 8, QT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -286,9 +288,11 @@ __global__ void __launch_bounds__(kThreads)
   float* sV = sK + kMmaRows * ld;
   float* bufQ = sV + kMmaRows * ld;
   float* bufdO = bufQ + stages * kMmaRows * ld;
-  const int64_t head = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kMmaRows;
+  const HeadRows hr = head_rows(spans, blockIdx.x / k_tiles, n_max);
+  const int64_t n = hr.n, j0 = (blockIdx.x % k_tiles) * kMmaRows;
+  if (j0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int cols = static_cast<int>(min64(kMmaRows, n - j0));
-  const int64_t base = head * n * d;
+  const int64_t base = hr.row0 * d;
   load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
   load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
 
@@ -305,13 +309,13 @@ __global__ void __launch_bounds__(kThreads)
                           const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
                           float p = 0.f, ds = 0.f;
                           if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
-                            p = softmax_exp(scale * st[j][r] - lse[head * n + i0 + q]);
-                            ds = softmax_score_grad(p, dpt[j][r], D[head * n + i0 + q], scale);
+                            p = softmax_exp(scale * st[j][r] - lse[hr.row0 + i0 + q]);
+                            ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
                           }
                           st[j][r] = p;    // P^T
                           dpt[j][r] = ds;  // dS^T
                         }
-                        warp_mm_from_acc<P, NT, QT>(st, sdO, ld, g, t, dv);   // dV += P^T dO
+                        warp_mm_from_acc<P, NT, QT>(st, sdO, ld, g, t, dv);  // dV += P^T dO
                         warp_mm_from_acc<P, NT, QT>(dpt, sQ, ld, g, t, dk);  // dK += dS^T Q
                       });
   PF_UNROLL
@@ -328,10 +332,10 @@ __global__ void __launch_bounds__(kThreads)
 // dQ of a 64-query tile over the key tiles it sees.
 template <TileMath P, int DP, typename T>
 __global__ void __launch_bounds__(kThreads)
-    query_grad_mma_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, int stages,
-                          const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
-                          const float* __restrict__ lse, const float* __restrict__ D, const T* __restrict__ dO,
-                          T* __restrict__ dQ) {
+    query_grad_mma_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t q_tiles, int stages,
+                          const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
+                          const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
+                          const T* __restrict__ dO, T* __restrict__ dQ) {
   PF_CUDA_SHARED_FLOATS(smem);
   constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -339,17 +343,19 @@ __global__ void __launch_bounds__(kThreads)
   float* sdO = sQ + kMmaRows * ld;
   float* bufK = sdO + kMmaRows * ld;
   float* bufV = bufK + stages * kMmaRows * ld;
-  const int64_t head = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kMmaRows;
+  const HeadRows hr = head_rows(spans, blockIdx.x / q_tiles, n_max);
+  const int64_t n = hr.n, i0 = (blockIdx.x % q_tiles) * kMmaRows;
+  if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
-  const int64_t base = head * n * d;
+  const int64_t base = hr.row0 * d;
   load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
   load_rows_padded<T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
   float row_lse[2], row_D[2];  // rows g and g + 8 of the warp's strip
   PF_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int row = 16 * warp + g + 8 * h;
-    row_lse[h] = row < rows ? lse[head * n + i0 + row] : 0.f;
-    row_D[h] = row < rows ? D[head * n + i0 + row] : 0.f;
+    row_lse[h] = row < rows ? lse[hr.row0 + i0 + row] : 0.f;
+    row_D[h] = row < rows ? D[hr.row0 + i0 + row] : 0.f;
   }
 
   float dq[NT][4] = {};
@@ -404,8 +410,17 @@ struct QueryGradMma {
   static auto get() { return query_grad_mma_kernel<P, DP, T>; }
 };
 
+// Rows of the buffers the call reaches: the D scratch of backward_mma.
+inline int64_t softmax_mma_scratch_rows(const SoftmaxAttentionParams& p) {
+  return p.pieces ? p.pieces->end() : p.heads * p.n;
+}
+
+// The pieces' table of the call on its device (runtime/row_spans.h), or null.
+inline const int64_t* spans_of(const SoftmaxAttentionParams& p) { return p.pieces ? p.pieces->table() : nullptr; }
+
 // O, lse of the call on tensor cores (p.tile_math: Tf32 or Bf16), with
-// `stages` buffers of the K and V tiles (mma_stages).
+// `stages` buffers of the K and V tiles (mma_stages); one launch over all
+// heads, or all pieces.
 template <typename L, typename T>
 void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int stages, const T* Q, const T* K,
                  const T* V, T* O, float* lse) {
@@ -413,26 +428,27 @@ void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int st
   const int64_t q_tiles = ceil_div(p.n, kMmaRows);
   with_mma_kernel<ForwardMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
     launch.blocks(kernel, p.heads * q_tiles, forward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d,
-                  SoftmaxMask{p.causal, p.window}, scale, q_tiles, stages, Q, K, V, O, lse);
+                  SoftmaxMask{p.causal, p.window}, scale, q_tiles, stages, spans_of(p), Q, K, V, O, lse);
   });
 }
 
 // dQ, dK, dV of the call on tensor cores, each written once (no atomics),
-// with `stages` buffers of the streamed tiles; D [heads * n] is scratch.
+// with `stages` buffers of the streamed tiles; D [rows of the buffers] is
+// scratch (softmax_mma_scratch_rows).
 template <typename L, typename T>
 void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int stages, const T* Q, const T* K,
                   const T* V, const T* O, const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n, tiles = ceil_div(p.n, kMmaRows);
   const SoftmaxMask mask{p.causal, p.window};
-  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, rows, d, dO, O, D);
+  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, p.heads, p.n, spans_of(p), d, dO, O, D);
   with_mma_kernel<KeyGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
     launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d, mask,
-                  scale, tiles, stages, Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
+                  scale, tiles, stages, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
   });
   with_mma_kernel<QueryGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
     launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d, mask,
-                  scale, tiles, stages, Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
+                  scale, tiles, stages, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
   });
 }
 

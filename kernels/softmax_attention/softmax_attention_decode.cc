@@ -48,6 +48,7 @@ void decode_head(int64_t n, int64_t d, float scale, const float* q, const float*
 
 void softmax_attention_decode_check(const SoftmaxAttentionParams& p, int64_t kv_stride) {
   softmax_attention_check(p);
+  PF_REQUIRE(ValueError, p.pieces == nullptr, "softmax attention decode: one query per head, not pieces");
   PF_REQUIRE(ValueError, p.n >= 1, "softmax attention decode: the query needs at least one key, got n=" << p.n);
   PF_REQUIRE(ValueError, kv_stride >= p.n * p.d,
              "softmax attention decode: kv_stride " << kv_stride << " is less than n*d = " << p.n * p.d);

@@ -50,6 +50,27 @@ struct Reference {
   std::vector<double> O, lse, dQ, dK, dV;
 };
 
+// Rows [row0, row0 + len) of buffers of rows of d (lse: of 1): one piece's part.
+template <typename T>
+std::vector<T> rows_of(const std::vector<T>& x, int64_t row0, int64_t len, int64_t width) {
+  return std::vector<T>(x.begin() + row0 * width, x.begin() + (row0 + len) * width);
+}
+inline Inputs rows_of(const Inputs& in, int64_t row0, int64_t len, int64_t d) {
+  return {rows_of(in.Q, row0, len, d), rows_of(in.K, row0, len, d), rows_of(in.V, row0, len, d),
+          rows_of(in.dO, row0, len, d)};
+}
+inline Outputs rows_of(const Outputs& out, int64_t row0, int64_t len, int64_t d) {
+  return {rows_of(out.O, row0, len, d), rows_of(out.lse, row0, len, 1), rows_of(out.dQ, row0, len, d),
+          rows_of(out.dK, row0, len, d), rows_of(out.dV, row0, len, d)};
+}
+
+// out += more, field by field (the rows of several pieces in one set).
+template <typename S>
+void append(S& out, const S& more) {
+  for (auto field : {&S::O, &S::lse, &S::dQ, &S::dK, &S::dV})
+    (out.*field).insert((out.*field).end(), (more.*field).begin(), (more.*field).end());
+}
+
 inline Reference run_ref(const SoftmaxAttentionParams& p, const Inputs& in) {
   const size_t size = in.Q.size();
   Reference r{std::vector<double>(size), std::vector<double>(p.heads * p.n), std::vector<double>(size),

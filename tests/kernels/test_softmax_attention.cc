@@ -16,6 +16,8 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/errors.h"
+#include "runtime/memory.h"
+#include "runtime/row_spans.h"
 #include "tests/kernels/softmax_attention_support.h"
 #include "tests/support/numerics.h"
 
@@ -326,6 +328,72 @@ TEST(SoftmaxAttention, StorageOverloadsOnCpu) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
+}
+
+// One call over pieces of rows (SoftmaxAttentionParams::pieces) gives each
+// piece the bits of a call on that piece alone, the queries seeing only
+// their piece's keys; rows between the pieces are not touched. A call whose
+// heads and n are not the pieces' is refused, and so is the decode.
+TEST(SoftmaxAttention, PiecesEqualPieceByPiece) {
+  const int64_t total = 200, d = 8;
+  const std::vector<RowSpan> spans = {{0, 50, 0}, {60, 1, 0}, {61, 0, 0}, {70, 129, 0}};
+  MemoryTracker tracker(Device::cpu());
+  ExecContext ctx;
+  ctx.tracker = &tracker;
+  const RowSpans pieces(ctx, spans);
+  uint64_t seed = 3300;
+  for (int64_t window : {0, 16})
+    for (bool causal : {false, true}) {
+      const SoftmaxAttentionParams whole = softmax_attention_params(1, total, d, causal, window);
+      const Inputs in = make_inputs(whole, ++seed);
+      const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
+                 dO = cast_vector<float>(in.dO);
+      const float sentinel = 7.f;
+      std::vector<float> O(Q.size(), sentinel), lse(total, sentinel), dQ(Q.size(), sentinel), dK(Q.size(), sentinel),
+          dV(Q.size(), sentinel);
+      const SoftmaxAttentionParams p = softmax_pieces_params(whole, pieces);
+      softmax_attention_forward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data());
+      softmax_attention_backward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
+                                 dK.data(), dV.data());
+      std::vector<bool> inside(total, false);
+      for (const RowSpan& x : spans) {
+        for (int64_t r = x.row0; r < x.row0 + x.len; ++r) inside[static_cast<size_t>(r)] = true;
+        if (x.len == 0) continue;
+        const SoftmaxAttentionParams one = softmax_attention_params(1, x.len, d, causal, window);
+        const Outputs want = run_cpu(one, rows_of(in, x.row0, x.len, d));
+        const Outputs got = rows_of(Outputs{O, lse, dQ, dK, dV}, x.row0, x.len, d);
+        const std::string what = "window=" + std::to_string(window) + " causal=" + std::to_string(causal) +
+                                 " piece at row " + std::to_string(x.row0);
+        EXPECT_EQ(got.O, want.O) << what;
+        EXPECT_EQ(got.lse, want.lse) << what;
+        EXPECT_EQ(got.dQ, want.dQ) << what;
+        EXPECT_EQ(got.dK, want.dK) << what;
+        EXPECT_EQ(got.dV, want.dV) << what;
+      }
+      for (int64_t r = 0; r < total; ++r) {
+        if (inside[static_cast<size_t>(r)]) continue;
+        EXPECT_EQ(lse[static_cast<size_t>(r)], sentinel) << "gap row " << r;
+        for (int64_t c = 0; c < d; ++c) {
+          const size_t e = static_cast<size_t>(r * d + c);
+          EXPECT_TRUE(O[e] == sentinel && dQ[e] == sentinel && dK[e] == sentinel && dV[e] == sentinel)
+              << "gap row " << r;
+        }
+      }
+    }
+  SoftmaxAttentionParams bad = softmax_pieces_params(softmax_attention_params(1, total, d, true), pieces);
+  bad.n = total;
+  try {
+    softmax_attention_check(bad);
+    ADD_FAILURE() << "n other than the longest piece was taken";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("over 4 pieces (the longest 129 rows) needs heads=4 and n=129"),
+              std::string::npos)
+        << e.what();
+  }
+  std::vector<float> q(d), kv(total * d), o(d);
+  EXPECT_THROW(softmax_attention_decode(ctx, softmax_pieces_params(softmax_attention_decode_params(1, 1, d), pieces),
+                                        total * d, q.data(), kv.data(), kv.data(), o.data()),
+               ValueError);
 }
 
 }  // namespace

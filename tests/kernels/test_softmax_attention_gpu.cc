@@ -15,6 +15,7 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "runtime/device.h"
 #include "runtime/exec.h"
+#include "runtime/row_spans.h"
 #include "tests/kernels/softmax_attention_support.h"
 #include "tests/support/numerics.h"
 #include "tests/support/storage.h"
@@ -242,6 +243,66 @@ TEST(SoftmaxAttentionGpu, TensorCoreBackwardIsDeterministic) {
       }
     }
   }
+}
+
+// One call over pieces of rows gives each piece the bits of a call on that
+// piece alone, on the tensor-core kernels (one launch sequence over the
+// pieces) and on the fp32 kernels (a call per piece); rows between the
+// pieces keep what they held.
+TEST(SoftmaxAttentionGpu, PiecesEqualPieceByPiece) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  MemoryTracker tracker(Device::cuda(0));
+  ExecResources res(Device::cuda(0), tracker);
+  const ExecContext& ctx = res.ctx();
+  const int64_t total = 700, d = 64;
+  const std::vector<RowSpan> spans = {{0, 300, 0}, {310, 1, 0}, {320, 0, 0}, {330, 65, 0}, {400, 290, 0}};
+  const RowSpans pieces(ctx, spans);
+  const int64_t size = total * d;
+  for (TileMath math : {TileMath::Fp32, TileMath::Tf32, TileMath::Bf16})
+    for (int64_t window : {0, 100})
+      for (bool causal : {false, true}) {
+        const std::string what = "math=" + std::string(tile_math_name(math)) + " window=" + std::to_string(window) +
+                                 " causal=" + std::to_string(causal);
+        DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), dout(tracker, size);
+        q.upload(cast_vector<float>(normal_vector(size, 41, 1)));
+        k.upload(cast_vector<float>(normal_vector(size, 41, 2)));
+        v.upload(cast_vector<float>(normal_vector(size, 41, 3)));
+        dout.upload(cast_vector<float>(normal_vector(size, 41, 4)));
+        const std::vector<float> sentinel(static_cast<size_t>(size), 7.f),
+            lse_sentinel(static_cast<size_t>(total), 7.f);
+        // [0]: one call over the pieces, [1]: a call per piece on its rows.
+        DeviceBuffer o[2] = {{tracker, size}, {tracker, size}}, l[2] = {{tracker, total}, {tracker, total}},
+                     dq[2] = {{tracker, size}, {tracker, size}}, dk[2] = {{tracker, size}, {tracker, size}},
+                     dv[2] = {{tracker, size}, {tracker, size}};
+        for (int w = 0; w < 2; ++w) {
+          for (DeviceBuffer* b : {&o[w], &dq[w], &dk[w], &dv[w]}) b->upload(sentinel);
+          l[w].upload(lse_sentinel);
+        }
+        SoftmaxAttentionParams p = softmax_pieces_params(softmax_attention_params(1, total, d, causal, window), pieces);
+        p.tile_math = math;
+        softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o[0].get(), l[0].get());
+        softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o[0].get(), l[0].get(), dout.get(), dq[0].get(),
+                                   dk[0].get(), dv[0].get());
+        for (const RowSpan& x : spans) {
+          if (x.len == 0) continue;
+          SoftmaxAttentionParams one = softmax_attention_params(1, x.len, d, causal, window);
+          one.tile_math = math;
+          const int64_t e = x.row0 * d;
+          softmax_attention_forward(ctx, one, q.get() + e, k.get() + e, v.get() + e, o[1].get() + e,
+                                    l[1].get() + x.row0);
+          softmax_attention_backward(ctx, one, q.get() + e, k.get() + e, v.get() + e, o[1].get() + e,
+                                     l[1].get() + x.row0, dout.get() + e, dq[1].get() + e, dk[1].get() + e,
+                                     dv[1].get() + e);
+        }
+        synchronize(ctx.stream);
+        EXPECT_EQ(o[0].download(), o[1].download()) << what << " O";
+        EXPECT_EQ(l[0].download(), l[1].download()) << what << " lse";
+        EXPECT_EQ(dq[0].download(), dq[1].download()) << what << " dQ";
+        EXPECT_EQ(dk[0].download(), dk[1].download()) << what << " dK";
+        EXPECT_EQ(dv[0].download(), dv[1].download()) << what << " dV";
+        const std::vector<float> gap = o[0].download();
+        EXPECT_EQ(gap[static_cast<size_t>(305 * d)], 7.f) << what << " a row between the pieces was written";
+      }
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 // The tensor-core kernels (softmax_attention_cuda_mma.cuh, TF32 and bf16)
 // run the same kinds of cases lane by lane (the emulator's mma.sync by the
 // PTX fragment layouts) against the float64 reference at each precision's
-// tolerance, with head sizes on both sides of their 64-column padding.
+// tolerance, with head sizes on both sides of their 64-column padding, and
+// over pieces of rows (one launch sequence for all of them).
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include <gtest/gtest.h>
@@ -22,6 +23,8 @@
 #include <vector>
 
 #include "kernels/softmax_attention/softmax_attention_cuda.cuh"
+#include "runtime/memory.h"
+#include "runtime/row_spans.h"
 #include "tests/kernels/softmax_attention_support.h"
 
 namespace pf {
@@ -50,12 +53,13 @@ class EmulatedLaunch {
 // write (outputs and the D scratch) starting as NaN: with p.tile_math fp32
 // the SIMT kernels (three launches), with TF32 or bf16 the tensor-core ones
 // (four launches, no atomics) with `stages` buffers of the streamed tiles;
-// the blocks' fibers in the order `schedule` says.
+// the blocks' fibers in the order `schedule` says. The inputs are the rows
+// of the buffers (with p.pieces, every row the pieces reach and any between).
 Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in,
                      pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2) {
   const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
              dO = cast_vector<float>(in.dO);
-  const size_t size = Q.size(), rows = static_cast<size_t>(p.heads * p.n);
+  const size_t size = Q.size(), rows = size / static_cast<size_t>(p.d);
   Outputs out{std::vector<float>(size, NAN), std::vector<float>(rows, NAN), std::vector<float>(size, NAN),
               std::vector<float>(size, NAN), std::vector<float>(size, NAN)};
   std::vector<float> D(rows, NAN);
@@ -167,6 +171,57 @@ TEST(SoftmaxCudaEmulated, TensorCoreStreamsReuseTheirBuffers) {
                        describe(p) + " stages=" + std::to_string(stages) +
                            (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
     }
+}
+
+// Pieces (SoftmaxAttentionParams::pieces, runtime/row_spans.h): one launch
+// sequence over rows cut into pieces of 70, 1, 0, 140 and 33 rows with gaps
+// between them, each piece's queries seeing only its own keys, against the
+// float64 reference piece by piece (TF32 3e-3, bf16 2.5e-2); the rows of the
+// gaps stay as they were (NaN), so no kernel reads or writes outside the
+// pieces' rows. Windows 0 and 40, causal and bidirectional, double buffered
+// in lockstep and single buffered one warp at a time.
+TEST(SoftmaxCudaEmulated, TensorCorePiecesMatchFloat64Reference) {
+  const int64_t total = 300, d = 16;
+  const std::vector<RowSpan> spans = {{0, 70, 0}, {75, 1, 0}, {80, 0, 0}, {90, 140, 0}, {240, 33, 0}};
+  MemoryTracker tracker(Device::cpu());
+  const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+  const RowSpans pieces(res.ctx(), spans);
+  uint64_t seed = 2100;
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16})
+    for (int64_t window : {0, 40})
+      for (bool causal : {false, true}) {
+        const SoftmaxAttentionParams whole = softmax_attention_params(1, total, d, causal, window);
+        const Inputs in = make_inputs(whole, ++seed);
+        for (int stages : {2, 1}) {
+          SoftmaxAttentionParams p = softmax_pieces_params(whole, pieces);
+          p.tile_math = math;
+          const pf_emu::Schedule schedule = stages == 2 ? pf_emu::Schedule::Lockstep : pf_emu::Schedule::WarpByWarp;
+          const Outputs got = run_emulated(p, in, schedule, stages);
+          const std::string what =
+              describe(whole) + " math=" + tile_math_name(math) + " stages=" + std::to_string(stages);
+          // The pieces' rows against each piece's own reference (all pieces'
+          // rows in one comparison: a piece of one row alone has a single lse,
+          // too few elements for a relative norm); the gaps untouched.
+          std::vector<bool> inside(static_cast<size_t>(total), false);
+          Outputs got_rows;
+          Reference want_rows;
+          for (const RowSpan& x : spans) {
+            if (x.len == 0) continue;
+            const SoftmaxAttentionParams one = softmax_attention_params(1, x.len, d, causal, window);
+            append(got_rows, rows_of(got, x.row0, x.len, d));
+            append(want_rows, run_ref(one, rows_of(in, x.row0, x.len, d)));
+            for (int64_t r = x.row0; r < x.row0 + x.len; ++r) inside[static_cast<size_t>(r)] = true;
+          }
+          expect_close(got_rows, want_rows, math == TileMath::Bf16 ? 2.5e-2 : 3e-3, what);
+          for (int64_t r = 0; r < total; ++r) {
+            if (inside[static_cast<size_t>(r)]) continue;
+            EXPECT_TRUE(std::isnan(got.lse[static_cast<size_t>(r)])) << what << " lse of gap row " << r;
+            for (int64_t c = 0; c < d; ++c)
+              for (const std::vector<float>* o : {&got.O, &got.dQ, &got.dK, &got.dV})
+                EXPECT_TRUE(std::isnan((*o)[static_cast<size_t>(r * d + c)])) << what << " gap row " << r;
+          }
+        }
+      }
 }
 
 // A window that covers every key is no window: the same bits as window 0.
