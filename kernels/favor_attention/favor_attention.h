@@ -44,10 +44,10 @@
 //    Where one block's tiles of all m features would not fit, the features
 //    are split into slices, a block each, whose parts are combined exactly
 //    (FavorShape::feature_slice). Per-head projections (w_heads) are padded
-//    once per call; the exp kernel's dW is summed per block and then per
-//    head in a fixed order (deterministic). Shapes whose 16-row tiles of a
-//    16-feature slice exceed the device's shared memory run in slabs, and so
-//    does a dW asked for the fixed projections of the other kernels.
+//    once per call; dW (exp's, or any kernel's a test asks for) is summed
+//    per block and then per head in a fixed order (deterministic). Shapes
+//    whose 16-row tiles of a 16-feature slice exceed the device's shared
+//    memory run in slabs (forward and backward alike).
 //  - in slabs (slab_rows > 0, on any backend): one head at a time, a slab of
 //    slab_rows positions at a time, through the feature-map and
 //    linear-attention kernels of that backend, with the state carried between

@@ -7,10 +7,10 @@
 // (favor_attention_cuda_tiles.cuh). Features beyond one block's room go to
 // feature slices, a block each (feature_slice_width). The algorithm and its
 // launch order are in favor_attention_cuda_fused.cuh; this
-// file launches it on ctx.stream with temporaries from ctx.tracker. The exp
-// kernel's projection gradient dW is made by the fused kernels; a dW asked
-// for the fixed projections of the other kernels runs in slabs. Nothing
-// here needs sm_80 except the guarded tensor-core path.
+// file launches it on ctx.stream with temporaries from ctx.tracker. The
+// projection gradient dW, when asked, is made by the fused kernels for
+// every feature kernel. Nothing here needs sm_80 except the guarded
+// tensor-core path.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -85,12 +85,6 @@ class CudaLaunch {
   std::vector<Tensor> buffers_;  // released in stream order when the call ends
 };
 
-// A dW for fixed projections runs in slabs, which takes no pieces table.
-void check_slab_grad(const FavorShape& s, const char* op) {
-  PF_REQUIRE(ValueError, !s.pieces,
-             op << ": the gradient of a fixed projection (kernel other than exp) is not taken over pieces");
-}
-
 }  // namespace
 
 bool favor_cuda_fits(const FavorShape& s, Device device) {
@@ -127,11 +121,6 @@ void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& 
                                       const float* v, const float* W, const float* o, const float* den,
                                       const float* row_scale, const float* d_o, const float* prefix, float* dq,
                                       float* dk, float* dv, float* block_total_grad, float* dW) {
-  if (dW && !fused_weight_grad(s)) {  // fixed projections: the fused kernels hold W constant
-    check_slab_grad(s, __func__);
-    return favor_causal_backward_local_slabs(ctx, s, q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
-                                             block_total_grad, dW);
-  }
   CudaLaunch launch(ctx);
   fused_causal_backward_local(launch, plan(ctx, s), heads_of(s), q, k, v, W, o, den, row_scale, d_o, prefix, dq, dk, dv,
                               block_total_grad, dW);
@@ -139,10 +128,6 @@ void favor_causal_backward_local_cuda(const ExecContext& ctx, const FavorShape& 
 
 void favor_backward_add_suffix_cuda(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                     const float* W, const float* suffix, float* dk, float* dv, float* dW) {
-  if (dW && !fused_weight_grad(s)) {
-    check_slab_grad(s, __func__);
-    return favor_backward_add_suffix_slabs(ctx, s, k, v, W, suffix, dk, dv, dW);
-  }
   CudaLaunch launch(ctx);
   fused_key_grad_from_state(launch, plan(ctx, s), heads_of(s), k, v, W, suffix, dk, dv, true, dW);
 }
@@ -151,11 +136,6 @@ void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const Favor
                                              const float* W, const float* o, const float* den, const float* row_scale,
                                              const float* d_o, const float* total, float* dq, float* local_grad_total,
                                              float* dW) {
-  if (dW && !fused_weight_grad(s)) {
-    check_slab_grad(s, __func__);
-    return favor_bidirectional_backward_local_slabs(ctx, s, q, W, o, den, row_scale, d_o, total, dq, local_grad_total,
-                                                    dW);
-  }
   CudaLaunch launch(ctx);
   fused_bidirectional_backward_local(launch, plan(ctx, s), heads_of(s), q, W, o, den, row_scale, d_o, total, dq,
                                      local_grad_total, dW);
@@ -164,10 +144,6 @@ void favor_bidirectional_backward_local_cuda(const ExecContext& ctx, const Favor
 void favor_bidirectional_backward_finish_cuda(const ExecContext& ctx, const FavorShape& s, const float* k,
                                               const float* v, const float* W, const float* grad_total, float* dk,
                                               float* dv, float* dW) {
-  if (dW && !fused_weight_grad(s)) {
-    check_slab_grad(s, __func__);
-    return favor_bidirectional_backward_finish_slabs(ctx, s, k, v, W, grad_total, dk, dv, dW);
-  }
   CudaLaunch launch(ctx);
   fused_key_grad_from_state(launch, plan(ctx, s), heads_of(s), k, v, W, grad_total, dk, dv, false, dW);
 }

@@ -137,6 +137,7 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
 struct Args {
   Dims D;
   int64_t heads;                                // the call's heads
+  int64_t extent;                               // rows of the buffers the call reaches
   const float *q, *k, *v, *Wp, *o, *den, *d_o;  // Wp: the padded projections [w_heads][slices][mp dp]
   // Outputs: the call's buffers, or with several slices each slice's parts
   // (out_rows); L is the forward's output and the backward's input row_scale.
@@ -189,12 +190,11 @@ struct Block {
 __device__ inline void enter_slice(Args& a) { a.D.m = a.D.slice_features(blockIdx.z); }
 
 // Where a block writes rows [t0, t0 + rows) of its head's output of `width`
-// columns: the call's buffer `out` at the head's rows (one slice), or its
-// slice's part in `out` [slices][heads][n][width], which a combine kernel
-// adds up (k_combine_rows, k_sum_parts).
+// columns: the call's buffer `out` at the head's rows (one slice), or the
+// same rows of its slice's part in `out` [slices][extent][width], which a
+// combine kernel adds up (k_combine_rows, k_sum_parts).
 __device__ inline float* out_rows(const Args& a, const Block& b, float* out, int width, int t0) {
-  if (a.D.slices == 1) return out + (b.row0 + t0) * width;
-  return out + ((int64_t(b.z) * a.heads + b.h) * a.D.n + t0) * width;
+  return out + (int64_t(b.z) * a.extent + b.row0 + t0) * width;
 }
 
 // The block's padded projection [mp, dp]: its head's, its slice's rows.
@@ -418,31 +418,30 @@ __global__ void k_merge_states(Dims D, int64_t heads, const float* S, const floa
 }
 
 // The rows of call head blockIdx.x, one warp per row: f(row in the
-// buffers, index of the row among [heads][n]). Grid: (heads, up to 65535
-// row groups of kWarps rows, looping over the rest).
+// buffers). Grid: (heads, up to 65535 row groups of kWarps rows, looping
+// over the rest).
 template <class F>
 __device__ inline void for_each_row(const Dims& D, const int64_t* spans, F&& f) {
   const HeadRows x = head_rows(D, spans, blockIdx.x);
   for (int64_t i = int64_t(blockIdx.y) * kWarps + threadIdx.x / 32; i < x.len; i += int64_t(gridDim.y) * kWarps)
-    f(x.row0 + i, int64_t(blockIdx.x) * D.n + i);
+    f(x.row0 + i);
 }
 
-// y, L (width D1 and 1) from the slices' parts [slices][heads][n] at their
-// row log-scales: L_i = the largest of them (and of L_i when accumulating),
-// y_i = the sum of the parts and (accumulating) of y_i, each weighted by
-// exp(its log-scale - L_i).
-__global__ void k_combine_rows(Dims D, int64_t heads, const int64_t* spans, const float* part_y, const float* part_L,
+// y, L (width D1 and 1) from the slices' parts [slices][extent] of the
+// same rows at their row log-scales: L_i = the largest of them (and of L_i
+// when accumulating), y_i = the sum of the parts and (accumulating) of y_i,
+// each weighted by exp(its log-scale - L_i).
+__global__ void k_combine_rows(Dims D, int64_t extent, const int64_t* spans, const float* part_y, const float* part_L,
                                float* y, float* L, bool accumulate) {
   const int lane = threadIdx.x % 32;
-  const int64_t stride = heads * D.n;
-  for_each_row(D, spans, [&](int64_t row, int64_t i) {
+  for_each_row(D, spans, [&](int64_t row) {
     const float old = accumulate ? L[row] : kEmptyLogScale;
     float top = old;
-    for (int z = 0; z < D.slices; ++z) top = max_log_scale(top, part_L[z * stride + i]);
+    for (int z = 0; z < D.slices; ++z) top = max_log_scale(top, part_L[z * extent + row]);
     for (int x = lane; x < D.D1; x += 32) {
       float sum = accumulate ? log_scale_weight(old, top) * y[row * D.D1 + x] : 0.f;
       for (int z = 0; z < D.slices; ++z)
-        sum += log_scale_weight(part_L[z * stride + i], top) * part_y[(z * stride + i) * D.D1 + x];
+        sum += log_scale_weight(part_L[z * extent + row], top) * part_y[(z * extent + row) * D.D1 + x];
       y[row * D.D1 + x] = sum;
     }
     __syncwarp();  // every lane has read L[row] before it is written
@@ -450,15 +449,15 @@ __global__ void k_combine_rows(Dims D, int64_t heads, const int64_t* spans, cons
   });
 }
 
-// out [rows, width] (+)= the sum of the slices' parts [slices][heads][n][width], in slice order.
-__global__ void k_sum_parts(Dims D, int64_t heads, const int64_t* spans, const float* parts, int width, float* out,
+// out [rows, width] (+)= the sum of the slices' parts [slices][extent][width]
+// of the same rows, in slice order.
+__global__ void k_sum_parts(Dims D, int64_t extent, const int64_t* spans, const float* parts, int width, float* out,
                             bool accumulate) {
   const int lane = threadIdx.x % 32;
-  const int64_t stride = heads * D.n;
-  for_each_row(D, spans, [&](int64_t row, int64_t i) {
+  for_each_row(D, spans, [&](int64_t row) {
     for (int x = lane; x < width; x += 32) {
       float sum = accumulate ? out[row * width + x] : 0.f;
-      for (int z = 0; z < D.slices; ++z) sum += parts[(z * stride + i) * width + x];
+      for (int z = 0; z < D.slices; ++z) sum += parts[(z * extent + row) * width + x];
       out[row * width + x] = sum;
     }
   });
@@ -684,21 +683,17 @@ __global__ void k_key_grad_from_state(Args a) {
   });
 }
 
-// Whether the backward calls of shape s take the projection gradient in the
-// fused kernels: the exp kernel, whose projections are trained. (A dW for the
-// fixed projections of the other kernels is a test's request: in slabs.)
-inline bool fused_weight_grad(const FavorShape& s) { return s.features.kernel == FeatureKernel::Exp; }
-
 // Bytes of temporaries one protocol call may hold at once, bounded by the
-// sum of: the padded projections; for the exp kernel, the blocks'
-// projection gradients; the causal backward's two segment-state sets, one
-// padded state per head and slice, and the slices' totals; and, with
-// several slices, the slices' parts of the widest output set (y and row
-// log-scales, or dq, dk and dv). Independent of the tile rows.
+// sum of: the padded projections; the blocks' projection gradients (of a
+// backward asked for dW: exp's trained projections, or a test's); the
+// causal backward's two segment-state sets, one padded state per head and
+// slice, and the slices' totals; and, with several slices, the slices'
+// parts of the widest output set (y and row log-scales, or dq, dk and dv)
+// over the call's rows. Independent of the tile rows.
 inline int64_t fused_workspace_bytes(const FavorShape& s) {
   const Dims D = dims_for(s, 16, TileMath::Fp32);
   const int64_t count = s.heads * D.segs * D.slices, per_slice = s.heads * D.slices;
-  const int64_t weight_grads = fused_weight_grad(s) ? count * D.projection_floats() : 0;
+  const int64_t weight_grads = count * D.projection_floats();
   const int64_t states = 2 * (count * D.state_floats() + 2 * count) + per_slice * (2 * D.state_floats() + 1);
   const int64_t parts = D.slices > 1 ? D.slices * s.heads * s.n * std::max<int64_t>(D.D1 + 1, 3 * D.d) : 0;
   const int64_t floats = s.w_heads * D.slices * D.projection_floats() + weight_grads + states + parts;
@@ -707,18 +702,19 @@ inline int64_t fused_workspace_bytes(const FavorShape& s) {
 
 // ---- the launch sequences ---------------------------------------------------------
 // The heads of a call: `count` uniform blocks of D.n rows, or the spans of a
-// pieces table on the device with `slots` dW slots.
+// pieces table on the device with `slots` dW slots; `extent` the rows of
+// the buffers the call reaches.
 struct Heads {
   int64_t count = 0;
   const int64_t* spans = nullptr;
   int64_t slots = 0;
-  Heads(int64_t heads) : count(heads), slots(heads) {}  // NOLINT: uniform heads convert implicitly
-  Heads(int64_t heads, const int64_t* table, int64_t dw_slots) : count(heads), spans(table), slots(dw_slots) {}
+  int64_t extent = 0;
 };
 
 // The call's heads: uniform, or the pieces' table (on the device).
 inline Heads heads_of(const FavorShape& s) {
-  return s.pieces ? Heads(s.heads, s.pieces->table(), s.pieces->slots()) : Heads(s.heads);
+  if (!s.pieces) return Heads{s.heads, nullptr, s.heads, s.heads * s.n};
+  return Heads{s.heads, s.pieces->table(), s.pieces->slots(), s.pieces->end()};
 }
 
 // One protocol call: the padded projection, the temporaries and the kernels.
@@ -730,10 +726,17 @@ template <class Launch>
 class FusedCall {
  public:
   FusedCall(Launch& launch, const Dims& D, const Heads& heads, const float* W, float* dW = nullptr)
-      : L_(launch), D_(D), heads_(heads.count), spans_(heads.spans), slots_(heads.slots), dW_(dW) {
+      : L_(launch),
+        D_(D),
+        heads_(heads.count),
+        spans_(heads.spans),
+        slots_(heads.slots),
+        extent_(heads.extent),
+        dW_(dW) {
     a_ = Args{};
     a_.D = D;
     a_.heads = heads_;
+    a_.extent = extent_;
     a_.spans = heads.spans;
     const int64_t floats = int64_t(D.w_heads) * D.slices * D.projection_floats();
     float* Wp = L_.buffer(floats);
@@ -782,12 +785,12 @@ class FusedCall {
     if (D_.slices == 1) return;
     const unsigned rows = static_cast<unsigned>(std::min<int64_t>(ceil_div(D_.n, kWarps), 65535));
     if (y_)
-      L_.grid(k_combine_rows, static_cast<unsigned>(heads_), rows, D_, heads_, spans_, static_cast<const float*>(a_.y),
+      L_.grid(k_combine_rows, static_cast<unsigned>(heads_), rows, D_, extent_, spans_, static_cast<const float*>(a_.y),
               static_cast<const float*>(a_.L), y_, rs_, accumulate_);
     const float* parts_of[3] = {a_.dq, a_.dk, a_.dv};
     for (int i = 0; i < 3; ++i)
       if (grads_[i])
-        L_.grid(k_sum_parts, static_cast<unsigned>(heads_), rows, D_, heads_, spans_, parts_of[i], D_.d, grads_[i],
+        L_.grid(k_sum_parts, static_cast<unsigned>(heads_), rows, D_, extent_, spans_, parts_of[i], D_.d, grads_[i],
                 accumulate_);
   }
 
@@ -843,13 +846,14 @@ class FusedCall {
   static unsigned blocks_for(int64_t n) {
     return static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), 4096));
   }
-  int64_t blocks() const { return heads_ * D_.segs * D_.slices; }                        // the tile kernels' blocks
-  int64_t parts(int width) const { return D_.slices * heads_ * D_.n * int64_t(width); }  // [slices][heads][n][width]
+  int64_t blocks() const { return heads_ * D_.segs * D_.slices; }                  // the tile kernels' blocks
+  int64_t parts(int width) const { return D_.slices * extent_ * int64_t(width); }  // [slices][extent][width]
   Launch& L_;
   Dims D_;
   int64_t heads_;
   const int64_t* spans_;
   int64_t slots_;
+  int64_t extent_;
   float* dW_;
   Args a_;
   float *y_ = nullptr, *rs_ = nullptr;
