@@ -46,9 +46,9 @@ struct SoftmaxAttentionParams {
   // spans' heads are not read): call head i is rows [row0, row0 + len) of
   // Q, K, V, O, dO, dQ, dK, dV [rows, d] and lse [rows], its queries seeing
   // its own keys only (causal and window within the piece). heads must be
-  // pieces->count() and n pieces->longest() (softmax_pieces_params). One
-  // launch over all pieces on the tensor-core kernels; one call per piece
-  // on the CPU and on the fp32 CUDA kernels.
+  // pieces->count() and n pieces->longest() (softmax_pieces_params). CUDA:
+  // one launch per kernel over all pieces; CPU: the pieces' tiles over the
+  // threads. Each piece's results are those of a call on its rows alone.
   const RowSpans* pieces = nullptr;
 };
 

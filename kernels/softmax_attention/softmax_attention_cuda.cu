@@ -10,9 +10,8 @@
 // any device; with SoftmaxAttentionParams::tile_math TF32 or bf16, on an sm_80+
 // device whose shared memory holds the tiles, the tensor-core kernels of
 // softmax_attention_cuda_mma.cuh, whose backward writes dQ once (no atomics, no
-// fp32 scratch). Over pieces (p.pieces) the tensor-core kernels read the
-// pieces' table (one launch each for all pieces); the fp32 kernels run a call
-// per piece.
+// fp32 scratch). Over pieces (p.pieces) both read the pieces' table: one
+// launch per kernel for all pieces.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -45,20 +44,23 @@ class CudaLaunch {
     kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(smem), stream_>>>(args...);
     PF_CUDA_CHECK_LAUNCH();
   }
-  void zero(float* p, int64_t floats) {
-    PF_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(floats) * sizeof(float), stream_));
-  }
 
  private:
   cudaStream_t stream_;
 };
 
-// Rounds the fp32 dQ accumulator to the storage type.
+// Rounds the fp32 dQ accumulator to the storage type: the d columns of each
+// row of the call's heads (heads of at most n rows, spans as head_rows), one
+// warp per row.
 template <typename T>
-__global__ void narrow_kernel(int64_t count, const float* __restrict__ in, T* __restrict__ out) {
-  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < count;
-       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    store_f32(out + k, in[k]);
+__global__ void narrow_rows_kernel(int64_t heads, int64_t n, const int64_t* spans, int d, const float* __restrict__ in,
+                                   T* __restrict__ out) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= heads * n) return;
+  const HeadRows h = head_rows(spans, r / n, n);
+  if (r % n >= h.n) return;
+  const int64_t row = h.row0 + r % n;
+  for (int k = threadIdx.x & 31; k < d; k += 32) store_f32(out + row * d + k, in[row * d + k]);
 }
 
 void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
@@ -80,22 +82,6 @@ MmaStages mma_plan(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
   return major >= 8 && stages.forward > 0 && stages.backward > 0 ? stages : MmaStages{};
 }
 
-// f(one, row0) for each non-empty piece of p (one: a call of one head of the
-// piece's rows, without pieces; row0: its first row), or f(p, 0) for a call
-// without pieces: how the fp32 kernels take pieces.
-template <typename F>
-void each_piece(const SoftmaxAttentionParams& p, F&& f) {
-  if (!p.pieces) return f(p, 0);
-  for (const RowSpan& x : p.pieces->spans()) {
-    if (x.len == 0) continue;
-    SoftmaxAttentionParams one = p;
-    one.pieces = nullptr;
-    one.heads = 1;
-    one.n = x.len;
-    f(one, x.row0);
-  }
-}
-
 template <typename T>
 void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V, T* O,
                   float* lse) {
@@ -105,37 +91,13 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
   CudaLaunch launch(ctx);
   const MmaStages mma = mma_plan(ctx, p);
   if (mma.forward > 0) return forward_mma(launch, p, scale, mma.forward, Q, K, V, O, lse);
-  each_piece(p, [&](const SoftmaxAttentionParams& one, int64_t r) {
-    const int64_t e = r * p.d;
-    forward(launch, one, scale, Q + e, K + e, V + e, O + e, lse + r);
-  });
+  forward(launch, p, scale, Q, K, V, O, lse);
 }
 
-// The SIMT backward of a call without pieces. Scratch, recorded in
-// ctx.tracker: D [heads*n] and, for f16/bf16 storage, the fp32 dQ
-// accumulator [heads*n*d]. The stream is synchronised before the scratch is
-// freed.
-template <typename T>
-void backward_simt(const ExecContext& ctx, CudaLaunch& launch, const SoftmaxAttentionParams& p, float scale, const T* Q,
-                   const T* K, const T* V, const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
-  const int64_t rows = p.heads * p.n;
-  const bool narrow = !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
-  const Tensor scratch = Tensor::empty({rows + (narrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
-  float* D = scratch.data<float>();
-  const cudaStream_t stream = cuda_stream(ctx);
-  float* dQ32 = narrow ? D + rows : reinterpret_cast<float*>(dQ);
-  backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
-  if (narrow) {
-    const int64_t count = rows * p.d;
-    narrow_kernel<T><<<grid_size(count, 256, 1 << 20), 256, 0, stream>>>(count, dQ32, dQ);
-    PF_CUDA_CHECK_LAUNCH();
-  }
-  // The scratch must outlive the kernels before it is returned to the allocator.
-  PF_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-// The backward: on tensor cores over all heads or pieces at once (scratch D
-// over the rows the call reaches), else the SIMT kernels piece by piece.
+// The backward, over all heads or pieces at once: on tensor cores, or on
+// the fp32 kernels. Scratch, recorded in ctx.tracker over the rows the call
+// reaches: D and, for f16/bf16 storage on the fp32 kernels, the fp32 dQ
+// accumulator. The stream is synchronised before the scratch is freed.
 template <typename T>
 void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V,
                    const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
@@ -144,17 +106,23 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   if (p.heads == 0 || p.n == 0) return;
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
   const MmaStages mma = mma_plan(ctx, p);
+  const bool narrow = mma.backward == 0 && !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
+  const int64_t rows = softmax_scratch_rows(p);
+  const Tensor scratch = Tensor::empty({rows + (narrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
+  float* D = scratch.data<float>();
+  const cudaStream_t stream = cuda_stream(ctx);
   CudaLaunch launch(ctx);
   if (mma.backward > 0) {
-    const Tensor D = Tensor::empty({softmax_mma_scratch_rows(p)}, DType::f32, *ctx.tracker, kTag);
-    backward_mma(launch, p, scale, mma.backward, Q, K, V, O, lse, dO, D.data<float>(), dQ, dK, dV);
-    PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));  // D is scratch
-    return;
+    backward_mma(launch, p, scale, mma.backward, Q, K, V, O, lse, dO, D, dQ, dK, dV);
+  } else {
+    float* dQ32 = narrow ? D + rows : reinterpret_cast<float*>(dQ);
+    backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
+    if (narrow)
+      launch.blocks(narrow_rows_kernel<T>, ceil_div(p.heads * p.n, kWarps), 0, p.heads, p.n, spans_of(p),
+                    static_cast<int>(p.d), static_cast<const float*>(dQ32), dQ);
   }
-  each_piece(p, [&](const SoftmaxAttentionParams& one, int64_t r) {
-    const int64_t e = r * p.d;
-    backward_simt(ctx, launch, one, scale, Q + e, K + e, V + e, O + e, lse + r, dO + e, dQ + e, dK + e, dV + e);
-  });
+  // The scratch must outlive the kernels before it is returned to the allocator.
+  PF_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace

@@ -24,7 +24,6 @@
 //
 // Launch policy L:
 //   L.blocks(kernel, blocks, smem_bytes, args...)   kThreads per block
-//   L.zero(p, floats)                               fp32 zeros, in launch order
 // Included by exactly one translation unit per binary (its kernels have
 // internal linkage).
 #pragma once
@@ -46,6 +45,7 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/int_math.h"
+#include "runtime/row_spans.h"
 
 namespace pf {
 namespace softmax_cuda {
@@ -79,6 +79,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The rows of call head `head`: [row0, row0 + n) of the buffers; without
+// pieces (spans null) head * n on, with them the piece's row0 and len.
+struct HeadRows {
+  int64_t row0, n;
+};
+__device__ __forceinline__ HeadRows head_rows(const int64_t* spans, int64_t head, int64_t n) {
+  if (!spans) return HeadRows{head * n, n};
+  return HeadRows{spans[3 * head], spans[3 * head + 1]};
+}
+
 // The key tile from key j0 of the head at base: sK, sV [kKeyTile][d+1] hold
 // its `cols` keys and values in fp32, zero rows after them.
 template <typename T>
@@ -101,8 +111,9 @@ inline int64_t forward_smem_floats(int d) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t q_tiles, const T* __restrict__ Q,
-                   const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
+    forward_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t q_tiles,
+                   const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
+                   const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
   PF_CUDA_SHARED_FLOATS(smem);
   const int ld = d + 1, lds = kKeyTile + 1;
   float* sQ = smem;
@@ -114,10 +125,11 @@ __global__ void __launch_bounds__(kThreads)
   float* sL = sM + kFwdQ;
   float* sA = sL + kFwdQ;
 
-  const int64_t head = blockIdx.x / q_tiles;
-  const int64_t i0 = (blockIdx.x % q_tiles) * kFwdQ;
+  const HeadRows hr = head_rows(spans, blockIdx.x / q_tiles, n_max);
+  const int64_t n = hr.n, i0 = (blockIdx.x % q_tiles) * kFwdQ;
+  if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kFwdQ, n - i0));
-  const int64_t base = head * n * d;
+  const int64_t base = hr.row0 * d;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   for (int e = tid; e < kFwdQ * d; e += kThreads) {
@@ -169,17 +181,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   for (int e = tid; e < rows * d; e += kThreads) store_f32(O + base + i0 * d + e, sO[e] / sL[e / d]);
-  if (tid < rows) lse[head * n + i0 + tid] = softmax_lse(sM[tid], sL[tid]);
-}
-
-// The rows of call head `head`: [row0, row0 + n) of the buffers; without
-// pieces (spans null) head * n on, with them the piece's row0 and len.
-struct HeadRows {
-  int64_t row0, n;
-};
-__device__ __forceinline__ HeadRows head_rows(const int64_t* spans, int64_t head, int64_t n) {
-  if (!spans) return HeadRows{head * n, n};
-  return HeadRows{spans[3 * head], spans[3 * head + 1]};
+  if (tid < rows) lse[hr.row0 + i0 + tid] = softmax_lse(sM[tid], sL[tid]);
 }
 
 // D [row] = dO . O of each row of the call's heads (heads of at most n rows,
@@ -200,6 +202,17 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) D[row] = acc;
 }
 
+// X [row] = 0 over the d columns of each row of the call's heads (as
+// row_dot_kernel), one warp per row: the rows between pieces keep theirs.
+__global__ void __launch_bounds__(kThreads)
+    zero_rows_kernel(int64_t heads, int64_t n, const int64_t* spans, int d, float* __restrict__ X) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (r >= heads * n) return;
+  const HeadRows h = head_rows(spans, r / n, n);
+  if (r % n >= h.n) return;
+  for (int k = threadIdx.x & 31; k < d; k += 32) X[(h.row0 + r % n) * d + k] = 0.f;
+}
+
 // Shared floats of the backward: K, V [kKeyTile][d+1]; dK, dV [kKeyTile][d];
 // Q, dO [kBwdQ][d]; P, dS [kBwdQ][kKeyTile+1]; lse, D [kBwdQ].
 inline int64_t backward_smem_floats(int d) {
@@ -209,10 +222,10 @@ inline int64_t backward_smem_floats(int d) {
 // dQ is fp32 whatever the storage: it is accumulated across key tiles.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(int64_t n, int d, SoftmaxMask mask, float scale, int64_t k_tiles, const T* __restrict__ Q,
-                    const T* __restrict__ K, const T* __restrict__ V, const float* __restrict__ lse,
-                    const float* __restrict__ D, const T* __restrict__ dO, float* __restrict__ dQ, T* __restrict__ dK,
-                    T* __restrict__ dV) {
+    backward_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t k_tiles,
+                    const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
+                    const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
+                    const T* __restrict__ dO, float* __restrict__ dQ, T* __restrict__ dK, T* __restrict__ dV) {
   PF_CUDA_SHARED_FLOATS(smem);
   const int ld = d + 1, lds = kKeyTile + 1;
   float* sK = smem;
@@ -226,10 +239,11 @@ __global__ void __launch_bounds__(kThreads)
   float* sLse = sdS + kBwdQ * lds;
   float* sD = sLse + kBwdQ;
 
-  const int64_t head = blockIdx.x / k_tiles;
-  const int64_t j0 = (blockIdx.x % k_tiles) * kKeyTile;
+  const HeadRows hr = head_rows(spans, blockIdx.x / k_tiles, n_max);
+  const int64_t n = hr.n, j0 = (blockIdx.x % k_tiles) * kKeyTile;
+  if (j0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int cols = static_cast<int>(min64(kKeyTile, n - j0));
-  const int64_t base = head * n * d;
+  const int64_t base = hr.row0 * d;
   const int tid = threadIdx.x;
 
   load_key_tile(K, V, base, j0, cols, d, sK, sV);
@@ -249,8 +263,8 @@ __global__ void __launch_bounds__(kThreads)
       sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
     }
     if (tid < kBwdQ) {
-      sLse[tid] = tid < rows ? lse[head * n + i0 + tid] : 0.f;
-      sD[tid] = tid < rows ? D[head * n + i0 + tid] : 0.f;
+      sLse[tid] = tid < rows ? lse[hr.row0 + i0 + tid] : 0.f;
+      sD[tid] = tid < rows ? D[hr.row0 + i0 + tid] : 0.f;
     }
     __syncthreads();
     for (int e = tid; e < kBwdQ * kKeyTile; e += kThreads) {
@@ -355,28 +369,36 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = tid; k < d; k += kThreads) o[head * d + k] = sO[k] / l;
 }
 
-// O, lse of the call; scale from softmax_attention_scale.
+// The pieces' table of the call on its device (runtime/row_spans.h), or null.
+inline const int64_t* spans_of(const SoftmaxAttentionParams& p) { return p.pieces ? p.pieces->table() : nullptr; }
+// Rows of the buffers the call reaches: the backward's D (and fp32 dQ) scratch.
+inline int64_t softmax_scratch_rows(const SoftmaxAttentionParams& p) {
+  return p.pieces ? p.pieces->end() : p.heads * p.n;
+}
+
+// O, lse of the call (all heads, or all pieces, in one launch); scale from
+// softmax_attention_scale.
 template <typename L, typename T>
 void forward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, T* O,
              float* lse) {
   const int d = static_cast<int>(p.d);
   const int64_t q_tiles = ceil_div(p.n, kFwdQ);
   launch.blocks(forward_kernel<T>, p.heads * q_tiles, forward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
-                SoftmaxMask{p.causal, p.window}, scale, q_tiles, Q, K, V, O, lse);
+                SoftmaxMask{p.causal, p.window}, scale, q_tiles, spans_of(p), Q, K, V, O, lse);
 }
 
-// dQ32 (fp32, [heads, n, d]) and dK, dV of the call; D [heads * n] is scratch.
+// dQ32 (fp32, the rows of the buffers) and dK, dV of the call; D
+// [softmax_scratch_rows] is scratch.
 template <typename L, typename T>
 void backward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, const T* O,
               const float* lse, const T* dO, float* D, float* dQ32, T* dK, T* dV) {
   const int d = static_cast<int>(p.d);
   const int64_t rows = p.heads * p.n;
-  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, p.heads, p.n, static_cast<const int64_t*>(nullptr), d, dO,
-                O, D);
-  launch.zero(dQ32, rows * d);
+  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, p.heads, p.n, spans_of(p), d, dO, O, D);
+  launch.blocks(zero_rows_kernel, ceil_div(rows, kWarps), 0, p.heads, p.n, spans_of(p), d, dQ32);
   const int64_t k_tiles = ceil_div(p.n, kKeyTile);
   launch.blocks(backward_kernel<T>, p.heads * k_tiles, backward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
-                SoftmaxMask{p.causal, p.window}, scale, k_tiles, Q, K, V, lse, D, dO, dQ32, dK, dV);
+                SoftmaxMask{p.causal, p.window}, scale, k_tiles, spans_of(p), Q, K, V, lse, D, dO, dQ32, dK, dV);
 }
 
 // o [heads, d] of one query per head against n keys at kv_stride.

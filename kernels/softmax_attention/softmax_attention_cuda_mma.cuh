@@ -410,14 +410,6 @@ struct QueryGradMma {
   static auto get() { return query_grad_mma_kernel<P, DP, T>; }
 };
 
-// Rows of the buffers the call reaches: the D scratch of backward_mma.
-inline int64_t softmax_mma_scratch_rows(const SoftmaxAttentionParams& p) {
-  return p.pieces ? p.pieces->end() : p.heads * p.n;
-}
-
-// The pieces' table of the call on its device (runtime/row_spans.h), or null.
-inline const int64_t* spans_of(const SoftmaxAttentionParams& p) { return p.pieces ? p.pieces->table() : nullptr; }
-
 // O, lse of the call on tensor cores (p.tile_math: Tf32 or Bf16), with
 // `stages` buffers of the K and V tiles (mma_stages); one launch over all
 // heads, or all pieces.
@@ -434,7 +426,7 @@ void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int st
 
 // dQ, dK, dV of the call on tensor cores, each written once (no atomics),
 // with `stages` buffers of the streamed tiles; D [rows of the buffers] is
-// scratch (softmax_mma_scratch_rows).
+// scratch (softmax_scratch_rows).
 template <typename L, typename T>
 void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int stages, const T* Q, const T* K,
                   const T* V, const T* O, const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {

@@ -245,10 +245,10 @@ TEST(SoftmaxAttentionGpu, TensorCoreBackwardIsDeterministic) {
   }
 }
 
-// One call over pieces of rows gives each piece the bits of a call on that
-// piece alone, on the tensor-core kernels (one launch sequence over the
-// pieces) and on the fp32 kernels (a call per piece); rows between the
-// pieces keep what they held.
+// One call over pieces of rows (one launch per kernel over all pieces) gives
+// each piece the bits of a call on that piece alone, on the tensor-core
+// kernels and on the fp32 kernels; rows between the pieces keep what they
+// held.
 TEST(SoftmaxAttentionGpu, PiecesEqualPieceByPiece) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   MemoryTracker tracker(Device::cuda(0));
