@@ -7,6 +7,7 @@
 //                                 (of op(A) diag(ks) when ks is given)
 //   Mma<P>::load_b<TB>(B, ldb, k0, j0, g, t, b)   k0.., columns j0..j0+7 of op(B)
 //   Mma<P>::mma(d, a, b)          d += A B in fp32
+//   warp_mm_from_acc<P, NJ, KT, TB>(a, B, ...)   a product whose A is the warp's accumulators
 // where g = lane / 4, t = lane % 4, op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k]
 // and op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j]. The accumulator's
 // element r (0..3) of a lane is row g + 8 (r / 2), column 2 t + r % 2 of its
@@ -82,10 +83,11 @@ struct Mma<TileMath::Tf32> {
     a[2] = tf32_bits(c[1]);
     a[3] = tf32_bits(c[3]);
   }
-  // load_b<false> with the rows of the step in a_from_acc's order.
+  // load_b<TB> with the rows of the step in a_from_acc's order.
+  template <bool TB = false>
   __device__ static void load_b_pairs(const float* B, int ldb, int k0, int j0, int g, int t, uint32_t b[2]) {
-    b[0] = tf32_bits(B[(k0 + 2 * t) * ldb + j0 + g]);
-    b[1] = tf32_bits(B[(k0 + 2 * t + 1) * ldb + j0 + g]);
+    b[0] = tf32_bits(at_b<TB>(B, ldb, k0 + 2 * t, j0 + g));
+    b[1] = tf32_bits(at_b<TB>(B, ldb, k0 + 2 * t + 1, j0 + g));
   }
   __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k8_tf32(d, a, b, d); }
 };
@@ -113,5 +115,52 @@ struct Mma<TileMath::Bf16> {
   }
   __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k16_bf16(d, a, b, d); }
 };
+
+// acc[j] += A op(B)[:, 8 j .. 8 j + 8) for j < nj (NJ at most), with A
+// [16, 8 kt] the warp's accumulators a of kt (KT at most; even in bf16)
+// 8-column tiles, and op(B) [8 kt, .] (TB: B holds its transpose) in
+// shared or global memory. A never leaves the registers. In bf16 the A
+// fragment of the 16-column step kk is, lane by lane, the accumulators of
+// tiles 2 kk and 2 kk + 1 (a0, a1: rows g, g + 8 at columns 2t, 2t + 1; a2,
+// a3: the same 8 columns on). In TF32 each 8-column tile is one step whose
+// k runs in the order the lane holds its accumulators (Mma::a_from_acc),
+// and B's rows are read in that order (Mma::load_b_pairs). kt and nj below
+// their capacities leave the rest of the unrolled loops predicated off.
+template <TileMath P, int NJ, int KT, bool TB = false>
+__device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], const float* B, int ldb, int g, int t,
+                                                 float (*acc)[4], int kt = KT, int nj = NJ) {
+  if constexpr (P == TileMath::Bf16) {
+    using M = Mma<TileMath::Bf16>;
+    PF_UNROLL
+    for (int kk = 0; kk < KT / 2; ++kk) {
+      if (2 * kk >= kt) break;
+      const uint32_t f[4] = {bf16x2_bits(a[2 * kk][0], a[2 * kk][1]), bf16x2_bits(a[2 * kk][2], a[2 * kk][3]),
+                             bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]),
+                             bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3])};
+      PF_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        if (j >= nj) break;
+        uint32_t b[2];
+        M::load_b<TB>(B, ldb, 16 * kk, 8 * j, g, t, b);
+        M::mma(acc[j], f, b);
+      }
+    }
+  } else {
+    using M = Mma<TileMath::Tf32>;
+    PF_UNROLL
+    for (int kk = 0; kk < KT; ++kk) {
+      if (kk >= kt) break;
+      uint32_t f[4];
+      M::a_from_acc(a[kk], f);
+      PF_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        if (j >= nj) break;
+        uint32_t b[2];
+        M::load_b_pairs<TB>(B, ldb, 8 * kk, 8 * j, g, t, b);
+        M::mma(acc[j], f, b);
+      }
+    }
+  }
+}
 
 }  // namespace pf

@@ -6,7 +6,7 @@
 // bf16 operands, sm_80+) when FavorShape::tile_math asks, else in fp32
 // (favor_attention_cuda_tiles.cuh). Features beyond one block's room go to
 // feature slices, a block each (feature_slice_width). The algorithm and its
-// launch order are in favor_attention_cuda_fused.cuh; this
+// launch order are in favor_attention_cuda_launch.cuh; this
 // file launches it on ctx.stream with temporaries from ctx.tracker. The
 // projection gradient dW, when asked, is made by the fused kernels for
 // every feature kernel. Nothing here needs sm_80 except the guarded
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/favor_attention/favor_attention_backend.h"
-#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
+#include "kernels/favor_attention/favor_attention_cuda_launch.cuh"
 #include "runtime/cuda_check.cuh"
 #include "runtime/cuda_launch.cuh"
 #include "runtime/tensor.h"
@@ -53,7 +53,7 @@ Dims plan(const ExecContext& ctx, const FavorShape& s) {
   return narrow;
 }
 
-// The launch policy of favor_attention_cuda_fused.cuh on ctx.stream.
+// The launch policy of favor_attention_cuda_launch.cuh on ctx.stream.
 class CudaLaunch {
  public:
   explicit CudaLaunch(const ExecContext& ctx) : ctx_(ctx) {

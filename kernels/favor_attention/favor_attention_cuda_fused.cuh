@@ -1,7 +1,9 @@
-// The fused CUDA FAVOR+ algorithm (favor_attention_cuda.cu): sizes, kernels
-// and the order of their launches, written against a launch policy so that
-// the same code runs on a GPU and, for the tests, on the CPU under the block
-// emulator of tests/support/cuda_block_emulator.h.
+// The fused CUDA FAVOR+ algorithm (favor_attention_cuda.cu): sizes, the
+// per-block helpers and the tile kernels, written so that the same code runs
+// on a GPU and, for the tests, on the CPU under the block emulator of
+// tests/support/cuda_block_emulator.h. The order of their launches is in
+// favor_attention_cuda_launch.cuh; the kernels that keep the state in
+// registers, in favor_attention_cuda_resident.cuh.
 //
 // Parallel layout: a block per (head, segment, feature slice), segments of
 // seg_len rows (enough of them for about kTargetBlocks blocks). The running
@@ -43,15 +45,10 @@
 // keeps the empty state, which the scans pass over. The projection gradients
 // of the spans that share a head add into its dW slot, spans in order.
 //
-// Launch policy L:
-//   float* L.buffer(int64_t floats)      a temporary that lives as long as L
-//   L.tiles(kernel, gx, gy, smem_bytes, args)   kThreads per block, dynamic shared memory
-//   L.grid(kernel, gx, gy, args...)      kThreads per block, no shared memory
-//   L.copy(dst, src, floats)             device-to-device, in launch order
 // The per-element kernels over projections, states and slices' parts are in
 // favor_attention_cuda_states.cuh.
-// Included by exactly one translation unit per binary (its kernels have
-// internal linkage).
+// Included through favor_attention_cuda_launch.cuh by exactly one
+// translation unit per binary (its kernels have internal linkage).
 #pragma once
 
 #include <algorithm>
@@ -83,6 +80,17 @@ inline void set_segments(const FavorShape& s, Dims& D) {
   D.segs = static_cast<int>(ceil_div(n, D.seg_len));
 }
 
+// The widest padded slice whose state strip a lane holds in registers (32
+// tiles: 128 floats; favor_attention_cuda_resident.cuh).
+constexpr int kResidentFeatures = 256;
+
+// Whether the resident kernels take a call of sizes D: tensor-core tile
+// math, a slice of at most kResidentFeatures, a strip of d + 1 per warp at
+// most, tiles of at most 32 rows.
+inline bool resident_fits(const Dims& D) {
+  return D.math != TileMath::Fp32 && D.mp <= kResidentFeatures && D.D1p <= 16 * kWarps && D.ct <= 32;
+}
+
 // The sizes of a call with tiles of ct rows and feature slices of `width`
 // features (all m: one slice).
 inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state, int width) {
@@ -109,6 +117,7 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
   D.w_heads = static_cast<int>(s.w_heads);
   D.math = math;
   D.smem_state = smem_state;
+  D.resident = s.state_in_registers && resident_fits(D);
   return D;
 }
 
@@ -341,10 +350,24 @@ __device__ inline void store_key_grads(const Args& a, const Block& b, const Tile
   store_feature_grad(a, b, t, t.Pk, dW, rows, out_rows(a, b, a.dk, a.D.d, t0), accumulate);
 }
 
+// A causal tile's row log-scales (a thread per row): t.L[i] = L_i, the
+// largest of the carried state's `ls` and of keys 0..i; t.w[i] = exp(ls -
+// L_i), the weight of the state's part; the row_scale output L_i + cq_i. The
+// caller syncs before reading them.
+__device__ inline void causal_row_scales(const Args& a, const Block& b, const Tiles& t, float ls, int t0, int rows) {
+  float* L = out_rows(a, b, a.L, 1, t0);
+  for (int i = threadIdx.x; i < a.D.ct; i += kThreads) {
+    float run = ls;
+    for (int j = 0; j <= i; ++j) run = max_log_scale(run, t.c[j]);
+    t.L[i] = run;
+    t.w[i] = log_scale_weight(ls, run);
+    if (i < rows) L[i] = run + t.cq[i];
+  }
+}
+
 // ---- tile kernels (the per-element ones: favor_attention_cuda_states.cuh) ------
 // Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
-__global__ void k_key_segments(Args a) {
-  enter_slice(a);
+__device__ inline void key_segments_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -356,12 +379,15 @@ __global__ void k_key_segments(Args a) {
   store_segment_state(a, b, S, a.fS);
   if (threadIdx.x == 0) a.fa[b.slot(D)] = t.scalar[0];
 }
+__global__ void k_key_segments(Args a) {
+  enter_slice(a);
+  key_segments_tiles(a);
+}
 
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
 // rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
 // dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
-__global__ void k_query_segments(Args a) {
-  enter_slice(a);
+__device__ inline void query_segments_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -383,11 +409,14 @@ __global__ void k_query_segments(Args a) {
   store_segment_state(a, b, R, a.gS);
   if (threadIdx.x == 0) a.ga[b.slot(D)] = t.scalar[1];
 }
+__global__ void k_query_segments(Args a) {
+  enter_slice(a);
+  query_segments_tiles(a);
+}
 
 // Causal forward of each segment from its scanned state (fa, fS):
 //   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
-__global__ void k_causal_forward(Args a) {
-  enter_slice(a);
+__device__ inline void causal_forward_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -396,21 +425,16 @@ __global__ void k_causal_forward(Args a) {
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
     load_keys(a, b, t, row, rows);
-    // Row i's log-scale: the largest of the state's and of keys 0..i (a
-    // thread per row).
-    float* L = out_rows(a, b, a.L, 1, t0);
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) {
-      float run = t.scalar[0];
-      for (int j = 0; j <= i; ++j) run = max_log_scale(run, t.c[j]);
-      t.L[i] = run;
-      t.w[i] = log_scale_weight(t.scalar[0], run);
-      if (i < rows) L[i] = run + t.cq[i];
-    }
+    causal_row_scales(a, b, t, t.scalar[0], t0, rows);
     __syncthreads();
     causal_tile_product<false>(D, t, D.D1p, D.mp, t.Pq, S, t.Pk, t.VP, t.A, t.DX);
     store_rows(t.DX, D.D1p, rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
+}
+__global__ void k_causal_forward(Args a) {
+  enter_slice(a);
+  causal_forward_tiles(a);
 }
 
 // y_i = exp(L_i - L'_i) y_i + exp(b + cq_i - L'_i) phi_q[i] Pre with
@@ -525,268 +549,6 @@ __global__ void k_key_grad_from_state(Args a) {
     block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
     store_key_grads(a, b, t, dW, t0, rows, a.accumulate);
   });
-}
-
-// Bytes of temporaries one protocol call may hold at once, bounded by the
-// sum of: the padded projections; the blocks' projection gradients (of a
-// backward asked for dW: exp's trained projections, or a test's); the
-// causal backward's two segment-state sets, one padded state per head and
-// slice, and the slices' totals; and, with several slices, the slices'
-// parts of the widest output set (y and row log-scales, or dq, dk and dv)
-// over the call's rows. Independent of the tile rows.
-inline int64_t fused_workspace_bytes(const FavorShape& s) {
-  const Dims D = dims_for(s, 16, TileMath::Fp32);
-  const int64_t count = s.heads * D.segs * D.slices, per_slice = s.heads * D.slices;
-  const int64_t weight_grads = count * D.projection_floats();
-  const int64_t states = 2 * (count * D.state_floats() + 2 * count) + per_slice * (2 * D.state_floats() + 1);
-  const int64_t parts = D.slices > 1 ? D.slices * s.heads * s.n * std::max<int64_t>(D.D1 + 1, 3 * D.d) : 0;
-  const int64_t floats = s.w_heads * D.slices * D.projection_floats() + weight_grads + states + parts;
-  return floats * static_cast<int64_t>(sizeof(float));
-}
-
-// ---- the launch sequences ---------------------------------------------------------
-// The heads of a call: `count` uniform blocks of D.n rows, or the spans of a
-// pieces table on the device with `slots` dW slots; `extent` the rows of
-// the buffers the call reaches.
-struct Heads {
-  int64_t count = 0;
-  const int64_t* spans = nullptr;
-  int64_t slots = 0;
-  int64_t extent = 0;
-};
-
-// The call's heads: uniform, or the pieces' table (on the device).
-inline Heads heads_of(const FavorShape& s) {
-  if (!s.pieces) return Heads{s.heads, nullptr, s.heads, s.heads * s.n};
-  return Heads{s.heads, s.pieces->table(), s.pieces->slots(), s.pieces->end()};
-}
-
-// One protocol call: the padded projection, the temporaries and the kernels.
-// dW (null: W is held constant) receives the projection gradients of the
-// call's kernels, through the blocks' slots, at add_weight_grads(). With
-// several feature slices the kernels write their slices' parts of the
-// outputs, which finish() combines into the call's outputs.
-template <class Launch>
-class FusedCall {
- public:
-  FusedCall(Launch& launch, const Dims& D, const Heads& heads, const float* W, float* dW = nullptr)
-      : L_(launch),
-        D_(D),
-        heads_(heads.count),
-        spans_(heads.spans),
-        slots_(heads.slots),
-        extent_(heads.extent),
-        dW_(dW) {
-    a_ = Args{};
-    a_.D = D;
-    a_.heads = heads_;
-    a_.extent = extent_;
-    a_.spans = heads.spans;
-    const int64_t floats = int64_t(D.w_heads) * D.slices * D.projection_floats();
-    float* Wp = L_.buffer(floats);
-    L_.grid(k_pad_projection, blocks_for(floats), 1, D, W, Wp);
-    a_.Wp = Wp;
-    if (dW) a_.dWp = L_.buffer(blocks() * D_.projection_floats());
-  }
-  // The rows the call's kernels read (null where they read none).
-  Args& inputs(const float* q, const float* k, const float* v) {
-    a_.q = q;
-    a_.k = k;
-    a_.v = v;
-    return a_;
-  }
-  // For the backward kernels: the forward's o, den and row log-scales (only
-  // read) and the gradient d_o.
-  void output_grads(const float* o, const float* den, const float* row_scale, const float* d_o) {
-    a_.o = o;
-    a_.den = den;
-    a_.L = const_cast<float*>(row_scale);
-    a_.d_o = d_o;
-  }
-  // The forward's y and row log-scales, written or (accumulate) combined
-  // with what they hold.
-  void row_outputs(float* y, float* row_scale, bool accumulate = false) {
-    y_ = y;
-    rs_ = row_scale;
-    accumulate_ = accumulate;
-    a_.accumulate = accumulate && D_.slices == 1;
-    a_.y = D_.slices == 1 ? y : L_.buffer(parts(D_.D1));
-    a_.L = D_.slices == 1 ? row_scale : L_.buffer(parts(1));
-  }
-  // The gradients the call's kernels write (null where they write none), or
-  // add to (accumulate).
-  void input_grads(float* dq, float* dk, float* dv, bool accumulate = false) {
-    grads_[0] = dq;
-    grads_[1] = dk;
-    grads_[2] = dv;
-    accumulate_ = accumulate;
-    a_.accumulate = accumulate && D_.slices == 1;
-    float** to[3] = {&a_.dq, &a_.dk, &a_.dv};
-    for (int i = 0; i < 3; ++i) *to[i] = grads_[i] && D_.slices > 1 ? L_.buffer(parts(D_.d)) : grads_[i];
-  }
-  // With several slices: their parts into the call's outputs.
-  void finish() {
-    if (D_.slices == 1) return;
-    const unsigned rows = static_cast<unsigned>(std::min<int64_t>(ceil_div(D_.n, kWarps), 65535));
-    if (y_)
-      L_.grid(k_combine_rows, static_cast<unsigned>(heads_), rows, D_, extent_, spans_, static_cast<const float*>(a_.y),
-              static_cast<const float*>(a_.L), y_, rs_, accumulate_);
-    const float* parts_of[3] = {a_.dq, a_.dk, a_.dv};
-    for (int i = 0; i < 3; ++i)
-      if (grads_[i])
-        L_.grid(k_sum_parts, static_cast<unsigned>(heads_), rows, D_, extent_, spans_, parts_of[i], D_.d, grads_[i],
-                accumulate_);
-  }
-
-  void add_weight_grads() {
-    if (dW_)
-      L_.grid(k_sum_weight_grads, blocks_for(slots_ * D_.m_all * D_.d), 1, D_, heads_, spans_, slots_,
-              static_cast<const float*>(a_.dWp), dW_);
-  }
-
-  // Segment states: forward and/or gradient, each with two log-scale arrays
-  // (the segments' own, then the scanned ones).
-  void segment_states(bool forward, bool gradient) {
-    if (forward) {
-      a_.fS = L_.buffer(blocks() * D_.state_floats());
-      a_.fa = L_.buffer(2 * blocks());
-    }
-    if (gradient) {
-      a_.gS = L_.buffer(blocks() * D_.state_floats());
-      a_.ga = L_.buffer(2 * blocks());
-    }
-  }
-  // One packed state per head, padded per slice for the kernels (its
-  // log-scales are read from `packed`).
-  void head_states(const float* packed) {
-    const int64_t floats = heads_ * D_.slices * D_.state_floats();
-    float* Sp = L_.buffer(floats);
-    L_.grid(k_unpack_states, blocks_for(floats), 1, D_, heads_, packed, Sp);
-    a_.Sp = Sp;
-    a_.sa = packed;
-  }
-  void run(void (*kernel)(Args)) {
-    L_.tiles(kernel, static_cast<unsigned>(heads_), static_cast<unsigned>(D_.segs), static_cast<unsigned>(D_.slices),
-             smem_bytes(D_), a_);
-  }
-  // The segments' own states and log-scales (from a k_*_segments kernel)
-  // become exclusive scans: the scanned log-scales go to the second half of
-  // the log-scale buffer and are copied over the first. `total` (packed, or
-  // null) receives each head's sum, the slices merged.
-  void scan(float* states, float* log_scales, const float* init, float* total, bool reverse) {
-    const int64_t per_slice = heads_ * D_.slices;
-    float* total_S = total ? L_.buffer(per_slice * D_.state_floats()) : nullptr;
-    float* total_a = total ? L_.buffer(per_slice) : nullptr;
-    L_.grid(k_scan_segments, static_cast<unsigned>(per_slice),
-            static_cast<unsigned>(ceil_div(D_.state_floats(), kThreads)), D_, states,
-            static_cast<const float*>(log_scales), log_scales + blocks(), init, total_S, total_a, reverse);
-    L_.copy(log_scales, log_scales + blocks(), blocks());
-    if (total)
-      L_.grid(k_merge_states, blocks_for(heads_ * D_.packed_size()), 1, D_, heads_, static_cast<const float*>(total_S),
-              static_cast<const float*>(total_a), total);
-  }
-
- private:
-  static unsigned blocks_for(int64_t n) {
-    return static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), 4096));
-  }
-  int64_t blocks() const { return heads_ * D_.segs * D_.slices; }                  // the tile kernels' blocks
-  int64_t parts(int width) const { return D_.slices * extent_ * int64_t(width); }  // [slices][extent][width]
-  Launch& L_;
-  Dims D_;
-  int64_t heads_;
-  const int64_t* spans_;
-  int64_t slots_;
-  int64_t extent_;
-  float* dW_;
-  Args a_;
-  float *y_ = nullptr, *rs_ = nullptr;
-  float* grads_[3] = {nullptr, nullptr, nullptr};
-  bool accumulate_ = false;
-};
-
-template <class Launch>
-void fused_key_state(Launch& launch, const Dims& D, const Heads& heads, const float* k, const float* v, const float* W,
-                     float* total) {
-  FusedCall<Launch> call(launch, D, heads, W);
-  call.segment_states(true, false);
-  Args& a = call.inputs(nullptr, k, v);
-  call.run(k_key_segments);
-  call.scan(a.fS, a.fa, nullptr, total, false);
-}
-
-template <class Launch>
-void fused_causal_forward_local(Launch& launch, const Dims& D, const Heads& heads, const float* q, const float* k,
-                                const float* v, const float* W, float* y, float* row_scale, float* block_total) {
-  FusedCall<Launch> call(launch, D, heads, W);
-  call.segment_states(true, false);
-  Args& a = call.inputs(q, k, v);
-  call.row_outputs(y, row_scale);
-  call.run(k_key_segments);
-  call.scan(a.fS, a.fa, nullptr, block_total, false);
-  call.run(k_causal_forward);
-  call.finish();
-}
-
-// y, row_scale (+)= the state's part (accumulate), or = it (bidirectional finish).
-template <class Launch>
-void fused_add_prefix(Launch& launch, const Dims& D, const Heads& heads, const float* q, const float* W,
-                      const float* state, float* y, float* row_scale, bool accumulate) {
-  FusedCall<Launch> call(launch, D, heads, W);
-  call.head_states(state);
-  call.inputs(q, nullptr, nullptr);
-  call.row_outputs(y, row_scale, accumulate);
-  call.run(k_add_prefix);
-  call.finish();
-}
-
-template <class Launch>
-void fused_causal_backward_local(Launch& launch, const Dims& D, const Heads& heads, const float* q, const float* k,
-                                 const float* v, const float* W, const float* o, const float* den,
-                                 const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
-                                 float* dv, float* block_total_grad, float* dW) {
-  FusedCall<Launch> call(launch, D, heads, W, dW);
-  call.segment_states(true, true);
-  Args& a = call.inputs(q, k, v);
-  call.output_grads(o, den, row_scale, d_o);
-  call.run(k_key_segments);
-  call.scan(a.fS, a.fa, prefix, nullptr, false);
-  call.run(k_query_segments);  // a.dq is null: the causal gradient state only
-  call.scan(a.gS, a.ga, nullptr, block_total_grad, true);
-  call.input_grads(dq, dk, dv);
-  call.run(k_causal_backward);
-  call.finish();
-  call.add_weight_grads();
-}
-
-// dk, dv (+)= the keys' part of a gradient state (suffix, or the bidirectional total).
-template <class Launch>
-void fused_key_grad_from_state(Launch& launch, const Dims& D, const Heads& heads, const float* k, const float* v,
-                               const float* W, const float* state, float* dk, float* dv, bool accumulate, float* dW) {
-  FusedCall<Launch> call(launch, D, heads, W, dW);
-  call.head_states(state);
-  call.inputs(nullptr, k, v);
-  call.input_grads(nullptr, dk, dv, accumulate);
-  call.run(k_key_grad_from_state);
-  call.finish();
-  call.add_weight_grads();
-}
-
-template <class Launch>
-void fused_bidirectional_backward_local(Launch& launch, const Dims& D, const Heads& heads, const float* q,
-                                        const float* W, const float* o, const float* den, const float* row_scale,
-                                        const float* d_o, const float* total, float* dq, float* local_grad_total,
-                                        float* dW) {
-  FusedCall<Launch> call(launch, D, heads, W, dW);
-  call.segment_states(false, true);
-  call.head_states(total);
-  Args& a = call.inputs(q, nullptr, nullptr);
-  call.output_grads(o, den, row_scale, d_o);
-  call.input_grads(dq, nullptr, nullptr);
-  call.run(k_query_segments);
-  call.scan(a.gS, a.ga, nullptr, local_grad_total, false);
-  call.finish();
-  call.add_weight_grads();
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ struct Dims {
   int dp, mp, D1p;    // padded d, slice width, D1
   int ct;             // rows per tile (16 or 32)
   bool smem_state;    // the running state [mp, D1p] a block updates lives in shared memory (Tiles::S)
+  bool resident;      // the key states and the causal forward keep it in registers (favor_attention_cuda_resident.cuh)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
   int w_heads;        // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;

@@ -155,47 +155,6 @@ __device__ __forceinline__ void warp_mm(const float* A, int lda, const float* B,
   }
 }
 
-// acc[j] += A B[:, 8 j .. 8 j + 8) for j < NJ, with A [16, 8 KT] the warp's
-// accumulators a of KT 8-column tiles (P, P^T, dS or dS^T) and B [8 KT, .]
-// row-major in shared memory. A never leaves the registers. In bf16 the A
-// fragment of the 16-column step kk is, lane by lane, the accumulators of
-// tiles 2 kk and 2 kk + 1 (a0, a1: rows g, g + 8 at columns 2t, 2t + 1; a2,
-// a3: the same 8 columns on). In TF32 each 8-column tile is one step whose
-// k runs in the order the lane holds its accumulators (Mma::a_from_acc),
-// and B's rows are read in that order (Mma::load_b_pairs).
-template <TileMath P, int NJ, int KT>
-__device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], const float* B, int ldb, int g, int t,
-                                                 float (*acc)[4]) {
-  if constexpr (P == TileMath::Bf16) {
-    using M = Mma<TileMath::Bf16>;
-    PF_UNROLL
-    for (int kk = 0; kk < KT / 2; ++kk) {
-      const uint32_t f[4] = {bf16x2_bits(a[2 * kk][0], a[2 * kk][1]), bf16x2_bits(a[2 * kk][2], a[2 * kk][3]),
-                             bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]),
-                             bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3])};
-      PF_UNROLL
-      for (int j = 0; j < NJ; ++j) {
-        uint32_t b[2];
-        M::load_b<false>(B, ldb, 16 * kk, 8 * j, g, t, b);
-        M::mma(acc[j], f, b);
-      }
-    }
-  } else {
-    using M = Mma<TileMath::Tf32>;
-    PF_UNROLL
-    for (int kk = 0; kk < KT; ++kk) {
-      uint32_t f[4];
-      M::a_from_acc(a[kk], f);
-      PF_UNROLL
-      for (int j = 0; j < NJ; ++j) {
-        uint32_t b[2];
-        M::load_b_pairs(B, ldb, 8 * kk, 8 * j, g, t, b);
-        M::mma(acc[j], f, b);
-      }
-    }
-  }
-}
-
 // Max and sum over the four lanes that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));

@@ -6,8 +6,10 @@
 // with --device cuda, on the first GPU (inputs in device memory, each timed
 // call ends with a synchronisation of the stream). On a GPU the fused FAVOR+
 // kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16;
-// favor_tf32_slices64 with the features in slices of 64, a block each), and
-// the composition in slabs (favor_windowed) beside them.
+// favor_tf32_slices64 with the features in slices of 64, a block each;
+// favor_tf32_tiles with the running state in shared or global memory
+// instead of registers), and the composition in slabs (favor_windowed)
+// beside them.
 // Exact softmax is skipped above --softmax-max (16384) unless --all; the
 // local window of --window keys (256) runs at every n. --only NAME... and
 // --modes causal|bidirectional restrict the rows (a profiler's run).
@@ -64,12 +66,14 @@ struct FavorVariant {
   int64_t slab_rows;  // FavorShape::slab_rows
   TileMath math;
   int64_t feature_slice = 0;  // FavorShape::feature_slice
+  bool state_in_registers = true;  // FavorShape::state_in_registers
 };
 std::vector<FavorVariant> favor_variants(bool gpu) {
   if (!gpu) return {{"favor", 0, TileMath::Fp32}};
   return {{"favor", 0, TileMath::Fp32},
           {"favor_tf32", 0, TileMath::Tf32},
           {"favor_tf32_slices64", 0, TileMath::Tf32, 64},
+          {"favor_tf32_tiles", 0, TileMath::Tf32, 0, false},
           {"favor_bf16", 0, TileMath::Bf16},
           {"favor_windowed", kFavorDefaultSlabRows, TileMath::Fp32}};
 }
@@ -204,6 +208,7 @@ int run_kernels(int argc, char** argv) {
         p.shape.slab_rows = variant.slab_rows;
         p.shape.tile_math = variant.math;
         p.shape.feature_slice = variant.feature_slice;
+        p.shape.state_in_registers = variant.state_in_registers;
         tracker.reset_peak();
         float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
         const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);

@@ -116,7 +116,7 @@ peer_steps=(
   deps:20:gate
   build:150:gate
   kernels:60         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
-                     # variants and softmax; now four FAVOR+ and five softmax variants; rows kept as they come
+                     # variants and softmax; now six FAVOR+ and five softmax variants; rows kept as they come
   peers:90           # not yet run on a GPU: three peers, each stopped after 25 s (gpu_attention.py --budget-s),
                      # Triton's compile of flash-linear-attention's kernels inside its first case
   train_peers:140    # not yet run on a GPU: two PyTorch processes (bf16, fp32; 3 lengths each) and 16 of ours (1 warm-up

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
+#include "kernels/favor_attention/favor_attention_cuda_launch.cuh"
 #include "kernels/random_features/random_features.h"
 #include "runtime/exec.h"
 #include "runtime/memory.h"
@@ -36,7 +36,7 @@ namespace {
 
 using namespace favor_cuda;
 
-// The launch policy of favor_attention_cuda_fused.cuh on the emulator; host
+// The launch policy of favor_attention_cuda_launch.cuh on the emulator; host
 // buffers start as NaN, so a read of one the kernels did not write shows.
 class EmulatedLaunch {
  public:
@@ -269,6 +269,51 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
                       << "the tensor-core path gave the fp32 path's output: did it run?";
                 }
               });
+  }
+}
+
+// The kernels that keep each warp's strip of the state in registers
+// (favor_attention_cuda_resident.cuh: the segments' key states, the causal
+// backward's query-gradient states and the causal forward; the launch
+// sequences take them whenever the tile math is TF32 or bf16 and the slice
+// fits): 1, 2 and 3 strips (d = 5, 16, 33), strips of 8, 16 and 32 feature
+// tiles with some in use (m = 40, 72, 200 padded to 48, 80, 208), segments
+// of several tiles with a short last one, q and k at 2.5 times the unit
+// scale (the tiles' largest exponents then move the state's log-scale),
+// causal and bidirectional, through the protocol over 1 and 3 blocks (the
+// second one warp at a time), against the float64 reference.
+TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
+  struct ResidentCase {
+    Case c;
+    FeatureKernel kernel;
+    double scale;
+  };
+  const ResidentCase cases[] = {{Case{200, 33, 40, 32, 64}, FeatureKernel::Softmax, 2.5},
+                                {Case{70, 16, 72, 16, 32}, FeatureKernel::Elu, 1.0},
+                                {Case{40, 5, 200, 32, 0}, FeatureKernel::Softmax, 1.0},
+                                {Case{9, 5, 7, 16, 0}, FeatureKernel::Relu, 1.0}};
+  uint64_t seed = 4700;
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
+    for (const ResidentCase& x : cases) {
+      for (bool causal : {true, false}) {
+        const ReferenceCase r(x.c, causal, x.kernel, ++seed, x.scale);
+        for (int P : {1, 3}) {
+          SCOPED_TRACE(where(x.c, causal, x.kernel, P) + " math=" + tile_math_name(math));
+          EmulatedCudaOps ops{x.c.ct, x.c.seg_len};
+          ops.math = math;
+          if (P == 3) ops.schedule = pf_emu::Schedule::WarpByWarp;
+          ASSERT_TRUE(ops.dims(r.p.shape).resident);
+          const EmulatedRun e(r, ops, causal, P);
+          // Observed: TF32 o, dv <= 1.2e-3 and dq, dk <= 3.6e-3; bf16 o, dv <= 1.2e-2 and dq, dk <= 4.1e-2.
+          const bool bf16 = math == TileMath::Bf16;
+          const double tol = bf16 ? 3e-2 : 3e-3, qk_tol = bf16 ? 8e-2 : 8e-3;
+          EXPECT_LE(test::rel_l2(e.o, r.o), tol);
+          EXPECT_LE(test::rel_l2(e.dq, r.dq), qk_tol);
+          EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
+          EXPECT_LE(test::rel_l2(e.dv, r.dv), tol);
+        }
+      }
+    }
   }
 }
 
