@@ -472,35 +472,15 @@ __global__ void k_add_prefix(Args a) {
   });
 }
 
-// Causal backward of each segment. Sweep 1, in order, from the forward state
-// (fa, fS) at the segment's start (the rank's prefix included):
-//   dPq = diag(exp(a - L_i)) G S^T + mask(G V'^T) Pk -> dq;  (a, S) (+)= keys.
-// Sweep 2, in reverse, from the gradient state (ga, gS) of later rows:
+// Sweep 2 of the causal backward (k_causal_backward), in reverse from the
+// gradient state (ga, gS) of later rows, its dW parts added to dW:
 //   dPk = diag(exp(c_j + rho)) V' R^T + mask(G V'^T)^T Pq -> dk
 //   dV  = diag(exp(c_j + rho)) Pk R[:, :d] + mask(Pq Pk^T)^T G[:, :d]
 //   (rho, R) (+)= the tile's queries with log-scales -L_i.
-__global__ void k_causal_backward(Args a) {
-  enter_slice(a);
+__device__ inline void causal_backward_key_sweep(const Args& a, const Block& b, const Tiles& t, float* dW) {
   const Dims& D = a.D;
-  const Block b(a);
-  const Tiles t = shared_tiles(D);
   const int64_t slot = b.slot(D);
-  if (threadIdx.x == 0) {
-    t.scalar[0] = a.fa[slot];
-    t.scalar[1] = a.ga[slot];
-  }
-  // One sweep's state at a time: with Dims::smem_state both use t.S.
-  float* S = carried_state(D, t, a.fS + slot * D.state_floats());
-  float* dW = zeroed_weight_grad(a, b);
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    load_keys(a, b, t, row, rows);
-    load_query_grads(a, b, t, row, rows);  // q last, so that X holds q
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.scalar[0], t.L[i]);
-    __syncthreads();
-    causal_tile_product<true>(D, t, D.mp, D.D1p, t.G, S, t.VP, t.Pk, t.B, t.WK);
-    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
-    state_update(D, t, 0, t.Pk, t.c, t.VP, S);
-  });
+  if (threadIdx.x == 0) t.scalar[1] = a.ga[slot];
   float* R = carried_state(D, t, a.gS + slot * D.state_floats());
   for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
@@ -518,6 +498,35 @@ __global__ void k_causal_backward(Args a) {
     store_key_grads(a, b, t, dW, t0, rows, false);
     add_queries_to_gradient_state(D, t, rows, R);
   });
+}
+
+// Causal backward of each segment. Sweep 1, in order, from the forward state
+// (fa, fS) at the segment's start (the rank's prefix included):
+//   dPq = diag(exp(a - L_i)) G S^T + mask(G V'^T) Pk -> dq;  (a, S) (+)= keys.
+// Sweep 2: causal_backward_key_sweep.
+__device__ inline void causal_backward_tiles(Args& a) {
+  const Dims& D = a.D;
+  const Block b(a);
+  const Tiles t = shared_tiles(D);
+  const int64_t slot = b.slot(D);
+  if (threadIdx.x == 0) t.scalar[0] = a.fa[slot];
+  // One sweep's state at a time: with Dims::smem_state both use t.S.
+  float* S = carried_state(D, t, a.fS + slot * D.state_floats());
+  float* dW = zeroed_weight_grad(a, b);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
+    load_keys(a, b, t, row, rows);
+    load_query_grads(a, b, t, row, rows);  // q last, so that X holds q
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.scalar[0], t.L[i]);
+    __syncthreads();
+    causal_tile_product<true>(D, t, D.mp, D.D1p, t.G, S, t.VP, t.Pk, t.B, t.WK);
+    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+    state_update(D, t, 0, t.Pk, t.c, t.VP, S);
+  });
+  causal_backward_key_sweep(a, b, t, dW);
+}
+__global__ void k_causal_backward(Args a) {
+  enter_slice(a);
+  causal_backward_tiles(a);
 }
 
 // dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:

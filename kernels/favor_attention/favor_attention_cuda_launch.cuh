@@ -252,7 +252,7 @@ void fused_causal_backward_local(Launch& launch, const Dims& D, const Heads& hea
   call.run(causal_query_segments_kernel(D));  // a.dq is null: the causal gradient state only
   call.scan(a.gS, a.ga, nullptr, block_total_grad, true);
   call.input_grads(dq, dk, dv);
-  call.run(k_causal_backward);
+  call.run(causal_backward_kernel(D));
   call.finish();
   call.add_weight_grads();
 }

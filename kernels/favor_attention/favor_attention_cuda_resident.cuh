@@ -1,30 +1,34 @@
 // Fused CUDA FAVOR+ kernels that keep the running state in registers
 // (favor_attention_cuda_launch.cuh chooses them): every segment's own key
-// state, the causal backward's query-gradient states, and the causal
-// forward from the scanned state. Same blocks, tiles,
-// shared memory and log-scale conventions as the tile kernels of
-// favor_attention_cuda_fused.cuh; only the state moves.
+// state, the causal backward's query-gradient states, the causal forward
+// from the scanned state, and the causal backward's first sweep (dq). Same
+// blocks, tiles, shared memory and log-scale conventions as the tile
+// kernels of favor_attention_cuda_fused.cuh; only the state moves.
 //
-// The state of a block's feature slice, transposed, S^T [D1p, mp], is split
-// into strips of 16 of its rows (16 value columns of [v 1]): warp s holds
-// strip s, all mp features, as mma.sync accumulators (NT 8-feature tiles of
-// 4 floats a lane; D1p / 16 warps hold strips, the others only make
-// features and masks). Per tile of ct rows:
-//   state update  S^T = exp(a - top) S^T + V'^T diag(exp(c_j - top)) Pk:
-//                 the strip's rows of V'^T (A, from shared memory) by the
-//                 tile's key features (B), added to the accumulators in place
-//                 (the query-gradient state likewise with G, Pq and -L_i);
-//   outputs       Y^T = diag-columns(exp(a - L_i)) S^T Pq^T + V'^T mask^T:
-//                 the strip is the A operand straight from the accumulators
-//                 (warp_mm_from_acc, runtime/cuda_mma_tiles.cuh), reduced over
-//                 the features within the warp, so no warp needs another's.
-// The state is read from global memory once per segment (forward) and
-// written once (key states), never per tile. The strips' outputs go through
-// the tile DX in shared memory to coalesced rows of y.
+// A warp holds 16 rows of the block's state as mma.sync accumulators
+// (Strip: 8-column tiles of 4 floats a lane), in one of two orientations:
+//   value strips    S^T [D1p, mp] in strips of 16 value columns of [v 1],
+//                   warp s holding strip s with all mp features (D1p / 16
+//                   warps hold one; the others only make features and
+//                   masks). State update S^T = exp(a - top) S^T +
+//                   V'^T diag(exp(c_j - top)) Pk: the strip's rows of V'^T
+//                   (A, from shared memory) by the key features (B), added
+//                   in place (the query-gradient state likewise with G, Pq
+//                   and -L_i). Outputs Y^T = S^T Pq^T diag(exp(a - L_i)) +
+//                   V'^T mask^T: the strip is the A operand straight from
+//                   the accumulators (warp_mm_from_acc), so the sum over the
+//                   features stays within the warp.
+//   feature strips  S [mp, D1p] in strips of 16 features, warp w holding
+//                   strips w and w + kWarps: the backward's dPq^T = S G^T
+//                   diag(exp(a - L_i)) + Pk^T mask(G V'^T)^T sums over the
+//                   value columns within the warp.
+// The state is read from global memory once per segment or written once,
+// never per tile. The strips' outputs go through a work tile in shared
+// memory (DX, WK) to the coalesced passes that follow.
 // With TileMath::Fp32, a slice wider than kResidentFeatures, d + 1 beyond
 // 16 kWarps, or FavorShape::state_in_registers false, the launch sequences
-// keep the tile kernels (Dims::resident, resident_fits). Code compiled for targets without tensor cores runs the
-// tile kernels' bodies here too.
+// keep the tile kernels (Dims::resident, resident_fits). Code compiled for
+// targets without tensor cores runs the tile kernels' bodies here too.
 #pragma once
 
 #include <cstdint>
@@ -46,37 +50,40 @@ __device__ inline float key_weights(const Dims& D, const Tiles& t, float a) {
 }
 
 #ifdef PF_FAVOR_MMA_TILES
-// Warp s's strip of S^T: value columns [16 s, 16 s + 16) of the padded state
-// [mp, D1p], the slice's mp features in NT (at least mp / 8) accumulator
-// tiles; element r of tile nt is value column 16 s + mma_row(g, r), feature
-// 8 nt + mma_col(t, r).
+// Sixteen rows of a state-shaped matrix M [rows, cols] held by one warp as
+// mma.sync accumulators: rows row0..row0 + 15, all cols in NT (at least
+// cols / 8) 8-column tiles; element r of tile nt is row row0 + mma_row(g, r),
+// column 8 nt + mma_col(t, r). M is S^T (value strips: rows the d + 1 value
+// columns, cols the features) or S itself (feature strips).
 template <int NT>
-struct StateStrip {
+struct Strip {
   float acc[NT][4];
-  int s, g, t, tiles;  // strip, the lane's g and t, 8-feature tiles in use (mp / 8)
-  __device__ StateStrip(const Dims& D, int strip)
-      : s(strip), g(threadIdx.x % 32 / 4), t(threadIdx.x % 4), tiles(D.mp / 8) {
+  int row0, g, t, tiles;  // first row, the lane's g and t, 8-column tiles in use
+  __device__ Strip(int first_row, int cols)
+      : row0(first_row), g(threadIdx.x % 32 / 4), t(threadIdx.x % 4), tiles(cols / 8) {
     PF_UNROLL
     for (int nt = 0; nt < NT; ++nt) PF_UNROLL
     for (int r = 0; r < 4; ++r) acc[nt][r] = 0.f;
   }
-  __device__ int64_t at(const Dims& D, int nt, int r) const {
-    return int64_t(8 * nt + mma_col(t, r)) * D.D1p + 16 * s + mma_row(g, r);
+  // M's element (row, col) at src[row rs + col cs] of a padded state [mp, D1p]:
+  // (1, D1p) for S^T, (D1p, 1) for S.
+  __device__ int64_t at(int nt, int r, int rs, int cs) const {
+    return int64_t(row0 + mma_row(g, r)) * rs + int64_t(8 * nt + mma_col(t, r)) * cs;
   }
-  __device__ void load(const Dims& D, const float* S) {
+  __device__ void load(const float* src, int rs, int cs) {
     PF_UNROLL
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= tiles) break;
       PF_UNROLL
-      for (int r = 0; r < 4; ++r) acc[nt][r] = S[at(D, nt, r)];
+      for (int r = 0; r < 4; ++r) acc[nt][r] = src[at(nt, r, rs, cs)];
     }
   }
-  __device__ void store(const Dims& D, float* S) const {
+  __device__ void store(float* dst, int rs, int cs) const {
     PF_UNROLL
     for (int nt = 0; nt < NT; ++nt) {
       if (nt >= tiles) break;
       PF_UNROLL
-      for (int r = 0; r < 4; ++r) S[at(D, nt, r)] = acc[nt][r];
+      for (int r = 0; r < 4; ++r) dst[at(nt, r, rs, cs)] = acc[nt][r];
     }
   }
   __device__ void scale(float x) {
@@ -84,56 +91,66 @@ struct StateStrip {
     for (int nt = 0; nt < NT; ++nt) PF_UNROLL
     for (int r = 0; r < 4; ++r) acc[nt][r] *= x;
   }
-  // S^T += V'^T diag(w) Pk over the tile's ct rows: the strip's columns of
-  // VP [ct, D1p] (A = VP^T, row j weighted by w[j]) by Pk [ct, mp] (B).
+  // M += A^T diag(w) B over K rows: M[row][col] += sum_j A[j][row] w[j] B[j][col]
+  // with A [K, lda] (the strip's rows are its columns) and B [K, ldb].
   template <TileMath P>
-  __device__ void add_rows(const Dims& D, const float* VP, const float* w, const float* Pk) {
+  __device__ void add_rows(int K, const float* A, int lda, const float* w, const float* B, int ldb) {
     using M = Mma<P>;
-    for (int k0 = 0; k0 < D.ct; k0 += M::kStep) {
+    for (int k0 = 0; k0 < K; k0 += M::kStep) {
       uint32_t a[4];
-      M::template load_a<true>(VP, D.D1p, 16 * s, k0, g, t, a, w);
+      M::template load_a<true>(A, lda, row0, k0, g, t, a, w);
       PF_UNROLL
       for (int nt = 0; nt < NT; ++nt) {
         if (nt >= tiles) break;
         uint32_t b[2];
-        M::template load_b<false>(Pk, D.mp, k0, 8 * nt, g, t, b);
+        M::template load_b<false>(B, ldb, k0, 8 * nt, g, t, b);
         M::mma(acc[nt], a, b);
       }
     }
   }
-};
-
-// The strip's columns of the tile's outputs, into t.DX [ct, D1p]:
-//   Y = diag(t.w) Pq S + M V'  (M = t.A, the masked Pq Pk^T),
-// made as Y^T = S^T Pq^T diag(t.w) + V'^T M^T with the strip as A.
-template <TileMath P, int NT>
-__device__ void strip_outputs(const Dims& D, const Tiles& t, const StateStrip<NT>& S) {
-  constexpr int CJ = 4;  // 8-row tiles of the tile's rows (ct <= 32)
-  const int nj = D.ct / 8;
-  float y[CJ][4] = {};
-  warp_mm_from_acc<P, CJ, NT, true>(S.acc, t.Pq, D.mp, S.g, S.t, y, S.tiles, nj);
-  PF_UNROLL
-  for (int j = 0; j < CJ; ++j) PF_UNROLL
-  for (int r = 0; r < 4; ++r) y[j][r] *= j < nj ? t.w[8 * j + mma_col(S.t, r)] : 0.f;
-  using M = Mma<P>;
-  for (int k0 = 0; k0 < D.ct; k0 += M::kStep) {
-    uint32_t a[4];
-    M::template load_a<true>(t.VP, D.D1p, 16 * S.s, k0, S.g, S.t, a);
+  // out[i ld + row] = w[i] sum_col M[row][col] X[i][col] + sum_j Z[j][row] Mask[i][j]
+  // for the ct (at most 32) rows i of a tile: M X^T with its columns
+  // weighted, plus Z^T Mask^T (X [ct, ldx], Z [ct, ldz], Mask [ct, ct]). The
+  // strip is the A operand straight from the accumulators, so the sum over
+  // M's columns stays within the warp.
+  template <TileMath P>
+  __device__ void outputs(int ct, const float* X, int ldx, const float* w, const float* Z, int ldz, const float* Mask,
+                          float* out, int ld) const {
+    constexpr int CJ = 4;  // 8-row tiles of the tile's rows
+    const int nj = ct / 8;
+    float y[CJ][4] = {};
+    warp_mm_from_acc<P, CJ, NT, true>(acc, X, ldx, g, t, y, tiles, nj);
+    PF_UNROLL
+    for (int j = 0; j < CJ; ++j) PF_UNROLL
+    for (int r = 0; r < 4; ++r) y[j][r] *= j < nj ? w[8 * j + mma_col(t, r)] : 0.f;
+    using M = Mma<P>;
+    for (int k0 = 0; k0 < ct; k0 += M::kStep) {
+      uint32_t a[4];
+      M::template load_a<true>(Z, ldz, row0, k0, g, t, a);
+      PF_UNROLL
+      for (int j = 0; j < CJ; ++j) {
+        if (j >= nj) break;
+        uint32_t b[2];
+        M::template load_b<true>(Mask, ct, k0, 8 * j, g, t, b);
+        M::mma(y[j], a, b);
+      }
+    }
     PF_UNROLL
     for (int j = 0; j < CJ; ++j) {
       if (j >= nj) break;
-      uint32_t b[2];
-      M::template load_b<true>(t.A, D.ct, k0, 8 * j, S.g, S.t, b);
-      M::mma(y[j], a, b);
+      PF_UNROLL
+      for (int r = 0; r < 4; ++r) out[(8 * j + mma_col(t, r)) * ld + row0 + mma_row(g, r)] = y[j][r];
     }
   }
-  PF_UNROLL
-  for (int j = 0; j < CJ; ++j) {
-    if (j >= nj) break;
-    PF_UNROLL
-    for (int r = 0; r < 4; ++r) t.DX[(8 * j + mma_col(S.t, r)) * D.D1p + 16 * S.s + mma_row(S.g, r)] = y[j][r];
-  }
-}
+};
+
+// The value strip of warp `warp` (S^T's rows 16 warp.., all mp features) and
+// whether the warp holds one (uniform over the warp).
+template <int NT>
+struct ValueStrip : Strip<NT> {
+  bool held;
+  __device__ ValueStrip(const Dims& D, int warp) : Strip<NT>(16 * warp, D.mp), held(warp < D.D1p / 16) {}
+};
 #endif
 
 // Every segment's own state, the strips in registers: the key state
@@ -147,9 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  const int strip = threadIdx.x / 32;
-  const bool holder = strip < D.D1p / 16;  // uniform over the warp
-  StateStrip<NT> S(D, strip);
+  ValueStrip<NT> S(D, threadIdx.x / 32);
   float ls = kEmptyLogScale;  // the state's log-scale, the same in every thread
   for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
     if (Queries) {
@@ -161,15 +176,15 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
     }
     const float top = key_weights(D, t, ls);
     __syncthreads();
-    if (holder) {
+    if (S.held) {
       S.scale(log_scale_weight(ls, top));
-      S.template add_rows<P>(D, Queries ? t.G : t.VP, t.rowsum, Queries ? t.Pq : t.Pk);
+      S.template add_rows<P>(D.ct, Queries ? t.G : t.VP, D.D1p, t.rowsum, Queries ? t.Pq : t.Pk, D.mp);
     }
     ls = top;
     // No barrier: the next tile first writes X (load_tile, ending with one),
     // which the strips do not read.
   });
-  if (holder) S.store(D, (Queries ? a.gS : a.fS) + b.slot(D) * D.state_floats());
+  if (S.held) S.store((Queries ? a.gS : a.fS) + b.slot(D) * D.state_floats(), 1, D.D1p);
   if (threadIdx.x == 0) (Queries ? a.ga : a.fa)[b.slot(D)] = ls;
 #else
   if (Queries)
@@ -188,10 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
-  const int strip = threadIdx.x / 32;
-  const bool holder = strip < D.D1p / 16;
-  StateStrip<NT> S(D, strip);
-  if (holder) S.load(D, a.fS + b.slot(D) * D.state_floats());
+  ValueStrip<NT> S(D, threadIdx.x / 32);
+  if (S.held) S.load(a.fS + b.slot(D) * D.state_floats(), 1, D.D1p);
   float ls = a.fa[b.slot(D)];
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
@@ -201,10 +214,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
     __syncthreads();
     block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
     causal_mask_tile(D, t.A, t.c, t.L);
-    if (holder) {
-      strip_outputs<P>(D, t, S);
+    if (S.held) {
+      S.template outputs<P>(D.ct, t.Pq, D.mp, t.w, t.VP, D.D1p, t.A, t.DX, D.D1p);
       S.scale(log_scale_weight(ls, top));
-      S.template add_rows<P>(D, t.VP, t.rowsum, t.Pk);
+      S.template add_rows<P>(D.ct, t.VP, D.D1p, t.rowsum, t.Pk, D.mp);
     }
     ls = top;
     __syncthreads();
@@ -215,20 +228,74 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
 #endif
 }
 
+// The causal backward of each segment (k_causal_backward) with sweep 1's
+// forward state S in registers as feature strips (warp w holds S's rows
+// 16 w.. and 16 (w + kWarps).., all d + 1 value columns, in NV 8-column
+// tiles): per tile
+//   dPq^T = S G^T diag(exp(a - L_i)) + Pk^T mask(G V'^T)^T  -> dq
+//   S = exp(a - top) S + Pk^T diag(exp(c_j - top)) V',
+// the sum over the value columns within each warp. Sweep 2 (dk, dv) reads
+// its gradient state as the tile kernel does (causal_backward_key_sweep):
+// its products sum over both the features and the value columns.
+template <TileMath P, int NV>
+__global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a) {
+  enter_slice(a);
+#ifdef PF_FAVOR_MMA_TILES
+  const Dims& D = a.D;
+  const Block b(a);
+  const Tiles t = shared_tiles(D);
+  const int64_t slot = b.slot(D);
+  const int warp = threadIdx.x / 32;
+  Strip<NV> S[2] = {Strip<NV>(16 * warp, D.D1p), Strip<NV>(16 * (warp + kWarps), D.D1p)};
+  const float* start = a.fS + slot * D.state_floats();
+  PF_UNROLL
+  for (int u = 0; u < 2; ++u)
+    if (S[u].row0 < D.mp) S[u].load(start, D.D1p, 1);
+  float ls = a.fa[slot];
+  float* dW = zeroed_weight_grad(a, b);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
+    load_keys(a, b, t, row, rows);
+    load_query_grads(a, b, t, row, rows);  // q last, so that X holds q
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
+    const float top = key_weights(D, t, ls);
+    __syncthreads();
+    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
+    causal_mask_tile(D, t.B, t.c, t.L);
+    PF_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      if (S[u].row0 >= D.mp) continue;  // uniform over the warp
+      S[u].template outputs<P>(D.ct, t.G, D.D1p, t.w, t.Pk, D.mp, t.B, t.WK, D.mp);
+      S[u].scale(log_scale_weight(ls, top));
+      S[u].template add_rows<P>(D.ct, t.Pk, D.mp, t.rowsum, t.VP, D.D1p);
+    }
+    ls = top;
+    __syncthreads();  // dPq in WK; the strips are done with rowsum, which feature_grad overwrites
+    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+  });
+  causal_backward_key_sweep(a, b, t, dW);
+#else
+  causal_backward_tiles(a);
+#endif
+}
+
 using TileKernel = void (*)(Args);
 
-// The resident kernels for a slice of D.mp features: strips of 8, 16 or 32 tiles.
-enum class Resident { KeySegments, QuerySegments, CausalForward };
+// The resident kernels: value strips of 8, 16 or 32 feature tiles (by the
+// slice's padded features), feature strips of 8 or 16 value tiles (by d + 1).
+enum class Resident { KeySegments, QuerySegments, CausalForward, CausalBackward };
 template <TileMath P, int NT>
 TileKernel resident_kernel(Resident which) {
   switch (which) {
     case Resident::KeySegments: return k_segments_resident<P, NT, false>;
     case Resident::QuerySegments: return k_segments_resident<P, NT, true>;
-    default: return k_causal_forward_resident<P, NT>;
+    case Resident::CausalForward: return k_causal_forward_resident<P, NT>;
+    default: return nullptr;
   }
 }
 template <TileMath P>
 TileKernel resident_kernel(const Dims& D, Resident which) {
+  if (which == Resident::CausalBackward)
+    return D.D1p <= 64 ? k_causal_backward_resident<P, 8> : k_causal_backward_resident<P, 16>;
   if (D.mp <= 64) return resident_kernel<P, 8>(which);
   if (D.mp <= 128) return resident_kernel<P, 16>(which);
   return resident_kernel<P, 32>(which);
@@ -239,13 +306,17 @@ inline TileKernel resident_or(const Dims& D, Resident which, TileKernel tiles) {
                                   : resident_kernel<TileMath::Tf32>(D, which);
 }
 // The kernels the launch sequences run for the segments' key states, the
-// causal backward's query-gradient states (no dq) and the causal forward.
+// causal backward's query-gradient states (no dq), the causal forward and
+// the causal backward.
 inline TileKernel key_segments_kernel(const Dims& D) { return resident_or(D, Resident::KeySegments, k_key_segments); }
 inline TileKernel causal_query_segments_kernel(const Dims& D) {
   return resident_or(D, Resident::QuerySegments, k_query_segments);
 }
 inline TileKernel causal_forward_kernel(const Dims& D) {
   return resident_or(D, Resident::CausalForward, k_causal_forward);
+}
+inline TileKernel causal_backward_kernel(const Dims& D) {
+  return resident_or(D, Resident::CausalBackward, k_causal_backward);
 }
 
 }  // namespace

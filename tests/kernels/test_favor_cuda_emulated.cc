@@ -276,8 +276,10 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
 // (favor_attention_cuda_resident.cuh: the segments' key states, the causal
 // backward's query-gradient states and the causal forward; the launch
 // sequences take them whenever the tile math is TF32 or bf16 and the slice
-// fits): 1, 2 and 3 strips (d = 5, 16, 33), strips of 8, 16 and 32 feature
-// tiles with some in use (m = 40, 72, 200 padded to 48, 80, 208), segments
+// fits): 1, 2, 3 and 5 value strips (d = 5, 16, 33, 64) of 8, 16 and 32
+// feature tiles with some in use (m = 40, 72, 200 padded to 48, 80, 208),
+// the backward's feature strips of 8 and 16 value tiles (d + 1 padded to
+// 16, 32, 48 and 80), one and two of them per warp (m = 200), segments
 // of several tiles with a short last one, q and k at 2.5 times the unit
 // scale (the tiles' largest exponents then move the state's log-scale),
 // causal and bidirectional, through the protocol over 1 and 3 blocks (the
@@ -291,7 +293,8 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
   const ResidentCase cases[] = {{Case{200, 33, 40, 32, 64}, FeatureKernel::Softmax, 2.5},
                                 {Case{70, 16, 72, 16, 32}, FeatureKernel::Elu, 1.0},
                                 {Case{40, 5, 200, 32, 0}, FeatureKernel::Softmax, 1.0},
-                                {Case{9, 5, 7, 16, 0}, FeatureKernel::Relu, 1.0}};
+                                {Case{9, 5, 7, 16, 0}, FeatureKernel::Relu, 1.0},
+                                {Case{40, 64, 24, 16, 0}, FeatureKernel::Softmax, 2.5}};
   uint64_t seed = 4700;
   for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
     for (const ResidentCase& x : cases) {
@@ -304,9 +307,11 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
           if (P == 3) ops.schedule = pf_emu::Schedule::WarpByWarp;
           ASSERT_TRUE(ops.dims(r.p.shape).resident);
           const EmulatedRun e(r, ops, causal, P);
-          // Observed: TF32 o, dv <= 1.2e-3 and dq, dk <= 3.6e-3; bf16 o, dv <= 1.2e-2 and dq, dk <= 4.1e-2.
+          // Observed: TF32 o, dv <= 1.2e-3 and dq, dk <= 3.1e-3; bf16 o, dv <= 9.5e-3 and dq, dk <= 2.3e-2.
+          // Relu's dq and dk jump where a feature crosses its threshold (TensorCoreTilesMatchReference): bf16 1.1e-1.
           const bool bf16 = math == TileMath::Bf16;
-          const double tol = bf16 ? 3e-2 : 3e-3, qk_tol = bf16 ? 8e-2 : 8e-3;
+          const double tol = bf16 ? 3e-2 : 3e-3;
+          const double qk_tol = x.kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : (bf16 ? 8e-2 : 8e-3);
           EXPECT_LE(test::rel_l2(e.o, r.o), tol);
           EXPECT_LE(test::rel_l2(e.dq, r.dq), qk_tol);
           EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
