@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/exec.h"
+#include "runtime/hd.h"
 #include "runtime/tensor.h"
 
 namespace pf {
@@ -18,6 +19,14 @@ struct RowSpan {
   int64_t len = 0;
   int64_t head = 0;
 };
+
+// Call head h of a table [count][3] (row0, len, head) or, without one
+// (null), of uniform heads of n rows: rows [h n, (h + 1) n), slot h. For
+// kernels and host code alike.
+PF_HD RowSpan span_of(const int64_t* table, int64_t h, int64_t n) {
+  if (!table) return RowSpan{h * n, n, h};
+  return RowSpan{table[3 * h], table[3 * h + 1], table[3 * h + 2]};
+}
 
 class RowSpans {
  public:

@@ -20,6 +20,7 @@
 #include "kernels/favor_attention/favor_attention_backend.h"
 #include "kernels/feature_map/feature_map_rows.h"
 #include "kernels/linear_attention/linear_attention_tiles.h"
+#include "runtime/row_spans.h"
 
 namespace pf {
 namespace {
@@ -112,9 +113,7 @@ struct SpanTable {
   const int64_t* table = nullptr;  // [count][3] (row0, len, head), or null
   explicit SpanTable(const FavorShape& s)
       : count(s.heads), slots(s.pieces ? s.pieces->slots() : s.heads), table(s.pieces ? s.pieces->table() : nullptr) {}
-  FavorSpan at(int64_t h, int64_t n) const {
-    return table ? FavorSpan{table[3 * h], table[3 * h + 1], table[3 * h + 2]} : FavorSpan{h * n, n, h};
-  }
+  FavorSpan at(int64_t h, int64_t n) const { return span_of(table, h, n); }
 };
 
 // Runs f(h, x, shape, tile) for every head h of the call, x its rows and

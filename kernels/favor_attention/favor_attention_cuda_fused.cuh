@@ -148,7 +148,6 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
 // ---- arguments and per-block helpers --------------------------------------------
 struct Args {
   Dims D;
-  int64_t heads;                                // the call's heads
   int64_t extent;                               // rows of the buffers the call reaches
   const float *q, *k, *v, *Wp, *o, *den, *d_o;  // Wp: the padded projections [w_heads][slices][mp dp]
   // Outputs: the call's buffers, or with several slices each slice's parts

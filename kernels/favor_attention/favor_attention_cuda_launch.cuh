@@ -77,7 +77,6 @@ class FusedCall {
         dW_(dW) {
     a_ = Args{};
     a_.D = D;
-    a_.heads = heads_;
     a_.extent = extent_;
     a_.spans = heads.spans;
     const int64_t floats = int64_t(D.w_heads) * D.slices * D.projection_floats();

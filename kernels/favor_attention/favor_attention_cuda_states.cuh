@@ -12,6 +12,7 @@
 
 #include "kernels/favor_attention/favor_attention_cuda_tiles.cuh"
 #include "kernels/linear_attention/linear_attention_math.h"
+#include "runtime/row_spans.h"
 
 namespace pf {
 namespace favor_cuda {
@@ -24,9 +25,8 @@ struct HeadRows {
   int w;         // its projection (mod w_heads) and dW slot
 };
 __host__ __device__ inline HeadRows head_rows(const Dims& D, const int64_t* spans, int h) {
-  if (!spans) return HeadRows{int64_t(h) * D.n, D.n, h};
-  return HeadRows{spans[3 * int64_t(h)], static_cast<int>(spans[3 * int64_t(h) + 1]),
-                  static_cast<int>(spans[3 * int64_t(h) + 2])};
+  const RowSpan x = span_of(spans, h, D.n);
+  return HeadRows{x.row0, static_cast<int>(x.len), static_cast<int>(x.head)};
 }
 
 // A grid-stride loop over [0, count).
@@ -56,7 +56,7 @@ __global__ void k_sum_weight_grads(Dims D, int64_t heads, const int64_t* spans, 
     const int z = f / D.ms, l = f % D.ms;
     float sum = 0.f;
     for (int64_t h = spans ? 0 : g; h < (spans ? heads : g + 1); ++h) {
-      if (spans && spans[3 * h + 2] != g) continue;
+      if (spans && span_of(spans, h, 0).head != g) continue;
       for (int seg = 0; seg < D.segs; ++seg)
         sum += dWp[((h * D.segs + seg) * D.slices + z) * PF + int64_t(l) * D.dp + j];
     }

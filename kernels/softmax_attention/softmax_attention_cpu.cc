@@ -25,6 +25,7 @@
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
 #include "runtime/check.h"
+#include "runtime/row_spans.h"
 #include "runtime/tensor.h"
 
 namespace pf {
@@ -155,11 +156,9 @@ struct CpuHead {
   SoftmaxAttentionParams p;
 };
 CpuHead cpu_head(const SoftmaxAttentionParams& p, const int64_t* spans, int64_t h) {
-  CpuHead c{h * p.n, p};
-  if (spans) {
-    c.row0 = spans[3 * h];
-    c.p.n = spans[3 * h + 1];
-  }
+  const RowSpan x = span_of(spans, h, p.n);
+  CpuHead c{x.row0, p};
+  c.p.n = x.len;
   c.p.pieces = nullptr;
   c.p.heads = 1;
   return c;

@@ -85,8 +85,8 @@ struct HeadRows {
   int64_t row0, n;
 };
 __device__ __forceinline__ HeadRows head_rows(const int64_t* spans, int64_t head, int64_t n) {
-  if (!spans) return HeadRows{head * n, n};
-  return HeadRows{spans[3 * head], spans[3 * head + 1]};
+  const RowSpan x = span_of(spans, head, n);
+  return HeadRows{x.row0, x.len};
 }
 
 // The key tile from key j0 of the head at base: sK, sV [kKeyTile][d+1] hold

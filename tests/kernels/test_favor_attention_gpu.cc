@@ -1,5 +1,7 @@
 // FAVOR+ attention on CUDA against the float64 reference: the fused kernels
-// in fp32 and with TF32 tensor cores (on sm_80+; fp32 below), at sizes that
+// in fp32 and with TF32 and bf16 tensor cores (on sm_80+; fp32 below), the
+// latter with the state in registers (d = 64, m = 256 too) and in memory
+// (FavorShape::state_in_registers), at sizes that
 // are multiples of 16 and at sizes that need padding, and the composition
 // in slabs (slabs of 100 positions); causal and bidirectional, FAVOR+
 // and relu, n not a multiple of the tile, forward and backward, temporaries
@@ -61,6 +63,7 @@ void expect_matches_reference(Gpu& gpu, const FavorAttentionParams& p, const std
 struct GpuCase {
   int64_t d, m, slab_rows;
   TileMath math;
+  bool state_in_registers = true;  // false: the tile kernels on tensor cores too
 };
 
 TEST(FavorAttentionGpu, MatchesReference) {
@@ -70,18 +73,20 @@ TEST(FavorAttentionGpu, MatchesReference) {
   constexpr TileMath fp32 = TileMath::Fp32, tf32 = TileMath::Tf32, bf16 = TileMath::Bf16;
   for (const GpuCase& c :
        {GpuCase{32, 64, 0, fp32}, GpuCase{32, 64, 0, tf32}, GpuCase{32, 64, 0, bf16}, GpuCase{24, 40, 0, fp32},
-        GpuCase{24, 40, 0, tf32}, GpuCase{24, 40, 0, bf16}, GpuCase{32, 64, 100, fp32}}) {
+        GpuCase{24, 40, 0, tf32}, GpuCase{24, 40, 0, bf16}, GpuCase{32, 64, 100, fp32}, GpuCase{64, 256, 0, tf32},
+        GpuCase{64, 256, 0, bf16}, GpuCase{32, 64, 0, tf32, false}, GpuCase{24, 40, 0, bf16, false}}) {
     const int64_t d = c.d, m = c.m, size = B * H * n * d;
     for (bool causal : {true, false}) {
       for (FeatureKernel kernel :
            {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Elu, FeatureKernel::Exp}) {
-        SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " slab_rows=" << c.slab_rows
-                                        << " math=" << tile_math_name(c.math) << " causal=" << causal
-                                        << " kernel=" << feature_kernel_name(kernel));
+        SCOPED_TRACE(testing::Message() << "d=" << d << " m=" << m << " slab_rows=" << c.slab_rows << " math="
+                                        << tile_math_name(c.math) << " state_in_registers=" << c.state_in_registers
+                                        << " causal=" << causal << " kernel=" << feature_kernel_name(kernel));
         ++seed;
         FavorAttentionParams p = favor_attention_params(B, H, n, d, m, causal, kernel, chunk);
         p.shape.slab_rows = c.slab_rows;
         p.shape.tile_math = c.math;
+        p.shape.state_in_registers = c.state_in_registers;
         const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
         const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
         const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
