@@ -243,7 +243,7 @@ __device__ inline void load_row_scales(const Args& a, const Tiles& t, int64_t ro
 // The keys of a tile: features Pk with log-scales c, and V' = [v 1].
 __device__ inline void load_keys(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
   features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
-  load_vprime(a.D, a.v + row * a.D.d, rows, t.VP);
+  load_vprime(a.D, a.v + row * a.D.d, a.D.d, rows, t.VP);
 }
 
 // The queries' side of a tile's backward: features Pq (log-scales cq), the

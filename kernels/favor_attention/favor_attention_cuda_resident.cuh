@@ -144,6 +144,35 @@ struct Strip {
   }
 };
 
+// Starts the copies of the rows of the block's tile at head row t0 (its q
+// into X when with_q, its k and v into Tiles::Kst and Vst) and commits them
+// as one group, empty past the block's rows. No barrier: the caller has
+// passed the last reads of those tiles.
+__device__ inline void stage_rows(const Args& a, const Block& b, const Tiles& t, int t0, bool with_q) {
+  const Dims& D = a.D;
+  if (t0 < b.r1) {
+    const int rows = min(D.ct, b.r1 - t0);
+    const int64_t at = b.row(D, t0) * D.d;
+    if (with_q) start_tile(a.q + at, rows, D.d, t.X, D.ct, D.dp);
+    start_tile(a.k + at, rows, D.d, t.Kst, D.ct, D.dp);
+    start_tile(a.v + at, rows, D.d, t.Vst, D.ct, D.dp);
+  }
+  cp_async_commit();
+}
+// The staged rows have landed, for every thread.
+__device__ inline void wait_rows() {
+  cp_async_wait<0>();
+  __syncthreads();
+}
+// The keys of a tile from its staged rows: features Pk with log-scales c,
+// and V' = [v 1].
+__device__ inline void keys_from_stage(const Args& a, const Block& b, const Tiles& t, int rows) {
+  Tiles keys = t;
+  keys.X = t.Kst;
+  make_features(a.D, keys, head_projection(a, b), t.Pk, t.c, rows);
+  load_vprime(a.D, t.Vst, a.D.dp, rows, t.VP);
+}
+
 // The value strip of warp `warp` (S^T's rows 16 warp.., all mp features) and
 // whether the warp holds one (uniform over the warp).
 template <int NT>
@@ -166,13 +195,16 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   const Tiles t = shared_tiles(D);
   ValueStrip<NT> S(D, threadIdx.x / 32);
   float ls = kEmptyLogScale;  // the state's log-scale, the same in every thread
-  for_each_tile(D, b, false, [&](int, int rows, int64_t row) {
+  if (!Queries) stage_rows(a, b, t, b.r0, false);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     if (Queries) {
       load_query_grads(a, b, t, row, rows);
       for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
       __syncthreads();
     } else {
-      load_keys(a, b, t, row, rows);
+      wait_rows();
+      keys_from_stage(a, b, t, rows);
+      stage_rows(a, b, t, t0 + D.ct, false);  // the next tile's rows land while this one runs
     }
     const float top = key_weights(D, t, ls);
     __syncthreads();
@@ -181,8 +213,8 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
       S.template add_rows<P>(D.ct, Queries ? t.G : t.VP, D.D1p, t.rowsum, Queries ? t.Pq : t.Pk, D.mp);
     }
     ls = top;
-    // No barrier: the next tile first writes X (load_tile, ending with one),
-    // which the strips do not read.
+    // No barrier: the next tile's first writes (X by load_tile; the staged
+    // rows) are to tiles the strips do not read, and a barrier follows them.
   });
   if (S.held) S.store((Queries ? a.gS : a.fS) + b.slot(D) * D.state_floats(), 1, D.D1p);
   if (threadIdx.x == 0) (Queries ? a.ga : a.fa)[b.slot(D)] = ls;
@@ -206,9 +238,12 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
   ValueStrip<NT> S(D, threadIdx.x / 32);
   if (S.held) S.load(a.fS + b.slot(D) * D.state_floats(), 1, D.D1p);
   float ls = a.fa[b.slot(D)];
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
-    load_keys(a, b, t, row, rows);
+  stage_rows(a, b, t, b.r0, true);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
+    wait_rows();
+    make_features(D, t, head_projection(a, b), t.Pq, t.cq, rows);  // X holds the staged q
+    keys_from_stage(a, b, t, rows);
+    stage_rows(a, b, t, t0 + D.ct, true);  // the next tile's rows land while this one runs
     causal_row_scales(a, b, t, ls, t0, rows);
     const float top = key_weights(D, t, ls);
     __syncthreads();

@@ -69,10 +69,15 @@ struct Tiles {
   float *c, *cq, *L, *w, *rowsum;                 // [ct] each: c, cq the keys' and queries' log-scales
   float* scalar;                                  // [8]
   float* S = nullptr;                             // [mp, D1p] with Dims::smem_state
+  // With Dims::resident, the next tile's k and v rows [ct, dp] each, copied
+  // in while the current tile runs (X takes its q rows). The kernels that
+  // stage rows keep their state in registers, so the stage shares S's room.
+  float *Kst = nullptr, *Vst = nullptr;
+  __host__ __device__ static int64_t stage_floats(const Dims& D) { return D.resident ? 2 * int64_t(D.ct) * D.dp : 0; }
   __host__ __device__ static int64_t floats(const Dims& D) {
-    const int64_t ct = D.ct;
+    const int64_t ct = D.ct, room = D.smem_state ? D.state_floats() : 0;
     return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 5 * ct + 8 +
-           (D.smem_state ? D.state_floats() : 0);
+           (room > stage_floats(D) ? room : stage_floats(D));
   }
   __device__ explicit Tiles(const Dims& D, float* base) {
     const int ct = D.ct;
@@ -97,7 +102,12 @@ struct Tiles {
     w = take(ct);
     rowsum = take(ct);
     scalar = take(8);
-    if (D.smem_state) S = take(D.state_floats());
+    float* room = p;  // S and the stage: 16-byte aligned (every size above is a multiple of 4)
+    if (D.smem_state) S = room;
+    if (D.resident) {
+      Kst = room;
+      Vst = room + int64_t(ct) * D.dp;
+    }
   }
 };
 
@@ -242,14 +252,42 @@ __device__ inline void load_tile(const float* src, int rows, int cols, float* ds
   __syncthreads();
 }
 
-// VP = [v 1] rows, zero padding.
-__device__ inline void load_vprime(const Dims& D, const float* v, int rows, float* VP) {
+// VP = [v 1] rows (v's row stride ldv), zero padding.
+__device__ inline void load_vprime(const Dims& D, const float* v, int ldv, int rows, float* VP) {
   for (int e = threadIdx.x; e < D.ct * D.D1p; e += kThreads) {
     const int i = e / D.D1p, j = e % D.D1p;
-    VP[e] = i >= rows ? 0.f : j < D.d ? v[int64_t(i) * D.d + j] : j == D.d ? 1.f : 0.f;
+    VP[e] = i >= rows ? 0.f : j < D.d ? v[int64_t(i) * ldv + j] : j == D.d ? 1.f : 0.f;
   }
   __syncthreads();
 }
+
+#ifdef PF_FAVOR_MMA_TILES
+// Starts dst [ct, dp] <- src rows [rows, cols] (row stride cols), zero
+// elsewhere, as load_tile does but without its barrier: by cp.async
+// (16-byte copies that land at the caller's cp_async_commit and
+// cp_async_wait) where cols is a multiple of 4 and src on a 16-byte
+// boundary, else by loads (done at return). sm_80 and newer.
+__device__ inline void start_tile(const float* src, int rows, int cols, float* dst, int ct, int dp) {
+  if (cols % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+    const int chunks = dp / 4;  // per row
+    for (int e = threadIdx.x; e < ct * chunks; e += kThreads) {
+      const int i = e / chunks, j = 4 * (e % chunks);
+      float* to = dst + i * dp + j;
+      if (i < rows && j < cols) {
+        cp_async_16(to, src + int64_t(i) * cols + j);
+      } else {
+        PF_UNROLL
+        for (int u = 0; u < 4; ++u) to[u] = 0.f;
+      }
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < ct * dp; e += kThreads) {
+    const int i = e / dp, j = e % dp;
+    dst[e] = i < rows && j < cols ? src[int64_t(i) * cols + j] : 0.f;
+  }
+}
+#endif
 
 // G rows = gradient_row(o, den, d_o) (linear_attention_math.h), one warp per row.
 __device__ inline void load_gradient(const Dims& D, const float* o, const float* den, const float* d_o, int rows,
