@@ -149,7 +149,7 @@ __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global
 
 __device__ __forceinline__ void cp_async_commit() {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
 #else
   PF_MMA_UNSUPPORTED();
 #endif
@@ -158,7 +158,7 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int G>
 __device__ __forceinline__ void cp_async_wait() {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(G));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(G) : "memory");  // no read of the copies moves above it
 #else
   PF_MMA_UNSUPPORTED();
 #endif

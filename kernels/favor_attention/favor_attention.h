@@ -107,9 +107,10 @@ struct FavorShape {
   // of 16). A block per slice; the slices' parts are combined exactly
   // (docs/kernels/favor-attention.md). The CPU ignores it.
   int64_t feature_slice = 0;
-  // CUDA fused kernels only: the segments' key states and the causal
-  // forward keep each warp's part of the running state in registers where
-  // the tile math runs on tensor cores and a slice has at most 256 features
+  // CUDA fused kernels only: the segments' key and query-gradient states,
+  // the causal forward and the causal backward's first sweep keep each
+  // warp's part of the running state in registers where the tile math runs
+  // on tensor cores and a slice has at most 256 features
   // (docs/kernels/favor-attention.md); false keeps the tile kernels, whose
   // state lives in shared or global memory (for benchmarks of the two).
   bool state_in_registers = true;

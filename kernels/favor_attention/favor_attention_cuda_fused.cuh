@@ -227,7 +227,7 @@ __device__ inline Tiles shared_tiles(const Dims& D) {
 __device__ inline void features_of(const Args& a, const Block& b, const Tiles& t, const float* x, int64_t row, int rows,
                                    float* Phi, float* c) {
   const Dims& D = a.D;
-  load_tile(x + row * D.d, rows, D.d, t.X, D.ct, D.dp);
+  load_tile(x + row * D.d, rows, D.d, t.X, D.ct, tile_ld(D.dp));
   make_features(D, t, head_projection(a, b), Phi, c, rows);
 }
 
@@ -324,7 +324,7 @@ __device__ inline void add_queries_to_gradient_state(const Dims& D, const Tiles&
 __device__ inline void store_feature_grad(const Args& a, const Block& b, const Tiles& t, const float* Phi, float* dW,
                                           int rows, float* out, bool accumulate) {
   feature_and_weight_grad(a, b, t, Phi, dW);
-  store_rows(t.DX, a.D.D1p, rows, a.D.d, out, accumulate);
+  store_rows(t.DX, tile_ld(a.D.D1p), rows, a.D.d, out, accumulate);
 }
 
 // out [ct, N] = diag(t.w) X op(S) + mask(X Y^T) Z: a causal tile's product
@@ -335,17 +335,18 @@ __device__ inline void store_feature_grad(const Args& a, const Block& b, const T
 template <bool TS>
 __device__ inline void causal_tile_product(const Dims& D, const Tiles& t, int N, int K, const float* X, const float* S,
                                            const float* Y, const float* Z, float* M, float* out) {
-  block_mm<false, TS>(D, D.ct, N, K, 1.f, X, K, S, D.D1p, 0.f, out, N, row_weights(t.w));
-  block_mm<false, true>(D, D.ct, D.ct, K, 1.f, X, K, Y, K, 0.f, M, D.ct);
+  const int lk = tile_ld(K), ln = tile_ld(N), lc = tile_ld(D.ct);
+  block_mm<false, TS>(D, D.ct, N, K, 1.f, X, lk, S, D.D1p, 0.f, out, ln, row_weights(t.w));
+  block_mm<false, true>(D, D.ct, D.ct, K, 1.f, X, lk, Y, lk, 0.f, M, lc);
   causal_mask_tile(D, M, t.c, t.L);
-  block_mm<false, false>(D, D.ct, N, D.ct, 1.f, M, D.ct, Z, N, 1.f, out, N);
+  block_mm<false, false>(D, D.ct, N, D.ct, 1.f, M, lc, Z, ln, 1.f, out, ln);
 }
 
 // The key gradients of a tile at row t0 of the head: dv from DX, then dk
 // from the dPk in WK.
 __device__ inline void store_key_grads(const Args& a, const Block& b, const Tiles& t, float* dW, int t0, int rows,
                                        bool accumulate) {
-  store_rows(t.DX, a.D.D1p, rows, a.D.d, out_rows(a, b, a.dv, a.D.d, t0), accumulate);
+  store_rows(t.DX, tile_ld(a.D.D1p), rows, a.D.d, out_rows(a, b, a.dv, a.D.d, t0), accumulate);
   store_feature_grad(a, b, t, t.Pk, dW, rows, out_rows(a, b, a.dk, a.D.d, t0), accumulate);
 }
 
@@ -366,7 +367,7 @@ __device__ inline void causal_row_scales(const Args& a, const Block& b, const Ti
 
 // ---- tile kernels (the per-element ones: favor_attention_cuda_states.cuh) ------
 // Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
-__device__ inline void key_segments_tiles(Args& a) {
+__device__ __forceinline__ void key_segments_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -386,7 +387,7 @@ __global__ void k_key_segments(Args a) {
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
 // rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
 // dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
-__device__ inline void query_segments_tiles(Args& a) {
+__device__ __forceinline__ void query_segments_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -399,8 +400,8 @@ __device__ inline void query_segments_tiles(Args& a) {
       for (int i = threadIdx.x; i < D.ct; i += kThreads)
         t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
       __syncthreads();
-      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, D.D1p, head_state(a, b), D.D1p, 0.f, t.WK, D.mp,
-                            row_weights(t.w));
+      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, tile_ld(D.D1p), head_state(a, b), D.D1p, 0.f, t.WK,
+                            tile_ld(D.mp), row_weights(t.w));
       store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
     }
     add_queries_to_gradient_state(D, t, rows, R);
@@ -415,7 +416,7 @@ __global__ void k_query_segments(Args a) {
 
 // Causal forward of each segment from its scanned state (fa, fS):
 //   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
-__device__ inline void causal_forward_tiles(Args& a) {
+__device__ __forceinline__ void causal_forward_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -427,7 +428,7 @@ __device__ inline void causal_forward_tiles(Args& a) {
     causal_row_scales(a, b, t, t.scalar[0], t0, rows);
     __syncthreads();
     causal_tile_product<false>(D, t, D.D1p, D.mp, t.Pq, S, t.Pk, t.VP, t.A, t.DX);
-    store_rows(t.DX, D.D1p, rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
+    store_rows(t.DX, tile_ld(D.D1p), rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
 }
@@ -460,11 +461,12 @@ __global__ void k_add_prefix(Args a) {
       t.w[i] = log_scale_weight(part, top);      // weight of the prefix
     }
     __syncthreads();
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, D.mp, P, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, tile_ld(D.mp), P, D.D1p, 0.f, t.DX, tile_ld(D.D1p),
+                           row_weights(t.w));
     for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
       const int i = e / D.D1, x = e % D.D1;
       float* out = y + int64_t(i) * D.D1 + x;
-      *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * D.D1p + x];
+      *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * tile_ld(D.D1p) + x];
     }
     for (int i = threadIdx.x; i < rows; i += kThreads) L[i] = t.L[i];
     __syncthreads();
@@ -476,7 +478,7 @@ __global__ void k_add_prefix(Args a) {
 //   dPk = diag(exp(c_j + rho)) V' R^T + mask(G V'^T)^T Pq -> dk
 //   dV  = diag(exp(c_j + rho)) Pk R[:, :d] + mask(Pq Pk^T)^T G[:, :d]
 //   (rho, R) (+)= the tile's queries with log-scales -L_i.
-__device__ inline void causal_backward_key_sweep(const Args& a, const Block& b, const Tiles& t, float* dW) {
+__device__ __forceinline__ void causal_backward_key_sweep(const Args& a, const Block& b, const Tiles& t, float* dW) {
   const Dims& D = a.D;
   const int64_t slot = b.slot(D);
   if (threadIdx.x == 0) t.scalar[1] = a.ga[slot];
@@ -486,14 +488,15 @@ __device__ inline void causal_backward_key_sweep(const Args& a, const Block& b, 
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
     __syncthreads();
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp, row_weights(t.w));
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
-    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
+    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p), lc = tile_ld(D.ct);
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, l1, R, D.D1p, 0.f, t.WK, lm, row_weights(t.w));
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, lm, R, D.D1p, 0.f, t.DX, l1, row_weights(t.w));
+    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, lm, t.Pk, lm, 0.f, t.A, lc);
     causal_mask_tile(D, t.A, t.c, t.L);
-    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
+    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, l1, t.VP, l1, 0.f, t.B, lc);
     causal_mask_tile(D, t.B, t.c, t.L);
-    block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, D.ct, t.Pq, D.mp, 1.f, t.WK, D.mp);
-    block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, D.ct, t.G, D.D1p, 1.f, t.DX, D.D1p);
+    block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, lc, t.Pq, lm, 1.f, t.WK, lm);
+    block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, lc, t.G, l1, 1.f, t.DX, l1);
     store_key_grads(a, b, t, dW, t0, rows, false);
     add_queries_to_gradient_state(D, t, rows, R);
   });
@@ -503,7 +506,7 @@ __device__ inline void causal_backward_key_sweep(const Args& a, const Block& b, 
 // (fa, fS) at the segment's start (the rank's prefix included):
 //   dPq = diag(exp(a - L_i)) G S^T + mask(G V'^T) Pk -> dq;  (a, S) (+)= keys.
 // Sweep 2: causal_backward_key_sweep.
-__device__ inline void causal_backward_tiles(Args& a) {
+__device__ __forceinline__ void causal_backward_tiles(Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -553,8 +556,9 @@ __global__ void k_key_grad_from_state(Args a) {
     load_keys(a, b, t, row, rows);
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
     __syncthreads();
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, D.D1p, R, D.D1p, 0.f, t.WK, D.mp, row_weights(t.w));
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, D.mp, R, D.D1p, 0.f, t.DX, D.D1p, row_weights(t.w));
+    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, l1, R, D.D1p, 0.f, t.WK, lm, row_weights(t.w));
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, lm, R, D.D1p, 0.f, t.DX, l1, row_weights(t.w));
     store_key_grads(a, b, t, dW, t0, rows, a.accumulate);
   });
 }

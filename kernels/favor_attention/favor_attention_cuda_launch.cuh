@@ -7,10 +7,11 @@
 //   L.tiles(kernel, gx, gy, gz, smem_bytes, args)   kThreads per block, dynamic shared memory
 //   L.grid(kernel, gx, gy, args...)      kThreads per block, no shared memory
 //   L.copy(dst, src, floats)             device-to-device, in launch order
-// The segments' key states and the causal forward run on the kernels that
-// keep each warp's strip of the state in registers where the tile math runs
-// on tensor cores and the slice fits them (Dims::resident), else on the tile
-// kernels (favor_attention_cuda_fused.cuh).
+// The segments' key and query-gradient states, the causal forward and the
+// causal backward run on the kernels that keep each warp's strip of the
+// state in registers where the tile math runs on tensor cores and the slice
+// fits them (Dims::resident), else on the tile kernels
+// (favor_attention_cuda_fused.cuh).
 // Included by exactly one translation unit per binary (its kernels have
 // internal linkage).
 #pragma once

@@ -131,7 +131,7 @@ struct Strip {
       for (int j = 0; j < CJ; ++j) {
         if (j >= nj) break;
         uint32_t b[2];
-        M::template load_b<true>(Mask, ct, k0, 8 * j, g, t, b);
+        M::template load_b<true>(Mask, tile_ld(ct), k0, 8 * j, g, t, b);
         M::mma(y[j], a, b);
       }
     }
@@ -153,9 +153,10 @@ __device__ inline void stage_rows(const Args& a, const Block& b, const Tiles& t,
   if (t0 < b.r1) {
     const int rows = min(D.ct, b.r1 - t0);
     const int64_t at = b.row(D, t0) * D.d;
-    if (with_q) start_tile(a.q + at, rows, D.d, t.X, D.ct, D.dp);
-    start_tile(a.k + at, rows, D.d, t.Kst, D.ct, D.dp);
-    start_tile(a.v + at, rows, D.d, t.Vst, D.ct, D.dp);
+    const int lx = tile_ld(D.dp);
+    if (with_q) start_tile(a.q + at, rows, D.d, t.X, D.ct, lx);
+    start_tile(a.k + at, rows, D.d, t.Kst, D.ct, lx);
+    start_tile(a.v + at, rows, D.d, t.Vst, D.ct, lx);
   }
   cp_async_commit();
 }
@@ -170,7 +171,7 @@ __device__ inline void keys_from_stage(const Args& a, const Block& b, const Tile
   Tiles keys = t;
   keys.X = t.Kst;
   make_features(a.D, keys, head_projection(a, b), t.Pk, t.c, rows);
-  load_vprime(a.D, t.Vst, a.D.dp, rows, t.VP);
+  load_vprime(a.D, t.Vst, tile_ld(a.D.dp), rows, t.VP);
 }
 
 // The value strip of warp `warp` (S^T's rows 16 warp.., all mp features) and
@@ -185,7 +186,8 @@ struct ValueStrip : Strip<NT> {
 // Every segment's own state, the strips in registers: the key state
 // (k_key_segments: keys Pk with log-scales c, values V') or, with Queries,
 // the causal backward's query-gradient state (k_query_segments without dq:
-// queries Pq with log-scales -L_i, values G).
+// queries Pq with log-scales -L_i, values G). It never makes dq: the
+// bidirectional backward, whose query segments do, keeps k_query_segments.
 template <TileMath P, int NT, bool Queries>
 __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   enter_slice(a);
@@ -210,11 +212,13 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
     __syncthreads();
     if (S.held) {
       S.scale(log_scale_weight(ls, top));
-      S.template add_rows<P>(D.ct, Queries ? t.G : t.VP, D.D1p, t.rowsum, Queries ? t.Pq : t.Pk, D.mp);
+      S.template add_rows<P>(D.ct, Queries ? t.G : t.VP, tile_ld(D.D1p), t.rowsum, Queries ? t.Pq : t.Pk,
+                             tile_ld(D.mp));
     }
     ls = top;
-    // No barrier: the next tile's first writes (X by load_tile; the staged
-    // rows) are to tiles the strips do not read, and a barrier follows them.
+    // No barrier: what the strips read is next written after a barrier (the
+    // next tile's load_tile or wait_rows), and the staged rows already in
+    // flight land in tiles they do not read.
   });
   if (S.held) S.store((Queries ? a.gS : a.fS) + b.slot(D) * D.state_floats(), 1, D.D1p);
   if (threadIdx.x == 0) (Queries ? a.ga : a.fa)[b.slot(D)] = ls;
@@ -247,16 +251,17 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
     causal_row_scales(a, b, t, ls, t0, rows);
     const float top = key_weights(D, t, ls);
     __syncthreads();
-    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, D.mp, t.Pk, D.mp, 0.f, t.A, D.ct);
+    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
+    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, lm, t.Pk, lm, 0.f, t.A, tile_ld(D.ct));
     causal_mask_tile(D, t.A, t.c, t.L);
     if (S.held) {
-      S.template outputs<P>(D.ct, t.Pq, D.mp, t.w, t.VP, D.D1p, t.A, t.DX, D.D1p);
+      S.template outputs<P>(D.ct, t.Pq, lm, t.w, t.VP, l1, t.A, t.DX, l1);
       S.scale(log_scale_weight(ls, top));
-      S.template add_rows<P>(D.ct, t.VP, D.D1p, t.rowsum, t.Pk, D.mp);
+      S.template add_rows<P>(D.ct, t.VP, l1, t.rowsum, t.Pk, lm);
     }
     ls = top;
     __syncthreads();
-    store_rows(t.DX, D.D1p, rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
+    store_rows(t.DX, l1, rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
   });
 #else
   causal_forward_tiles(a);
@@ -294,14 +299,15 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
     const float top = key_weights(D, t, ls);
     __syncthreads();
-    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, D.D1p, t.VP, D.D1p, 0.f, t.B, D.ct);
+    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
+    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, l1, t.VP, l1, 0.f, t.B, tile_ld(D.ct));
     causal_mask_tile(D, t.B, t.c, t.L);
     PF_UNROLL
     for (int u = 0; u < 2; ++u) {
       if (S[u].row0 >= D.mp) continue;  // uniform over the warp
-      S[u].template outputs<P>(D.ct, t.G, D.D1p, t.w, t.Pk, D.mp, t.B, t.WK, D.mp);
+      S[u].template outputs<P>(D.ct, t.G, l1, t.w, t.Pk, lm, t.B, t.WK, lm);
       S[u].scale(log_scale_weight(ls, top));
-      S[u].template add_rows<P>(D.ct, t.Pk, D.mp, t.rowsum, t.VP, D.D1p);
+      S[u].template add_rows<P>(D.ct, t.Pk, lm, t.rowsum, t.VP, l1);
     }
     ls = top;
     __syncthreads();  // dPq in WK; the strips are done with rowsum, which feature_grad overwrites

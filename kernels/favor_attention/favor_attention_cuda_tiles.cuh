@@ -47,7 +47,7 @@ struct Dims {
   int dp, mp, D1p;    // padded d, slice width, D1
   int ct;             // rows per tile (16 or 32)
   bool smem_state;    // the running state [mp, D1p] a block updates lives in shared memory (Tiles::S)
-  bool resident;      // the key states and the causal forward keep it in registers (favor_attention_cuda_resident.cuh)
+  bool resident;      // the kernels that carry a state keep it in registers (favor_attention_cuda_resident.cuh)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
   int w_heads;        // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;
@@ -62,10 +62,21 @@ struct Dims {
   __host__ __device__ int slice_features(int z) const { return ms < m_all - z * ms ? ms : m_all - z * ms; }
 };
 
+// Row stride of a shared tile of `cols` (a multiple of 16) columns. A
+// warp's fragment load takes row g, column t (or row t, column g) of a
+// step, g < 8, t < 4: with a stride that is a multiple of 32 floats those
+// elements share 4 or 8 banks, so such tiles get 4 more floats a row (then
+// no bank serves more than 2 of them). A stride of 16 mod 32 is left as it
+// is (2 or 4 to a bank), so that the 32-row tiles with the carried state
+// still fit H100's 227 KiB at d = 64, m = 256.
+constexpr int kTileSkew = 4;
+__host__ __device__ constexpr int tile_ld(int cols) { return cols % 32 == 0 ? cols + kTileSkew : cols; }
+
 // Shared memory of a block: the tiles of one chunk of rows, and (with
 // Dims::smem_state) the state the block carries from tile to tile.
 struct Tiles {
-  float *X, *Pq, *Pk, *VP, *G, *A, *B, *WK, *DX;  // [ct, dp] [ct, mp] x2 [ct, D1p] x2 [ct, ct] x2 [ct, mp] [ct, D1p]
+  // [ct, dp] [ct, mp] x2 [ct, D1p] x2 [ct, ct] x2 [ct, mp] [ct, D1p], rows tile_ld(cols) apart
+  float *X, *Pq, *Pk, *VP, *G, *A, *B, *WK, *DX;
   float *c, *cq, *L, *w, *rowsum;                 // [ct] each: c, cq the keys' and queries' log-scales
   float* scalar;                                  // [8]
   float* S = nullptr;                             // [mp, D1p] with Dims::smem_state
@@ -73,10 +84,12 @@ struct Tiles {
   // in while the current tile runs (X takes its q rows). The kernels that
   // stage rows keep their state in registers, so the stage shares S's room.
   float *Kst = nullptr, *Vst = nullptr;
-  __host__ __device__ static int64_t stage_floats(const Dims& D) { return D.resident ? 2 * int64_t(D.ct) * D.dp : 0; }
+  __host__ __device__ static int64_t stage_floats(const Dims& D) {
+    return D.resident ? 2 * int64_t(D.ct) * tile_ld(D.dp) : 0;
+  }
   __host__ __device__ static int64_t floats(const Dims& D) {
     const int64_t ct = D.ct, room = D.smem_state ? D.state_floats() : 0;
-    return ct * D.dp + 3 * ct * D.mp + 3 * ct * D.D1p + 2 * ct * ct + 5 * ct + 8 +
+    return ct * tile_ld(D.dp) + 3 * ct * tile_ld(D.mp) + 3 * ct * tile_ld(D.D1p) + 2 * ct * tile_ld(D.ct) + 5 * ct + 8 +
            (room > stage_floats(D) ? room : stage_floats(D));
   }
   __device__ explicit Tiles(const Dims& D, float* base) {
@@ -87,15 +100,15 @@ struct Tiles {
       p += count;
       return out;
     };
-    X = take(int64_t(ct) * D.dp);
-    Pq = take(int64_t(ct) * D.mp);
-    Pk = take(int64_t(ct) * D.mp);
-    WK = take(int64_t(ct) * D.mp);
-    VP = take(int64_t(ct) * D.D1p);
-    G = take(int64_t(ct) * D.D1p);
-    DX = take(int64_t(ct) * D.D1p);
-    A = take(int64_t(ct) * ct);
-    B = take(int64_t(ct) * ct);
+    X = take(int64_t(ct) * tile_ld(D.dp));
+    Pq = take(int64_t(ct) * tile_ld(D.mp));
+    Pk = take(int64_t(ct) * tile_ld(D.mp));
+    WK = take(int64_t(ct) * tile_ld(D.mp));
+    VP = take(int64_t(ct) * tile_ld(D.D1p));
+    G = take(int64_t(ct) * tile_ld(D.D1p));
+    DX = take(int64_t(ct) * tile_ld(D.D1p));
+    A = take(int64_t(ct) * tile_ld(ct));
+    B = take(int64_t(ct) * tile_ld(ct));
     c = take(ct);
     cq = take(ct);
     L = take(ct);
@@ -106,7 +119,7 @@ struct Tiles {
     if (D.smem_state) S = room;
     if (D.resident) {
       Kst = room;
-      Vst = room + int64_t(ct) * D.dp;
+      Vst = room + int64_t(ct) * tile_ld(D.dp);
     }
   }
 };
@@ -256,7 +269,7 @@ __device__ inline void load_tile(const float* src, int rows, int cols, float* ds
 __device__ inline void load_vprime(const Dims& D, const float* v, int ldv, int rows, float* VP) {
   for (int e = threadIdx.x; e < D.ct * D.D1p; e += kThreads) {
     const int i = e / D.D1p, j = e % D.D1p;
-    VP[e] = i >= rows ? 0.f : j < D.d ? v[int64_t(i) * ldv + j] : j == D.d ? 1.f : 0.f;
+    VP[i * tile_ld(D.D1p) + j] = i >= rows ? 0.f : j < D.d ? v[int64_t(i) * ldv + j] : j == D.d ? 1.f : 0.f;
   }
   __syncthreads();
 }
@@ -294,7 +307,7 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
                                      float* G) {
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
-    float* g = G + i * D.D1p;
+    float* g = G + i * tile_ld(D.D1p);
     if (i >= rows) {
       for (int j = lane; j < D.D1p; j += 32) g[j] = 0.f;
       continue;
@@ -315,10 +328,10 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
 // the empty log-scale for padded rows, when c is not null. Wp is the head's
 // padded W [mp, dp].
 __device__ inline void make_features(const Dims& D, const Tiles& t, const float* Wp, float* Phi, float* c, int rows) {
-  block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, D.dp, Wp, D.dp, 0.f, Phi, D.mp);
+  block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, tile_ld(D.dp), Wp, D.dp, 0.f, Phi, tile_ld(D.mp));
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
-    float* u = Phi + i * D.mp;
+    float* u = Phi + i * tile_ld(D.mp);
     if (i >= rows) {
       for (int l = lane; l < D.mp; l += 32) u[l] = 0.f;
       if (c && lane == 0) c[i] = kEmptyLogScale;
@@ -328,7 +341,7 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const float*
     if (D.softmax) {
       float h = 0.f;
       if (D.half_norm) {
-        const float* x = t.X + i * D.dp;
+        const float* x = t.X + i * tile_ld(D.dp);
         float sq = 0.f;
         for (int j = lane; j < D.d; j += 32) sq += x[j] * x[j];
         sq = warp_sum(sq);
@@ -358,8 +371,8 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const float*
 __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* Wp, const float* Phi) {
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
-    float* g = t.WK + i * D.mp;
-    const float* p = Phi + i * D.mp;
+    float* g = t.WK + i * tile_ld(D.mp);
+    const float* p = Phi + i * tile_ld(D.mp);
     float sum = 0.f;
     for (int l = lane; l < D.mp; l += 32) {
       const float v = D.softmax ? favor_grad_weight(g[l], p[l])
@@ -372,12 +385,12 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
     if (lane == 0) t.rowsum[i] = D.half_norm ? sum : 0.f;
   }
   __syncthreads();
-  block_mm<false, false>(D, D.ct, D.dp, D.mp, D.data_scale, t.WK, D.mp, Wp, D.dp, 0.f, t.DX, D.D1p);
+  block_mm<false, false>(D, D.ct, D.dp, D.mp, D.data_scale, t.WK, tile_ld(D.mp), Wp, D.dp, 0.f, t.DX, tile_ld(D.D1p));
   if (D.half_norm) {
     const float s2 = D.data_scale * D.data_scale;
     for (int e = threadIdx.x; e < D.ct * D.dp; e += kThreads) {
       const int i = e / D.dp, j = e % D.dp;
-      t.DX[i * D.D1p + j] -= s2 * t.rowsum[i] * t.X[i * D.dp + j];
+      t.DX[i * tile_ld(D.D1p) + j] -= s2 * t.rowsum[i] * t.X[i * tile_ld(D.dp) + j];
     }
   }
   __syncthreads();
@@ -388,7 +401,7 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
 // the head's projection (phi depends on W through s W x only; the log-scale
 // c cancels in the normalisation).
 __device__ inline void weight_grad(const Dims& D, const Tiles& t, float* dWp) {
-  block_mm<true, false>(D, D.mp, D.dp, D.ct, D.data_scale, t.WK, D.mp, t.X, D.dp, 1.f, dWp, D.dp);
+  block_mm<true, false>(D, D.mp, D.dp, D.ct, D.data_scale, t.WK, tile_ld(D.mp), t.X, tile_ld(D.dp), 1.f, dWp, D.dp);
 }
 
 // dst rows [rows, cols] (row stride cols) (+)= src [., lds].
@@ -406,7 +419,8 @@ __device__ inline void store_rows(const float* src, int lds, int rows, int cols,
 __device__ inline void causal_mask_tile(const Dims& D, float* M, const float* c, const float* L) {
   for (int e = threadIdx.x; e < D.ct * D.ct; e += kThreads) {
     const int i = e / D.ct, j = e % D.ct;
-    M[e] = j <= i ? M[e] * log_scale_weight(c[j], L[i]) : 0.f;
+    float* m = M + i * tile_ld(D.ct) + j;
+    *m = j <= i ? *m * log_scale_weight(c[j], L[i]) : 0.f;
   }
   __syncthreads();
 }
@@ -424,7 +438,8 @@ __device__ inline void state_update(const Dims& D, const Tiles& t, int slot, con
   __syncthreads();
   Diag rows_of_p;
   rows_of_p.k = t.w;  // P's row i (op(A) = P^T's column i) weighted by w[i]
-  block_mm<true, false>(D, D.mp, D.D1p, D.ct, 1.f, P, D.mp, Vals, D.D1p, log_scale_weight(a, top), S, D.D1p, rows_of_p);
+  block_mm<true, false>(D, D.mp, D.D1p, D.ct, 1.f, P, tile_ld(D.mp), Vals, tile_ld(D.D1p), log_scale_weight(a, top), S,
+                        D.D1p, rows_of_p);
   if (threadIdx.x == 0) t.scalar[slot] = top;
   __syncthreads();
 }
