@@ -86,15 +86,14 @@ struct Strip {
       for (int r = 0; r < 4; ++r) dst[at(nt, r, rs, cs)] = acc[nt][r];
     }
   }
-  __device__ void scale(float x) {
+  // M = decay M + A^T diag(w) B over K rows: M[row][col] = decay M[row][col]
+  // + sum_j A[j][row] w[j] B[j][col] with A [K, lda] (the strip's rows are
+  // its columns) and B [K, ldb]. The state taking a tile's rows.
+  template <TileMath P>
+  __device__ void absorb(float decay, int K, const float* A, int lda, const float* w, const float* B, int ldb) {
     PF_UNROLL
     for (int nt = 0; nt < NT; ++nt) PF_UNROLL
-    for (int r = 0; r < 4; ++r) acc[nt][r] *= x;
-  }
-  // M += A^T diag(w) B over K rows: M[row][col] += sum_j A[j][row] w[j] B[j][col]
-  // with A [K, lda] (the strip's rows are its columns) and B [K, ldb].
-  template <TileMath P>
-  __device__ void add_rows(int K, const float* A, int lda, const float* w, const float* B, int ldb) {
+    for (int r = 0; r < 4; ++r) acc[nt][r] *= decay;
     using M = Mma<P>;
     for (int k0 = 0; k0 < K; k0 += M::kStep) {
       uint32_t a[4];
@@ -210,11 +209,9 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
     }
     const float top = key_weights(D, t, ls);
     __syncthreads();
-    if (S.held) {
-      S.scale(log_scale_weight(ls, top));
-      S.template add_rows<P>(D.ct, Queries ? t.G : t.VP, tile_ld(D.D1p), t.rowsum, Queries ? t.Pq : t.Pk,
-                             tile_ld(D.mp));
-    }
+    if (S.held)
+      S.template absorb<P>(log_scale_weight(ls, top), D.ct, Queries ? t.G : t.VP, tile_ld(D.D1p), t.rowsum,
+                           Queries ? t.Pq : t.Pk, tile_ld(D.mp));
     ls = top;
     // No barrier: what the strips read is next written after a barrier (the
     // next tile's load_tile or wait_rows), and the staged rows already in
@@ -256,8 +253,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
     causal_mask_tile(D, t.A, t.c, t.L);
     if (S.held) {
       S.template outputs<P>(D.ct, t.Pq, lm, t.w, t.VP, l1, t.A, t.DX, l1);
-      S.scale(log_scale_weight(ls, top));
-      S.template add_rows<P>(D.ct, t.VP, l1, t.rowsum, t.Pk, lm);
+      S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.VP, l1, t.rowsum, t.Pk, lm);
     }
     ls = top;
     __syncthreads();
@@ -306,8 +302,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     for (int u = 0; u < 2; ++u) {
       if (S[u].row0 >= D.mp) continue;  // uniform over the warp
       S[u].template outputs<P>(D.ct, t.G, l1, t.w, t.Pk, lm, t.B, t.WK, lm);
-      S[u].scale(log_scale_weight(ls, top));
-      S[u].template add_rows<P>(D.ct, t.Pk, lm, t.rowsum, t.VP, l1);
+      S[u].template absorb<P>(log_scale_weight(ls, top), D.ct, t.Pk, lm, t.rowsum, t.VP, l1);
     }
     ls = top;
     __syncthreads();  // dPq in WK; the strips are done with rowsum, which feature_grad overwrites
@@ -324,22 +319,20 @@ using TileKernel = void (*)(Args);
 // The resident kernels: value strips of 8, 16 or 32 feature tiles (by the
 // slice's padded features), feature strips of 8 or 16 value tiles (by d + 1).
 enum class Resident { KeySegments, QuerySegments, CausalForward, CausalBackward };
+// The value-strip kernels (all but the causal backward) with NT feature tiles.
 template <TileMath P, int NT>
-TileKernel resident_kernel(Resident which) {
-  switch (which) {
-    case Resident::KeySegments: return k_segments_resident<P, NT, false>;
-    case Resident::QuerySegments: return k_segments_resident<P, NT, true>;
-    case Resident::CausalForward: return k_causal_forward_resident<P, NT>;
-    default: return nullptr;
-  }
+TileKernel value_strip_kernel(Resident which) {
+  if (which == Resident::KeySegments) return k_segments_resident<P, NT, false>;
+  if (which == Resident::QuerySegments) return k_segments_resident<P, NT, true>;
+  return k_causal_forward_resident<P, NT>;
 }
 template <TileMath P>
 TileKernel resident_kernel(const Dims& D, Resident which) {
   if (which == Resident::CausalBackward)
     return D.D1p <= 64 ? k_causal_backward_resident<P, 8> : k_causal_backward_resident<P, 16>;
-  if (D.mp <= 64) return resident_kernel<P, 8>(which);
-  if (D.mp <= 128) return resident_kernel<P, 16>(which);
-  return resident_kernel<P, 32>(which);
+  if (D.mp <= 64) return value_strip_kernel<P, 8>(which);
+  if (D.mp <= 128) return value_strip_kernel<P, 16>(which);
+  return value_strip_kernel<P, 32>(which);
 }
 inline TileKernel resident_or(const Dims& D, Resident which, TileKernel tiles) {
   if (!D.resident) return tiles;

@@ -256,12 +256,16 @@ __device__ inline float warp_max(float v) {
 }
 
 // ---- loads ----------------------------------------------------------------------
-// dst[ct, ldd] = src rows [rows, cols] (row stride cols), zero elsewhere.
-__device__ inline void load_tile(const float* src, int rows, int cols, float* dst, int ct, int ldd) {
+// dst[ct, ldd] = src rows [rows, cols] (row stride cols), zero elsewhere;
+// copy_tile without a barrier, load_tile with one.
+__device__ inline void copy_tile(const float* src, int rows, int cols, float* dst, int ct, int ldd) {
   for (int e = threadIdx.x; e < ct * ldd; e += kThreads) {
     const int i = e / ldd, j = e % ldd;
     dst[e] = i < rows && j < cols ? src[int64_t(i) * cols + j] : 0.f;
   }
+}
+__device__ inline void load_tile(const float* src, int rows, int cols, float* dst, int ct, int ldd) {
+  copy_tile(src, rows, cols, dst, ct, ldd);
   __syncthreads();
 }
 
@@ -276,10 +280,10 @@ __device__ inline void load_vprime(const Dims& D, const float* v, int ldv, int r
 
 #ifdef PF_FAVOR_MMA_TILES
 // Starts dst [ct, dp] <- src rows [rows, cols] (row stride cols), zero
-// elsewhere, as load_tile does but without its barrier: by cp.async
-// (16-byte copies that land at the caller's cp_async_commit and
-// cp_async_wait) where cols is a multiple of 4 and src on a 16-byte
-// boundary, else by loads (done at return). sm_80 and newer.
+// elsewhere, as copy_tile does: by cp.async (16-byte copies that land at
+// the caller's cp_async_commit and cp_async_wait) where cols is a multiple
+// of 4 and src on a 16-byte boundary, else by copy_tile (done at return).
+// sm_80 and newer.
 __device__ inline void start_tile(const float* src, int rows, int cols, float* dst, int ct, int dp) {
   if (cols % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
     const int chunks = dp / 4;  // per row
@@ -295,10 +299,7 @@ __device__ inline void start_tile(const float* src, int rows, int cols, float* d
     }
     return;
   }
-  for (int e = threadIdx.x; e < ct * dp; e += kThreads) {
-    const int i = e / dp, j = e % dp;
-    dst[e] = i < rows && j < cols ? src[int64_t(i) * cols + j] : 0.f;
-  }
+  copy_tile(src, rows, cols, dst, ct, dp);
 }
 #endif
 
