@@ -5,9 +5,9 @@
 //   mma_m16n8k16_bf16  D[16x8] = A[16x16] B[16x8] + C, fp32 accumulation
 //   ldmatrix<N, T>     N (1, 2, 4) 8x8 tiles of 16-bit elements from shared
 //                      memory, T: transposed
-//   cp_async_16        a 16-byte copy global -> shared, completed by
-//                      cp_async_wait<G>() (all but the G newest groups of
-//                      cp_async_commit())
+//   cp_async_16        a 16-byte copy global -> shared (cp_async_4: 4
+//                      bytes), completed by cp_async_wait<G>() (all but
+//                      the G newest groups of cp_async_commit())
 // The fragment layouts are the PTX ISA's (mma.sync m16n8k8 .tf32 and
 // m16n8k16 .bf16, row.col), with g = lane / 4 and t = lane % 4:
 //   tf32 A: a0 (g, t)  a1 (g + 8, t)  a2 (g, t + 4)  a3 (g + 8, t + 4)
@@ -38,6 +38,7 @@ inline void ldmatrix(uint32_t r[N], const void* row) {
   ::pf_emu::ldmatrix(N, Trans, r, row);
 }
 inline void cp_async_16(void* shared_dst, const void* global_src) { ::pf_emu::cp_async(shared_dst, global_src, 16); }
+inline void cp_async_4(void* shared_dst, const void* global_src) { ::pf_emu::cp_async(shared_dst, global_src, 4); }
 inline void cp_async_commit() { ::pf_emu::cp_async_commit(); }
 template <int G>
 inline void cp_async_wait() {
@@ -142,6 +143,16 @@ __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global_src));
+#else
+  PF_MMA_UNSUPPORTED();
+#endif
+}
+
+// .ca: the L1-cached form, the only one that takes fewer than 16 bytes.
+__device__ __forceinline__ void cp_async_4(void* shared_dst, const void* global_src) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(global_src));
 #else
   PF_MMA_UNSUPPORTED();
 #endif

@@ -232,11 +232,11 @@ __device__ inline void features_of(const Args& a, const Block& b, const Tiles& t
 }
 
 // t.L[i] = the row log-scale L_i of the tile's rows for this slice: the
-// row_scale less the query's log-scale t.cq[i] in the slice (set by the
-// query features first); padded rows get -kEmptyLogScale, so that every
-// weight exp(x - L_i) of theirs is 0.
-__device__ inline void load_row_scales(const Args& a, const Tiles& t, int64_t row, int rows) {
-  for (int i = threadIdx.x; i < a.D.ct; i += kThreads) t.L[i] = i < rows ? a.L[row + i] - t.cq[i] : -kEmptyLogScale;
+// row_scale raw[i] (global, or staged) less the query's log-scale t.cq[i]
+// in the slice (set by the query features first); padded rows get
+// -kEmptyLogScale, so that every weight exp(x - L_i) of theirs is 0.
+__device__ inline void row_scales(const Dims& D, const Tiles& t, const float* raw, int rows) {
+  for (int i = threadIdx.x; i < D.ct; i += kThreads) t.L[i] = i < rows ? raw[i] - t.cq[i] : -kEmptyLogScale;
   __syncthreads();
 }
 
@@ -251,8 +251,8 @@ __device__ inline void load_keys(const Args& a, const Block& b, const Tiles& t, 
 __device__ inline void load_query_grads(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
   const Dims& D = a.D;
   features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
-  load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, rows, t.G);
-  load_row_scales(a, t, row, rows);
+  load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
+  row_scales(D, t, a.L + row, rows);
 }
 
 // Calls tile(t0, rows, row) for every tile of the block's rows, in order or

@@ -143,19 +143,31 @@ struct Strip {
   }
 };
 
-// Starts the copies of the rows of the block's tile at head row t0 (its q
-// into X when with_q, its k and v into Tiles::Kst and Vst) and commits them
-// as one group, empty past the block's rows. No barrier: the caller has
-// passed the last reads of those tiles.
-__device__ inline void stage_rows(const Args& a, const Block& b, const Tiles& t, int t0, bool with_q) {
+// What stage_rows copies of a tile: its q (into X), its k and v (stage_a,
+// stage_b), its o, d_o and den (stage_a, stage_b, stage_den: not with
+// kStageKeys), its raw row scales (stage_L).
+enum : unsigned { kStageQ = 1, kStageKeys = 2, kStageGrads = 4, kStageRowScales = 8 };
+
+// Starts the copies of the rows `what` of the block's tile at head row t0
+// and commits them as one group, empty past the block's rows. No barrier:
+// the caller has passed the last reads of those tiles.
+__device__ inline void stage_rows(const Args& a, const Block& b, const Tiles& t, int t0, unsigned what) {
   const Dims& D = a.D;
   if (t0 < b.r1) {
     const int rows = min(D.ct, b.r1 - t0);
-    const int64_t at = b.row(D, t0) * D.d;
+    const int64_t row = b.row(D, t0), at = row * D.d;
     const int lx = tile_ld(D.dp);
-    if (with_q) start_tile(a.q + at, rows, D.d, t.X, D.ct, lx);
-    start_tile(a.k + at, rows, D.d, t.Kst, D.ct, lx);
-    start_tile(a.v + at, rows, D.d, t.Vst, D.ct, lx);
+    if (what & kStageQ) start_tile(a.q + at, rows, D.d, t.X, D.ct, lx);
+    if (what & kStageKeys) {
+      start_tile(a.k + at, rows, D.d, t.stage_a, D.ct, lx);
+      start_tile(a.v + at, rows, D.d, t.stage_b, D.ct, lx);
+    }
+    if (what & kStageGrads) {
+      start_tile(a.o + at, rows, D.d, t.stage_a, D.ct, lx);
+      start_tile(a.d_o + at, rows, D.d, t.stage_b, D.ct, lx);
+      start_vector(a.den + row, rows, t.stage_den);
+    }
+    if (what & kStageRowScales) start_vector(a.L + row, rows, t.stage_L);
   }
   cp_async_commit();
 }
@@ -168,9 +180,9 @@ __device__ inline void wait_rows() {
 // and V' = [v 1].
 __device__ inline void keys_from_stage(const Args& a, const Block& b, const Tiles& t, int rows) {
   Tiles keys = t;
-  keys.X = t.Kst;
+  keys.X = t.stage_a;
   make_features(a.D, keys, head_projection(a, b), t.Pk, t.c, rows);
-  load_vprime(a.D, t.Vst, tile_ld(a.D.dp), rows, t.VP);
+  load_vprime(a.D, t.stage_b, tile_ld(a.D.dp), rows, t.VP);
 }
 
 // The value strip of warp `warp` (S^T's rows 16 warp.., all mp features) and
@@ -196,16 +208,21 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   const Tiles t = shared_tiles(D);
   ValueStrip<NT> S(D, threadIdx.x / 32);
   float ls = kEmptyLogScale;  // the state's log-scale, the same in every thread
-  if (!Queries) stage_rows(a, b, t, b.r0, false);
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
+  const unsigned staged = Queries ? kStageQ | kStageGrads | kStageRowScales : kStageKeys;
+  stage_rows(a, b, t, b.r0, staged);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
+    wait_rows();
     if (Queries) {
-      load_query_grads(a, b, t, row, rows);
+      make_features(D, t, head_projection(a, b), t.Pq, t.cq, rows);  // X holds the staged q
+      load_gradient(D, t.stage_a, t.stage_den, t.stage_b, tile_ld(D.dp), rows, t.G);
+      row_scales(D, t, t.stage_L, rows);
+    } else {
+      keys_from_stage(a, b, t, rows);
+    }
+    stage_rows(a, b, t, t0 + D.ct, staged);  // the next tile's rows land while this one runs
+    if (Queries) {
       for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
       __syncthreads();
-    } else {
-      wait_rows();
-      keys_from_stage(a, b, t, rows);
-      stage_rows(a, b, t, t0 + D.ct, false);  // the next tile's rows land while this one runs
     }
     const float top = key_weights(D, t, ls);
     __syncthreads();
@@ -213,9 +230,9 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
       S.template absorb<P>(log_scale_weight(ls, top), D.ct, Queries ? t.G : t.VP, tile_ld(D.D1p), t.rowsum,
                            Queries ? t.Pq : t.Pk, tile_ld(D.mp));
     ls = top;
-    // No barrier: what the strips read is next written after a barrier (the
-    // next tile's load_tile or wait_rows), and the staged rows already in
-    // flight land in tiles they do not read.
+    // No barrier: what the strips read is next written after the next
+    // tile's wait_rows, and the staged rows already in flight land in tiles
+    // they do not read.
   });
   if (S.held) S.store((Queries ? a.gS : a.fS) + b.slot(D) * D.state_floats(), 1, D.D1p);
   if (threadIdx.x == 0) (Queries ? a.ga : a.fa)[b.slot(D)] = ls;
@@ -239,12 +256,12 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
   ValueStrip<NT> S(D, threadIdx.x / 32);
   if (S.held) S.load(a.fS + b.slot(D) * D.state_floats(), 1, D.D1p);
   float ls = a.fa[b.slot(D)];
-  stage_rows(a, b, t, b.r0, true);
+  stage_rows(a, b, t, b.r0, kStageQ | kStageKeys);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();
     make_features(D, t, head_projection(a, b), t.Pq, t.cq, rows);  // X holds the staged q
     keys_from_stage(a, b, t, rows);
-    stage_rows(a, b, t, t0 + D.ct, true);  // the next tile's rows land while this one runs
+    stage_rows(a, b, t, t0 + D.ct, kStageQ | kStageKeys);  // the next tile's rows land while this one runs
     causal_row_scales(a, b, t, ls, t0, rows);
     const float top = key_weights(D, t, ls);
     __syncthreads();
@@ -289,9 +306,16 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     if (S[u].row0 < D.mp) S[u].load(start, D.D1p, 1);
   float ls = a.fa[slot];
   float* dW = zeroed_weight_grad(a, b);
+  // X holds q until the tile's feature backward: the stage takes the keys
+  // and the row scales; q, o and d_o are loaded as the tile kernel does.
+  stage_rows(a, b, t, b.r0, kStageKeys | kStageRowScales);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    load_keys(a, b, t, row, rows);
-    load_query_grads(a, b, t, row, rows);  // q last, so that X holds q
+    wait_rows();
+    keys_from_stage(a, b, t, rows);
+    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
+    load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
+    row_scales(D, t, t.stage_L, rows);
+    stage_rows(a, b, t, t0 + D.ct, kStageKeys | kStageRowScales);  // the next tile's rows land while this one runs
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
     const float top = key_weights(D, t, ls);
     __syncthreads();

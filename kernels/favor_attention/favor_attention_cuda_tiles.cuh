@@ -80,12 +80,14 @@ struct Tiles {
   float *c, *cq, *L, *w, *rowsum;                 // [ct] each: c, cq the keys' and queries' log-scales
   float* scalar;                                  // [8]
   float* S = nullptr;                             // [mp, D1p] with Dims::smem_state
-  // With Dims::resident, the next tile's k and v rows [ct, dp] each, copied
-  // in while the current tile runs (X takes its q rows). The kernels that
-  // stage rows keep their state in registers, so the stage shares S's room.
-  float *Kst = nullptr, *Vst = nullptr;
+  // With Dims::resident, the stage: rows of the next tile copied in while
+  // the current tile runs, two [ct, dp] tiles (its k and v, or its o and
+  // d_o) and two [ct] vectors (its den and raw row scales); X takes its q
+  // rows. The kernels that stage rows keep their state in registers, so the
+  // stage shares S's room.
+  float *stage_a = nullptr, *stage_b = nullptr, *stage_den = nullptr, *stage_L = nullptr;
   __host__ __device__ static int64_t stage_floats(const Dims& D) {
-    return D.resident ? 2 * int64_t(D.ct) * tile_ld(D.dp) : 0;
+    return D.resident ? 2 * int64_t(D.ct) * tile_ld(D.dp) + 2 * D.ct : 0;
   }
   __host__ __device__ static int64_t floats(const Dims& D) {
     const int64_t ct = D.ct, room = D.smem_state ? D.state_floats() : 0;
@@ -118,8 +120,10 @@ struct Tiles {
     float* room = p;  // S and the stage: 16-byte aligned (every size above is a multiple of 4)
     if (D.smem_state) S = room;
     if (D.resident) {
-      Kst = room;
-      Vst = room + int64_t(ct) * tile_ld(D.dp);
+      stage_a = room;
+      stage_b = stage_a + int64_t(ct) * tile_ld(D.dp);
+      stage_den = stage_b + int64_t(ct) * tile_ld(D.dp);
+      stage_L = stage_den + ct;
     }
   }
 };
@@ -301,11 +305,17 @@ __device__ inline void start_tile(const float* src, int rows, int cols, float* d
   }
   copy_tile(src, rows, cols, dst, ct, dp);
 }
+// Starts dst[i] <- src[i] for the first `rows` entries by 4-byte cp.async
+// (landing as start_tile's copies do); the rest of dst is not written.
+__device__ inline void start_vector(const float* src, int rows, float* dst) {
+  for (int i = threadIdx.x; i < rows; i += kThreads) cp_async_4(dst + i, src + i);
+}
 #endif
 
-// G rows = gradient_row(o, den, d_o) (linear_attention_math.h), one warp per row.
-__device__ inline void load_gradient(const Dims& D, const float* o, const float* den, const float* d_o, int rows,
-                                     float* G) {
+// G rows = gradient_row(o, den, d_o) (linear_attention_math.h), one warp per
+// row; o and d_o rows ld floats apart (d in global memory, tile_ld(dp) staged).
+__device__ inline void load_gradient(const Dims& D, const float* o, const float* den, const float* d_o, int ld,
+                                     int rows, float* G) {
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
     float* g = G + i * tile_ld(D.D1p);
@@ -314,7 +324,7 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
       continue;
     }
     const float inv = 1.0f / guarded_denominator(den[i]);
-    const float *oi = o + int64_t(i) * D.d, *gi = d_o + int64_t(i) * D.d;
+    const float *oi = o + int64_t(i) * ld, *gi = d_o + int64_t(i) * ld;
     float dot = 0.f;
     for (int j = lane; j < D.d; j += 32) dot += gi[j] * oi[j];
     dot = warp_sum(dot);

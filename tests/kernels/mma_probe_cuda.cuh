@@ -7,7 +7,8 @@
 //   mma_bf16_probe  D = A B + C, A [16, 16] and B [16, 8] (k rows) as bf16
 //                   bits in global memory, copied to shared memory with
 //                   cp.async (one 16-byte piece per lane), then loaded with
-//                   ldmatrix (A: x4; B: x2.trans).
+//                   ldmatrix (A: x4; B: x2.trans); C copied in by 4-byte
+//                   cp.async (four a lane). Shared memory: kBf16ProbeSmem.
 // The `mutation` argument breaks one rule on purpose, for the tests that
 // check that the emulator notices: 1 swaps the A registers a1 and a2 (a
 // wrong fragment layout), 2 skips the cp.async wait (the bf16 probe).
@@ -39,14 +40,18 @@ __global__ void mma_tf32_probe(const float* A, const float* B, const float* C, f
   for (unsigned i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
 }
 
+constexpr int kBf16ProbeSmem = (256 + 128) * 2 + 128 * 4;
+
 // A16: [16, 16] bf16 bits (256 x uint16), B16: [16, 8] bf16 bits (128).
 __global__ void mma_bf16_probe(const uint16_t* A16, const uint16_t* B16, const float* C, float* D, int mutation) {
   PF_CUDA_SHARED_FLOATS(smem);
   uint16_t* As = reinterpret_cast<uint16_t*>(smem);  // [16, 16]
   uint16_t* Bs = As + 256;                           // [16, 8]
+  float* Cs = reinterpret_cast<float*>(Bs + 128);    // [16, 8]
   const unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   cp_async_16(As + 8 * lane, A16 + 8 * lane);
   if (lane < 16) cp_async_16(Bs + 8 * lane, B16 + 8 * lane);
+  for (unsigned i = 0; i < 4; ++i) cp_async_4(Cs + 4 * lane + i, C + 4 * lane + i);
   cp_async_commit();
   if (mutation != 2) cp_async_wait<0>();
   __syncthreads();
@@ -60,7 +65,7 @@ __global__ void mma_bf16_probe(const uint16_t* A16, const uint16_t* B16, const f
     a[2] = x;
   }
   float c[4], d[4];
-  for (unsigned i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+  for (unsigned i = 0; i < 4; ++i) c[i] = Cs[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
   mma_m16n8k16_bf16(d, a, b, c);
   for (unsigned i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
   if (mutation == 2) cp_async_wait<0>();  // the copies complete before the kernel ends

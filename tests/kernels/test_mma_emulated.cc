@@ -1,7 +1,7 @@
 // The warp-level PTX wrappers (runtime/cuda_mma.cuh) under the block
 // emulator, lane by lane: mma.sync m16n8k8 tf32 and m16n8k16 bf16 with
 // operands gathered by the PTX ISA's fragment layouts, ldmatrix (x4, x2
-// transposed) and cp.async, against float64 products of the rounded
+// transposed) and cp.async (16 and 4 bytes), against float64 products of the rounded
 // operands, on fresh random inputs spread over 0 to 6 decades. And the
 // emulator's teeth: a wrong fragment layout (two A registers swapped) gives
 // a wrong product, a skipped cp.async wait leaves the shared tiles unread
@@ -30,7 +30,7 @@ std::vector<float> run_tf32(const Inputs& in, int mutation) {
 
 std::vector<float> run_bf16(const Inputs& in, int mutation) {
   std::vector<float> D(128, NAN);
-  pf_emu::launch(pf_emu::Dim3{1, 1, 1}, pf_emu::Dim3{32, 1, 1}, (256 + 128) * 2,
+  pf_emu::launch(pf_emu::Dim3{1, 1, 1}, pf_emu::Dim3{32, 1, 1}, kBf16ProbeSmem,
                  [&] { mma_bf16_probe(in.A16.data(), in.B16.data(), in.C.data(), D.data(), mutation); });
   return D;
 }

@@ -33,7 +33,7 @@ std::vector<float> run(const Inputs& in, bool bf16) {
   float *C = to_device(in.C), *D = to_device(std::vector<float>(128, NAN));
   if (bf16) {
     uint16_t *A = to_device(in.A16), *B = to_device(in.B16);
-    mma_bf16_probe<<<1, 32, (256 + 128) * 2>>>(A, B, C, D, 0);
+    mma_bf16_probe<<<1, 32, kBf16ProbeSmem>>>(A, B, C, D, 0);
     cudaFree(A);
     cudaFree(B);
   } else {
