@@ -114,6 +114,13 @@ struct FavorShape {
   // (docs/kernels/favor-attention.md); false keeps the tile kernels, whose
   // state lives in shared or global memory (for benchmarks of the two).
   bool state_in_registers = true;
+  // CUDA fused kernels only: where those kernels run and the carried
+  // state's room in shared memory also holds it beside their stage, each
+  // block keeps its slice of the projection there, rounded once to the
+  // tensor cores' operand (docs/kernels/favor-attention.md); the results
+  // are the same bits either way. false reads W from global memory at
+  // every tile (for benchmarks of the two).
+  bool projection_in_shared = true;
   // Projections in W: head h (of heads = B*H) uses W + (h % w_heads) m d.
   int64_t w_heads = 1;
   template <typename T>

@@ -178,11 +178,34 @@ __device__ inline void wait_rows() {
 }
 // The keys of a tile from its staged rows: features Pk with log-scales c,
 // and V' = [v 1].
-__device__ inline void keys_from_stage(const Args& a, const Block& b, const Tiles& t, int rows) {
+__device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
   Tiles keys = t;
   keys.X = t.stage_a;
-  make_features(a.D, keys, head_projection(a, b), t.Pk, t.c, rows);
-  load_vprime(a.D, t.stage_b, tile_ld(a.D.dp), rows, t.VP);
+  make_features(D, keys, W, t.Pk, t.c, rows);
+  load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
+}
+
+// With Dims::smem_projection, writes the words (Mma<P>::word) of the
+// block's projection once into Tiles::proj, beside the stage in the carried
+// state's room, which these kernels do not use; the tiles' projection
+// products then read them there (projection_of: the same bits as from W).
+// No barrier: the callers' first tile starts with wait_rows.
+template <TileMath P>
+__device__ inline void write_projection(const Args& a, const Block& b, const Tiles& t) {
+  const Dims& D = a.D;
+  if (!D.smem_projection) return;
+  const float* W = head_projection(a, b);
+  const int words = D.dp / Mma<P>::kPerWord, ld = Tiles::projection_ld(D);
+  for (int e = threadIdx.x; e < D.mp * words; e += kThreads) {
+    const int j = e / words, u = e % words;
+    t.proj[j * ld + u] = Mma<P>::word(W + int64_t(j) * D.dp, u);
+  }
+}
+// The block's projection after write_projection. Made where it is used
+// rather than held across the tiles: its pointers come from the kernel's
+// arguments, and the strips need the registers.
+__device__ inline Projection projection_of(const Args& a, const Block& b, const Tiles& t) {
+  return Projection(head_projection(a, b), a.D.smem_projection ? t.proj : nullptr);
 }
 
 // The value strip of warp `warp` (S^T's rows 16 warp.., all mp features) and
@@ -208,16 +231,17 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   const Tiles t = shared_tiles(D);
   ValueStrip<NT> S(D, threadIdx.x / 32);
   float ls = kEmptyLogScale;  // the state's log-scale, the same in every thread
+  write_projection<P>(a, b, t);
   const unsigned staged = Queries ? kStageQ | kStageGrads | kStageRowScales : kStageKeys;
   stage_rows(a, b, t, b.r0, staged);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();
     if (Queries) {
-      make_features(D, t, head_projection(a, b), t.Pq, t.cq, rows);  // X holds the staged q
+      make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
       load_gradient(D, t.stage_a, t.stage_den, t.stage_b, tile_ld(D.dp), rows, t.G);
       row_scales(D, t, t.stage_L, rows);
     } else {
-      keys_from_stage(a, b, t, rows);
+      keys_from_stage(D, t, projection_of(a, b, t), rows);
     }
     stage_rows(a, b, t, t0 + D.ct, staged);  // the next tile's rows land while this one runs
     if (Queries) {
@@ -256,11 +280,12 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
   ValueStrip<NT> S(D, threadIdx.x / 32);
   if (S.held) S.load(a.fS + b.slot(D) * D.state_floats(), 1, D.D1p);
   float ls = a.fa[b.slot(D)];
+  write_projection<P>(a, b, t);
   stage_rows(a, b, t, b.r0, kStageQ | kStageKeys);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();
-    make_features(D, t, head_projection(a, b), t.Pq, t.cq, rows);  // X holds the staged q
-    keys_from_stage(a, b, t, rows);
+    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
+    keys_from_stage(D, t, projection_of(a, b, t), rows);
     stage_rows(a, b, t, t0 + D.ct, kStageQ | kStageKeys);  // the next tile's rows land while this one runs
     causal_row_scales(a, b, t, ls, t0, rows);
     const float top = key_weights(D, t, ls);
@@ -308,11 +333,15 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
   float* dW = zeroed_weight_grad(a, b);
   // X holds q until the tile's feature backward: the stage takes the keys
   // and the row scales; q, o and d_o are loaded as the tile kernel does.
+  // Sweep 1 keeps the projection beside the stage; sweep 2's gradient state
+  // takes the room (with Dims::smem_state), so it reads W itself.
+  write_projection<P>(a, b, t);
   stage_rows(a, b, t, b.r0, kStageKeys | kStageRowScales);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     wait_rows();
-    keys_from_stage(a, b, t, rows);
-    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
+    keys_from_stage(D, t, projection_of(a, b, t), rows);
+    load_tile(a.q + row * D.d, rows, D.d, t.X, D.ct, tile_ld(D.dp));
+    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);
     load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
     row_scales(D, t, t.stage_L, rows);
     stage_rows(a, b, t, t0 + D.ct, kStageKeys | kStageRowScales);  // the next tile's rows land while this one runs
@@ -332,6 +361,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     __syncthreads();  // dPq in WK; the strips are done with rowsum, which feature_grad overwrites
     store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
   });
+  // The last tile staged nothing (its next tile is past the block's rows);
+  // should that change, this keeps every copy landed before sweep 2's
+  // gradient state (Dims::smem_state) takes the stage's room.
+  wait_rows();
   causal_backward_key_sweep(a, b, t, dW);
 #else
   causal_backward_tiles(a);

@@ -48,6 +48,7 @@ struct Dims {
   int ct;             // rows per tile (16 or 32)
   bool smem_state;    // the running state [mp, D1p] a block updates lives in shared memory (Tiles::S)
   bool resident;      // the kernels that carry a state keep it in registers (favor_attention_cuda_resident.cuh)
+  bool smem_projection;  // and those kernels keep the slice's projection in shared memory, rounded (Tiles::proj)
   int seg_len, segs;  // rows per segment (a multiple of 32), segments per head
   int w_heads;        // projections: head h uses the (h mod w_heads)-th
   float data_scale, inv_sqrt_m, eps;
@@ -84,10 +85,22 @@ struct Tiles {
   // the current tile runs, two [ct, dp] tiles (its k and v, or its o and
   // d_o) and two [ct] vectors (its den and raw row scales); X takes its q
   // rows. The kernels that stage rows keep their state in registers, so the
-  // stage shares S's room.
+  // stage shares S's room (the causal backward's second sweep, which keeps
+  // its state in S, stages nothing).
   float *stage_a = nullptr, *stage_b = nullptr, *stage_den = nullptr, *stage_L = nullptr;
   __host__ __device__ static int64_t stage_floats(const Dims& D) {
     return D.resident ? 2 * int64_t(D.ct) * tile_ld(D.dp) + 2 * D.ct : 0;
+  }
+  // With Dims::smem_projection, after the stage: the block's padded
+  // projection [mp, dp] as the tensor cores' B words (Mma::word: TF32, or
+  // bf16 pairs), rows projection_ld(D) words apart. Only where the carried
+  // state's room holds the stage and it (projection_fits).
+  uint32_t* proj = nullptr;
+  __host__ __device__ static int projection_ld(const Dims& D) {
+    return tile_ld(D.math == TileMath::Bf16 ? D.dp / 2 : D.dp);
+  }
+  __host__ __device__ static bool projection_fits(const Dims& D) {
+    return D.resident && D.smem_state && D.state_floats() >= stage_floats(D) + int64_t(D.mp) * projection_ld(D);
   }
   __host__ __device__ static int64_t floats(const Dims& D) {
     const int64_t ct = D.ct, room = D.smem_state ? D.state_floats() : 0;
@@ -125,6 +138,7 @@ struct Tiles {
       stage_den = stage_b + int64_t(ct) * tile_ld(D.dp);
       stage_L = stage_den + ct;
     }
+    if (D.smem_projection) proj = reinterpret_cast<uint32_t*>(room + stage_floats(D));
   }
 };
 
@@ -182,12 +196,33 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
 }
 
 #ifdef PF_FAVOR_MMA_TILES
+// The B operand of block_mm_mma: op(B) of fp32 B, rounded as each lane
+// loads its fragment (FloatB), or W^T from W's rows already rounded into
+// words (WordsB, Tiles::proj). Both give a lane the same bits.
+template <bool TB>
+struct FloatB {
+  const float* B;
+  int ldb;
+  template <TileMath P>
+  __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
+    Mma<P>::template load_b<TB>(B, ldb, k0, j0, g, t, b);
+  }
+};
+struct WordsB {
+  const uint32_t* w;
+  int ldw;
+  template <TileMath P>
+  __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
+    Mma<P>::load_b_words(w, ldw, k0, j0, g, t, b);
+  }
+};
+
 // Each warp owns output strips of 16 rows and NB 8-column tiles, the A
 // fragment loaded once per k-step for the NB products; strips go to the
 // warps in turn.
-template <TileMath P, int NB, bool TA, bool TB>
-__device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                             float beta, float* C, int ldc, const Diag& w) {
+template <TileMath P, int NB, bool TA, class BOp>
+__device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, int lda, const BOp& B, float beta,
+                             float* C, int ldc, const Diag& w) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int strips_n = N / (8 * NB), strips = (M / 16) * strips_n;
   for (int s = threadIdx.x / 32; s < strips; s += kWarps) {
@@ -199,7 +234,7 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
       PF_UNROLL
       for (int nb = 0; nb < NB; ++nb) {
         uint32_t b[2];
-        Mma<P>::template load_b<TB>(B, ldb, k0, j0 + 8 * nb, g, t, b);
+        B.template load<P>(k0, j0 + 8 * nb, g, t, b);
         Mma<P>::mma(acc[nb], a, b);
       }
     }
@@ -215,14 +250,16 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
   }
 }
 
-// Strips of 16x16 where there are enough of them for every warp, else of 16x8.
-template <TileMath P, bool TA, bool TB>
-__device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
-                                float beta, float* C, int ldc, const Diag& w) {
+// Strips of 16x16 where there are enough of them for every warp, else of
+// 16x8; then a barrier.
+template <TileMath P, bool TA, class BOp>
+__device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A, int lda, const BOp& B, float beta,
+                                float* C, int ldc, const Diag& w) {
   if ((M / 16) * (N / 16) >= kWarps)
-    block_mm_mma<P, 2, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
+    block_mm_mma<P, 2, TA>(M, N, K, alpha, A, lda, B, beta, C, ldc, w);
   else
-    block_mm_mma<P, 1, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
+    block_mm_mma<P, 1, TA>(M, N, K, alpha, A, lda, B, beta, C, ldc, w);
+  __syncthreads();
 }
 #endif
 
@@ -232,16 +269,10 @@ template <bool TA, bool TB>
 __device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                          int ldb, float beta, float* C, int ldc, const Diag& w = Diag{}) {
 #ifdef PF_FAVOR_MMA_TILES
-  if (D.math == TileMath::Tf32) {
-    block_mm_tensor<TileMath::Tf32, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
-    __syncthreads();
-    return;
-  }
-  if (D.math == TileMath::Bf16) {
-    block_mm_tensor<TileMath::Bf16, TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
-    __syncthreads();
-    return;
-  }
+  if (D.math == TileMath::Tf32)
+    return block_mm_tensor<TileMath::Tf32, TA>(M, N, K, alpha, A, lda, FloatB<TB>{B, ldb}, beta, C, ldc, w);
+  if (D.math == TileMath::Bf16)
+    return block_mm_tensor<TileMath::Bf16, TA>(M, N, K, alpha, A, lda, FloatB<TB>{B, ldb}, beta, C, ldc, w);
 #endif
   (void)D;  // only the tensor-core path reads it
   block_mm_fma<TA, TB>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, w);
@@ -334,12 +365,37 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
 }
 
 // ---- feature map ----------------------------------------------------------------
+// The block's projection: the head's padded W [mp, dp] in global memory and,
+// where a kernel has made them (Tiles::proj), its words in shared memory,
+// which the projection product then reads instead.
+struct Projection {
+  const float* W;
+  const uint32_t* words = nullptr;
+  __device__ Projection(const float* Wp) : W(Wp) {}  // implicit: the words are optional
+  __device__ Projection(const float* Wp, const uint32_t* w) : W(Wp), words(w) {}
+};
+
+// U [ct, mp] = s X W^T of the tile's rows X [ct, dp].
+__device__ inline void project_rows(const Dims& D, const Tiles& t, const Projection& W, float* U) {
+  const int lx = tile_ld(D.dp), lu = tile_ld(D.mp);
+#ifdef PF_FAVOR_MMA_TILES
+  if (W.words) {
+    const WordsB B{W.words, Tiles::projection_ld(D)};
+    if (D.math == TileMath::Bf16)
+      return block_mm_tensor<TileMath::Bf16, false>(D.ct, D.mp, D.dp, D.data_scale, t.X, lx, B, 0.f, U, lu, Diag{});
+    return block_mm_tensor<TileMath::Tf32, false>(D.ct, D.mp, D.dp, D.data_scale, t.X, lx, B, 0.f, U, lu, Diag{});
+  }
+#endif
+  block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, lx, W.W, D.dp, 0.f, U, lu);
+}
+
 // Phi [ct, mp] = features of the rows of X [ct, dp] (the first `rows`; padded
 // rows and columns are 0); c[i] = row log-scale (FAVOR+, exp), 0 (Relu, Elu), or
-// the empty log-scale for padded rows, when c is not null. Wp is the head's
-// padded W [mp, dp].
-__device__ inline void make_features(const Dims& D, const Tiles& t, const float* Wp, float* Phi, float* c, int rows) {
-  block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, tile_ld(D.dp), Wp, D.dp, 0.f, Phi, tile_ld(D.mp));
+// the empty log-scale for padded rows, when c is not null. W is the head's
+// padded projection.
+__device__ inline void make_features(const Dims& D, const Tiles& t, const Projection& W, float* Phi, float* c,
+                                     int rows) {
+  project_rows(D, t, W, Phi);
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
     float* u = Phi + i * tile_ld(D.mp);

@@ -8,8 +8,9 @@
 // kernels run in fp32 (favor) and on tensor cores (favor_tf32, favor_bf16;
 // favor_tf32_slices64 with the features in slices of 64, a block each;
 // favor_tf32_tiles with the running state in shared or global memory
-// instead of registers), and the composition in slabs (favor_windowed)
-// beside them.
+// instead of registers; favor_bf16_global_w reading the projection from
+// global memory at every tile instead of keeping it in shared memory), and
+// the composition in slabs (favor_windowed) beside them.
 // Exact softmax is skipped above --softmax-max (16384) unless --all; the
 // local window of --window keys (256) runs at every n. --only NAME... and
 // --modes causal|bidirectional restrict the rows (a profiler's run).
@@ -67,6 +68,7 @@ struct FavorVariant {
   TileMath math;
   int64_t feature_slice = 0;  // FavorShape::feature_slice
   bool state_in_registers = true;  // FavorShape::state_in_registers
+  bool projection_in_shared = true;  // FavorShape::projection_in_shared
 };
 std::vector<FavorVariant> favor_variants(bool gpu) {
   if (!gpu) return {{"favor", 0, TileMath::Fp32}};
@@ -75,6 +77,7 @@ std::vector<FavorVariant> favor_variants(bool gpu) {
           {"favor_tf32_slices64", 0, TileMath::Tf32, 64},
           {"favor_tf32_tiles", 0, TileMath::Tf32, 0, false},
           {"favor_bf16", 0, TileMath::Bf16},
+          {"favor_bf16_global_w", 0, TileMath::Bf16, 0, true, false},
           {"favor_windowed", kFavorDefaultSlabRows, TileMath::Fp32}};
 }
 
@@ -209,6 +212,7 @@ int run_kernels(int argc, char** argv) {
         p.shape.tile_math = variant.math;
         p.shape.feature_slice = variant.feature_slice;
         p.shape.state_in_registers = variant.state_in_registers;
+        p.shape.projection_in_shared = variant.projection_in_shared;
         tracker.reset_peak();
         float* tp = causal ? nullptr : b.make(favor_attention_total_floats(p));
         const double tf = timed([&] { favor_attention_forward(ctx, p, q, k, v, W, o, den, rs, tp); }, reps);

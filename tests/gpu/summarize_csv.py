@@ -84,7 +84,8 @@ def kernels(path):
             m = max(both)
             soft, fav = at[("softmax", mode, m)], at[("favor", mode, m)]
             part += f", softmax {float(soft['fwd_bwd_s']) / float(fav['fwd_bwd_s']):.1f}x its time at n={m:,}"
-        for variant in ("favor_tf32", "favor_tf32_slices64", "favor_tf32_tiles", "favor_windowed"):
+        for variant in ("favor_tf32", "favor_tf32_slices64", "favor_tf32_tiles", "favor_bf16", "favor_bf16_global_w",
+                        "favor_windowed"):
             other = at.get((variant, mode, n))
             if other:
                 part += f", {variant} {float(favor['fwd_bwd_s']) / float(other['fwd_bwd_s']):.2f}x favor's speed"

@@ -75,11 +75,13 @@ struct EmulatedCudaOps {
   TileMath math = TileMath::Fp32;
   pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
   bool smem_state = false;  // Dims::smem_state: the carried state in shared memory
+  bool smem_projection = true;  // FavorShape::projection_in_shared
   int64_t slice = 0;        // FavorShape::feature_slice: 0, the sizes' own choice
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
   FavorShape sliced(FavorShape s) const {
     s.feature_slice = slice;
+    s.projection_in_shared = smem_projection;
     return s;
   }
   Dims dims(const FavorShape& shape) const {
@@ -317,6 +319,63 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
           EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
           EXPECT_LE(test::rel_l2(e.dv, r.dv), tol);
         }
+      }
+    }
+  }
+}
+
+// The projection in shared memory (Dims::smem_projection): the resident
+// kernels round W's elements once into the tensor cores' words beside the
+// stage (Tiles::proj) and the projection products read them there, instead
+// of rounding W's elements from global memory as each lane loads them. The
+// lanes get the same bits, so o, dq, dk and dv are bit for bit those of the
+// same run with W in global memory, and near the float64 reference. Shapes
+// where the words fit in the carried state's room (Dims::smem_state): TF32
+// and bf16 at d = 16, m = 72 (16-row tiles) and d = 32, m = 208, bf16 at
+// d = 5, m = 200 and d = 64, m = 128; causal and bidirectional, over 1 and
+// 3 blocks (the second one warp at a time).
+TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
+  struct ProjectionCase {
+    Case c;
+    FeatureKernel kernel;
+    TileMath math;
+  };
+  const ProjectionCase cases[] = {{Case{70, 16, 72, 16, 32}, FeatureKernel::Relu, TileMath::Tf32},
+                                  {Case{70, 16, 72, 16, 32}, FeatureKernel::Softmax, TileMath::Bf16},
+                                  {Case{100, 32, 208, 32, 64}, FeatureKernel::Softmax, TileMath::Tf32},
+                                  {Case{100, 32, 208, 32, 64}, FeatureKernel::Elu, TileMath::Bf16},
+                                  {Case{40, 5, 200, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
+                                  {Case{64, 64, 128, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16}};
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+  };
+  uint64_t seed = 4800;
+  for (const ProjectionCase& x : cases) {
+    for (bool causal : {true, false}) {
+      const ReferenceCase r(x.c, causal, x.kernel, ++seed, 2.0);
+      for (int P : {1, 3}) {
+        SCOPED_TRACE(where(x.c, causal, x.kernel, P) + " math=" + tile_math_name(x.math));
+        EmulatedCudaOps shared{x.c.ct, x.c.seg_len};
+        shared.math = x.math;
+        shared.smem_state = true;
+        if (P == 3) shared.schedule = pf_emu::Schedule::WarpByWarp;
+        EmulatedCudaOps global = shared;
+        global.smem_projection = false;
+        ASSERT_TRUE(shared.dims(r.p.shape).smem_projection);
+        ASSERT_FALSE(global.dims(r.p.shape).smem_projection);
+        const EmulatedRun e(r, shared, causal, P), g(r, global, causal, P);
+        EXPECT_TRUE(same_bits(e.o, g.o));
+        EXPECT_TRUE(same_bits(e.dq, g.dq));
+        EXPECT_TRUE(same_bits(e.dk, g.dk));
+        EXPECT_TRUE(same_bits(e.dv, g.dv));
+        // The tolerances of ResidentStateMatchesReference.
+        const bool bf16 = x.math == TileMath::Bf16;
+        const double tol = bf16 ? 3e-2 : 3e-3;
+        const double qk_tol = x.kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : (bf16 ? 8e-2 : 8e-3);
+        EXPECT_LE(test::rel_l2(e.o, r.o), tol);
+        EXPECT_LE(test::rel_l2(e.dq, r.dq), qk_tol);
+        EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
+        EXPECT_LE(test::rel_l2(e.dv, r.dv), tol);
       }
     }
   }

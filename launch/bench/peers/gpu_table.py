@@ -6,7 +6,8 @@
     python3 launch/bench/peers/gpu_table.py --self-test
 
 OURS.csv is `performer-bench kernels --device cuda` (rows favor, favor_tf32,
-favor_tf32_slices64, favor_tf32_tiles, favor_bf16, favor_windowed, softmax); PEERS.csv is gpu_attention.py's. The
+favor_tf32_slices64, favor_tf32_tiles, favor_bf16, favor_bf16_global_w,
+favor_windowed, softmax); PEERS.csv is gpu_attention.py's. The
 joined CSV has one row per implementation, mode and length:
 impl,precision,mode,n,batch,heads,d,m,fwd_s,bwd_s,fwd_bwd_s,tokens_per_s,peak_bytes,status
 (ours are named ours_favor, ours_favor_windowed and ours_softmax, with their
@@ -33,6 +34,7 @@ OURS = {  # performer-bench kernels' name -> (impl, precision); window<w>[_bf16]
     "favor_bf16": ("ours_favor", "bf16"),
     "favor_tf32_slices64": ("ours_favor_slices64", "tf32"),  # not the default plan at m = 256: not in "ours best"
     "favor_tf32_tiles": ("ours_favor_tiles", "tf32"),  # the state in memory, not the default: not in "ours best"
+    "favor_bf16_global_w": ("ours_favor_global_w", "bf16"),  # W read from global memory, not the default: likewise
     "favor_windowed": ("ours_favor_windowed", "fp32"),
     "softmax": ("ours_softmax", "fp32"),
     "softmax_tf32": ("ours_softmax", "tf32"),
