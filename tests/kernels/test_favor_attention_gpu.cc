@@ -8,11 +8,13 @@
 // recorded in the context's tracker and all released; and the
 // sequence-parallel protocol with the sequence in 3 blocks, fused and in
 // slabs; exp with a trained projection per head and its gradient; the
-// protocol over pieces (packed samples) against the CPU's.
+// protocol over pieces (packed samples) against the CPU's; the projection
+// in shared memory and in global memory giving the same bits.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -112,6 +114,54 @@ TEST(FavorAttentionGpu, MatchesReference) {
         expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv, tol,
                                  kernel == FeatureKernel::Relu ? relu_qk : tol);
       }
+    }
+  }
+}
+
+// The projection in shared memory (FavorShape::projection_in_shared) gives
+// the same bits as the projection read from global memory: bf16 at d = 64,
+// m = 256 (where the plan keeps the state in shared memory: H100, H200) and
+// TF32 at d = 16, m = 80 (every sm_80+ device), causal and bidirectional,
+// forward and backward; and those bits are near the float64 reference.
+TEST(FavorAttentionGpu, ProjectionInSharedMemoryGivesTheSameBits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  const int64_t B = 1, H = 2, n = 300;
+  uint64_t seed = 900;
+  for (const GpuCase& c : {GpuCase{64, 256, 0, TileMath::Bf16}, GpuCase{16, 80, 0, TileMath::Tf32}}) {
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "d=" << c.d << " m=" << c.m << " math=" << tile_math_name(c.math)
+                                      << " causal=" << causal);
+      const int64_t size = B * H * n * c.d;
+      ++seed;
+      const auto q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
+      const auto k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
+      const auto v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
+      const auto g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
+      const auto W =
+          random_projection_f32({c.m, c.d, ProjectionKind::Orthogonal, FeatureScaling::ChiNorms}, {seed, 0, 0});
+      std::vector<std::vector<float>> runs[2];
+      FavorAttentionParams p = favor_attention_params(B, H, n, c.d, c.m, causal, FeatureKernel::Softmax);
+      p.shape.tile_math = c.math;
+      for (int shared = 0; shared < 2; ++shared) {
+        p.shape.projection_in_shared = shared == 1;
+        Gpu gpu;
+        float *dq_ = gpu.upload(q), *dk_ = gpu.upload(k), *dv_ = gpu.upload(v), *dg = gpu.upload(g),
+              *dW = gpu.upload(W);
+        float *o = gpu.alloc(size), *den = gpu.alloc(B * H * n), *rs = gpu.alloc(B * H * n),
+              *total = gpu.alloc(favor_attention_total_floats(p));
+        float *gq = gpu.alloc(size), *gk = gpu.alloc(size), *gv = gpu.alloc(size);
+        float* tp = causal ? nullptr : total;
+        favor_attention_forward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp);
+        favor_attention_backward(gpu.ctx(), p, dq_, dk_, dv_, dW, o, den, rs, tp, dg, gq, gk, gv);
+        for (const float* x : {o, gq, gk, gv}) runs[shared].push_back(gpu.download(x, size));
+        if (shared == 1) {
+          const double tol = c.math == TileMath::Bf16 ? 4e-2 : 1e-2;
+          expect_matches_reference(gpu, p, q, k, v, W, g, o, gq, gk, gv, tol);
+        }
+      }
+      for (int x = 0; x < 4; ++x)
+        EXPECT_EQ(std::memcmp(runs[0][x].data(), runs[1][x].data(), sizeof(float) * size), 0)
+            << "output " << x << " (o, dq, dk, dv)";
     }
   }
 }
