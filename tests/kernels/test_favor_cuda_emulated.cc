@@ -337,20 +337,23 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
 // same run with W in global memory, and near the float64 reference. Shapes
 // where the words fit in the carried state's room (Dims::smem_state): TF32
 // and bf16 at d = 16, m = 72 (16-row tiles) and d = 32, m = 208, bf16 at
-// d = 5, m = 200 and d = 64, m = 128; causal and bidirectional, over 1 and
-// 3 blocks (the second one warp at a time).
+// d = 5, m = 200 and d = 64, m = 128, TF32 at d = 16, m = 200 in feature
+// slices of 96 (each block its slice's words); causal and bidirectional,
+// over 1 and 3 blocks (the second one warp at a time).
 TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
   struct ProjectionCase {
     Case c;
     FeatureKernel kernel;
     TileMath math;
+    int64_t slice = 0;  // FavorShape::feature_slice
   };
   const ProjectionCase cases[] = {{Case{70, 16, 72, 16, 32}, FeatureKernel::Relu, TileMath::Tf32},
                                   {Case{70, 16, 72, 16, 32}, FeatureKernel::Softmax, TileMath::Bf16},
                                   {Case{100, 32, 208, 32, 64}, FeatureKernel::Softmax, TileMath::Tf32},
                                   {Case{100, 32, 208, 32, 64}, FeatureKernel::Elu, TileMath::Bf16},
                                   {Case{40, 5, 200, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
-                                  {Case{64, 64, 128, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16}};
+                                  {Case{64, 64, 128, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
+                                  {Case{90, 16, 200, 32, 32}, FeatureKernel::Softmax, TileMath::Tf32, 96}};
   auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
   };
@@ -363,6 +366,7 @@ TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
         EmulatedCudaOps shared{x.c.ct, x.c.seg_len};
         shared.math = x.math;
         shared.smem_state = true;
+        shared.slice = x.slice;
         if (P == 3) shared.schedule = pf_emu::Schedule::WarpByWarp;
         EmulatedCudaOps global = shared;
         global.smem_projection = false;
