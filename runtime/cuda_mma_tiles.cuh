@@ -7,10 +7,11 @@
 //                                 (of op(A) diag(ks) when ks is given)
 //   Mma<P>::load_b<TB>(B, ldb, k0, j0, g, t, b)   k0.., columns j0..j0+7 of op(B)
 //   Mma<P>::mma(d, a, b)          d += A B in fp32
-//   Mma<P>::word(row, u) / load_b_words(w, ldw, k0, j0, g, t, b)   B = W^T
+//   Mma<P>::word(row, u) / load_b_words<P>(w, at, k0, j0, g, t, b)   B = W^T
 //                                 from W's rows rounded once into 32-bit
-//                                 words (kPerWord elements each), the same
-//                                 bits load_b<true> gives from W itself
+//                                 words (kPerWord elements each; word u of
+//                                 row j at w[at(j, u)]), the same bits
+//                                 load_b<true> gives from W itself
 //   warp_mm_from_acc<P, NJ, KT, TB>(a, B, ...)   a product whose A is the warp's accumulators
 // where g = lane / 4, t = lane % 4, op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k]
 // and op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j]. The accumulator's
@@ -96,10 +97,6 @@ struct Mma<TileMath::Tf32> {
   // Word u of a row of W: its element u, rounded.
   static constexpr int kPerWord = 1;
   __device__ static uint32_t word(const float* row, int u) { return tf32_bits(row[u]); }
-  __device__ static void load_b_words(const uint32_t* w, int ldw, int k0, int j0, int g, int t, uint32_t b[2]) {
-    b[0] = w[(j0 + g) * ldw + k0 + t];
-    b[1] = w[(j0 + g) * ldw + k0 + t + 4];
-  }
   __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k8_tf32(d, a, b, d); }
 };
 
@@ -127,12 +124,20 @@ struct Mma<TileMath::Bf16> {
   // Word u of a row of W: its elements 2u and 2u + 1, rounded, the lower in the low half.
   static constexpr int kPerWord = 2;
   __device__ static uint32_t word(const float* row, int u) { return bf16x2_bits(row[2 * u], row[2 * u + 1]); }
-  __device__ static void load_b_words(const uint32_t* w, int ldw, int k0, int j0, int g, int t, uint32_t b[2]) {
-    b[0] = w[(j0 + g) * ldw + k0 / 2 + t];
-    b[1] = w[(j0 + g) * ldw + k0 / 2 + t + 4];
-  }
   __device__ static void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) { mma_m16n8k16_bf16(d, a, b, d); }
 };
+
+// The B fragment of op(B) = W^T (k0.., columns j0..j0+7) from W's words
+// (Mma<P>::word), word u of row j at w[at(j, u)]: TF32's b0 (t, g) and b1
+// (t + 4, g) are words k0 + t and k0 + t + 4 of row j0 + g; bf16's b0
+// (2t..2t+1, g) and b1 (2t+8.., g) are words k0 / 2 + t and k0 / 2 + t + 4.
+template <TileMath P, class At>
+__device__ __forceinline__ void load_b_words(const uint32_t* w, const At& at, int k0, int j0, int g, int t,
+                                             uint32_t b[2]) {
+  const int u = k0 / Mma<P>::kPerWord + t;
+  b[0] = w[at(j0 + g, u)];
+  b[1] = w[at(j0 + g, u + 4)];
+}
 
 // acc[j] += A op(B)[:, 8 j .. 8 j + 8) for j < nj (NJ at most), with A
 // [16, 8 kt] the warp's accumulators a of kt (KT at most; even in bf16)

@@ -36,15 +36,21 @@ int64_t smem_limit(Device device) {
 }
 
 // The call's sizes: the first of these that fits the device's shared memory:
-// 32-row tiles with the carried state in shared memory (H100, H200 at
-// d = 64, m = 256: 225.7 KiB), 32-row tiles, 16-row tiles with the state,
-// 16-row tiles (the order is a guess that no GPU has timed yet).
+// 32-row tiles with the carried state in shared memory and (where the
+// resident kernels run and FavorShape::projection_in_shared) the projection
+// beside their stage (H100, H200 at d = 64, m = 256: 226.9 KiB in TF32,
+// 225.7 in bf16), the same without the projection, 32-row tiles, 16-row
+// tiles with the state (and the projection, then without), 16-row tiles
+// (the order is a guess that no GPU has timed yet).
 Dims plan(const ExecContext& ctx, const FavorShape& s) {
   int major = 0;
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
   const TileMath math = major >= 8 ? s.tile_math : TileMath::Fp32;
   const int64_t limit = smem_limit(ctx.device);
-  for (const Dims& D : {dims_for(s, 32, math, true), dims_for(s, 32, math, false), dims_for(s, 16, math, true)})
+  FavorShape global_w = s;
+  global_w.projection_in_shared = false;
+  for (const Dims& D : {dims_for(s, 32, math, true), dims_for(global_w, 32, math, true), dims_for(s, 32, math, false),
+                        dims_for(s, 16, math, true), dims_for(global_w, 16, math, true)})
     if (smem_bytes(D) <= limit) return D;
   const Dims narrow = dims_for(s, 16, math, false);
   PF_REQUIRE(ValueError, smem_bytes(narrow) <= limit,

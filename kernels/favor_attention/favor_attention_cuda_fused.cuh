@@ -118,7 +118,7 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
   D.math = math;
   D.smem_state = smem_state;
   D.resident = s.state_in_registers && resident_fits(D);
-  D.smem_projection = s.projection_in_shared && Tiles::projection_fits(D);
+  D.smem_projection = s.projection_in_shared && D.resident && D.smem_state;
   return D;
 }
 

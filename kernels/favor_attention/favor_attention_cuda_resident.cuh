@@ -195,10 +195,10 @@ __device__ inline void write_projection(const Args& a, const Block& b, const Til
   const Dims& D = a.D;
   if (!D.smem_projection) return;
   const float* W = head_projection(a, b);
-  const int words = D.dp / Mma<P>::kPerWord, ld = Tiles::projection_ld(D);
+  const int words = Tiles::projection_words(D);
   for (int e = threadIdx.x; e < D.mp * words; e += kThreads) {
     const int j = e / words, u = e % words;
-    t.proj[j * ld + u] = Mma<P>::word(W + int64_t(j) * D.dp, u);
+    t.proj[projection_word(words, j, u)] = Mma<P>::word(W + int64_t(j) * D.dp, u);
   }
 }
 // The block's projection after write_projection. Made where it is used

@@ -73,6 +73,16 @@ struct Dims {
 constexpr int kTileSkew = 4;
 __host__ __device__ constexpr int tile_ld(int cols) { return cols % 32 == 0 ? cols + kTileSkew : cols; }
 
+// The index of word u of row j of the projection's words in shared memory
+// (Tiles::proj), `words` a row. Rows of a multiple of 32 words are not
+// padded but swizzled: the columns of row j XOR 4 (j mod 8), so that the
+// lanes' fragment loads (rows g, words 8a + t, g < 8, t < 4) meet 32
+// different banks without the 4 words a row that tile_ld would add (which
+// TF32 at d = 64, m = 256 has no room for).
+__host__ __device__ constexpr int projection_word(int words, int j, int u) {
+  return j * words + (words % 32 == 0 ? u ^ (4 * (j % 8)) : u);
+}
+
 // Shared memory of a block: the tiles of one chunk of rows, and (with
 // Dims::smem_state) the state the block carries from tile to tile.
 struct Tiles {
@@ -93,19 +103,18 @@ struct Tiles {
   }
   // With Dims::smem_projection, after the stage: the block's padded
   // projection [mp, dp] as the tensor cores' B words (Mma::word: TF32, or
-  // bf16 pairs), rows projection_ld(D) words apart. Only where the carried
-  // state's room holds the stage and it (projection_fits).
+  // bf16 pairs), projection_words(D) a row, word u of row j at
+  // projection_word(words, j, u).
   uint32_t* proj = nullptr;
-  __host__ __device__ static int projection_ld(const Dims& D) {
-    return tile_ld(D.math == TileMath::Bf16 ? D.dp / 2 : D.dp);
-  }
-  __host__ __device__ static bool projection_fits(const Dims& D) {
-    return D.resident && D.smem_state && D.state_floats() >= stage_floats(D) + int64_t(D.mp) * projection_ld(D);
-  }
+  __host__ __device__ static int projection_words(const Dims& D) { return D.math == TileMath::Bf16 ? D.dp / 2 : D.dp; }
+  // The room after the tiles: the carried state, or the stage and the
+  // projection where they take more (the resident kernels use the room for
+  // those only).
   __host__ __device__ static int64_t floats(const Dims& D) {
-    const int64_t ct = D.ct, room = D.smem_state ? D.state_floats() : 0;
+    const int64_t ct = D.ct, state = D.smem_state ? D.state_floats() : 0;
+    const int64_t staged = stage_floats(D) + (D.smem_projection ? int64_t(D.mp) * projection_words(D) : 0);
     return ct * tile_ld(D.dp) + 3 * ct * tile_ld(D.mp) + 3 * ct * tile_ld(D.D1p) + 2 * ct * tile_ld(D.ct) + 5 * ct + 8 +
-           (room > stage_floats(D) ? room : stage_floats(D));
+           (state > staged ? state : staged);
   }
   __device__ explicit Tiles(const Dims& D, float* base) {
     const int ct = D.ct;
@@ -210,10 +219,11 @@ struct FloatB {
 };
 struct WordsB {
   const uint32_t* w;
-  int ldw;
+  int words;  // a row
   template <TileMath P>
   __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
-    Mma<P>::load_b_words(w, ldw, k0, j0, g, t, b);
+    load_b_words<P>(
+        w, [&](int j, int u) { return projection_word(words, j, u); }, k0, j0, g, t, b);
   }
 };
 
@@ -380,7 +390,7 @@ __device__ inline void project_rows(const Dims& D, const Tiles& t, const Project
   const int lx = tile_ld(D.dp), lu = tile_ld(D.mp);
 #ifdef PF_FAVOR_MMA_TILES
   if (W.words) {
-    const WordsB B{W.words, Tiles::projection_ld(D)};
+    const WordsB B{W.words, Tiles::projection_words(D)};
     if (D.math == TileMath::Bf16)
       return block_mm_tensor<TileMath::Bf16, false>(D.ct, D.mp, D.dp, D.data_scale, t.X, lx, B, 0.f, U, lu, Diag{});
     return block_mm_tensor<TileMath::Tf32, false>(D.ct, D.mp, D.dp, D.data_scale, t.X, lx, B, 0.f, U, lu, Diag{});

@@ -119,15 +119,17 @@ TEST(FavorAttentionGpu, MatchesReference) {
 }
 
 // The projection in shared memory (FavorShape::projection_in_shared) gives
-// the same bits as the projection read from global memory: bf16 at d = 64,
-// m = 256 (where the plan keeps the state in shared memory: H100, H200) and
-// TF32 at d = 16, m = 80 (every sm_80+ device), causal and bidirectional,
-// forward and backward; and those bits are near the float64 reference.
+// the same bits as the projection read from global memory: bf16 and TF32
+// at d = 64, m = 256 (where the plan keeps the state in shared memory:
+// H100, H200) and TF32 at d = 16, m = 80 (every sm_80+ device), causal and
+// bidirectional, forward and backward; and those bits are near the float64
+// reference.
 TEST(FavorAttentionGpu, ProjectionInSharedMemoryGivesTheSameBits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const int64_t B = 1, H = 2, n = 300;
   uint64_t seed = 900;
-  for (const GpuCase& c : {GpuCase{64, 256, 0, TileMath::Bf16}, GpuCase{16, 80, 0, TileMath::Tf32}}) {
+  for (const GpuCase& c :
+       {GpuCase{64, 256, 0, TileMath::Bf16}, GpuCase{64, 256, 0, TileMath::Tf32}, GpuCase{16, 80, 0, TileMath::Tf32}}) {
     for (bool causal : {true, false}) {
       SCOPED_TRACE(testing::Message() << "d=" << c.d << " m=" << c.m << " math=" << tile_math_name(c.math)
                                       << " causal=" << causal);

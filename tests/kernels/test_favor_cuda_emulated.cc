@@ -334,12 +334,13 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
 // stage (Tiles::proj) and the projection products read them there, instead
 // of rounding W's elements from global memory as each lane loads them. The
 // lanes get the same bits, so o, dq, dk and dv are bit for bit those of the
-// same run with W in global memory, and near the float64 reference. Shapes
-// where the words fit in the carried state's room (Dims::smem_state): TF32
-// and bf16 at d = 16, m = 72 (16-row tiles) and d = 32, m = 208, bf16 at
-// d = 5, m = 200 and d = 64, m = 128, TF32 at d = 16, m = 200 in feature
-// slices of 96 (each block its slice's words); causal and bidirectional,
-// over 1 and 3 blocks (the second one warp at a time).
+// same run with W in global memory, and near the float64 reference. With
+// the state in shared memory (Dims::smem_state): rows of 8 and 16 words
+// (d = 16, m = 72, TF32 and bf16, 16-row tiles; d = 5, m = 200, bf16;
+// d = 32, m = 208, bf16) and swizzled rows of 32 and 64 (d = 32, m = 208,
+// TF32; d = 64, m = 128, bf16 and TF32), and TF32 at d = 16, m = 200 in
+// feature slices of 96 (each block its slice's words); causal and
+// bidirectional, over 1 and 3 blocks (the second one warp at a time).
 TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
   struct ProjectionCase {
     Case c;
@@ -353,6 +354,7 @@ TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
                                   {Case{100, 32, 208, 32, 64}, FeatureKernel::Elu, TileMath::Bf16},
                                   {Case{40, 5, 200, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
                                   {Case{64, 64, 128, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
+                                  {Case{64, 64, 128, 32, 0}, FeatureKernel::Elu, TileMath::Tf32},
                                   {Case{90, 16, 200, 32, 32}, FeatureKernel::Softmax, TileMath::Tf32, 96}};
   auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
