@@ -24,7 +24,11 @@
 //                   value columns within the warp.
 // The state is read from global memory once per segment or written once,
 // never per tile. The strips' outputs go through a work tile in shared
-// memory (DX, WK) to the coalesced passes that follow.
+// memory (DX, WK) to the coalesced passes that follow. The room the tile
+// kernels keep the state in holds instead the stage (the next tile's rows,
+// copied in with cp.async while a tile runs: stage_rows) and, with
+// Dims::smem_projection, the block's projection as the tensor cores'
+// words (write_projection).
 // With TileMath::Fp32, a slice wider than kResidentFeatures, d + 1 beyond
 // 16 kWarps, or FavorShape::state_in_registers false, the launch sequences
 // keep the tile kernels (Dims::resident, resident_fits). Code compiled for
