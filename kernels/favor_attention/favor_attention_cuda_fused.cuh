@@ -224,12 +224,16 @@ __device__ inline Tiles shared_tiles(const Dims& D) {
   return Tiles(D, smem);
 }
 
-// X <- rows of x (q or k), then their features in Phi (and log-scales in c).
+// X <- rows of x (q or k), then their features by W in Phi (and log-scales
+// in c); W the block's projection unless given.
+__device__ inline void features_of(const Dims& D, const Tiles& t, const Projection& W, const float* x, int64_t row,
+                                   int rows, float* Phi, float* c) {
+  load_tile(x + row * D.d, rows, D.d, t.X, D.ct, tile_ld(D.dp));
+  make_features(D, t, W, Phi, c, rows);
+}
 __device__ inline void features_of(const Args& a, const Block& b, const Tiles& t, const float* x, int64_t row, int rows,
                                    float* Phi, float* c) {
-  const Dims& D = a.D;
-  load_tile(x + row * D.d, rows, D.d, t.X, D.ct, tile_ld(D.dp));
-  make_features(D, t, head_projection(a, b), Phi, c, rows);
+  features_of(a.D, t, head_projection(a, b), x, row, rows, Phi, c);
 }
 
 // t.L[i] = the row log-scale L_i of the tile's rows for this slice: the
@@ -241,19 +245,32 @@ __device__ inline void row_scales(const Dims& D, const Tiles& t, const float* ra
   __syncthreads();
 }
 
+// t.c[i] = -L_i: the log-scales of the tile's queries as the rows of the
+// gradient state; padded rows empty.
+__device__ inline void query_log_scales(const Dims& D, const Tiles& t, int rows) {
+  for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
+  __syncthreads();
+}
+
 // The keys of a tile: features Pk with log-scales c, and V' = [v 1].
 __device__ inline void load_keys(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
   features_of(a, b, t, a.k, row, rows, t.Pk, t.c);
   load_vprime(a.D, a.v + row * a.D.d, a.D.d, rows, t.VP);
 }
 
-// The queries' side of a tile's backward: features Pq (log-scales cq), the
-// gradient rows G and the row log-scales L.
-__device__ inline void load_query_grads(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
+// The queries' side of a tile's backward: features Pq by W (log-scales
+// cq), the gradient rows G and the row log-scales L from the tile's raw row
+// scales raw_L; W and raw_L the block's projection and a.L's rows unless
+// given.
+__device__ inline void load_query_grads(const Args& a, const Tiles& t, int64_t row, int rows, const Projection& W,
+                                        const float* raw_L) {
   const Dims& D = a.D;
-  features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
+  features_of(D, t, W, a.q, row, rows, t.Pq, t.cq);
   load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
-  row_scales(D, t, a.L + row, rows);
+  row_scales(D, t, raw_L, rows);
+}
+__device__ inline void load_query_grads(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
+  load_query_grads(a, t, row, rows, head_projection(a, b), a.L + row);
 }
 
 // Calls tile(t0, rows, row) for every tile of the block's rows, in order or
@@ -315,8 +332,7 @@ __device__ inline float head_log_scale(const Args& a, const Block& b) { return a
 // (rho, R) (+)= the tile's queries: Pq with log-scales -L_i and values G
 // (t.scalar[1] holds rho).
 __device__ inline void add_queries_to_gradient_state(const Dims& D, const Tiles& t, int rows, float* R) {
-  for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
-  __syncthreads();
+  query_log_scales(D, t, rows);
   state_update(D, t, 1, t.Pq, t.c, t.G, R);
 }
 

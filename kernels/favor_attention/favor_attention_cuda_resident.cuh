@@ -248,10 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
       keys_from_stage(D, t, projection_of(a, b, t), rows);
     }
     stage_rows(a, b, t, t0 + D.ct, staged);  // the next tile's rows land while this one runs
-    if (Queries) {
-      for (int i = threadIdx.x; i < D.ct; i += kThreads) t.c[i] = i < rows ? -t.L[i] : kEmptyLogScale;
-      __syncthreads();
-    }
+    if (Queries) query_log_scales(D, t, rows);
     const float top = key_weights(D, t, ls);
     __syncthreads();
     if (S.held)
@@ -344,10 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     wait_rows();
     keys_from_stage(D, t, projection_of(a, b, t), rows);
-    load_tile(a.q + row * D.d, rows, D.d, t.X, D.ct, tile_ld(D.dp));
-    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);
-    load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
-    row_scales(D, t, t.stage_L, rows);
+    load_query_grads(a, t, row, rows, projection_of(a, b, t), t.stage_L);
     stage_rows(a, b, t, t0 + D.ct, kStageKeys | kStageRowScales);  // the next tile's rows land while this one runs
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
     const float top = key_weights(D, t, ls);
