@@ -26,6 +26,37 @@ gpu_init() {
 }
 
 figure() { echo "$*" >"$OUT/$step_name.figure"; }
+
+# pack_results DIR: the run so far as the few files that a caller taking
+# back only a handful (the GPU machine's results folder: at most 8 files of
+# at most 16 MiB each, see docs/testing.md#the-gpu-script) can carry off:
+#   DIR/summary.md       the table
+#   DIR/gpu-run.tar.gz   every file under $OUT below 4 MiB (logs, CSVs,
+#                        figures, tables), without the peers' installed
+#                        packages; a file left out is named in
+#                        left_out.txt inside it
+#   DIR/profile.ncu-rep  the profile step's report, when there is one
+# run_steps calls it after each step (with RESULTS set), so that a run
+# stopped from outside leaves every step that ended. Nothing to do without
+# DIR.
+pack_results() {
+  local dir=$1 base list
+  [ -n "$dir" ] || return 0
+  mkdir -p "$dir" || return 1
+  base=$(basename "$OUT")
+  list=$(mktemp)
+  (cd "$OUT/.." && find "$base" -path "$base/peers-site" -prune -o -type f ! -name '*.ncu-rep' -size -4M -print) \
+    >"$list"
+  (cd "$OUT/.." && find "$base" -path "$base/peers-site" -prune -o -type f ! -name '*.ncu-rep' -size +4095k -printf \
+    '%p %s bytes\n') >"$OUT/left_out.txt"
+  [ -s "$OUT/left_out.txt" ] || echo "nothing left out" >"$OUT/left_out.txt"
+  echo "$base/left_out.txt" >>"$list"
+  tar -czf "$dir/gpu-run.tar.gz.part" -C "$OUT/.." -T "$list" && mv -f "$dir/gpu-run.tar.gz.part" "$dir/gpu-run.tar.gz"
+  rm -f "$list" "$dir/gpu-run.tar.gz.part"
+  cp -f "$OUT/summary.md" "$dir/summary.md" 2>/dev/null
+  [ ! -f "$OUT/profile.ncu-rep" ] || cp -f "$OUT/profile.ncu-rep" "$dir/profile.ncu-rep"
+  true
+}
 bin() { echo "$BUILD_DIR/launch/$1"; }
 # Ranks unpinned (--bind-to none), as the ctest entries run them: Open MPI
 # binds each of up to 2 ranks to one core, where its stream and communication
@@ -243,7 +274,7 @@ check_limits() {
   shift
   for entry in "$@"; do
     IFS=: read -r name limit _ <<<"$entry"
-    printf '%-10s %4s s\n' "$name" "$limit"
+    printf '%-11s %4s s\n' "$name" "$limit"
     sum=$((sum + limit))
   done
   echo "sum of the limits: $sum s; budget: $budget s"
@@ -256,11 +287,11 @@ summary_table() {
   echo
   echo "== $1"
   shift
-  printf '| %-10s | %-12s | %-6s | %s |\n' step result time "key figure"
-  printf '|%s|%s|%s|%s|\n' ------------ -------------- -------- ------------
+  printf '| %-11s | %-12s | %-6s | %s |\n' step result time "key figure"
+  printf '|%s|%s|%s|%s|\n' ------------- -------------- -------- ------------
   for r in "$@"; do
     IFS='|' read -r a b c d <<<"$r"
-    printf '| %-10s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
+    printf '| %-11s | %-12s | %-6s | %s |\n' "$a" "$b" "$c" "$d"
   done
 }
 
@@ -297,6 +328,7 @@ run_steps() {
     fi
     rows[i]="$name|running|-|since $(date +%T), limit ${limit}s"
     summary_table "$title, running $name" "${rows[@]}" >"$OUT/summary.md"
+    [ -z "${RESULTS:-}" ] || cp -f "$OUT/summary.md" "$RESULTS/summary.md"
     echo "== $name (limit ${limit}s)"
     t0=$(date +%s)
     step_name=$name step_limit=$step_limit timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
@@ -313,9 +345,11 @@ run_steps() {
     summary_table "$title, after $name, $(( $(date +%s) - t_all ))s so far, logs in $OUT" "${rows[@]}" |
       tee "$OUT/summary.md"
     i=$((i + 1)) printed=1
+    pack_results "${RESULTS:-}"
   done
   summary_table "$title, $(( $(date +%s) - t_all ))s in all, logs in $OUT" "${rows[@]}" >"$OUT/summary.md"
   [ "$printed" = 1 ] || cat "$OUT/summary.md"
+  pack_results "${RESULTS:-}"
   for r in "${rows[@]}"; do
     IFS='|' read -r _ result _ _ <<<"$r"
     [ "$result" = ok ] || return 1

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The two calls for a machine with one NVIDIA GPU: the first builds, proves
-# the CUDA path of the whole trainer and benchmarks it; the second (--peers,
-# on the same warm machine, whose build it reuses) times our kernels and
-# training step beside the GPU peers. Each prints a table after each step.
-# Each step runs under its own time limit (each call's sum is at most 480 s,
-# see `steps` and `peer_steps` below) and logs to $OUT/STEP.log; a step that
-# fails or runs out of time is a row of the table, never the end of the
-# script.
+# The call for a machine with one NVIDIA GPU, as one command of at most
+# 10 minutes: it builds, proves the CUDA path of the whole trainer, and
+# times our kernels and training step beside the GPU peers, the most
+# informative steps first. It prints a table after each step. Each step runs
+# under its own time limit (their sum is at most 570 s, see `steps` below)
+# and logs to $OUT/STEP.log; a step that fails or runs out of time is a row
+# of the table, never the end of the script. With --results DIR the run so
+# far is packed into DIR after each step as at most three files (lib.sh,
+# pack_results), so that a call stopped from outside keeps every step that
+# ended.
 #
-#   tests/gpu/run.sh [--peers]            on the GPU machine (CUDA build for its GPU)
-#   tests/gpu/run.sh --dry-run [--peers]  every step with the CPU backend in an
-#                               existing build: the script's paths, limits and
-#                               table, tested without a GPU (ctest:
-#                               gpu_script_dry_run runs both calls)
-#   tests/gpu/run.sh --limits   each step's limit and each call's sum; fails
-#                               when a sum is over the 480 s budget
+#   tests/gpu/run.sh [--results DIR] [--all]   on the GPU machine (CUDA build
+#                               for its GPU); --all adds the steps that the
+#                               10-minute call leaves out (below)
+#   tests/gpu/run.sh --dry-run [--results DIR] [--all]   every step with the
+#                               CPU backend in an existing build: the
+#                               script's paths, limits, table and packed
+#                               results, tested without a GPU (ctest:
+#                               gpu_script_dry_run runs it with --all)
+#   tests/gpu/run.sh --limits   each step's limit and the sum; fails when the
+#                               call's sum is over its 570 s budget
 #
 # Steps, most informative first (docs/testing.md#the-gpu-script says what
 # each proves); a failed preflight, deps or build skips the rest:
@@ -36,38 +41,15 @@
 #               was skipped that this machine's GPUs could run
 #               (tests/gpu/check_gpu_skips.py: only NCCL's multi-rank entries
 #               may skip on one GPU)
-#   mission     4 ranks share the GPU (staged communicator), each capped at
-#               16 GiB, and train one causal 1,048,576-token sample of the
-#               paper preset with activation checkpointing (sp = 4): each
-#               rank's planned bytes, tracked peak and device pool high-water
-#               mark, and the step time; then the same sample on one rank
-#               without a cap (sp = 1)
-#   train_f32   the paper preset at its longest local length under a 16 GiB
-#               cap: planned and measured peak memory, one real step
-#   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
-#               (staged communicator): the losses of 8 steps must agree (1e-4)
-#   packed      packed mode across ranks: 8 steps with sp = 2 (proteins cut
-#               by the rank edge) on the GPU against the same on the CPU
-#               (1e-3), without and with a local window of 16 (halo rows
-#               between the ranks), and the step time of packed against
-#               concat samples of the same tokens (performer-bench train --data)
-#   train_bf16  train_f32 with model.dtype = "bf16"
-#   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
-#               longest local length, GB/s against a device copy
-#   sanitize    compute-sanitizer: memcheck (out-of-bounds and misaligned
-#               accesses, global and shared) over the fused FAVOR+ test and
-#               the tensor-core softmax backward test, racecheck (shared
-#               memory hazards) over the latter and the mma probe test
+#   kernels     FAVOR+ (fp32, TF32, bf16, and their variants), exact softmax
+#               (fp32, TF32, bf16) and a 256-key window (fp32, bf16) forward
+#               + backward at n = 4k..64k, with each row's peak bytes, and
+#               the GPU's sgemm peak in the same run
 #   profile     Nsight Compute (ncu --clock-control none) on the causal
 #               FAVOR+ forward and backward kernels (TF32) and the bf16
 #               softmax forward and key-gradient kernels at n = 16,384:
 #               speed of light, occupancy, launch, warp-state, compute and
 #               memory sections, in $OUT/profile.ncu-rep and the log
-# The second call (--peers): preflight, deps and build as above, then
-#   kernels     FAVOR+ (fp32, TF32, bf16 tiles, and in slabs), exact softmax
-#               (fp32, TF32, bf16) and a 256-key window (fp32, bf16) forward
-#               + backward at n = 4k..64k, with each row's peak bytes, and
-#               the GPU's sgemm peak in the same run
 #   peers       the GPU peers at n = 4k..128k (launch/bench/peers/gpu_attention.py:
 #               SDPA's flash backend, flash-linear-attention's chunked
 #               kernel, performer-pytorch; their wheels from $PF_GPU_WHEELS)
@@ -76,7 +58,29 @@
 #               plain PyTorch with SDPA (gpu_train_step.py, bf16 and fp32)
 #               and in our trainer (softmax, FAVOR+, FAVOR+ beside a
 #               256-key window; fp32 and bf16), one CSV, the crossover
-# Environment: OUT (default out/gpu; relative paths are under the repository),
+#   mission     4 ranks share the GPU (staged communicator), each capped at
+#               16 GiB, and train one causal 1,048,576-token sample of the
+#               paper preset with activation checkpointing (sp = 4), in fp32
+#               and in bf16: each rank's planned bytes, tracked peak and
+#               device pool high-water mark, and the step time
+#   sanitize    compute-sanitizer: memcheck (out-of-bounds and misaligned
+#               accesses, global and shared) over the fused FAVOR+ test and
+#               the tensor-core softmax backward test, racecheck (shared
+#               memory hazards) over the latter and the mma probe test
+#   packed      packed mode across ranks: sp = 2 on the GPU against the CPU,
+#               without and with a local window (halo rows); packed against
+#               concat step time
+# With --all, then (each ran on an H200 before, see docs/results/gpu.md):
+#   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
+#               (staged communicator): the losses of 8 steps must agree (1e-4)
+#   mission_sp1 the mission's sample on one rank without a cap (sp = 1)
+#   train_f32   the paper preset at its longest local length under a 16 GiB
+#               cap: planned and measured peak memory, one real step
+#   train_bf16  train_f32 with model.dtype = "bf16"
+#   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
+#               longest local length, GB/s against a device copy
+# Environment: OUT (default out/gpu; relative paths are under the repository;
+# the GPU machine's own results folder is --results, not OUT),
 # BUILD_DIR (default build-gpu; for --dry-run, the existing build to use),
 # JOBS (default: all cores), PF_GPU_DEPS (default .gpu-deps), PF_GPU_WHEELS
 # (default .whl: the peers' wheels, launch/bench/peers/gpu_wheels.sh).
@@ -86,61 +90,78 @@ cd "$repo"
 . tests/gpu/lib.sh
 
 # NAME:LIMIT[:gate], each limit in seconds on the GPU machine, beside what it
-# rests on: the times of the first run on a GPU (one H200, 16 cores; the
-# table of docs/results/gpu.md) with room for a slower card or machine.
-# The sum is at most 480 s: with each step's 5 s to die after its limit
-# (timeout -k 5), the script ends within 10 minutes even when every step
-# runs out of time.
-budget=480
+# rests on: the times of the runs on a GPU (one H200, 16 cores; the tables
+# of docs/results/gpu.md) with room for a slower card or machine. A lent
+# machine takes one command of at most 600 s (and 15 minutes of machine
+# time with its start), so the call's limits add up to at most 570 s; a
+# call stopped at 600 s loses only the step running then (--results).
+budget=570
 steps=(
-  preflight:15:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
-  deps:20:gate       # 11 s (135 packages unpacked and patched); <1 s when installed
-  build:150:gate     # 84 s from clean for sm_90 on 16 cores as one target (pf_gpu_binaries, its 12 binaries in
-                     # parallel); 133 s and >150 s when they were built one after another
-  gpu_tests:60       # 41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
-                     # 35 s with 2 threads, now JOBS / 4; test_favor_attention_gpu 8.6 s)
-  mission:90         # one step at sp = 4 took 28.7 s (attention 23.9 s: 4 ranks share the GPU); one step at sp = 4
-                     # and one at sp = 1, no warm-up, and 5 processes' CUDA start
-  train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
-  staged_sp:15       # 6 s (10 processes of 8 tiny steps)
-  packed:25          # 8 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
-  train_bf16:10      # 3 s
-  reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
-  sanitize:45        # not yet run on a GPU: four small test binaries under compute-sanitizer, 20 s each at most
+  preflight:10:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
+  deps:20:gate       # 11-14 s (135 packages unpacked and patched); <1 s when installed
+  build:140:gate     # 84 s from clean for sm_90 on 16 cores as one target before the resident FAVOR+ kernels;
+                     # their file alone now takes 121 s on one core of the 2-core VM (nvcc, sm_90), so
+                     # it is the build's critical path
+  gpu_tests:60       # 34-41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
+                     # 28 s with 4 threads; test_favor_attention_gpu 8.6 s before the resident kernels' tests)
+  kernels:40         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
+                     # variants and fp32 softmax; now seven FAVOR+ and five softmax rows; rows kept as they come
   profile:25         # not yet run on a GPU: ncu on 8 launches (4 kernels) at n = 16,384
-)
-# The second call, on the same machine after the first: the build is there
-# (an incremental build of nothing, a few seconds).
-peer_steps=(
-  preflight:15:gate
-  deps:20:gate
-  build:150:gate
-  kernels:60         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
-                     # variants and softmax; now six FAVOR+ and five softmax variants; rows kept as they come
-  peers:90           # not yet run on a GPU: three peers, each stopped after 25 s (gpu_attention.py --budget-s),
+  peers:65           # not yet run on a GPU: three peers, each stopped after 18 s (gpu_attention.py --budget-s),
                      # Triton's compile of flash-linear-attention's kernels inside its first case
-  train_peers:140    # not yet run on a GPU: two PyTorch processes (bf16, fp32; 3 lengths each) and 16 of ours (1 warm-up
-                     # and 3 timed steps each; softmax to 16,384 only)
+  train_peers:90     # not yet run on a GPU: two PyTorch processes (bf16, fp32; 3 lengths each) and 16 of ours (1 warm-up
+                     # and 2 timed steps each; softmax to 16,384 only)
+  mission:70         # one fp32 step at sp = 4 took 28.7 s with the tile kernels (attention 23.9 s: 4 ranks share
+                     # the GPU); now an fp32 and a bf16 step, no warm-up, and 8 processes' CUDA start
+  sanitize:30        # not yet run on a GPU: four small test binaries under compute-sanitizer, 20 s each at most
+  packed:20          # 8-9 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
+)
+# --all: the steps that have run on a GPU and whose code the kernels' work
+# since has not changed, after the call's steps (no budget: a machine of
+# your own).
+more_steps=(
+  staged_sp:15       # 6 s (10 processes of 8 tiny steps)
+  mission_sp1:45     # one step of 19.9 s on one rank without a cap, with the tile kernels
+  train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
+  train_bf16:10      # 3-4 s
+  reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
 )
 
-dry=0 peers=0
-for arg in "$@"; do
-  case "$arg" in
+dry=0 all=0 RESULTS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --dry-run) dry=1 ;;
-    --peers) peers=1 ;;
-    --limits)
-      echo "first call:"; check_limits "$budget" "${steps[@]}"; first=$?
-      echo "second call (--peers):"; check_limits "$budget" "${peer_steps[@]}" && exit $first; exit 1 ;;
-    *) echo "usage: tests/gpu/run.sh [--dry-run] [--peers] | --limits" >&2; exit 2 ;;
+    --all) all=1 ;;
+    --results)
+      [ $# -ge 2 ] || { echo "--results needs a folder" >&2; exit 2; }
+      RESULTS=$2
+      shift ;;
+    --limits) check_limits "$budget" "${steps[@]}"; exit ;;
+    *) echo "usage: tests/gpu/run.sh [--dry-run] [--all] [--results DIR] | --limits" >&2; exit 2 ;;
   esac
+  shift
 done
-[ "$peers" = 1 ] && steps=("${peer_steps[@]}")
 check_limits "$budget" "${steps[@]}" >/dev/null || {
   echo "the steps' limits add up to more than the $budget s budget: tests/gpu/run.sh --limits" >&2
   exit 2
 }
+[ "$all" = 1 ] && steps+=("${more_steps[@]}")
 
-gpu_init "out/gpu$([ "$peers" = 1 ] && echo -peers)"
+# The GPU machine's call names its results folder in OUT too
+# (`tests/gpu/run.sh --results "$OUT"`): the logs then go to the default.
+if [ -n "$RESULTS" ] && [ -n "${OUT:-}" ] && [ "$(gpu_absolute "$OUT")" = "$(gpu_absolute "$RESULTS")" ]; then
+  unset OUT
+fi
+gpu_init out/gpu
+if [ -n "$RESULTS" ]; then
+  RESULTS=$(gpu_absolute "$RESULTS")
+  case "$RESULTS/" in
+    "$OUT"/*) echo "--results $RESULTS is inside OUT=$OUT: the packed files would pack themselves" >&2; exit 2 ;;
+  esac
+  mkdir -p "$RESULTS" || { echo "cannot create $RESULTS" >&2; exit 2; }
+  rm -f "$RESULTS/summary.md" "$RESULTS/gpu-run.tar.gz" "$RESULTS/profile.ncu-rep"
+fi
+export RESULTS
 if [ "$dry" = 1 ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   echo "--dry-run uses an existing build: BUILD_DIR=$BUILD_DIR has no CMakeCache.txt" >&2
   exit 2
@@ -246,23 +267,39 @@ step_train_bf16() { bench_train --set 'model.dtype="bf16"'; }
 
 # The mission: 4 ranks on the one GPU through the staged communicator, each
 # under a 16 GiB cap, train one causal sample of 4 x 262,144 = 1,048,576
-# tokens (paper preset, activation checkpointing, sp = 4); then one rank
-# with no cap trains the same length (sp = 1). One timed step each, without
-# a warm-up (a step took 28.7 s on the H200: the first step's library start
-# is a small part of it). The dry run: 4 x 1,024 tokens under a 1 GiB cap on
-# the CPU.
+# tokens (paper preset, activation checkpointing, sp = 4), in fp32 and then
+# in bf16 (model.dtype). One timed step each, without a warm-up (an fp32
+# step took 28.7 s on the H200 with the tile kernels: the first step's
+# library start is a small part of it). mission_sp1 (--all): one rank with
+# no cap trains the same length. The dry run: 4 x 1,024 tokens under a
+# 1 GiB cap on the CPU.
+bench_mission() {  # bench_mission CSV RANKS PERFORMER-BENCH-ARGS...
+  local csv=$1 ranks=$2 n=262144 backend=cuda
+  shift 2
+  [ "$dry" = 1 ] && n=1024 backend=cpu
+  local run=(train --preset paper --steps 1 --warmup 0 --set model.checkpoint_activations=true
+             --set "device.backend=\"$backend\"" --length $((4 * n / ranks)) --csv "$csv")
+  if [ "$ranks" = 1 ]; then
+    "$(bin performer-bench)" "${run[@]}" --sp 1 "$@"
+  else
+    mpi -n "$ranks" "$(bin performer-bench)" "${run[@]}" --sp "$ranks" --set 'device.comm="staged"' "$@"
+  fi
+}
 step_mission() {
   . "$PF_DEPS_ENV"
-  local n=262144 cap=16GiB backend=cuda
-  [ "$dry" = 1 ] && n=1024 cap=1GiB backend=cpu
-  local run=(train --preset paper --steps 1 --warmup 0 --set model.checkpoint_activations=true
-             --set "device.backend=\"$backend\"")
-  mpi -n 4 "$(bin performer-bench)" "${run[@]}" --sp 4 --length "$n" --cap "$cap" --set 'device.comm="staged"' \
-    --csv "$OUT/mission_sp4.csv" || return 1
-  "$(bin performer-bench)" "${run[@]}" --sp 1 --length $((4 * n)) --csv "$OUT/mission_sp1.csv" || return 1
-  cat "$OUT/mission_sp4.csv" "$OUT/mission_sp1.csv"
-  figure "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp4.csv"); one rank:" \
-    "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp1.csv")"
+  local cap=16GiB
+  [ "$dry" = 1 ] && cap=1GiB
+  bench_mission "$OUT/mission_sp4.csv" 4 --cap "$cap" || return 1
+  bench_mission "$OUT/mission_sp4_bf16.csv" 4 --cap "$cap" --set 'model.dtype="bf16"' || return 1
+  cat "$OUT/mission_sp4.csv" "$OUT/mission_sp4_bf16.csv"
+  figure "fp32: $(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp4.csv"); bf16:" \
+    "$(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp4_bf16.csv")"
+}
+step_mission_sp1() {
+  . "$PF_DEPS_ENV"
+  bench_mission "$OUT/mission_sp1.csv" 1 || return 1
+  cat "$OUT/mission_sp1.csv"
+  figure "one rank: $(python3 tests/gpu/summarize_csv.py step "$OUT/mission_sp1.csv")"
 }
 
 step_reductions() {
@@ -390,7 +427,7 @@ step_peers() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
       "$wheels"/*.whl || return 1
   fi
-  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 25)
+  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 18)
   [ "$dry" = 1 ] && args=(--device cpu --sizes 256 512 --heads 2 -m 32 --reps 1)
   PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     python3 launch/bench/peers/gpu_attention.py "${args[@]}" >"$csv" || return 1
@@ -406,7 +443,7 @@ step_peers() {
 # The causal training step beside a PyTorch trainer of the same model with
 # SDPA's flash backend: gpu_train_step.py (bf16, then fp32) at every length,
 # then our trainer at each length: softmax (up to 16,384), FAVOR+, and
-# FAVOR+ beside a 256-key window, each in fp32 and bf16, one warm-up and 3
+# FAVOR+ beside a 256-key window, each in fp32 and bf16, one warm-up and 2
 # timed steps per process; joined by gpu_table.py --train into
 # train_peers.csv with the table. The dry run: the small preset at 256 and
 # 512 tokens on the CPU, a 64-key window.
@@ -416,9 +453,9 @@ step_train_peers() {
   [ "$dry" = 1 ] && backend=cpu preset=small sizes=(256 512) soft_max=512 win=64
   rm -rf "$w" && mkdir -p "$w" || return 1
   python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
-    --dtype bf16 --header >"$w/pytorch.csv" || return 1
+    --dtype bf16 --steps 2 --header >"$w/pytorch.csv" || return 1
   python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
-    --dtype fp32 >>"$w/pytorch.csv" || return 1
+    --dtype fp32 --steps 2 >>"$w/pytorch.csv" || return 1
   cat "$w/pytorch.csv"
   local -A attention=([ours_softmax]=softmax [ours_favor]=favor [ours_favor_w$win]=favor)
   local -A window=([ours_softmax]=0 [ours_favor]=0 [ours_favor_w$win]=$win)
@@ -431,7 +468,7 @@ step_train_peers() {
     for cfg in ours_softmax ours_favor "ours_favor_w$win"; do
       [ "$cfg" = ours_softmax ] && [ "$n" -gt "$soft_max" ] && continue
       for dt in fp32 bf16; do
-        "$(bin performer-bench)" train --preset "$preset" --length "$n" --steps 3 --warmup 1 \
+        "$(bin performer-bench)" train --preset "$preset" --length "$n" --steps 2 --warmup 1 \
           --set "device.backend=\"$backend\"" --set "model.attention=\"${attention[$cfg]}\"" \
           --set "model.window=${window[$cfg]}" --set "model.dtype=\"${dtype[$dt]}\"" \
           --csv "$w/$cfg-$dt-$n.csv" >"$w/$cfg-$dt-$n.log" 2>&1 || { tail -5 "$w/$cfg-$dt-$n.log"; return 1; }
@@ -451,4 +488,4 @@ step_train_peers() {
 }
 
 run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))$(
-  [ "$peers" = 1 ] && echo ", peers")" "${steps[@]}"
+  [ "$all" = 1 ] && echo ", all steps")" "${steps[@]}"
