@@ -47,8 +47,9 @@
 //
 // The per-element kernels over projections, states and slices' parts are in
 // favor_attention_cuda_states.cuh.
-// Included through favor_attention_cuda_launch.cuh by exactly one
-// translation unit per binary (its kernels have internal linkage).
+// Its kernels have internal linkage: each CUDA file that includes it
+// compiles the ones it uses (favor_attention_cuda_resident.cuh says which
+// file compiles which).
 #pragma once
 
 #include <algorithm>
@@ -146,7 +147,12 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
   return dims_for(s, ct, math, smem_state, feature_slice_width(s));
 }
 
+}  // namespace
+
 // ---- arguments and per-block helpers --------------------------------------------
+// The kernels' arguments. Outside the anonymous namespace: the resident
+// kernels' files hand their kernels (void (*)(Args)) to this one's
+// (favor_attention_cuda_resident.cuh).
 struct Args {
   Dims D;
   int64_t extent;                               // rows of the buffers the call reaches
@@ -164,6 +170,8 @@ struct Args {
   bool accumulate;       // add to the outputs (one slice only: parts are always written)
   const int64_t* spans;  // null (head h is rows [h n, (h + 1) n)), or the pieces' table [heads][3]
 };
+
+namespace {
 
 struct Block {
   int h, seg, z, r0, r1, w;  // head, segment, feature slice, rows [r0, r1) of the head, its projection
@@ -396,10 +404,6 @@ __device__ __forceinline__ void key_segments_tiles(Args& a) {
   store_segment_state(a, b, S, a.fS);
   if (threadIdx.x == 0) a.fa[b.slot(D)] = t.scalar[0];
 }
-__global__ void k_key_segments(Args a) {
-  enter_slice(a);
-  key_segments_tiles(a);
-}
 
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
 // rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
@@ -426,10 +430,6 @@ __device__ __forceinline__ void query_segments_tiles(Args& a) {
   store_segment_state(a, b, R, a.gS);
   if (threadIdx.x == 0) a.ga[b.slot(D)] = t.scalar[1];
 }
-__global__ void k_query_segments(Args a) {
-  enter_slice(a);
-  query_segments_tiles(a);
-}
 
 // Causal forward of each segment from its scanned state (fa, fS):
 //   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
@@ -447,46 +447,6 @@ __device__ __forceinline__ void causal_forward_tiles(Args& a) {
     causal_tile_product<false>(D, t, D.D1p, D.mp, t.Pq, S, t.Pk, t.VP, t.A, t.DX);
     store_rows(t.DX, tile_ld(D.D1p), rows, D.D1, out_rows(a, b, a.y, D.D1, t0), false);
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
-  });
-}
-__global__ void k_causal_forward(Args a) {
-  enter_slice(a);
-  causal_forward_tiles(a);
-}
-
-// y_i = exp(L_i - L'_i) y_i + exp(b + cq_i - L'_i) phi_q[i] Pre with
-// L'_i = max(L_i, b + cq_i) for the state (sa, Sp) of each head; overwrite:
-// y and L start empty.
-__global__ void k_add_prefix(Args a) {
-  enter_slice(a);
-  const Dims& D = a.D;
-  const Block b(a);
-  const Tiles t = shared_tiles(D);
-  const float pa = head_log_scale(a, b);
-  if (is_empty_log_scale(pa) && a.accumulate) return;
-  const float* P = carried_state(D, t, head_state(a, b));
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
-    float* y = out_rows(a, b, a.y, D.D1, t0);
-    float* L = out_rows(a, b, a.L, 1, t0);
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) {
-      const float old = i < rows && a.accumulate ? L[i] : kEmptyLogScale;
-      const float part = pa + t.cq[i];  // empty with pa
-      const float top = max_log_scale(old, part);
-      t.L[i] = top;
-      t.rowsum[i] = log_scale_weight(old, top);  // weight of the old y row
-      t.w[i] = log_scale_weight(part, top);      // weight of the prefix
-    }
-    __syncthreads();
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, tile_ld(D.mp), P, D.D1p, 0.f, t.DX, tile_ld(D.D1p),
-                           row_weights(t.w));
-    for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
-      const int i = e / D.D1, x = e % D.D1;
-      float* out = y + int64_t(i) * D.D1 + x;
-      *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * tile_ld(D.D1p) + x];
-    }
-    for (int i = threadIdx.x; i < rows; i += kThreads) L[i] = t.L[i];
-    __syncthreads();
   });
 }
 
@@ -542,42 +502,6 @@ __device__ __forceinline__ void causal_backward_tiles(Args& a) {
     state_update(D, t, 0, t.Pk, t.c, t.VP, S);
   });
   causal_backward_key_sweep(a, b, t, dW);
-}
-__global__ void k_causal_backward(Args a) {
-  enter_slice(a);
-  causal_backward_tiles(a);
-}
-
-// dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
-//   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d].
-__global__ void k_key_grad_from_state(Args a) {
-  enter_slice(a);
-  const Dims& D = a.D;
-  const Block b(a);
-  const Tiles t = shared_tiles(D);
-  const float rho = head_log_scale(a, b);
-  // An empty suffix has nothing to read (uniform over the block).
-  const float* R = is_empty_log_scale(rho) ? nullptr : carried_state(D, t, head_state(a, b));
-  float* dW = zeroed_weight_grad(a, b);
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    if (is_empty_log_scale(rho)) {  // uniform over the block
-      if (!a.accumulate) {
-        float *dk = out_rows(a, b, a.dk, D.d, t0), *dv = out_rows(a, b, a.dv, D.d, t0);
-        for (int e = threadIdx.x; e < rows * D.d; e += kThreads) {
-          dk[e] = 0.f;
-          dv[e] = 0.f;
-        }
-      }
-      return;
-    }
-    load_keys(a, b, t, row, rows);
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
-    __syncthreads();
-    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, l1, R, D.D1p, 0.f, t.WK, lm, row_weights(t.w));
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, lm, R, D.D1p, 0.f, t.DX, l1, row_weights(t.w));
-    store_key_grads(a, b, t, dW, t0, rows, a.accumulate);
-  });
 }
 
 }  // namespace

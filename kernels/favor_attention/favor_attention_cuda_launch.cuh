@@ -13,7 +13,8 @@
 // fits them (Dims::resident), else on the tile kernels
 // (favor_attention_cuda_fused.cuh).
 // Included by exactly one translation unit per binary (its kernels have
-// internal linkage).
+// internal linkage); on nvcc builds the resident kernels come from files of
+// their own (favor_attention_cuda_resident.cuh).
 #pragma once
 
 #include <algorithm>
@@ -21,10 +22,38 @@
 
 #include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
 #include "kernels/favor_attention/favor_attention_cuda_resident.cuh"
+#include "kernels/favor_attention/favor_attention_cuda_tile_kernels.cuh"
 
 namespace pf {
 namespace favor_cuda {
 namespace {
+
+// The resident kernel `which` for the call's operand type, or `tiles` where
+// the resident kernels do not take the call (Dims::resident): on nvcc
+// builds from the resident kernels' own files, under the block emulator
+// instantiated here.
+inline TileKernel resident_or(const Dims& D, Resident which, TileKernel tiles) {
+  if (!D.resident) return tiles;
+#if defined(__CUDACC__)
+  return D.math == TileMath::Bf16 ? resident_kernel_bf16(D, which) : resident_kernel_tf32(D, which);
+#else
+  return D.math == TileMath::Bf16 ? resident_kernel<TileMath::Bf16>(D, which)
+                                  : resident_kernel<TileMath::Tf32>(D, which);
+#endif
+}
+// The kernels the launch sequences run for the segments' key states, the
+// causal backward's query-gradient states (no dq), the causal forward and
+// the causal backward.
+inline TileKernel key_segments_kernel(const Dims& D) { return resident_or(D, Resident::KeySegments, k_key_segments); }
+inline TileKernel causal_query_segments_kernel(const Dims& D) {
+  return resident_or(D, Resident::QuerySegments, k_query_segments);
+}
+inline TileKernel causal_forward_kernel(const Dims& D) {
+  return resident_or(D, Resident::CausalForward, k_causal_forward);
+}
+inline TileKernel causal_backward_kernel(const Dims& D) {
+  return resident_or(D, Resident::CausalBackward, k_causal_backward);
+}
 
 // Bytes of temporaries one protocol call may hold at once, bounded by the
 // sum of: the padded projections; the blocks' projection gradients (of a

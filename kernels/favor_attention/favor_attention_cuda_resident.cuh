@@ -41,6 +41,11 @@
 
 namespace pf {
 namespace favor_cuda {
+
+// A kernel of the op, and the four that have a resident form.
+using TileKernel = void (*)(Args);
+enum class Resident { KeySegments, QuerySegments, CausalForward, CausalBackward };
+
 namespace {
 
 // t.rowsum[j] = exp(c_j - top), the weight of the tile's key j in a state
@@ -369,11 +374,6 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
 #endif
 }
 
-using TileKernel = void (*)(Args);
-
-// The resident kernels: value strips of 8, 16 or 32 feature tiles (by the
-// slice's padded features), feature strips of 8 or 16 value tiles (by d + 1).
-enum class Resident { KeySegments, QuerySegments, CausalForward, CausalBackward };
 // The value-strip kernels (all but the causal backward) with NT feature tiles.
 template <TileMath P, int NT>
 TileKernel value_strip_kernel(Resident which) {
@@ -381,6 +381,9 @@ TileKernel value_strip_kernel(Resident which) {
   if (which == Resident::QuerySegments) return k_segments_resident<P, NT, true>;
   return k_causal_forward_resident<P, NT>;
 }
+// The resident kernel `which` for the sizes D with operands of type P:
+// value strips of 8, 16 or 32 feature tiles (by the slice's padded
+// features), feature strips of 8 or 16 value tiles (by d + 1).
 template <TileMath P>
 TileKernel resident_kernel(const Dims& D, Resident which) {
   if (which == Resident::CausalBackward)
@@ -389,25 +392,19 @@ TileKernel resident_kernel(const Dims& D, Resident which) {
   if (D.mp <= 128) return value_strip_kernel<P, 16>(which);
   return value_strip_kernel<P, 32>(which);
 }
-inline TileKernel resident_or(const Dims& D, Resident which, TileKernel tiles) {
-  if (!D.resident) return tiles;
-  return D.math == TileMath::Bf16 ? resident_kernel<TileMath::Bf16>(D, which)
-                                  : resident_kernel<TileMath::Tf32>(D, which);
-}
-// The kernels the launch sequences run for the segments' key states, the
-// causal backward's query-gradient states (no dq), the causal forward and
-// the causal backward.
-inline TileKernel key_segments_kernel(const Dims& D) { return resident_or(D, Resident::KeySegments, k_key_segments); }
-inline TileKernel causal_query_segments_kernel(const Dims& D) {
-  return resident_or(D, Resident::QuerySegments, k_query_segments);
-}
-inline TileKernel causal_forward_kernel(const Dims& D) {
-  return resident_or(D, Resident::CausalForward, k_causal_forward);
-}
-inline TileKernel causal_backward_kernel(const Dims& D) {
-  return resident_or(D, Resident::CausalBackward, k_causal_backward);
-}
 
 }  // namespace
+
+#if defined(__CUDACC__)
+// nvcc builds compile the resident kernels of each operand type in a file of
+// their own (favor_attention_cuda_resident_tf32.cu, _bf16.cu), which
+// defines one of these, beside the tile kernels and the launches
+// (favor_attention_cuda.cu): all of them in one file took 135 s of nvcc
+// for sm_90 on one core, the build's critical path. The block emulator's
+// test compiles them where the launches pick them (favor_attention_cuda_launch.cuh).
+TileKernel resident_kernel_tf32(const Dims& D, Resident which);
+TileKernel resident_kernel_bf16(const Dims& D, Resident which);
+#endif
+
 }  // namespace favor_cuda
 }  // namespace pf

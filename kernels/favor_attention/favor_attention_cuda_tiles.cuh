@@ -15,7 +15,8 @@
 //              of rows, its backward, and the gradient of the projection,
 //              with the per-element math of feature_map_math.h.
 // Included through favor_attention_cuda_fused.cuh (by favor_attention_cuda.cu,
-// and by the emulated test under tests/support/cuda_block_emulator.h).
+// favor_attention_cuda_resident_tf32.cu and _bf16.cu, and by the emulated
+// test under tests/support/cuda_block_emulator.h).
 #pragma once
 
 #if defined(__CUDACC__)

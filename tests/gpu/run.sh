@@ -100,8 +100,8 @@ steps=(
   preflight:10:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
   deps:20:gate       # 11-14 s (135 packages unpacked and patched); <1 s when installed
   build:140:gate     # 84 s from clean for sm_90 on 16 cores as one target before the resident FAVOR+ kernels;
-                     # their file alone now takes 121 s on one core of the 2-core VM (nvcc, sm_90), so
-                     # it is the build's critical path
+                     # in one file with the rest of the op they took 121-135 s of nvcc on one core of the
+                     # 2-core VM (AMD EPYC), so they are now two files of their own (46, 67 and 67 s side by side there)
   gpu_tests:60       # 34-41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
                      # 28 s with 4 threads; test_favor_attention_gpu 8.6 s before the resident kernels' tests)
   kernels:40         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
