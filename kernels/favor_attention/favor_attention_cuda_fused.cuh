@@ -1,5 +1,6 @@
 // The fused CUDA FAVOR+ algorithm (favor_attention_cuda.cu): sizes, the
-// per-block helpers and the tile kernels, written so that the same code runs
+// per-block helpers and the tile kernels' bodies (their __global__ entry
+// points: favor_attention_cuda_tile_kernels.cuh), written so that the same code runs
 // on a GPU and, for the tests, on the CPU under the block emulator of
 // tests/support/cuda_block_emulator.h. The order of their launches is in
 // favor_attention_cuda_launch.cuh; the kernels that keep the state in
@@ -47,19 +48,20 @@
 //
 // The per-element kernels over projections, states and slices' parts are in
 // favor_attention_cuda_states.cuh.
-// Its kernels have internal linkage: each CUDA file that includes it
-// compiles the ones it uses (favor_attention_cuda_resident.cuh says which
-// file compiles which).
+// It holds no __global__ function, so a file that includes it compiles only
+// the kernels it defines or includes besides (favor_attention_cuda.cu: the
+// tile kernels, the per-element ones and the launches;
+// favor_attention_cuda_resident_tf32.cu and _bf16.cu: the resident kernels).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/favor_attention/favor_attention.h"
-#include "kernels/favor_attention/favor_attention_cuda_states.cuh"
 #include "kernels/favor_attention/favor_attention_cuda_tiles.cuh"
 #include "kernels/feature_map/feature_map_rows.h"
 #include "runtime/int_math.h"
+#include "runtime/row_spans.h"
 
 namespace pf {
 namespace favor_cuda {
@@ -172,6 +174,17 @@ struct Args {
 };
 
 namespace {
+
+// The rows and the projection of call head h.
+struct HeadRows {
+  int64_t row0;  // its first row in the buffers
+  int len;       // its rows
+  int w;         // its projection (mod w_heads) and dW slot
+};
+__host__ __device__ inline HeadRows head_rows(const Dims& D, const int64_t* spans, int h) {
+  const RowSpan x = span_of(spans, h, D.n);
+  return HeadRows{x.row0, static_cast<int>(x.len), static_cast<int>(x.head)};
+}
 
 struct Block {
   int h, seg, z, r0, r1, w;  // head, segment, feature slice, rows [r0, r1) of the head, its projection
@@ -390,7 +403,7 @@ __device__ inline void causal_row_scales(const Args& a, const Block& b, const Ti
   }
 }
 
-// ---- tile kernels (the per-element ones: favor_attention_cuda_states.cuh) ------
+// ---- tile kernels' bodies (entry points: favor_attention_cuda_tile_kernels.cuh) ------
 // Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
 __device__ __forceinline__ void key_segments_tiles(Args& a) {
   const Dims& D = a.D;

@@ -11,7 +11,7 @@
 // causal backward run on the kernels that keep each warp's strip of the
 // state in registers where the tile math runs on tensor cores and the slice
 // fits them (Dims::resident), else on the tile kernels
-// (favor_attention_cuda_fused.cuh).
+// (favor_attention_cuda_tile_kernels.cuh).
 // Included by exactly one translation unit per binary (its kernels have
 // internal linkage); on nvcc builds the resident kernels come from files of
 // their own (favor_attention_cuda_resident.cuh).
@@ -22,6 +22,7 @@
 
 #include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
 #include "kernels/favor_attention/favor_attention_cuda_resident.cuh"
+#include "kernels/favor_attention/favor_attention_cuda_states.cuh"
 #include "kernels/favor_attention/favor_attention_cuda_tile_kernels.cuh"
 
 namespace pf {

@@ -5,29 +5,18 @@
 // slices' padded ones and merged back (one log-scale), the slices' parts of
 // y, the row log-scales and the gradients combined into the call's outputs,
 // and the exclusive scan of the segment states. Grid-stride loops, kThreads
-// per block; no shared memory. Included by favor_attention_cuda_fused.cuh.
+// per block; no shared memory. Included by favor_attention_cuda_launch.cuh
+// (not by the resident kernels' files, which launch none of these).
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/favor_attention/favor_attention_cuda_tiles.cuh"
+#include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
 #include "kernels/linear_attention/linear_attention_math.h"
-#include "runtime/row_spans.h"
 
 namespace pf {
 namespace favor_cuda {
 namespace {
-
-// The rows and the projection of call head h.
-struct HeadRows {
-  int64_t row0;  // its first row in the buffers
-  int len;       // its rows
-  int w;         // its projection (mod w_heads) and dW slot
-};
-__host__ __device__ inline HeadRows head_rows(const Dims& D, const int64_t* spans, int h) {
-  const RowSpan x = span_of(spans, h, D.n);
-  return HeadRows{x.row0, static_cast<int>(x.len), static_cast<int>(x.head)};
-}
 
 // A grid-stride loop over [0, count).
 #define PF_GRID_LOOP(e, count) \

@@ -8,6 +8,7 @@
 # $OUT/NAME.figure) and writes it to $OUT/summary.md.
 
 . "$(dirname "${BASH_SOURCE[0]}")/deps.sh"
+gpu_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 gpu_absolute() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
 
@@ -27,35 +28,14 @@ gpu_init() {
 
 figure() { echo "$*" >"$OUT/$step_name.figure"; }
 
-# pack_results DIR: the run so far as the few files that a caller taking
-# back only a handful (the GPU machine's results folder: at most 8 files of
-# at most 16 MiB each, see docs/testing.md#the-gpu-script) can carry off:
-#   DIR/summary.md       the table
-#   DIR/gpu-run.tar.gz   every file under $OUT below 4 MiB (logs, CSVs,
-#                        figures, tables), without the peers' installed
-#                        packages; a file left out is named in
-#                        left_out.txt inside it
-#   DIR/profile.ncu-rep  the profile step's report, when there is one
-# run_steps calls it after each step (with RESULTS set), so that a run
-# stopped from outside leaves every step that ended. Nothing to do without
-# DIR.
+# pack_results DIR: the run so far as the few files a lent GPU machine hands
+# back (tests/gpu/pack_results.py: DIR/summary.md, DIR/gpu-run.tar.gz,
+# DIR/profile.ncu-rep). run_steps calls it after each step (with RESULTS
+# set), so that a run stopped from outside leaves every step that ended.
+# Nothing to do without DIR.
 pack_results() {
-  local dir=$1 base list
-  [ -n "$dir" ] || return 0
-  mkdir -p "$dir" || return 1
-  base=$(basename "$OUT")
-  list=$(mktemp)
-  (cd "$OUT/.." && find "$base" -path "$base/peers-site" -prune -o -type f ! -name '*.ncu-rep' -size -4M -print) \
-    >"$list"
-  (cd "$OUT/.." && find "$base" -path "$base/peers-site" -prune -o -type f ! -name '*.ncu-rep' -size +4095k -printf \
-    '%p %s bytes\n') >"$OUT/left_out.txt"
-  [ -s "$OUT/left_out.txt" ] || echo "nothing left out" >"$OUT/left_out.txt"
-  echo "$base/left_out.txt" >>"$list"
-  tar -czf "$dir/gpu-run.tar.gz.part" -C "$OUT/.." -T "$list" && mv -f "$dir/gpu-run.tar.gz.part" "$dir/gpu-run.tar.gz"
-  rm -f "$list" "$dir/gpu-run.tar.gz.part"
-  cp -f "$OUT/summary.md" "$dir/summary.md" 2>/dev/null
-  [ ! -f "$OUT/profile.ncu-rep" ] || cp -f "$OUT/profile.ncu-rep" "$dir/profile.ncu-rep"
-  true
+  [ -n "$1" ] || return 0
+  python3 "$gpu_lib_dir/pack_results.py" "$OUT" "$1" || echo "pack_results: could not pack $OUT into $1" >&2
 }
 bin() { echo "$BUILD_DIR/launch/$1"; }
 # Ranks unpinned (--bind-to none), as the ctest entries run them: Open MPI
@@ -90,7 +70,7 @@ step_preflight() {
       head -1)
     echo "GPU (name, memory, compute mode, driver, compute capability): $gpu"
     case "$gpu" in
-      *Exclusive*|*Prohibited*) echo "warning: compute mode is not Default: ranks cannot share the GPU, so staged_sp and mission will fail" ;;
+      *Exclusive*|*Prohibited*) echo "warning: compute mode is not Default: ranks cannot share the GPU, so mission, packed and staged_sp will fail" ;;
     esac
     if [ "$dry" != 1 ]; then
       case "$gpu" in *"NVIDIA-SMI has failed"*|*"No devices"*|"") stop+=("nvidia-smi sees no GPU: $gpu") ;; esac
@@ -296,6 +276,10 @@ summary_table() {
 }
 
 # run_steps TITLE NAME:LIMIT[:gate]... ; exits 1 unless every step passed.
+# With PF_GPU_DEADLINE_S set (run.sh: the call's 590 s), no step runs past
+# that many seconds from the start: a step's limit is cut to the time left
+# (less 5 s for its kill), and a step with under 5 s left is skipped, so
+# the script packs its results before the machine stops the call.
 # When a gate step fails (preflight, deps, build), the steps after it are
 # not run: each is a row "skipped" naming the gate. The table is written to
 # $OUT/summary.md before each step (that step "running") and after it, and
@@ -306,7 +290,7 @@ run_steps() {
   shift
   export -f figure bin mpi build_device_probe gpu_targets make_tiny_run tiny_sp_losses \
     $(compgen -A function step_) $(compgen -A function bench_) $(compgen -A function deps_) \
-    find_nvcc find_nccl nccl_version missing_deps
+    find_nvcc find_nccl nccl_version missing_deps $(compgen -A function cuda_)
   local t_all rows=()
   t_all=$(date +%s)
   for entry in "$@"; do rows+=("${entry%%:*}|not run yet|-|-"); done
@@ -316,9 +300,21 @@ run_steps() {
     # checks). The dry run gives each step PF_GPU_DRY_LIMIT_SCALE (default 4)
     # times its limit: there the CPU stands in for the GPU, on a machine that
     # may be loaded.
-    local step_limit=$limit
-    if [ "${dry:-0}" = 1 ]; then limit=$((limit * ${PF_GPU_DRY_LIMIT_SCALE:-4})); fi
+    local step_limit=$limit scale=1 left=""
+    [ "${dry:-0}" = 1 ] && scale=${PF_GPU_DRY_LIMIT_SCALE:-4}
+    limit=$((limit * scale))
+    if [ -n "${PF_GPU_DEADLINE_S:-}" ]; then
+      left=$((PF_GPU_DEADLINE_S * scale - ($(date +%s) - t_all) - 5))
+      [ "$left" -ge "$limit" ] || limit=$left
+    fi
     rm -f "$OUT/$name.figure"
+    if [ -z "$blocked" ] && [ "$limit" -lt 5 ]; then
+      echo "== $name: skipped (${left}s left of the call's ${PF_GPU_DEADLINE_S}s)"
+      rows[i]="$name|skipped|0s|not run: no time left of the call's ${PF_GPU_DEADLINE_S}s"
+      summary_table "$title, out of time" "${rows[@]}" >"$OUT/summary.md"
+      i=$((i + 1)) printed=0
+      continue
+    fi
     if [ -n "$blocked" ]; then
       echo "== $name: skipped ($blocked failed)"
       rows[i]="$name|skipped|0s|not run: $blocked failed"

@@ -99,21 +99,21 @@ budget=570
 steps=(
   preflight:10:gate  # 3 s on the H200 (probe compiled by nvcc and run, nvidia-smi)
   deps:20:gate       # 11-14 s (135 packages unpacked and patched); <1 s when installed
-  build:140:gate     # 84 s from clean for sm_90 on 16 cores as one target before the resident FAVOR+ kernels;
+  build:130:gate     # 84 s from clean for sm_90 on 16 cores as one target before the resident FAVOR+ kernels;
                      # in one file with the rest of the op they took 121-135 s of nvcc on one core of the
                      # 2-core VM (AMD EPYC), so they are now two files of their own (46, 67 and 67 s side by side there)
   gpu_tests:60       # 34-41 s for 15 entries, 4 at a time, each entry's TIMEOUT 45 s (longest: test_column_sums_gpu
                      # 28 s with 4 threads; test_favor_attention_gpu 8.6 s before the resident kernels' tests)
-  kernels:40         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
+  kernels:50         # 17 s for 4,096, 16,384 and 65,536 (softmax to 16,384), one repetition, three FAVOR+
                      # variants and fp32 softmax; now seven FAVOR+ and five softmax rows; rows kept as they come
   profile:25         # not yet run on a GPU: ncu on 8 launches (4 kernels) at n = 16,384
-  peers:65           # not yet run on a GPU: three peers, each stopped after 18 s (gpu_attention.py --budget-s),
+  peers:60           # not yet run on a GPU: three peers, each stopped after 16 s (gpu_attention.py --budget-s),
                      # Triton's compile of flash-linear-attention's kernels inside its first case
-  train_peers:90     # not yet run on a GPU: two PyTorch processes (bf16, fp32; 3 lengths each) and 16 of ours (1 warm-up
+  train_peers:80     # not yet run on a GPU: two PyTorch processes (bf16, fp32; 3 lengths each) and 16 of ours (1 warm-up
                      # and 2 timed steps each; softmax to 16,384 only)
   mission:70         # one fp32 step at sp = 4 took 28.7 s with the tile kernels (attention 23.9 s: 4 ranks share
                      # the GPU); now an fp32 and a bf16 step, no warm-up, and 8 processes' CUDA start
-  sanitize:30        # not yet run on a GPU: four small test binaries under compute-sanitizer, 20 s each at most
+  sanitize:45        # not yet run on a GPU: four small test binaries under compute-sanitizer, 9 s each at most
   packed:20          # 8-9 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
 )
 # --all: the steps that have run on a GPU and whose code the kernels' work
@@ -145,23 +145,37 @@ check_limits "$budget" "${steps[@]}" >/dev/null || {
   echo "the steps' limits add up to more than the $budget s budget: tests/gpu/run.sh --limits" >&2
   exit 2
 }
-[ "$all" = 1 ] && steps+=("${more_steps[@]}")
+# The lent machine stops the command at 600 s: no step runs past 590 s
+# (run_steps), so the last pack has every step that ended. --all is for a
+# machine of your own.
+if [ "$all" = 1 ]; then
+  steps+=("${more_steps[@]}")
+else
+  export PF_GPU_DEADLINE_S=590
+fi
 
 # The GPU machine's call names its results folder in OUT too
 # (`tests/gpu/run.sh --results "$OUT"`): the logs then go to the default.
-if [ -n "$RESULTS" ] && [ -n "${OUT:-}" ] && [ "$(gpu_absolute "$OUT")" = "$(gpu_absolute "$RESULTS")" ]; then
+[ -z "$RESULTS" ] || RESULTS=$(realpath -m "$(gpu_absolute "$RESULTS")")
+if [ -n "$RESULTS" ] && [ -n "${OUT:-}" ] && [ "$(realpath -m "$(gpu_absolute "$OUT")")" = "$RESULTS" ]; then
   unset OUT
 fi
 gpu_init out/gpu
+OUT=$(realpath -m "$OUT")
+# A folder of the repository's out/ holds only this script's logs: a
+# machine kept warm from an earlier call must not pack that call's files.
+case "$OUT/" in "$repo"/out/?*/) rm -rf "$OUT" && mkdir -p "$OUT" && : >"$PF_DEPS_ENV" ;; esac
 if [ -n "$RESULTS" ]; then
-  RESULTS=$(gpu_absolute "$RESULTS")
   case "$RESULTS/" in
     "$OUT"/*) echo "--results $RESULTS is inside OUT=$OUT: the packed files would pack themselves" >&2; exit 2 ;;
+  esac
+  case "$OUT/" in
+    "$RESULTS"/*) echo "OUT=$OUT is inside --results $RESULTS: the logs would come back unpacked" >&2; exit 2 ;;
   esac
   mkdir -p "$RESULTS" || { echo "cannot create $RESULTS" >&2; exit 2; }
   rm -f "$RESULTS/summary.md" "$RESULTS/gpu-run.tar.gz" "$RESULTS/profile.ncu-rep"
 fi
-export RESULTS
+export RESULTS OUT
 if [ "$dry" = 1 ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   echo "--dry-run uses an existing build: BUILD_DIR=$BUILD_DIR has no CMakeCache.txt" >&2
   exit 2
@@ -326,7 +340,7 @@ cuda_tool() {
 }
 
 # compute-sanitizer on small GPU tests (TOOL:BINARY:FILTER), each run under
-# 20 s with its log in $OUT/sanitize/; the step fails when a tool reports an
+# 9 s with its log in $OUT/sanitize/; the step fails when a tool reports an
 # error or a run fails. The dry run checks that each binary lists the
 # filter's tests (there is no sanitizer without a GPU).
 step_sanitize() {
@@ -339,8 +353,8 @@ step_sanitize() {
     "racecheck:test_mma_gpu:*"
   )
   rm -rf "$w" && mkdir -p "$w" || return 1
+  cs=$(cuda_tool compute-sanitizer) || return 1
   if [ "$dry" != 1 ]; then
-    cs=$(cuda_tool compute-sanitizer)
     [ -n "$cs" ] || { figure "no compute-sanitizer on PATH or beside nvcc"; return 1; }
   fi
   for run in "${runs[@]}"; do
@@ -358,13 +372,13 @@ step_sanitize() {
       continue
     fi
     status=0
-    timeout -k 5 20 "$cs" --tool "$tool" --error-exitcode 3 --print-limit 20 "$dir/$name" --gtest_filter="$filter" \
+    timeout -k 2 9 "$cs" --tool "$tool" --error-exitcode 3 --print-limit 20 "$dir/$name" --gtest_filter="$filter" \
       >"$log" 2>&1 || status=$?
     tail -3 "$log"
     case "$status" in
       0) summary+=("$tool $name: clean") ;;
       3) summary+=("$tool $name: ERRORS ($(grep -c '^========= [A-Z]' "$log") lines)"); bad=1 ;;
-      124|137) summary+=("$tool $name: over 20 s"); bad=1 ;;
+      124|137) summary+=("$tool $name: over 9 s"); bad=1 ;;
       *) summary+=("$tool $name: exit $status"); bad=1 ;;
     esac
   done
@@ -381,13 +395,14 @@ step_sanitize() {
 step_profile() {
   . "$PF_DEPS_ENV"
   local args=(kernels --sizes 16384 --reps 1 --only favor_tf32 softmax_bf16 --modes causal --device cuda) ncu
+  rm -f "$OUT/profile.ncu-rep"
+  ncu=$(cuda_tool ncu) || return 1
   if [ "$dry" = 1 ]; then
     "$(bin performer-bench)" kernels --device cpu --sizes 256 --heads 2 -m 32 --reps 1 --only favor softmax \
       --modes causal || return 1
     figure "dry run: the benchmark's rows on the CPU; ncu not run"
     return 0
   fi
-  ncu=$(cuda_tool ncu)
   [ -n "$ncu" ] || { figure "no ncu on PATH or beside nvcc"; return 1; }
   "$ncu" --clock-control none --kernel-name regex:'k_causal_(forward|backward)|(forward|key_grad)_mma_kernel' \
     --launch-count 8 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
@@ -427,7 +442,7 @@ step_peers() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
       "$wheels"/*.whl || return 1
   fi
-  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 18)
+  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 16)
   [ "$dry" = 1 ] && args=(--device cpu --sizes 256 512 --heads 2 -m 32 --reps 1)
   PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     python3 launch/bench/peers/gpu_attention.py "${args[@]}" >"$csv" || return 1

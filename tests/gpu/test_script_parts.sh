@@ -3,7 +3,8 @@
 # gpu_script_parts): a failed gate step skips the steps after it; the table
 # is on disk after each step, so a run stopped from outside keeps it, and
 # so are the packed results (--results), within what a GPU machine hands
-# back; the steps' limits fit the budget; the device probe compiles (where nvcc is)
+# back; a deadline cuts the steps' limits; --results and OUT may not lie
+# inside each other; the steps' limits fit the budget; the device probe compiles (where nvcc is)
 # and fails where there is no GPU; the test step fails when GPU tests were
 # skipped that the machine's GPUs could run; unpack_deps.sh refuses packages
 # that need a newer glibc than the machine has, naming the package, and
@@ -75,28 +76,62 @@ check "the pack holds the log of the step that ended" \
 check "the pack holds no log of the step that was running" \
   bash -c "! tar -tzf '$work/stopped-results/gpu-run.tar.gz' | grep -q 'stopped/b.log'"
 
+check "a stopped run's results pass check_results.py" \
+  python3 "$repo/tests/gpu/check_results.py" "$work/stopped-results"
+
 # The packed results as a GPU machine hands them back: a finished run
-# passes check_results.py; a file over 4 MiB stays out of the pack and is
-# named in left_out.txt; more files than 8 in the folder fail the check.
+# passes check_results.py; of a file over 1 MiB the pack keeps its last
+# 1 MiB as FILE.tail and left_out.txt says so; more files than 8 in the
+# folder fail the check.
 (
   cd "$repo" && . tests/gpu/lib.sh
   OUT="$work/packed" gpu_init unused >/dev/null
   export RESULTS="$work/packed-results"
-  step_a() { figure "a ran"; head -c 5000000 /dev/zero >"$OUT/big.bin"; mkdir -p "$OUT/peers-site"; : >"$OUT/peers-site/x.py"; }
+  step_a() {
+    figure "a ran"
+    { head -c 4000000 /dev/zero; echo "the end of a long log"; } >"$OUT/big.log"
+    mkdir -p "$OUT/peers-site" && : >"$OUT/peers-site/x.py"
+  }
   step_b() { echo "b,1" >"$OUT/b.csv"; }
   run_steps "packed" a:5 b:5
 ) >"$work/packed.txt" 2>&1
 check "a finished run's pack passes check_results.py" python3 "$repo/tests/gpu/check_results.py" "$work/packed-results"
 check "the pack holds each step's CSV" bash -c "tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -qx 'packed/b.csv'"
-check "a file over 4 MiB stays out of the pack" \
-  bash -c "! tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -q 'big.bin'"
-check "left_out.txt names it" bash -c "tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/left_out.txt | grep -q 'big.bin 5000000 bytes'"
+check "a file over 1 MiB is packed as its last 1 MiB" \
+  bash -c "[ \"\$(tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/big.log.tail | wc -c)\" = 1048576 ] &&
+    tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/big.log.tail | tail -1 | grep -qx 'the end of a long log' &&
+    ! tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -qx 'packed/big.log'"
+check "left_out.txt says so" \
+  bash -c "tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/left_out.txt | grep -q '^big.log: 4000022 bytes; its last 1048576 bytes as big.log.tail'"
 check "the peers' installed packages stay out of the pack" \
   bash -c "! tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -q 'peers-site'"
-for i in 1 2 3 4 5 6 7; do : >"$work/packed-results/extra$i.txt"; done
+for i in 1 2 3 4 5 6 7; do : >"$work/packed-results/extra$i.txt"; done  # beside summary.md and the pack
 python3 "$repo/tests/gpu/check_results.py" "$work/packed-results" >"$work/check_many.txt" 2>&1
 check "9 files in the results folder fail the check" [ $? = 1 ]
 check "the failure counts the files" grep -q '9 files (at most 8)' "$work/check_many.txt"
+
+# A deadline (PF_GPU_DEADLINE_S): a step's limit is cut to the time left, and
+# a step with under 5 s left is skipped, saying so.
+(
+  cd "$repo" && . tests/gpu/lib.sh
+  OUT="$work/deadline" gpu_init unused >/dev/null
+  export PF_GPU_DEADLINE_S=14
+  step_a() { sleep 1; figure "a ran"; }
+  step_b() { sleep 60; }
+  step_c() { figure "c ran"; }
+  run_steps "deadline" a:5 b:100 c:5
+) >"$work/deadline.txt" 2>&1
+check "a deadline cuts the limit of the step that would pass it" grep -q '| b .*| TIMEOUT .*| [5-9]s ' "$work/deadline.txt"
+check "a step with no time left is skipped, saying so" \
+  grep -q "| c .*| skipped .*not run: no time left of the call's 14s" "$work/deadline/summary.md"
+
+# --results inside OUT, or OUT inside --results, is refused before anything runs.
+OUT="$work/logs" "$repo/tests/gpu/run.sh" --dry-run --results "$work/logs/r" >"$work/inside1.txt" 2>&1
+check "--results inside OUT is refused" [ $? = 2 ]
+check "the refusal says why" grep -q 'is inside OUT=' "$work/inside1.txt"
+OUT="$work/r2/logs" "$repo/tests/gpu/run.sh" --dry-run --results "$work/r2" >"$work/inside2.txt" 2>&1
+check "OUT inside --results is refused" [ $? = 2 ]
+check "that refusal says why" grep -q 'is inside --results' "$work/inside2.txt"
 
 # Limits: the call fits the 570 s budget (a lent machine's command runs at
 # most 600 s); a list over it is refused.
