@@ -10,7 +10,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/deps.sh"
 gpu_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-gpu_absolute() { case "$1" in /*) echo "$1" ;; *) echo "$repo/$1" ;; esac; }
+# A path as an absolute one without . or .. (relative ones under the repository).
+gpu_absolute() { case "$1" in /*) realpath -m -- "$1" ;; *) realpath -m -- "$repo/$1" ;; esac; }
 
 gpu_init() {
   OUT=$(gpu_absolute "${OUT:-$1}")
@@ -300,7 +301,7 @@ run_steps() {
     # checks). The dry run gives each step PF_GPU_DRY_LIMIT_SCALE (default 4)
     # times its limit: there the CPU stands in for the GPU, on a machine that
     # may be loaded.
-    local step_limit=$limit scale=1 left=""
+    local step_limit=$limit scale=1 left
     [ "${dry:-0}" = 1 ] && scale=${PF_GPU_DRY_LIMIT_SCALE:-4}
     limit=$((limit * scale))
     if [ -n "${PF_GPU_DEADLINE_S:-}" ]; then
@@ -308,17 +309,16 @@ run_steps() {
       [ "$left" -ge "$limit" ] || limit=$left
     fi
     rm -f "$OUT/$name.figure"
-    if [ -z "$blocked" ] && [ "$limit" -lt 5 ]; then
-      echo "== $name: skipped (${left}s left of the call's ${PF_GPU_DEADLINE_S}s)"
-      rows[i]="$name|skipped|0s|not run: no time left of the call's ${PF_GPU_DEADLINE_S}s"
-      summary_table "$title, out of time" "${rows[@]}" >"$OUT/summary.md"
-      i=$((i + 1)) printed=0
-      continue
-    fi
+    local why=""
     if [ -n "$blocked" ]; then
-      echo "== $name: skipped ($blocked failed)"
-      rows[i]="$name|skipped|0s|not run: $blocked failed"
-      summary_table "$title, stopped by $blocked" "${rows[@]}" >"$OUT/summary.md"
+      why="$blocked failed"
+    elif [ "$limit" -lt 5 ]; then
+      why="no time left of the call's ${PF_GPU_DEADLINE_S}s"
+    fi
+    if [ -n "$why" ]; then
+      echo "== $name: skipped ($why)"
+      rows[i]="$name|skipped|0s|not run: $why"
+      summary_table "$title, stopped: $why" "${rows[@]}" >"$OUT/summary.md"
       i=$((i + 1)) printed=0
       continue
     fi

@@ -156,12 +156,11 @@ fi
 
 # The GPU machine's call names its results folder in OUT too
 # (`tests/gpu/run.sh --results "$OUT"`): the logs then go to the default.
-[ -z "$RESULTS" ] || RESULTS=$(realpath -m "$(gpu_absolute "$RESULTS")")
-if [ -n "$RESULTS" ] && [ -n "${OUT:-}" ] && [ "$(realpath -m "$(gpu_absolute "$OUT")")" = "$RESULTS" ]; then
+[ -z "$RESULTS" ] || RESULTS=$(gpu_absolute "$RESULTS")
+if [ -n "$RESULTS" ] && [ -n "${OUT:-}" ] && [ "$(gpu_absolute "$OUT")" = "$RESULTS" ]; then
   unset OUT
 fi
 gpu_init out/gpu
-OUT=$(realpath -m "$OUT")
 # A folder of the repository's out/ holds only this script's logs: a
 # machine kept warm from an earlier call must not pack that call's files.
 case "$OUT/" in "$repo"/out/?*/) rm -rf "$OUT" && mkdir -p "$OUT" && : >"$PF_DEPS_ENV" ;; esac
