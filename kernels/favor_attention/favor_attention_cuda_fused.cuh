@@ -463,6 +463,58 @@ __device__ __forceinline__ void causal_forward_tiles(Args& a) {
   });
 }
 
+// The prefix's or total's part of a tile's rows of y: with the state (pa,
+// P) of the head and L'_i = max(L_i, pa + cq_i),
+//   y_i = exp(L_i - L'_i) y_i + exp(pa + cq_i - L'_i) phi_q[i] P,
+// or (overwrite: y and L start empty) y_i = phi_q[i] P at L'_i = pa + cq_i.
+// prefix_row_weights sets t.L[i] = L'_i, t.rowsum[i] the old row's weight
+// and t.w[i] the state's (a thread per row; the caller syncs before reading
+// them); store_prefix_rows adds the old rows to the state's part in DX
+// [ct, D1p] and writes y and the row log-scales.
+__device__ inline void prefix_row_weights(const Args& a, const Block& b, const Tiles& t, float pa, int t0, int rows) {
+  const float* L = out_rows(a, b, a.L, 1, t0);
+  for (int i = threadIdx.x; i < a.D.ct; i += kThreads) {
+    const float old = i < rows && a.accumulate ? L[i] : kEmptyLogScale;
+    const float part = pa + t.cq[i];  // empty with pa
+    const float top = max_log_scale(old, part);
+    t.L[i] = top;
+    t.rowsum[i] = log_scale_weight(old, top);  // weight of the old y row
+    t.w[i] = log_scale_weight(part, top);      // weight of the state's part
+  }
+}
+__device__ inline void store_prefix_rows(const Args& a, const Block& b, const Tiles& t, int t0, int rows) {
+  const Dims& D = a.D;
+  float* y = out_rows(a, b, a.y, D.D1, t0);
+  float* L = out_rows(a, b, a.L, 1, t0);
+  for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
+    const int i = e / D.D1, x = e % D.D1;
+    float* out = y + int64_t(i) * D.D1 + x;
+    *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * tile_ld(D.D1p) + x];
+  }
+  for (int i = threadIdx.x; i < rows; i += kThreads) L[i] = t.L[i];
+}
+
+// The prefix's or total's part of y for the state (sa, Sp) of each head
+// (prefix_row_weights): a product of each tile's query features with the
+// state, read from the carried copy.
+__device__ __forceinline__ void add_prefix_tiles(Args& a) {
+  const Dims& D = a.D;
+  const Block b(a);
+  const Tiles t = shared_tiles(D);
+  const float pa = head_log_scale(a, b);
+  if (is_empty_log_scale(pa) && a.accumulate) return;  // uniform over the block
+  const float* P = carried_state(D, t, head_state(a, b));
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
+    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
+    prefix_row_weights(a, b, t, pa, t0, rows);
+    __syncthreads();
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, tile_ld(D.mp), P, D.D1p, 0.f, t.DX, tile_ld(D.D1p),
+                           row_weights(t.w));
+    store_prefix_rows(a, b, t, t0, rows);
+    __syncthreads();
+  });
+}
+
 // Sweep 2 of the causal backward (k_causal_backward), in reverse from the
 // gradient state (ga, gS) of later rows, its dW parts added to dW:
 //   dPk = diag(exp(c_j + rho)) V' R^T + mask(G V'^T)^T Pq -> dk

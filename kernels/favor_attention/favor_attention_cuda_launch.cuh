@@ -7,10 +7,11 @@
 //   L.tiles(kernel, gx, gy, gz, smem_bytes, args)   kThreads per block, dynamic shared memory
 //   L.grid(kernel, gx, gy, args...)      kThreads per block, no shared memory
 //   L.copy(dst, src, floats)             device-to-device, in launch order
-// The segments' key and query-gradient states, the causal forward and the
-// causal backward run on the kernels that keep each warp's strip of the
-// state in registers where the tile math runs on tensor cores and the slice
-// fits them (Dims::resident), else on the tile kernels
+// The segments' key and query-gradient states (with the bidirectional dq),
+// the causal forward, the causal backward and the prefix's or total's part
+// of y run on the kernels that keep each warp's strip of the state in
+// registers where the tile math runs on tensor cores and the slice fits
+// them (Dims::resident), else on the tile kernels
 // (favor_attention_cuda_tile_kernels.cuh).
 // Included by exactly one translation unit per binary (its kernels have
 // internal linkage); on nvcc builds the resident kernels come from files of
@@ -43,8 +44,9 @@ inline TileKernel resident_or(const Dims& D, Resident which, TileKernel tiles) {
 #endif
 }
 // The kernels the launch sequences run for the segments' key states, the
-// causal backward's query-gradient states (no dq), the causal forward and
-// the causal backward.
+// causal backward's query-gradient states (no dq), the bidirectional
+// backward's (with dq), the causal forward, the causal backward and the
+// prefix's or total's part of y.
 inline TileKernel key_segments_kernel(const Dims& D) { return resident_or(D, Resident::KeySegments, k_key_segments); }
 inline TileKernel causal_query_segments_kernel(const Dims& D) {
   return resident_or(D, Resident::QuerySegments, k_query_segments);
@@ -54,6 +56,10 @@ inline TileKernel causal_forward_kernel(const Dims& D) {
 }
 inline TileKernel causal_backward_kernel(const Dims& D) {
   return resident_or(D, Resident::CausalBackward, k_causal_backward);
+}
+inline TileKernel add_prefix_kernel(const Dims& D) { return resident_or(D, Resident::AddPrefix, k_add_prefix); }
+inline TileKernel bidirectional_query_segments_kernel(const Dims& D) {
+  return resident_or(D, Resident::QuerySegmentsDq, k_query_segments);
 }
 
 // Bytes of temporaries one protocol call may hold at once, bounded by the
@@ -264,7 +270,7 @@ void fused_add_prefix(Launch& launch, const Dims& D, const Heads& heads, const f
   call.head_states(state);
   call.inputs(q, nullptr, nullptr);
   call.row_outputs(y, row_scale, accumulate);
-  call.run(k_add_prefix);
+  call.run(add_prefix_kernel(D));
   call.finish();
 }
 
@@ -311,7 +317,7 @@ void fused_bidirectional_backward_local(Launch& launch, const Dims& D, const Hea
   Args& a = call.inputs(q, nullptr, nullptr);
   call.output_grads(o, den, row_scale, d_o);
   call.input_grads(dq, nullptr, nullptr);
-  call.run(k_query_segments);
+  call.run(bidirectional_query_segments_kernel(D));
   call.scan(a.gS, a.ga, nullptr, local_grad_total, false);
   call.finish();
   call.add_weight_grads();

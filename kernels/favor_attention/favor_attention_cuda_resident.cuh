@@ -1,7 +1,9 @@
 // Fused CUDA FAVOR+ kernels that keep the running state in registers
 // (favor_attention_cuda_launch.cuh chooses them): every segment's own key
 // state, the causal backward's query-gradient states, the causal forward
-// from the scanned state, and the causal backward's first sweep (dq). Same
+// from the scanned state, the causal backward's first sweep (dq), the
+// bidirectional backward's query segments (dq and the query-gradient
+// states), and the prefix's or total's part of y (a state read only). Same
 // blocks, tiles, shared memory and log-scale conventions as the tile
 // kernels of favor_attention_cuda_fused.cuh; only the state moves.
 //
@@ -42,9 +44,9 @@
 namespace pf {
 namespace favor_cuda {
 
-// A kernel of the op, and the four that have a resident form.
+// A kernel of the op, and the six that have a resident form.
 using TileKernel = void (*)(Args);
-enum class Resident { KeySegments, QuerySegments, CausalForward, CausalBackward };
+enum class Resident { KeySegments, QuerySegments, QuerySegmentsDq, CausalForward, CausalBackward, AddPrefix };
 
 namespace {
 
@@ -118,9 +120,9 @@ struct Strip {
   }
   // out[i ld + row] = w[i] sum_col M[row][col] X[i][col] + sum_j Z[j][row] Mask[i][j]
   // for the ct (at most 32) rows i of a tile: M X^T with its columns
-  // weighted, plus Z^T Mask^T (X [ct, ldx], Z [ct, ldz], Mask [ct, ct]). The
-  // strip is the A operand straight from the accumulators, so the sum over
-  // M's columns stays within the warp.
+  // weighted, plus Z^T Mask^T (X [ct, ldx], Z [ct, ldz], Mask [ct, ct]; no
+  // such term where Z is null). The strip is the A operand straight from
+  // the accumulators, so the sum over M's columns stays within the warp.
   template <TileMath P>
   __device__ void outputs(int ct, const float* X, int ldx, const float* w, const float* Z, int ldz, const float* Mask,
                           float* out, int ld) const {
@@ -132,7 +134,7 @@ struct Strip {
     for (int j = 0; j < CJ; ++j) PF_UNROLL
     for (int r = 0; r < 4; ++r) y[j][r] *= j < nj ? w[8 * j + mma_col(t, r)] : 0.f;
     using M = Mma<P>;
-    for (int k0 = 0; k0 < ct; k0 += M::kStep) {
+    for (int k0 = 0; Z && k0 < ct; k0 += M::kStep) {
       uint32_t a[4];
       M::template load_a<true>(Z, ldz, row0, k0, g, t, a);
       PF_UNROLL
@@ -194,6 +196,14 @@ __device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Proj
   load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
 }
 
+// The queries' side of a tile from its staged rows: features Pq (X holds
+// the staged q), the gradient rows G and the row log-scales L.
+__device__ inline void query_grads_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
+  make_features(D, t, W, t.Pq, t.cq, rows);
+  load_gradient(D, t.stage_a, t.stage_den, t.stage_b, tile_ld(D.dp), rows, t.G);
+  row_scales(D, t, t.stage_L, rows);
+}
+
 // With Dims::smem_projection, writes the words (Mma<P>::word) of the
 // block's projection once into Tiles::proj, beside the stage in the carried
 // state's room, which these kernels do not use; the tiles' projection
@@ -230,7 +240,8 @@ struct ValueStrip : Strip<NT> {
 // (k_key_segments: keys Pk with log-scales c, values V') or, with Queries,
 // the causal backward's query-gradient state (k_query_segments without dq:
 // queries Pq with log-scales -L_i, values G). It never makes dq: the
-// bidirectional backward, whose query segments do, keeps k_query_segments.
+// bidirectional backward's query segments, which do, are
+// k_query_segments_dq_resident.
 template <TileMath P, int NT, bool Queries>
 __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   enter_slice(a);
@@ -246,9 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();
     if (Queries) {
-      make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
-      load_gradient(D, t.stage_a, t.stage_den, t.stage_b, tile_ld(D.dp), rows, t.G);
-      row_scales(D, t, t.stage_L, rows);
+      query_grads_from_stage(D, t, projection_of(a, b, t), rows);
     } else {
       keys_from_stage(D, t, projection_of(a, b, t), rows);
     }
@@ -271,6 +280,55 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
     query_segments_tiles(a);
   else
     key_segments_tiles(a);
+#endif
+}
+
+// The bidirectional backward's query segments (k_query_segments with dq):
+// the segment's query-gradient state in registers as value strips, as in
+// k_segments_resident, and per tile first
+//   dPq = diag(exp(a - L_i)) G S^T  -> dq (and the block's dW part)
+// with S the head's total, read from global memory as the tile kernel
+// reads it (the strips take the registers, the stage and the projection
+// the room). X holds the tile's q until its feature backward, so the next
+// tile's q is staged after that; its o, d_o, den and row scales as soon
+// as this tile's are read.
+template <TileMath P, int NT>
+__global__ void __launch_bounds__(kThreads, 1) k_query_segments_dq_resident(Args a) {
+  enter_slice(a);
+#ifdef PF_FAVOR_MMA_TILES
+  const Dims& D = a.D;
+  const Block b(a);
+  const Tiles t = shared_tiles(D);
+  ValueStrip<NT> R(D, threadIdx.x / 32);
+  float ls = kEmptyLogScale;  // the gradient state's log-scale, the same in every thread
+  float* dW = zeroed_weight_grad(a, b);
+  const float total_a = head_log_scale(a, b);
+  write_projection<P>(a, b, t);
+  stage_rows(a, b, t, b.r0, kStageQ | kStageGrads | kStageRowScales);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
+    wait_rows();
+    query_grads_from_stage(D, t, projection_of(a, b, t), rows);
+    stage_rows(a, b, t, t0 + D.ct, kStageGrads | kStageRowScales);  // their stage is free now
+    for (int i = threadIdx.x; i < D.ct; i += kThreads)
+      t.w[i] = i < rows && !is_empty_log_scale(total_a) ? log_scale_weight(total_a, t.L[i]) : 0.f;
+    __syncthreads();
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, tile_ld(D.D1p), head_state(a, b), D.D1p, 0.f, t.WK,
+                          tile_ld(D.mp), row_weights(t.w));
+    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+    stage_rows(a, b, t, t0 + D.ct, kStageQ);  // X is free (store_feature_grad ends with a barrier)
+    query_log_scales(D, t, rows);
+    const float top = key_weights(D, t, ls);
+    __syncthreads();
+    if (R.held)
+      R.template absorb<P>(log_scale_weight(ls, top), D.ct, t.G, tile_ld(D.D1p), t.rowsum, t.Pq, tile_ld(D.mp));
+    ls = top;
+    // No barrier: what the strips read is next written after the next
+    // tile's wait_rows.
+  });
+  if (R.held) R.store(a.gS + b.slot(D) * D.state_floats(), 1, D.D1p);
+  if (threadIdx.x == 0) a.ga[b.slot(D)] = ls;
+#else
+  query_segments_tiles(a);
 #endif
 }
 
@@ -309,6 +367,40 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
   });
 #else
   causal_forward_tiles(a);
+#endif
+}
+
+// The prefix's or total's part of y (k_add_prefix, prefix_row_weights),
+// the head's state in registers as value strips, loaded once: per tile
+//   Y^T = S^T Pq^T diag(w),
+// the sum over the features within each warp, the tile's q staged while
+// the previous tile runs.
+template <TileMath P, int NT>
+__global__ void __launch_bounds__(kThreads, 1) k_add_prefix_resident(Args a) {
+  enter_slice(a);
+#ifdef PF_FAVOR_MMA_TILES
+  const Dims& D = a.D;
+  const Block b(a);
+  const Tiles t = shared_tiles(D);
+  const float pa = head_log_scale(a, b);
+  if (is_empty_log_scale(pa) && a.accumulate) return;  // uniform over the block
+  ValueStrip<NT> S(D, threadIdx.x / 32);
+  if (S.held) S.load(head_state(a, b), 1, D.D1p);
+  write_projection<P>(a, b, t);
+  stage_rows(a, b, t, b.r0, kStageQ);
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
+    wait_rows();  // and every thread is past the previous tile's stores, which read DX, L, rowsum
+    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
+    // The next tile's q lands while this one runs.
+    stage_rows(a, b, t, t0 + D.ct, kStageQ);
+    prefix_row_weights(a, b, t, pa, t0, rows);
+    __syncthreads();
+    if (S.held) S.template outputs<P>(D.ct, t.Pq, tile_ld(D.mp), t.w, nullptr, 0, nullptr, t.DX, tile_ld(D.D1p));
+    __syncthreads();
+    store_prefix_rows(a, b, t, t0, rows);
+  });
+#else
+  add_prefix_tiles(a);
 #endif
 }
 
@@ -379,6 +471,8 @@ template <TileMath P, int NT>
 TileKernel value_strip_kernel(Resident which) {
   if (which == Resident::KeySegments) return k_segments_resident<P, NT, false>;
   if (which == Resident::QuerySegments) return k_segments_resident<P, NT, true>;
+  if (which == Resident::QuerySegmentsDq) return k_query_segments_dq_resident<P, NT>;
+  if (which == Resident::AddPrefix) return k_add_prefix_resident<P, NT>;
   return k_causal_forward_resident<P, NT>;
 }
 // The resident kernel `which` for the sizes D with operands of type P:

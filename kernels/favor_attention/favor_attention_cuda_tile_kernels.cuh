@@ -1,8 +1,8 @@
 // The tile kernels' entry points (__global__): the fused CUDA FAVOR+
 // kernels that keep the carried state in shared or global memory, whose
-// bodies are in favor_attention_cuda_fused.cuh, and the two that read a
-// state only (the prefix's or total's part of y, the keys' part of a
-// gradient state). Apart from the resident kernels
+// bodies are in favor_attention_cuda_fused.cuh (the prefix's or total's
+// part of y among them), and the keys' part of a gradient state, which
+// reads a state only. Apart from the resident kernels
 // (favor_attention_cuda_resident.cuh), so that a file that compiles those
 // does not compile these too. Included through
 // favor_attention_cuda_launch.cuh.
@@ -40,40 +40,10 @@ __global__ void k_causal_backward(Args a) {
   causal_backward_tiles(a);
 }
 
-// y_i = exp(L_i - L'_i) y_i + exp(b + cq_i - L'_i) phi_q[i] Pre with
-// L'_i = max(L_i, b + cq_i) for the state (sa, Sp) of each head; overwrite:
-// y and L start empty.
+// The prefix's or total's part of y (add_prefix_tiles).
 __global__ void k_add_prefix(Args a) {
   enter_slice(a);
-  const Dims& D = a.D;
-  const Block b(a);
-  const Tiles t = shared_tiles(D);
-  const float pa = head_log_scale(a, b);
-  if (is_empty_log_scale(pa) && a.accumulate) return;
-  const float* P = carried_state(D, t, head_state(a, b));
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    features_of(a, b, t, a.q, row, rows, t.Pq, t.cq);
-    float* y = out_rows(a, b, a.y, D.D1, t0);
-    float* L = out_rows(a, b, a.L, 1, t0);
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) {
-      const float old = i < rows && a.accumulate ? L[i] : kEmptyLogScale;
-      const float part = pa + t.cq[i];  // empty with pa
-      const float top = max_log_scale(old, part);
-      t.L[i] = top;
-      t.rowsum[i] = log_scale_weight(old, top);  // weight of the old y row
-      t.w[i] = log_scale_weight(part, top);      // weight of the prefix
-    }
-    __syncthreads();
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pq, tile_ld(D.mp), P, D.D1p, 0.f, t.DX, tile_ld(D.D1p),
-                           row_weights(t.w));
-    for (int e = threadIdx.x; e < rows * D.D1; e += kThreads) {
-      const int i = e / D.D1, x = e % D.D1;
-      float* out = y + int64_t(i) * D.D1 + x;
-      *out = (a.accumulate ? t.rowsum[i] * *out : 0.f) + t.DX[i * tile_ld(D.D1p) + x];
-    }
-    for (int i = threadIdx.x; i < rows; i += kThreads) L[i] = t.L[i];
-    __syncthreads();
-  });
+  add_prefix_tiles(a);
 }
 
 // dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
