@@ -418,6 +418,22 @@ __device__ __forceinline__ void key_segments_tiles(Args& a) {
   if (threadIdx.x == 0) a.fa[b.slot(D)] = t.scalar[0];
 }
 
+// The bidirectional dq of a tile at row t0 of the head (its Pq, G and L
+// made): dPq = diag(exp(a - L_i)) G S^T with (a, S) the head's total state
+// (total_a its log-scale), read from global memory; then the feature
+// backward to the tile's rows of dq and the block's dW part. Ends with a
+// barrier.
+__device__ inline void store_total_query_grad(const Args& a, const Block& b, const Tiles& t, float total_a, float* dW,
+                                              int t0, int rows) {
+  const Dims& D = a.D;
+  for (int i = threadIdx.x; i < D.ct; i += kThreads)
+    t.w[i] = i < rows && !is_empty_log_scale(total_a) ? log_scale_weight(total_a, t.L[i]) : 0.f;
+  __syncthreads();
+  block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, tile_ld(D.D1p), head_state(a, b), D.D1p, 0.f, t.WK,
+                        tile_ld(D.mp), row_weights(t.w));
+  store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+}
+
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
 // rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
 // dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
@@ -430,14 +446,7 @@ __device__ __forceinline__ void query_segments_tiles(Args& a) {
   const float tot_a = a.dq ? head_log_scale(a, b) : 0.f;
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
-    if (a.dq) {
-      for (int i = threadIdx.x; i < D.ct; i += kThreads)
-        t.w[i] = i < rows && !is_empty_log_scale(tot_a) ? log_scale_weight(tot_a, t.L[i]) : 0.f;
-      __syncthreads();
-      block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, tile_ld(D.D1p), head_state(a, b), D.D1p, 0.f, t.WK,
-                            tile_ld(D.mp), row_weights(t.w));
-      store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
-    }
+    if (a.dq) store_total_query_grad(a, b, t, tot_a, dW, t0, rows);
     add_queries_to_gradient_state(D, t, rows, R);
   });
   store_segment_state(a, b, R, a.gS);

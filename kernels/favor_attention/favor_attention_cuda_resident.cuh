@@ -309,13 +309,8 @@ __global__ void __launch_bounds__(kThreads, 1) k_query_segments_dq_resident(Args
     wait_rows();
     query_grads_from_stage(D, t, projection_of(a, b, t), rows);
     stage_rows(a, b, t, t0 + D.ct, kStageGrads | kStageRowScales);  // their stage is free now
-    for (int i = threadIdx.x; i < D.ct; i += kThreads)
-      t.w[i] = i < rows && !is_empty_log_scale(total_a) ? log_scale_weight(total_a, t.L[i]) : 0.f;
-    __syncthreads();
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, tile_ld(D.D1p), head_state(a, b), D.D1p, 0.f, t.WK,
-                          tile_ld(D.mp), row_weights(t.w));
-    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
-    stage_rows(a, b, t, t0 + D.ct, kStageQ);  // X is free (store_feature_grad ends with a barrier)
+    store_total_query_grad(a, b, t, total_a, dW, t0, rows);
+    stage_rows(a, b, t, t0 + D.ct, kStageQ);  // X is free (store_total_query_grad ends with a barrier)
     query_log_scales(D, t, rows);
     const float top = key_weights(D, t, ls);
     __syncthreads();
