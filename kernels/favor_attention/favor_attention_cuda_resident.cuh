@@ -187,6 +187,12 @@ __device__ inline void wait_rows() {
   cp_async_wait<0>();
   __syncthreads();
 }
+// Those of every group but the newest have (the causal backward's: its
+// keys and row scales, while its q lands).
+__device__ inline void wait_rows_but_newest() {
+  cp_async_wait<1>();
+  __syncthreads();
+}
 // The keys of a tile from its staged rows: features Pk with log-scales c,
 // and V' = [v 1].
 __device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
@@ -424,16 +430,21 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     if (S[u].row0 < D.mp) S[u].load(start, D.D1p, 1);
   float ls = a.fa[slot];
   float* dW = zeroed_weight_grad(a, b);
-  // X holds q until the tile's feature backward: the stage takes the keys
-  // and the row scales; q, o and d_o are loaded as the tile kernel does.
-  // Sweep 1 keeps the projection beside the stage; sweep 2's gradient state
-  // takes the room (with Dims::smem_state), so it reads W itself.
+  // The stage takes the keys and the row scales as soon as they are read;
+  // X holds q until the tile's feature backward, so the next q is staged
+  // there after it, as the newest group, and waited for only once the
+  // tile's key features are made; o and d_o are loaded as the tile kernel
+  // does. Sweep 1 keeps the projection beside the stage; sweep 2's
+  // gradient state takes the room (with Dims::smem_state), so it reads W
+  // itself.
   write_projection<P>(a, b, t);
   stage_rows(a, b, t, b.r0, kStageKeys | kStageRowScales);
+  stage_rows(a, b, t, b.r0, kStageQ);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    wait_rows();
+    wait_rows_but_newest();
     keys_from_stage(D, t, projection_of(a, b, t), rows);
-    load_query_grads(a, t, row, rows, projection_of(a, b, t), t.stage_L);
+    wait_rows();  // q
+    query_grads_of_x(a, t, row, rows, projection_of(a, b, t), t.stage_L);
     stage_rows(a, b, t, t0 + D.ct, kStageKeys | kStageRowScales);  // the next tile's rows land while this one runs
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
     const float top = key_weights(D, t, ls);
@@ -450,6 +461,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     ls = top;
     __syncthreads();  // dPq in WK; the strips are done with rowsum, which feature_grad overwrites
     store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+    stage_rows(a, b, t, t0 + D.ct, kStageQ);  // X is free (store_feature_grad ends with a barrier)
   });
   // The last tile staged nothing (its next tile is past the block's rows);
   // should that change, this keeps every copy landed before sweep 2's
