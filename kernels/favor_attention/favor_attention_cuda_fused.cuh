@@ -279,22 +279,15 @@ __device__ inline void load_keys(const Args& a, const Block& b, const Tiles& t, 
   load_vprime(a.D, a.v + row * a.D.d, a.D.d, rows, t.VP);
 }
 
-// The queries' side of a tile's backward whose q is in X: features Pq by
-// W (log-scales cq), the gradient rows G from o, d_o and den, and the row
-// log-scales L from the tile's raw row scales raw_L.
-__device__ inline void query_grads_of_x(const Args& a, const Tiles& t, int64_t row, int rows, const Projection& W,
-                                        const float* raw_L) {
-  const Dims& D = a.D;
-  make_features(D, t, W, t.Pq, t.cq, rows);
-  load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
-  row_scales(D, t, raw_L, rows);
-}
-// The same with the tile's q loaded into X first, the block's projection
-// and a.L's rows.
+// The queries' side of a tile's backward: its q loaded into X, features Pq
+// by the block's projection (log-scales cq), the gradient rows G from o,
+// d_o and den, and the row log-scales L from a.L's rows.
 __device__ inline void load_query_grads(const Args& a, const Block& b, const Tiles& t, int64_t row, int rows) {
   const Dims& D = a.D;
   load_tile(a.q + row * D.d, rows, D.d, t.X, D.ct, tile_ld(D.dp));
-  query_grads_of_x(a, t, row, rows, head_projection(a, b), a.L + row);
+  make_features(D, t, head_projection(a, b), t.Pq, t.cq, rows);
+  load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
+  row_scales(D, t, a.L + row, rows);
 }
 
 // Calls tile(t0, rows, row) for every tile of the block's rows, in order or

@@ -202,12 +202,17 @@ __device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Proj
   load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
 }
 
+// The gradient rows G and the row log-scales L of a tile from its staged
+// o, d_o, den and raw row scales, after its query features (cq).
+__device__ inline void gradient_from_stage(const Dims& D, const Tiles& t, int rows) {
+  load_gradient(D, t.stage_a, t.stage_den, t.stage_b, tile_ld(D.dp), rows, t.G);
+  row_scales(D, t, t.stage_L, rows);
+}
 // The queries' side of a tile from its staged rows: features Pq (X holds
 // the staged q), the gradient rows G and the row log-scales L.
 __device__ inline void query_grads_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
   make_features(D, t, W, t.Pq, t.cq, rows);
-  load_gradient(D, t.stage_a, t.stage_den, t.stage_b, tile_ld(D.dp), rows, t.G);
-  row_scales(D, t, t.stage_L, rows);
+  gradient_from_stage(D, t, rows);
 }
 
 // With Dims::smem_projection, writes the words (Mma<P>::word) of the
@@ -430,21 +435,24 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     if (S[u].row0 < D.mp) S[u].load(start, D.D1p, 1);
   float ls = a.fa[slot];
   float* dW = zeroed_weight_grad(a, b);
-  // The stage takes the keys and the row scales as soon as they are read;
-  // X holds q until the tile's feature backward, so the next q is staged
-  // there after it, as the newest group, and waited for only once the
-  // tile's key features are made; o and d_o are loaded as the tile kernel
-  // does. Sweep 1 keeps the projection beside the stage; sweep 2's
-  // gradient state takes the room (with Dims::smem_state), so it reads W
-  // itself.
+  // Three groups of rows a tile, each staged as soon as its room is free:
+  // the keys and the row scales (in the stage) once the previous tile's o
+  // and d_o are read; q (in X) after the previous tile's feature backward,
+  // as the newest group; and the tile's own o, d_o and den (in the stage)
+  // once its key features are made, landing while its query features are.
+  // Sweep 1 keeps the projection beside the stage; sweep 2's gradient
+  // state takes the room (with Dims::smem_state), so it reads W itself.
   write_projection<P>(a, b, t);
   stage_rows(a, b, t, b.r0, kStageKeys | kStageRowScales);
   stage_rows(a, b, t, b.r0, kStageQ);
-  for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
-    wait_rows_but_newest();
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
+    wait_rows_but_newest();  // the keys and row scales; q may be in flight
     keys_from_stage(D, t, projection_of(a, b, t), rows);
-    wait_rows();  // q
-    query_grads_of_x(a, t, row, rows, projection_of(a, b, t), t.stage_L);
+    stage_rows(a, b, t, t0, kStageGrads);  // keys_from_stage ends with a barrier: k and v are read
+    wait_rows_but_newest();                // q
+    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);
+    wait_rows();  // o, d_o, den
+    gradient_from_stage(D, t, rows);
     stage_rows(a, b, t, t0 + D.ct, kStageKeys | kStageRowScales);  // the next tile's rows land while this one runs
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
     const float top = key_weights(D, t, ls);
