@@ -294,7 +294,7 @@ __device__ inline void load_query_grads(const Args& a, const Block& b, const Til
 // from the last: t0 its first row in the head, rows its rows (ct, or fewer
 // for the last), row its first row in the buffers.
 template <class Body>
-__device__ inline void for_each_tile(const Dims& D, const Block& b, bool reverse, Body&& tile) {
+__device__ __forceinline__ void for_each_tile(const Dims& D, const Block& b, bool reverse, Body&& tile) {
   const int tiles = (b.r1 - b.r0 + D.ct - 1) / D.ct;
   for (int i = 0; i < tiles; ++i) {
     const int t0 = b.r0 + (reverse ? tiles - 1 - i : i) * D.ct;
@@ -525,6 +525,23 @@ __device__ __forceinline__ void add_prefix_tiles(Args& a) {
 //   dPk = diag(exp(c_j + rho)) V' R^T + mask(G V'^T)^T Pq -> dk
 //   dV  = diag(exp(c_j + rho)) Pk R[:, :d] + mask(Pq Pk^T)^T G[:, :d]
 //   (rho, R) (+)= the tile's queries with log-scales -L_i.
+// A tile's products, once Pq, G, L, Pk, c and V' are made: dPk in WK and
+// dV in DX (rho in t.scalar[1]). Reads R, writes w, A and B too.
+__device__ __forceinline__ void key_sweep_products(const Dims& D, const Tiles& t, const float* R) {
+  for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
+  __syncthreads();
+  const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p), lc = tile_ld(D.ct);
+  block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, l1, R, D.D1p, 0.f, t.WK, lm, row_weights(t.w));
+  block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, lm, R, D.D1p, 0.f, t.DX, l1, row_weights(t.w));
+  block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, lm, t.Pk, lm, 0.f, t.A, lc);
+  causal_mask_tile(D, t.A, t.c, t.L);
+  block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, l1, t.VP, l1, 0.f, t.B, lc);
+  causal_mask_tile(D, t.B, t.c, t.L);
+  block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, lc, t.Pq, lm, 1.f, t.WK, lm);
+  block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, lc, t.G, l1, 1.f, t.DX, l1);
+}
+// The sweep, every row loaded when its tile starts (the resident kernel's
+// stages them: key_sweep_staged).
 __device__ __forceinline__ void causal_backward_key_sweep(const Args& a, const Block& b, const Tiles& t, float* dW) {
   const Dims& D = a.D;
   const int64_t slot = b.slot(D);
@@ -533,17 +550,7 @@ __device__ __forceinline__ void causal_backward_key_sweep(const Args& a, const B
   for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
-    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -t.scalar[1]);
-    __syncthreads();
-    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p), lc = tile_ld(D.ct);
-    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, l1, R, D.D1p, 0.f, t.WK, lm, row_weights(t.w));
-    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, lm, R, D.D1p, 0.f, t.DX, l1, row_weights(t.w));
-    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, lm, t.Pk, lm, 0.f, t.A, lc);
-    causal_mask_tile(D, t.A, t.c, t.L);
-    block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, l1, t.VP, l1, 0.f, t.B, lc);
-    causal_mask_tile(D, t.B, t.c, t.L);
-    block_mm<true, false>(D, D.ct, D.mp, D.ct, 1.f, t.B, lc, t.Pq, lm, 1.f, t.WK, lm);
-    block_mm<true, false>(D, D.ct, D.D1p, D.ct, 1.f, t.A, lc, t.G, l1, 1.f, t.DX, l1);
+    key_sweep_products(D, t, R);
     store_key_grads(a, b, t, dW, t0, rows, false);
     add_queries_to_gradient_state(D, t, rows, R);
   });

@@ -1,7 +1,8 @@
 // Fused CUDA FAVOR+ kernels that keep the running state in registers
 // (favor_attention_cuda_launch.cuh chooses them): every segment's own key
 // state, the causal backward's query-gradient states, the causal forward
-// from the scanned state, the causal backward's first sweep (dq), the
+// from the scanned state, the causal backward's first sweep (dq; its
+// second keeps the tile kernel's state but stages its rows), the
 // bidirectional backward's query segments (dq and the query-gradient
 // states), and the prefix's or total's part of y (a state read only). Same
 // blocks, tiles, shared memory and log-scale conventions as the tile
@@ -410,6 +411,87 @@ __global__ void __launch_bounds__(kThreads, 1) k_add_prefix_resident(Args a) {
 #endif
 }
 
+#ifdef PF_FAVOR_MMA_TILES
+// Where sweep 2 of the resident causal backward stages a tile's rows: the
+// stage's room holds the gradient state there (Dims::smem_state), so the
+// rows go into the tiles that the previous tile's state update does not
+// read: q into DX (read by the query features before the products write
+// DX), k into X (where dk's feature backward reads it), v into VP at VP's
+// row stride (finish_vprime adds the ones), o and d_o into Pk and WK where
+// a [ct, mp] tile holds a [ct, dp] one (mp >= dp; else they are read from
+// global memory when the tile starts), den and the raw row scales into A.
+struct KeySweepStage {
+  float *q, *o, *d_o, *den, *L;
+  bool grads;  // o, d_o and den staged
+  __device__ KeySweepStage(const Dims& D, const Tiles& t)
+      : q(t.DX), o(t.Pk), d_o(t.WK), den(t.A), L(t.A + D.ct), grads(D.mp >= D.dp) {}
+};
+
+// Starts the copies of the block's tile at head row t0 into the places of
+// s and commits them as one group, empty where t0 is outside the block's
+// rows. No barrier: the caller has passed the last reads of those tiles.
+__device__ inline void stage_key_sweep_rows(const Args& a, const Block& b, const Tiles& t, const KeySweepStage& s,
+                                            int t0) {
+  const Dims& D = a.D;
+  if (t0 >= b.r0 && t0 < b.r1) {
+    const int rows = min(D.ct, b.r1 - t0);
+    const int64_t row = b.row(D, t0), at = row * D.d;
+    const int lx = tile_ld(D.dp);
+    start_tile(a.q + at, rows, D.d, s.q, D.ct, lx);
+    start_tile(a.k + at, rows, D.d, t.X, D.ct, lx);
+    start_tile(a.v + at, rows, D.d, t.VP, D.ct, tile_ld(D.D1p));
+    if (s.grads) {
+      start_tile(a.o + at, rows, D.d, s.o, D.ct, lx);
+      start_tile(a.d_o + at, rows, D.d, s.d_o, D.ct, lx);
+      start_vector(a.den + row, rows, s.den);
+    }
+    start_vector(a.L + row, rows, s.L);
+  }
+  cp_async_commit();
+}
+
+// VP = [v 1] from the staged v (zeros past column d): the ones of its rows.
+// The caller syncs before VP is read.
+__device__ inline void finish_vprime(const Dims& D, float* VP, int rows) {
+  for (int i = threadIdx.x; i < rows; i += kThreads) VP[i * tile_ld(D.D1p) + D.d] = 1.f;
+}
+
+// Sweep 2 of the resident causal backward: causal_backward_key_sweep's
+// products (key_sweep_products) with the rows of each tile staged
+// (KeySweepStage) while the later tile's gradient state update runs, and
+// the sweep's first tile while the state is read in. The projection is
+// read from global memory: with Dims::smem_state the state takes the room
+// of its words.
+__device__ __forceinline__ void key_sweep_staged(const Args& a, const Block& b, const Tiles& t, float* dW) {
+  const Dims& D = a.D;
+  const int64_t slot = b.slot(D);
+  const KeySweepStage s(D, t);
+  const int tiles = (b.r1 - b.r0 + D.ct - 1) / D.ct;
+  stage_key_sweep_rows(a, b, t, s, b.r0 + (tiles - 1) * D.ct);  // the sweep runs from the last tile
+  if (threadIdx.x == 0) t.scalar[1] = a.ga[slot];
+  float* R = carried_state(D, t, a.gS + slot * D.state_floats());
+  for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) {
+    wait_rows();
+    finish_vprime(D, t.VP, rows);
+    Tiles queries = t;
+    queries.X = s.q;
+    make_features(D, queries, head_projection(a, b), t.Pq, t.cq, rows);
+    if (s.grads) {
+      load_gradient(D, s.o, s.den, s.d_o, tile_ld(D.dp), rows, t.G);
+    } else {
+      load_gradient(D, a.o + row * D.d, a.den + row, a.d_o + row * D.d, D.d, rows, t.G);
+    }
+    row_scales(D, t, s.L, rows);
+    make_features(D, t, head_projection(a, b), t.Pk, t.c, rows);  // X holds k; o in Pk is read
+    key_sweep_products(D, t, R);
+    store_key_grads(a, b, t, dW, t0, rows, false);
+    query_log_scales(D, t, rows);
+    stage_key_sweep_rows(a, b, t, s, t0 - D.ct);  // the update reads Pq, G, c, w and R only
+    state_update(D, t, 1, t.Pq, t.c, t.G, R);
+  });
+}
+#endif
+
 // The causal backward of each segment (k_causal_backward) with sweep 1's
 // forward state S in registers as feature strips (warp w holds S's rows
 // 16 w.. and 16 (w + kWarps).., all d + 1 value columns, in NV 8-column
@@ -417,8 +499,9 @@ __global__ void __launch_bounds__(kThreads, 1) k_add_prefix_resident(Args a) {
 //   dPq^T = S G^T diag(exp(a - L_i)) + Pk^T mask(G V'^T)^T  -> dq
 //   S = exp(a - top) S + Pk^T diag(exp(c_j - top)) V',
 // the sum over the value columns within each warp. Sweep 2 (dk, dv) reads
-// its gradient state as the tile kernel does (causal_backward_key_sweep):
-// its products sum over both the features and the value columns.
+// its gradient state as the tile kernel does, since its products sum over
+// both the features and the value columns, but stages its rows
+// (key_sweep_staged).
 template <TileMath P, int NV>
 __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a) {
   enter_slice(a);
@@ -473,9 +556,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
   });
   // The last tile staged nothing (its next tile is past the block's rows);
   // should that change, this keeps every copy landed before sweep 2's
-  // gradient state (Dims::smem_state) takes the stage's room.
+  // gradient state (Dims::smem_state) takes the stage's room and its own
+  // copies the tiles.
   wait_rows();
-  causal_backward_key_sweep(a, b, t, dW);
+  key_sweep_staged(a, b, t, dW);
 #else
   causal_backward_tiles(a);
 #endif

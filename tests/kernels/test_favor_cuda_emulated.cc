@@ -348,9 +348,9 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
 }
 
 // The projection gradient dW through the resident kernels that make it
-// (the causal backward's first sweep and the bidirectional backward's query
-// segments; the suffix step and the causal backward's second sweep add
-// theirs from the tile code they share), TF32 and bf16, with the projection
+// (the causal backward's two sweeps, the second from its staged keys, and
+// the bidirectional backward's query segments; the suffix step adds its
+// part from the tile kernel), TF32 and bf16, with the projection
 // in shared memory and in global memory, causal and bidirectional, over 1
 // and 3 blocks (the second one warp at a time), every fixed-projection
 // kernel, against the float64 reference's dW. Observed: TF32 <= 9.4e-4,
