@@ -556,6 +556,44 @@ __device__ __forceinline__ void causal_backward_key_sweep(const Args& a, const B
   });
 }
 
+#ifdef PF_FAVOR_MMA_TILES
+// The tiles of k_key_grad_from_state where the resident kernels run
+// (Dims::resident) and the state R (log-scale rho) is not empty: the same
+// products, with each tile's rows copied in during the tile before. Its k
+// goes to X or, every other tile, to G (which this step leaves alone) as
+// soon as the tile before starts; its v to VP (at VP's row stride; the
+// ones follow: finish_vprime) once the tile before's dPk product has read VP.
+__device__ __forceinline__ void key_grads_from_state_staged(const Args& a, const Block& b, const Tiles& t,
+                                                            const float* R, float rho, float* dW) {
+  const Dims& D = a.D;
+  const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
+  // The copies of the tile at head row t0 (k into `dst`, or v): one group,
+  // empty past the block's rows.
+  auto stage = [&](int t0, const float* x, float* dst, int ld) {
+    if (t0 < b.r1) start_tile(x + b.row(D, t0) * D.d, min(D.ct, b.r1 - t0), D.d, dst, D.ct, ld);
+    cp_async_commit();
+  };
+  stage(b.r0, a.k, t.X, tile_ld(D.dp));
+  stage(b.r0, a.v, t.VP, l1);
+  bool in_g = false;  // this tile's k is in G rather than X
+  for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
+    Tiles keys = t;
+    keys.X = in_g ? t.G : t.X;
+    wait_rows();  // and the tile before's key gradients are stored: its k is read
+    stage(t0 + D.ct, a.k, in_g ? t.X : t.G, tile_ld(D.dp));
+    finish_vprime(D, t.VP, rows);
+    make_features(D, keys, head_projection(a, b), t.Pk, t.c, rows);
+    for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(t.c[i], -rho);
+    __syncthreads();
+    block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.VP, l1, R, D.D1p, 0.f, t.WK, lm, row_weights(t.w));
+    stage(t0 + D.ct, a.v, t.VP, l1);  // the product ends with a barrier: VP is read
+    block_mm<false, false>(D, D.ct, D.D1p, D.mp, 1.f, t.Pk, lm, R, D.D1p, 0.f, t.DX, l1, row_weights(t.w));
+    store_key_grads(a, b, keys, dW, t0, rows, a.accumulate);
+    in_g = !in_g;
+  });
+}
+#endif
+
 // Causal backward of each segment. Sweep 1, in order, from the forward state
 // (fa, fS) at the segment's start (the rank's prefix included):
 //   dPq = diag(exp(a - L_i)) G S^T + mask(G V'^T) Pk -> dq;  (a, S) (+)= keys.

@@ -183,17 +183,6 @@ __device__ inline void stage_rows(const Args& a, const Block& b, const Tiles& t,
   }
   cp_async_commit();
 }
-// The staged rows have landed, for every thread.
-__device__ inline void wait_rows() {
-  cp_async_wait<0>();
-  __syncthreads();
-}
-// Those of every group but the newest have (the causal backward's: its
-// keys and row scales, while its q lands).
-__device__ inline void wait_rows_but_newest() {
-  cp_async_wait<1>();
-  __syncthreads();
-}
 // The keys of a tile from its staged rows: features Pk with log-scales c,
 // and V' = [v 1].
 __device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
@@ -448,12 +437,6 @@ __device__ inline void stage_key_sweep_rows(const Args& a, const Block& b, const
     start_vector(a.L + row, rows, s.L);
   }
   cp_async_commit();
-}
-
-// VP = [v 1] from the staged v (zeros past column d): the ones of its rows.
-// The caller syncs before VP is read.
-__device__ inline void finish_vprime(const Dims& D, float* VP, int rows) {
-  for (int i = threadIdx.x; i < rows; i += kThreads) VP[i * tile_ld(D.D1p) + D.d] = 1.f;
 }
 
 // Sweep 2 of the resident causal backward: causal_backward_key_sweep's

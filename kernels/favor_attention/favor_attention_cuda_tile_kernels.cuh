@@ -47,7 +47,9 @@ __global__ void k_add_prefix(Args a) {
 }
 
 // dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
-//   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d].
+//   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d],
+// the rows fetched ahead where the resident kernels run
+// (key_grads_from_state_staged).
 __global__ void k_key_grad_from_state(Args a) {
   enter_slice(a);
   const Dims& D = a.D;
@@ -57,6 +59,9 @@ __global__ void k_key_grad_from_state(Args a) {
   // An empty suffix has nothing to read (uniform over the block).
   const float* R = is_empty_log_scale(rho) ? nullptr : carried_state(D, t, head_state(a, b));
   float* dW = zeroed_weight_grad(a, b);
+#ifdef PF_FAVOR_MMA_TILES
+  if (D.resident && R) return key_grads_from_state_staged(a, b, t, R, rho, dW);
+#endif
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     if (is_empty_log_scale(rho)) {  // uniform over the block
       if (!a.accumulate) {

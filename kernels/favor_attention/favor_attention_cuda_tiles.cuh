@@ -352,6 +352,22 @@ __device__ inline void start_tile(const float* src, int rows, int cols, float* d
 __device__ inline void start_vector(const float* src, int rows, float* dst) {
   for (int i = threadIdx.x; i < rows; i += kThreads) cp_async_4(dst + i, src + i);
 }
+// The staged rows have landed, for every thread.
+__device__ inline void wait_rows() {
+  cp_async_wait<0>();
+  __syncthreads();
+}
+// Those of every group but the newest have (the causal backward's: its
+// keys and row scales, while its q lands).
+__device__ inline void wait_rows_but_newest() {
+  cp_async_wait<1>();
+  __syncthreads();
+}
+// VP = [v 1] from a v staged at VP's row stride by start_tile (zeros past
+// column d): the ones of its rows. The caller syncs before VP is read.
+__device__ inline void finish_vprime(const Dims& D, float* VP, int rows) {
+  for (int i = threadIdx.x; i < rows; i += kThreads) VP[i * tile_ld(D.D1p) + D.d] = 1.f;
+}
 #endif
 
 // G rows = gradient_row(o, den, d_o) (linear_attention_math.h), one warp per
