@@ -233,11 +233,12 @@ __device__ inline float* zeroed_weight_grad(const Args& a, const Block& b) {
   return dW;
 }
 
-// feature_grad for the block's head, then (when dW is not null) its weight_grad.
-__device__ inline void feature_and_weight_grad(const Args& a, const Block& b, const Tiles& t, const float* Phi,
+// feature_grad for the block's head by its projection W, then (when dW is
+// not null) its weight_grad.
+__device__ inline void feature_and_weight_grad(const Dims& D, const Tiles& t, const Projection& W, const float* Phi,
                                                float* dW) {
-  feature_grad(a.D, t, head_projection(a, b), Phi);
-  if (dW) weight_grad(a.D, t, dW);
+  feature_grad(D, t, W, Phi);
+  if (dW) weight_grad(D, t, dW);
 }
 
 __device__ inline Tiles shared_tiles(const Dims& D) {
@@ -354,11 +355,16 @@ __device__ inline void add_queries_to_gradient_state(const Dims& D, const Tiles&
 }
 
 // The feature backward of the dPhi in WK for features Phi (and the block's
-// dW part), stored to the tile's rows of out [rows, d] (+)=.
+// dW part) by the projection W, stored to the tile's rows of out [rows, d]
+// (+)=; W the block's in global memory unless given.
+__device__ inline void store_feature_grad(const Args& a, const Tiles& t, const Projection& W, const float* Phi,
+                                          float* dW, int rows, float* out, bool accumulate) {
+  feature_and_weight_grad(a.D, t, W, Phi, dW);
+  store_rows(t.DX, tile_ld(a.D.D1p), rows, a.D.d, out, accumulate);
+}
 __device__ inline void store_feature_grad(const Args& a, const Block& b, const Tiles& t, const float* Phi, float* dW,
                                           int rows, float* out, bool accumulate) {
-  feature_and_weight_grad(a, b, t, Phi, dW);
-  store_rows(t.DX, tile_ld(a.D.D1p), rows, a.D.d, out, accumulate);
+  store_feature_grad(a, t, head_projection(a, b), Phi, dW, rows, out, accumulate);
 }
 
 // out [ct, N] = diag(t.w) X op(S) + mask(X Y^T) Z: a causal tile's product
@@ -417,17 +423,17 @@ __device__ __forceinline__ void key_segments_tiles(Args& a) {
 // The bidirectional dq of a tile at row t0 of the head (its Pq, G and L
 // made): dPq = diag(exp(a - L_i)) G S^T with (a, S) the head's total state
 // (total_a its log-scale), read from global memory; then the feature
-// backward to the tile's rows of dq and the block's dW part. Ends with a
-// barrier.
-__device__ inline void store_total_query_grad(const Args& a, const Block& b, const Tiles& t, float total_a, float* dW,
-                                              int t0, int rows) {
+// backward (by the projection W) to the tile's rows of dq and the block's
+// dW part. Ends with a barrier.
+__device__ inline void store_total_query_grad(const Args& a, const Block& b, const Tiles& t, const Projection& W,
+                                              float total_a, float* dW, int t0, int rows) {
   const Dims& D = a.D;
   for (int i = threadIdx.x; i < D.ct; i += kThreads)
     t.w[i] = i < rows && !is_empty_log_scale(total_a) ? log_scale_weight(total_a, t.L[i]) : 0.f;
   __syncthreads();
   block_mm<false, true>(D, D.ct, D.mp, D.D1p, 1.f, t.G, tile_ld(D.D1p), head_state(a, b), D.D1p, 0.f, t.WK,
                         tile_ld(D.mp), row_weights(t.w));
-  store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+  store_feature_grad(a, t, W, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
 }
 
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
@@ -442,7 +448,7 @@ __device__ __forceinline__ void query_segments_tiles(Args& a) {
   const float tot_a = a.dq ? head_log_scale(a, b) : 0.f;
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t row) {
     load_query_grads(a, b, t, row, rows);
-    if (a.dq) store_total_query_grad(a, b, t, tot_a, dW, t0, rows);
+    if (a.dq) store_total_query_grad(a, b, t, head_projection(a, b), tot_a, dW, t0, rows);
     add_queries_to_gradient_state(D, t, rows, R);
   });
   store_segment_state(a, b, R, a.gS);

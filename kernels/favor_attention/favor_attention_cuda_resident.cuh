@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_query_segments_dq_resident(Args
     wait_rows();
     query_grads_from_stage(D, t, projection_of(a, b, t), rows);
     stage_rows(a, b, t, t0 + D.ct, kStageGrads | kStageRowScales);  // their stage is free now
-    store_total_query_grad(a, b, t, total_a, dW, t0, rows);
+    store_total_query_grad(a, b, t, projection_of(a, b, t), total_a, dW, t0, rows);
     stage_rows(a, b, t, t0 + D.ct, kStageQ);  // X is free (store_total_query_grad ends with a barrier)
     query_log_scales(D, t, rows);
     const float top = key_weights(D, t, ls);
@@ -534,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     }
     ls = top;
     __syncthreads();  // dPq in WK; the strips are done with rowsum, which feature_grad overwrites
-    store_feature_grad(a, b, t, t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
+    store_feature_grad(a, t, projection_of(a, b, t), t.Pq, dW, rows, out_rows(a, b, a.dq, D.d, t0), false);
     stage_rows(a, b, t, t0 + D.ct, kStageQ);  // X is free (store_feature_grad ends with a barrier)
   });
   // The last tile staged nothing (its next tile is past the block's rows);

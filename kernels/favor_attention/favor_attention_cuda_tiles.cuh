@@ -227,6 +227,33 @@ struct WordsB {
         w, [&](int j, int u) { return projection_word(words, j, u); }, k0, j0, g, t, b);
   }
 };
+// op(B) = W itself [mp, dp] (k the features, n the columns of d) from the
+// same words: the feature backward's s T W. The same bits as FloatB<false>
+// reading W: TF32's b0 (t, g), b1 (t + 4, g) are word j0 + g of rows
+// k0 + t, k0 + t + 4; bf16's b0 (2t..2t+1, g) is the half g mod 2 of word
+// (j0 + g) / 2 of rows k0 + 2t and k0 + 2t + 1 (b1 8 rows on), the two
+// halves packed as one pair.
+struct WordsBT {
+  const uint32_t* w;
+  int words;  // a row
+  template <TileMath P>
+  __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
+    const int c = j0 + g;
+    if constexpr (P == TileMath::Bf16) {
+      const int u = c / 2, shift = 16 * (c % 2);
+      PF_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int f = k0 + 2 * t + 8 * r;
+        const uint32_t lo = (w[projection_word(words, f, u)] >> shift) & 0xffffu;
+        const uint32_t hi = (w[projection_word(words, f + 1, u)] >> shift) & 0xffffu;
+        b[r] = lo | (hi << 16);
+      }
+    } else {
+      b[0] = w[projection_word(words, k0 + t, c)];
+      b[1] = w[projection_word(words, k0 + t + 4, c)];
+    }
+  }
+};
 
 // Each warp owns output strips of 16 rows and NB 8-column tiles, the A
 // fragment loaded once per k-step for the NB products; strips go to the
@@ -458,11 +485,27 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const Projec
   __syncthreads();
 }
 
+// DX [ct, D1p, first dp columns used] = s T W with T in WK: the feature
+// backward's product, from W's words where a kernel made them.
+__device__ inline void projection_product(const Dims& D, const Tiles& t, const Projection& W) {
+  const int lw = tile_ld(D.mp), lx = tile_ld(D.D1p);
+#ifdef PF_FAVOR_MMA_TILES
+  if (W.words) {
+    const WordsBT B{W.words, Tiles::projection_words(D)};
+    if (D.math == TileMath::Bf16)
+      return block_mm_tensor<TileMath::Bf16, false>(D.ct, D.dp, D.mp, D.data_scale, t.WK, lw, B, 0.f, t.DX, lx, Diag{});
+    return block_mm_tensor<TileMath::Tf32, false>(D.ct, D.dp, D.mp, D.data_scale, t.WK, lw, B, 0.f, t.DX, lx, Diag{});
+  }
+#endif
+  block_mm<false, false>(D, D.ct, D.dp, D.mp, D.data_scale, t.WK, lw, W.W, D.dp, 0.f, t.DX, lx);
+}
+
 // DX [ct, D1p, first dp columns used] = the feature-map backward of dPhi (in
 // WK, overwritten by T = dPhi . Phi, the Relu mask or elu') given Phi and X:
-// dX = s T W - s^2 rowsum(T) X (the last term with half_norm only). T stays
-// in WK for weight_grad.
-__device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* Wp, const float* Phi) {
+// dX = s T W - s^2 rowsum(T) X (the last term with half_norm only), W read
+// from its words where the block has them in shared memory. T stays in WK
+// for weight_grad.
+__device__ inline void feature_grad(const Dims& D, const Tiles& t, const Projection& W, const float* Phi) {
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
     float* g = t.WK + i * tile_ld(D.mp);
@@ -479,7 +522,7 @@ __device__ inline void feature_grad(const Dims& D, const Tiles& t, const float* 
     if (lane == 0) t.rowsum[i] = D.half_norm ? sum : 0.f;
   }
   __syncthreads();
-  block_mm<false, false>(D, D.ct, D.dp, D.mp, D.data_scale, t.WK, tile_ld(D.mp), Wp, D.dp, 0.f, t.DX, tile_ld(D.D1p));
+  projection_product(D, t, W);
   if (D.half_norm) {
     const float s2 = D.data_scale * D.data_scale;
     for (int e = threadIdx.x; e < D.ct * D.dp; e += kThreads) {
