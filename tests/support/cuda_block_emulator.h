@@ -3,8 +3,8 @@
 // defines the CUDA keywords and the block builtins the kernels use
 // (threadIdx, blockIdx, blockDim, gridDim, __syncthreads, __syncwarp, __shfl_xor_sync,
 // dynamic shared memory through PF_CUDA_SHARED_FLOATS) and a launch that
-// runs every block's threads as cooperative fibers (ucontext) on the calling
-// thread, blocks one after another.
+// runs every block's threads as cooperative fibers (tests/support/fibers.h)
+// on the calling thread, blocks one after another.
 //
 // A fiber runs until it reaches a barrier (__syncthreads, __syncwarp, or the
 // warp barriers inside __shfl_xor_sync and the mma emulation), then the next
@@ -35,8 +35,6 @@
 // Not emulated: other atomics, memory fences between blocks.
 #pragma once
 
-#include <ucontext.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -46,6 +44,8 @@
 #include <functional>
 #include <memory>
 #include <vector>
+
+#include "tests/support/fibers.h"
 
 #define __global__
 #define __device__
@@ -77,13 +77,13 @@ struct AsyncCopies {
 };
 
 struct Fiber {
-  ucontext_t context;
+  Context context;
   bool done = false;
 };
 
 // One block in flight: its fibers, barriers, shuffle slots and shared memory.
 struct Block {
-  ucontext_t scheduler;
+  Context scheduler;
   std::vector<Fiber> fibers;
   unsigned current = 0;
   Dim3 block_idx, block_dim, grid_dim;
@@ -107,7 +107,7 @@ inline Block*& current_block() {
 
 inline void yield_to_scheduler() {
   Block& b = *current_block();
-  swapcontext(&b.fibers[b.current].context, &b.scheduler);
+  switch_context(b.fibers[b.current].context, b.scheduler);
 }
 
 inline void wait(Barrier& bar) {
@@ -125,7 +125,7 @@ inline void fiber_entry() {
   Block& b = *current_block();
   b.body();
   b.fibers[b.current].done = true;
-  swapcontext(&b.fibers[b.current].context, &b.scheduler);
+  switch_context(b.fibers[b.current].context, b.scheduler);
 }
 
 constexpr size_t kFiberStack = 256 * 1024;
@@ -169,14 +169,7 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
   b.eager_copies = schedule == Schedule::WarpByWarp;
   b.fibers.resize(threads);
   current_block() = &b;
-  for (unsigned t = 0; t < threads; ++t) {
-    Fiber& f = b.fibers[t];
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = stacks[t].get();
-    f.context.uc_stack.ss_size = kFiberStack;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, fiber_entry, 0);
-  }
+  for (unsigned t = 0; t < threads; ++t) start(b.fibers[t].context, stacks[t].get(), kFiberStack, fiber_entry);
   auto finished = [&] {
     int64_t count = 0;
     for (const Fiber& f : b.fibers) count += f.done ? 1 : 0;
@@ -187,7 +180,7 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
     for (unsigned t = first; t < last; ++t) {
       if (b.fibers[t].done) continue;
       b.current = t;
-      swapcontext(&b.scheduler, &b.fibers[t].context);
+      switch_context(b.scheduler, b.fibers[t].context);
     }
   };
   for (int64_t done = 0; done < threads;) {
@@ -212,11 +205,19 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
   current_block() = nullptr;
 }
 
+// The fiber stacks of this thread's launches, kept from launch to launch (a
+// test makes thousands of launches; fresh stacks cost more page faults than
+// the emulated kernels' work). At least `threads` of them.
+inline std::vector<std::unique_ptr<char[]>>& fiber_stacks(unsigned threads) {
+  static thread_local std::vector<std::unique_ptr<char[]>> stacks;
+  while (stacks.size() < threads) stacks.emplace_back(new char[kFiberStack]);
+  return stacks;
+}
+
 // Runs body() once per thread of every block of a grid, blocks in order.
 inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body,
                    Schedule schedule = Schedule::Lockstep) {
-  std::vector<std::unique_ptr<char[]>> stacks(block_dim.x);
-  for (auto& stack : stacks) stack.reset(new char[kFiberStack]);
+  std::vector<std::unique_ptr<char[]>>& stacks = fiber_stacks(block_dim.x);
   for (unsigned bz = 0; bz < std::max(grid.z, 1u); ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx)
