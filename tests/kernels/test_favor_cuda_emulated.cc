@@ -396,7 +396,10 @@ TEST(FavorCudaEmulated, ResidentProjectionGradMatchesReference) {
 // d = 32, m = 208, bf16) and swizzled rows of 32 and 64 (d = 32, m = 208,
 // TF32; d = 64, m = 128, bf16 and TF32), and TF32 at d = 16, m = 200 in
 // feature slices of 96 (each block its slice's words); causal and
-// bidirectional, over 1 and 3 blocks (the second one warp at a time).
+// bidirectional, over 1 and 3 blocks (the second one warp at a time). And
+// the sizes the GPU benchmarks and the mission step run, d = 64, m = 256
+// with 32-row tiles, TF32 and bf16: the first plan of favor_attention_cuda.cu
+// on an H100 or H200, whose blocks may take 227 KiB of shared memory.
 TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
   struct ProjectionCase {
     Case c;
@@ -411,7 +414,9 @@ TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
                                   {Case{40, 5, 200, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
                                   {Case{64, 64, 128, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16},
                                   {Case{64, 64, 128, 32, 0}, FeatureKernel::Elu, TileMath::Tf32},
-                                  {Case{90, 16, 200, 32, 32}, FeatureKernel::Softmax, TileMath::Tf32, 96}};
+                                  {Case{90, 16, 200, 32, 32}, FeatureKernel::Softmax, TileMath::Tf32, 96},
+                                  {Case{80, 64, 256, 32, 0}, FeatureKernel::Softmax, TileMath::Tf32},
+                                  {Case{80, 64, 256, 32, 0}, FeatureKernel::Softmax, TileMath::Bf16}};
   auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
   };
@@ -430,6 +435,7 @@ TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
         global.smem_projection = false;
         ASSERT_TRUE(shared.dims(r.p.shape).smem_projection);
         ASSERT_FALSE(global.dims(r.p.shape).smem_projection);
+        if (x.c.d == 64 && x.c.m == 256) ASSERT_LE(smem_bytes(shared.dims(r.p.shape)), 227 * 1024);
         const EmulatedRun e(r, shared, causal, P), g(r, global, causal, P);
         EXPECT_TRUE(same_bits(e.o, g.o));
         EXPECT_TRUE(same_bits(e.dq, g.dq));
