@@ -20,10 +20,7 @@ namespace pf::test {
 // The launch policy of the column sums on the emulator.
 class EmulatedGridLaunch {
  public:
-  float* buffer(int64_t floats) {
-    buffers_.emplace_back(std::max<int64_t>(floats, 1), NAN);
-    return buffers_.back().data();
-  }
+  float* buffer(int64_t floats) { return scratch_.buffer(floats); }
   template <typename... P, typename... A>
   void grid(void (*kernel)(P...), unsigned gx, unsigned gy, int threads, A... args) {
     if (gx == 0 || gy == 0) return;
@@ -31,7 +28,7 @@ class EmulatedGridLaunch {
   }
 
  private:
-  std::vector<std::vector<float>> buffers_;
+  pf_emu::Scratch scratch_;
 };
 
 // db[c] += sum_t dY[t, c], as linear_backward_cuda does for fp32.

@@ -37,16 +37,13 @@ namespace {
 using namespace favor_cuda;
 
 // The launch policy of favor_attention_cuda_launch.cuh on the emulator; host
-// buffers start as NaN, so a read of one the kernels did not write shows.
+// buffers start as NaN, so a read of one the kernels did not write shows, and
+// lie between guard zones (pf_emu::Scratch), so a write past one aborts.
 class EmulatedLaunch {
  public:
   explicit EmulatedLaunch(pf_emu::Schedule schedule) : schedule_(schedule) {}
-  float* buffer(int64_t floats) {
-    buffers_.emplace_back(std::max<int64_t>(floats, 1), NAN);
-    bytes_ += static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(floats, 1);
-    return buffers_.back().data();
-  }
-  int64_t bytes() const { return bytes_; }
+  float* buffer(int64_t floats) { return scratch_.buffer(floats); }
+  int64_t bytes() const { return scratch_.bytes(); }
   void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, unsigned gz, int64_t smem, const Args& args) {
     if (gx == 0 || gy == 0 || gz == 0) return;
     pf_emu::launch(
@@ -62,8 +59,7 @@ class EmulatedLaunch {
   void copy(float* dst, const float* src, int64_t floats) { std::memcpy(dst, src, sizeof(float) * floats); }
 
  private:
-  std::vector<std::vector<float>> buffers_;
-  int64_t bytes_ = 0;
+  pf_emu::Scratch scratch_;
   pf_emu::Schedule schedule_;
 };
 
@@ -435,7 +431,9 @@ TEST(FavorCudaEmulated, ProjectionInSharedMemoryGivesTheSameBits) {
         global.smem_projection = false;
         ASSERT_TRUE(shared.dims(r.p.shape).smem_projection);
         ASSERT_FALSE(global.dims(r.p.shape).smem_projection);
-        if (x.c.d == 64 && x.c.m == 256) ASSERT_LE(smem_bytes(shared.dims(r.p.shape)), 227 * 1024);
+        if (x.c.d == 64 && x.c.m == 256) {
+          ASSERT_LE(smem_bytes(shared.dims(r.p.shape)), 227 * 1024);
+        }
         const EmulatedRun e(r, shared, causal, P), g(r, global, causal, P);
         EXPECT_TRUE(same_bits(e.o, g.o));
         EXPECT_TRUE(same_bits(e.dq, g.dq));
