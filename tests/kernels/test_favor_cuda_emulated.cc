@@ -39,11 +39,33 @@ using namespace favor_cuda;
 // The launch policy of favor_attention_cuda_launch.cuh on the emulator; host
 // buffers start as NaN, so a read of one the kernels did not write shows, and
 // lie between guard zones (pf_emu::Scratch), so a write past one aborts.
+// The call's arguments run from guarded copies too (in, out), so that a read
+// past a caller's buffer gives NaN results even where the kernel then masks
+// the value it read (0 x NaN is NaN), and a write past it aborts.
 class EmulatedLaunch {
  public:
   explicit EmulatedLaunch(pf_emu::Schedule schedule) : schedule_(schedule) {}
   float* buffer(int64_t floats) { return scratch_.buffer(floats); }
   int64_t bytes() const { return scratch_.bytes(); }
+  // A guarded copy of the input p[0, floats) (nullptr stays nullptr).
+  const float* in(const float* p, int64_t floats) {
+    if (!p) return nullptr;
+    float* copy = args_.buffer(floats);
+    std::memcpy(copy, p, sizeof(float) * floats);
+    return copy;
+  }
+  // A guarded copy of the output (or input and output) p[0, floats), which
+  // copy_back() writes to p.
+  float* out(float* p, int64_t floats) {
+    if (!p) return nullptr;
+    float* copy = args_.buffer(floats);
+    std::memcpy(copy, p, sizeof(float) * floats);
+    outs_.push_back(Out{p, copy, floats});
+    return copy;
+  }
+  void copy_back() {
+    for (const Out& o : outs_) std::memcpy(o.to, o.from, sizeof(float) * o.floats);
+  }
   void tiles(void (*kernel)(Args), unsigned gx, unsigned gy, unsigned gz, int64_t smem, const Args& args) {
     if (gx == 0 || gy == 0 || gz == 0) return;
     pf_emu::launch(
@@ -59,8 +81,29 @@ class EmulatedLaunch {
   void copy(float* dst, const float* src, int64_t floats) { std::memcpy(dst, src, sizeof(float) * floats); }
 
  private:
+  struct Out {
+    float* to;
+    const float* from;
+    int64_t floats;
+  };
   pf_emu::Scratch scratch_;
+  pf_emu::Scratch args_;  // the guarded copies of the call's arguments
+  std::vector<Out> outs_;
   pf_emu::Schedule schedule_;
+};
+
+// The floats of a protocol call's arguments (favor_attention.h): rows of d
+// (q, k, v, o, d_o, dq, dk, dv) and of d + 1 (y), one per row (row scales,
+// den), the projections, one state per call head, the dW slots.
+struct ArgFloats {
+  int64_t x, y, rows, w, states, dw;
+  explicit ArgFloats(const FavorShape& s)
+      : x(heads_of(s).extent * s.d),
+        y(heads_of(s).extent * (s.d + 1)),
+        rows(heads_of(s).extent),
+        w(s.w_heads * s.m * s.d),
+        states(s.heads * s.state_size()),
+        dw(heads_of(s).slots * s.m * s.d) {}
 };
 
 // The protocol's eight steps on the emulated kernels, queued on ctx.stream
@@ -95,6 +138,7 @@ struct EmulatedCudaOps {
     host_launch(ctx, [f, planned, schedule = schedule] {
       EmulatedLaunch launch(schedule);
       f(launch);
+      launch.copy_back();
       if (planned >= 0) {
         EXPECT_LE(launch.bytes(), planned) << "temporaries beyond fused_workspace_bytes";
       }
@@ -103,22 +147,37 @@ struct EmulatedCudaOps {
   void causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k, const float* v,
                             const float* W, float* y, float* rs, float* total) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_causal_forward_local(L, D, heads_of(s), q, k, v, W, y, rs, total); });
+    run(ctx, s, [=](EmulatedLaunch& L) {
+      const ArgFloats z(s);
+      fused_causal_forward_local(L, D, heads_of(s), L.in(q, z.x), L.in(k, z.x), L.in(v, z.x), L.in(W, z.w),
+                                 L.out(y, z.y), L.out(rs, z.rows), L.out(total, z.states));
+    });
   }
   void add_prefix(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W, const float* prefix,
                   float* y, float* rs) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, heads_of(s), q, W, prefix, y, rs, true); });
+    run(ctx, s, [=](EmulatedLaunch& L) {
+      const ArgFloats z(s);
+      fused_add_prefix(L, D, heads_of(s), L.in(q, z.x), L.in(W, z.w), L.in(prefix, z.states), L.out(y, z.y),
+                       L.out(rs, z.rows), true);
+    });
   }
   void key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                  float* total) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_key_state(L, D, heads_of(s), k, v, W, total); });
+    run(ctx, s, [=](EmulatedLaunch& L) {
+      const ArgFloats z(s);
+      fused_key_state(L, D, heads_of(s), L.in(k, z.x), L.in(v, z.x), L.in(W, z.w), L.out(total, z.states));
+    });
   }
   void bidirectional_forward_finish(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* total, float* y, float* rs) const {
     const Dims D = dims(s);
-    run(ctx, s, [=](EmulatedLaunch& L) { fused_add_prefix(L, D, heads_of(s), q, W, total, y, rs, false); });
+    run(ctx, s, [=](EmulatedLaunch& L) {
+      const ArgFloats z(s);
+      fused_add_prefix(L, D, heads_of(s), L.in(q, z.x), L.in(W, z.w), L.in(total, z.states), L.out(y, z.y),
+                       L.out(rs, z.rows), false);
+    });
   }
   void causal_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                              const float* v, const float* W, const float* o, const float* den, const float* rs,
@@ -126,28 +185,40 @@ struct EmulatedCudaOps {
                              float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_causal_backward_local(L, D, heads_of(s), q, k, v, W, o, den, rs, d_o, prefix, dq, dk, dv, total, dW);
+      const ArgFloats z(s);
+      fused_causal_backward_local(L, D, heads_of(s), L.in(q, z.x), L.in(k, z.x), L.in(v, z.x), L.in(W, z.w),
+                                  L.in(o, z.x), L.in(den, z.rows), L.in(rs, z.rows), L.in(d_o, z.x),
+                                  L.in(prefix, z.states), L.out(dq, z.x), L.out(dk, z.x), L.out(dv, z.x),
+                                  L.out(total, z.states), L.out(dW, z.dw));
     });
   }
   void backward_add_suffix(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                            const float* suffix, float* dk, float* dv, float* dW) const {
     const Dims D = dims(s);
-    run(ctx, s,
-        [=](EmulatedLaunch& L) { fused_key_grad_from_state(L, D, heads_of(s), k, v, W, suffix, dk, dv, true, dW); });
+    run(ctx, s, [=](EmulatedLaunch& L) {
+      const ArgFloats z(s);
+      fused_key_grad_from_state(L, D, heads_of(s), L.in(k, z.x), L.in(v, z.x), L.in(W, z.w), L.in(suffix, z.states),
+                                L.out(dk, z.x), L.out(dv, z.x), true, L.out(dW, z.dw));
+    });
   }
   void bidirectional_backward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* W,
                                     const float* o, const float* den, const float* rs, const float* d_o,
                                     const float* total, float* dq, float* grad_total, float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_bidirectional_backward_local(L, D, heads_of(s), q, W, o, den, rs, d_o, total, dq, grad_total, dW);
+      const ArgFloats z(s);
+      fused_bidirectional_backward_local(L, D, heads_of(s), L.in(q, z.x), L.in(W, z.w), L.in(o, z.x), L.in(den, z.rows),
+                                         L.in(rs, z.rows), L.in(d_o, z.x), L.in(total, z.states), L.out(dq, z.x),
+                                         L.out(grad_total, z.states), L.out(dW, z.dw));
     });
   }
   void bidirectional_backward_finish(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v,
                                      const float* W, const float* grad_total, float* dk, float* dv, float* dW) const {
     const Dims D = dims(s);
     run(ctx, s, [=](EmulatedLaunch& L) {
-      fused_key_grad_from_state(L, D, heads_of(s), k, v, W, grad_total, dk, dv, false, dW);
+      const ArgFloats z(s);
+      fused_key_grad_from_state(L, D, heads_of(s), L.in(k, z.x), L.in(v, z.x), L.in(W, z.w), L.in(grad_total, z.states),
+                                L.out(dk, z.x), L.out(dv, z.x), false, L.out(dW, z.dw));
     });
   }
 };

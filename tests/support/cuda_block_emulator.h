@@ -29,11 +29,12 @@
 // copies land at the cp_async_wait() that completes their group, so a read of
 // the destination before that wait sees what was there before (NaN in fresh
 // shared memory); one warp at a time they land when issued.
-// Shared memory and the temporaries of Scratch (below) lie between guard
-// zones of a NaN no arithmetic makes: a read past either end gives NaN
-// results, and a write there aborts with a message when the block ends (the
-// scratch's when it is destroyed), as compute-sanitizer's memcheck would on
-// the GPU.
+// Shared memory and the temporaries of Scratch (below) are GuardedFloats
+// (guarded_floats.h): fenced by pages that may not be accessed, with marked
+// NaN padding between: an access well past either end stops the test at
+// once (SIGSEGV), a read just past it gives NaN results, and a write just
+// past it aborts with a message when the block ends (the scratch's when it
+// is destroyed), as compute-sanitizer's memcheck would stop the GPU's.
 // atomicAdd on floats is a plain add: a fiber runs undisturbed between
 // barriers and blocks run one after another, so no add is lost (the GPU's
 // order of the adds, and so its rounding, is not modelled).
@@ -51,6 +52,7 @@
 #include <vector>
 
 #include "tests/support/fibers.h"
+#include "tests/support/guarded_floats.h"
 
 #define __global__
 #define __device__
@@ -81,40 +83,6 @@ struct AsyncCopies {
   std::vector<std::vector<Copy>> committed;
 };
 
-// Floats of NaN before and after shared memory and each Scratch buffer; the
-// bits of that NaN.
-constexpr size_t kGuardFloats = 1024;
-constexpr uint32_t kGuardBits = 0x7fa0c0deu;
-
-inline float guard_value() {
-  float f;
-  std::memcpy(&f, &kGuardBits, sizeof f);
-  return f;
-}
-// `floats` floats of NaN between two guard zones; the usable part starts at
-// kGuardFloats.
-inline std::vector<float> guarded_floats(size_t floats) {
-  std::vector<float> v(floats + 2 * kGuardFloats, NAN);
-  std::fill(v.begin(), v.begin() + kGuardFloats, guard_value());
-  std::fill(v.end() - kGuardFloats, v.end(), guard_value());
-  return v;
-}
-// The first float of a guard zone of `v` that something overwrote, or -1;
-// negative offsets are before the usable part, others after its end.
-inline int64_t overwritten_guard(const std::vector<float>& v) {
-  const size_t usable = v.size() - 2 * kGuardFloats;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i == kGuardFloats) i += usable;
-    if (i >= v.size()) break;
-    uint32_t bits;
-    std::memcpy(&bits, &v[i], sizeof bits);
-    if (bits != kGuardBits)
-      return i < kGuardFloats ? static_cast<int64_t>(i) - static_cast<int64_t>(kGuardFloats)
-                              : static_cast<int64_t>(i - kGuardFloats);
-  }
-  return -1;
-}
-
 struct Fiber {
   Context context;
   bool done = false;
@@ -131,7 +99,7 @@ struct Block {
   std::vector<float> shuffle;
   std::vector<uint32_t> lane_words;  // per thread, 8 words: mma operands, ldmatrix row addresses
   std::vector<AsyncCopies> async;    // per thread: cp.async groups not yet waited for
-  std::vector<float> shared;         // guarded_floats: the block's shared memory from kGuardFloats on
+  float* shared = nullptr;           // the launch's GuardedFloats
   std::function<void()> body;
   int64_t progress = 0;       // barrier completions, to tell a deadlock from waiting
   bool eager_copies = false;  // cp.async lands when issued (Schedule::WarpByWarp)
@@ -187,10 +155,10 @@ enum class Schedule { Lockstep, WarpByWarp };
 
 // Runs block `idx` of body() to completion: `block_dim.x` fibers on the
 // stacks of `stacks` (one each, kFiberStack bytes, reused block after block),
-// `shared_bytes` of shared memory filled with NaN (a read of shared memory no
-// thread wrote shows in the results) between guard zones, checked when the
-// block ends.
-inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body,
+// `shared` as its shared memory, filled with NaN (a read of shared memory no
+// thread wrote shows in the results), its padding checked when the block
+// ends.
+inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, GuardedFloats& shared, const std::function<void()>& body,
                       std::vector<std::unique_ptr<char[]>>& stacks, Schedule schedule) {
   const unsigned threads = block_dim.x;
   Block b;
@@ -204,7 +172,8 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
   b.shuffle.assign(threads, 0.f);
   b.lane_words.assign(8 * static_cast<size_t>(threads), 0u);
   b.async.assign(threads, AsyncCopies{});
-  b.shared = guarded_floats((shared_bytes + sizeof(float) - 1) / sizeof(float));
+  shared.fill();
+  b.shared = shared.data();
   b.body = body;
   b.eager_copies = schedule == Schedule::WarpByWarp;
   b.fibers.resize(threads);
@@ -243,9 +212,10 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, size_t shared_bytes, 
     }
   }
   current_block() = nullptr;
-  if (const int64_t at = overwritten_guard(b.shared); at != -1) {
-    std::fprintf(stderr, "cuda_block_emulator: block (%u, %u, %u) wrote float %lld of its %zu-byte shared memory\n",
-                 idx.x, idx.y, idx.z, static_cast<long long>(at), shared_bytes);
+  if (int64_t at = 0; shared.overwritten(at)) {
+    std::fprintf(stderr,
+                 "cuda_block_emulator: block (%u, %u, %u) wrote float %lld of its %zu floats of shared memory\n", idx.x,
+                 idx.y, idx.z, static_cast<long long>(at), shared.size());
     std::abort();
   }
 }
@@ -263,14 +233,15 @@ inline std::vector<std::unique_ptr<char[]>>& fiber_stacks(unsigned threads) {
 inline void launch(Dim3 grid, Dim3 block_dim, size_t shared_bytes, const std::function<void()>& body,
                    Schedule schedule = Schedule::Lockstep) {
   std::vector<std::unique_ptr<char[]>>& stacks = fiber_stacks(block_dim.x);
+  GuardedFloats shared((shared_bytes + sizeof(float) - 1) / sizeof(float));
   for (unsigned bz = 0; bz < std::max(grid.z, 1u); ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx)
-        run_block(Dim3{bx, by, bz}, grid, block_dim, shared_bytes, body, stacks, schedule);
+        run_block(Dim3{bx, by, bz}, grid, block_dim, shared, body, stacks, schedule);
 }
 
-// A launch sequence's device temporaries on the host: each buffer starts as
-// NaN between guard zones, which are checked when the Scratch is destroyed
+// A launch sequence's device temporaries on the host: each buffer a
+// GuardedFloats (NaN), its padding checked when the Scratch is destroyed
 // (after the kernels that use it).
 class Scratch {
  public:
@@ -279,21 +250,21 @@ class Scratch {
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
     for (size_t i = 0; i < buffers_.size(); ++i)
-      if (const int64_t at = overwritten_guard(buffers_[i]); at != -1) {
+      if (int64_t at = 0; buffers_[i].overwritten(at)) {
         std::fprintf(stderr, "cuda_block_emulator: float %lld of scratch buffer %zu (%zu floats) was written\n",
-                     static_cast<long long>(at), i, buffers_[i].size() - 2 * kGuardFloats);
+                     static_cast<long long>(at), i, buffers_[i].size());
         std::abort();
       }
   }
   float* buffer(int64_t floats) {
-    buffers_.push_back(guarded_floats(static_cast<size_t>(std::max<int64_t>(floats, 1))));
+    buffers_.emplace_back(static_cast<size_t>(std::max<int64_t>(floats, 1)));
     bytes_ += static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(floats, 1);
-    return buffers_.back().data() + kGuardFloats;
+    return buffers_.back().data();
   }
   int64_t bytes() const { return bytes_; }
 
  private:
-  std::vector<std::vector<float>> buffers_;
+  std::vector<GuardedFloats> buffers_;
   int64_t bytes_ = 0;
 };
 
@@ -308,7 +279,7 @@ inline void warp_barrier(Block& b) { wait(b.warp_barriers[b.current / 32]); }
 #define blockIdx (::pf_emu::current_block()->block_idx)
 #define blockDim (::pf_emu::current_block()->block_dim)
 #define gridDim (::pf_emu::current_block()->grid_dim)
-#define PF_CUDA_SHARED_FLOATS(name) float* name = ::pf_emu::current_block()->shared.data() + ::pf_emu::kGuardFloats
+#define PF_CUDA_SHARED_FLOATS(name) float* name = ::pf_emu::current_block()->shared
 
 inline void __syncthreads() { ::pf_emu::wait(::pf_emu::current_block()->block_barrier); }
 
