@@ -139,14 +139,18 @@ constexpr size_t kFiberStack = 256 * 1024;
 
 // The order in which a block's fibers run between barriers. Both are orders
 // a GPU may take; a kernel must be right under every order.
-//  Lockstep: every fiber in turn runs to its next barrier, so all warps
-//    advance together (a missing __syncthreads between one warp's writes and
-//    another's reads shows).
+//  Lockstep: every fiber in turn, thread 0 first, runs to its next barrier,
+//    so all warps advance together (a missing __syncthreads between a
+//    thread's write and a lower thread's read shows, or between a thread's
+//    read and a lower thread's write).
 //  WarpByWarp: one warp runs, through its warp barriers (mma, shuffles,
 //    __syncwarp), until it waits at a block barrier or ends; then the next
-//    warp. So one warp runs ahead of the others, and a missing
+//    lower warp, the last warp first and each warp's lanes from the last
+//    down. So one warp runs ahead of the others, and a missing
 //    __syncthreads between one warp's last read of a tile and another's
-//    overwrite of it shows too.
+//    overwrite of it shows too; and in the opposite order to Lockstep, so a
+//    missing __syncthreads between a write and a higher thread's read (or a
+//    read and a higher thread's write) shows here.
 // And the two extremes of when a cp.async copy lands: Lockstep at the
 // cp_async_wait that completes its group (the latest: a read before the wait
 // sees the old contents), WarpByWarp when it is issued (the earliest: a copy
@@ -184,9 +188,11 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, GuardedFloats& shared
     for (const Fiber& f : b.fibers) count += f.done ? 1 : 0;
     return count;
   };
-  // Runs the fibers [first, last) each once to its next barrier.
-  auto pass = [&](unsigned first, unsigned last) {
-    for (unsigned t = first; t < last; ++t) {
+  // Runs the fibers [first, last) each once to its next barrier, in
+  // ascending or (down) descending order.
+  auto pass = [&](unsigned first, unsigned last, bool down) {
+    for (unsigned i = first; i < last; ++i) {
+      const unsigned t = down ? first + last - 1 - i : i;
       if (b.fibers[t].done) continue;
       b.current = t;
       switch_context(b.scheduler, b.fibers[t].context);
@@ -195,12 +201,12 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, GuardedFloats& shared
   for (int64_t done = 0; done < threads;) {
     const int64_t progress = b.progress, done_before = done;
     if (schedule == Schedule::Lockstep) {
-      pass(0, threads);
+      pass(0, threads, false);
     } else {
-      for (unsigned w0 = 0; w0 < threads; w0 += 32) {
+      for (unsigned w = (threads + 31) / 32; w-- > 0;) {
         for (;;) {  // this warp until it stops: at a block barrier, or done
           const int64_t p = b.progress, f = finished();
-          pass(w0, std::min(threads, w0 + 32));
+          pass(32 * w, std::min(threads, 32 * w + 32), true);
           if (b.progress == p && finished() == f) break;
         }
       }
