@@ -347,9 +347,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
     make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
     keys_from_stage(D, t, projection_of(a, b, t), rows);
     stage_rows(a, b, t, t0 + D.ct, kStageQ | kStageKeys);  // the next tile's rows land while this one runs
+    // L, w and rowsum: read after the product below, whose closing barrier
+    // publishes them (the product reads none of them).
     causal_row_scales(a, b, t, ls, t0, rows);
     const float top = key_weights(D, t, ls);
-    __syncthreads();
     const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
     block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, lm, t.Pk, lm, 0.f, t.A, tile_ld(D.ct));
     causal_mask_tile(D, t.A, t.c, t.L);
@@ -520,9 +521,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a
     wait_rows();  // o, d_o, den
     gradient_from_stage(D, t, rows);
     stage_rows(a, b, t, t0 + D.ct, kStageKeys | kStageRowScales);  // the next tile's rows land while this one runs
+    // w and rowsum: read after the product below, whose closing barrier
+    // publishes them (the product reads neither).
     for (int i = threadIdx.x; i < D.ct; i += kThreads) t.w[i] = log_scale_weight(ls, t.L[i]);
     const float top = key_weights(D, t, ls);
-    __syncthreads();
     const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
     block_mm<false, true>(D, D.ct, D.ct, D.D1p, 1.f, t.G, l1, t.VP, l1, 0.f, t.B, tile_ld(D.ct));
     causal_mask_tile(D, t.B, t.c, t.L);
