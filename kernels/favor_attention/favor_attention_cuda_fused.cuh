@@ -261,7 +261,8 @@ __device__ inline void features_of(const Args& a, const Block& b, const Tiles& t
 // t.L[i] = the row log-scale L_i of the tile's rows for this slice: the
 // row_scale raw[i] (global, or staged) less the query's log-scale t.cq[i]
 // in the slice (set by the query features first); padded rows get
-// -kEmptyLogScale, so that every weight exp(x - L_i) of theirs is 0.
+// -kEmptyLogScale, so that every weight exp(x - L_i) of theirs is 0. Its
+// barrier also publishes the G rows of load_gradient, which runs just before.
 __device__ inline void row_scales(const Dims& D, const Tiles& t, const float* raw, int rows) {
   for (int i = threadIdx.x; i < D.ct; i += kThreads) t.L[i] = i < rows ? raw[i] - t.cq[i] : -kEmptyLogScale;
   __syncthreads();

@@ -399,6 +399,8 @@ __device__ inline void finish_vprime(const Dims& D, float* VP, int rows) {
 
 // G rows = gradient_row(o, den, d_o) (linear_attention_math.h), one warp per
 // row; o and d_o rows ld floats apart (d in global memory, tile_ld(dp) staged).
+// No barrier: every caller runs row_scales next, which reads none of G and
+// ends with one.
 __device__ inline void load_gradient(const Dims& D, const float* o, const float* den, const float* d_o, int ld,
                                      int rows, float* G) {
   const int lane = threadIdx.x % 32;
@@ -415,7 +417,6 @@ __device__ inline void load_gradient(const Dims& D, const float* o, const float*
     dot = warp_sum(dot);
     for (int j = lane; j < D.D1p; j += 32) g[j] = j < D.d ? gi[j] * inv : j == D.d ? -dot * inv : 0.f;
   }
-  __syncthreads();
 }
 
 // ---- feature map ----------------------------------------------------------------
