@@ -48,20 +48,13 @@ class EmulatedLaunch {
   float* buffer(int64_t floats) { return scratch_.buffer(floats); }
   int64_t bytes() const { return scratch_.bytes(); }
   // A guarded copy of the input p[0, floats) (nullptr stays nullptr).
-  const float* in(const float* p, int64_t floats) {
-    if (!p) return nullptr;
-    float* copy = args_.buffer(floats);
-    std::memcpy(copy, p, sizeof(float) * floats);
-    return copy;
-  }
+  const float* in(const float* p, int64_t floats) { return p ? copy_of(p, floats) : nullptr; }
   // A guarded copy of the output (or input and output) p[0, floats), which
   // copy_back() writes to p.
   float* out(float* p, int64_t floats) {
     if (!p) return nullptr;
-    float* copy = args_.buffer(floats);
-    std::memcpy(copy, p, sizeof(float) * floats);
-    outs_.push_back(Out{p, copy, floats});
-    return copy;
+    outs_.push_back(Out{p, copy_of(p, floats), floats});
+    return outs_.back().from;
   }
   void copy_back() {
     for (const Out& o : outs_) std::memcpy(o.to, o.from, sizeof(float) * o.floats);
@@ -83,9 +76,14 @@ class EmulatedLaunch {
  private:
   struct Out {
     float* to;
-    const float* from;
+    float* from;
     int64_t floats;
   };
+  float* copy_of(const float* p, int64_t floats) {
+    float* copy = args_.buffer(floats);
+    std::memcpy(copy, p, sizeof(float) * floats);
+    return copy;
+  }
   pf_emu::Scratch scratch_;
   pf_emu::Scratch args_;  // the guarded copies of the call's arguments
   std::vector<Out> outs_;

@@ -56,63 +56,59 @@ inline void explain_guard_faults() {
 class GuardedFloats {
  public:
   GuardedFloats() = default;
-  explicit GuardedFloats(size_t floats) : floats_(floats) {
+  explicit GuardedFloats(size_t floats) {
     explain_guard_faults();
+    Mapping& m = m_;
+    m.floats = floats;
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t span = round_up(std::max<size_t>(floats, 1) * sizeof(float), kGuardAlign);
     const size_t body = round_up(span, page);
-    mapped_ = body + 2 * page;
-    void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    m.mapped = body + 2 * page;
+    void* p = mmap(nullptr, m.mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
       std::perror("guarded_floats: mmap");
       std::abort();
     }
-    base_ = static_cast<char*>(p);
-    if (mprotect(base_, page, PROT_NONE) != 0 || mprotect(base_ + page + body, page, PROT_NONE) != 0) {
+    m.base = static_cast<char*>(p);
+    if (mprotect(m.base, page, PROT_NONE) != 0 || mprotect(m.base + page + body, page, PROT_NONE) != 0) {
       std::perror("guarded_floats: mprotect");
       std::abort();
     }
-    front_ = reinterpret_cast<float*>(base_ + page);
-    data_ = reinterpret_cast<float*>(base_ + page + body - span);
-    back_end_ = reinterpret_cast<float*>(base_ + page + body);
+    m.front = reinterpret_cast<float*>(m.base + page);
+    m.data = reinterpret_cast<float*>(m.base + page + body - span);
+    m.back_end = reinterpret_cast<float*>(m.base + page + body);
     fill();
   }
   // The usable floats NaN again, the padding marked again.
   void fill() {
     const float mark = guard_value(), nan = NAN;
-    for (float* f = front_; f < data_; ++f) *f = mark;
-    for (float* f = data_; f < data_ + floats_; ++f) *f = nan;
-    for (float* f = data_ + floats_; f < back_end_; ++f) *f = mark;
+    for (float* f = m_.front; f < m_.data; ++f) *f = mark;
+    for (float* f = m_.data; f < m_.data + m_.floats; ++f) *f = nan;
+    for (float* f = m_.data + m_.floats; f < m_.back_end; ++f) *f = mark;
   }
-  GuardedFloats(GuardedFloats&& o) noexcept { *this = std::move(o); }
+  GuardedFloats(GuardedFloats&& o) noexcept { std::swap(m_, o.m_); }
   GuardedFloats& operator=(GuardedFloats&& o) noexcept {
-    if (this != &o) {
-      release();
-      std::swap(base_, o.base_);
-      std::swap(mapped_, o.mapped_);
-      std::swap(front_, o.front_);
-      std::swap(data_, o.data_);
-      std::swap(back_end_, o.back_end_);
-      std::swap(floats_, o.floats_);
-    }
+    std::swap(m_, o.m_);  // o releases what this held
     return *this;
   }
   GuardedFloats(const GuardedFloats&) = delete;
   GuardedFloats& operator=(const GuardedFloats&) = delete;
-  ~GuardedFloats() { release(); }
+  ~GuardedFloats() {
+    if (m_.base) munmap(m_.base, m_.mapped);
+  }
 
-  float* data() const { return data_; }
-  size_t size() const { return floats_; }
+  float* data() const { return m_.data; }
+  size_t size() const { return m_.floats; }
   // Whether something wrote the padding; `at` the first such float, counted
   // from data() (negative: before it).
   bool overwritten(int64_t& at) const {
-    for (const float* f = front_; f < back_end_; ++f) {
-      if (f == data_) f += floats_;
-      if (f == back_end_) break;
+    for (const float* f = m_.front; f < m_.back_end; ++f) {
+      if (f == m_.data) f += m_.floats;
+      if (f == m_.back_end) break;
       uint32_t bits;
       std::memcpy(&bits, f, sizeof bits);
       if (bits != kGuardBits) {
-        at = f - data_;
+        at = f - m_.data;
         return true;
       }
     }
@@ -127,19 +123,14 @@ class GuardedFloats {
 
  private:
   static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
-  void release() {
-    if (base_) munmap(base_, mapped_);
-    base_ = nullptr;
-    mapped_ = 0;
-    front_ = data_ = back_end_ = nullptr;
-    floats_ = 0;
-  }
-  char* base_ = nullptr;
-  size_t mapped_ = 0;
-  float* front_ = nullptr;     // the padding before data_
-  float* data_ = nullptr;      // the usable floats
-  float* back_end_ = nullptr;  // the end of the slack after them
-  size_t floats_ = 0;
+  struct Mapping {
+    char* base = nullptr;  // the mapping, `mapped` bytes
+    size_t mapped = 0;
+    float* front = nullptr;     // the padding before data
+    float* data = nullptr;      // the usable floats
+    float* back_end = nullptr;  // the end of the slack after them
+    size_t floats = 0;
+  } m_;
 };
 
 }  // namespace pf_emu
