@@ -78,7 +78,7 @@ MmaStages mma_plan(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
   int major = 0, limit = 0;
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device.index));
-  const MmaStages stages = mma_stages(static_cast<int>(p.d), limit);
+  const MmaStages stages = mma_stages(p.tile_math, static_cast<int>(p.d), limit);
   return major >= 8 && stages.forward > 0 && stages.backward > 0 ? stages : MmaStages{};
 }
 

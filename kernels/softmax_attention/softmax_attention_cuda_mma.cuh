@@ -1,10 +1,13 @@
 // Exact softmax attention on tensor cores (mma.sync through
-// runtime/cuda_mma_tiles.cuh, TF32 or bf16 operands, fp32 accumulation), in
-// the FlashAttention-2 arrangement; included by softmax_attention_cuda.cuh,
-// whose launch policy and mask they share. Tiles of 64 rows, four warps of
-// 16 rows each; the tiles are widened to fp32 in shared memory (head sizes
-// padded to DP = 64 or 128, rows of DP + 4 floats) and each lane rounds the
-// operands its fragments hold as it loads them.
+// runtime/cuda_mma_tiles.cuh and runtime/cuda_mma_bf16_tiles.cuh, TF32 or
+// bf16 operands, fp32 accumulation), in the FlashAttention-2 arrangement;
+// included by softmax_attention_cuda.cuh, whose launch policy and mask they
+// share. Tiles of 64 rows, four warps of 16 rows each, head sizes padded to
+// DP = 64 or 128. The shared tiles (MmaTile<P>): in TF32, fp32 rows of DP + 4
+// floats, each lane rounding the operands its fragments hold as it loads
+// them; in bf16, rows of DP + 8 bf16 rounded once as the tile is stored, the
+// fragments loaded by ldmatrix (half the shared memory and a fraction of the
+// load instructions; the same rounded values, so the same bits).
 //
 // Forward: a block per (head, 64-query tile). Each warp keeps its 16 rows'
 // output [16, DP], running max and sum in registers while 64-key tiles of K
@@ -28,13 +31,14 @@
 // tiles (K and V, or Q and dO) are double buffered where shared memory
 // allows (`stages` 2): the next tile's copies run during the current tile's
 // products, by cp.async for fp32 rows of 64 or 128 columns on 16-byte
-// boundaries (the model's case), by loads otherwise.
+// boundaries into TF32 tiles (the fp32 model's case), by loads otherwise.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "runtime/cuda_mma_bf16_tiles.cuh"
 #include "runtime/cuda_mma_tiles.cuh"
 
 namespace pf {
@@ -46,52 +50,91 @@ static_assert(kMmaRows == 16 * kWarps, "one 16-row mma strip per warp");
 
 // Head sizes are padded to one of these (zeros beyond d).
 inline int mma_padded_d(int d) { return d <= 64 ? 64 : 128; }
-// Leading dimension of the shared tiles: DP + 4 floats.
-__host__ __device__ constexpr int mma_ld(int DP) { return DP + 4; }
+// The shared tiles of TileMath P: their element (fp32, or bf16 bits) and
+// the padding of their rows (DP + 4 floats; DP + 8 bf16, so that every row
+// starts on a 16-byte boundary for ldmatrix and the eight rows of an 8x8
+// tile fall in distinct banks).
+template <TileMath P>
+struct MmaTile {
+  using E = float;
+  static constexpr int kPad = 4;
+};
+template <>
+struct MmaTile<TileMath::Bf16> {
+  using E = uint16_t;
+  static constexpr int kPad = 8;
+};
+template <TileMath P>
+using TileElem = typename MmaTile<P>::E;
+template <TileMath P>
+__host__ __device__ constexpr int mma_ld(int DP) {
+  return DP + MmaTile<P>::kPad;
+}
+// Bytes of one [kMmaRows, mma_ld] tile.
+inline int64_t mma_tile_bytes(TileMath math, int DP) {
+  return math == TileMath::Bf16 ? int64_t{kMmaRows} * mma_ld<TileMath::Bf16>(DP) * 2
+                                : int64_t{kMmaRows} * mma_ld<TileMath::Tf32>(DP) * 4;
+}
 
-// Shared floats with `stages` buffers of each streamed tile: the forward's Q
+// Shared bytes with `stages` buffers of each streamed tile: the forward's Q
 // tile, K and V tiles; the backward's two resident tiles and two streamed
 // tiles (P and dS stay in registers).
-inline int64_t forward_mma_smem_floats(int DP, int stages) { return (1 + 2 * stages) * kMmaRows * mma_ld(DP); }
-inline int64_t backward_mma_smem_floats(int DP, int stages) { return (2 + 2 * stages) * kMmaRows * mma_ld(DP); }
+inline int64_t forward_mma_smem_bytes(TileMath math, int DP, int stages) {
+  return (1 + 2 * stages) * mma_tile_bytes(math, DP);
+}
+inline int64_t backward_mma_smem_bytes(TileMath math, int DP, int stages) {
+  return (2 + 2 * stages) * mma_tile_bytes(math, DP);
+}
 // The buffers each of the forward and the backward can have for head size d
 // within `limit` bytes of shared memory per block: 2, 1, or 0 (the kernels do
-// not fit). At d <= 64: 85 and 102 KiB with 2; at 64 < d <= 128: 165 and
-// 198 KiB with 2, 99 and 132 KiB with 1 (H100, H200: 2 and 2; A100: 1 and 1).
+// not fit). TF32: at d <= 64, 85 and 102 KiB with 2; at 64 < d <= 128, 165
+// and 198 KiB with 2, 99 and 132 KiB with 1 (H100, H200: 2 and 2; A100: 1
+// and 1). bf16: half of those (2 and 2 on all three).
 struct MmaStages {
   int forward = 0, backward = 0;
 };
-inline MmaStages mma_stages(int d, int64_t limit) {
+inline MmaStages mma_stages(TileMath math, int d, int64_t limit) {
   const int DP = mma_padded_d(d);
-  auto most = [&](auto floats) {
+  auto most = [&](auto bytes) {
     for (int stages : {2, 1})
-      if (floats(DP, stages) * int64_t{sizeof(float)} <= limit) return stages;
+      if (bytes(math, DP, stages) <= limit) return stages;
     return 0;
   };
-  return MmaStages{most(forward_mma_smem_floats), most(backward_mma_smem_floats)};
+  return MmaStages{most(forward_mma_smem_bytes), most(backward_mma_smem_bytes)};
 }
 
 // dst [kMmaRows, ld] = scale * src rows [rows, d] (row stride d), zero after
-// them up to DP columns and kMmaRows rows.
-template <typename T, int DP>
-__device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int rows, int d, float scale, float* dst) {
-  for (int e = threadIdx.x; e < kMmaRows * DP; e += kThreads) {
-    const int r = e / DP, c = e % DP;
-    dst[r * mma_ld(DP) + c] = r < rows && c < d ? load_f32(src + int64_t(r) * d + c) * scale : 0.f;
+// them up to DP columns and kMmaRows rows; bf16 tiles take the rounded
+// values, two columns a 32-bit store.
+template <TileMath P, typename T, int DP>
+__device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int rows, int d, float scale,
+                                                 TileElem<P>* dst) {
+  constexpr int ld = mma_ld<P>(DP);
+  auto at = [&](int r, int c) { return r < rows && c < d ? load_f32(src + int64_t(r) * d + c) * scale : 0.f; };
+  if constexpr (P == TileMath::Bf16) {
+    for (int e = threadIdx.x; e < kMmaRows * DP / 2; e += kThreads) {
+      const int r = e / (DP / 2), c = 2 * (e % (DP / 2));
+      *reinterpret_cast<uint32_t*>(dst + r * ld + c) = bf16x2_bits(at(r, c), at(r, c + 1));
+    }
+  } else {
+    for (int e = threadIdx.x; e < kMmaRows * DP; e += kThreads) {
+      const int r = e / DP, c = e % DP;
+      dst[r * ld + c] = at(r, c);
+    }
   }
 }
 
 // Starts dst [kMmaRows, ld] <- src rows [rows, d] (row stride d), zeros
-// after them up to DP columns and kMmaRows rows: by cp.async when the rows
-// are fp32 of exactly DP columns on a 16-byte boundary (the caller commits
-// the group and waits for it), else by loads (done at return).
-template <typename T, int DP>
-__device__ __forceinline__ void start_rows(const T* __restrict__ src, int rows, int d, float* dst) {
-  if constexpr (std::is_same<T, float>::value) {
+// after them up to DP columns and kMmaRows rows: by cp.async when the tile is
+// fp32 and so are the rows, of exactly DP columns on a 16-byte boundary (the
+// caller commits the group and waits for it), else by loads (done at return).
+template <TileMath P, typename T, int DP>
+__device__ __forceinline__ void start_rows(const T* __restrict__ src, int rows, int d, TileElem<P>* dst) {
+  if constexpr (P == TileMath::Tf32 && std::is_same<T, float>::value) {
     if (d == DP && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
       for (int e = threadIdx.x; e < kMmaRows * (DP / 4); e += kThreads) {
         const int r = e / (DP / 4), c = 4 * (e % (DP / 4));
-        float* to = dst + r * mma_ld(DP) + c;
+        float* to = dst + r * mma_ld<P>(DP) + c;
         if (r < rows) {
           cp_async_16(to, src + int64_t(r) * d + c);
         } else {
@@ -101,21 +144,22 @@ __device__ __forceinline__ void start_rows(const T* __restrict__ src, int rows, 
       return;
     }
   }
-  load_rows_padded<T, DP>(src, rows, d, 1.f, dst);
+  load_rows_padded<P, T, DP>(src, rows, d, 1.f, dst);
 }
 
 // body(j0, cols, a, b) for each 64-row tile [j0, j0 + cols) of [first, end)
 // in order, with a, b its rows of A and B (row stride d) in shared memory.
 // bufA and bufB hold `stages` tiles each; with 2 the next tile's copies run
 // during body. Every thread calls it; body is called between two barriers.
-template <typename T, int DP, typename Body>
+template <TileMath P, typename T, int DP, typename Body>
 __device__ __forceinline__ void stream_tiles(const T* __restrict__ A, const T* __restrict__ B, int d, int64_t first,
-                                             int64_t end, int stages, float* bufA, float* bufB, Body&& body) {
-  constexpr int tile = kMmaRows * mma_ld(DP);
+                                             int64_t end, int stages, TileElem<P>* bufA, TileElem<P>* bufB,
+                                             Body&& body) {
+  constexpr int tile = kMmaRows * mma_ld<P>(DP);
   auto start = [&](int64_t j0, int slot) {
     const int cols = static_cast<int>(min64(kMmaRows, end - j0));
-    start_rows<T, DP>(A + j0 * d, cols, d, bufA + slot * tile);
-    start_rows<T, DP>(B + j0 * d, cols, d, bufB + slot * tile);
+    start_rows<P, T, DP>(A + j0 * d, cols, d, bufA + slot * tile);
+    start_rows<P, T, DP>(B + j0 * d, cols, d, bufB + slot * tile);
     cp_async_commit();
   };
   if (first < end) start(first, 0);
@@ -138,20 +182,39 @@ __device__ __forceinline__ void stream_tiles(const T* __restrict__ A, const T* _
   }
 }
 
-// acc[j] += op(A) rows [16] x op(B) columns [8 j, 8 j + 8) over k in [0, K),
-// for j < NJ: one A fragment per k-step for the NJ products.
-template <TileMath P, int NJ, bool TB>
-__device__ __forceinline__ void warp_mm(const float* A, int lda, const float* B, int ldb, int K, int g, int t,
-                                        float (*acc)[4]) {
-  for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
-    uint32_t a[4];
-    Mma<P>::template load_a<false>(A, lda, 0, k0, g, t, a);
-    PF_UNROLL
-    for (int j = 0; j < NJ; ++j) {
-      uint32_t b[2];
-      Mma<P>::template load_b<TB>(B, ldb, k0, 8 * j, g, t, b);
-      Mma<P>::mma(acc[j], a, b);
+// acc[j] += A rows [16] x B^T columns [8 j, 8 j + 8) over k in [0, K), for
+// j < NJ, A and B row-major tiles: in TF32 one A fragment per k-step for the
+// NJ products; in bf16 by ldmatrix (warp_mm_bf16).
+template <TileMath P, int NJ>
+__device__ __forceinline__ void warp_mm_abt(const TileElem<P>* A, int lda, const TileElem<P>* B, int ldb, int K,
+                                            int lane, float (*acc)[4]) {
+  if constexpr (P == TileMath::Bf16) {
+    warp_mm_bf16<NJ>(A, lda, B, ldb, K, lane, acc);
+  } else {
+    const int g = lane / 4, t = lane % 4;
+    for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
+      uint32_t a[4];
+      Mma<P>::template load_a<false>(A, lda, 0, k0, g, t, a);
+      PF_UNROLL
+      for (int j = 0; j < NJ; ++j) {
+        uint32_t b[2];
+        Mma<P>::template load_b<true>(B, ldb, k0, 8 * j, g, t, b);
+        Mma<P>::mma(acc[j], a, b);
+      }
     }
+  }
+}
+
+// acc[j] += A B[:, 8 j .. 8 j + 8) for j < NJ, A the warp's accumulators of
+// KT 8-column tiles, B a row-major tile (warp_mm_from_acc; in bf16 by
+// ldmatrix, warp_mm_from_acc_bf16).
+template <TileMath P, int NJ, int KT>
+__device__ __forceinline__ void warp_mm_acc_b(const float (*a)[4], const TileElem<P>* B, int ldb, int lane,
+                                              float (*acc)[4]) {
+  if constexpr (P == TileMath::Bf16) {
+    warp_mm_from_acc_bf16<NJ, KT>(a, B, ldb, lane, acc);
+  } else {
+    warp_mm_from_acc<P, NJ, KT>(a, B, ldb, lane / 4, lane % 4, acc);
   }
 }
 
@@ -171,55 +234,56 @@ __global__ void __launch_bounds__(kThreads)
                        const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
                        const T* __restrict__ V, T* __restrict__ O, float* __restrict__ lse) {
   PF_CUDA_SHARED_FLOATS(smem);
-  constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
+  using E = TileElem<P>;
+  constexpr int ld = mma_ld<P>(DP), NT = DP / 8, KT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float* sQ = smem;
-  float* bufK = sQ + kMmaRows * ld;
-  float* bufV = bufK + stages * kMmaRows * ld;
+  E* sQ = reinterpret_cast<E*>(smem);
+  E* bufK = sQ + kMmaRows * ld;
+  E* bufV = bufK + stages * kMmaRows * ld;
   const HeadRows hr = head_rows(spans, blockIdx.x / q_tiles, n_max);
   const int64_t n = hr.n, i0 = (blockIdx.x % q_tiles) * kMmaRows;
   if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = hr.row0 * d;
-  load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, scale, sQ);
+  load_rows_padded<P, T, DP>(Q + base + i0 * d, rows, d, scale, sQ);
 
   float o[NT][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 of the warp's strip
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
-  stream_tiles<T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
-                      [&](int64_t j0, int cols, const float* sK, const float* sV) {
-                        float s[KT][4] = {};
-                        warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
-                        float top[2] = {-INFINITY, -INFINITY};
-                        PF_UNROLL
-                        for (int j = 0; j < KT; ++j) PF_UNROLL
-                        for (int r = 0; r < 4; ++r) {
-                          const int64_t i = i0 + 16 * warp + mma_row(g, r);
-                          const int c = 8 * j + mma_col(t, r);
-                          if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
-                          top[r / 2] = fmaxf(top[r / 2], s[j][r]);
-                        }
-                        float alpha[2], shift[2], sum[2] = {0.f, 0.f};
-                        PF_UNROLL
-                        for (int h = 0; h < 2; ++h) {
-                          const float m_new = fmaxf(m[h], quad_max(top[h]));
-                          alpha[h] = softmax_rescale(m[h], m_new);
-                          shift[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet keeps p = 0
-                          m[h] = m_new;
-                        }
-                        PF_UNROLL
-                        for (int j = 0; j < KT; ++j) PF_UNROLL
-                        for (int r = 0; r < 4; ++r) {
-                          s[j][r] = softmax_exp(s[j][r] - shift[r / 2]);  // P
-                          sum[r / 2] += s[j][r];
-                        }
-                        PF_UNROLL
-                        for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
-                        PF_UNROLL
-                        for (int j = 0; j < NT; ++j) PF_UNROLL
-                        for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
-                        warp_mm_from_acc<P, NT, KT>(s, sV, ld, g, t, o);  // O += P V
-                      });
+  stream_tiles<P, T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
+                         [&](int64_t j0, int cols, const E* sK, const E* sV) {
+                           float s[KT][4] = {};
+                           warp_mm_abt<P, KT>(sQ + 16 * warp * ld, ld, sK, ld, DP, lane, s);
+                           float top[2] = {-INFINITY, -INFINITY};
+                           PF_UNROLL
+                           for (int j = 0; j < KT; ++j) PF_UNROLL
+                           for (int r = 0; r < 4; ++r) {
+                             const int64_t i = i0 + 16 * warp + mma_row(g, r);
+                             const int c = 8 * j + mma_col(t, r);
+                             if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
+                             top[r / 2] = fmaxf(top[r / 2], s[j][r]);
+                           }
+                           float alpha[2], shift[2], sum[2] = {0.f, 0.f};
+                           PF_UNROLL
+                           for (int h = 0; h < 2; ++h) {
+                             const float m_new = fmaxf(m[h], quad_max(top[h]));
+                             alpha[h] = softmax_rescale(m[h], m_new);
+                             shift[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet keeps p = 0
+                             m[h] = m_new;
+                           }
+                           PF_UNROLL
+                           for (int j = 0; j < KT; ++j) PF_UNROLL
+                           for (int r = 0; r < 4; ++r) {
+                             s[j][r] = softmax_exp(s[j][r] - shift[r / 2]);  // P
+                             sum[r / 2] += s[j][r];
+                           }
+                           PF_UNROLL
+                           for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + quad_sum(sum[h]);
+                           PF_UNROLL
+                           for (int j = 0; j < NT; ++j) PF_UNROLL
+                           for (int r = 0; r < 4; ++r) o[j][r] *= alpha[r / 2];
+                           warp_mm_acc_b<P, NT, KT>(s, sV, ld, lane, o);  // O += P V
+                         });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
   for (int r = 0; r < 4; ++r) {
@@ -241,42 +305,43 @@ __global__ void __launch_bounds__(kThreads)
                         const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
                         const T* __restrict__ dO, T* __restrict__ dK, T* __restrict__ dV) {
   PF_CUDA_SHARED_FLOATS(smem);
-  constexpr int ld = mma_ld(DP), NT = DP / 8, QT = kMmaRows / 8;
+  using E = TileElem<P>;
+  constexpr int ld = mma_ld<P>(DP), NT = DP / 8, QT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float* sK = smem;
-  float* sV = sK + kMmaRows * ld;
-  float* bufQ = sV + kMmaRows * ld;
-  float* bufdO = bufQ + stages * kMmaRows * ld;
+  E* sK = reinterpret_cast<E*>(smem);
+  E* sV = sK + kMmaRows * ld;
+  E* bufQ = sV + kMmaRows * ld;
+  E* bufdO = bufQ + stages * kMmaRows * ld;
   const HeadRows hr = head_rows(spans, blockIdx.x / k_tiles, n_max);
   const int64_t n = hr.n, j0 = (blockIdx.x % k_tiles) * kMmaRows;
   if (j0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int cols = static_cast<int>(min64(kMmaRows, n - j0));
   const int64_t base = hr.row0 * d;
-  load_rows_padded<T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
-  load_rows_padded<T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
+  load_rows_padded<P, T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
+  load_rows_padded<P, T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
 
   float dk[NT][4] = {}, dv[NT][4] = {};
   const int64_t i_end = mask.end_query(j0 + cols - 1, n);
-  stream_tiles<T, DP>(Q + base, dO + base, d, mask.first_query(j0), i_end, stages, bufQ, bufdO,
-                      [&](int64_t i0, int rows, const float* sQ, const float* sdO) {
-                        float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
-                        warp_mm<P, QT, true>(sK + 16 * warp * ld, ld, sQ, ld, DP, g, t, st);
-                        warp_mm<P, QT, true>(sV + 16 * warp * ld, ld, sdO, ld, DP, g, t, dpt);
-                        PF_UNROLL
-                        for (int j = 0; j < QT; ++j) PF_UNROLL
-                        for (int r = 0; r < 4; ++r) {
-                          const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
-                          float p = 0.f, ds = 0.f;
-                          if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
-                            p = softmax_exp(scale * st[j][r] - lse[hr.row0 + i0 + q]);
-                            ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
-                          }
-                          st[j][r] = p;    // P^T
-                          dpt[j][r] = ds;  // dS^T
-                        }
-                        warp_mm_from_acc<P, NT, QT>(st, sdO, ld, g, t, dv);  // dV += P^T dO
-                        warp_mm_from_acc<P, NT, QT>(dpt, sQ, ld, g, t, dk);  // dK += dS^T Q
-                      });
+  stream_tiles<P, T, DP>(Q + base, dO + base, d, mask.first_query(j0), i_end, stages, bufQ, bufdO,
+                         [&](int64_t i0, int rows, const E* sQ, const E* sdO) {
+                           float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
+                           warp_mm_abt<P, QT>(sK + 16 * warp * ld, ld, sQ, ld, DP, lane, st);
+                           warp_mm_abt<P, QT>(sV + 16 * warp * ld, ld, sdO, ld, DP, lane, dpt);
+                           PF_UNROLL
+                           for (int j = 0; j < QT; ++j) PF_UNROLL
+                           for (int r = 0; r < 4; ++r) {
+                             const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
+                             float p = 0.f, ds = 0.f;
+                             if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
+                               p = softmax_exp(scale * st[j][r] - lse[hr.row0 + i0 + q]);
+                               ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
+                             }
+                             st[j][r] = p;    // P^T
+                             dpt[j][r] = ds;  // dS^T
+                           }
+                           warp_mm_acc_b<P, NT, QT>(st, sdO, ld, lane, dv);  // dV += P^T dO
+                           warp_mm_acc_b<P, NT, QT>(dpt, sQ, ld, lane, dk);  // dK += dS^T Q
+                         });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
   for (int r = 0; r < 4; ++r) {
@@ -296,19 +361,20 @@ __global__ void __launch_bounds__(kThreads)
                           const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
                           const T* __restrict__ dO, T* __restrict__ dQ) {
   PF_CUDA_SHARED_FLOATS(smem);
-  constexpr int ld = mma_ld(DP), NT = DP / 8, KT = kMmaRows / 8;
+  using E = TileElem<P>;
+  constexpr int ld = mma_ld<P>(DP), NT = DP / 8, KT = kMmaRows / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float* sQ = smem;
-  float* sdO = sQ + kMmaRows * ld;
-  float* bufK = sdO + kMmaRows * ld;
-  float* bufV = bufK + stages * kMmaRows * ld;
+  E* sQ = reinterpret_cast<E*>(smem);
+  E* sdO = sQ + kMmaRows * ld;
+  E* bufK = sdO + kMmaRows * ld;
+  E* bufV = bufK + stages * kMmaRows * ld;
   const HeadRows hr = head_rows(spans, blockIdx.x / q_tiles, n_max);
   const int64_t n = hr.n, i0 = (blockIdx.x % q_tiles) * kMmaRows;
   if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = hr.row0 * d;
-  load_rows_padded<T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
-  load_rows_padded<T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
+  load_rows_padded<P, T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
+  load_rows_padded<P, T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
   float row_lse[2], row_D[2];  // rows g and g + 8 of the warp's strip
   PF_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -319,24 +385,24 @@ __global__ void __launch_bounds__(kThreads)
 
   float dq[NT][4] = {};
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
-  stream_tiles<T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
-                      [&](int64_t j0, int cols, const float* sK, const float* sV) {
-                        float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
-                        warp_mm<P, KT, true>(sQ + 16 * warp * ld, ld, sK, ld, DP, g, t, s);
-                        warp_mm<P, KT, true>(sdO + 16 * warp * ld, ld, sV, ld, DP, g, t, dp);
-                        PF_UNROLL
-                        for (int j = 0; j < KT; ++j) PF_UNROLL
-                        for (int r = 0; r < 4; ++r) {
-                          const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
-                          float ds = 0.f;
-                          if (c < cols && row < rows && mask.visible(i0 + row, j0 + c)) {
-                            const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
-                            ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
-                          }
-                          s[j][r] = ds;
-                        }
-                        warp_mm_from_acc<P, NT, KT>(s, sK, ld, g, t, dq);  // dQ += dS K
-                      });
+  stream_tiles<P, T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
+                         [&](int64_t j0, int cols, const E* sK, const E* sV) {
+                           float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
+                           warp_mm_abt<P, KT>(sQ + 16 * warp * ld, ld, sK, ld, DP, lane, s);
+                           warp_mm_abt<P, KT>(sdO + 16 * warp * ld, ld, sV, ld, DP, lane, dp);
+                           PF_UNROLL
+                           for (int j = 0; j < KT; ++j) PF_UNROLL
+                           for (int r = 0; r < 4; ++r) {
+                             const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
+                             float ds = 0.f;
+                             if (c < cols && row < rows && mask.visible(i0 + row, j0 + c)) {
+                               const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
+                               ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
+                             }
+                             s[j][r] = ds;
+                           }
+                           warp_mm_acc_b<P, NT, KT>(s, sK, ld, lane, dq);  // dQ += dS K
+                         });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
   for (int r = 0; r < 4; ++r) {
@@ -378,7 +444,7 @@ void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int st
   const int d = static_cast<int>(p.d);
   const int64_t q_tiles = ceil_div(p.n, kMmaRows);
   with_mma_kernel<ForwardMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
-    launch.blocks(kernel, p.heads * q_tiles, forward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d,
+    launch.blocks(kernel, p.heads * q_tiles, forward_mma_smem_bytes(p.tile_math, DP, stages), p.n, d,
                   SoftmaxMask{p.causal, p.window}, scale, q_tiles, stages, spans_of(p), Q, K, V, O, lse);
   });
 }
@@ -394,12 +460,12 @@ void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int s
   const SoftmaxMask mask{p.causal, p.window};
   launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, p.heads, p.n, spans_of(p), d, dO, O, D);
   with_mma_kernel<KeyGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
-    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d, mask,
-                  scale, tiles, stages, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
+    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_bytes(p.tile_math, DP, stages), p.n, d, mask, scale, tiles,
+                  stages, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
   });
   with_mma_kernel<QueryGradMma, T>(p.tile_math, d, [&](auto kernel, int DP) {
-    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_floats(DP, stages) * int64_t{sizeof(float)}, p.n, d, mask,
-                  scale, tiles, stages, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
+    launch.blocks(kernel, p.heads * tiles, backward_mma_smem_bytes(p.tile_math, DP, stages), p.n, d, mask, scale, tiles,
+                  stages, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
   });
 }
 

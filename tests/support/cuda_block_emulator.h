@@ -100,6 +100,7 @@ struct Block {
   std::vector<uint32_t> lane_words;  // per thread, 8 words: mma operands, ldmatrix row addresses
   std::vector<AsyncCopies> async;    // per thread: cp.async groups not yet waited for
   float* shared = nullptr;           // the launch's GuardedFloats
+  size_t shared_bytes = 0;           // the launch's dynamic shared memory
   std::function<void()> body;
   int64_t progress = 0;       // barrier completions, to tell a deadlock from waiting
   bool eager_copies = false;  // cp.async lands when issued (Schedule::WarpByWarp)
@@ -178,6 +179,7 @@ inline void run_block(Dim3 idx, Dim3 grid, Dim3 block_dim, GuardedFloats& shared
   b.async.assign(threads, AsyncCopies{});
   shared.fill();
   b.shared = shared.data();
+  b.shared_bytes = shared.size() * sizeof(float);
   b.body = body;
   b.eager_copies = schedule == Schedule::WarpByWarp;
   b.fibers.resize(threads);
@@ -403,6 +405,16 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
   uint32_t* w = detail::warp_words(blk);
   const unsigned l = detail::lane();
   const uintptr_t address = reinterpret_cast<uintptr_t>(row);
+  // The PTX ISA: each row address of the lanes that give one is 16-byte
+  // aligned, in shared memory (its 16 bytes within the launch's).
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(blk.shared), hi = lo + blk.shared_bytes;
+  if (l < 8u * static_cast<unsigned>(n) && (address % 16 != 0 || address < lo || address + 16 > hi)) {
+    std::fprintf(stderr, "cuda_block_emulator: block (%u, %u) thread %u: ldmatrix row address %s (byte %lld of %zu)\n",
+                 blk.block_idx.x, blk.block_idx.y, blk.current,
+                 address % 16 ? "not 16-byte aligned" : "outside shared memory", static_cast<long long>(address - lo),
+                 blk.shared_bytes);
+    std::abort();
+  }
   std::memcpy(&w[8 * l], &address, sizeof address);
   warp_barrier(blk);
   auto row_of = [&](unsigned lane_giving) {
