@@ -41,6 +41,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_math.h"
@@ -61,11 +62,19 @@ static_assert(kKeyTile == 32, "the row softmax maps one key per lane");
 
 __device__ __forceinline__ float load_f32(const float* p) { return *p; }
 __device__ __forceinline__ void store_f32(float* p, float v) { *p = v; }
+// bf16 storage: T = __nv_bfloat16 (IsBf16Storage), under nvcc and under the
+// block emulator, which has the type too.
+template <typename T>
+struct IsBf16Storage : std::false_type {};
+#if defined(__CUDACC__) || defined(PF_EMULATED_BF16)
+template <>
+struct IsBf16Storage<__nv_bfloat16> : std::true_type {};
+__device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+#endif
 #if defined(__CUDACC__)
 __device__ __forceinline__ float load_f32(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void store_f32(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void store_f32(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 #endif
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -30,8 +30,9 @@
 // (warp_mm_from_acc). The streamed
 // tiles (K and V, or Q and dO) are double buffered where shared memory
 // allows (`stages` 2): the next tile's copies run during the current tile's
-// products, by cp.async for fp32 rows of 64 or 128 columns on 16-byte
-// boundaries into TF32 tiles (the fp32 model's case), by loads otherwise.
+// products, by cp.async for rows of 64 or 128 columns on 16-byte boundaries
+// stored as the tiles hold them (fp32 rows into TF32 tiles: the fp32 model's
+// case; bf16 rows into bf16 tiles: the bf16 model's), by loads otherwise.
 #pragma once
 
 #include <algorithm>
@@ -125,20 +126,23 @@ __device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int 
 }
 
 // Starts dst [kMmaRows, ld] <- src rows [rows, d] (row stride d), zeros
-// after them up to DP columns and kMmaRows rows: by cp.async when the tile is
-// fp32 and so are the rows, of exactly DP columns on a 16-byte boundary (the
-// caller commits the group and waits for it), else by loads (done at return).
+// after them up to DP columns and kMmaRows rows: by cp.async when the rows
+// are stored as the tile holds them (fp32 rows into TF32 tiles, bf16 rows
+// into bf16 tiles), of exactly DP columns on a 16-byte boundary (the caller
+// commits the group and waits for it), else by loads (done at return).
 template <TileMath P, typename T, int DP>
 __device__ __forceinline__ void start_rows(const T* __restrict__ src, int rows, int d, TileElem<P>* dst) {
-  if constexpr (P == TileMath::Tf32 && std::is_same<T, float>::value) {
+  constexpr bool same = P == TileMath::Tf32 ? std::is_same<T, float>::value : IsBf16Storage<T>::value;
+  if constexpr (same) {
+    constexpr int per_copy = 16 / sizeof(T);  // elements in 16 bytes
     if (d == DP && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-      for (int e = threadIdx.x; e < kMmaRows * (DP / 4); e += kThreads) {
-        const int r = e / (DP / 4), c = 4 * (e % (DP / 4));
-        float* to = dst + r * mma_ld<P>(DP) + c;
+      for (int e = threadIdx.x; e < kMmaRows * (DP / per_copy); e += kThreads) {
+        const int r = e / (DP / per_copy), c = per_copy * (e % (DP / per_copy));
+        TileElem<P>* to = dst + r * mma_ld<P>(DP) + c;
         if (r < rows) {
           cp_async_16(to, src + int64_t(r) * d + c);
         } else {
-          for (int i = 0; i < 4; ++i) to[i] = 0.f;
+          for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(to)[i] = 0u;
         }
       }
       return;

@@ -12,13 +12,17 @@
 // run the same kinds of cases lane by lane (the emulator's mma.sync by the
 // PTX fragment layouts) against the float64 reference at each precision's
 // tolerance, with head sizes on both sides of their 64-column padding, and
-// over pieces of rows (one launch sequence for all of them).
+// over pieces of rows (one launch sequence for all of them); and on bf16
+// storage (the emulator's __nv_bfloat16), bit for bit the fp32-storage run
+// rounded.
 #include "tests/support/cuda_block_emulator.h"
 // The emulator must come first: it defines the CUDA keywords the kernels use.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -48,34 +52,65 @@ class EmulatedLaunch {
   pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
 };
 
-// The CUDA kernels' forward and backward on fp32 storage, every buffer they
-// write (outputs and the D scratch) starting as NaN: with p.tile_math fp32
-// the SIMT kernels (four launches), with TF32 or bf16 the tensor-core ones
-// (four launches, no atomics) with `stages` buffers of the streamed tiles;
-// the blocks' fibers in the order `schedule` says. The inputs are the rows
-// of the buffers (with p.pieces, every row the pieces reach and any between).
+// Storage of type T (float, or the emulator's __nv_bfloat16) from floats and back.
+template <typename T>
+std::vector<T> stored_as(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) softmax_cuda::store_f32(&out[i], v[i]);
+  return out;
+}
+template <typename T>
+std::vector<float> read_back(const std::vector<T>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = softmax_cuda::load_f32(&v[i]);
+  return out;
+}
+// Each value rounded to bf16 (as bf16 storage holds it).
+std::vector<float> rounded_bf16(const std::vector<float>& v) { return read_back(stored_as<__nv_bfloat16>(v)); }
+
+// The CUDA kernels' forward and backward on storage T (float, or bf16 for
+// the tensor-core kernels), every buffer they write (outputs and the D
+// scratch) starting as NaN: with p.tile_math fp32 the SIMT kernels (four
+// launches), with TF32 or bf16 the tensor-core ones (four launches, no
+// atomics) with `stages` buffers of the streamed tiles; the blocks' fibers
+// in the order `schedule` says. The inputs are the rows of the buffers (with
+// p.pieces, every row the pieces reach and any between). round_o: the
+// backward reads the forward's O rounded to bf16 (as bf16 storage holds it).
+template <typename T = float>
 Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in,
-                     pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2) {
-  const auto Q = cast_vector<float>(in.Q), K = cast_vector<float>(in.K), V = cast_vector<float>(in.V),
-             dO = cast_vector<float>(in.dO);
+                     pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep, int stages = 2, bool round_o = false) {
+  const auto Q = stored_as<T>(cast_vector<float>(in.Q)), K = stored_as<T>(cast_vector<float>(in.K)),
+             V = stored_as<T>(cast_vector<float>(in.V)), dO = stored_as<T>(cast_vector<float>(in.dO));
   const size_t size = Q.size(), rows = size / static_cast<size_t>(p.d);
-  Outputs out{std::vector<float>(size, NAN), std::vector<float>(rows, NAN), std::vector<float>(size, NAN),
-              std::vector<float>(size, NAN), std::vector<float>(size, NAN)};
-  std::vector<float> D(rows, NAN);
+  const std::vector<T> nan = stored_as<T>(std::vector<float>(size, NAN));
+  std::vector<T> O = nan, dQ = nan, dK = nan, dV = nan;
+  std::vector<float> lse(rows, NAN), D(rows, NAN);
   const float scale = softmax_attention_scale(p);
   EmulatedLaunch launch;
   launch.schedule = schedule;
   const bool mma = p.tile_math != TileMath::Fp32;
+  if constexpr (!std::is_same<T, float>::value) {
+    EXPECT_TRUE(mma) << "the fp32 kernels run here on fp32 storage only";
+    if (!mma) return {};
+  }
   if (mma) {
-    softmax_cuda::forward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
-    softmax_cuda::backward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(),
-                               dO.data(), D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
-  } else {
-    softmax_cuda::forward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data());
-    softmax_cuda::backward(launch, p, scale, Q.data(), K.data(), V.data(), out.O.data(), out.lse.data(), dO.data(),
-                           D.data(), out.dQ.data(), out.dK.data(), out.dV.data());
+    softmax_cuda::forward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), O.data(), lse.data());
+  } else if constexpr (std::is_same<T, float>::value) {
+    softmax_cuda::forward(launch, p, scale, Q.data(), K.data(), V.data(), O.data(), lse.data());
+  }
+  Outputs out{read_back(O), lse, {}, {}, {}};
+  const std::vector<T> O_in = round_o ? stored_as<T>(rounded_bf16(out.O)) : O;
+  if (mma) {
+    softmax_cuda::backward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), O_in.data(), lse.data(),
+                               dO.data(), D.data(), dQ.data(), dK.data(), dV.data());
+  } else if constexpr (std::is_same<T, float>::value) {
+    softmax_cuda::backward(launch, p, scale, Q.data(), K.data(), V.data(), O_in.data(), lse.data(), dO.data(), D.data(),
+                           dQ.data(), dK.data(), dV.data());
   }
   EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 4 : 0);
+  out.dQ = read_back(dQ);
+  out.dK = read_back(dK);
+  out.dV = read_back(dV);
   return out;
 }
 
@@ -170,6 +205,44 @@ TEST(SoftmaxCudaEmulated, TensorCoreStreamsReuseTheirBuffers) {
                        describe(p) + " stages=" + std::to_string(stages) +
                            (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
     }
+}
+
+// bf16 storage on the bf16 tensor-core kernels (a bf16 model's attention):
+// its rows go into the bf16 tiles by cp.async where they are exactly 64 or
+// 128 columns (d = 64, 128), by loads otherwise (d = 16, 72). On inputs that
+// bf16 holds exactly, it must give the bits of the fp32-storage run with
+// every output rounded once to bf16 (lse, fp32 in both, the same), the
+// backward of that run reading the rounded O as the bf16 one does; and both
+// near the float64 reference (n > 1). Double buffered in lockstep and single
+// buffered one warp at a time; sequences of 1 row, a short tile and three
+// tiles with a short last one.
+TEST(SoftmaxCudaEmulated, Bf16StorageIsTheFp32RunRounded) {
+  uint64_t seed = 2500;
+  for (int64_t d : {16, 64, 72, 128})
+    for (int64_t n : {1, 40, 150})
+      for (bool causal : {false, true}) {
+        SoftmaxAttentionParams p = softmax_attention_params(1, n, d, causal, causal ? 0 : 70);
+        p.tile_math = TileMath::Bf16;
+        Inputs in = make_inputs(p, ++seed);
+        for (std::vector<double>* x : {&in.Q, &in.K, &in.V, &in.dO}) {
+          const std::vector<float> r = rounded_bf16(cast_vector<float>(*x));
+          x->assign(r.begin(), r.end());
+        }
+        const Reference want = run_ref(p, in);
+        for (int stages : {2, 1}) {
+          const pf_emu::Schedule schedule = stages == 2 ? pf_emu::Schedule::Lockstep : pf_emu::Schedule::WarpByWarp;
+          const std::string what = describe(p) + " stages=" + std::to_string(stages);
+          const Outputs f32 = run_emulated<float>(p, in, schedule, stages, /*round_o=*/true);
+          const Outputs b16 = run_emulated<__nv_bfloat16>(p, in, schedule, stages);
+          EXPECT_EQ(b16.O, rounded_bf16(f32.O)) << what << " O";
+          EXPECT_EQ(b16.lse, f32.lse) << what << " lse";
+          EXPECT_EQ(b16.dQ, rounded_bf16(f32.dQ)) << what << " dQ";
+          EXPECT_EQ(b16.dK, rounded_bf16(f32.dK)) << what << " dK";
+          EXPECT_EQ(b16.dV, rounded_bf16(f32.dV)) << what << " dV";
+          // (One row's lse is one rounded score: too few elements for a relative norm.)
+          if (n > 1) expect_close(b16, want, 2.5e-2, what + " bf16 storage");
+        }
+      }
 }
 
 // Pieces (SoftmaxAttentionParams::pieces, runtime/row_spans.h): one launch

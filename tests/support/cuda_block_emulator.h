@@ -38,6 +38,9 @@
 // atomicAdd on floats is a plain add: a fiber runs undisturbed between
 // barriers and blocks run one after another, so no add is lost (the GPU's
 // order of the adds, and so its rounding, is not modelled).
+// bf16 storage: __nv_bfloat16 (its bits), __float2bfloat16_rn and
+// __bfloat162float as cuda_bf16.h has them, for kernels templated on their
+// storage type (PF_EMULATED_BF16 says they exist).
 // Not emulated: other atomics, memory fences between blocks.
 #pragma once
 
@@ -441,6 +444,17 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
 
 inline void cp_async(void* dst, const void* src, int bytes) {
   Block& blk = *current_block();
+  // The PTX ISA: both addresses aligned to the size, the destination in shared memory.
+  const uintptr_t to = reinterpret_cast<uintptr_t>(dst), lo = reinterpret_cast<uintptr_t>(blk.shared);
+  if (to % static_cast<uintptr_t>(bytes) != 0 ||
+      reinterpret_cast<uintptr_t>(src) % static_cast<uintptr_t>(bytes) != 0 || to < lo ||
+      to + static_cast<uintptr_t>(bytes) > lo + blk.shared_bytes) {
+    std::fprintf(stderr, "cuda_block_emulator: block (%u, %u) thread %u: cp.async of %d bytes %s\n", blk.block_idx.x,
+                 blk.block_idx.y, blk.current, bytes,
+                 to < lo || to + static_cast<uintptr_t>(bytes) > lo + blk.shared_bytes ? "to outside shared memory"
+                                                                                       : "not aligned to its size");
+    std::abort();
+  }
   if (blk.eager_copies) {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return;
@@ -464,3 +478,11 @@ inline void cp_async_wait(int pending) {
 }
 
 }  // namespace pf_emu
+
+// bf16 storage (cuda_bf16.h's names; the bits, rounded to nearest even).
+#define PF_EMULATED_BF16 1
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float x) { return {static_cast<uint16_t>(pf_emu::bf16_of(x))}; }
+inline float __bfloat162float(__nv_bfloat16 x) { return pf_emu::float_of(static_cast<uint32_t>(x.bits) << 16); }
