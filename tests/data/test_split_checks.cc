@@ -8,7 +8,6 @@
 // for a gap of 3e9) exceeds. A split with no protein is named when a loader
 // reads it; tokens of another type or outside the vocabulary are named.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,17 +21,18 @@
 #include "data/prepare.h"
 #include "data/vocab.h"
 #include "tests/data/data_test_util.h"
+#include "tests/support/address_space.h"
 
 namespace pf {
 namespace {
 
-// fn in a child under a 1 GiB address space: true when it threw a DataError
-// naming every piece (the child's verdict is its exit status).
+// fn in a child whose address space may grow by 1 GiB at most: true when it
+// threw a DataError naming every piece (the child's verdict is its exit
+// status).
 bool refused_in_child(const std::function<void()>& fn, const std::vector<std::string>& pieces) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const rlimit cap{rlim_t{1} << 30, rlim_t{1} << 30};
-    setrlimit(RLIMIT_AS, &cap);
+    if (!test::cap_address_space(int64_t{1} << 30)) _exit(4);
     try {
       fn();
     } catch (const DataError& e) {

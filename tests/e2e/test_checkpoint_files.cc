@@ -8,7 +8,6 @@
 // is refused by name. (Configuration mistakes: test_train_config_errors.cc.)
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +32,7 @@
 #include "model/model.h"
 #include "runtime/exec.h"
 #include "runtime/random.h"
+#include "tests/support/address_space.h"
 #include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
 
@@ -501,14 +501,6 @@ TEST(CheckpointFiles, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   EXPECT_FALSE(fs::exists(tmp));
 }
 
-// Bytes of address space this process maps now.
-int64_t address_space_now() {
-  std::ifstream in("/proc/self/statm");
-  int64_t pages = 0;
-  in >> pages;
-  return pages * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
-}
-
 // fn in a child process whose address space may grow by `headroom` bytes at
 // most (RLIMIT_AS, as tests/data/test_split_checks.cc does): the message of
 // the Err it throws. Another error, running out of memory (what a reader that
@@ -517,12 +509,10 @@ template <typename Err>
 std::string error_in_child(const std::function<void()>& fn, int64_t headroom = int64_t{256} << 20) {
   int pipe_fds[2];
   EXPECT_EQ(::pipe(pipe_fds), 0);
-  const rlim_t cap = static_cast<rlim_t>(address_space_now() + headroom);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(pipe_fds[0]);
-    const rlimit limit{cap, cap};
-    ::setrlimit(RLIMIT_AS, &limit);
+    test::cap_address_space(headroom);
     std::string said = "no error";
     int code = 1;
     try {

@@ -96,9 +96,11 @@ TYPED_TEST(Fibers, RunInTheOrderTheyAreSwitchedTo) {
 // Many values live across each switch (the compiler keeps them in the
 // callee-saved registers or on the fiber's stack) while the other fibers
 // compute other values with the same code.
+// (Unsigned, so that the products wrap instead of overflowing.)
 template <typename H>
-__attribute__((noinline)) int64_t mix_across_switches(H& h, int id) {
-  int64_t a = id + 1, b = 3 * id + 7, c = 5 * id + 11, d = 7 * id + 13, e = 11 * id + 17, f = 13 * id + 19;
+__attribute__((noinline)) uint64_t mix_across_switches(H& h, int id) {
+  const auto u = static_cast<uint64_t>(id);
+  uint64_t a = u + 1, b = 3 * u + 7, c = 5 * u + 11, d = 7 * u + 13, e = 11 * u + 17, f = 13 * u + 19;
   double x = id + 0.5, y = 2.0 * id + 0.25;
   for (int round = 0; round < 50; ++round) {
     h.yield(id);
@@ -111,11 +113,11 @@ __attribute__((noinline)) int64_t mix_across_switches(H& h, int id) {
     x = x * 0.5 + y;
     y = y * 0.25 + x;
   }
-  return a ^ b ^ c ^ d ^ e ^ f ^ static_cast<int64_t>(x * 1e6) ^ static_cast<int64_t>(y * 1e6);
+  return a ^ b ^ c ^ d ^ e ^ f ^ static_cast<uint64_t>(x * 1e6) ^ static_cast<uint64_t>(y * 1e6);
 }
 
 template <typename H>
-int64_t mixed_alone(int id) {
+uint64_t mixed_alone(int id) {
   // The same arithmetic without switches.
   struct NoSwitch {
     void yield(int) {}
