@@ -258,15 +258,24 @@ __global__ void __launch_bounds__(kThreads)
                          [&](int64_t j0, int cols, const E* sK, const E* sV) {
                            float s[KT][4] = {};
                            warp_mm_abt<P, KT>(sQ + 16 * warp * ld, ld, sK, ld, DP, lane, s);
+                           // The mask per element only where some key of the tile is hidden
+                           // from some row of the warp (a causal diagonal, a window's edges,
+                           // the sequence's end): the same for the whole warp.
+                           const int64_t r0 = i0 + 16 * warp;
+                           if (!(cols == kMmaRows && r0 + 15 < n &&
+                                 mask.all_visible(r0, r0 + 15, j0, j0 + kMmaRows - 1))) {
+                             PF_UNROLL
+                             for (int j = 0; j < KT; ++j) PF_UNROLL
+                             for (int r = 0; r < 4; ++r) {
+                               const int64_t i = r0 + mma_row(g, r);
+                               const int c = 8 * j + mma_col(t, r);
+                               if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
+                             }
+                           }
                            float top[2] = {-INFINITY, -INFINITY};
                            PF_UNROLL
                            for (int j = 0; j < KT; ++j) PF_UNROLL
-                           for (int r = 0; r < 4; ++r) {
-                             const int64_t i = i0 + 16 * warp + mma_row(g, r);
-                             const int c = 8 * j + mma_col(t, r);
-                             if (c >= cols || i >= n || !mask.visible(i, j0 + c)) s[j][r] = -INFINITY;
-                             top[r / 2] = fmaxf(top[r / 2], s[j][r]);
-                           }
+                           for (int r = 0; r < 4; ++r) top[r / 2] = fmaxf(top[r / 2], s[j][r]);
                            float alpha[2], shift[2], sum[2] = {0.f, 0.f};
                            PF_UNROLL
                            for (int h = 0; h < 2; ++h) {
@@ -331,12 +340,17 @@ __global__ void __launch_bounds__(kThreads)
                            float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
                            warp_mm_abt<P, QT>(sK + 16 * warp * ld, ld, sQ, ld, DP, lane, st);
                            warp_mm_abt<P, QT>(sV + 16 * warp * ld, ld, sdO, ld, DP, lane, dpt);
+                           // P^T and dS^T where the key is seen (the mask per element only where
+                           // some query of the tile does not see some key of the warp's).
+                           const bool whole =
+                               rows == kMmaRows && 16 * warp + 15 < cols &&
+                               mask.all_visible(i0, i0 + kMmaRows - 1, j0 + 16 * warp, j0 + 16 * warp + 15);
                            PF_UNROLL
                            for (int j = 0; j < QT; ++j) PF_UNROLL
                            for (int r = 0; r < 4; ++r) {
                              const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
                              float p = 0.f, ds = 0.f;
-                             if (key < cols && q < rows && mask.visible(i0 + q, j0 + key)) {
+                             if (whole || (key < cols && q < rows && mask.visible(i0 + q, j0 + key))) {
                                p = softmax_exp(scale * st[j][r] - lse[hr.row0 + i0 + q]);
                                ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
                              }
@@ -394,12 +408,17 @@ __global__ void __launch_bounds__(kThreads)
                            float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
                            warp_mm_abt<P, KT>(sQ + 16 * warp * ld, ld, sK, ld, DP, lane, s);
                            warp_mm_abt<P, KT>(sdO + 16 * warp * ld, ld, sV, ld, DP, lane, dp);
+                           // dS where the key is seen (the mask per element only where some key
+                           // of the tile is hidden from some row of the warp).
+                           const bool whole =
+                               cols == kMmaRows && 16 * warp + 15 < rows &&
+                               mask.all_visible(i0 + 16 * warp, i0 + 16 * warp + 15, j0, j0 + kMmaRows - 1);
                            PF_UNROLL
                            for (int j = 0; j < KT; ++j) PF_UNROLL
                            for (int r = 0; r < 4; ++r) {
                              const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
                              float ds = 0.f;
-                             if (c < cols && row < rows && mask.visible(i0 + row, j0 + c)) {
+                             if (whole || (c < cols && row < rows && mask.visible(i0 + row, j0 + c))) {
                                const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
                                ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
                              }

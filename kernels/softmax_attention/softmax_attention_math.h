@@ -36,6 +36,12 @@ struct SoftmaxMask {
     return f > 0 ? f : 0;
   }
   PF_HD int64_t end_query(int64_t j, int64_t n) const { return window > 0 && j + window < n ? j + window : n; }
+  // Whether every key of [j_first, j_last] is visible to every query of
+  // [i_first, i_last] (visible() holds at the rectangle's corners that
+  // bound it, so everywhere in it): a tile that needs no per-element mask.
+  PF_HD bool all_visible(int64_t i_first, int64_t i_last, int64_t j_first, int64_t j_last) const {
+    return (!causal || j_last <= i_first) && (window <= 0 || (j_first > i_last - window && j_last < i_first + window));
+  }
   // The visible columns [*c0, *c1) of the key tile [j0, j0 + cols) for query
   // i, relative to j0 (*c0 == *c1 when none is).
   PF_HD void tile_span(int64_t i, int64_t j0, int64_t cols, int64_t n, int64_t* c0, int64_t* c1) const {
