@@ -222,6 +222,26 @@ __device__ __forceinline__ void warp_mm_acc_b(const float (*a)[4], const TileEle
   }
 }
 
+// The exponentials of the tensor-core kernels: 2^x on the special-function
+// unit (ex2.approx.ftz.f32: one instruction where softmax_exp's polynomial
+// takes about 15; relative error about 2^-22, results below the normal
+// range 0, 2^-inf = 0), with e^x = 2^(x log2 e) and the log2 e folded into
+// the one FMA that shifts the score. Their operands are rounded to TF32 or
+// bf16, 11 or 8 significant bits, so the exponential's last bits do not
+// show; the fp32 kernels keep softmax_exp. Under the block emulator exp2f,
+// its subnormal results flushed likewise (not the hardware's bits).
+constexpr float kLog2e = 1.4426950408889634f;
+__device__ __forceinline__ float exp2_approx(float x) {
+#if defined(PF_EMULATED_MMA)
+  const float y = exp2f(x);
+  return y < 1.17549435e-38f ? 0.f : y;
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
 // Max and sum over the four lanes that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -280,14 +300,15 @@ __global__ void __launch_bounds__(kThreads)
                            PF_UNROLL
                            for (int h = 0; h < 2; ++h) {
                              const float m_new = fmaxf(m[h], quad_max(top[h]));
-                             alpha[h] = softmax_rescale(m[h], m_new);
-                             shift[h] = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing visible yet keeps p = 0
+                             alpha[h] = m[h] == m_new ? 1.f : exp2_approx((m[h] - m_new) * kLog2e);
+                             // In units of log2: a row with nothing visible yet keeps p = 0.
+                             shift[h] = m_new == -INFINITY ? 0.f : m_new * kLog2e;
                              m[h] = m_new;
                            }
                            PF_UNROLL
                            for (int j = 0; j < KT; ++j) PF_UNROLL
                            for (int r = 0; r < 4; ++r) {
-                             s[j][r] = softmax_exp(s[j][r] - shift[r / 2]);  // P
+                             s[j][r] = exp2_approx(fmaf(s[j][r], kLog2e, -shift[r / 2]));  // P
                              sum[r / 2] += s[j][r];
                            }
                            PF_UNROLL
@@ -351,7 +372,7 @@ __global__ void __launch_bounds__(kThreads)
                              const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
                              float p = 0.f, ds = 0.f;
                              if (whole || (key < cols && q < rows && mask.visible(i0 + q, j0 + key))) {
-                               p = softmax_exp(scale * st[j][r] - lse[hr.row0 + i0 + q]);
+                               p = exp2_approx(fmaf(st[j][r], scale * kLog2e, -lse[hr.row0 + i0 + q] * kLog2e));
                                ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
                              }
                              st[j][r] = p;    // P^T
@@ -397,7 +418,7 @@ __global__ void __launch_bounds__(kThreads)
   PF_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int row = 16 * warp + g + 8 * h;
-    row_lse[h] = row < rows ? lse[hr.row0 + i0 + row] : 0.f;
+    row_lse[h] = row < rows ? lse[hr.row0 + i0 + row] * kLog2e : 0.f;  // in units of log2
     row_D[h] = row < rows ? D[hr.row0 + i0 + row] : 0.f;
   }
 
@@ -419,7 +440,7 @@ __global__ void __launch_bounds__(kThreads)
                              const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
                              float ds = 0.f;
                              if (whole || (c < cols && row < rows && mask.visible(i0 + row, j0 + c))) {
-                               const float p = softmax_exp(scale * s[j][r] - row_lse[r / 2]);
+                               const float p = exp2_approx(fmaf(s[j][r], scale * kLog2e, -row_lse[r / 2]));
                                ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
                              }
                              s[j][r] = ds;
