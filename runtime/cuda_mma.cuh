@@ -8,6 +8,12 @@
 //   cp_async_16        a 16-byte copy global -> shared (cp_async_4: 4
 //                      bytes), completed by cp_async_wait<G>() (all but
 //                      the G newest groups of cp_async_commit())
+//   exp2_approx        2^x on the special-function unit (ex2.approx.ftz.f32:
+//                      relative error about 2^-22, results below the normal
+//                      range 0, 2^-inf = 0; any target), for the kernels
+//                      whose operands are rounded to TF32 or bf16 anyway;
+//                      emulated by exp2f with the same flush (not the
+//                      hardware's bits). kLog2e: e^x = 2^(x kLog2e)
 // The fragment layouts are the PTX ISA's (mma.sync m16n8k8 .tf32 and
 // m16n8k16 .bf16, row.col), with g = lane / 4 and t = lane % 4:
 //   tf32 A: a0 (g, t)  a1 (g + 8, t)  a2 (g, t + 4)  a3 (g + 8, t + 4)
@@ -22,9 +28,19 @@
 
 #include <cstdint>
 
+namespace pf {
+constexpr float kLog2e = 1.4426950408889634f;
+}  // namespace pf
+
 #if defined(PF_EMULATED_MMA)
 
+#include <cmath>
+
 namespace pf {
+inline float exp2_approx(float x) {
+  const float y = std::exp2(x);
+  return y < 1.17549435e-38f ? 0.f : y;
+}
 inline uint32_t tf32_bits(float x) { return ::pf_emu::tf32_bits(x); }
 inline uint32_t bf16x2_bits(float lo, float hi) { return ::pf_emu::bf16x2_bits(lo, hi); }
 inline void mma_m16n8k8_tf32(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
@@ -51,6 +67,12 @@ inline void cp_async_wait() {
 #include <cuda_runtime.h>
 
 namespace pf {
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define PF_MMA_UNSUPPORTED() __trap()

@@ -475,6 +475,16 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const Projec
         top = fmaxf(top, u[l]);
       }
       top = warp_max(top);
+#ifdef PF_FAVOR_MMA_TILES
+      // On tensor cores, whose products round the features to TF32 or bf16,
+      // exp2_approx (u - top exact where they are close, so the row's top
+      // feature is m^(-1/2) exactly).
+      if (D.math != TileMath::Fp32) {
+        for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f;
+        if (c && lane == 0) c[i] = top;
+        continue;
+      }
+#endif
       for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f;
     } else if (D.elu) {
       for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? elu_feature(u[l]) : 0.f;

@@ -222,25 +222,12 @@ __device__ __forceinline__ void warp_mm_acc_b(const float (*a)[4], const TileEle
   }
 }
 
-// The exponentials of the tensor-core kernels: 2^x on the special-function
-// unit (ex2.approx.ftz.f32: one instruction where softmax_exp's polynomial
-// takes about 15; relative error about 2^-22, results below the normal
-// range 0, 2^-inf = 0), with e^x = 2^(x log2 e) and the log2 e folded into
-// the one FMA that shifts the score. Their operands are rounded to TF32 or
-// bf16, 11 or 8 significant bits, so the exponential's last bits do not
-// show; the fp32 kernels keep softmax_exp. Under the block emulator exp2f,
-// its subnormal results flushed likewise (not the hardware's bits).
-constexpr float kLog2e = 1.4426950408889634f;
-__device__ __forceinline__ float exp2_approx(float x) {
-#if defined(PF_EMULATED_MMA)
-  const float y = exp2f(x);
-  return y < 1.17549435e-38f ? 0.f : y;
-#else
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#endif
-}
+// The exponentials of the tensor-core kernels: exp2_approx (runtime/cuda_mma.cuh,
+// one instruction where softmax_exp's polynomial takes about 15), with
+// e^x = 2^(x log2 e) and the log2 e folded into the one FMA that shifts the
+// score. Their operands are rounded to TF32 or bf16, 11 or 8 significant
+// bits, so the exponential's last bits do not show; the fp32 kernels keep
+// softmax_exp.
 
 // Max and sum over the four lanes that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
