@@ -35,6 +35,11 @@ class Buffers {
     tensors_.push_back(Tensor::empty({std::max<int64_t>(count, 1)}, DType::f32, tracker_, "bench"));
     return tensors_.back().data<float>();
   }
+  // `count` elements of `type` (16-bit storage, say), uninitialised.
+  void* make(int64_t count, DType type) {
+    tensors_.push_back(Tensor::empty({std::max<int64_t>(count, 1)}, type, tracker_, "bench"));
+    return tensors_.back().raw();
+  }
 
  private:
   MemoryTracker& tracker_;

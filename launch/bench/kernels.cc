@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cast/cast.h"
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/random_features/random_features.h"
@@ -83,20 +84,23 @@ std::vector<FavorVariant> favor_variants(bool gpu) {
 
 // Exact softmax attention timed: the whole sequence (softmax; on a GPU also
 // on tensor cores, softmax_tf32 and softmax_bf16) and a local window of
-// `window` keys (window<w>; on a GPU window<w>_bf16 too).
+// `window` keys (window<w>; on a GPU window<w>_bf16 too). The bf16 rows
+// store q, k, v, o and their gradients in bf16, as a bf16 model (and
+// SDPA's flash backend in bf16) does; the others in fp32.
 struct SoftmaxVariant {
   std::string name;
   int64_t window;
   TileMath math;
+  DType storage = DType::f32;
 };
 std::vector<SoftmaxVariant> softmax_variants(bool gpu, int64_t window) {
   const std::string w = "window" + std::to_string(window);
   if (!gpu) return {{"softmax", 0, TileMath::Fp32}, {w, window, TileMath::Fp32}};
   return {{"softmax", 0, TileMath::Fp32},
           {"softmax_tf32", 0, TileMath::Tf32},
-          {"softmax_bf16", 0, TileMath::Bf16},
+          {"softmax_bf16", 0, TileMath::Bf16, DType::bf16},
           {w, window, TileMath::Fp32},
-          {w + "_bf16", window, TileMath::Bf16}};
+          {w + "_bf16", window, TileMath::Bf16, DType::bf16}};
 }
 
 // The (query, key) pairs of a head that the mask lets through.
@@ -229,8 +233,24 @@ int run_kernels(int argc, char** argv) {
         SoftmaxAttentionParams p = softmax_attention_params(bh, n, d, causal, variant.window);
         p.tile_math = variant.math;
         const int sreps = variant.window == 0 && n >= 8192 ? 1 : reps;
-        const double tf = timed([&] { softmax_attention_forward(ctx, p, q, k, v, o, lse); }, sreps);
-        const double tb = timed([&] { softmax_attention_backward(ctx, p, q, k, v, o, lse, g, dq, dk, dv); }, sreps);
+        // The row's storage: the fp32 buffers, or copies rounded to it.
+        Buffers narrow(tracker);
+        auto stored = [&](const float* x) -> const void* {
+          if (variant.storage == DType::f32) return x;
+          void* y = narrow.make(size, variant.storage);
+          cast_narrow(ctx, variant.storage, x, y, size);
+          return y;
+        };
+        auto out = [&](float* x) -> void* {
+          return variant.storage == DType::f32 ? x : narrow.make(size, variant.storage);
+        };
+        const void *sq = stored(q), *sk = stored(k), *sv = stored(v), *sg = stored(g);
+        void *so = out(o), *sdq = out(dq), *sdk = out(dk), *sdv = out(dv);
+        const double tf =
+            timed([&] { softmax_attention_forward(ctx, p, variant.storage, sq, sk, sv, so, lse); }, sreps);
+        const double tb =
+            timed([&] { softmax_attention_backward(ctx, p, variant.storage, sq, sk, sv, so, lse, sg, sdq, sdk, sdv); },
+                  sreps);
         const double pairs = static_cast<double>(bh) * visible_pairs(n, SoftmaxMask{causal, variant.window});
         row(variant.name.c_str(), causal, tf, tb, 14.0 * pairs * d * 1e-9);
       }
