@@ -35,11 +35,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 #if defined(PF_EMULATED_MMA)
 
 #include <cmath>
+#include <limits>
 
 namespace pf {
 inline float exp2_approx(float x) {
   const float y = std::exp2(x);
-  return y < 1.17549435e-38f ? 0.f : y;
+  return y < std::numeric_limits<float>::min() ? 0.f : y;  // .ftz: no subnormal results
 }
 inline uint32_t tf32_bits(float x) { return ::pf_emu::tf32_bits(x); }
 inline uint32_t bf16x2_bits(float lo, float hi) { return ::pf_emu::bf16x2_bits(lo, hi); }

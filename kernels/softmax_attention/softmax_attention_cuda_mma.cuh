@@ -33,6 +33,11 @@
 // products, by cp.async for rows of 64 or 128 columns on 16-byte boundaries
 // stored as the tiles hold them (fp32 rows into TF32 tiles: the fp32 model's
 // case; bf16 rows into bf16 tiles: the bf16 model's), by loads otherwise.
+// The exponentials are exp2_approx (runtime/cuda_mma.cuh, one instruction
+// where softmax_exp's polynomial takes about 15), e^x = 2^(x log2 e) with the
+// log2 e folded into the FMA that shifts the score: the operands are rounded
+// to TF32 or bf16, 11 or 8 significant bits, so its last bits do not show;
+// the fp32 kernels keep softmax_exp.
 #pragma once
 
 #include <algorithm>
@@ -72,9 +77,12 @@ __host__ __device__ constexpr int mma_ld(int DP) {
   return DP + MmaTile<P>::kPad;
 }
 // Bytes of one [kMmaRows, mma_ld] tile.
+template <TileMath P>
+int64_t mma_tile_bytes(int DP) {
+  return int64_t{kMmaRows} * mma_ld<P>(DP) * int64_t{sizeof(TileElem<P>)};
+}
 inline int64_t mma_tile_bytes(TileMath math, int DP) {
-  return math == TileMath::Bf16 ? int64_t{kMmaRows} * mma_ld<TileMath::Bf16>(DP) * 2
-                                : int64_t{kMmaRows} * mma_ld<TileMath::Tf32>(DP) * 4;
+  return math == TileMath::Bf16 ? mma_tile_bytes<TileMath::Bf16>(DP) : mma_tile_bytes<TileMath::Tf32>(DP);
 }
 
 // Shared bytes with `stages` buffers of each streamed tile: the forward's Q
@@ -221,13 +229,6 @@ __device__ __forceinline__ void warp_mm_acc_b(const float (*a)[4], const TileEle
     warp_mm_from_acc<P, NJ, KT>(a, B, ldb, lane / 4, lane % 4, acc);
   }
 }
-
-// The exponentials of the tensor-core kernels: exp2_approx (runtime/cuda_mma.cuh,
-// one instruction where softmax_exp's polynomial takes about 15), with
-// e^x = 2^(x log2 e) and the log2 e folded into the one FMA that shifts the
-// score. Their operands are rounded to TF32 or bf16, 11 or 8 significant
-// bits, so the exponential's last bits do not show; the fp32 kernels keep
-// softmax_exp.
 
 // Max and sum over the four lanes that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {

@@ -31,10 +31,7 @@ class Buffers {
     copy_bytes_blocking(p, tracker_.device(), host.data(), Device::cpu(), static_cast<int64_t>(host.size()) * 4);
     return p;
   }
-  float* make(int64_t count) {
-    tensors_.push_back(Tensor::empty({std::max<int64_t>(count, 1)}, DType::f32, tracker_, "bench"));
-    return tensors_.back().data<float>();
-  }
+  float* make(int64_t count) { return static_cast<float*>(make(count, DType::f32)); }
   // `count` elements of `type` (16-bit storage, say), uninitialised.
   void* make(int64_t count, DType type) {
     tensors_.push_back(Tensor::empty({std::max<int64_t>(count, 1)}, type, tracker_, "bench"));

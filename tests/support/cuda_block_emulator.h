@@ -342,6 +342,17 @@ inline uint32_t bf16_of(float x) {
 inline uint32_t bf16x2_bits(float lo, float hi) { return bf16_of(lo) | (bf16_of(hi) << 16); }
 
 namespace detail {
+// Stops the test unless `bytes` at `shared` lie in the launch's shared memory
+// and `shared` (and `global`, when given) are aligned to `bytes`.
+inline void require_shared(const Block& blk, const char* what, const void* shared, const void* global, int bytes) {
+  const auto size = static_cast<uintptr_t>(bytes);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(shared), lo = reinterpret_cast<uintptr_t>(blk.shared);
+  const bool inside = at >= lo && at + size <= lo + blk.shared_bytes;
+  if (inside && at % size == 0 && reinterpret_cast<uintptr_t>(global) % size == 0) return;
+  std::fprintf(stderr, "cuda_block_emulator: block (%u, %u) thread %u: %s of %d bytes %s\n", blk.block_idx.x,
+               blk.block_idx.y, blk.current, what, bytes, inside ? "not aligned to its size" : "outside shared memory");
+  std::abort();
+}
 inline uint32_t* warp_words(Block& b) { return b.lane_words.data() + 8 * (b.current / 32 * 32); }
 inline unsigned lane() { return current_block()->current % 32; }
 // The element (i, j) of a bf16 pair register: the half h of word w of lane l.
@@ -410,14 +421,7 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(row);
   // The PTX ISA: each row address of the lanes that give one is 16-byte
   // aligned, in shared memory (its 16 bytes within the launch's).
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(blk.shared), hi = lo + blk.shared_bytes;
-  if (l < 8u * static_cast<unsigned>(n) && (address % 16 != 0 || address < lo || address + 16 > hi)) {
-    std::fprintf(stderr, "cuda_block_emulator: block (%u, %u) thread %u: ldmatrix row address %s (byte %lld of %zu)\n",
-                 blk.block_idx.x, blk.block_idx.y, blk.current,
-                 address % 16 ? "not 16-byte aligned" : "outside shared memory", static_cast<long long>(address - lo),
-                 blk.shared_bytes);
-    std::abort();
-  }
+  if (l < 8u * static_cast<unsigned>(n)) detail::require_shared(blk, "ldmatrix row", row, nullptr, 16);
   std::memcpy(&w[8 * l], &address, sizeof address);
   warp_barrier(blk);
   auto row_of = [&](unsigned lane_giving) {
@@ -445,16 +449,7 @@ inline void ldmatrix(int n, bool trans, uint32_t* r, const void* row) {
 inline void cp_async(void* dst, const void* src, int bytes) {
   Block& blk = *current_block();
   // The PTX ISA: both addresses aligned to the size, the destination in shared memory.
-  const uintptr_t to = reinterpret_cast<uintptr_t>(dst), lo = reinterpret_cast<uintptr_t>(blk.shared);
-  if (to % static_cast<uintptr_t>(bytes) != 0 ||
-      reinterpret_cast<uintptr_t>(src) % static_cast<uintptr_t>(bytes) != 0 || to < lo ||
-      to + static_cast<uintptr_t>(bytes) > lo + blk.shared_bytes) {
-    std::fprintf(stderr, "cuda_block_emulator: block (%u, %u) thread %u: cp.async of %d bytes %s\n", blk.block_idx.x,
-                 blk.block_idx.y, blk.current, bytes,
-                 to < lo || to + static_cast<uintptr_t>(bytes) > lo + blk.shared_bytes ? "to outside shared memory"
-                                                                                       : "not aligned to its size");
-    std::abort();
-  }
+  detail::require_shared(blk, "cp.async", dst, src, bytes);
   if (blk.eager_copies) {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return;
