@@ -14,11 +14,16 @@
 //   ldm_b_cols(Y, ldy, k0, n0, lane, b)   B = Y, Y's rows k0..k0+15 and
 //                                     columns n0..n0+15 (ldmatrix .trans):
 //                                     b[0..1] columns n0.., b[2..3] n0+8..
+//   ldm_b_rows_x2(X, ldx, n0, k0, lane, b)   b[0..1] of ldm_b_rows alone
+//                                     (ldmatrix.x2: columns n0..n0+7 of B)
 //   warp_mm_bf16<NJ>(A, lda, X, ldx, K, lane, acc)   acc[j] += A X^T over k
 //                                     in [0, K), columns 8j..8j+7, j < NJ
 //   warp_mm_from_acc_bf16<NJ, KT>(a, Y, ldy, lane, acc)   acc[j] += A Y with
 //                                     A the warp's accumulators a of KT
 //                                     8-column tiles (its 16 x 8 KT block)
+//   warp_mm_from_acc_bf16_rows<NJ, KT>(a, X, ldx, lane, acc, kt, nj)
+//                                     acc[j] += A X^T, the same A, for the
+//                                     first kt tiles of a and j < nj
 // NJ and KT even. Lanes 8i..8i+7 give the row addresses of the 8x8 tile
 // that lands in register i of every lane (ldmatrix.x4).
 #pragma once
@@ -41,6 +46,13 @@ __device__ __forceinline__ void ldm_a(const uint16_t* A, int lda, int k0, int la
 __device__ __forceinline__ void ldm_b_rows(const uint16_t* X, int ldx, int n0, int k0, int lane, uint32_t b[4]) {
   const int i = lane / 8, r = lane % 8;
   ldmatrix<4, false>(b, X + (n0 + r + 8 * (i / 2)) * ldx + k0 + 8 * (i % 2));
+}
+
+// Columns n0..n0+7 of B = X^T only: lanes 0..15 give the rows (lanes 16..31
+// repeat them; ldmatrix.x2 reads the first 16 addresses).
+__device__ __forceinline__ void ldm_b_rows_x2(const uint16_t* X, int ldx, int n0, int k0, int lane, uint32_t b[2]) {
+  const int i = lane / 8 % 2, r = lane % 8;
+  ldmatrix<2, false>(b, X + (n0 + r) * ldx + k0 + 8 * i);
 }
 
 // B = Y: lane (g, t) needs Y[k0 + 2t..][n0 + g] (b0) and Y[k0 + 8 + 2t..][n0 + g] (b1),
@@ -90,6 +102,32 @@ __device__ __forceinline__ void warp_mm_from_acc_bf16(const float (*a)[4], const
     ldm_b_cols(Y, ldy, 16 * kk, 8 * j, lane, b);
     mma_m16n8k16_bf16(acc[j], f[kk], b, acc[j]);
     mma_m16n8k16_bf16(acc[j + 1], f[kk], b + 2, acc[j + 1]);
+  }
+}
+
+// acc[j] += A X^T for j < nj, A the first kt (even) of the warp's KT
+// accumulator tiles a: the bf16 A fragment of each 16-column step is made
+// as that step runs (the accumulators a stay live for the caller), B's
+// fragments come from X's rows. kt and nj below their capacities leave the
+// rest of the unrolled loops predicated off.
+template <int NJ, int KT>
+__device__ __forceinline__ void warp_mm_from_acc_bf16_rows(const float (*a)[4], const uint16_t* X, int ldx, int lane,
+                                                           float (*acc)[4], int kt = KT, int nj = NJ) {
+  static_assert(NJ % 2 == 0 && KT % 2 == 0, "16-column steps and pairs of 8-column tiles");
+  PF_UNROLL
+  for (int kk = 0; kk < KT / 2; ++kk) {
+    if (2 * kk >= kt) break;
+    const uint32_t f[4] = {bf16x2_bits(a[2 * kk][0], a[2 * kk][1]), bf16x2_bits(a[2 * kk][2], a[2 * kk][3]),
+                           bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]),
+                           bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3])};
+    PF_UNROLL
+    for (int j = 0; j < NJ; j += 2) {
+      if (j >= nj) break;
+      uint32_t b[4];
+      ldm_b_rows(X, ldx, 8 * j, 16 * kk, lane, b);
+      mma_m16n8k16_bf16(acc[j], f, b, acc[j]);
+      mma_m16n8k16_bf16(acc[j + 1], f, b + 2, acc[j + 1]);
+    }
   }
 }
 

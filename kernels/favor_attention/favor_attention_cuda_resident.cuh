@@ -6,7 +6,9 @@
 // bidirectional backward's query segments (dq and the query-gradient
 // states), and the prefix's or total's part of y (a state read only). Same
 // blocks, tiles, shared memory and log-scale conventions as the tile
-// kernels of favor_attention_cuda_fused.cuh; only the state moves.
+// kernels of favor_attention_cuda_fused.cuh; only the state moves (and,
+// in bf16, the forward kernels' features: bf16 tiles read by ldmatrix,
+// ForwardFeatures).
 //
 // A warp holds 16 rows of the block's state as mma.sync accumulators
 // (Strip: 8-column tiles of 4 floats a lane), in one of two orientations:
@@ -39,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/favor_attention/favor_attention_cuda_fused.cuh"
 
@@ -100,9 +103,11 @@ struct Strip {
   }
   // M = decay M + A^T diag(w) B over K rows: M[row][col] = decay M[row][col]
   // + sum_j A[j][row] w[j] B[j][col] with A [K, lda] (the strip's rows are
-  // its columns) and B [K, ldb]. The state taking a tile's rows.
-  template <TileMath P>
-  __device__ void absorb(float decay, int K, const float* A, int lda, const float* w, const float* B, int ldb) {
+  // its columns) and B [K, ldb]. The state taking a tile's rows. B is fp32
+  // (each lane rounds its fragments) or, with P = Bf16, a bf16 tile
+  // (FeaturesBf16) read two 8-column tiles at a time by ldmatrix.trans.
+  template <TileMath P, class E>
+  __device__ void absorb(float decay, int K, const float* A, int lda, const float* w, const E* B, int ldb) {
     PF_UNROLL
     for (int nt = 0; nt < NT; ++nt) PF_UNROLL
     for (int r = 0; r < 4; ++r) acc[nt][r] *= decay;
@@ -110,12 +115,24 @@ struct Strip {
     for (int k0 = 0; k0 < K; k0 += M::kStep) {
       uint32_t a[4];
       M::template load_a<true>(A, lda, row0, k0, g, t, a, w);
-      PF_UNROLL
-      for (int nt = 0; nt < NT; ++nt) {
-        if (nt >= tiles) break;
-        uint32_t b[2];
-        M::template load_b<false>(B, ldb, k0, 8 * nt, g, t, b);
-        M::mma(acc[nt], a, b);
+      if constexpr (std::is_same_v<E, uint16_t>) {
+        static_assert(P == TileMath::Bf16 && NT % 2 == 0, "bf16 tiles feed bf16 products, tiles in pairs");
+        PF_UNROLL
+        for (int nt = 0; nt < NT; nt += 2) {
+          if (nt >= tiles) break;  // tiles is even: mp is a multiple of 16
+          uint32_t b[4];
+          ldm_b_cols(B, ldb, k0, 8 * nt, 4 * g + t, b);
+          M::mma(acc[nt], a, b);
+          M::mma(acc[nt + 1], a, b + 2);
+        }
+      } else {
+        PF_UNROLL
+        for (int nt = 0; nt < NT; ++nt) {
+          if (nt >= tiles) break;
+          uint32_t b[2];
+          M::template load_b<false>(B, ldb, k0, 8 * nt, g, t, b);
+          M::mma(acc[nt], a, b);
+        }
       }
     }
   }
@@ -124,13 +141,19 @@ struct Strip {
   // weighted, plus Z^T Mask^T (X [ct, ldx], Z [ct, ldz], Mask [ct, ct]; no
   // such term where Z is null). The strip is the A operand straight from
   // the accumulators, so the sum over M's columns stays within the warp.
-  template <TileMath P>
-  __device__ void outputs(int ct, const float* X, int ldx, const float* w, const float* Z, int ldz, const float* Mask,
+  // X is fp32 or, with P = Bf16, a bf16 tile (FeaturesBf16) read by ldmatrix.
+  template <TileMath P, class E>
+  __device__ void outputs(int ct, const E* X, int ldx, const float* w, const float* Z, int ldz, const float* Mask,
                           float* out, int ld) const {
     constexpr int CJ = 4;  // 8-row tiles of the tile's rows
     const int nj = ct / 8;
     float y[CJ][4] = {};
-    warp_mm_from_acc<P, CJ, NT, true>(acc, X, ldx, g, t, y, tiles, nj);
+    if constexpr (std::is_same_v<E, uint16_t>) {
+      static_assert(P == TileMath::Bf16, "bf16 tiles feed bf16 products");
+      warp_mm_from_acc_bf16_rows<CJ, NT>(acc, X, ldx, 4 * g + t, y, tiles, nj);
+    } else {
+      warp_mm_from_acc<P, CJ, NT, true>(acc, X, ldx, g, t, y, tiles, nj);
+    }
     PF_UNROLL
     for (int j = 0; j < CJ; ++j) PF_UNROLL
     for (int r = 0; r < 4; ++r) y[j][r] *= j < nj ? w[8 * j + mma_col(t, r)] : 0.f;
@@ -192,6 +215,55 @@ __device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Proj
   load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
 }
 
+// The query and key features of the forward kernels (the key states, the
+// causal forward, the prefix's part of y), whose products read them only
+// as tensor-core operands. TF32: the fp32 tiles Pq and Pk, the features made
+// in place. bf16: bf16 tiles (FeaturesBf16), rounded once as they are made
+// and read by ldmatrix, the same bits the products' fragment loads round
+// from fp32 features: the queries' in WK's room (these kernels make no
+// WK), the keys' in Pk's, both by way of Pq's fp32 room (their projections
+// and exponents). The backward kernels keep fp32 features: their feature
+// backward reads them elementwise.
+template <TileMath P>
+struct ForwardFeatures {
+  static constexpr bool kBf16 = P == TileMath::Bf16;
+  using E = std::conditional_t<kBf16, uint16_t, float>;
+  E *q, *k;
+  int ld;          // their rows' stride
+  float *uq, *uk;  // the fp32 tiles make_features_into works in
+  __device__ ForwardFeatures(const Dims& D, const Tiles& t)
+      : q(kBf16 ? reinterpret_cast<E*>(t.WK) : reinterpret_cast<E*>(t.Pq)),
+        k(reinterpret_cast<E*>(t.Pk)),
+        ld(kBf16 ? bf16_tile_ld(D.mp) : tile_ld(D.mp)),
+        uq(t.Pq),
+        uk(kBf16 ? t.Pq : t.Pk) {}
+  __device__ auto out(E* p) const {
+    if constexpr (kBf16)
+      return FeaturesBf16{p};
+    else
+      return FeaturesF32{p};
+  }
+  // The queries' features (X holds q) with their log-scales cq.
+  __device__ void make_queries(const Dims& D, const Tiles& t, const Projection& W, int rows) const {
+    make_features_into(D, t, W, uq, out(q), t.cq, rows);
+  }
+  // The keys of a tile from its staged rows (keys_from_stage): features
+  // with log-scales c, and V' = [v 1].
+  __device__ void make_keys(const Dims& D, const Tiles& t, const Projection& W, int rows) const {
+    Tiles keys = t;
+    keys.X = t.stage_a;
+    make_features_into(D, keys, W, uk, out(k), t.c, rows);
+    load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
+  }
+  // A [ct, ct] = Pq Pk^T, then a barrier.
+  __device__ void scores(const Dims& D, const Tiles& t) const {
+    if constexpr (kBf16)
+      block_mm_bf16_abt(D.ct, D.ct, D.mp, q, ld, k, ld, t.A, tile_ld(D.ct));
+    else
+      block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, q, ld, k, ld, 0.f, t.A, tile_ld(D.ct));
+  }
+};
+
 // The gradient rows G and the row log-scales L of a tile from its staged
 // o, d_o, den and raw row scales, after its query features (cq).
 __device__ inline void gradient_from_stage(const Dims& D, const Tiles& t, int rows) {
@@ -251,6 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   const Block b(a);
   const Tiles t = shared_tiles(D);
   ValueStrip<NT> S(D, threadIdx.x / 32);
+  const ForwardFeatures<P> F(D, t);  // the keys' (not with Queries)
   float ls = kEmptyLogScale;  // the state's log-scale, the same in every thread
   write_projection<P>(a, b, t);
   const unsigned staged = Queries ? kStageQ | kStageGrads | kStageRowScales : kStageKeys;
@@ -260,15 +333,18 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
     if (Queries) {
       query_grads_from_stage(D, t, projection_of(a, b, t), rows);
     } else {
-      keys_from_stage(D, t, projection_of(a, b, t), rows);
+      F.make_keys(D, t, projection_of(a, b, t), rows);
     }
     stage_rows(a, b, t, t0 + D.ct, staged);  // the next tile's rows land while this one runs
     if (Queries) query_log_scales(D, t, rows);
     const float top = key_weights(D, t, ls);
     __syncthreads();
-    if (S.held)
-      S.template absorb<P>(log_scale_weight(ls, top), D.ct, Queries ? t.G : t.VP, tile_ld(D.D1p), t.rowsum,
-                           Queries ? t.Pq : t.Pk, tile_ld(D.mp));
+    if (S.held) {
+      if constexpr (Queries)
+        S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.G, tile_ld(D.D1p), t.rowsum, t.Pq, tile_ld(D.mp));
+      else
+        S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.VP, tile_ld(D.D1p), t.rowsum, F.k, F.ld);
+    }
     ls = top;
     // No barrier: what the strips read is next written after the next
     // tile's wait_rows, and the staged rows already in flight land in tiles
@@ -339,24 +415,25 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
   const Tiles t = shared_tiles(D);
   ValueStrip<NT> S(D, threadIdx.x / 32);
   if (S.held) S.load(a.fS + b.slot(D) * D.state_floats(), 1, D.D1p);
+  const ForwardFeatures<P> F(D, t);
   float ls = a.fa[b.slot(D)];
   write_projection<P>(a, b, t);
   stage_rows(a, b, t, b.r0, kStageQ | kStageKeys);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();
-    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
-    keys_from_stage(D, t, projection_of(a, b, t), rows);
+    F.make_queries(D, t, projection_of(a, b, t), rows);  // X holds the staged q
+    F.make_keys(D, t, projection_of(a, b, t), rows);
     stage_rows(a, b, t, t0 + D.ct, kStageQ | kStageKeys);  // the next tile's rows land while this one runs
     // L, w and rowsum: read after the product below, whose closing barrier
     // publishes them (the product reads none of them).
     causal_row_scales(a, b, t, ls, t0, rows);
     const float top = key_weights(D, t, ls);
-    const int lm = tile_ld(D.mp), l1 = tile_ld(D.D1p);
-    block_mm<false, true>(D, D.ct, D.ct, D.mp, 1.f, t.Pq, lm, t.Pk, lm, 0.f, t.A, tile_ld(D.ct));
+    const int l1 = tile_ld(D.D1p);
+    F.scores(D, t);
     causal_mask_tile(D, t.A, t.c, t.L);
     if (S.held) {
-      S.template outputs<P>(D.ct, t.Pq, lm, t.w, t.VP, l1, t.A, t.DX, l1);
-      S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.VP, l1, t.rowsum, t.Pk, lm);
+      S.template outputs<P>(D.ct, F.q, F.ld, t.w, t.VP, l1, t.A, t.DX, l1);
+      S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.VP, l1, t.rowsum, F.k, F.ld);
     }
     ls = top;
     __syncthreads();
@@ -383,16 +460,17 @@ __global__ void __launch_bounds__(kThreads, 1) k_add_prefix_resident(Args a) {
   if (is_empty_log_scale(pa) && a.accumulate) return;  // uniform over the block
   ValueStrip<NT> S(D, threadIdx.x / 32);
   if (S.held) S.load(head_state(a, b), 1, D.D1p);
+  const ForwardFeatures<P> F(D, t);
   write_projection<P>(a, b, t);
   stage_rows(a, b, t, b.r0, kStageQ);
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();  // and every thread is past the previous tile's stores, which read DX, L, rowsum
-    make_features(D, t, projection_of(a, b, t), t.Pq, t.cq, rows);  // X holds the staged q
+    F.make_queries(D, t, projection_of(a, b, t), rows);  // X holds the staged q
     // The next tile's q lands while this one runs.
     stage_rows(a, b, t, t0 + D.ct, kStageQ);
     prefix_row_weights(a, b, t, pa, t0, rows);
     __syncthreads();
-    if (S.held) S.template outputs<P>(D.ct, t.Pq, tile_ld(D.mp), t.w, nullptr, 0, nullptr, t.DX, tile_ld(D.D1p));
+    if (S.held) S.template outputs<P>(D.ct, F.q, F.ld, t.w, nullptr, 0, nullptr, t.DX, tile_ld(D.D1p));
     __syncthreads();
     store_prefix_rows(a, b, t, t0, rows);
   });

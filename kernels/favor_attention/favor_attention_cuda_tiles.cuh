@@ -7,7 +7,8 @@
 //   block_mm   C = alpha op(A) op(B) + beta C with fp32 accumulation, in the
 //              call's TileMath: tensor cores through mma.sync
 //              (runtime/cuda_mma.cuh: TF32 m16n8k8 or bf16 m16n8k16, the
-//              operands rounded as each lane loads its fragment) when the
+//              operands rounded as each lane loads its fragment; in bf16
+//              also block_mm_bf16_abt, from bf16 tiles by ldmatrix) when the
 //              code is compiled for sm_80 or newer (or for the block
 //              emulator, PF_EMULATED_MMA); otherwise, and for TileMath::Fp32,
 //              fp32 FMAs in 4x4 register blocks.
@@ -33,6 +34,7 @@
 
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/linear_attention/linear_attention_math.h"
+#include "runtime/cuda_mma_bf16_tiles.cuh"
 #include "runtime/cuda_mma_tiles.cuh"
 #include "runtime/tile_math.h"
 
@@ -299,6 +301,29 @@ __device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A
     block_mm_mma<P, 1, TA>(M, N, K, alpha, A, lda, B, beta, C, ldc, w);
   __syncthreads();
 }
+
+// C [M, N] = A X^T from bf16 tiles (bf16_tile_ld rows; M, N, K multiples
+// of 16) by ldmatrix: each warp's strips of 16x8 as block_mm_mma<Bf16, 1>
+// takes them, the same k order, so the same bits as block_mm over the fp32
+// tiles these were rounded from. Then a barrier.
+__device__ inline void block_mm_bf16_abt(int M, int N, int K, const uint16_t* A, int lda, const uint16_t* X, int ldx,
+                                         float* C, int ldc) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int strips_n = N / 8, strips = (M / 16) * strips_n;
+  for (int s = threadIdx.x / 32; s < strips; s += kWarps) {
+    const int i0 = (s / strips_n) * 16, j0 = (s % strips_n) * 8;
+    float acc[4] = {};
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      uint32_t a[4], b[2];
+      ldm_a(A + i0 * lda, lda, k0, lane, a);
+      ldm_b_rows_x2(X, ldx, j0, k0, lane, b);
+      mma_m16n8k16_bf16(acc, a, b, acc);
+    }
+    PF_UNROLL
+    for (int r = 0; r < 4; ++r) C[(i0 + mma_row(g, r)) * ldc + j0 + mma_col(t, r)] = acc[r];
+  }
+  __syncthreads();
+}
 #endif
 
 // C[M, N] = alpha diag(w.rows) op(A) diag(w.k) op(B) + beta C (beta = 0: C
@@ -444,18 +469,52 @@ __device__ inline void project_rows(const Dims& D, const Tiles& t, const Project
   block_mm<false, true>(D, D.ct, D.mp, D.dp, D.data_scale, t.X, lx, W.W, D.dp, 0.f, U, lu);
 }
 
-// Phi [ct, mp] = features of the rows of X [ct, dp] (the first `rows`; padded
-// rows and columns are 0); c[i] = row log-scale (FAVOR+, exp), 0 (Relu, Elu), or
-// the empty log-scale for padded rows, when c is not null. W is the head's
-// padded projection.
-__device__ inline void make_features(const Dims& D, const Tiles& t, const Projection& W, float* Phi, float* c,
-                                     int rows) {
-  project_rows(D, t, W, Phi);
+// Where make_features_into puts a tile's features: row(D, i, lane, f)
+// stores f(l) for the columns l < mp of row i (the lanes of one warp).
+//   FeaturesF32   fp32 [ct, tile_ld(mp)], which may be the products' tile itself
+//   FeaturesBf16  bf16 [ct, bf16_tile_ld(mp)], two columns a 32-bit store,
+//                 rounded as the TF32/bf16 products' fragment loads round
+//                 (Mma<Bf16>): the operand bits of a product read from
+//                 there by ldmatrix are those read from fp32 features
+struct FeaturesF32 {
+  float* Phi;
+  template <class F>
+  __device__ void row(const Dims& D, int i, int lane, F f) const {
+    float* out = Phi + i * tile_ld(D.mp);
+    for (int l = lane; l < D.mp; l += 32) out[l] = f(l);
+  }
+};
+// Row stride of a bf16 tile of `cols` (a multiple of 16) columns: rows on
+// 16-byte boundaries for ldmatrix, 16 bytes apart modulo 128 (an odd
+// multiple of 16 bytes), so the 8 rows of an 8x8 matrix meet 8 distinct
+// groups of banks. ct rows of it take at most the bytes of an fp32 tile of
+// the same columns (tile_ld), whose room it can share.
+__host__ __device__ constexpr int bf16_tile_ld(int cols) { return cols + 8; }
+#ifdef PF_FAVOR_MMA_TILES
+struct FeaturesBf16 {
+  uint16_t* Phi;
+  template <class F>
+  __device__ void row(const Dims& D, int i, int lane, F f) const {
+    uint16_t* out = Phi + i * bf16_tile_ld(D.mp);
+    for (int l = 2 * lane; l < D.mp; l += 64) *reinterpret_cast<uint32_t*>(out + l) = bf16x2_bits(f(l), f(l + 1));
+  }
+};
+#endif
+
+// The features of the rows of X [ct, dp] (the first `rows`; padded rows and
+// columns are 0) into out, by way of U [ct, tile_ld(mp)] (the projections,
+// then the exponents; out may be U itself); c[i] = row log-scale (FAVOR+,
+// exp), 0 (Relu, Elu), or the empty log-scale for padded rows, when c is
+// not null. W is the head's padded projection.
+template <class Out>
+__device__ inline void make_features_into(const Dims& D, const Tiles& t, const Projection& W, float* U, const Out& out,
+                                          float* c, int rows) {
+  project_rows(D, t, W, U);
   const int lane = threadIdx.x % 32;
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
-    float* u = Phi + i * tile_ld(D.mp);
+    float* u = U + i * tile_ld(D.mp);
     if (i >= rows) {
-      for (int l = lane; l < D.mp; l += 32) u[l] = 0.f;
+      out.row(D, i, lane, [](int) { return 0.f; });
       if (c && lane == 0) c[i] = kEmptyLogScale;
       continue;
     }
@@ -480,20 +539,25 @@ __device__ inline void make_features(const Dims& D, const Tiles& t, const Projec
       // exp2_approx (u - top exact where they are close, so the row's top
       // feature is m^(-1/2) exactly).
       if (D.math != TileMath::Fp32) {
-        for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f;
+        out.row(D, i, lane, [&](int l) { return l < D.m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f; });
         if (c && lane == 0) c[i] = top;
         continue;
       }
 #endif
-      for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f;
+      out.row(D, i, lane, [&](int l) { return l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f; });
     } else if (D.elu) {
-      for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? elu_feature(u[l]) : 0.f;
+      out.row(D, i, lane, [&](int l) { return l < D.m ? elu_feature(u[l]) : 0.f; });
     } else {
-      for (int l = lane; l < D.mp; l += 32) u[l] = l < D.m ? relu_feature(u[l], D.eps) : 0.f;
+      out.row(D, i, lane, [&](int l) { return l < D.m ? relu_feature(u[l], D.eps) : 0.f; });
     }
     if (c && lane == 0) c[i] = top;
   }
   __syncthreads();
+}
+// Phi [ct, mp] = the features of X's rows, in place of their projections.
+__device__ inline void make_features(const Dims& D, const Tiles& t, const Projection& W, float* Phi, float* c,
+                                     int rows) {
+  make_features_into(D, t, W, Phi, FeaturesF32{Phi}, c, rows);
 }
 
 // DX [ct, D1p, first dp columns used] = s T W with T in WK: the feature
