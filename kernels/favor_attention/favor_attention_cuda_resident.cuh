@@ -215,15 +215,15 @@ __device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Proj
   load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
 }
 
-// The query and key features of the forward kernels (the key states, the
-// causal forward, the prefix's part of y), whose products read them only
-// as tensor-core operands. TF32: the fp32 tiles Pq and Pk, the features made
+// The query and key features of the kernels whose products read them only
+// as tensor-core operands: the key states, the causal forward, the prefix's
+// part of y, and the causal backward's query-gradient states. TF32: the fp32 tiles Pq and Pk, the features made
 // in place. bf16: bf16 tiles (FeaturesBf16), rounded once as they are made
 // and read by ldmatrix, the same bits the products' fragment loads round
 // from fp32 features: the queries' in WK's room (these kernels make no
 // WK), the keys' in Pk's, both by way of Pq's fp32 room (their projections
-// and exponents). The backward kernels keep fp32 features: their feature
-// backward reads them elementwise.
+// and exponents). The kernels that make dq, dk or dv keep fp32 features:
+// their feature backward reads them elementwise.
 template <TileMath P>
 struct ForwardFeatures {
   static constexpr bool kBf16 = P == TileMath::Bf16;
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   const Block b(a);
   const Tiles t = shared_tiles(D);
   ValueStrip<NT> S(D, threadIdx.x / 32);
-  const ForwardFeatures<P> F(D, t);  // the keys' (not with Queries)
+  const ForwardFeatures<P> F(D, t);  // the keys' (the queries' with Queries)
   float ls = kEmptyLogScale;  // the state's log-scale, the same in every thread
   write_projection<P>(a, b, t);
   const unsigned staged = Queries ? kStageQ | kStageGrads | kStageRowScales : kStageKeys;
@@ -331,7 +331,8 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
   for_each_tile(D, b, false, [&](int t0, int rows, int64_t) {
     wait_rows();
     if (Queries) {
-      query_grads_from_stage(D, t, projection_of(a, b, t), rows);
+      F.make_queries(D, t, projection_of(a, b, t), rows);  // X holds the staged q
+      gradient_from_stage(D, t, rows);
     } else {
       F.make_keys(D, t, projection_of(a, b, t), rows);
     }
@@ -341,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
     __syncthreads();
     if (S.held) {
       if constexpr (Queries)
-        S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.G, tile_ld(D.D1p), t.rowsum, t.Pq, tile_ld(D.mp));
+        S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.G, tile_ld(D.D1p), t.rowsum, F.q, F.ld);
       else
         S.template absorb<P>(log_scale_weight(ls, top), D.ct, t.VP, tile_ld(D.D1p), t.rowsum, F.k, F.ld);
     }
