@@ -230,6 +230,16 @@ __device__ __forceinline__ void warp_mm_acc_b(const float (*a)[4], const TileEle
   }
 }
 
+// The 8-row tiles of a streamed 64-row tile that the backward kernels take
+// in one pass: all `tiles` (8), or half of them at DP = 128, where a lane's
+// gradient accumulators take 64 (dQ) or 128 (dK, dV) floats, so that the
+// scores and their gradients take 32 floats rather than 64 (nvcc spilled
+// the bf16 key-gradient kernel and the TF32 query-gradient one at d = 128
+// with whole tiles). The products over the passes keep their order (the
+// passes cut the sum over the tile's rows between two of its 16-row
+// steps), so the same bits.
+__host__ __device__ constexpr int rows_a_pass(int DP, int tiles) { return DP > 64 ? tiles / 2 : tiles; }
+
 // Max and sum over the four lanes that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -343,31 +353,35 @@ __global__ void __launch_bounds__(kThreads)
   load_rows_padded<P, T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
 
   float dk[NT][4] = {}, dv[NT][4] = {};
+  constexpr int QP = rows_a_pass(DP, QT);  // 8-query tiles a pass over a streamed tile
   const int64_t i_end = mask.end_query(j0 + cols - 1, n);
   stream_tiles<P, T, DP>(Q + base, dO + base, d, mask.first_query(j0), i_end, stages, bufQ, bufdO,
                          [&](int64_t i0, int rows, const E* sQ, const E* sdO) {
-                           float st[QT][4] = {}, dpt[QT][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
-                           warp_mm_abt<P, QT>(sK + 16 * warp * ld, ld, sQ, ld, DP, lane, st);
-                           warp_mm_abt<P, QT>(sV + 16 * warp * ld, ld, sdO, ld, DP, lane, dpt);
-                           // P^T and dS^T where the key is seen (the mask per element only where
-                           // some query of the tile does not see some key of the warp's).
-                           const bool whole =
-                               rows == kMmaRows && 16 * warp + 15 < cols &&
-                               mask.all_visible(i0, i0 + kMmaRows - 1, j0 + 16 * warp, j0 + 16 * warp + 15);
-                           PF_UNROLL
-                           for (int j = 0; j < QT; ++j) PF_UNROLL
-                           for (int r = 0; r < 4; ++r) {
-                             const int key = 16 * warp + mma_row(g, r), q = 8 * j + mma_col(t, r);
-                             float p = 0.f, ds = 0.f;
-                             if (whole || (key < cols && q < rows && mask.visible(i0 + q, j0 + key))) {
-                               p = exp2_approx(fmaf(st[j][r], scale * kLog2e, -lse[hr.row0 + i0 + q] * kLog2e));
-                               ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
+                           for (int q0 = 0; q0 < kMmaRows; q0 += 8 * QP) {
+                             if (q0 >= rows) break;                  // uniform over the block
+                             float st[QP][4] = {}, dpt[QP][4] = {};  // S^T = K Q^T and dP^T = V dO^T of the warp's keys
+                             warp_mm_abt<P, QP>(sK + 16 * warp * ld, ld, sQ + q0 * ld, ld, DP, lane, st);
+                             warp_mm_abt<P, QP>(sV + 16 * warp * ld, ld, sdO + q0 * ld, ld, DP, lane, dpt);
+                             // P^T and dS^T where the key is seen (the mask per element only where
+                             // some query of the pass does not see some key of the warp's).
+                             const bool whole =
+                                 q0 + 8 * QP <= rows && 16 * warp + 15 < cols &&
+                                 mask.all_visible(i0 + q0, i0 + q0 + 8 * QP - 1, j0 + 16 * warp, j0 + 16 * warp + 15);
+                             PF_UNROLL
+                             for (int j = 0; j < QP; ++j) PF_UNROLL
+                             for (int r = 0; r < 4; ++r) {
+                               const int key = 16 * warp + mma_row(g, r), q = q0 + 8 * j + mma_col(t, r);
+                               float p = 0.f, ds = 0.f;
+                               if (whole || (key < cols && q < rows && mask.visible(i0 + q, j0 + key))) {
+                                 p = exp2_approx(fmaf(st[j][r], scale * kLog2e, -lse[hr.row0 + i0 + q] * kLog2e));
+                                 ds = softmax_score_grad(p, dpt[j][r], D[hr.row0 + i0 + q], scale);
+                               }
+                               st[j][r] = p;    // P^T
+                               dpt[j][r] = ds;  // dS^T
                              }
-                             st[j][r] = p;    // P^T
-                             dpt[j][r] = ds;  // dS^T
+                             warp_mm_acc_b<P, NT, QP>(st, sdO + q0 * ld, ld, lane, dv);  // dV += P^T dO
+                             warp_mm_acc_b<P, NT, QP>(dpt, sQ + q0 * ld, ld, lane, dk);  // dK += dS^T Q
                            }
-                           warp_mm_acc_b<P, NT, QT>(st, sdO, ld, lane, dv);  // dV += P^T dO
-                           warp_mm_acc_b<P, NT, QT>(dpt, sQ, ld, lane, dk);  // dK += dS^T Q
                          });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
@@ -411,29 +425,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   float dq[NT][4] = {};
+  constexpr int KP = rows_a_pass(DP, KT);  // 8-key tiles a pass over a streamed tile
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
   stream_tiles<P, T, DP>(K + base, V + base, d, mask.first_key(i0), kend, stages, bufK, bufV,
                          [&](int64_t j0, int cols, const E* sK, const E* sV) {
-                           float s[KT][4] = {}, dp[KT][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
-                           warp_mm_abt<P, KT>(sQ + 16 * warp * ld, ld, sK, ld, DP, lane, s);
-                           warp_mm_abt<P, KT>(sdO + 16 * warp * ld, ld, sV, ld, DP, lane, dp);
-                           // dS where the key is seen (the mask per element only where some key
-                           // of the tile is hidden from some row of the warp).
-                           const bool whole =
-                               cols == kMmaRows && 16 * warp + 15 < rows &&
-                               mask.all_visible(i0 + 16 * warp, i0 + 16 * warp + 15, j0, j0 + kMmaRows - 1);
-                           PF_UNROLL
-                           for (int j = 0; j < KT; ++j) PF_UNROLL
-                           for (int r = 0; r < 4; ++r) {
-                             const int row = 16 * warp + mma_row(g, r), c = 8 * j + mma_col(t, r);
-                             float ds = 0.f;
-                             if (whole || (c < cols && row < rows && mask.visible(i0 + row, j0 + c))) {
-                               const float p = exp2_approx(fmaf(s[j][r], scale * kLog2e, -row_lse[r / 2]));
-                               ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
+                           for (int c0 = 0; c0 < kMmaRows; c0 += 8 * KP) {
+                             if (c0 >= cols) break;                // uniform over the block
+                             float s[KP][4] = {}, dp[KP][4] = {};  // S = Q K^T and dP = dO V^T of the warp's rows
+                             warp_mm_abt<P, KP>(sQ + 16 * warp * ld, ld, sK + c0 * ld, ld, DP, lane, s);
+                             warp_mm_abt<P, KP>(sdO + 16 * warp * ld, ld, sV + c0 * ld, ld, DP, lane, dp);
+                             // dS where the key is seen (the mask per element only where some key
+                             // of the pass is hidden from some row of the warp).
+                             const bool whole =
+                                 c0 + 8 * KP <= cols && 16 * warp + 15 < rows &&
+                                 mask.all_visible(i0 + 16 * warp, i0 + 16 * warp + 15, j0 + c0, j0 + c0 + 8 * KP - 1);
+                             PF_UNROLL
+                             for (int j = 0; j < KP; ++j) PF_UNROLL
+                             for (int r = 0; r < 4; ++r) {
+                               const int row = 16 * warp + mma_row(g, r), c = c0 + 8 * j + mma_col(t, r);
+                               float ds = 0.f;
+                               if (whole || (c < cols && row < rows && mask.visible(i0 + row, j0 + c))) {
+                                 const float p = exp2_approx(fmaf(s[j][r], scale * kLog2e, -row_lse[r / 2]));
+                                 ds = softmax_score_grad(p, dp[j][r], row_D[r / 2], scale);
+                               }
+                               s[j][r] = ds;
                              }
-                             s[j][r] = ds;
+                             warp_mm_acc_b<P, NT, KP>(s, sK + c0 * ld, ld, lane, dq);  // dQ += dS K
                            }
-                           warp_mm_acc_b<P, NT, KT>(s, sK, ld, lane, dq);  // dQ += dS K
                          });
   PF_UNROLL
   for (int j = 0; j < NT; ++j) PF_UNROLL
