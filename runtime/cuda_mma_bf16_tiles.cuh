@@ -79,9 +79,8 @@ __device__ __forceinline__ void warp_mm_bf16(const uint16_t* A, int lda, const u
   }
 }
 
-// In bf16 the A fragment of the 16-column step kk is, lane by lane, the
-// accumulators of tiles 2 kk and 2 kk + 1 rounded (as in warp_mm_from_acc).
-// All of A is rounded first: half the registers of the fp32 accumulators,
+// The A fragments from the accumulators (bf16_a_from_acc). All of A is
+// rounded first: half the registers of the fp32 accumulators,
 // which the caller can then drop.
 template <int NJ, int KT>
 __device__ __forceinline__ void warp_mm_from_acc_bf16(const float (*a)[4], const uint16_t* Y, int ldy, int lane,
@@ -89,12 +88,7 @@ __device__ __forceinline__ void warp_mm_from_acc_bf16(const float (*a)[4], const
   static_assert(NJ % 2 == 0 && KT % 2 == 0, "16-column steps and pairs of 8-column tiles");
   uint32_t f[KT / 2][4];
   PF_UNROLL
-  for (int kk = 0; kk < KT / 2; ++kk) {
-    f[kk][0] = bf16x2_bits(a[2 * kk][0], a[2 * kk][1]);
-    f[kk][1] = bf16x2_bits(a[2 * kk][2], a[2 * kk][3]);
-    f[kk][2] = bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]);
-    f[kk][3] = bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3]);
-  }
+  for (int kk = 0; kk < KT / 2; ++kk) bf16_a_from_acc(a, kk, f[kk]);
   PF_UNROLL
   for (int kk = 0; kk < KT / 2; ++kk) PF_UNROLL
   for (int j = 0; j < NJ; j += 2) {
@@ -106,8 +100,8 @@ __device__ __forceinline__ void warp_mm_from_acc_bf16(const float (*a)[4], const
 }
 
 // acc[j] += A X^T for j < nj, A the first kt (even) of the warp's KT
-// accumulator tiles a: the bf16 A fragment of each 16-column step is made
-// as that step runs (the accumulators a stay live for the caller), B's
+// accumulator tiles a: the A fragment of each 16-column step is made
+// (bf16_a_from_acc) as that step runs (the accumulators a stay live for the caller), B's
 // fragments come from X's rows. kt and nj below their capacities leave the
 // rest of the unrolled loops predicated off.
 template <int NJ, int KT>
@@ -117,9 +111,8 @@ __device__ __forceinline__ void warp_mm_from_acc_bf16_rows(const float (*a)[4], 
   PF_UNROLL
   for (int kk = 0; kk < KT / 2; ++kk) {
     if (2 * kk >= kt) break;
-    const uint32_t f[4] = {bf16x2_bits(a[2 * kk][0], a[2 * kk][1]), bf16x2_bits(a[2 * kk][2], a[2 * kk][3]),
-                           bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]),
-                           bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3])};
+    uint32_t f[4];
+    bf16_a_from_acc(a, kk, f);
     PF_UNROLL
     for (int j = 0; j < NJ; j += 2) {
       if (j >= nj) break;

@@ -139,6 +139,17 @@ __device__ __forceinline__ void load_b_words(const uint32_t* w, const At& at, in
   b[1] = w[at(j0 + g, u + 4)];
 }
 
+// The bf16 A fragment of the 16-column step kk of A [16, 8 KT] held as the
+// warp's accumulators a: lane by lane, the accumulators of tiles 2 kk and
+// 2 kk + 1 rounded (a0, a1: rows g, g + 8 at columns 2t, 2t + 1 of the
+// first; a2, a3: the same of the second).
+__device__ __forceinline__ void bf16_a_from_acc(const float (*a)[4], int kk, uint32_t f[4]) {
+  f[0] = bf16x2_bits(a[2 * kk][0], a[2 * kk][1]);
+  f[1] = bf16x2_bits(a[2 * kk][2], a[2 * kk][3]);
+  f[2] = bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]);
+  f[3] = bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3]);
+}
+
 // acc[j] += A op(B)[:, 8 j .. 8 j + 8) for j < nj (NJ at most), with A
 // [16, 8 kt] the warp's accumulators a of kt (KT at most; even in bf16)
 // 8-column tiles, and op(B) [8 kt, .] (TB: B holds its transpose) in
@@ -157,9 +168,8 @@ __device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], const floa
     PF_UNROLL
     for (int kk = 0; kk < KT / 2; ++kk) {
       if (2 * kk >= kt) break;
-      const uint32_t f[4] = {bf16x2_bits(a[2 * kk][0], a[2 * kk][1]), bf16x2_bits(a[2 * kk][2], a[2 * kk][3]),
-                             bf16x2_bits(a[2 * kk + 1][0], a[2 * kk + 1][1]),
-                             bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3])};
+      uint32_t f[4];
+      bf16_a_from_acc(a, kk, f);
       PF_UNROLL
       for (int j = 0; j < NJ; ++j) {
         if (j >= nj) break;
