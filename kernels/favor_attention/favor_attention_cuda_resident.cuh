@@ -206,20 +206,26 @@ __device__ inline void stage_rows(const Args& a, const Block& b, const Tiles& t,
   }
   cp_async_commit();
 }
-// The keys of a tile from its staged rows: features Pk with log-scales c,
-// and V' = [v 1].
-__device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
+// The keys of a tile from its staged rows: features with log-scales c into
+// out by way of U (make_features_into), and V' = [v 1]; by default the
+// features Pk made in place.
+template <class Out>
+__device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows, float* U,
+                                       const Out& out) {
   Tiles keys = t;
   keys.X = t.stage_a;
-  make_features(D, keys, W, t.Pk, t.c, rows);
+  make_features_into(D, keys, W, U, out, t.c, rows);
   load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
+}
+__device__ inline void keys_from_stage(const Dims& D, const Tiles& t, const Projection& W, int rows) {
+  keys_from_stage(D, t, W, rows, t.Pk, FeaturesF32{t.Pk});
 }
 
 // The query and key features of the kernels whose products read them only
 // as tensor-core operands: the key states, the causal forward, the prefix's
-// part of y, and the causal backward's query-gradient states. TF32: the fp32 tiles Pq and Pk, the features made
-// in place. bf16: bf16 tiles (FeaturesBf16), rounded once as they are made
-// and read by ldmatrix, the same bits the products' fragment loads round
+// part of y, and the causal backward's query-gradient states. TF32: the
+// fp32 tiles Pq and Pk, the features made in place. bf16: bf16 tiles
+// (FeaturesBf16), rounded once as they are made and read by ldmatrix, the same bits the products' fragment loads round
 // from fp32 features: the queries' in WK's room (these kernels make no
 // WK), the keys' in Pk's, both by way of Pq's fp32 room (their projections
 // and exponents). The kernels that make dq, dk or dv keep fp32 features:
@@ -250,10 +256,7 @@ struct ForwardFeatures {
   // The keys of a tile from its staged rows (keys_from_stage): features
   // with log-scales c, and V' = [v 1].
   __device__ void make_keys(const Dims& D, const Tiles& t, const Projection& W, int rows) const {
-    Tiles keys = t;
-    keys.X = t.stage_a;
-    make_features_into(D, keys, W, uk, out(k), t.c, rows);
-    load_vprime(D, t.stage_b, tile_ld(D.dp), rows, t.VP);
+    keys_from_stage(D, t, W, rows, uk, out(k));
   }
   // A [ct, ct] = Pq Pk^T, then a barrier.
   __device__ void scores(const Dims& D, const Tiles& t) const {
