@@ -100,28 +100,15 @@ __device__ __forceinline__ void warp_mm_from_acc_bf16(const float (*a)[4], const
 }
 
 // acc[j] += A X^T for j < nj, A the first kt (even) of the warp's KT
-// accumulator tiles a: the A fragment of each 16-column step is made
-// (bf16_a_from_acc) as that step runs (the accumulators a stay live for the caller), B's
-// fragments come from X's rows. kt and nj below their capacities leave the
-// rest of the unrolled loops predicated off.
+// accumulator tiles a (bf16_mm_from_acc: its fragments made as each step
+// runs, so the accumulators stay live for the caller), B's fragments from
+// X's rows, two 8-column tiles an ldmatrix.
 template <int NJ, int KT>
 __device__ __forceinline__ void warp_mm_from_acc_bf16_rows(const float (*a)[4], const uint16_t* X, int ldx, int lane,
                                                            float (*acc)[4], int kt = KT, int nj = NJ) {
-  static_assert(NJ % 2 == 0 && KT % 2 == 0, "16-column steps and pairs of 8-column tiles");
-  PF_UNROLL
-  for (int kk = 0; kk < KT / 2; ++kk) {
-    if (2 * kk >= kt) break;
-    uint32_t f[4];
-    bf16_a_from_acc(a, kk, f);
-    PF_UNROLL
-    for (int j = 0; j < NJ; j += 2) {
-      if (j >= nj) break;
-      uint32_t b[4];
-      ldm_b_rows(X, ldx, 8 * j, 16 * kk, lane, b);
-      mma_m16n8k16_bf16(acc[j], f, b, acc[j]);
-      mma_m16n8k16_bf16(acc[j + 1], f, b + 2, acc[j + 1]);
-    }
-  }
+  static_assert(NJ % 2 == 0, "pairs of 8-column tiles");
+  bf16_mm_from_acc<NJ, KT, 2>(a, acc, kt, nj,
+                              [&](int kk, int j, uint32_t b[4]) { ldm_b_rows(X, ldx, 8 * j, 16 * kk, lane, b); });
 }
 
 }  // namespace pf

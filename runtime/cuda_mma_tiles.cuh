@@ -13,6 +13,8 @@
 //                                 row j at w[at(j, u)]), the same bits
 //                                 load_b<true> gives from W itself
 //   warp_mm_from_acc<P, NJ, KT, TB>(a, B, ...)   a product whose A is the warp's accumulators
+//                                 (in bf16 by bf16_mm_from_acc, which takes
+//                                 B's fragments from a callable)
 // where g = lane / 4, t = lane % 4, op(A)[i, k] = TA ? A[k lda + i] : A[i lda + k]
 // and op(B)[k, j] = TB ? B[j ldb + k] : B[k ldb + j]. The accumulator's
 // element r (0..3) of a lane is row g + 8 (r / 2), column 2 t + r % 2 of its
@@ -150,6 +152,32 @@ __device__ __forceinline__ void bf16_a_from_acc(const float (*a)[4], int kk, uin
   f[3] = bf16x2_bits(a[2 * kk + 1][2], a[2 * kk + 1][3]);
 }
 
+// acc[j] += A B in bf16 for j < nj, A the first kt (even) of the warp's KT
+// accumulator tiles a, its fragment for each 16-column step kk made as
+// the step runs (bf16_a_from_acc); b_of(kk, j, b) gives B's fragments of
+// step kk for the S (1 or 2) 8-column tiles from j, two registers each.
+// kt and nj below their capacities leave the rest of the unrolled loops
+// predicated off.
+template <int NJ, int KT, int S, class BOf>
+__device__ __forceinline__ void bf16_mm_from_acc(const float (*a)[4], float (*acc)[4], int kt, int nj,
+                                                 const BOf& b_of) {
+  static_assert(KT % 2 == 0 && NJ % S == 0, "16-column steps, whole groups of B tiles");
+  PF_UNROLL
+  for (int kk = 0; kk < KT / 2; ++kk) {
+    if (2 * kk >= kt) break;
+    uint32_t f[4];
+    bf16_a_from_acc(a, kk, f);
+    PF_UNROLL
+    for (int j = 0; j < NJ; j += S) {
+      if (j >= nj) break;
+      uint32_t b[2 * S];
+      b_of(kk, j, b);
+      PF_UNROLL
+      for (int s = 0; s < S; ++s) mma_m16n8k16_bf16(acc[j + s], f, b + 2 * s, acc[j + s]);
+    }
+  }
+}
+
 // acc[j] += A op(B)[:, 8 j .. 8 j + 8) for j < nj (NJ at most), with A
 // [16, 8 kt] the warp's accumulators a of kt (KT at most; even in bf16)
 // 8-column tiles, and op(B) [8 kt, .] (TB: B holds its transpose) in
@@ -164,20 +192,9 @@ template <TileMath P, int NJ, int KT, bool TB = false>
 __device__ __forceinline__ void warp_mm_from_acc(const float (*a)[4], const float* B, int ldb, int g, int t,
                                                  float (*acc)[4], int kt = KT, int nj = NJ) {
   if constexpr (P == TileMath::Bf16) {
-    using M = Mma<TileMath::Bf16>;
-    PF_UNROLL
-    for (int kk = 0; kk < KT / 2; ++kk) {
-      if (2 * kk >= kt) break;
-      uint32_t f[4];
-      bf16_a_from_acc(a, kk, f);
-      PF_UNROLL
-      for (int j = 0; j < NJ; ++j) {
-        if (j >= nj) break;
-        uint32_t b[2];
-        M::load_b<TB>(B, ldb, 16 * kk, 8 * j, g, t, b);
-        M::mma(acc[j], f, b);
-      }
-    }
+    bf16_mm_from_acc<NJ, KT, 1>(a, acc, kt, nj, [&](int kk, int j, uint32_t b[2]) {
+      Mma<TileMath::Bf16>::load_b<TB>(B, ldb, 16 * kk, 8 * j, g, t, b);
+    });
   } else {
     using M = Mma<TileMath::Tf32>;
     PF_UNROLL
