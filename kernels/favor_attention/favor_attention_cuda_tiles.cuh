@@ -210,7 +210,8 @@ __device__ void block_mm_fma(int M, int N, int K, float alpha, const float* A, i
 #ifdef PF_FAVOR_MMA_TILES
 // The B operand of block_mm_mma: op(B) of fp32 B, rounded as each lane
 // loads its fragment (FloatB), or W^T from W's rows already rounded into
-// words (WordsB, Tiles::proj). Both give a lane the same bits.
+// words (WordsB, Tiles::proj), or a bf16 tile (Bf16RowsB). All give a lane
+// the same bits.
 template <bool TB>
 struct FloatB {
   const float* B;
@@ -227,6 +228,17 @@ struct WordsB {
   __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
     load_b_words<P>(
         w, [&](int j, int u) { return projection_word(words, j, u); }, k0, j0, g, t, b);
+  }
+};
+// op(B) = X^T from a bf16 tile X (bf16_tile_ld rows; FeaturesBf16) by
+// ldmatrix: the bits FloatB<true> rounds from the fp32 X it was made from.
+struct Bf16RowsB {
+  const uint16_t* X;
+  int ldx;
+  template <TileMath P>
+  __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
+    static_assert(P == TileMath::Bf16, "bf16 tiles feed bf16 products");
+    ldm_b_rows_x2(X, ldx, j0, k0, 4 * g + t, b);
   }
 };
 // op(B) = W itself [mp, dp] (k the features, n the columns of d) from the
@@ -257,12 +269,35 @@ struct WordsBT {
   }
 };
 
+// The A operand of block_mm_mma: op(A) diag(ks) of fp32 A, rounded as each
+// lane loads its fragment (FloatA), or a bf16 tile by ldmatrix (Bf16A: the
+// bits FloatA<false> rounds from the fp32 tile it was made from).
+template <bool TA>
+struct FloatA {
+  const float* A;
+  int lda;
+  const float* ks;
+  template <TileMath P>
+  __device__ void load(int i0, int k0, int g, int t, uint32_t a[4]) const {
+    Mma<P>::template load_a<TA>(A, lda, i0, k0, g, t, a, ks);
+  }
+};
+struct Bf16A {
+  const uint16_t* A;
+  int lda;
+  template <TileMath P>
+  __device__ void load(int i0, int k0, int g, int t, uint32_t a[4]) const {
+    static_assert(P == TileMath::Bf16, "bf16 tiles feed bf16 products");
+    ldm_a(A + i0 * lda, lda, k0, 4 * g + t, a);
+  }
+};
+
 // Each warp owns output strips of 16 rows and NB 8-column tiles, the A
 // fragment loaded once per k-step for the NB products; strips go to the
-// warps in turn.
-template <TileMath P, int NB, bool TA, class BOp>
-__device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, int lda, const BOp& B, float beta,
-                             float* C, int ldc, const Diag& w) {
+// warps in turn. w.rows scales C's rows (w.k belongs to the A operand).
+template <TileMath P, int NB, class AOp, class BOp>
+__device__ void block_mm_mma(int M, int N, int K, float alpha, const AOp& A, const BOp& B, float beta, float* C,
+                             int ldc, const Diag& w) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int strips_n = N / (8 * NB), strips = (M / 16) * strips_n;
   for (int s = threadIdx.x / 32; s < strips; s += kWarps) {
@@ -270,7 +305,7 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
     float acc[NB][4] = {};
     for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
       uint32_t a[4];
-      Mma<P>::template load_a<TA>(A, lda, i0, k0, g, t, a, w.k);
+      A.template load<P>(i0, k0, g, t, a);
       PF_UNROLL
       for (int nb = 0; nb < NB; ++nb) {
         uint32_t b[2];
@@ -295,33 +330,20 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const float* A, i
 template <TileMath P, bool TA, class BOp>
 __device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A, int lda, const BOp& B, float beta,
                                 float* C, int ldc, const Diag& w) {
+  const FloatA<TA> a{A, lda, w.k};
   if ((M / 16) * (N / 16) >= kWarps)
-    block_mm_mma<P, 2, TA>(M, N, K, alpha, A, lda, B, beta, C, ldc, w);
+    block_mm_mma<P, 2>(M, N, K, alpha, a, B, beta, C, ldc, w);
   else
-    block_mm_mma<P, 1, TA>(M, N, K, alpha, A, lda, B, beta, C, ldc, w);
+    block_mm_mma<P, 1>(M, N, K, alpha, a, B, beta, C, ldc, w);
   __syncthreads();
 }
 
 // C [M, N] = A X^T from bf16 tiles (bf16_tile_ld rows; M, N, K multiples
-// of 16) by ldmatrix: each warp's strips of 16x8 as block_mm_mma<Bf16, 1>
-// takes them, the same k order, so the same bits as block_mm over the fp32
-// tiles these were rounded from. Then a barrier.
+// of 16) by ldmatrix, in strips of 16x8: the same k order, so the same bits
+// as block_mm over the fp32 tiles these were rounded from. Then a barrier.
 __device__ inline void block_mm_bf16_abt(int M, int N, int K, const uint16_t* A, int lda, const uint16_t* X, int ldx,
                                          float* C, int ldc) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int strips_n = N / 8, strips = (M / 16) * strips_n;
-  for (int s = threadIdx.x / 32; s < strips; s += kWarps) {
-    const int i0 = (s / strips_n) * 16, j0 = (s % strips_n) * 8;
-    float acc[4] = {};
-    for (int k0 = 0; k0 < K; k0 += 16) {
-      uint32_t a[4], b[2];
-      ldm_a(A + i0 * lda, lda, k0, lane, a);
-      ldm_b_rows_x2(X, ldx, j0, k0, lane, b);
-      mma_m16n8k16_bf16(acc, a, b, acc);
-    }
-    PF_UNROLL
-    for (int r = 0; r < 4; ++r) C[(i0 + mma_row(g, r)) * ldc + j0 + mma_col(t, r)] = acc[r];
-  }
+  block_mm_mma<TileMath::Bf16, 1>(M, N, K, 1.f, Bf16A{A, lda}, Bf16RowsB{X, ldx}, 0.f, C, ldc, Diag{});
   __syncthreads();
 }
 #endif
