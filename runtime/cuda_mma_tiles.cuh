@@ -28,12 +28,21 @@
 #include "runtime/cuda_mma.cuh"
 #include "runtime/tile_math.h"
 
-// A loop the compiler should unroll (nvcc); nothing on the host compilers.
+// A loop the compiler should unroll (nvcc), or keep rolled: one copy of a
+// large body (nvcc unrolled a loop over tiles four times, and then would not
+// inline the body); nothing on the host compilers.
 #if defined(__CUDACC__)
 #define PF_UNROLL _Pragma("unroll")
+#define PF_NO_UNROLL _Pragma("unroll 1")
 #else
 #define PF_UNROLL
+#define PF_NO_UNROLL
 #endif
+// After a lambda's parameters: inline its body into the caller however large
+// it is. A lambda nvcc calls instead receives its captures by reference,
+// which puts them, and what they refer to (a kernel's arguments, its tiles'
+// pointers), in local memory.
+#define PF_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace pf {
 

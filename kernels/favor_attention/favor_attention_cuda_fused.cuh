@@ -102,7 +102,6 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
   D.d = static_cast<int>(s.d);
   D.m_all = static_cast<int>(s.m);
   D.ms = static_cast<int>(std::min<int64_t>(width, s.m));
-  D.m = D.ms;
   D.slices = static_cast<int>(ceil_div(s.m, D.ms));
   D.D1 = D.d + 1;
   D.dp = pad16(s.d);
@@ -206,10 +205,6 @@ struct Block {
   __device__ int64_t slot(const Dims& D) const { return (int64_t(h) * D.segs + seg) * D.slices + z; }
 };
 
-// Every tile kernel starts here: a.D.m becomes the features of the block's
-// slice (the launch gives the slice width).
-__device__ inline void enter_slice(Args& a) { a.D.m = a.D.slice_features(blockIdx.z); }
-
 // Where a block writes rows [t0, t0 + rows) of its head's output of `width`
 // columns: the call's buffer `out` at the head's rows (one slice), or the
 // same rows of its slice's part in `out` [slices][extent][width], which a
@@ -298,6 +293,7 @@ __device__ inline void load_query_grads(const Args& a, const Block& b, const Til
 template <class Body>
 __device__ __forceinline__ void for_each_tile(const Dims& D, const Block& b, bool reverse, Body&& tile) {
   const int tiles = (b.r1 - b.r0 + D.ct - 1) / D.ct;
+  PF_NO_UNROLL
   for (int i = 0; i < tiles; ++i) {
     const int t0 = b.r0 + (reverse ? tiles - 1 - i : i) * D.ct;
     tile(t0, min(D.ct, b.r1 - t0), b.row(D, t0));
@@ -408,7 +404,7 @@ __device__ inline void causal_row_scales(const Args& a, const Block& b, const Ti
 
 // ---- tile kernels' bodies (entry points: favor_attention_cuda_tile_kernels.cuh) ------
 // Every segment's own key state: (fa, fS)[h][seg] = sum over its rows.
-__device__ __forceinline__ void key_segments_tiles(Args& a) {
+__device__ __forceinline__ void key_segments_tiles(const Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -440,7 +436,7 @@ __device__ inline void store_total_query_grad(const Args& a, const Block& b, con
 // Every segment's own query-gradient state: (ga, gS)[h][seg] = sum over its
 // rows of exp(-L_i) phi_q[i] G_i^T; with dq != null (bidirectional), also
 // dq = the feature backward of exp(b - L_i) G_i Tot^T for the total (sa, Sp).
-__device__ __forceinline__ void query_segments_tiles(Args& a) {
+__device__ __forceinline__ void query_segments_tiles(const Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -458,7 +454,7 @@ __device__ __forceinline__ void query_segments_tiles(Args& a) {
 
 // Causal forward of each segment from its scanned state (fa, fS):
 //   Y = diag(exp(a - L_i)) Pq S + mask(Pq Pk^T) V';  (a, S) (+)= the tile's keys.
-__device__ __forceinline__ void causal_forward_tiles(Args& a) {
+__device__ __forceinline__ void causal_forward_tiles(const Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -509,7 +505,7 @@ __device__ inline void store_prefix_rows(const Args& a, const Block& b, const Ti
 // The prefix's or total's part of y for the state (sa, Sp) of each head
 // (prefix_row_weights): a product of each tile's query features with the
 // state, read from the carried copy.
-__device__ __forceinline__ void add_prefix_tiles(Args& a) {
+__device__ __forceinline__ void add_prefix_tiles(const Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);
@@ -554,7 +550,7 @@ __device__ __forceinline__ void causal_backward_key_sweep(const Args& a, const B
   const int64_t slot = b.slot(D);
   if (threadIdx.x == 0) t.scalar[1] = a.ga[slot];
   float* R = carried_state(D, t, a.gS + slot * D.state_floats());
-  for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) {
+  for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) PF_INLINE_LAMBDA {
     load_query_grads(a, b, t, row, rows);
     load_keys(a, b, t, row, rows);  // k last, so that X holds k
     key_sweep_products(D, t, R);
@@ -605,7 +601,7 @@ __device__ __forceinline__ void key_grads_from_state_staged(const Args& a, const
 // (fa, fS) at the segment's start (the rank's prefix included):
 //   dPq = diag(exp(a - L_i)) G S^T + mask(G V'^T) Pk -> dq;  (a, S) (+)= keys.
 // Sweep 2: causal_backward_key_sweep.
-__device__ __forceinline__ void causal_backward_tiles(Args& a) {
+__device__ __forceinline__ void causal_backward_tiles(const Args& a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);

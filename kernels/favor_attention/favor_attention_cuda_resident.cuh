@@ -319,8 +319,7 @@ struct ValueStrip : Strip<NT> {
 // bidirectional backward's query segments, which do, are
 // k_query_segments_dq_resident.
 template <TileMath P, int NT, bool Queries>
-__global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
-  enter_slice(a);
+__global__ void __launch_bounds__(kThreads, 1) k_segments_resident(const Args a) {
 #ifdef PF_FAVOR_MMA_TILES
   const Dims& D = a.D;
   const Block b(a);
@@ -374,8 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_segments_resident(Args a) {
 // tile's q is staged after that; its o, d_o, den and row scales as soon
 // as this tile's are read.
 template <TileMath P, int NT>
-__global__ void __launch_bounds__(kThreads, 1) k_query_segments_dq_resident(Args a) {
-  enter_slice(a);
+__global__ void __launch_bounds__(kThreads, 1) k_query_segments_dq_resident(const Args a) {
 #ifdef PF_FAVOR_MMA_TILES
   const Dims& D = a.D;
   const Block b(a);
@@ -411,8 +409,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_query_segments_dq_resident(Args
 // The causal forward of each segment from its scanned state (k_causal_forward),
 // the strips in registers.
 template <TileMath P, int NT>
-__global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a) {
-  enter_slice(a);
+__global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(const Args a) {
 #ifdef PF_FAVOR_MMA_TILES
   const Dims& D = a.D;
   const Block b(a);
@@ -454,8 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_causal_forward_resident(Args a)
 // the sum over the features within each warp, the tile's q staged while
 // the previous tile runs.
 template <TileMath P, int NT>
-__global__ void __launch_bounds__(kThreads, 1) k_add_prefix_resident(Args a) {
-  enter_slice(a);
+__global__ void __launch_bounds__(kThreads, 1) k_add_prefix_resident(const Args a) {
 #ifdef PF_FAVOR_MMA_TILES
   const Dims& D = a.D;
   const Block b(a);
@@ -536,7 +532,7 @@ __device__ __forceinline__ void key_sweep_staged(const Args& a, const Block& b, 
   stage_key_sweep_rows(a, b, t, s, b.r0 + (tiles - 1) * D.ct);  // the sweep runs from the last tile
   if (threadIdx.x == 0) t.scalar[1] = a.ga[slot];
   float* R = carried_state(D, t, a.gS + slot * D.state_floats());
-  for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) {
+  for_each_tile(D, b, true, [&](int t0, int rows, int64_t row) PF_INLINE_LAMBDA {
     wait_rows();
     finish_vprime(D, t.VP, rows);
     Tiles queries = t;
@@ -569,8 +565,7 @@ __device__ __forceinline__ void key_sweep_staged(const Args& a, const Block& b, 
 // both the features and the value columns, but stages its rows
 // (key_sweep_staged).
 template <TileMath P, int NV>
-__global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(Args a) {
-  enter_slice(a);
+__global__ void __launch_bounds__(kThreads, 1) k_causal_backward_resident(const Args a) {
 #ifdef PF_FAVOR_MMA_TILES
   const Dims& D = a.D;
   const Block b(a);

@@ -15,43 +15,27 @@ namespace favor_cuda {
 namespace {
 
 // Every segment's own key state (key_segments_tiles).
-__global__ void k_key_segments(Args a) {
-  enter_slice(a);
-  key_segments_tiles(a);
-}
+__global__ void k_key_segments(const Args a) { key_segments_tiles(a); }
 
 // Every segment's own query-gradient state, and with dq the bidirectional
 // dq (query_segments_tiles).
-__global__ void k_query_segments(Args a) {
-  enter_slice(a);
-  query_segments_tiles(a);
-}
+__global__ void k_query_segments(const Args a) { query_segments_tiles(a); }
 
 // The causal forward of each segment from its scanned state
 // (causal_forward_tiles).
-__global__ void k_causal_forward(Args a) {
-  enter_slice(a);
-  causal_forward_tiles(a);
-}
+__global__ void k_causal_forward(const Args a) { causal_forward_tiles(a); }
 
 // The causal backward of each segment (causal_backward_tiles).
-__global__ void k_causal_backward(Args a) {
-  enter_slice(a);
-  causal_backward_tiles(a);
-}
+__global__ void k_causal_backward(const Args a) { causal_backward_tiles(a); }
 
 // The prefix's or total's part of y (add_prefix_tiles).
-__global__ void k_add_prefix(Args a) {
-  enter_slice(a);
-  add_prefix_tiles(a);
-}
+__global__ void k_add_prefix(const Args a) { add_prefix_tiles(a); }
 
 // dk, dv (+)= the keys' part from a gradient state (sa, Sp) of later rows:
 //   dPk = diag(exp(c_j + rho)) V' R^T,  dV = diag(exp(c_j + rho)) Pk R[:, :d],
 // the rows fetched ahead where the resident kernels run
 // (key_grads_from_state_staged).
-__global__ void k_key_grad_from_state(Args a) {
-  enter_slice(a);
+__global__ void k_key_grad_from_state(const Args a) {
   const Dims& D = a.D;
   const Block b(a);
   const Tiles t = shared_tiles(D);

@@ -46,7 +46,7 @@ constexpr int kWarps = kThreads / 32;
 
 // Sizes of one call, true and padded to multiples of 16.
 struct Dims {
-  int n, d, m, D1;    // positions, head dim, features (of the block's slice; the launch's: ms), d + 1
+  int n, d, D1;       // positions, head dim, d + 1
   int dp, mp, D1p;    // padded d, slice width, D1
   int ct;             // rows per tile (16 or 32)
   bool smem_state;    // the running state [mp, D1p] a block updates lives in shared memory (Tiles::S)
@@ -65,6 +65,12 @@ struct Dims {
   // Features of slice z, the first of them z * ms.
   __host__ __device__ int slice_features(int z) const { return ms < m_all - z * ms ? ms : m_all - z * ms; }
 };
+
+// The features of the block's slice (blockIdx.z), derived where they are
+// used: a kernel that wrote them into its Args would keep a copy of the
+// whole Args in local memory once its registers are taken (ptxas placed
+// the resident causal backward's there, 576 bytes a thread).
+__device__ inline int block_features(const Dims& D) { return D.slice_features(blockIdx.z); }
 
 // Row stride of a shared tile of `cols` (a multiple of 16) columns. A
 // warp's fragment load takes row g, column t (or row t, column g) of a
@@ -532,7 +538,7 @@ template <class Out>
 __device__ inline void make_features_into(const Dims& D, const Tiles& t, const Projection& W, float* U, const Out& out,
                                           float* c, int rows) {
   project_rows(D, t, W, U);
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, m = block_features(D);
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
     float* u = U + i * tile_ld(D.mp);
     if (i >= rows) {
@@ -551,7 +557,7 @@ __device__ inline void make_features_into(const Dims& D, const Tiles& t, const P
         h = 0.5f * D.data_scale * D.data_scale * sq;
       }
       top = -INFINITY;
-      for (int l = lane; l < D.m; l += 32) {
+      for (int l = lane; l < m; l += 32) {
         u[l] = favor_exponent(u[l], h);
         top = fmaxf(top, u[l]);
       }
@@ -561,16 +567,16 @@ __device__ inline void make_features_into(const Dims& D, const Tiles& t, const P
       // exp2_approx (u - top exact where they are close, so the row's top
       // feature is m^(-1/2) exactly).
       if (D.math != TileMath::Fp32) {
-        out.row(D, i, lane, [&](int l) { return l < D.m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f; });
+        out.row(D, i, lane, [&](int l) { return l < m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f; });
         if (c && lane == 0) c[i] = top;
         continue;
       }
 #endif
-      out.row(D, i, lane, [&](int l) { return l < D.m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f; });
+      out.row(D, i, lane, [&](int l) { return l < m ? favor_feature(u[l], top, D.inv_sqrt_m) : 0.f; });
     } else if (D.elu) {
-      out.row(D, i, lane, [&](int l) { return l < D.m ? elu_feature(u[l]) : 0.f; });
+      out.row(D, i, lane, [&](int l) { return l < m ? elu_feature(u[l]) : 0.f; });
     } else {
-      out.row(D, i, lane, [&](int l) { return l < D.m ? relu_feature(u[l], D.eps) : 0.f; });
+      out.row(D, i, lane, [&](int l) { return l < m ? relu_feature(u[l], D.eps) : 0.f; });
     }
     if (c && lane == 0) c[i] = top;
   }
@@ -603,15 +609,15 @@ __device__ inline void projection_product(const Dims& D, const Tiles& t, const P
 // from its words where the block has them in shared memory. T stays in WK
 // for weight_grad.
 __device__ inline void feature_grad(const Dims& D, const Tiles& t, const Projection& W, const float* Phi) {
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, m = block_features(D);
   for (int i = threadIdx.x / 32; i < D.ct; i += kWarps) {
     float* g = t.WK + i * tile_ld(D.mp);
     const float* p = Phi + i * tile_ld(D.mp);
     float sum = 0.f;
     for (int l = lane; l < D.mp; l += 32) {
       const float v = D.softmax ? favor_grad_weight(g[l], p[l])
-                      : D.elu   ? (l < D.m ? elu_grad_weight(g[l], p[l]) : 0.f)
-                                : relu_grad_weight(g[l], l < D.m && p[l] > D.eps);
+                      : D.elu   ? (l < m ? elu_grad_weight(g[l], p[l]) : 0.f)
+                                : relu_grad_weight(g[l], l < m && p[l] > D.eps);
       g[l] = v;
       sum += v;
     }
