@@ -331,13 +331,17 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const AOp& A, con
   }
 }
 
-// Strips of 16x16 where there are enough of them for every warp, else of
-// 16x8; then a barrier.
+// The widest strips (16x32, 16x16, 16x8) of which there are at least as
+// many as warps: the wider, the fewer loads of each A fragment (with
+// 32-row tiles, a product of N = 128, 160, ... columns takes 16x32: the
+// projections, U = s X W^T, at such mp); then a barrier.
 template <TileMath P, bool TA, class BOp>
 __device__ void block_mm_tensor(int M, int N, int K, float alpha, const float* A, int lda, const BOp& B, float beta,
                                 float* C, int ldc, const Diag& w) {
   const FloatA<TA> a{A, lda, w.k};
-  if ((M / 16) * (N / 16) >= kWarps)
+  if ((M / 16) * (N / 32) >= kWarps && N % 32 == 0)
+    block_mm_mma<P, 4>(M, N, K, alpha, a, B, beta, C, ldc, w);
+  else if ((M / 16) * (N / 16) >= kWarps)
     block_mm_mma<P, 2>(M, N, K, alpha, a, B, beta, C, ldc, w);
   else
     block_mm_mma<P, 1>(M, N, K, alpha, a, B, beta, C, ldc, w);
