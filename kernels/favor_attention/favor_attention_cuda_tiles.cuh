@@ -67,9 +67,10 @@ struct Dims {
 };
 
 // The features of the block's slice (blockIdx.z), derived where they are
-// used: a kernel that wrote them into its Args would keep a copy of the
-// whole Args in local memory once its registers are taken (ptxas placed
-// the resident causal backward's there, 576 bytes a thread).
+// used: a kernel that wrote them into its Args would work on a copy of the
+// whole Args, which ptxas keeps in local memory once the strips take the
+// registers (the bidirectional query segments with 32 feature tiles
+// spilled 16 bytes; the tile kernels took up to 111 registers for 64).
 __device__ inline int block_features(const Dims& D) { return D.slice_features(blockIdx.z); }
 
 // Row stride of a shared tile of `cols` (a multiple of 16) columns. A
