@@ -11,7 +11,9 @@
 //                                 from W's rows rounded once into 32-bit
 //                                 words (kPerWord elements each; word u of
 //                                 row j at w[at(j, u)]), the same bits
-//                                 load_b<true> gives from W itself
+//                                 load_b<true> gives from W itself;
+//                                 ldm_b_words<P>: two 8-column tiles at
+//                                 once by ldmatrix
 //   warp_mm_from_acc<P, NJ, KT, TB>(a, B, ...)   a product whose A is the warp's accumulators
 //                                 (in bf16 by bf16_mm_from_acc, which takes
 //                                 B's fragments from a callable)
@@ -148,6 +150,16 @@ __device__ __forceinline__ void load_b_words(const uint32_t* w, const At& at, in
   const int u = k0 / Mma<P>::kPerWord + t;
   b[0] = w[at(j0 + g, u)];
   b[1] = w[at(j0 + g, u + 4)];
+}
+// load_b_words of two 8-column tiles (columns j0..j0+7 in b[0..1],
+// j0+8..j0+15 in b[2..3]) by one ldmatrix.x4: an 8x8 matrix of 16-bit
+// elements is 8 rows of 4 words, and lane (g, t) receives word t of row g,
+// which is b0 (or, 4 words on, b1) of both precisions. Each row's 4 words
+// at(j, u..u+3) contiguous and on a 16-byte boundary (u a multiple of 4).
+template <TileMath P, class At>
+__device__ __forceinline__ void ldm_b_words(const uint32_t* w, const At& at, int k0, int j0, int lane, uint32_t b[4]) {
+  const int i = lane / 8, r = lane % 8;
+  ldmatrix<4, false>(b, w + at(j0 + r + 8 * (i / 2), k0 / Mma<P>::kPerWord + 4 * (i % 2)));
 }
 
 // The bf16 A fragment of the 16-column step kk of A [16, 8 KT] held as the

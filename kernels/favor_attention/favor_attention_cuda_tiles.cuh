@@ -31,6 +31,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/linear_attention/linear_attention_math.h"
@@ -231,12 +232,27 @@ struct FloatB {
 struct WordsB {
   const uint32_t* w;
   int words;  // a row
+  __device__ int at(int j, int u) const { return projection_word(words, j, u); }
   template <TileMath P>
   __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
     load_b_words<P>(
-        w, [&](int j, int u) { return projection_word(words, j, u); }, k0, j0, g, t, b);
+        w, [&](int j, int u) { return at(j, u); }, k0, j0, g, t, b);
+  }
+  // Columns j0..j0+15 at once (b[0..1], b[2..3]) by ldmatrix: a row's 4
+  // words from u stay together under projection_word's swizzle (it moves
+  // groups of 4 words), on 16-byte boundaries (Tiles::proj is on one, and
+  // a row is dp or dp / 2 words, multiples of 8).
+  template <TileMath P>
+  __device__ void load_pair(int k0, int j0, int lane, uint32_t b[4]) const {
+    ldm_b_words<P>(
+        w, [&](int j, int u) { return at(j, u); }, k0, j0, lane, b);
   }
 };
+// Whether a B operand loads two 8-column tiles at once (load_pair).
+template <class B, class = void>
+struct LoadsPairs : std::false_type {};
+template <class B>
+struct LoadsPairs<B, std::void_t<decltype(&B::template load_pair<TileMath::Tf32>)>> : std::true_type {};
 // op(B) = X^T from a bf16 tile X (bf16_tile_ld rows; FeaturesBf16) by
 // ldmatrix: the bits FloatB<true> rounds from the fp32 X it was made from.
 struct Bf16RowsB {
@@ -300,8 +316,8 @@ struct Bf16A {
 };
 
 // Each warp owns output strips of 16 rows and NB 8-column tiles, the A
-// fragment loaded once per k-step for the NB products; strips go to the
-// warps in turn. w.rows scales C's rows (w.k belongs to the A operand).
+// fragment loaded once per k-step for the NB products (B's two tiles at a
+// time where it loads pairs); strips go to the warps in turn. w.rows scales C's rows (w.k belongs to the A operand).
 template <TileMath P, int NB, class AOp, class BOp>
 __device__ void block_mm_mma(int M, int N, int K, float alpha, const AOp& A, const BOp& B, float beta, float* C,
                              int ldc, const Diag& w) {
@@ -313,11 +329,21 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const AOp& A, con
     for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
       uint32_t a[4];
       A.template load<P>(i0, k0, g, t, a);
-      PF_UNROLL
-      for (int nb = 0; nb < NB; ++nb) {
-        uint32_t b[2];
-        B.template load<P>(k0, j0 + 8 * nb, g, t, b);
-        Mma<P>::mma(acc[nb], a, b);
+      if constexpr (LoadsPairs<BOp>::value && NB % 2 == 0) {
+        PF_UNROLL
+        for (int nb = 0; nb < NB; nb += 2) {
+          uint32_t b[4];
+          B.template load_pair<P>(k0, j0 + 8 * nb, lane, b);
+          Mma<P>::mma(acc[nb], a, b);
+          Mma<P>::mma(acc[nb + 1], a, b + 2);
+        }
+      } else {
+        PF_UNROLL
+        for (int nb = 0; nb < NB; ++nb) {
+          uint32_t b[2];
+          B.template load<P>(k0, j0 + 8 * nb, g, t, b);
+          Mma<P>::mma(acc[nb], a, b);
+        }
       }
     }
     PF_UNROLL
