@@ -243,16 +243,19 @@ struct WordsB {
   // groups of 4 words), on 16-byte boundaries (Tiles::proj is on one, and
   // a row is dp or dp / 2 words, multiples of 8).
   template <TileMath P>
+  static constexpr bool kPairs = true;
+  template <TileMath P>
   __device__ void load_pair(int k0, int j0, int lane, uint32_t b[4]) const {
     ldm_b_words<P>(
         w, [&](int j, int u) { return at(j, u); }, k0, j0, lane, b);
   }
 };
-// Whether a B operand loads two 8-column tiles at once (load_pair).
-template <class B, class = void>
+// Whether a B operand loads two 8-column tiles at once in precision P
+// (its kPairs<P> and load_pair<P>).
+template <class B, TileMath P, class = void>
 struct LoadsPairs : std::false_type {};
-template <class B>
-struct LoadsPairs<B, std::void_t<decltype(&B::template load_pair<TileMath::Tf32>)>> : std::true_type {};
+template <class B, TileMath P>
+struct LoadsPairs<B, P, std::enable_if_t<B::template kPairs<P>>> : std::true_type {};
 // op(B) = X^T from a bf16 tile X (bf16_tile_ld rows; FeaturesBf16) by
 // ldmatrix: the bits FloatB<true> rounds from the fp32 X it was made from.
 struct Bf16RowsB {
@@ -289,6 +292,19 @@ struct WordsBT {
       b[0] = w[projection_word(words, k0 + t, c)];
       b[1] = w[projection_word(words, k0 + t + 4, c)];
     }
+  }
+  // bf16: columns j0..j0+15 at once (b[0..1], b[2..3]) by ldmatrix.trans
+  // over W's rows k0..k0+15 as 16-bit elements (ldm_b_cols' matrices: a
+  // row's 8 elements from j0 or j0 + 8 are 4 words that the swizzle keeps
+  // together on a 16-byte boundary). TF32's 32-bit elements have no
+  // transposed ldmatrix.
+  template <TileMath P>
+  static constexpr bool kPairs = P == TileMath::Bf16;
+  template <TileMath P>
+  __device__ void load_pair(int k0, int j0, int lane, uint32_t b[4]) const {
+    const int i = lane / 8, r = lane % 8;
+    const uint32_t* row = w + projection_word(words, k0 + r + 8 * (i % 2), (j0 + 8 * (i / 2)) / 2);
+    ldmatrix<4, true>(b, row);
   }
 };
 
@@ -329,7 +345,7 @@ __device__ void block_mm_mma(int M, int N, int K, float alpha, const AOp& A, con
     for (int k0 = 0; k0 < K; k0 += Mma<P>::kStep) {
       uint32_t a[4];
       A.template load<P>(i0, k0, g, t, a);
-      if constexpr (LoadsPairs<BOp>::value && NB % 2 == 0) {
+      if constexpr (LoadsPairs<BOp, P>::value && NB % 2 == 0) {
         PF_UNROLL
         for (int nb = 0; nb < NB; nb += 2) {
           uint32_t b[4];
