@@ -10,8 +10,15 @@ TF32/bf16 conversions (F2FP, F2F), special-function operations (MUFU),
 barriers (BAR) and local-memory spills (LDL, STL). These are counts in the
 code, not executed counts: a loop body counts once however often it runs.
 
+With --loops, one row per innermost loop that runs tensor-core products
+instead (a backward branch's body that holds HMMA and no other such
+loop): its first and last address and the same counts over its body, so
+that the instructions a k-step of a product costs can be read off (a body
+the compiler unrolled holds several k-steps: divide by its HMMA over the
+products' count per k-step).
+
     cuobjdump -sass build/kernels/.../favor_attention_cuda_resident_bf16.cu.o |
-        python3 launch/bench/sass_counts.py [--match causal_forward] > counts.csv
+        python3 launch/bench/sass_counts.py [--match causal_forward] [--loops] > counts.csv
     python3 launch/bench/sass_counts.py --self-test
 """
 import argparse
@@ -24,6 +31,9 @@ COLUMNS = ["instructions", "HMMA", "LDSM", "LDS", "LDS.64", "LDS.128", "STS", "L
 _FUNCTION = re.compile(r"Function : (\S+)")
 # "/*0420*/   @!P0 LDS.64 R4, [R2+0x10] ;": an address, an optional predicate, the opcode.
 _INSTRUCTION = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
+# The same with the address and the operands: "/*0420*/ @P0 BRA 0x3f0 ;".
+_ADDRESSED = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)(.*)")
+_TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
 
 
 def column_of(opcode):
@@ -59,6 +69,58 @@ def count(lines):
             if column:
                 current[column] += 1
     return kernels
+
+
+def tally(opcodes):
+    """Counter of COLUMNS over a list of opcodes."""
+    counts = collections.Counter()
+    for opcode in opcodes:
+        counts["instructions"] += 1
+        column = column_of(opcode)
+        if column:
+            counts[column] += 1
+    return counts
+
+
+def loops(lines):
+    """{mangled kernel name: [(first address, last address, Counter)]}: the
+    innermost loops (a branch back to an earlier address of the same
+    kernel, the instructions from there to the branch) whose body holds
+    HMMA, in address order."""
+    bodies = collections.OrderedDict()
+    current = None
+    for line in lines:
+        m = _FUNCTION.search(line)
+        if m:
+            current = bodies.setdefault(m.group(1), [])
+            continue
+        m = _ADDRESSED.match(line)
+        if m and current is not None:
+            current.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    found = collections.OrderedDict()
+    for name, code in bodies.items():
+        index = {address: i for i, (address, _, _) in enumerate(code)}
+        spans = []
+        for i, (address, opcode, operands) in enumerate(code):
+            target = _TARGET.search(operands)
+            if opcode.startswith("BRA") and target:
+                start = int(target.group(1), 16)
+                if start < address and start in index:
+                    spans.append((index[start], i))
+        with_mma = [(a, b) for a, b in spans if any(op.startswith("HMMA") for _, op, _ in code[a:b + 1])]
+        innermost = [(a, b) for a, b in with_mma
+                     if not any((c, d) != (a, b) and a <= c and d <= b for c, d in with_mma)]
+        found[name] = [(code[a][0], code[b][0], tally(op for _, op, _ in code[a:b + 1])) for a, b in sorted(innermost)]
+    return found
+
+
+def write_loops_csv(found, match, out):
+    out.write("kernel,first,last," + ",".join(COLUMNS) + "\n")
+    for name, spans in found.items():
+        if match and match not in name:
+            continue
+        for first, last, counts in spans:
+            out.write("%s,%#x,%#x,%s\n" % (short_name(name), first, last, ",".join(str(counts[c]) for c in COLUMNS)))
 
 
 def write_csv(kernels, match, out):
@@ -97,22 +159,49 @@ def self_test():
     write_csv(k, "causal", out)
     assert out.getvalue().splitlines()[1].startswith("k_causal_forward_residentILNS_8TileMathE2ELi32EE,9,1,1,1,1,1,")
     assert len(out.getvalue().splitlines()) == 2
+    # Two loops with products, one inside the other, and one without:
+    # only the inner one (0x30-0x60) is reported.
+    looped = """
+        Function : k_loopsEv
+        /*0000*/                   MOV R0, RZ ;
+        /*0010*/                   HMMA.1688.F32.TF32 R4, R8, R10, R4 ;
+        /*0020*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0030*/                   LDSM.16.M88.4 R8, [R2] ;
+        /*0040*/                   HMMA.16816.F32.BF16 R4, R8, R10, R4 ;
+        /*0050*/                   HMMA.16816.F32.BF16 R12, R8, R10, R12 ;
+        /*0060*/              @P0 BRA 0x30 ;
+        /*0070*/              @P1 BRA 0x10 ;
+        /*0080*/                   LDS R1, [R2] ;
+        /*0090*/              @P2 BRA 0x80 ;
+        /*00a0*/                   EXIT ;
+    """
+    spans = loops(looped.splitlines())["k_loopsEv"]
+    assert [(a, b) for a, b, _ in spans] == [(0x30, 0x60)], spans
+    assert spans[0][2]["instructions"] == 4 and spans[0][2]["HMMA"] == 2 and spans[0][2]["LDSM"] == 1
+    out = io.StringIO()
+    write_loops_csv(loops(looped.splitlines()), "", out)
+    assert out.getvalue().splitlines()[1].startswith("k_loops,0x30,0x60,4,2,1,"), out.getvalue()
     print("sass_counts self-test passed")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--match", default="", help="only kernels whose mangled name contains this")
+    parser.add_argument("--loops", action="store_true", help="one row per innermost loop with tensor-core products")
     parser.add_argument("--self-test", action="store_true", help="check the parser on a fixed listing and exit")
     args = parser.parse_args()
     if args.self_test:
         self_test()
         return 0
-    kernels = count(sys.stdin)
+    lines = sys.stdin.readlines()
+    kernels = count(lines)
     if not kernels:
         sys.stderr.write("sass_counts.py: no 'Function :' in the input; give it the output of cuobjdump -sass\n")
         return 1
-    write_csv(kernels, args.match, sys.stdout)
+    if args.loops:
+        write_loops_csv(loops(lines), args.match, sys.stdout)
+    else:
+        write_csv(kernels, args.match, sys.stdout)
     return 0
 
 
