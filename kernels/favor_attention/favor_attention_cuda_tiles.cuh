@@ -232,11 +232,10 @@ struct FloatB {
 struct WordsB {
   const uint32_t* w;
   int words;  // a row
-  __device__ int at(int j, int u) const { return projection_word(words, j, u); }
   template <TileMath P>
   __device__ void load(int k0, int j0, int g, int t, uint32_t b[2]) const {
     load_b_words<P>(
-        w, [&](int j, int u) { return at(j, u); }, k0, j0, g, t, b);
+        w, [&](int j, int u) { return projection_word(words, j, u); }, k0, j0, g, t, b);
   }
   // Columns j0..j0+15 at once (b[0..1], b[2..3]) by ldmatrix: a row's 4
   // words from u stay together under projection_word's swizzle (it moves
@@ -247,7 +246,7 @@ struct WordsB {
   template <TileMath P>
   __device__ void load_pair(int k0, int j0, int lane, uint32_t b[4]) const {
     ldm_b_words<P>(
-        w, [&](int j, int u) { return at(j, u); }, k0, j0, lane, b);
+        w, [&](int j, int u) { return projection_word(words, j, u); }, k0, j0, lane, b);
   }
 };
 // Whether a B operand loads two 8-column tiles at once in precision P
@@ -333,7 +332,8 @@ struct Bf16A {
 
 // Each warp owns output strips of 16 rows and NB 8-column tiles, the A
 // fragment loaded once per k-step for the NB products (B's two tiles at a
-// time where it loads pairs); strips go to the warps in turn. w.rows scales C's rows (w.k belongs to the A operand).
+// time where it loads pairs); strips go to the warps in turn. w.rows
+// scales C's rows (w.k belongs to the A operand).
 template <TileMath P, int NB, class AOp, class BOp>
 __device__ void block_mm_mma(int M, int N, int K, float alpha, const AOp& A, const BOp& B, float beta, float* C,
                              int ldc, const Diag& w) {

@@ -55,20 +55,17 @@ def short_name(mangled):
 
 def count(lines):
     """{mangled kernel name: Counter of COLUMNS} in the order the kernels appear."""
-    kernels = collections.OrderedDict()
+    opcodes = collections.OrderedDict()
     current = None
     for line in lines:
         m = _FUNCTION.search(line)
         if m:
-            current = kernels.setdefault(m.group(1), collections.Counter())
+            current = opcodes.setdefault(m.group(1), [])
             continue
         m = _INSTRUCTION.match(line)
         if m and current is not None:
-            current["instructions"] += 1
-            column = column_of(m.group(1))
-            if column:
-                current[column] += 1
-    return kernels
+            current.append(m.group(1))
+    return collections.OrderedDict((name, tally(ops)) for name, ops in opcodes.items())
 
 
 def tally(opcodes):
