@@ -17,8 +17,14 @@ that the instructions a k-step of a product costs can be read off (a body
 the compiler unrolled holds several k-steps: divide by its HMMA over the
 products' count per k-step).
 
+With --ptxas, it reads what `nvcc -Xptxas -v` printed while compiling
+(stderr) instead: one row per kernel with its registers, stack frame and
+spill bytes (stores, loads).
+
     cuobjdump -sass build/kernels/.../favor_attention_cuda_resident_bf16.cu.o |
         python3 launch/bench/sass_counts.py [--match causal_forward] [--loops] > counts.csv
+    nvcc ... -Xptxas -v -c kernels/.../favor_attention_cuda_resident_bf16.cu 2>&1 |
+        python3 launch/bench/sass_counts.py --ptxas > ptxas.csv
     python3 launch/bench/sass_counts.py --self-test
 """
 import argparse
@@ -128,6 +134,50 @@ def write_csv(kernels, match, out):
         out.write(short_name(name) + "," + ",".join(str(counts[c]) for c in COLUMNS) + "\n")
 
 
+PTXAS_COLUMNS = ["registers", "stack_bytes", "spill_store_bytes", "spill_load_bytes"]
+_ENTRY = re.compile(r"Compiling entry function '(\S+)'")
+_PROPERTIES = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGISTERS = re.compile(r"Used (\d+) registers")
+
+
+def ptxas_figures(lines):
+    """{mangled kernel name: {PTXAS_COLUMNS}} from `nvcc -Xptxas -v` output,
+    the kernels (entry functions) only, in the order ptxas compiled them."""
+    kernels = collections.OrderedDict()
+    entry = properties = None
+    for line in lines:
+        m = _ENTRY.search(line)
+        if m:
+            entry = m.group(1)
+            kernels[entry] = {}
+            continue
+        m = _PROPERTIES.search(line)
+        if m:
+            properties = m.group(1)
+            continue
+        m = _FRAME.search(line)
+        if m and properties in kernels:
+            kernels[properties].update(zip(PTXAS_COLUMNS[1:], (int(v) for v in m.groups())))
+            continue
+        m = _REGISTERS.search(line)
+        if m and entry is not None:
+            kernels[entry]["registers"] = int(m.group(1))
+            entry = None
+    return kernels
+
+
+def write_ptxas_csv(kernels, match, out):
+    out.write("kernel," + ",".join(PTXAS_COLUMNS) + "\n")
+    for name, figures in kernels.items():
+        if match and match not in name:
+            continue
+        missing = [c for c in PTXAS_COLUMNS if c not in figures]
+        if missing:
+            raise ValueError("ptxas output lacks %s for %s" % (", ".join(missing), name))
+        out.write(short_name(name) + "," + ",".join(str(figures[c]) for c in PTXAS_COLUMNS) + "\n")
+
+
 def self_test():
     sass = """
         Function : _ZN2pf10favor_cuda12_GLOBAL__N_125k_causal_forward_residentILNS_8TileMathE2ELi32EEEvNS0_4ArgsE
@@ -178,6 +228,30 @@ def self_test():
     out = io.StringIO()
     write_loops_csv(loops(looped.splitlines()), "", out)
     assert out.getvalue().splitlines()[1].startswith("k_loops,0x30,0x60,4,2,1,"), out.getvalue()
+    # ptxas -v: a device function's properties between two kernels' do
+    # not count; each kernel gets its own frame and registers.
+    verbose = """
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_ZN2pf10favor_cuda12_GLOBAL__N_125k_causal_forward_residentILNS_8TileMathE2ELi32EEEvNS0_4ArgsE' for 'sm_90'
+ptxas info    : Function properties for _ZN2pf10favor_cuda12_GLOBAL__N_125k_causal_forward_residentILNS_8TileMathE2ELi32EEEvNS0_4ArgsE
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 384 bytes cmem[0]
+ptxas info    : Function properties for _Z6helperv
+    16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function '_Z8k_plainv' for 'sm_90'
+ptxas info    : Function properties for _Z8k_plainv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers, 360 bytes cmem[0]
+"""
+    figures = ptxas_figures(verbose.splitlines())
+    assert list(figures.values()) == [
+        {"registers": 255, "stack_bytes": 8, "spill_store_bytes": 4, "spill_load_bytes": 4},
+        {"registers": 40, "stack_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0}], figures
+    out = io.StringIO()
+    write_ptxas_csv(figures, "", out)
+    assert out.getvalue().splitlines() == [
+        "kernel,registers,stack_bytes,spill_store_bytes,spill_load_bytes",
+        "k_causal_forward_residentILNS_8TileMathE2ELi32EE,255,8,4,4", "_Z8k_plainv,40,0,0,0"], out.getvalue()
     print("sass_counts self-test passed")
 
 
@@ -185,12 +259,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--match", default="", help="only kernels whose mangled name contains this")
     parser.add_argument("--loops", action="store_true", help="one row per innermost loop with tensor-core products")
+    parser.add_argument("--ptxas", action="store_true",
+                        help="read nvcc -Xptxas -v output: registers, stack frame and spills per kernel")
     parser.add_argument("--self-test", action="store_true", help="check the parser on a fixed listing and exit")
     args = parser.parse_args()
     if args.self_test:
         self_test()
         return 0
     lines = sys.stdin.readlines()
+    if args.ptxas:
+        figures = ptxas_figures(lines)
+        if not figures:
+            sys.stderr.write("sass_counts.py: no 'Compiling entry function' in the input; give it what "
+                             "nvcc -Xptxas -v printed\n")
+            return 1
+        write_ptxas_csv(figures, args.match, sys.stdout)
+        return 0
     kernels = count(lines)
     if not kernels:
         sys.stderr.write("sass_counts.py: no 'Function :' in the input; give it the output of cuobjdump -sass\n")
