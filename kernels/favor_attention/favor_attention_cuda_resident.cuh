@@ -639,8 +639,13 @@ TileKernel value_strip_kernel(Resident which) {
 // The resident kernel `which` for the sizes D with operands of type P:
 // value strips of 8, 16 or 32 feature tiles (by the slice's padded
 // features), feature strips of 8 or 16 value tiles (by d + 1).
+// A file that defines PF_FAVOR_TILE_MATH holds that precision's kernels
+// only; the launches pick them by D.math (favor_attention_cuda_launch.cuh).
 template <TileMath P>
 TileKernel resident_kernel(const Dims& D, Resident which) {
+#ifdef PF_FAVOR_TILE_MATH
+  static_assert(P == PF_FAVOR_TILE_MATH, "this file's block routines take their products in PF_FAVOR_TILE_MATH");
+#endif
   if (which == Resident::CausalBackward)
     return D.D1p <= 64 ? k_causal_backward_resident<P, 8> : k_causal_backward_resident<P, 16>;
   if (D.mp <= 64) return value_strip_kernel<P, 8>(which);

@@ -2,6 +2,9 @@
 // (favor_attention_cuda_resident.cuh), compiled in a file of their own so
 // that nvcc builds them beside the rest of the op; the launches of
 // favor_attention_cuda.cu take them through resident_kernel_bf16.
+// Every block routine of this file takes its products in this precision
+// (favor_attention_cuda_tiles.cuh: tile_math).
+#define PF_FAVOR_TILE_MATH TileMath::Bf16
 #include "kernels/favor_attention/favor_attention_cuda_resident.cuh"
 
 namespace pf {

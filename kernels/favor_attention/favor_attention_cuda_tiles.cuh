@@ -162,6 +162,22 @@ struct Tiles {
   }
 };
 
+// The routines from here on are each file's own (an anonymous namespace):
+// a file that compiles the kernels of one TileMath only defines
+// PF_FAVOR_TILE_MATH to it before including this header
+// (favor_attention_cuda_resident_tf32.cu and _bf16.cu), and tile_math(D)
+// is then that constant, so nvcc leaves the other precisions' branches out
+// of every routine: half the compile time of those files, and fewer
+// registers and spills in their kernels (docs/results/sass.md). Elsewhere
+// (favor_attention_cuda.cu, the block emulator) it is D.math.
+namespace {
+
+#ifdef PF_FAVOR_TILE_MATH
+__device__ constexpr TileMath tile_math(const Dims&) { return PF_FAVOR_TILE_MATH; }
+#else
+__device__ inline TileMath tile_math(const Dims& D) { return D.math; }
+#endif
+
 // ---- products -------------------------------------------------------------------
 // Diagonal weights folded into a product (each null when absent):
 //   rows  C's row i is scaled by rows[i] (C = alpha diag(rows) op(A) op(B) + beta C)
@@ -407,9 +423,9 @@ template <bool TA, bool TB>
 __device__ void block_mm(const Dims& D, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                          int ldb, float beta, float* C, int ldc, const Diag& w = Diag{}) {
 #ifdef PF_FAVOR_MMA_TILES
-  if (D.math == TileMath::Tf32)
+  if (tile_math(D) == TileMath::Tf32)
     return block_mm_tensor<TileMath::Tf32, TA>(M, N, K, alpha, A, lda, FloatB<TB>{B, ldb}, beta, C, ldc, w);
-  if (D.math == TileMath::Bf16)
+  if (tile_math(D) == TileMath::Bf16)
     return block_mm_tensor<TileMath::Bf16, TA>(M, N, K, alpha, A, lda, FloatB<TB>{B, ldb}, beta, C, ldc, w);
 #endif
   (void)D;  // only the tensor-core path reads it
@@ -536,7 +552,7 @@ __device__ inline void project_rows(const Dims& D, const Tiles& t, const Project
 #ifdef PF_FAVOR_MMA_TILES
   if (W.words) {
     const WordsB B{W.words, Tiles::projection_words(D)};
-    if (D.math == TileMath::Bf16)
+    if (tile_math(D) == TileMath::Bf16)
       return block_mm_tensor<TileMath::Bf16, false>(D.ct, D.mp, D.dp, D.data_scale, t.X, lx, B, 0.f, U, lu, Diag{});
     return block_mm_tensor<TileMath::Tf32, false>(D.ct, D.mp, D.dp, D.data_scale, t.X, lx, B, 0.f, U, lu, Diag{});
   }
@@ -613,7 +629,7 @@ __device__ inline void make_features_into(const Dims& D, const Tiles& t, const P
       // On tensor cores, whose products round the features to TF32 or bf16,
       // exp2_approx (u - top exact where they are close, so the row's top
       // feature is m^(-1/2) exactly).
-      if (D.math != TileMath::Fp32) {
+      if (tile_math(D) != TileMath::Fp32) {
         out.row(D, i, lane, [&](int l) { return l < m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f; });
         if (c && lane == 0) c[i] = top;
         continue;
@@ -642,7 +658,7 @@ __device__ inline void projection_product(const Dims& D, const Tiles& t, const P
 #ifdef PF_FAVOR_MMA_TILES
   if (W.words) {
     const WordsBT B{W.words, Tiles::projection_words(D)};
-    if (D.math == TileMath::Bf16)
+    if (tile_math(D) == TileMath::Bf16)
       return block_mm_tensor<TileMath::Bf16, false>(D.ct, D.dp, D.mp, D.data_scale, t.WK, lw, B, 0.f, t.DX, lx, Diag{});
     return block_mm_tensor<TileMath::Tf32, false>(D.ct, D.dp, D.mp, D.data_scale, t.WK, lw, B, 0.f, t.DX, lx, Diag{});
   }
@@ -731,5 +747,6 @@ __device__ inline void state_update(const Dims& D, const Tiles& t, int slot, con
   __syncthreads();
 }
 
+}  // namespace
 }  // namespace favor_cuda
 }  // namespace pf
