@@ -22,7 +22,8 @@ struct ExpCase {
 };
 
 // m not a multiple of d; chunks that divide no n; n = 1.
-const ExpCase kCases[] = {{2, 3, 29, 8, 20, 6}, {1, 2, 64, 16, 48, 24}, {3, 2, 1, 8, 12, 4}, {1, 1, 300, 16, 64, 64}};
+const ExpCase kExpCases[] = {
+    {2, 3, 29, 8, 20, 6}, {1, 2, 64, 16, 48, 24}, {3, 2, 1, 8, 12, 4}, {1, 1, 300, 16, 64, 64}};
 
 struct ExpProblem {
   FavorAttentionParams p;
@@ -68,7 +69,7 @@ std::vector<double> per_head(const ExpProblem& pr, const std::vector<T>& dW) {
 
 TEST(ExpAttention, FusedAndInSlabsMatchReferenceWithTrainedW) {
   uint64_t seed = 500;
-  for (const ExpCase& c : kCases)
+  for (const ExpCase& c : kExpCases)
     for (bool causal : {true, false})
       for (bool half_norm : {false, true})
         for (int64_t slab_rows : {int64_t{0}, int64_t{13}}) {
