@@ -19,8 +19,6 @@
 namespace pf {
 namespace {
 
-constexpr const char* kTag = "favor_attention";
-
 void check_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
@@ -112,14 +110,17 @@ void run_step(const ExecContext& ctx, const FavorShape& s, const FavorStep<P...>
   }
 }
 
-Tensor scratch(MemoryTracker& tracker, int64_t floats) { return Tensor::empty({floats}, DType::f32, tracker, kTag); }
+Tensor scratch(MemoryTracker& tracker, int64_t floats) {
+  return Tensor::empty({floats}, DType::f32, tracker, kFavorScratchTag);
+}
 
 }  // namespace
 
 MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own) {
   if (ctx.tracker != nullptr) return *ctx.tracker;
-  PF_REQUIRE(ValueError, ctx.device.is_cpu(),
-             kTag << ": an ExecContext on " << ctx.device.str() << " needs a MemoryTracker for temporaries");
+  PF_REQUIRE(
+      ValueError, ctx.device.is_cpu(),
+      kFavorScratchTag << ": an ExecContext on " << ctx.device.str() << " needs a MemoryTracker for temporaries");
   own = std::make_unique<MemoryTracker>(Device::cpu());
   own->set_stream(ctx.stream);
   return *own;

@@ -41,6 +41,8 @@ namespace pf {
 // in the stream's order after the queued kernels that read the buffers.
 // ValueError for a device context without a tracker.
 MemoryTracker& favor_scratch_tracker(const ExecContext& ctx, std::unique_ptr<MemoryTracker>& own);
+// The memory tracker's tag of the op's scratch tensors.
+constexpr const char* kFavorScratchTag = "favor_attention";
 PF_FAVOR_BACKEND_DECLS(_cpu)
 PF_FAVOR_BACKEND_DECLS(_slabs)
 #if PF_HAVE_CUDA

@@ -25,14 +25,12 @@
 namespace pf {
 namespace {
 
-constexpr const char* kTag = "favor_attention";
-
 // The buffers of one slab of one head, and the loop over them.
 class Slabs {
  public:
   Slabs(const ExecContext& ctx, const FavorShape& s) : ctx_(ctx), s_(s), rows_(favor_rows_per_slab(s)) {
     MemoryTracker* tracker = &favor_scratch_tracker(ctx, own_);
-    auto buf = [&](int64_t floats) { return Tensor::empty({floats}, DType::f32, *tracker, kTag); };
+    auto buf = [&](int64_t floats) { return Tensor::empty({floats}, DType::f32, *tracker, kFavorScratchTag); };
     phi_q_ = buf(rows_ * s.m);
     phi_k_ = buf(rows_ * s.m);
     c_k_ = buf(rows_);
@@ -163,7 +161,7 @@ void favor_causal_backward_local_slabs(const ExecContext& ctx, const FavorShape&
   Slabs slabs(ctx, s);
   const int64_t ss = s.state_size(), d = s.d, ns = slabs.count();
   // The forward state at the start of every slab of one head.
-  const Tensor starts = Tensor::empty({std::max<int64_t>(ns, 1) * ss}, DType::f32, slabs.tracker(), kTag);
+  const Tensor starts = Tensor::empty({std::max<int64_t>(ns, 1) * ss}, DType::f32, slabs.tracker(), kFavorScratchTag);
   float* st = starts.data<float>();
   clear_states(ctx, s, s.heads, block_total_grad);
   for (int64_t h = 0; h < s.heads; ++h) {

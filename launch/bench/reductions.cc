@@ -31,7 +31,7 @@
 namespace pf::bench {
 namespace {
 
-std::vector<float> filled(int64_t n, uint64_t stream, float scale = 1.f) {
+std::vector<float> reduction_input(int64_t n, uint64_t stream, float scale = 1.f) {
   return keyed_uniform(n, 4321, stream, scale);
 }
 
@@ -76,7 +76,7 @@ int run_reductions(int argc, char** argv) {
     PF_REQUIRE(ConfigError, C > 0, "reductions: --widths must be positive, got " << C);
     Buffers b(tracker);
     const int64_t n = T * C;
-    float *dY = b.make(filled(n, 1)), *X = b.make(filled(n, 2, 4.f)), *dX = b.make(n);
+    float *dY = b.make(reduction_input(n, 1)), *X = b.make(reduction_input(n, 2, 4.f)), *dX = b.make(n);
     const double copy_s = timed([&] { copy_bytes(ctx.stream, dX, device, dY, device, 4 * n); });
     const double copy_gbs = 2.0 * 4 * n / copy_s * 1e-9;
     auto report = [&](const char* op, double s, double bytes) {
@@ -87,12 +87,13 @@ int run_reductions(int argc, char** argv) {
       std::fflush(out);
     };
     {
-      float *ones = b.make(std::vector<float>(T, 1.f)), *W = b.make(filled(C, 3)), *dW = b.make(C), *db = b.make(C);
+      float *ones = b.make(std::vector<float>(T, 1.f)), *W = b.make(reduction_input(C, 3)), *dW = b.make(C),
+            *db = b.make(C);
       report("linear_1col", timed([&] { linear_backward(ctx, dY, ones, W, nullptr, dW, db, T, 1, C); }), 2.0 * 4 * n);
     }
     {
-      float *g = b.make(filled(C, 4)), *beta = b.make(filled(C, 5)), *Y = b.make(n), *mean = b.make(T),
-            *rstd = b.make(T), *dg = b.make(C), *dbeta = b.make(C);
+      float *g = b.make(reduction_input(C, 4)), *beta = b.make(reduction_input(C, 5)), *Y = b.make(n),
+            *mean = b.make(T), *rstd = b.make(T), *dg = b.make(C), *dbeta = b.make(C);
       layernorm_forward(ctx, X, g, beta, Y, mean, rstd, T, C);
       report("layernorm", timed([&] { layernorm_backward(ctx, dY, X, g, mean, rstd, dX, dg, dbeta, T, C); }),
              5.0 * 4 * n);
