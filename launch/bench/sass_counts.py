@@ -117,21 +117,23 @@ def loops(lines):
     return found
 
 
+def write_table(columns, rows, match, out):
+    """CSV: a kernel column (short_name) and `columns`, one line per (mangled
+    name, values) of rows whose name contains match."""
+    out.write(",".join(["kernel"] + columns) + "\n")
+    for name, values in rows:
+        if not match or match in name:
+            out.write(",".join([short_name(name)] + [str(v) for v in values]) + "\n")
+
+
 def write_loops_csv(found, match, out):
-    out.write("kernel,first,last," + ",".join(COLUMNS) + "\n")
-    for name, spans in found.items():
-        if match and match not in name:
-            continue
-        for first, last, counts in spans:
-            out.write("%s,%#x,%#x,%s\n" % (short_name(name), first, last, ",".join(str(counts[c]) for c in COLUMNS)))
+    rows = ((name, ["%#x" % first, "%#x" % last] + [counts[c] for c in COLUMNS])
+            for name, spans in found.items() for first, last, counts in spans)
+    write_table(["first", "last"] + COLUMNS, rows, match, out)
 
 
 def write_csv(kernels, match, out):
-    out.write("kernel," + ",".join(COLUMNS) + "\n")
-    for name, counts in kernels.items():
-        if match and match not in name:
-            continue
-        out.write(short_name(name) + "," + ",".join(str(counts[c]) for c in COLUMNS) + "\n")
+    write_table(COLUMNS, ((name, [counts[c] for c in COLUMNS]) for name, counts in kernels.items()), match, out)
 
 
 PTXAS_COLUMNS = ["registers", "stack_bytes", "spill_store_bytes", "spill_load_bytes"]
@@ -168,14 +170,12 @@ def ptxas_figures(lines):
 
 
 def write_ptxas_csv(kernels, match, out):
-    out.write("kernel," + ",".join(PTXAS_COLUMNS) + "\n")
     for name, figures in kernels.items():
-        if match and match not in name:
-            continue
         missing = [c for c in PTXAS_COLUMNS if c not in figures]
         if missing:
             raise ValueError("ptxas output lacks %s for %s" % (", ".join(missing), name))
-        out.write(short_name(name) + "," + ",".join(str(figures[c]) for c in PTXAS_COLUMNS) + "\n")
+    rows = ((name, [figures[c] for c in PTXAS_COLUMNS]) for name, figures in kernels.items())
+    write_table(PTXAS_COLUMNS, rows, match, out)
 
 
 def self_test():
