@@ -19,7 +19,7 @@
 namespace pf {
 namespace {
 
-void check_ptrs(bool ok, const char* op, const char* what) {
+void check_favor_ptrs(bool ok, const char* op, const char* what) {
   PF_REQUIRE(ValueError, ok, op << ": null pointer among " << what);
 }
 
@@ -173,16 +173,16 @@ int64_t favor_workspace_bytes(const FavorShape& s, Device device, int threads) {
 void favor_key_state(const ExecContext& ctx, const FavorShape& s, const float* k, const float* v, const float* W,
                      float* total) {
   favor_check(s, __func__);
-  check_ptrs(total || s.heads == 0, __func__, "total");
-  check_ptrs((k && v && W) || s.heads * s.n == 0, __func__, "k, v and W");
+  check_favor_ptrs(total || s.heads == 0, __func__, "total");
+  check_favor_ptrs((k && v && W) || s.heads * s.n == 0, __func__, "k, v and W");
   run_step(ctx, s, PF_FAVOR_STEP(key_state), rows(k, s.d), rows(v, s.d), projection(W), state(total));
 }
 
 void favor_causal_forward_local(const ExecContext& ctx, const FavorShape& s, const float* q, const float* k,
                                 const float* v, const float* W, float* y, float* row_scale, float* block_total) {
   favor_check(s, __func__);
-  check_ptrs(block_total || s.heads == 0, __func__, "block_total");
-  check_ptrs((q && k && v && W && y && row_scale) || s.heads * s.n == 0, __func__, "q, k, v, W, y and row_scale");
+  check_favor_ptrs(block_total || s.heads == 0, __func__, "block_total");
+  check_favor_ptrs((q && k && v && W && y && row_scale) || s.heads * s.n == 0, __func__, "q, k, v, W, y and row_scale");
   run_step(ctx, s, PF_FAVOR_STEP(causal_forward_local), rows(q, s.d), rows(k, s.d), rows(v, s.d), projection(W),
            rows(y, s.d + 1), rows(row_scale, 1), state(block_total));
 }
@@ -191,7 +191,7 @@ void favor_add_prefix(const ExecContext& ctx, const FavorShape& s, const float* 
                       float* y, float* row_scale) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
-  check_ptrs(q && W && prefix && y && row_scale, __func__, "q, W, prefix, y and row_scale");
+  check_favor_ptrs(q && W && prefix && y && row_scale, __func__, "q, W, prefix, y and row_scale");
   run_step(ctx, s, PF_FAVOR_STEP(add_prefix), rows(q, s.d), projection(W), state(prefix), rows(y, s.d + 1),
            rows(row_scale, 1));
 }
@@ -200,7 +200,7 @@ void favor_bidirectional_forward_finish(const ExecContext& ctx, const FavorShape
                                         const float* total, float* y, float* row_scale) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
-  check_ptrs(q && W && total && y && row_scale, __func__, "q, W, total, y and row_scale");
+  check_favor_ptrs(q && W && total && y && row_scale, __func__, "q, W, total, y and row_scale");
   run_step(ctx, s, PF_FAVOR_STEP(bidirectional_forward_finish), rows(q, s.d), projection(W), state(total),
            rows(y, s.d + 1), rows(row_scale, 1));
 }
@@ -210,9 +210,9 @@ void favor_causal_backward_local(const ExecContext& ctx, const FavorShape& s, co
                                  const float* row_scale, const float* d_o, const float* prefix, float* dq, float* dk,
                                  float* dv, float* block_total_grad, float* dW) {
   favor_check(s, __func__);
-  check_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
-  check_ptrs((q && k && v && W && o && den && row_scale && d_o && dq && dk && dv) || s.heads * s.n == 0, __func__,
-             "inputs and gradients");
+  check_favor_ptrs(block_total_grad || s.heads == 0, __func__, "block_total_grad");
+  check_favor_ptrs((q && k && v && W && o && den && row_scale && d_o && dq && dk && dv) || s.heads * s.n == 0, __func__,
+                   "inputs and gradients");
   run_step(ctx, s, PF_FAVOR_STEP(causal_backward_local), rows(q, s.d), rows(k, s.d), rows(v, s.d), projection(W),
            rows(o, s.d), rows(den, 1), rows(row_scale, 1), rows(d_o, s.d), state(prefix), rows(dq, s.d), rows(dk, s.d),
            rows(dv, s.d), state(block_total_grad), weight_grad(dW));
@@ -222,7 +222,7 @@ void favor_backward_add_suffix(const ExecContext& ctx, const FavorShape& s, cons
                                const float* W, const float* suffix, float* dk, float* dv, float* dW) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
-  check_ptrs(k && v && W && suffix && dk && dv, __func__, "k, v, W, suffix, dk and dv");
+  check_favor_ptrs(k && v && W && suffix && dk && dv, __func__, "k, v, W, suffix, dk and dv");
   run_step(ctx, s, PF_FAVOR_STEP(backward_add_suffix), rows(k, s.d), rows(v, s.d), projection(W), state(suffix),
            rows(dk, s.d), rows(dv, s.d), weight_grad(dW));
 }
@@ -231,9 +231,9 @@ void favor_bidirectional_backward_local(const ExecContext& ctx, const FavorShape
                                         const float* o, const float* den, const float* row_scale, const float* d_o,
                                         const float* total, float* dq, float* local_grad_total, float* dW) {
   favor_check(s, __func__);
-  check_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
-  check_ptrs((q && W && o && den && row_scale && d_o && total && dq) || s.heads * s.n == 0, __func__,
-             "q, W, o, den, row_scale, d_o, total and dq");
+  check_favor_ptrs(local_grad_total || s.heads == 0, __func__, "local_grad_total");
+  check_favor_ptrs((q && W && o && den && row_scale && d_o && total && dq) || s.heads * s.n == 0, __func__,
+                   "q, W, o, den, row_scale, d_o, total and dq");
   run_step(ctx, s, PF_FAVOR_STEP(bidirectional_backward_local), rows(q, s.d), projection(W), rows(o, s.d), rows(den, 1),
            rows(row_scale, 1), rows(d_o, s.d), state(total), rows(dq, s.d), state(local_grad_total), weight_grad(dW));
 }
@@ -242,7 +242,7 @@ void favor_bidirectional_backward_finish(const ExecContext& ctx, const FavorShap
                                          const float* W, const float* grad_total, float* dk, float* dv, float* dW) {
   favor_check(s, __func__);
   if (s.heads * s.n == 0) return;
-  check_ptrs(k && v && W && grad_total && dk && dv, __func__, "k, v, W, grad_total, dk and dv");
+  check_favor_ptrs(k && v && W && grad_total && dk && dv, __func__, "k, v, W, grad_total, dk and dv");
   run_step(ctx, s, PF_FAVOR_STEP(bidirectional_backward_finish), rows(k, s.d), rows(v, s.d), projection(W),
            state(grad_total), rows(dk, s.d), rows(dv, s.d), weight_grad(dW));
 }
@@ -288,8 +288,8 @@ void favor_attention_forward(const ExecContext& ctx, const FavorAttentionParams&
   favor_attention_check(p);
   const int64_t r = p.rows(), d = p.shape.d;
   if (r == 0) return;
-  check_ptrs(q && k && v && W && out && den && row_scale, __func__, "q, k, v, W, out, den, row_scale");
-  check_ptrs(p.causal || total, __func__, "total (bidirectional)");
+  check_favor_ptrs(q && k && v && W && out && den && row_scale, __func__, "q, k, v, W, out, den, row_scale");
+  check_favor_ptrs(p.causal || total, __func__, "total (bidirectional)");
   const FavorShape& s = p.shape;
   std::unique_ptr<MemoryTracker> own;
   MemoryTracker& tr = favor_scratch_tracker(ctx, own);
@@ -310,9 +310,9 @@ void favor_attention_backward(const ExecContext& ctx, const FavorAttentionParams
                               float* dv, float* dW) {
   favor_attention_check(p);
   if (p.rows() == 0) return;
-  check_ptrs(q && k && v && W && out && den && row_scale && dout && dq && dk && dv, __func__,
-             "q, k, v, W, out, den, row_scale, dout, dq, dk, dv");
-  check_ptrs(p.causal || total, __func__, "total (bidirectional)");
+  check_favor_ptrs(q && k && v && W && out && den && row_scale && dout && dq && dk && dv, __func__,
+                   "q, k, v, W, out, den, row_scale, dout, dq, dk, dv");
+  check_favor_ptrs(p.causal || total, __func__, "total (bidirectional)");
   const FavorShape& s = p.shape;
   std::unique_ptr<MemoryTracker> own;
   MemoryTracker& tr = favor_scratch_tracker(ctx, own);

@@ -11,7 +11,7 @@
 namespace pf {
 namespace {
 
-constexpr int64_t kRowChunk = 256;
+constexpr int64_t kNormRowChunk = 256;
 
 }  // namespace
 
@@ -59,17 +59,17 @@ void layernorm_backward_cpu(const ExecContext& ctx, const float* dY, const float
       float* dx = dX + t * C;
       for (int64_t c = 0; c < C; ++c) dx[c] = layernorm_input_grad(dy[c], x[c], gamma[c], m, r, mg, mgx);
     }
-    // dgamma, dbeta: fp32 partial column sums over fixed chunks of kRowChunk
+    // dgamma, dbeta: fp32 partial column sums over fixed chunks of kNormRowChunk
     // rows (contiguous reads), then the chunks added in order in double.
-    const int64_t chunks = (T + kRowChunk - 1) / kRowChunk;
+    const int64_t chunks = (T + kNormRowChunk - 1) / kNormRowChunk;
     std::vector<float> partial(static_cast<size_t>(2 * chunks * C));
 #pragma omp parallel for schedule(static) if (T * C > 32768)
     for (int64_t k = 0; k < chunks; ++k) {
       float* pg = partial.data() + 2 * k * C;
       float* pb = pg + C;
       for (int64_t c = 0; c < C; ++c) pg[c] = 0.f, pb[c] = 0.f;
-      const int64_t t1 = (k + 1) * kRowChunk < T ? (k + 1) * kRowChunk : T;
-      for (int64_t t = k * kRowChunk; t < t1; ++t) {
+      const int64_t t1 = (k + 1) * kNormRowChunk < T ? (k + 1) * kNormRowChunk : T;
+      for (int64_t t = k * kNormRowChunk; t < t1; ++t) {
         const float m = mean[t], r = rstd[t];
         const float* x = X + t * C;
         const float* dy = dY + t * C;

@@ -11,7 +11,7 @@
 namespace pf {
 namespace {
 
-constexpr int64_t kRowChunk = 256;
+constexpr int64_t kBiasRowChunk = 256;
 
 }  // namespace
 
@@ -35,16 +35,16 @@ void linear_backward_cpu(const ExecContext& ctx, const float* dY, const float* X
     if (dX) gemm_f32_cpu(ctx, false, false, T, in, out, 1.0f, dY, out, W, in, 0.0f, dX, in);
     gemm_f32_cpu(ctx, true, false, out, in, T, 1.0f, dY, out, X, in, 1.0f, dW, in);
     if (db) {
-      // fp32 column sums over fixed chunks of kRowChunk rows (contiguous reads),
+      // fp32 column sums over fixed chunks of kBiasRowChunk rows (contiguous reads),
       // then the chunks added in order in double.
-      const int64_t chunks = (T + kRowChunk - 1) / kRowChunk;
+      const int64_t chunks = (T + kBiasRowChunk - 1) / kBiasRowChunk;
       std::vector<float> partial(static_cast<size_t>(chunks * out));
 #pragma omp parallel for schedule(static) if (T * out > 65536)
       for (int64_t k = 0; k < chunks; ++k) {
         float* p = partial.data() + k * out;
         for (int64_t o = 0; o < out; ++o) p[o] = 0.f;
-        const int64_t t1 = (k + 1) * kRowChunk < T ? (k + 1) * kRowChunk : T;
-        for (int64_t t = k * kRowChunk; t < t1; ++t)
+        const int64_t t1 = (k + 1) * kBiasRowChunk < T ? (k + 1) * kBiasRowChunk : T;
+        for (int64_t t = k * kBiasRowChunk; t < t1; ++t)
           for (int64_t o = 0; o < out; ++o) p[o] += dY[t * out + o];
       }
       for (int64_t o = 0; o < out; ++o) {

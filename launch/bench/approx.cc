@@ -42,7 +42,9 @@
 namespace pf::bench {
 namespace {
 
-std::vector<float> gaussian(int64_t size, uint64_t stream) { return keyed_normals<float>(size, 4242, stream, 0); }
+std::vector<float> approx_gaussian(int64_t size, uint64_t stream) {
+  return keyed_normals<float>(size, 4242, stream, 0);
+}
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
@@ -76,9 +78,9 @@ struct Config {
 
 Exact make_exact(const Config& c, bool causal, double scale, double alpha) {
   Exact e;
-  e.q = gaussian(c.n * c.d, 1);
-  e.k = gaussian(c.n * c.d, 2);
-  e.v = gaussian(c.n * c.d, 3);
+  e.q = approx_gaussian(c.n * c.d, 1);
+  e.k = approx_gaussian(c.n * c.d, 2);
+  e.v = approx_gaussian(c.n * c.d, 3);
   for (auto& x : e.q) x *= static_cast<float>(scale);
   for (auto& x : e.k) x *= static_cast<float>(scale);
   if (alpha > 0)
