@@ -168,7 +168,7 @@ struct Tiles {
 // (favor_attention_cuda_resident_tf32.cu and _bf16.cu), and tile_math(D)
 // is then that constant, so nvcc leaves the other precisions' branches out
 // of every routine: half the compile time of those files, and fewer
-// registers and spills in their kernels (docs/results/sass.md). Elsewhere
+// registers and spills in most of their kernels (docs/results/sass.md). Elsewhere
 // (favor_attention_cuda.cu, the block emulator) it is D.math.
 namespace {
 
