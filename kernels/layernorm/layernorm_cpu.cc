@@ -1,19 +1,14 @@
 // OpenMP layer norm on ctx.stream: X [T,C] -> Y [T,C], mean/rstd [T]. Rows are independent
 // (one row per iteration, statistics in double with SIMD partial sums, whose
 // order is fixed by the build, not by the thread count). The backward computes dX row
-// by row, then dgamma/dbeta [C] as fp32 sums over fixed chunks of rows added in
-// chunk order in double (deterministic for any thread count).
-#include <vector>
-
+// by row, then dgamma/dbeta [C] as the column sums of column_sums_cpu.h (fp32
+// over fixed chunks of rows, the chunks added in order in double:
+// deterministic for any thread count).
 #include "kernels/layernorm/layernorm.h"
 #include "kernels/layernorm/layernorm_math.h"
+#include "kernels/reduce/column_sums_cpu.h"
 
 namespace pf {
-namespace {
-
-constexpr int64_t kNormRowChunk = 256;
-
-}  // namespace
 
 void layernorm_forward_cpu(const ExecContext& ctx, const float* X, const float* gamma, const float* beta, float* Y,
                            float* mean, float* rstd, int64_t T, int64_t C, float eps) {
@@ -59,36 +54,19 @@ void layernorm_backward_cpu(const ExecContext& ctx, const float* dY, const float
       float* dx = dX + t * C;
       for (int64_t c = 0; c < C; ++c) dx[c] = layernorm_input_grad(dy[c], x[c], gamma[c], m, r, mg, mgx);
     }
-    // dgamma, dbeta: fp32 partial column sums over fixed chunks of kNormRowChunk
-    // rows (contiguous reads), then the chunks added in order in double.
-    const int64_t chunks = (T + kNormRowChunk - 1) / kNormRowChunk;
-    std::vector<float> partial(static_cast<size_t>(2 * chunks * C));
-#pragma omp parallel for schedule(static) if (T * C > 32768)
-    for (int64_t k = 0; k < chunks; ++k) {
-      float* pg = partial.data() + 2 * k * C;
-      float* pb = pg + C;
-      for (int64_t c = 0; c < C; ++c) pg[c] = 0.f, pb[c] = 0.f;
-      const int64_t t1 = (k + 1) * kNormRowChunk < T ? (k + 1) * kNormRowChunk : T;
-      for (int64_t t = k * kNormRowChunk; t < t1; ++t) {
-        const float m = mean[t], r = rstd[t];
-        const float* x = X + t * C;
-        const float* dy = dY + t * C;
-        for (int64_t c = 0; c < C; ++c) {
-          pg[c] += dy[c] * ((x[c] - m) * r);
-          pb[c] += dy[c];
-        }
-      }
-    }
-#pragma omp parallel for schedule(static) if (chunks * C > 32768)
-    for (int64_t c = 0; c < C; ++c) {
-      double sg = 0.0, sb = 0.0;
-      for (int64_t k = 0; k < chunks; ++k) {
-        sg += partial[static_cast<size_t>(2 * k * C + c)];
-        sb += partial[static_cast<size_t>((2 * k + 1) * C + c)];
-      }
-      dgamma[c] += static_cast<float>(sg);
-      dbeta[c] += static_cast<float>(sb);
-    }
+    // dgamma, dbeta: column sums in the fixed chunks of column_sums_cpu.h.
+    float* const out[2] = {dgamma, dbeta};
+    column_sums_cpu::add_column_sums<2>(
+        [=](int64_t t, float* const(&acc)[2]) {
+          const float m = mean[t], r = rstd[t];
+          const float* x = X + t * C;
+          const float* dy = dY + t * C;
+          for (int64_t c = 0; c < C; ++c) {
+            acc[0][c] += dy[c] * ((x[c] - m) * r);
+            acc[1][c] += dy[c];
+          }
+        },
+        out, T, C);
   });
 }
 

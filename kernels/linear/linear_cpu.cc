@@ -1,19 +1,13 @@
 // CPU linear layer on ctx.stream: X [T,in], W [out,in], b [out], Y [T,out]. The
 // GEMMs use gemm_f32_cpu (oneDNN/OpenBLAS, threaded by the library; called from
 // the stream's work with the same ctx, it runs inline); the bias broadcast
-// is an OpenMP loop and the bias gradient sums fixed chunks of rows in fp32,
-// then the chunks in order in double (deterministic for any thread count).
-#include <vector>
-
+// is an OpenMP loop and the bias gradient is the column sums of
+// column_sums_cpu.h (deterministic for any thread count).
 #include "kernels/gemm/gemm.h"
 #include "kernels/linear/linear.h"
+#include "kernels/reduce/column_sums_cpu.h"
 
 namespace pf {
-namespace {
-
-constexpr int64_t kBiasRowChunk = 256;
-
-}  // namespace
 
 void linear_forward_cpu(const ExecContext& ctx, const float* X, const float* W, const float* b, float* Y, int64_t T,
                         int64_t in, int64_t out) {
@@ -35,23 +29,13 @@ void linear_backward_cpu(const ExecContext& ctx, const float* dY, const float* X
     if (dX) gemm_f32_cpu(ctx, false, false, T, in, out, 1.0f, dY, out, W, in, 0.0f, dX, in);
     gemm_f32_cpu(ctx, true, false, out, in, T, 1.0f, dY, out, X, in, 1.0f, dW, in);
     if (db) {
-      // fp32 column sums over fixed chunks of kBiasRowChunk rows (contiguous reads),
-      // then the chunks added in order in double.
-      const int64_t chunks = (T + kBiasRowChunk - 1) / kBiasRowChunk;
-      std::vector<float> partial(static_cast<size_t>(chunks * out));
-#pragma omp parallel for schedule(static) if (T * out > 65536)
-      for (int64_t k = 0; k < chunks; ++k) {
-        float* p = partial.data() + k * out;
-        for (int64_t o = 0; o < out; ++o) p[o] = 0.f;
-        const int64_t t1 = (k + 1) * kBiasRowChunk < T ? (k + 1) * kBiasRowChunk : T;
-        for (int64_t t = k * kBiasRowChunk; t < t1; ++t)
-          for (int64_t o = 0; o < out; ++o) p[o] += dY[t * out + o];
-      }
-      for (int64_t o = 0; o < out; ++o) {
-        double acc = 0.0;
-        for (int64_t k = 0; k < chunks; ++k) acc += partial[static_cast<size_t>(k * out + o)];
-        db[o] += static_cast<float>(acc);
-      }
+      // Column sums in the fixed chunks of column_sums_cpu.h.
+      float* const sums[1] = {db};
+      column_sums_cpu::add_column_sums<1>(
+          [=](int64_t t, float* const(&acc)[1]) {
+            for (int64_t o = 0; o < out; ++o) acc[0][o] += dY[t * out + o];
+          },
+          sums, T, out);
     }
   });
 }
