@@ -18,18 +18,25 @@ function(pf_add_module target)
   pf_unity_build(${target})
 endfunction()
 
-# pf_unity_build(<target>): the target's *.cc files compile as units of 8
-# (CMake's unity build), its *.cu files one by one (the FAVOR+ resident
-# files define their precision before the headers; nvcc's files are few and
-# long). Most of a short .cc file's compile time is the headers it shares
-# with its neighbours: pf_launch's 44 files took 254 s of one core of the
-# 2-core AMD EPYC VM, 89 s as 6 units. So the anonymous namespaces of the
-# files of one target must not reuse a name.
+# pf_unity_build(<target>): a library's or test binary's *.cc files compile
+# as units of 8 (CMake's unity build), its *.cu files one by one (the FAVOR+
+# resident files define their precision before the headers; nvcc's files
+# are few and long); a target of one .cc file is left as it is. Most of a
+# short .cc file's compile time is the headers it shares with its
+# neighbours: pf_launch's 44 files took 254 s of one core of the 2-core AMD
+# EPYC VM, 89 s as 6 units; test_data's 15 files 79 s, 28 s as 2 units. So
+# the anonymous namespaces of the files of one target must not reuse a name.
 function(pf_unity_build target)
   get_target_property(sources ${target} SOURCES)
-  list(FILTER sources INCLUDE REGEX "\\.cu$")
-  if(sources)
-    set_source_files_properties(${sources} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  set(cuda_sources ${sources})
+  list(FILTER cuda_sources INCLUDE REGEX "\\.cu$")
+  list(FILTER sources EXCLUDE REGEX "\\.cu$")
+  list(LENGTH sources count)
+  if(count LESS 2)
+    return()
+  endif()
+  if(cuda_sources)
+    set_source_files_properties(${cuda_sources} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   endif()
   set_target_properties(${target} PROPERTIES UNITY_BUILD ON)
 endfunction()
