@@ -3,20 +3,18 @@
 // (the kernels are templated on the storage type); tiles are widened to fp32
 // in shared memory on load, so scores, exponentials, row statistics and all
 // accumulations run in fp32 and results are rounded once on store. lse stays
-// fp32. With f16/bf16 storage dQ is accumulated (atomics) in an fp32 scratch
-// buffer recorded in ctx.tracker and rounded to the storage type at the end.
-// The kernels and their launch order: softmax_attention_cuda.cuh (one block
-// per (head, query tile) forward, per (head, key tile) backward), in fp32 on
-// any device; with SoftmaxAttentionParams::tile_math TF32 or bf16, on an sm_80+
-// device whose shared memory holds the tiles, the tensor-core kernels of
-// softmax_attention_cuda_mma.cuh, whose backward writes dQ once (no atomics, no
-// fp32 scratch). Over pieces (p.pieces) both read the pieces' table: one
-// launch per kernel for all pieces.
+// fp32. The kernels and their launch order: softmax_attention_cuda.cuh (one
+// block per (head, query tile) forward; per (head, key tile) for dK, dV and
+// per (head, query tile) for dQ backward), in fp32 on any device; with
+// SoftmaxAttentionParams::tile_math TF32 or bf16, on an sm_80+ device whose
+// shared memory holds the tiles, the tensor-core kernels of
+// softmax_attention_cuda_mma.cuh, likewise. Both backwards write each
+// gradient once, summed in a fixed order (no atomics). Over pieces
+// (p.pieces) both read the pieces' table: one launch per kernel for all
+// pieces.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-
-#include <type_traits>
 
 #include "kernels/softmax_attention/softmax_attention.h"
 #include "kernels/softmax_attention/softmax_attention_cuda.cuh"
@@ -48,20 +46,6 @@ class CudaLaunch {
  private:
   cudaStream_t stream_;
 };
-
-// Rounds the fp32 dQ accumulator to the storage type: the d columns of each
-// row of the call's heads (heads of at most n rows, spans as head_rows), one
-// warp per row.
-template <typename T>
-__global__ void narrow_rows_kernel(int64_t heads, int64_t n, const int64_t* spans, int d, const float* __restrict__ in,
-                                   T* __restrict__ out) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= heads * n) return;
-  const HeadRows h = head_rows(spans, r / n, n);
-  if (r % n >= h.n) return;
-  const int64_t row = h.row0 + r % n;
-  for (int k = threadIdx.x & 31; k < d; k += 32) store_f32(out + row * d + k, in[row * d + k]);
-}
 
 void check_cuda_params(const ExecContext& ctx, const SoftmaxAttentionParams& p) {
   PF_REQUIRE(CudaError, ctx.device.is_cuda(), "softmax attention CUDA path called on " << ctx.device.str());
@@ -95,9 +79,9 @@ void forward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const
 }
 
 // The backward, over all heads or pieces at once: on tensor cores, or on
-// the fp32 kernels. Scratch, recorded in ctx.tracker over the rows the call
-// reaches: D and, for f16/bf16 storage on the fp32 kernels, the fp32 dQ
-// accumulator. The stream is synchronised before the scratch is freed.
+// the fp32 kernels; neither uses atomics. Scratch, recorded in ctx.tracker
+// over the rows the call reaches: D. The stream is synchronised before the
+// scratch is freed.
 template <typename T>
 void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, const T* Q, const T* K, const T* V,
                    const T* O, const float* lse, const T* dO, T* dQ, T* dK, T* dV) {
@@ -106,23 +90,15 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   if (p.heads == 0 || p.n == 0) return;
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
   const MmaStages mma = mma_plan(ctx, p);
-  const bool narrow = mma.backward == 0 && !std::is_same<T, float>::value;  // the SIMT dQ accumulates in fp32
-  const int64_t rows = softmax_scratch_rows(p);
-  const Tensor scratch = Tensor::empty({rows + (narrow ? rows * p.d : 0)}, DType::f32, *ctx.tracker, kTag);
+  const Tensor scratch = Tensor::empty({softmax_scratch_rows(p)}, DType::f32, *ctx.tracker, kTag);
   float* D = scratch.data<float>();
-  const cudaStream_t stream = cuda_stream(ctx);
   CudaLaunch launch(ctx);
-  if (mma.backward > 0) {
+  if (mma.backward > 0)
     backward_mma(launch, p, scale, mma.backward, Q, K, V, O, lse, dO, D, dQ, dK, dV);
-  } else {
-    float* dQ32 = narrow ? D + rows : reinterpret_cast<float*>(dQ);
-    backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ32, dK, dV);
-    if (narrow)
-      launch.blocks(narrow_rows_kernel<T>, ceil_div(p.heads * p.n, kWarps), 0, p.heads, p.n, spans_of(p),
-                    static_cast<int>(p.d), static_cast<const float*>(dQ32), dQ);
-  }
+  else
+    backward(launch, p, scale, Q, K, V, O, lse, dO, D, dQ, dK, dV);
   // The scratch must outlive the kernels before it is returned to the allocator.
-  PF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  PF_CUDA_CHECK(cudaStreamSynchronize(cuda_stream(ctx)));
 }
 
 }  // namespace

@@ -15,8 +15,9 @@
 // per column of o.
 // Backward: D_i = dO_i . O_i (one warp per row), then one block per (head,
 // 32-row key tile) accumulating dK, dV in shared memory over 16-row query
-// tiles, P rebuilt from lse; dQ is accumulated in fp32 across key tiles with
-// atomics.
+// tiles, and one block per (head, 16-row query tile) accumulating dQ over
+// 32-row key tiles, each rebuilding P and dS from lse and D: every sum in a
+// fixed order, no atomics, so the same bits on every run.
 //
 // The same on tensor cores (SoftmaxAttentionParams::tile_math TF32 or bf16):
 // forward_mma and backward_mma, softmax_attention_cuda_mma.cuh, included at
@@ -211,30 +212,41 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) D[row] = acc;
 }
 
-// X [row] = 0 over the d columns of each row of the call's heads (as
-// row_dot_kernel), one warp per row: the rows between pieces keep theirs.
-__global__ void __launch_bounds__(kThreads)
-    zero_rows_kernel(int64_t heads, int64_t n, const int64_t* spans, int d, float* __restrict__ X) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= heads * n) return;
-  const HeadRows h = head_rows(spans, r / n, n);
-  if (r % n >= h.n) return;
-  for (int k = threadIdx.x & 31; k < d; k += 32) X[(h.row0 + r % n) * d + k] = 0.f;
-}
-
-// Shared floats of the backward: K, V [kKeyTile][d+1]; dK, dV [kKeyTile][d];
-// Q, dO [kBwdQ][d]; P, dS [kBwdQ][kKeyTile+1]; lse, D [kBwdQ].
-inline int64_t backward_smem_floats(int d) {
+// Shared floats of the key-gradient kernel: K, V [kKeyTile][d+1]; dK, dV
+// [kKeyTile][d]; Q, dO [kBwdQ][d]; P, dS [kBwdQ][kKeyTile+1]; lse, D [kBwdQ].
+inline int64_t key_grad_smem_floats(int d) {
   return 2 * kKeyTile * (d + 1) + 2 * kKeyTile * d + 2 * kBwdQ * d + 2 * kBwdQ * (kKeyTile + 1) + 2 * kBwdQ;
 }
 
-// dQ is fp32 whatever the storage: it is accumulated across key tiles.
+// P and dS of query row r (of `rows` from i0) and key c (of `cols` from
+// j0) from the tiles in shared memory: Q, dO [..][d], K, V [..][d+1]; zero
+// where the key is not visible. The key and query kernels both make them
+// here, so they agree to the bit.
+__device__ __forceinline__ void score_and_grad(const SoftmaxMask& mask, float scale, int d, int64_t i0, int r,
+                                               int rows, int64_t j0, int c, int cols, const float* sQ,
+                                               const float* sdO, const float* sK, const float* sV, float lse_r,
+                                               float D_r, float* p, float* ds) {
+  *p = 0.f;
+  *ds = 0.f;
+  if (r < rows && c < cols && mask.visible(i0 + r, j0 + c)) {
+    const int ld = d + 1;
+    float s = 0.f, dp = 0.f;
+    for (int k = 0; k < d; ++k) {
+      s += sQ[r * d + k] * sK[c * ld + k];
+      dp += sdO[r * d + k] * sV[c * ld + k];
+    }
+    *p = softmax_exp(scale * s - lse_r);
+    *ds = softmax_score_grad(*p, dp, D_r, scale);
+  }
+}
+
+// dK, dV of a 32-key tile over the 16-row query tiles that see it.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t k_tiles,
+    key_grad_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t k_tiles,
                     const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
                     const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
-                    const T* __restrict__ dO, float* __restrict__ dQ, T* __restrict__ dK, T* __restrict__ dV) {
+                    const T* __restrict__ dO, T* __restrict__ dK, T* __restrict__ dV) {
   PF_CUDA_SHARED_FLOATS(smem);
   const int ld = d + 1, lds = kKeyTile + 1;
   float* sK = smem;
@@ -278,18 +290,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int e = tid; e < kBwdQ * kKeyTile; e += kThreads) {
       const int r = e / kKeyTile, c = e % kKeyTile;
-      float p = 0.f, ds = 0.f;
-      if (r < rows && c < cols && mask.visible(i0 + r, j0 + c)) {
-        float s = 0.f, dp = 0.f;
-        for (int k = 0; k < d; ++k) {
-          s += sQ[r * d + k] * sK[c * ld + k];
-          dp += sdO[r * d + k] * sV[c * ld + k];
-        }
-        p = softmax_exp(scale * s - sLse[r]);
-        ds = softmax_score_grad(p, dp, sD[r], scale);
-      }
-      sP[r * lds + c] = p;
-      sdS[r * lds + c] = ds;
+      score_and_grad(mask, scale, d, i0, r, rows, j0, c, cols, sQ, sdO, sK, sV, sLse[r], sD[r], &sP[r * lds + c],
+                     &sdS[r * lds + c]);
     }
     __syncthreads();
     for (int e = tid; e < kKeyTile * d; e += kThreads) {
@@ -302,18 +304,79 @@ __global__ void __launch_bounds__(kThreads)
       sdV[e] += acc_v;
       sdK[e] += acc_k;
     }
-    for (int e = tid; e < rows * d; e += kThreads) {
-      const int r = e / d, k = e % d;
-      float acc = 0.f;
-      for (int c = 0; c < cols; ++c) acc += sdS[r * lds + c] * sK[c * ld + k];
-      atomicAdd(&dQ[base + (i0 + r) * d + k], acc);
-    }
   }
   __syncthreads();
   for (int e = tid; e < cols * d; e += kThreads) {
     store_f32(dK + base + j0 * d + e, sdK[e]);
     store_f32(dV + base + j0 * d + e, sdV[e]);
   }
+}
+
+// Shared floats of the query-gradient kernel: Q, dO, dQ [kBwdQ][d]; K, V
+// [kKeyTile][d+1]; dS [kBwdQ][kKeyTile+1]; lse, D [kBwdQ].
+inline int64_t query_grad_smem_floats(int d) {
+  return 3 * kBwdQ * d + 2 * kKeyTile * (d + 1) + kBwdQ * (kKeyTile + 1) + 2 * kBwdQ;
+}
+
+// dQ of a 16-row query tile over the 32-key tiles it sees, in key order
+// (dQ += dS K a tile at a time, each thread owning its elements of dQ).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    query_grad_kernel(int64_t n_max, int d, SoftmaxMask mask, float scale, int64_t q_tiles,
+                      const int64_t* __restrict__ spans, const T* __restrict__ Q, const T* __restrict__ K,
+                      const T* __restrict__ V, const float* __restrict__ lse, const float* __restrict__ D,
+                      const T* __restrict__ dO, T* __restrict__ dQ) {
+  PF_CUDA_SHARED_FLOATS(smem);
+  const int ld = d + 1, lds = kKeyTile + 1;
+  float* sQ = smem;
+  float* sdO = sQ + kBwdQ * d;
+  float* sdQ = sdO + kBwdQ * d;
+  float* sK = sdQ + kBwdQ * d;
+  float* sV = sK + kKeyTile * ld;
+  float* sdS = sV + kKeyTile * ld;
+  float* sLse = sdS + kBwdQ * lds;
+  float* sD = sLse + kBwdQ;
+
+  const HeadRows hr = head_rows(spans, blockIdx.x / q_tiles, n_max);
+  const int64_t n = hr.n, i0 = (blockIdx.x % q_tiles) * kBwdQ;
+  if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
+  const int rows = static_cast<int>(min64(kBwdQ, n - i0));
+  const int64_t base = hr.row0 * d;
+  const int tid = threadIdx.x;
+
+  for (int e = tid; e < kBwdQ * d; e += kThreads) {
+    const bool in = e / d < rows;
+    sQ[e] = in ? load_f32(Q + base + i0 * d + e) : 0.f;
+    sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
+    sdQ[e] = 0.f;
+  }
+  if (tid < kBwdQ) {
+    sLse[tid] = tid < rows ? lse[hr.row0 + i0 + tid] : 0.f;
+    sD[tid] = tid < rows ? D[hr.row0 + i0 + tid] : 0.f;
+  }
+  // Only the keys some query of the tile sees.
+  const int64_t kend = mask.end_key(i0 + rows - 1, n);
+  for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kKeyTile) {
+    const int cols = static_cast<int>(min64(kKeyTile, kend - j0));
+    __syncthreads();  // the previous key tile and its dS are no longer read
+    load_key_tile(K, V, base, j0, cols, d, sK, sV);
+    __syncthreads();
+    for (int e = tid; e < kBwdQ * kKeyTile; e += kThreads) {
+      const int r = e / kKeyTile, c = e % kKeyTile;
+      float p = 0.f;
+      score_and_grad(mask, scale, d, i0, r, rows, j0, c, cols, sQ, sdO, sK, sV, sLse[r], sD[r], &p,
+                     &sdS[r * lds + c]);
+    }
+    __syncthreads();
+    for (int e = tid; e < rows * d; e += kThreads) {
+      const int r = e / d, k = e % d;
+      float acc = sdQ[e];
+      for (int c = 0; c < cols; ++c) acc += sdS[r * lds + c] * sK[c * ld + k];
+      sdQ[e] = acc;
+    }
+  }
+  // Each thread stores the elements it summed (the same e as above).
+  for (int e = tid; e < rows * d; e += kThreads) store_f32(dQ + base + i0 * d + e, sdQ[e]);
 }
 
 // Shared floats of the decode: q, o [d]; the tile's weights [kThreads];
@@ -380,7 +443,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // The pieces' table of the call on its device (runtime/row_spans.h), or null.
 inline const int64_t* spans_of(const SoftmaxAttentionParams& p) { return p.pieces ? p.pieces->table() : nullptr; }
-// Rows of the buffers the call reaches: the backward's D (and fp32 dQ) scratch.
+// Rows of the buffers the call reaches: the backward's D scratch.
 inline int64_t softmax_scratch_rows(const SoftmaxAttentionParams& p) {
   return p.pieces ? p.pieces->end() : p.heads * p.n;
 }
@@ -396,18 +459,18 @@ void forward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q
                 SoftmaxMask{p.causal, p.window}, scale, q_tiles, spans_of(p), Q, K, V, O, lse);
 }
 
-// dQ32 (fp32, the rows of the buffers) and dK, dV of the call; D
-// [softmax_scratch_rows] is scratch.
+// dQ, dK, dV of the call; D [softmax_scratch_rows] is scratch.
 template <typename L, typename T>
 void backward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, const T* O,
-              const float* lse, const T* dO, float* D, float* dQ32, T* dK, T* dV) {
+              const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {
   const int d = static_cast<int>(p.d);
-  const int64_t rows = p.heads * p.n;
-  launch.blocks(row_dot_kernel<T>, ceil_div(rows, kWarps), 0, p.heads, p.n, spans_of(p), d, dO, O, D);
-  launch.blocks(zero_rows_kernel, ceil_div(rows, kWarps), 0, p.heads, p.n, spans_of(p), d, dQ32);
-  const int64_t k_tiles = ceil_div(p.n, kKeyTile);
-  launch.blocks(backward_kernel<T>, p.heads * k_tiles, backward_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
-                SoftmaxMask{p.causal, p.window}, scale, k_tiles, spans_of(p), Q, K, V, lse, D, dO, dQ32, dK, dV);
+  const SoftmaxMask mask{p.causal, p.window};
+  launch.blocks(row_dot_kernel<T>, ceil_div(p.heads * p.n, kWarps), 0, p.heads, p.n, spans_of(p), d, dO, O, D);
+  const int64_t k_tiles = ceil_div(p.n, kKeyTile), q_tiles = ceil_div(p.n, kBwdQ);
+  launch.blocks(key_grad_kernel<T>, p.heads * k_tiles, key_grad_smem_floats(d) * int64_t{sizeof(float)}, p.n, d,
+                mask, scale, k_tiles, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dK, dV);
+  launch.blocks(query_grad_kernel<T>, p.heads * q_tiles, query_grad_smem_floats(d) * int64_t{sizeof(float)}, p.n,
+                d, mask, scale, q_tiles, spans_of(p), Q, K, V, lse, static_cast<const float*>(D), dO, dQ);
 }
 
 // o [heads, d] of one query per head against n keys at kv_stride.

@@ -3,7 +3,7 @@
 // kernels' tiles, d in {16, 64, 128}, local windows of 1, 45 and 100 keys
 // (d = 64), in fp32 and on tensor cores (TF32, bf16 operands); the one-query
 // decode; with f16/bf16 storage against the reference on inputs rounded to
-// the storage type; and the tensor-core backward's determinism. Skipped
+// the storage type; and both backwards' determinism. Skipped
 // without a GPU.
 #include <gtest/gtest.h>
 
@@ -211,37 +211,57 @@ TEST(SoftmaxAttentionGpu, HalfStorageMatchesFloat64Reference) {
   EXPECT_EQ(tracker.stats().current_bytes, 0);
 }
 
+// Two backward runs of p on the same inputs give the same bits.
+void expect_backward_deterministic(MemoryTracker& tracker, const ExecContext& ctx, const SoftmaxAttentionParams& p) {
+  const std::string what = std::string(tile_math_name(p.tile_math)) + " causal=" + std::to_string(p.causal) +
+                           " window=" + std::to_string(p.window);
+  const int64_t size = p.heads * p.n * p.d;
+  DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * p.n),
+      dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
+  q.upload(cast_vector<float>(normal_vector(size, 31, 1)));
+  k.upload(cast_vector<float>(normal_vector(size, 31, 2)));
+  v.upload(cast_vector<float>(normal_vector(size, 31, 3)));
+  dout.upload(cast_vector<float>(normal_vector(size, 31, 4)));
+  softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
+  std::vector<float> first[3];
+  for (int run = 0; run < 2; ++run) {
+    softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(), dk.get(),
+                               dv.get());
+    synchronize(ctx.stream);
+    const std::vector<float> got[3] = {dq.download(), dk.download(), dv.download()};
+    for (int i = 0; i < 3; ++i) {
+      if (run == 0)
+        first[i] = got[i];
+      else
+        EXPECT_EQ(got[i], first[i]) << what << " output " << i;
+    }
+  }
+}
+
 // The tensor-core backward writes each of dQ, dK, dV once, in a fixed order
 // (no atomics): two runs give the same bits.
 TEST(SoftmaxAttentionGpu, TensorCoreBackwardIsDeterministic) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   MemoryTracker tracker(Device::cuda(0));
   ExecResources res(Device::cuda(0), tracker);
-  const ExecContext& ctx = res.ctx();
   for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
     SoftmaxAttentionParams p = softmax_attention_params(4, 1000, 64, true, 100);
     p.tile_math = math;
-    const int64_t size = p.heads * p.n * p.d;
-    DeviceBuffer q(tracker, size), k(tracker, size), v(tracker, size), o(tracker, size), l(tracker, p.heads * p.n),
-        dout(tracker, size), dq(tracker, size), dk(tracker, size), dv(tracker, size);
-    q.upload(cast_vector<float>(normal_vector(size, 31, 1)));
-    k.upload(cast_vector<float>(normal_vector(size, 31, 2)));
-    v.upload(cast_vector<float>(normal_vector(size, 31, 3)));
-    dout.upload(cast_vector<float>(normal_vector(size, 31, 4)));
-    softmax_attention_forward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get());
-    std::vector<float> first[3];
-    for (int run = 0; run < 2; ++run) {
-      softmax_attention_backward(ctx, p, q.get(), k.get(), v.get(), o.get(), l.get(), dout.get(), dq.get(), dk.get(),
-                                 dv.get());
-      synchronize(ctx.stream);
-      const std::vector<float> got[3] = {dq.download(), dk.download(), dv.download()};
-      for (int i = 0; i < 3; ++i) {
-        if (run == 0)
-          first[i] = got[i];
-        else
-          EXPECT_EQ(got[i], first[i]) << tile_math_name(math) << " output " << i;
-      }
-    }
+    expect_backward_deterministic(tracker, res.ctx(), p);
+  }
+}
+
+// So does the fp32 kernels' backward (dQ by a kernel of its own, no
+// atomics): causal with a window, and bidirectional, where every key tile's
+// block reaches the same queries.
+TEST(SoftmaxAttentionGpu, Fp32BackwardIsDeterministic) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  MemoryTracker tracker(Device::cuda(0));
+  ExecResources res(Device::cuda(0), tracker);
+  for (bool causal : {true, false}) {
+    SoftmaxAttentionParams p = softmax_attention_params(4, 1000, 64, causal, causal ? 100 : 0);
+    p.tile_math = TileMath::Fp32;
+    expect_backward_deterministic(tracker, res.ctx(), p);
   }
 }
 

@@ -68,11 +68,11 @@ std::vector<float> read_back(const std::vector<T>& v) {
 // Each value rounded to bf16 (as bf16 storage holds it).
 std::vector<float> rounded_bf16(const std::vector<float>& v) { return read_back(stored_as<__nv_bfloat16>(v)); }
 
-// The CUDA kernels' forward and backward on storage T (float, or bf16 for
-// the tensor-core kernels), every buffer they write (outputs and the D
-// scratch) starting as NaN: with p.tile_math fp32 the SIMT kernels (four
-// launches), with TF32 or bf16 the tensor-core ones (four launches, no
-// atomics) with `stages` buffers of the streamed tiles; the blocks' fibers
+// The CUDA kernels' forward and backward on storage T (float, or bf16),
+// every buffer they write (outputs and the D scratch) starting as NaN: with
+// p.tile_math fp32 the SIMT kernels, with TF32 or bf16 the tensor-core ones
+// with `stages` buffers of the streamed tiles (four launches each: the
+// forward, D, dK and dV, dQ; no atomics); the blocks' fibers
 // in the order `schedule` says. The inputs are the rows of the buffers (with
 // p.pieces, every row the pieces reach and any between). round_o: the
 // backward reads the forward's O rounded to bf16 (as bf16 storage holds it).
@@ -89,24 +89,18 @@ Outputs run_emulated(const SoftmaxAttentionParams& p, const Inputs& in,
   EmulatedLaunch launch;
   launch.schedule = schedule;
   const bool mma = p.tile_math != TileMath::Fp32;
-  if constexpr (!std::is_same<T, float>::value) {
-    EXPECT_TRUE(mma) << "the fp32 kernels run here on fp32 storage only";
-    if (!mma) return {};
-  }
-  if (mma) {
+  if (mma)
     softmax_cuda::forward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), O.data(), lse.data());
-  } else if constexpr (std::is_same<T, float>::value) {
+  else
     softmax_cuda::forward(launch, p, scale, Q.data(), K.data(), V.data(), O.data(), lse.data());
-  }
   Outputs out{read_back(O), lse, {}, {}, {}};
   const std::vector<T> O_in = round_o ? stored_as<T>(rounded_bf16(out.O)) : O;
-  if (mma) {
+  if (mma)
     softmax_cuda::backward_mma(launch, p, scale, stages, Q.data(), K.data(), V.data(), O_in.data(), lse.data(),
                                dO.data(), D.data(), dQ.data(), dK.data(), dV.data());
-  } else if constexpr (std::is_same<T, float>::value) {
+  else
     softmax_cuda::backward(launch, p, scale, Q.data(), K.data(), V.data(), O_in.data(), lse.data(), dO.data(), D.data(),
                            dQ.data(), dK.data(), dV.data());
-  }
   EXPECT_EQ(launch.launches, p.heads * p.n > 0 ? 4 : 0);
   out.dQ = read_back(dQ);
   out.dK = read_back(dK);
@@ -209,20 +203,23 @@ TEST(SoftmaxCudaEmulated, TensorCoreStreamsReuseTheirBuffers) {
 
 // bf16 storage on the bf16 tensor-core kernels (a bf16 model's attention):
 // its rows go into the bf16 tiles by cp.async where they are exactly 64 or
-// 128 columns (d = 64, 128), by loads otherwise (d = 16, 72). On inputs that
-// bf16 holds exactly, it must give the bits of the fp32-storage run with
-// every output rounded once to bf16 (lse, fp32 in both, the same), the
-// backward of that run reading the rounded O as the bf16 one does; and both
-// near the float64 reference (n > 1). Double buffered in lockstep and single
-// buffered one warp at a time; sequences of 1 row, a short tile and three
-// tiles with a short last one.
+// 128 columns (d = 64, 128), by loads otherwise (d = 16, 72); and on the
+// fp32 kernels (a bf16 model on a GPU without bf16 tensor cores), which
+// widen each element as they load it. On inputs that bf16 holds exactly,
+// each must give the bits of the fp32-storage run with every output rounded
+// once to bf16 (lse, fp32 in both, the same), the backward of that run
+// reading the rounded O as the bf16 one does; and both near the float64
+// reference (n > 1). Double buffered in lockstep and single buffered one
+// warp at a time; sequences of 1 row, a short tile and three tiles with a
+// short last one.
 TEST(SoftmaxCudaEmulated, Bf16StorageIsTheFp32RunRounded) {
   uint64_t seed = 2500;
+  for (TileMath math : {TileMath::Bf16, TileMath::Fp32})
   for (int64_t d : {16, 64, 72, 128})
     for (int64_t n : {1, 40, 150})
       for (bool causal : {false, true}) {
         SoftmaxAttentionParams p = softmax_attention_params(1, n, d, causal, causal ? 0 : 70);
-        p.tile_math = TileMath::Bf16;
+        p.tile_math = math;
         Inputs in = make_inputs(p, ++seed);
         for (std::vector<double>* x : {&in.Q, &in.K, &in.V, &in.dO}) {
           const std::vector<float> r = rounded_bf16(cast_vector<float>(*x));
@@ -231,7 +228,7 @@ TEST(SoftmaxCudaEmulated, Bf16StorageIsTheFp32RunRounded) {
         const Reference want = run_ref(p, in);
         for (int stages : {2, 1}) {
           const pf_emu::Schedule schedule = stages == 2 ? pf_emu::Schedule::Lockstep : pf_emu::Schedule::WarpByWarp;
-          const std::string what = describe(p) + " stages=" + std::to_string(stages);
+          const std::string what = describe(p) + " " + tile_math_name(math) + " stages=" + std::to_string(stages);
           const Outputs f32 = run_emulated<float>(p, in, schedule, stages, /*round_o=*/true);
           const Outputs b16 = run_emulated<__nv_bfloat16>(p, in, schedule, stages);
           EXPECT_EQ(b16.O, rounded_bf16(f32.O)) << what << " O";
