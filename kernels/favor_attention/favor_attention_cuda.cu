@@ -35,28 +35,16 @@ int64_t smem_limit(Device device) {
   return limit;
 }
 
-// The call's sizes: the first of these that fits the device's shared memory:
-// 32-row tiles with the carried state in shared memory and (where the
-// resident kernels run and FavorShape::projection_in_shared) the projection
-// beside their stage (H100, H200 at d = 64, m = 256: 226.9 KiB in TF32,
-// 225.7 in bf16), the same without the projection, 32-row tiles, 16-row
-// tiles with the state (and the projection, then without), 16-row tiles
-// (the order is a guess that no GPU has timed yet).
+// The call's sizes on ctx.device (plan_dims).
 Dims plan(const ExecContext& ctx, const FavorShape& s) {
   int major = 0;
   PF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index));
-  const TileMath math = major >= 8 ? s.tile_math : TileMath::Fp32;
   const int64_t limit = smem_limit(ctx.device);
-  FavorShape global_w = s;
-  global_w.projection_in_shared = false;
-  for (const Dims& D : {dims_for(s, 32, math, true), dims_for(global_w, 32, math, true), dims_for(s, 32, math, false),
-                        dims_for(s, 16, math, true), dims_for(global_w, 16, math, true)})
-    if (smem_bytes(D) <= limit) return D;
-  const Dims narrow = dims_for(s, 16, math, false);
-  PF_REQUIRE(ValueError, smem_bytes(narrow) <= limit,
-             kTag << ": m=" << s.m << ", d=" << s.d << " need " << smem_bytes(narrow)
+  Dims D;
+  PF_REQUIRE(ValueError, plan_dims(s, major, limit, &D),
+             kTag << ": m=" << s.m << ", d=" << s.d << " need " << smem_bytes(dims_for(s, 16, TileMath::Fp32))
                   << " bytes of shared memory per block for 16-row tiles; " << ctx.device.str() << " allows " << limit);
-  return narrow;
+  return D;
 }
 
 // The launch policy of favor_attention_cuda_launch.cuh on ctx.stream.
@@ -93,9 +81,7 @@ class CudaLaunch {
 
 }  // namespace
 
-bool favor_cuda_fits(const FavorShape& s, Device device) {
-  return smem_bytes(dims_for(s, 16, TileMath::Fp32)) <= smem_limit(device);
-}
+bool favor_cuda_fits(const FavorShape& s, Device device) { return favor_fits_smem(s, smem_limit(device)); }
 
 int64_t favor_workspace_bytes_cuda(const FavorShape& s) { return fused_workspace_bytes(s); }
 

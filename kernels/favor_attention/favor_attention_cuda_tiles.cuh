@@ -630,6 +630,9 @@ __device__ inline void make_features_into(const Dims& D, const Tiles& t, const P
       // exp2_approx (u - top exact where they are close, so the row's top
       // feature is m^(-1/2) exactly).
       if (tile_math(D) != TileMath::Fp32) {
+        // FeaturesBf16 reads u[2 lane], u[2 lane + 1], which other lanes
+        // wrote above: a shuffle does not order shared memory, __syncwarp does.
+        __syncwarp();
         out.row(D, i, lane, [&](int l) { return l < m ? D.inv_sqrt_m * exp2_approx((u[l] - top) * kLog2e) : 0.f; });
         if (c && lane == 0) c[i] = top;
         continue;

@@ -1,7 +1,10 @@
 // Test driver of the FAVOR+ sequence-parallel protocol (favor_attention.h) on
 // one process: the sequence of every head is cut into P blocks, each block
 // runs the protocol's local steps as its rank would, and the scans between
-// them are done in order with the log-scale combine. Works on any device: the
+// them are done in order with the log-scale combine. As the model does
+// (model/attention.cc), with P > 1 every block runs the prefix and suffix
+// steps: the first block's prefix and the last block's suffix are the
+// scans' empty state. Works on any device: the
 // arrays are device pointers of ctx, blocks are gathered and scattered with
 // copy_bytes. Writes whole-sequence out, dq, dk, dv [heads, n, d]; when dW is
 // not null, every block's backward calls add their projection gradient to it
@@ -79,6 +82,7 @@ inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const Fav
   }
   const LinAttnShape states{H, 0, whole.m, d, whole.chunk};
   const Tensor total = tensor(H * ss);
+  const bool distributed = P > 1;
   if (causal) {
     for (int r = 0; r < P; ++r)
       ops.causal_forward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].y), F(b[r].rs),
@@ -86,7 +90,7 @@ inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const Fav
     linear_attention_state_clear(ctx, states, F(b[0].pre));
     for (int r = 1; r < P; ++r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(b[r - 1].pre), F(b[r - 1].T), F(b[r].pre));
-    for (int r = 1; r < P; ++r)
+    for (int r = 0; r < P && distributed; ++r)
       ops.add_prefix(ctx, shape_of(r), F(b[r].q), W, F(b[r].pre), F(b[r].y), F(b[r].rs));
   } else {
     for (int r = 0; r < P; ++r) ops.key_state(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].T));
@@ -102,12 +106,12 @@ inline void run_favor_protocol(const Ops& ops, const ExecContext& ctx, const Fav
   if (causal) {
     for (int r = 0; r < P; ++r)
       ops.causal_backward_local(ctx, shape_of(r), F(b[r].q), F(b[r].k), F(b[r].v), W, F(b[r].o), F(b[r].den),
-                                  F(b[r].rs), F(b[r].g), r > 0 ? F(b[r].pre) : nullptr, F(b[r].dq), F(b[r].dk),
+                                  F(b[r].rs), F(b[r].g), distributed ? F(b[r].pre) : nullptr, F(b[r].dq), F(b[r].dk),
                                   F(b[r].dv), F(b[r].U), dW);
     linear_attention_state_clear(ctx, states, F(b[P - 1].suf));
     for (int r = P - 2; r >= 0; --r)
       linear_attention_state_combine(ctx, H, whole.m, d, F(b[r + 1].U), F(b[r + 1].suf), F(b[r].suf));
-    for (int r = 0; r + 1 < P; ++r)
+    for (int r = 0; r < P && distributed; ++r)
       ops.backward_add_suffix(ctx, shape_of(r), F(b[r].k), F(b[r].v), W, F(b[r].suf), F(b[r].dk), F(b[r].dv), dW);
   } else {
     const Tensor grad_total = tensor(H * ss);

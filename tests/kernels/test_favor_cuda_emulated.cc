@@ -113,12 +113,14 @@ struct EmulatedCudaOps {
   pf_emu::Schedule schedule = pf_emu::Schedule::Lockstep;
   bool smem_state = false;  // Dims::smem_state: the carried state in shared memory
   bool smem_projection = true;  // FavorShape::projection_in_shared
+  bool resident = true;         // FavorShape::state_in_registers
   int64_t slice = 0;        // FavorShape::feature_slice: 0, the sizes' own choice
   // Each call's temporaries, checked against what the planner is told
   // (fused_workspace_bytes) when the sizes pick the segments themselves.
   FavorShape sliced(FavorShape s) const {
     s.feature_slice = slice;
     s.projection_in_shared = smem_projection;
+    s.state_in_registers = resident;
     return s;
   }
   Dims dims(const FavorShape& shape) const {
@@ -311,10 +313,13 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
             });
 }
 
-// The tensor-core paths (block_mm's mma.sync with TF32 and with bf16
-// operands, lane by lane on the emulator by the PTX fragment layouts)
-// through the protocol: within each precision's tolerance of the reference
-// and not equal to the fp32 path's results, so the tensor-core path did run.
+// The tensor-core paths of the tile kernels (block_mm's mma.sync with TF32
+// and with bf16 operands, lane by lane on the emulator by the PTX fragment
+// layouts; the kernels a GPU runs where the resident ones do not take the
+// call, d + 1 above 128 or slices wider than 256, so FavorShape::
+// state_in_registers is off here) through the protocol: within each
+// precision's tolerance of the reference and not equal to the fp32 path's
+// results, so the tensor-core path did run.
 // TF32: 1e-2, as on the GPU (relu's dq and dk 0.1, for the masks TF32 flips:
 // test_favor_attention_gpu.cc). bf16 keeps 8 significant bits to TF32's 11:
 // 4e-2 (relu's dq and dk 0.3). A lane holding another element than its
@@ -331,6 +336,8 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
                   SCOPED_TRACE(where(c, causal, kernel, P) + " math=" + tile_math_name(math));
                   EmulatedCudaOps tensor{c.ct, c.seg_len};
                   tensor.math = math;
+                  tensor.resident = false;
+                  ASSERT_FALSE(tensor.dims(r.p.shape).resident);
                   // Two blocks with one warp at a time running ahead (a missing barrier between one warp's
                   // reads and another's overwrite shows there), one with all warps in lockstep.
                   if (P == 2) tensor.schedule = pf_emu::Schedule::WarpByWarp;
@@ -681,6 +688,56 @@ TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
         }
       }
     }
+  }
+}
+
+// plan_dims, the sizes favor_attention_cuda.cu's plan() gives a call on a
+// device of compute capability 7, 8 or 9 whose blocks may take 48, 96, 99,
+// 163 or 227 KiB of shared memory: wherever favor_fits_smem takes a shape
+// (favor_cuda_fits, which sends the op to the fused kernels rather than the
+// slabs), a plan exists and fits the device; tensor-core math only from
+// sm_80. Before the tile kernels' 16-row plan was the last choice, d = 113 to
+// 127 at m = 241 to 256 in TF32 or bf16 on a 99 KiB device found none (the
+// resident kernels' 16-row plan adds their stage). And the plan of H100
+// and H200 at d = 64, m = 256: the first choice.
+TEST(FavorCudaEmulated, PlanTakesEveryShapeThatFits) {
+  const int64_t limits[] = {48 * 1024, 96 * 1024, 99 * 1024, 163 * 1024, 227 * 1024};
+  std::vector<int64_t> ds;
+  for (int64_t d = 1; d <= 128; ++d)
+    if (d <= 20 || d % 16 <= 1 || d % 16 == 15 || d >= 110) ds.push_back(d);
+  int fitting = 0, tile_plans = 0;
+  for (int major : {7, 8, 9})
+    for (TileMath math : {TileMath::Fp32, TileMath::Tf32, TileMath::Bf16})
+      for (int64_t d : ds)
+        for (int64_t m : {1, 7, 16, 64, 100, 241, 256, 300, 1024})
+          for (int64_t limit : limits) {
+            FavorShape s = favor_attention_params(1, 2, 100, d, m, true, FeatureKernel::Softmax).shape;
+            s.tile_math = math;
+            if (!favor_fits_smem(s, limit)) continue;
+            ++fitting;
+            SCOPED_TRACE(testing::Message() << "major=" << major << " math=" << tile_math_name(math) << " d=" << d
+                                            << " m=" << m << " limit=" << limit);
+            Dims D;
+            ASSERT_TRUE(plan_dims(s, major, limit, &D));
+            EXPECT_LE(smem_bytes(D), limit);
+            EXPECT_EQ(D.math, major >= 8 ? math : TileMath::Fp32);
+            if (D.math != TileMath::Fp32 && !D.resident && resident_fits(dims_for(s, 16, D.math))) ++tile_plans;
+          }
+  EXPECT_GT(fitting, 1000);
+  EXPECT_GT(tile_plans, 0) << "no shape took the tile kernels' plan where the resident kernels could run";
+
+  FavorShape s = favor_attention_params(1, 2, 100, 120, 256, true, FeatureKernel::Softmax).shape;
+  s.tile_math = TileMath::Tf32;
+  Dims D;
+  ASSERT_TRUE(plan_dims(s, 8, 99 * 1024, &D));
+  EXPECT_FALSE(D.resident);
+  EXPECT_EQ(D.ct, 16);
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
+    s = favor_attention_params(1, 8, 65536, 64, 256, true, FeatureKernel::Softmax).shape;
+    s.tile_math = math;
+    ASSERT_TRUE(plan_dims(s, 9, 227 * 1024, &D));
+    EXPECT_EQ(D.ct, 32);
+    EXPECT_TRUE(D.smem_state && D.resident && D.smem_projection) << tile_math_name(math);
   }
 }
 
