@@ -183,12 +183,13 @@ TEST(SoftmaxCudaEmulated, TensorCoreKernelsMatchFloat64Reference) {
 }
 
 // Tiles streamed into buffers that earlier tiles filled: four key and query
-// tiles a block (n = 200), double and single buffered, by cp.async (d = 64,
-// fp32) and by loads (d = 16), one warp at a time (so a warp that refills a
-// buffer before the others have read it shows) and in lockstep.
+// tiles a block (n = 200), double and single buffered, by cp.async (d = 64
+// and 128, fp32: 16 and 32 copies a row) and by loads (d = 16), one warp at
+// a time (so a warp that refills a buffer before the others have read it
+// shows) and in lockstep.
 TEST(SoftmaxCudaEmulated, TensorCoreStreamsReuseTheirBuffers) {
   uint64_t seed = 1900;
-  for (int64_t d : {16, 64})
+  for (int64_t d : {16, 64, 128})
     for (bool causal : {false, true}) {
       const SoftmaxAttentionParams p = softmax_attention_params(1, 200, d, causal);
       const Inputs in = make_inputs(p, ++seed);
@@ -199,6 +200,28 @@ TEST(SoftmaxCudaEmulated, TensorCoreStreamsReuseTheirBuffers) {
                        describe(p) + " stages=" + std::to_string(stages) +
                            (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
     }
+}
+
+// A local window narrower than the sequence over whole tiles: n = 256 (every
+// tile full), two heads without pieces, windows of 100 and 150 keys, causal
+// and bidirectional, TF32 and bf16. Only such windows give the tensor-core
+// kernels warp tiles inside both the window and the causal mask, which skip
+// the per-element mask (SoftmaxMask::all_visible); the model's causal
+// window runs them on every interior tile.
+TEST(SoftmaxCudaEmulated, TensorCoreWindowInsideTheMask) {
+  uint64_t seed = 2300;
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16})
+    for (int64_t window : {100, 150})
+      for (bool causal : {true, false}) {
+        const SoftmaxAttentionParams p = softmax_attention_params(2, 256, 64, causal, window);
+        const Inputs in = make_inputs(p, ++seed);
+        const Reference want = run_ref(p, in);
+        const double tol = math == TileMath::Bf16 ? 2.5e-2 : 3e-3;
+        for (pf_emu::Schedule schedule : {pf_emu::Schedule::Lockstep, pf_emu::Schedule::WarpByWarp})
+          expect_close(run_emulated_mma(p, in, math, schedule, 2), want, tol,
+                       describe(p) + " math=" + tile_math_name(math) +
+                           (schedule == pf_emu::Schedule::Lockstep ? " lockstep" : " warp by warp"));
+      }
 }
 
 // bf16 storage on the bf16 tensor-core kernels (a bf16 model's attention):
