@@ -240,6 +240,27 @@ __device__ __forceinline__ void score_and_grad(const SoftmaxMask& mask, float sc
   }
 }
 
+// The query tile from row i0 of the head at hr: sQ, sdO [kBwdQ][d] hold
+// its `rows` rows of Q and dO in fp32, sLse, sD [kBwdQ] their lse and D,
+// zeros after them. No barrier.
+template <typename T>
+__device__ __forceinline__ void load_query_tile(const T* __restrict__ Q, const T* __restrict__ dO,
+                                                const float* __restrict__ lse, const float* __restrict__ D,
+                                                const HeadRows& hr, int64_t i0, int rows, int d, float* sQ,
+                                                float* sdO, float* sLse, float* sD) {
+  const int64_t base = hr.row0 * d;
+  for (int e = threadIdx.x; e < kBwdQ * d; e += kThreads) {
+    const bool in = e / d < rows;
+    sQ[e] = in ? load_f32(Q + base + i0 * d + e) : 0.f;
+    sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
+  }
+  if (threadIdx.x < kBwdQ) {
+    const int r = threadIdx.x;
+    sLse[r] = r < rows ? lse[hr.row0 + i0 + r] : 0.f;
+    sD[r] = r < rows ? D[hr.row0 + i0 + r] : 0.f;
+  }
+}
+
 // dK, dV of a 32-key tile over the 16-row query tiles that see it.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -278,15 +299,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i0 = mask.first_query(j0); i0 < i_end; i0 += kBwdQ) {
     const int rows = static_cast<int>(min64(kBwdQ, i_end - i0));
     __syncthreads();  // the previous query tile is no longer read
-    for (int e = tid; e < kBwdQ * d; e += kThreads) {
-      const bool in = e / d < rows;
-      sQ[e] = in ? load_f32(Q + base + i0 * d + e) : 0.f;
-      sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
-    }
-    if (tid < kBwdQ) {
-      sLse[tid] = tid < rows ? lse[hr.row0 + i0 + tid] : 0.f;
-      sD[tid] = tid < rows ? D[hr.row0 + i0 + tid] : 0.f;
-    }
+    load_query_tile(Q, dO, lse, D, hr, i0, rows, d, sQ, sdO, sLse, sD);
     __syncthreads();
     for (int e = tid; e < kBwdQ * kKeyTile; e += kThreads) {
       const int r = e / kKeyTile, c = e % kKeyTile;
@@ -344,16 +357,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t base = hr.row0 * d;
   const int tid = threadIdx.x;
 
-  for (int e = tid; e < kBwdQ * d; e += kThreads) {
-    const bool in = e / d < rows;
-    sQ[e] = in ? load_f32(Q + base + i0 * d + e) : 0.f;
-    sdO[e] = in ? load_f32(dO + base + i0 * d + e) : 0.f;
-    sdQ[e] = 0.f;
-  }
-  if (tid < kBwdQ) {
-    sLse[tid] = tid < rows ? lse[hr.row0 + i0 + tid] : 0.f;
-    sD[tid] = tid < rows ? D[hr.row0 + i0 + tid] : 0.f;
-  }
+  load_query_tile(Q, dO, lse, D, hr, i0, rows, d, sQ, sdO, sLse, sD);
+  for (int e = tid; e < kBwdQ * d; e += kThreads) sdQ[e] = 0.f;
   // Only the keys some query of the tile sees.
   const int64_t kend = mask.end_key(i0 + rows - 1, n);
   for (int64_t j0 = mask.first_key(i0); j0 < kend; j0 += kKeyTile) {

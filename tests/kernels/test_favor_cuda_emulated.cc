@@ -324,6 +324,17 @@ TEST(FavorCudaEmulated, ProtocolMatchesWholeSequenceReference) {
 // test_favor_attention_gpu.cc). bf16 keeps 8 significant bits to TF32's 11:
 // 4e-2 (relu's dq and dk 0.3). A lane holding another element than its
 // layout says, or a product read before a barrier, gives O(1) errors.
+void expect_tensor_cores_near_reference(const EmulatedRun& e, const ReferenceCase& r, TileMath math,
+                                        FeatureKernel kernel) {
+  const bool bf16 = math == TileMath::Bf16;
+  const double tol = bf16 ? 4e-2 : 1e-2;
+  const double qk_tol = kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : tol;
+  EXPECT_LE(test::rel_l2(e.o, r.o), tol);
+  EXPECT_LE(test::rel_l2(e.dq, r.dq), qk_tol);
+  EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
+  EXPECT_LE(test::rel_l2(e.dv, r.dv), tol);
+}
+
 TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
   // Each mma is two warp barriers here: small sizes (one segment of two
   // 32-row tiles; two segments of 16-row tiles, the second short).
@@ -344,12 +355,7 @@ TEST(FavorCudaEmulated, TensorCoreTilesMatchReference) {
                   tensor.smem_state = P == 2;
                   const EmulatedRun tc(r, tensor, causal, P);
                   const EmulatedRun fp32(r, EmulatedCudaOps{c.ct, c.seg_len}, causal, P);
-                  const double tol = bf16 ? 4e-2 : 1e-2;
-                  const double qk_tol = kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : tol;
-                  EXPECT_LE(test::rel_l2(tc.o, r.o), tol);
-                  EXPECT_LE(test::rel_l2(tc.dq, r.dq), qk_tol);
-                  EXPECT_LE(test::rel_l2(tc.dk, r.dk), qk_tol);
-                  EXPECT_LE(test::rel_l2(tc.dv, r.dv), tol);
+                  expect_tensor_cores_near_reference(tc, r, math, kernel);
                   EXPECT_GT(test::rel_l2(tc.o, fp32.o), 1e-6)
                       << "the tensor-core path gave the fp32 path's output: did it run?";
                 }
@@ -431,31 +437,39 @@ TEST(FavorCudaEmulated, ResidentStateMatchesReference) {
 // kernel, against the float64 reference's dW. Observed: TF32 <= 9.4e-4,
 // bf16 <= 8.7e-3 (relu's dW 2.2e-2 and 6.4e-2: its features jump at the
 // threshold); o, dq, dk and dv within the resident test's tolerances.
+// The emulated run of ops over P blocks with dW against the reference r on
+// the resident kernels: dW within the test's tolerance, o, dq, dk, dv within
+// the resident tests'.
+void expect_resident_grads(const ReferenceCase& r, const EmulatedCudaOps& ops, bool causal, FeatureKernel kernel,
+                           int P) {
+  const std::vector<double> rW = reference_weight_grad(r);
+  MemoryTracker tracker(Device::cpu());
+  const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
+  std::vector<float> o(r.size()), dq(r.size()), dk(r.size()), dv(r.size()), dW(rW.size(), 0.f);
+  ASSERT_TRUE(ops.dims(r.p.shape).resident);
+  test::run_favor_protocol(ops, res.ctx(), r.p.shape, causal, P, r.q.data(), r.k.data(), r.v.data(), r.W.data(),
+                           r.g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
+  const bool bf16 = ops.math == TileMath::Bf16;
+  const double tol = kernel == FeatureKernel::Relu ? (bf16 ? 0.2 : 0.06) : (bf16 ? 2.5e-2 : 3e-3);
+  EXPECT_LE(test::rel_l2(dW, rW), tol);
+  expect_resident_near_reference(o, dq, dk, dv, r, ops.math, kernel);
+}
+
 TEST(FavorCudaEmulated, ResidentProjectionGradMatchesReference) {
   // Tiles of 16 in segments of 32: a tile's q, whose feature backward makes dW, while the next one's is staged.
   each_case({Case{70, 16, 40, 16, 32}}, 4650, [](const Case& c, bool causal, FeatureKernel kernel, uint64_t seed) {
     const ReferenceCase r(c, causal, kernel, seed);
-    const std::vector<double> rW = reference_weight_grad(r);
     for (TileMath math : {TileMath::Tf32, TileMath::Bf16})
       for (bool smem : {true, false})
         for (int P : {1, 3}) {
           SCOPED_TRACE(where(c, causal, kernel, P) + " math=" + tile_math_name(math) +
                        " smem_state=" + std::to_string(smem));
-          MemoryTracker tracker(Device::cpu());
-          const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-          std::vector<float> o(r.size()), dq(r.size()), dk(r.size()), dv(r.size()), dW(rW.size(), 0.f);
           EmulatedCudaOps ops{c.ct, c.seg_len};
           ops.math = math;
           ops.smem_state = smem;
           if (P == 3) ops.schedule = pf_emu::Schedule::WarpByWarp;
-          ASSERT_TRUE(ops.dims(r.p.shape).resident);
           ASSERT_EQ(ops.dims(r.p.shape).smem_projection, smem);
-          test::run_favor_protocol(ops, res.ctx(), r.p.shape, causal, P, r.q.data(), r.k.data(), r.v.data(), r.W.data(),
-                                   r.g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
-          const bool bf16 = math == TileMath::Bf16;
-          const double tol = kernel == FeatureKernel::Relu ? (bf16 ? 0.2 : 0.06) : (bf16 ? 2.5e-2 : 3e-3);
-          EXPECT_LE(test::rel_l2(dW, rW), tol);
-          expect_resident_near_reference(o, dq, dk, dv, r, math, kernel);
+          expect_resident_grads(r, ops, causal, kernel, P);
         }
   });
   // Fewer padded features than padded d (m = 24 < d = 64): the backward's
@@ -464,20 +478,12 @@ TEST(FavorCudaEmulated, ResidentProjectionGradMatchesReference) {
   for (TileMath math : {TileMath::Tf32, TileMath::Bf16}) {
     const Case c{40, 64, 24, 16, 0};
     const ReferenceCase r(c, true, FeatureKernel::Softmax, 4690);
-    const std::vector<double> rW = reference_weight_grad(r);
     SCOPED_TRACE(where(c, true, FeatureKernel::Softmax, 3) + " math=" + tile_math_name(math));
-    MemoryTracker tracker(Device::cpu());
-    const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-    std::vector<float> o(r.size()), dq(r.size()), dk(r.size()), dv(r.size()), dW(rW.size(), 0.f);
     EmulatedCudaOps ops{c.ct, c.seg_len};
     ops.math = math;
     ops.smem_state = true;
-    ASSERT_TRUE(ops.dims(r.p.shape).resident);
     ASSERT_LT(ops.dims(r.p.shape).mp, ops.dims(r.p.shape).dp);
-    test::run_favor_protocol(ops, res.ctx(), r.p.shape, true, 3, r.q.data(), r.k.data(), r.v.data(), r.W.data(),
-                             r.g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
-    EXPECT_LE(test::rel_l2(dW, rW), math == TileMath::Bf16 ? 2.5e-2 : 3e-3);
-    expect_resident_near_reference(o, dq, dk, dv, r, math, FeatureKernel::Softmax);
+    expect_resident_grads(r, ops, true, FeatureKernel::Softmax, 3);
   }
 }
 
@@ -581,14 +587,7 @@ TEST(FavorCudaEmulated, FeatureSlicesMatchReference) {
       ops.slice = 16;
       ops.math = math;
       ops.schedule = pf_emu::Schedule::WarpByWarp;
-      const EmulatedRun e(r, ops, causal, 2);
-      const bool bf16 = math == TileMath::Bf16;
-      const double tol = bf16 ? 4e-2 : 1e-2;
-      const double qk_tol = kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : tol;
-      EXPECT_LE(test::rel_l2(e.o, r.o), tol);
-      EXPECT_LE(test::rel_l2(e.dq, r.dq), qk_tol);
-      EXPECT_LE(test::rel_l2(e.dk, r.dk), qk_tol);
-      EXPECT_LE(test::rel_l2(e.dv, r.dv), tol);
+      expect_tensor_cores_near_reference(EmulatedRun(r, ops, causal, 2), r, math, kernel);
     }
   });
 }
