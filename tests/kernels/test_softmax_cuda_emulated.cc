@@ -270,16 +270,18 @@ TEST(SoftmaxCudaEmulated, Bf16StorageIsTheFp32RunRounded) {
 // between them, each piece's queries seeing only its own keys, against the
 // float64 reference piece by piece (the fp32 kernels 1e-5, TF32 3e-3, bf16
 // 2.5e-2); the rows of the gaps stay as they were (NaN), so no kernel reads
-// or writes outside the pieces' rows. Windows 0 and 40, causal and
+// or writes outside the pieces' rows. d = 16, and 64 (the tensor-core kernels then
+// stream the pieces' fp32 rows by cp.async). Windows 0 and 40, causal and
 // bidirectional; the tensor-core kernels double buffered in lockstep and
 // single buffered one warp at a time.
 TEST(SoftmaxCudaEmulated, PiecesMatchFloat64Reference) {
-  const int64_t total = 300, d = 16;
+  const int64_t total = 300;
   const std::vector<RowSpan> spans = {{0, 70, 0}, {75, 1, 0}, {80, 0, 0}, {90, 140, 0}, {240, 33, 0}};
   MemoryTracker tracker(Device::cpu());
   const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
   const RowSpans pieces(res.ctx(), spans);
   uint64_t seed = 2100;
+  for (int64_t d : {16, 64})  // 64: the fp32 rows of each piece streamed by cp.async from the piece's start
   for (TileMath math : {TileMath::Fp32, TileMath::Tf32, TileMath::Bf16})
     for (int64_t window : {0, 40})
       for (bool causal : {false, true}) {
