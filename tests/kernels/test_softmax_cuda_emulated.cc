@@ -357,7 +357,7 @@ TEST(SoftmaxCudaEmulated, WindowOfTheWholeSequenceIsNoWindow) {
 TEST(SoftmaxCudaEmulated, DecodeMatchesFloat64ReferenceAndTheCpu) {
   uint64_t seed = 900;
   for (int64_t n : {1, 5, 128, 129, 300})
-    for (int64_t d : {3, 16, 33}) {
+    for (int64_t d : {3, 16, 33, 64, 128}) {  // 128: a column per thread of the block
       const DecodeCase c = make_case(3, n, d, 5, ++seed);
       const SoftmaxAttentionParams& p = c.p;
       const int64_t stride = c.stride;
