@@ -42,7 +42,7 @@ Dims plan(const ExecContext& ctx, const FavorShape& s) {
   const int64_t limit = smem_limit(ctx.device);
   Dims D;
   PF_REQUIRE(ValueError, plan_dims(s, major, limit, &D),
-             kTag << ": m=" << s.m << ", d=" << s.d << " need " << smem_bytes(dims_for(s, 16, TileMath::Fp32))
+             kTag << ": m=" << s.m << ", d=" << s.d << " need " << favor_min_smem_bytes(s)
                   << " bytes of shared memory per block for 16-row tiles; " << ctx.device.str() << " allows " << limit);
   return D;
 }
@@ -81,7 +81,7 @@ class CudaLaunch {
 
 }  // namespace
 
-bool favor_cuda_fits(const FavorShape& s, Device device) { return favor_fits_smem(s, smem_limit(device)); }
+bool favor_cuda_fits(const FavorShape& s, Device device) { return favor_min_smem_bytes(s) <= smem_limit(device); }
 
 int64_t favor_workspace_bytes_cuda(const FavorShape& s) { return fused_workspace_bytes(s); }
 

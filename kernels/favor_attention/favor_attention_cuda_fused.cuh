@@ -148,12 +148,10 @@ inline Dims dims_for(const FavorShape& s, int ct, TileMath math, bool smem_state
   return dims_for(s, ct, math, smem_state, feature_slice_width(s));
 }
 
-// Whether the fused kernels take shape s on a device whose blocks may have
-// `limit` bytes of shared memory: its 16-row tiles without the carried
-// state (the tile kernels') fit.
-inline bool favor_fits_smem(const FavorShape& s, int64_t limit) {
-  return smem_bytes(dims_for(s, 16, TileMath::Fp32)) <= limit;
-}
+// The least shared memory a block of the fused kernels takes for shape s:
+// 16-row tiles without the carried state (the tile kernels'). A device
+// whose blocks may have that much runs the fused kernels (favor_cuda_fits).
+inline int64_t favor_min_smem_bytes(const FavorShape& s) { return smem_bytes(dims_for(s, 16, TileMath::Fp32)); }
 
 // The call's sizes on a device of compute capability `major` (tensor cores
 // from 8 on) whose blocks may have `limit` bytes of shared memory: the
@@ -163,9 +161,9 @@ inline bool favor_fits_smem(const FavorShape& s, int64_t limit) {
 // (H100, H200 at d = 64, m = 256: 226.9 KiB in TF32, 225.7 in bf16), the
 // same without the projection, 32-row tiles, 16-row tiles with the state
 // (and the projection, then without), 16-row tiles, and last 16-row tiles
-// on the tile kernels (no stage: the room favor_fits_smem counts). The
-// order is a guess that no GPU has timed yet. False where none fits
-// (!favor_fits_smem).
+// on the tile kernels (no stage: favor_min_smem_bytes). The order is a
+// guess that no GPU has timed yet. False where none fits (limit below
+// favor_min_smem_bytes).
 inline bool plan_dims(const FavorShape& s, int major, int64_t limit, Dims* out) {
   const TileMath math = major >= 8 ? s.tile_math : TileMath::Fp32;
   FavorShape global_w = s, tiles = s;

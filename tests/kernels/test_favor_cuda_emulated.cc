@@ -742,7 +742,7 @@ TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
 
 // plan_dims, the sizes favor_attention_cuda.cu's plan() gives a call on a
 // device of compute capability 7, 8 or 9 whose blocks may take 48, 96, 99,
-// 163 or 227 KiB of shared memory: wherever favor_fits_smem takes a shape
+// 163 or 227 KiB of shared memory: wherever favor_min_smem_bytes fits a shape
 // (favor_cuda_fits, which sends the op to the fused kernels rather than the
 // slabs), a plan exists and fits the device; tensor-core math only from
 // sm_80. Before the tile kernels' 16-row plan was the last choice, d = 113 to
@@ -762,7 +762,7 @@ TEST(FavorCudaEmulated, PlanTakesEveryShapeThatFits) {
           for (int64_t limit : limits) {
             FavorShape s = favor_attention_params(1, 2, 100, d, m, true, FeatureKernel::Softmax).shape;
             s.tile_math = math;
-            if (!favor_fits_smem(s, limit)) continue;
+            if (favor_min_smem_bytes(s) > limit) continue;
             ++fitting;
             SCOPED_TRACE(testing::Message() << "major=" << major << " math=" << tile_math_name(math) << " d=" << d
                                             << " m=" << m << " limit=" << limit);

@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
