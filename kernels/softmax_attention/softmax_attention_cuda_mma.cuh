@@ -13,8 +13,9 @@
 // output [16, DP], running max and sum in registers while 64-key tiles of K
 // and V stream through shared memory, from the first key any of the tile's
 // rows sees to the last (a window skips the tiles outside it; causal, those
-// right of the diagonal). Per key tile: S = Q K^T, the mask, the online
-// softmax (row max and sum over the four lanes of a row), O += P V.
+// right of the diagonal). Per key tile: S = scale Q K^T (the product of the
+// rounded operands, scaled in fp32, as the backward remakes it), the mask,
+// the online softmax (row max and sum over the four lanes of a row), O += P V.
 // Backward, without atomics, so dQ, dK and dV are the same from run to run:
 // D = rowsum(dO o O) (row_dot_kernel), then
 //   a block per (head, 64-key tile): each warp keeps dK, dV of its 16 keys in
@@ -112,14 +113,13 @@ inline MmaStages mma_stages(TileMath math, int d, int64_t limit) {
   return MmaStages{most(forward_mma_smem_bytes), most(backward_mma_smem_bytes)};
 }
 
-// dst [kMmaRows, ld] = scale * src rows [rows, d] (row stride d), zero after
-// them up to DP columns and kMmaRows rows; bf16 tiles take the rounded
-// values, two columns a 32-bit store.
+// dst [kMmaRows, ld] = src rows [rows, d] (row stride d), zero after them up
+// to DP columns and kMmaRows rows; bf16 tiles take the rounded values, two
+// columns a 32-bit store.
 template <TileMath P, typename T, int DP>
-__device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int rows, int d, float scale,
-                                                 TileElem<P>* dst) {
+__device__ __forceinline__ void load_rows_padded(const T* __restrict__ src, int rows, int d, TileElem<P>* dst) {
   constexpr int ld = mma_ld<P>(DP);
-  auto at = [&](int r, int c) { return r < rows && c < d ? load_f32(src + int64_t(r) * d + c) * scale : 0.f; };
+  auto at = [&](int r, int c) { return r < rows && c < d ? load_f32(src + int64_t(r) * d + c) : 0.f; };
   if constexpr (P == TileMath::Bf16) {
     for (int e = threadIdx.x; e < kMmaRows * DP / 2; e += kThreads) {
       const int r = e / (DP / 2), c = 2 * (e % (DP / 2));
@@ -156,7 +156,7 @@ __device__ __forceinline__ void start_rows(const T* __restrict__ src, int rows, 
       return;
     }
   }
-  load_rows_padded<P, T, DP>(src, rows, d, 1.f, dst);
+  load_rows_padded<P, T, DP>(src, rows, d, dst);
 }
 
 // body(j0, cols, a, b) for each 64-row tile [j0, j0 + cols) of [first, end)
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
   if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = hr.row0 * d;
-  load_rows_padded<P, T, DP>(Q + base + i0 * d, rows, d, scale, sQ);
+  load_rows_padded<P, T, DP>(Q + base + i0 * d, rows, d, sQ);
 
   float o[NT][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows g and g + 8 of the warp's strip
@@ -276,6 +276,11 @@ __global__ void __launch_bounds__(kThreads)
                          [&](int64_t j0, int cols, const E* sK, const E* sV) {
                            float s[KT][4] = {};
                            warp_mm_abt<P, KT>(sQ + 16 * warp * ld, ld, sK, ld, DP, lane, s);
+                           // The scores scaled in fp32, from the same rounded q and k the
+                           // backward's products take.
+                           PF_UNROLL
+                           for (int j = 0; j < KT; ++j) PF_UNROLL
+                           for (int r = 0; r < 4; ++r) s[j][r] *= scale;
                            // The mask per element only where some key of the tile is hidden
                            // from some row of the warp (a causal diagonal, a window's edges,
                            // the sequence's end): the same for the whole warp.
@@ -349,8 +354,8 @@ __global__ void __launch_bounds__(kThreads)
   if (j0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int cols = static_cast<int>(min64(kMmaRows, n - j0));
   const int64_t base = hr.row0 * d;
-  load_rows_padded<P, T, DP>(K + base + j0 * d, cols, d, 1.f, sK);
-  load_rows_padded<P, T, DP>(V + base + j0 * d, cols, d, 1.f, sV);
+  load_rows_padded<P, T, DP>(K + base + j0 * d, cols, d, sK);
+  load_rows_padded<P, T, DP>(V + base + j0 * d, cols, d, sV);
 
   float dk[NT][4] = {}, dv[NT][4] = {};
   constexpr int QP = rows_a_pass(DP, QT);  // 8-query tiles a pass over a streamed tile
@@ -414,8 +419,8 @@ __global__ void __launch_bounds__(kThreads)
   if (i0 >= n) return;  // past a shorter piece's end (uniform over the block)
   const int rows = static_cast<int>(min64(kMmaRows, n - i0));
   const int64_t base = hr.row0 * d;
-  load_rows_padded<P, T, DP>(Q + base + i0 * d, rows, d, 1.f, sQ);
-  load_rows_padded<P, T, DP>(dO + base + i0 * d, rows, d, 1.f, sdO);
+  load_rows_padded<P, T, DP>(Q + base + i0 * d, rows, d, sQ);
+  load_rows_padded<P, T, DP>(dO + base + i0 * d, rows, d, sdO);
   float row_lse[2], row_D[2];  // rows g and g + 8 of the warp's strip
   PF_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -501,7 +506,7 @@ void forward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int st
 
 // dQ, dK, dV of the call on tensor cores, each written once (no atomics),
 // with `stages` buffers of the streamed tiles; D [rows of the buffers] is
-// scratch (softmax_scratch_rows).
+// scratch (softmax_attention_rows).
 template <typename L, typename T>
 void backward_mma(L& launch, const SoftmaxAttentionParams& p, float scale, int stages, const T* Q, const T* K,
                   const T* V, const T* O, const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {

@@ -181,6 +181,33 @@ TEST(SoftmaxCudaEmulated, TensorCoreKernelsMatchFloat64Reference) {
   }
 }
 
+// A query that sees one key gives it probability 1, and the backward must
+// remake exactly that from the forward's lse: then dV = P^T dO is dO as the
+// tile holds it (TF32- or bf16-rounded), bit for bit. One key per query: n = 1,
+// or a window of 1 over 97 rows (both modes). d = 5, 72 and 128, where the
+// scale 1/sqrt(d) is not a power of two: a forward that rounds scale * q to
+// the tile type while the backward scales round(q) makes P = e^delta, off by
+// up to a few TF32 or bf16 units.
+TEST(SoftmaxCudaEmulated, OneVisibleKeyHasProbabilityOneInTheBackward) {
+  uint64_t seed = 2300;
+  for (TileMath math : {TileMath::Tf32, TileMath::Bf16})
+    for (int64_t d : {5, 72, 128})
+      for (bool causal : {false, true})
+        for (auto [n, window] : {std::pair<int64_t, int64_t>{1, 0}, {97, 1}}) {
+          const SoftmaxAttentionParams p = softmax_attention_params(3, n, d, causal, window);
+          const Inputs in = make_inputs(p, ++seed);
+          const Outputs got = run_emulated_mma(p, in, math);
+          int64_t wrong = 0;
+          for (size_t i = 0; i < got.dV.size(); ++i) {
+            const float dO = static_cast<float>(in.dO[i]);
+            const float held = math == TileMath::Tf32 ? pf_emu::float_of(pf_emu::tf32_bits(dO))
+                                                      : pf_emu::float_of(pf_emu::bf16_of(dO) << 16);
+            wrong += got.dV[i] != held;
+          }
+          EXPECT_EQ(wrong, 0) << describe(p) << " math=" << tile_math_name(math) << ": dV != dO as the tile holds it";
+        }
+}
+
 // Tiles streamed into buffers that earlier tiles filled: four key and query
 // tiles a block (n = 200), double and single buffered, by cp.async (d = 64
 // and 128, fp32: 16 and 32 copies a row) and by loads (d = 16), one warp at
