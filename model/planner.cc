@@ -7,6 +7,8 @@
 
 #include "kernels/favor_attention/favor_attention.h"
 #include "kernels/reduce/column_sums.h"
+#include "kernels/softmax_attention/softmax_attention.h"
+#include "model/attention_comm.h"
 #include "model/packed_layout.h"
 #include "model/params.h"
 #include "runtime/memory.h"
@@ -36,7 +38,9 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const bool exp = cfg.attention == AttentionKind::Exp;
   plan.persistent = f * P * (training ? 4 : 1) + (linear && !exp ? f * L * m * D : 0) + (lowp ? h * P : 0);
 
-  // Kept per layer for its backward.
+  // Kept per layer for its backward: ln1, the q/k/v heads (3), the merged
+  // heads, mid and ln2 [T, C] each, the FFN's two [T, F], the LayerNorms'
+  // statistics (4 [T]) and the attention's own tensors.
   // (Packed, bidirectional: the totals of the two pieces of each sample that
   // continue across ranks.)
   // Hybrid (model.window with a linear kind): the linear kind's tensors, the
@@ -46,7 +50,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t att_saved =
       linear ? (T * C + 2 * T * H + BH * ss * (packed && !cfg.causal() ? 2 : 1)) + (hybrid ? softmax_saved + T * C : 0)
              : softmax_saved;
-  const int64_t layer_acts = f * (6 * T * C + 2 * T * F + 4 * T + att_saved) - (f - h) * kept16;
+  const int64_t layer_acts = f * (7 * T * C + 2 * T * F + 4 * T + att_saved) - (f - h) * kept16;
   // Inside the attention forward: the unnormalised outputs y [BH, n, D+1],
   // the block totals, the early block totals, the scan's workspace, and the
   // fused op's workspace on `device` (CPU: per-thread tiles; CUDA: window
@@ -63,13 +67,19 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // Packed: the scans' flagged buffers, the per-sample states (last, first,
   // prefix, suffix) and the states of the pieces of one call.
   const int64_t packed_fwd = packed ? f * (2 * BH * (ss + 1) + BH + 4 * BH * ss + G * ss) : 0;
-  // Softmax (or a hybrid's window) over pieces: copies of the rows of the
-  // piece at work. A window across ranks (model/attention_window.cc): the
-  // halo buffers (rows of k and v to and from both neighbours) and the
-  // copies of one sample's piece with its halo rows: q, k, v, o and lse.
+  // Softmax (or a hybrid's window) runs over all pieces in place. A window
+  // across ranks (model/attention_window.cc): the halo buffers (rows of k
+  // and v to and from both neighbours) and the copies of one sample's piece
+  // with its halo rows: q, k, v, o and lse.
   const int64_t hw = cfg.window > 0 ? cfg.window - 1 : 0, halo = B + 2 * BH * hw * D, L_ext = (n + 2 * hw) * H;
   const bool across = cfg.window > 0 && sp > 1;
-  const int64_t softmax_fwd = across ? f * (4 * halo + 4 * L_ext * D + L_ext) : packed ? f * (4 * T * C + T * H) : 0;
+  // The softmax kernels' own scratch (softmax_attention.h), for a call over
+  // at most BH heads of n rows and the halo rows: the CPU's tiles per thread
+  // (and a row statistic per thread backward), CUDA's D per row backward.
+  const SoftmaxAttentionParams sm = attention_softmax_params(cfg, BH, n + (across ? 2 * hw : 0));
+  const int64_t sm_fwd_ws = softmax_attention_forward_workspace_bytes(sm, device, threads);
+  const int64_t sm_bwd_ws = softmax_attention_backward_workspace_bytes(sm, device, threads);
+  const int64_t softmax_fwd = sm_fwd_ws + (across ? f * (4 * halo + 4 * L_ext * D + L_ext) : 0);
   // (A hybrid runs the linear kind, then the window: one after the other.)
   const int64_t att_fwd =
       linear ? std::max(f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd, hybrid ? softmax_fwd : int64_t{0})
@@ -83,9 +93,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t exp_dw = exp && !packed ? f * BH * m * D : 0;
   // Backward: the halo buffers of the exchange and of the gradients sent
   // back, and a piece's q, k, v, o, lse, d_o and its dq, dk, dv.
-  const int64_t softmax_bwd = across   ? f * (8 * halo + BH * hw * D + 8 * L_ext * D + L_ext)
-                              : packed ? f * (8 * T * C + 2 * T * H)
-                                       : 0;
+  const int64_t softmax_bwd = sm_bwd_ws + (across ? f * (8 * halo + BH * hw * D + 8 * L_ext * D + L_ext) : 0);
   const int64_t linear_bwd = f * 3 * BH * ss + favor_ws + packed_bwd + exp_dw;
   // Hybrid: the output gradient's two parts [T, C] each during the linear
   // backward; then the window's part and its q, k, v gradients (4 [T, C]).
@@ -102,25 +110,36 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t col_sums = device.is_cuda() ? std::max(column_sums_scratch_bytes(T, std::max(F, 3 * C), 1),
                                                        column_sums_scratch_bytes(T, C, 2))
                                             : 0;
-  const int64_t layer_bwd = f * T * C + col_sums +
-                            std::max({f * (T * F + T * C) + lowp_bwd, f * (5 * T * C) + att_bwd - ffn_freed,
-                                      f * 6 * T * C - ffn_freed, f * 5 * T * C - ffn_freed});
+  // The FFN part: d_g [T, F]; in fp32 the layer releases g and h1 before
+  // d_ln2 [T, C] is made, under bf16/f16 the widened copies come and go.
+  const int64_t ffn_bwd = f * T * F + (lowp ? f * T * C + lowp_bwd : std::max<int64_t>(0, f * (T * C - 2 * T * F)));
+  const int64_t layer_bwd =
+      f * T * C + col_sums +
+      std::max({ffn_bwd, f * (5 * T * C) + att_bwd - ffn_freed, f * 6 * T * C - ffn_freed, f * 5 * T * C - ffn_freed});
   const int64_t ids = 8 * T;
-  const int64_t head = f * (T * V + 2 * T * C + 3 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
+  // The head: the final LayerNorm's output and statistics, the logits and
+  // the token losses; in its backward the output's gradient d_h, then d_x
+  // (the logits released).
+  const int64_t head =
+      f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
+  // In the layers' backward: the final LayerNorm's statistics, and d_x [T, C]
+  // in place of the top layer's output (released when the backward starts).
+  const int64_t head_kept = f * 2 * T;
 
   if (!training) {
     plan.activations = f * 2 * T * C + ids;
     plan.transient = std::max(layer_acts + layer_fwd, head);
   } else if (!cfg.checkpoint_activations) {
     plan.activations = ids + f * (L + 1) * T * C + L * layer_acts;
-    plan.transient = std::max({layer_fwd, head, f * T * C + layer_bwd});
+    plan.transient = std::max({layer_fwd, head, head_kept + layer_bwd});
   } else {
     // The layer inputs; in the backward of layer l the inputs above l are
     // released, which leaves room for the gradient d_x [T, C]. The rebuild of
     // a layer's activations also holds its output [T, C] (dropped before that
     // layer's backward).
     plan.activations = ids + f * (L + 1) * T * C;
-    plan.transient = std::max({head, f * T * C + layer_acts + layer_fwd, layer_acts + layer_bwd});
+    plan.transient =
+        std::max({head, head_kept + f * T * C + layer_acts + layer_fwd, head_kept + layer_acts + layer_bwd});
   }
   plan.peak = plan.persistent + plan.activations + plan.transient;
   return plan;

@@ -57,6 +57,24 @@ float softmax_attention_scale(const SoftmaxAttentionParams& p) {
   return p.scale == 0.f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.d))) : p.scale;
 }
 
+int64_t softmax_attention_rows(const SoftmaxAttentionParams& p) { return p.pieces ? p.pieces->end() : p.heads * p.n; }
+
+int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& p, Device device, int threads) {
+  if (device.is_cuda()) {
+    softmax_attention_check(p);
+    return 0;
+  }
+  return softmax_attention_cpu_forward_workspace_bytes(p, threads);
+}
+
+int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, Device device, int threads) {
+  if (device.is_cuda()) {
+    softmax_attention_check(p);
+    return int64_t{4} * softmax_attention_rows(p);
+  }
+  return softmax_attention_cpu_backward_workspace_bytes(p, threads);
+}
+
 void softmax_attention_forward(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q, const float* K,
                                const float* V, float* O, float* lse) {
   if (ctx.device.is_cuda())

@@ -98,17 +98,23 @@ void softmax_attention_forward_cpu(const ExecContext& ctx, const SoftmaxAttentio
 void softmax_attention_backward_cpu(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                     const float* K, const float* V, const float* O, const float* lse, const float* dO,
                                     float* dQ, float* dK, float* dV);
-// Scratch bytes the CPU kernels allocate with `threads` OpenMP threads: tile
-// buffers per thread (independent of n) plus, in the backward, one O(n) row
-// statistic per thread. Never O(n^2).
-int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
-int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
+// Scratch bytes one call allocates through ctx.tracker on `device`, never
+// O(n^2). CPU, with `threads` OpenMP threads: tile buffers per thread
+// (independent of n) plus, in the backward, one O(n) row statistic per
+// thread. CUDA (`threads` unused): none in the forward; the backward's D, one
+// float per row the call reaches (softmax_attention_rows).
+int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& p, Device device, int threads);
+int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, Device device, int threads);
+int64_t softmax_attention_cpu_forward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
+int64_t softmax_attention_cpu_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads);
+// Rows of the [rows, d] buffers a call reaches: heads * n, or the end of the
+// pieces' rows.
+int64_t softmax_attention_rows(const SoftmaxAttentionParams& p);
 
 // CUDA (fp32 math, one block per (head, query tile) forward and per (head, key
-// tile) backward; d <= 128). The backward allocates D [heads, n] (and, for
-// f16/bf16 storage, an fp32 dQ accumulator [heads, n, d]) through ctx.tracker
-// (required) and synchronises ctx.stream before freeing them. Throws CudaError
-// in a build without CUDA.
+// tile) backward; d <= 128). The backward allocates D (one float per row)
+// through ctx.tracker (required) and synchronises ctx.stream before freeing
+// it. Throws CudaError in a build without CUDA.
 void softmax_attention_forward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,
                                     const float* K, const float* V, float* O, float* lse);
 void softmax_attention_backward_cuda(const ExecContext& ctx, const SoftmaxAttentionParams& p, const float* Q,

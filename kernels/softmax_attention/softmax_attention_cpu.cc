@@ -166,12 +166,12 @@ CpuHead cpu_head(const SoftmaxAttentionParams& p, const int64_t* spans, int64_t 
 
 }  // namespace
 
-int64_t softmax_attention_forward_workspace_bytes(const SoftmaxAttentionParams& p, int threads) {
+int64_t softmax_attention_cpu_forward_workspace_bytes(const SoftmaxAttentionParams& p, int threads) {
   softmax_attention_check(p);
   return 4 * forward_floats_per_thread(p) * std::max(threads, 1);
 }
 
-int64_t softmax_attention_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads) {
+int64_t softmax_attention_cpu_backward_workspace_bytes(const SoftmaxAttentionParams& p, int threads) {
   softmax_attention_check(p);
   return 4 * backward_floats_per_thread(p) * std::max(threads, 1);
 }

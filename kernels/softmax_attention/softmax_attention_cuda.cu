@@ -90,7 +90,7 @@ void backward_impl(const ExecContext& ctx, const SoftmaxAttentionParams& p, cons
   if (p.heads == 0 || p.n == 0) return;
   PF_REQUIRE(ValueError, ctx.tracker != nullptr, "softmax attention backward on CUDA needs ctx.tracker for scratch");
   const MmaStages mma = mma_plan(ctx, p);
-  const Tensor scratch = Tensor::empty({softmax_scratch_rows(p)}, DType::f32, *ctx.tracker, kTag);
+  const Tensor scratch = Tensor::empty({softmax_attention_rows(p)}, DType::f32, *ctx.tracker, kTag);
   float* D = scratch.data<float>();
   CudaLaunch launch(ctx);
   if (mma.backward > 0)

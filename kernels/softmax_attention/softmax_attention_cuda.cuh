@@ -448,10 +448,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // The pieces' table of the call on its device (runtime/row_spans.h), or null.
 inline const int64_t* spans_of(const SoftmaxAttentionParams& p) { return p.pieces ? p.pieces->table() : nullptr; }
-// Rows of the buffers the call reaches: the backward's D scratch.
-inline int64_t softmax_scratch_rows(const SoftmaxAttentionParams& p) {
-  return p.pieces ? p.pieces->end() : p.heads * p.n;
-}
 
 // O, lse of the call (all heads, or all pieces, in one launch); scale from
 // softmax_attention_scale.
@@ -464,7 +460,7 @@ void forward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q
                 SoftmaxMask{p.causal, p.window}, scale, q_tiles, spans_of(p), Q, K, V, O, lse);
 }
 
-// dQ, dK, dV of the call; D [softmax_scratch_rows] is scratch.
+// dQ, dK, dV of the call; D [softmax_attention_rows] is scratch.
 template <typename L, typename T>
 void backward(L& launch, const SoftmaxAttentionParams& p, float scale, const T* Q, const T* K, const T* V, const T* O,
               const float* lse, const T* dO, float* D, T* dQ, T* dK, T* dV) {

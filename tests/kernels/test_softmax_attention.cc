@@ -230,24 +230,24 @@ TEST(SoftmaxAttention, ScratchIsLinearInSequenceLength) {
   ctx.tracker = &tracker;
   const int threads = omp_get_max_threads();
   softmax_attention_forward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data());
-  EXPECT_EQ(tracker.stats().peak_bytes, softmax_attention_forward_workspace_bytes(p, threads));
+  EXPECT_EQ(tracker.stats().peak_bytes, softmax_attention_forward_workspace_bytes(p, Device::cpu(), threads));
   EXPECT_EQ(tracker.stats().current_bytes, 0);
   tracker.reset_peak();
   softmax_attention_backward(ctx, p, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(), dQ.data(),
                              dK.data(), dV.data());
-  EXPECT_EQ(tracker.stats().peak_bytes, softmax_attention_backward_workspace_bytes(p, threads));
+  EXPECT_EQ(tracker.stats().peak_bytes, softmax_attention_backward_workspace_bytes(p, Device::cpu(), threads));
   EXPECT_EQ(tracker.stats().current_bytes, 0);
 
   SoftmaxAttentionParams big = p;
   big.d = 64;
   for (int64_t n = 1024; n <= (int64_t{1} << 20); n *= 4) {
     big.n = n;
-    const int64_t fwd = softmax_attention_forward_workspace_bytes(big, threads);
-    const int64_t bwd = softmax_attention_backward_workspace_bytes(big, threads);
+    const int64_t fwd = softmax_attention_forward_workspace_bytes(big, Device::cpu(), threads);
+    const int64_t bwd = softmax_attention_backward_workspace_bytes(big, Device::cpu(), threads);
     SoftmaxAttentionParams twice = big;
     twice.n = 2 * n;
-    EXPECT_EQ(softmax_attention_forward_workspace_bytes(twice, threads), fwd) << "n=" << n;
-    EXPECT_EQ(softmax_attention_backward_workspace_bytes(twice, threads) - bwd, int64_t{4} * threads * n) << "n=" << n;
+    EXPECT_EQ(softmax_attention_forward_workspace_bytes(twice, Device::cpu(), threads), fwd) << "n=" << n;
+    EXPECT_EQ(softmax_attention_backward_workspace_bytes(twice, Device::cpu(), threads) - bwd, int64_t{4} * threads * n) << "n=" << n;
     EXPECT_LT(bwd, int64_t{4} * threads * (n * big.d + 2 * 64 * 128 + n)) << "n=" << n;
   }
 }
