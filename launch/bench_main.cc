@@ -7,7 +7,6 @@
 
 #include "launch/bench/bench.h"
 #include "runtime/errors.h"
-#include "runtime/host_allocator.h"
 
 namespace {
 
@@ -45,7 +44,6 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pf::keep_freed_host_memory();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? 2 : 0;

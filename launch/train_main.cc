@@ -14,11 +14,9 @@
 #include "launch/train/train_loop.h"
 #include "model/planner.h"
 #include "runtime/check.h"
-#include "runtime/host_allocator.h"
 #include "runtime/memory.h"
 
 int main(int argc, char** argv) {
-  pf::keep_freed_host_memory();
   // First of all: a stop signal during start-up is recorded like any other
   // and acted on after the first step (docs/checkpoints.md, Preemption).
   pf::install_stop_handlers();

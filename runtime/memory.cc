@@ -41,6 +41,12 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+MemoryTracker::MemoryTracker(Device device, int64_t cap_bytes)
+    : device_(device),
+      stream_{device, nullptr},
+      cap_(cap_bytes),
+      pool_(device.is_cpu() ? std::make_unique<HostPool>() : nullptr) {}
+
 void MemoryTracker::set_stream(const Stream& stream) {
   PF_REQUIRE(ValueError, stream.device == device_,
              "memory tracker of " << device_.str() << " given a stream of " << stream.device.str());
@@ -76,6 +82,7 @@ void MemoryTracker::reserve(int64_t bytes, const std::string& tag) {
   }
   current_ += bytes;
   peak_ = std::max(peak_, current_);
+  high_ = std::max(high_, current_);
   ++count_;
   by_tag_[tag] += bytes;
 }
@@ -96,6 +103,16 @@ MemoryStats MemoryTracker::stats() const {
   return MemoryStats{current_, peak_, cap_, count_};
 }
 
+int64_t MemoryTracker::high_water_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return high_;
+}
+
+HostPool& MemoryTracker::host_pool() {
+  PF_REQUIRE(ValueError, pool_ != nullptr, "the tracker of " << device_.str() << " has no host pool");
+  return *pool_;
+}
+
 void MemoryTracker::reset_peak() {
   std::lock_guard<std::mutex> lock(mu_);
   peak_ = current_;
@@ -114,10 +131,14 @@ void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& 
   void* p = nullptr;
   try {
     if (tracker.device().is_cpu()) {
-      const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-      p = std::aligned_alloc(64, rounded);
-      PF_REQUIRE(MemoryError, p != nullptr, "host allocation of " << format_bytes(bytes) << " for '" << tag << "' failed");
-      if (stream_poisons_memory(tracker.stream())) std::memset(p, 0xff, rounded);  // NaN in every float
+      if (bytes >= kHostPoolMinBytes) {
+        p = tracker.host_pool().take(bytes, tracker.high_water_bytes());
+      } else {
+        p = std::aligned_alloc(64, (static_cast<size_t>(bytes) + 63) / 64 * 64);
+        PF_REQUIRE(MemoryError, p != nullptr,
+                   "host allocation of " << format_bytes(bytes) << " for '" << tag << "' failed");
+      }
+      if (stream_poisons_memory(tracker.stream())) std::memset(p, 0xff, static_cast<size_t>(bytes));  // NaN floats
     } else {
       p = cuda_raw_allocate(tracker.stream(), bytes);
     }
@@ -135,9 +156,13 @@ void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::st
   if (tracker.device().is_cpu()) {
     // With jitter, released memory turns to NaN first: a use after release shows.
     const size_t poison = stream_poisons_memory(on) ? static_cast<size_t>(bytes) : 0;
-    host_launch(on, [ptr, poison] {
+    HostPool* pool = bytes >= kHostPoolMinBytes ? &tracker.host_pool() : nullptr;
+    host_launch(on, [ptr, poison, pool] {
       if (poison) std::memset(ptr, 0xff, poison);
-      std::free(ptr);
+      if (pool)
+        pool->give(ptr);
+      else
+        std::free(ptr);
     });
   }
   else cuda_raw_free(on, ptr);

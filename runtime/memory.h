@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/host_pool.h"
 
 namespace pf {
 
@@ -25,7 +27,7 @@ struct MemoryStats {
 
 class MemoryTracker {
  public:
-  explicit MemoryTracker(Device device, int64_t cap_bytes = 0) : device_(device), stream_{device, nullptr}, cap_(cap_bytes) {}
+  explicit MemoryTracker(Device device, int64_t cap_bytes = 0);
   MemoryTracker(const MemoryTracker&) = delete;
   MemoryTracker& operator=(const MemoryTracker&) = delete;
 
@@ -41,6 +43,11 @@ class MemoryTracker {
   void release(int64_t bytes, const std::string& tag);
   MemoryStats stats() const;
   void reset_peak();
+  // The most bytes ever tracked at once (reset_peak does not lower it).
+  int64_t high_water_bytes() const;
+  // Where a CPU tracker's large blocks come from (device_allocate); its
+  // tensor memory is held to high_water_bytes(). ValueError on CUDA.
+  HostPool& host_pool();
   // Live bytes per tag, largest first.
   std::vector<std::pair<std::string, int64_t>> live_by_tag() const;
 
@@ -51,7 +58,9 @@ class MemoryTracker {
   int64_t cap_ = 0;
   int64_t current_ = 0;
   int64_t peak_ = 0;
+  int64_t high_ = 0;
   int64_t count_ = 0;
+  std::unique_ptr<HostPool> pool_;  // CPU trackers only
   std::map<std::string, int64_t> by_tag_;
 };
 
@@ -60,7 +69,9 @@ class MemoryTracker {
 // work on the tracker's stream (and, after an event, on other streams); the
 // release is queued on `stream` (the tracker's when null), so work already
 // queued there still sees the memory. The tracker counts it as free at once.
-// Host memory is 64-byte aligned; CUDA memory comes from the device's pool.
+// Host memory is 64-byte aligned (blocks of kHostPoolMinBytes or more: whole
+// pages from the tracker's host pool, runtime/host_pool.h); CUDA memory comes
+// from the device's pool.
 void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& tag);
 void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::string& tag,
                  const Stream* stream = nullptr);
