@@ -247,7 +247,8 @@ TEST(SoftmaxAttention, ScratchIsLinearInSequenceLength) {
     SoftmaxAttentionParams twice = big;
     twice.n = 2 * n;
     EXPECT_EQ(softmax_attention_forward_workspace_bytes(twice, Device::cpu(), threads), fwd) << "n=" << n;
-    EXPECT_EQ(softmax_attention_backward_workspace_bytes(twice, Device::cpu(), threads) - bwd, int64_t{4} * threads * n) << "n=" << n;
+    EXPECT_EQ(softmax_attention_backward_workspace_bytes(twice, Device::cpu(), threads) - bwd, int64_t{4} * threads * n)
+        << "n=" << n;
     EXPECT_LT(bwd, int64_t{4} * threads * (n * big.d + 2 * 64 * 128 + n)) << "n=" << n;
   }
 }
