@@ -106,6 +106,9 @@ bool stream_poisons_memory(const Stream& stream);
 // stream; run at once on a synchronous one, and when called from the stream's
 // own worker (work that launches more work runs inline, in order).
 void host_launch(const Stream& stream, std::function<void()> work);
+// As host_launch, for a release: queued to run even after an earlier
+// operation on the stream failed (memory must return).
+void host_release(const Stream& stream, std::function<void()> work);
 
 // A point in a stream's work. record_event() marks everything queued so far;
 // wait_event() makes later work on another stream wait for it. On a

@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runtime/check.h"
 #include "runtime/memory.h"
 
@@ -35,17 +37,11 @@ void* HostPool::take(int64_t bytes, int64_t bound) {
   const int64_t page = page_bytes();
   const int64_t want = (bytes + page - 1) / page * page;
   std::lock_guard<std::mutex> lock(mu_);
-  // The smallest kept block that holds the request and wastes at most an
-  // eighth of it.
-  int64_t best = -1;
-  for (size_t i = 0; i < kept_.size(); ++i) {
-    const int64_t b = kept_[i].bytes;
-    if (b >= want && b <= want + want / 8 && (best < 0 || b < kept_[static_cast<size_t>(best)].bytes))
-      best = static_cast<int64_t>(i);
-  }
-  if (best >= 0) {
-    const Block b = kept_[static_cast<size_t>(best)];
-    kept_.erase(kept_.begin() + best);
+  // A kept block of the same pages, the one kept longest.
+  const auto same = std::find_if(kept_.begin(), kept_.end(), [&](const Block& b) { return b.bytes == want; });
+  if (same != kept_.end()) {
+    const Block b = *same;
+    kept_.erase(same);
     stats_.kept_bytes -= b.bytes;
     stats_.in_use_bytes += b.bytes;
     in_use_[b.ptr] = b.bytes;
@@ -76,14 +72,32 @@ void* HostPool::take(int64_t bytes, int64_t bound) {
   return p;
 }
 
-void HostPool::give(void* ptr) {
+void HostPool::retire(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = in_use_.find(ptr);
-  PF_REQUIRE(ValueError, it != in_use_.end(), "host pool given a block it did not hand out");
-  kept_.push_back(Block{ptr, it->second});
+  PF_REQUIRE(ValueError, it != in_use_.end(), "host pool asked to retire a block it did not hand out");
+  retired_[ptr] = it->second;
   stats_.in_use_bytes -= it->second;
-  stats_.kept_bytes += it->second;
+  stats_.retired_bytes += it->second;
   in_use_.erase(it);
+}
+
+void HostPool::give(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t bytes = 0;
+  if (const auto it = retired_.find(ptr); it != retired_.end()) {
+    bytes = it->second;
+    stats_.retired_bytes -= bytes;
+    retired_.erase(it);
+  } else {
+    const auto used = in_use_.find(ptr);
+    PF_REQUIRE(ValueError, used != in_use_.end(), "host pool given a block it did not hand out");
+    bytes = used->second;
+    stats_.in_use_bytes -= bytes;
+    in_use_.erase(used);
+  }
+  kept_.push_back(Block{ptr, bytes});
+  stats_.kept_bytes += bytes;
 }
 
 HostPool::Stats HostPool::stats() const {

@@ -45,7 +45,7 @@ MemoryTracker::MemoryTracker(Device device, int64_t cap_bytes)
     : device_(device),
       stream_{device, nullptr},
       cap_(cap_bytes),
-      pool_(device.is_cpu() ? std::make_unique<HostPool>() : nullptr) {}
+      pool_(device.is_cpu() ? std::make_shared<HostPool>() : nullptr) {}
 
 void MemoryTracker::set_stream(const Stream& stream) {
   PF_REQUIRE(ValueError, stream.device == device_,
@@ -108,9 +108,9 @@ int64_t MemoryTracker::high_water_bytes() const {
   return high_;
 }
 
-HostPool& MemoryTracker::host_pool() {
+std::shared_ptr<HostPool> MemoryTracker::host_pool() const {
   PF_REQUIRE(ValueError, pool_ != nullptr, "the tracker of " << device_.str() << " has no host pool");
-  return *pool_;
+  return pool_;
 }
 
 void MemoryTracker::reset_peak() {
@@ -132,7 +132,7 @@ void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& 
   try {
     if (tracker.device().is_cpu()) {
       if (bytes >= kHostPoolMinBytes) {
-        p = tracker.host_pool().take(bytes, tracker.high_water_bytes());
+        p = tracker.host_pool()->take(bytes, tracker.high_water_bytes());
       } else {
         p = std::aligned_alloc(64, (static_cast<size_t>(bytes) + 63) / 64 * 64);
         PF_REQUIRE(MemoryError, p != nullptr,
@@ -156,8 +156,9 @@ void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::st
   if (tracker.device().is_cpu()) {
     // With jitter, released memory turns to NaN first: a use after release shows.
     const size_t poison = stream_poisons_memory(on) ? static_cast<size_t>(bytes) : 0;
-    HostPool* pool = bytes >= kHostPoolMinBytes ? &tracker.host_pool() : nullptr;
-    host_launch(on, [ptr, poison, pool] {
+    std::shared_ptr<HostPool> pool = bytes >= kHostPoolMinBytes ? tracker.host_pool() : nullptr;
+    if (pool) pool->retire(ptr);  // released now for the tracker and the pool's bound
+    host_release(on, [ptr, poison, pool] {
       if (poison) std::memset(ptr, 0xff, poison);
       if (pool)
         pool->give(ptr);

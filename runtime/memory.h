@@ -45,9 +45,10 @@ class MemoryTracker {
   void reset_peak();
   // The most bytes ever tracked at once (reset_peak does not lower it).
   int64_t high_water_bytes() const;
-  // Where a CPU tracker's large blocks come from (device_allocate); its
-  // tensor memory is held to high_water_bytes(). ValueError on CUDA.
-  HostPool& host_pool();
+  // Where a CPU tracker's large blocks come from (device_allocate), bounded
+  // by high_water_bytes(); shared with the releases still queued on streams,
+  // so it outlives the tracker until they have run. ValueError on CUDA.
+  std::shared_ptr<HostPool> host_pool() const;
   // Live bytes per tag, largest first.
   std::vector<std::pair<std::string, int64_t>> live_by_tag() const;
 
@@ -60,7 +61,7 @@ class MemoryTracker {
   int64_t peak_ = 0;
   int64_t high_ = 0;
   int64_t count_ = 0;
-  std::unique_ptr<HostPool> pool_;  // CPU trackers only
+  std::shared_ptr<HostPool> pool_;  // CPU trackers only
   std::map<std::string, int64_t> by_tag_;
 };
 

@@ -122,7 +122,9 @@ bool stream_poisons_memory(const Stream& stream) {
   return stream.device.is_cpu() && stream.handle && host_stream(stream)->config().jitter;
 }
 
-void host_launch(const Stream& stream, std::function<void()> work) {
+namespace {
+
+void launch_on_host(const Stream& stream, std::function<void()> work, bool always) {
   PF_REQUIRE(ValueError, stream.device.is_cpu(), "host work launched on " << stream.device.str() << " stream");
   detail::HostStream* hs = host_stream(stream);
   if (!hs || hs->on_worker()) {
@@ -134,8 +136,14 @@ void host_launch(const Stream& stream, std::function<void()> work) {
              "work launched on a " << stream.device.str() << " stream from a thread that has "
                                    << (bound_device(nullptr) ? "bound " + bound.str() : std::string("not bound a device"))
                                    << " (bind it first: DeviceGuard or set_current_device)");
-  hs->launch(std::move(work));
+  hs->launch(std::move(work), always);
 }
+
+}  // namespace
+
+void host_launch(const Stream& stream, std::function<void()> work) { launch_on_host(stream, std::move(work), false); }
+
+void host_release(const Stream& stream, std::function<void()> work) { launch_on_host(stream, std::move(work), true); }
 
 Event record_event(const Stream& stream) {
   if (stream.device.is_cuda()) return Event(detail::cuda_event_record(stream), stream.device);
