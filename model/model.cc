@@ -224,6 +224,7 @@ void PerformerModel::forward_layers(RunState& r, bool backward) {
                        r.xs[l + 1].data<float>(), r.acts[l], &r.lt, &r.in.packed);
     r.add_attention(r.lt.attention_fwd);
     if (cfg_.checkpoint_activations || !backward) r.acts[l].clear();
+    if (!backward) r.xs[l] = Tensor();  // without a backward only the top layer's output is read again
   }
 }
 

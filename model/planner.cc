@@ -36,7 +36,8 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t P = ParamLayout(cfg).total();
   // The random projections [m, D] per layer (exp's trained ones are in P).
   const bool exp = cfg.attention == AttentionKind::Exp;
-  plan.persistent = f * P * (training ? 4 : 1) + (linear && !exp ? f * L * m * D : 0) + (lowp ? h * P : 0);
+  // (The model holds its gradients' buffer whether or not it trains.)
+  plan.persistent = f * P * (training ? 4 : 2) + (linear && !exp ? f * L * m * D : 0) + (lowp ? h * P : 0);
 
   // Kept per layer for its backward: ln1, the q/k/v heads (3), the merged
   // heads, mid and ln2 [T, C] each, the FFN's two [T, F], the LayerNorms'
@@ -120,8 +121,11 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // The head: the final LayerNorm's output and statistics, the logits and
   // the token losses; in its backward the output's gradient d_h, then d_x
   // (the logits released).
-  const int64_t head =
-      f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T) + (lowp ? h * T * C + f * (T * C + V * C) : 0);
+  // Under bf16/f16 the head's backward also holds the logits' gradient in
+  // 16 bits and widened again ([T, V] each), the 16-bit final LayerNorm
+  // output and the widened operands of its GEMMs.
+  const int64_t head = f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T) +
+                       (lowp ? h * T * C + f * (T * C + V * C) + (f + h) * T * V : 0);
   // In the layers' backward: the final LayerNorm's statistics, and d_x [T, C]
   // in place of the top layer's output (released when the backward starts).
   const int64_t head_kept = f * 2 * T;

@@ -2,8 +2,10 @@
 // (or a forward-only evaluation) of a config at a local length, before
 // running it, from the same buffer inventory the model allocates:
 //   persistent   parameters, gradients, two AdamW moments (16 bytes per
-//                parameter), the random projections and, with model.dtype
-//                bf16/f16, the 16-bit weight copy (2 more bytes per parameter)
+//                parameter; 8 without training: the model holds its
+//                gradients' buffer either way), the random projections and,
+//                with model.dtype bf16/f16, the 16-bit weight copy (2 more
+//                bytes per parameter)
 //   activations  per layer: LayerNorm outputs and statistics, q/k/v heads,
 //                the attention output with its statistics and state, the
 //                merged heads, the residual stream, the FFN hidden layer

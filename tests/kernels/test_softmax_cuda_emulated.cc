@@ -182,8 +182,9 @@ TEST(SoftmaxCudaEmulated, TensorCoreKernelsMatchFloat64Reference) {
 }
 
 // A query that sees one key gives it probability 1, and the backward must
-// remake exactly that from the forward's lse: then dV = P^T dO is dO as the
-// tile holds it (TF32- or bf16-rounded), bit for bit. One key per query: n = 1,
+// remake that from the forward's lse to within fp32 rounding (which the
+// rounding of P to TF32 or bf16 as an operand absorbs): then dV = P^T dO is
+// dO as the tile holds it, bit for bit. One key per query: n = 1,
 // or a window of 1 over 97 rows (both modes). d = 5, 72 and 128, where the
 // scale 1/sqrt(d) is not a power of two: a forward that rounds scale * q to
 // the tile type while the backward scales round(q) makes P = e^delta, off by
