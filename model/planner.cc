@@ -115,15 +115,13 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // d_ln2 [T, C] is made, under bf16/f16 the widened copies come and go.
   const int64_t ffn_bwd = f * T * F + (lowp ? f * T * C + lowp_bwd : std::max<int64_t>(0, f * (T * C - 2 * T * F)));
   const int64_t layer_bwd =
-      f * T * C + col_sums +
-      std::max({ffn_bwd, f * (5 * T * C) + att_bwd - ffn_freed, f * 6 * T * C - ffn_freed, f * 5 * T * C - ffn_freed});
+      f * T * C + col_sums + std::max({ffn_bwd, f * (5 * T * C) + att_bwd - ffn_freed, f * 6 * T * C - ffn_freed});
   const int64_t ids = 8 * T;
   // The head: the final LayerNorm's output and statistics, the logits and
   // the token losses; in its backward the output's gradient d_h, then d_x
-  // (the logits released).
-  // Under bf16/f16 the head's backward also holds the logits' gradient in
-  // 16 bits and widened again ([T, V] each), the 16-bit final LayerNorm
-  // output and the widened operands of its GEMMs.
+  // (the logits released). Under bf16/f16 also the logits' gradient in 16
+  // bits and widened again ([T, V] each), the 16-bit final LayerNorm output
+  // and the widened operands of its GEMMs.
   const int64_t head = f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T) +
                        (lowp ? h * T * C + f * (T * C + V * C) + (f + h) * T * V : 0);
   // In the layers' backward: the final LayerNorm's statistics, and d_x [T, C]

@@ -32,7 +32,7 @@ HostPool::~HostPool() {
 void HostPool::unmap(const Block& b) { ::munmap(b.ptr, static_cast<size_t>(b.bytes)); }
 
 void* HostPool::take(int64_t bytes, int64_t bound) {
-  PF_REQUIRE(ValueError, bytes >= kHostPoolMinBytes,
+  PF_REQUIRE(ValueError, host_pool_takes(bytes),
              "host pool block of " << bytes << " bytes; blocks start at " << kHostPoolMinBytes);
   const int64_t page = page_bytes();
   const int64_t want = (bytes + page - 1) / page * page;

@@ -25,6 +25,8 @@
 namespace pf {
 
 inline constexpr int64_t kHostPoolMinBytes = int64_t{256} << 10;
+// Whether a host block of `bytes` is the pool's (else the C library's).
+inline bool host_pool_takes(int64_t bytes) { return bytes >= kHostPoolMinBytes; }
 
 class HostPool {
  public:

@@ -131,7 +131,7 @@ void* device_allocate(MemoryTracker& tracker, int64_t bytes, const std::string& 
   void* p = nullptr;
   try {
     if (tracker.device().is_cpu()) {
-      if (bytes >= kHostPoolMinBytes) {
+      if (host_pool_takes(bytes)) {
         p = tracker.host_pool()->take(bytes, tracker.high_water_bytes());
       } else {
         p = std::aligned_alloc(64, (static_cast<size_t>(bytes) + 63) / 64 * 64);
@@ -156,7 +156,7 @@ void device_free(MemoryTracker& tracker, void* ptr, int64_t bytes, const std::st
   if (tracker.device().is_cpu()) {
     // With jitter, released memory turns to NaN first: a use after release shows.
     const size_t poison = stream_poisons_memory(on) ? static_cast<size_t>(bytes) : 0;
-    std::shared_ptr<HostPool> pool = bytes >= kHostPoolMinBytes ? tracker.host_pool() : nullptr;
+    std::shared_ptr<HostPool> pool = host_pool_takes(bytes) ? tracker.host_pool() : nullptr;
     if (pool) pool->retire(ptr);  // released now for the tracker and the pool's bound
     host_release(on, [ptr, poison, pool] {
       if (poison) std::memset(ptr, 0xff, poison);

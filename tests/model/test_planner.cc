@@ -15,12 +15,19 @@
 namespace pf {
 namespace {
 
+// A one-rank trainer on the CPU with its own tracker, on synchronous
+// streams (the peak then follows the plan's order).
+struct TrackedTrainer {
+  explicit TrackedTrainer(const ModelConfig& cfg) : trainer(cfg, OptimizerConfig{}, grid, res.ctx()) {}
+  MemoryTracker tracker{Device::cpu()};
+  ExecResources res{Device::cpu(), tracker, HostStreamConfig{}};
+  ParallelGrid grid{make_local_comm(), 1};
+  Trainer trainer;
+};
+
 // `pieces`: the rows at which sequences start in each sample (packed), or none.
 int64_t measured_peak(const ModelConfig& cfg, int64_t B, int64_t n, const std::vector<int64_t>& pieces = {}) {
-  MemoryTracker tracker(Device::cpu());
-  ExecResources res(Device::cpu(), tracker, HostStreamConfig{});  // synchronous: the peak is the plan's order
-  ParallelGrid grid(make_local_comm(), 1);
-  Trainer trainer(cfg, OptimizerConfig{}, grid, res.ctx());
+  TrackedTrainer run(cfg);
   TokenBatch batch = test::synthetic_slice(3, 0, B, n, 0, n);
   if (!pieces.empty())
     for (int64_t b = 0; b < B; ++b) {
@@ -28,7 +35,7 @@ int64_t measured_peak(const ModelConfig& cfg, int64_t B, int64_t n, const std::v
       for (int64_t start : pieces) row.push_back({start, 0, static_cast<uint64_t>(start)});
       batch.packed.samples.push_back(row);
     }
-  return trainer.train_step(batch).peak_bytes;
+  return run.trainer.train_step(batch).peak_bytes;
 }
 
 using test::planner_config;
@@ -74,17 +81,14 @@ TEST(Planner, BoundsTheEvaluationPeakAndWideVocabularies) {
       cfg.window = k.window;
       cfg.dtype = dtype;
       const std::string label = name(cfg) + " " + dtype_name(dtype);
-      MemoryTracker tracker(Device::cpu());
-      ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
-      ParallelGrid grid(make_local_comm(), 1);
-      Trainer trainer(cfg, OptimizerConfig{}, grid, res.ctx());
+      TrackedTrainer run(cfg);
       const int64_t n = 1024;
-      tracker.reset_peak();
-      trainer.evaluate(test::synthetic_slice(3, 0, 1, n, 0, n));
+      run.tracker.reset_peak();
+      run.trainer.evaluate(test::synthetic_slice(3, 0, 1, n, 0, n));
       const int64_t moments = 8 * ParamLayout(cfg).total();
       // (The plan adds a layer's forward working set to all of its kept
       // tensors, which exist only at its end: up to 3 [T, C] over, 13% here.)
-      test::expect_plan_bounds(plan_memory(cfg, 1, n, false), tracker.stats().peak_bytes - moments, 0.15,
+      test::expect_plan_bounds(plan_memory(cfg, 1, n, false), run.tracker.stats().peak_bytes - moments, 0.15,
                                label + " evaluation n=1024");
       cfg.vocab = 1000;
       test::expect_plan_bounds(plan_memory(cfg, 1, 256), measured_peak(cfg, 1, 256),
