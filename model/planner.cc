@@ -15,6 +15,71 @@
 
 namespace pf {
 
+namespace {
+
+// A bf16/f16 layer's working bytes beyond its kept activations, stage by
+// stage of model/layer.cc, at its largest: in the forward before the
+// attention (`forward_early`) and after it (`forward_late`); in the backward, above
+// d_mid [T, C], the FFN part (`ffn_backward`, while g, h1 and ln2 are still
+// kept) and the attention part (`attention_backward`, before g, h1 and ln2
+// are taken off). The CPU linear layer widens both 16-bit operands and the
+// rounded dY into fp32 scratch (kernels/linear/linear_lowp_cpu.cc); a GEMM
+// of X [T, in] and W [out, in] adds (in + out) T + in out floats, and out T
+// in 16 bits for dY while it is widened.
+// CUDA runs the 16-bit GEMMs without widening; its bound stays the one the
+// CPU had before these stages were counted (the FFN's [T, F] operands at
+// their largest), which one GPU step measured at 0.954 of the plan.
+struct LowpLayerBytes {
+  int64_t forward_early = 0, forward_late = 0, ffn_backward = 0, attention_backward = 0;
+};
+
+LowpLayerBytes lowp_layer_bytes(int64_t T, int64_t C, int64_t F, int64_t h, Device device) {
+  const int64_t f = 4;
+  if (!device.is_cpu()) {
+    const int64_t ffn = f * T * F + f * T * C + f * (2 * T * F + C * F + T * C) + h * T * C;
+    return {0, f * (3 * T * F + C * F), ffn, 0};
+  }
+  LowpLayerBytes b;
+  // Forward: qkv [T, 3C] beside the widened ln1 and W_qkv; then the widened
+  // merged and W_o; h1 [T, F] beside the widened ln2 and W_1; h1, its
+  // widened kept copy and g [T, F]; the widened g and W_2 (the output [T, C]
+  // is the layer's own).
+  b.forward_early = f * (4 * T * C + 3 * C * C);
+  b.forward_late = f * std::max({T * C + C * C, T * F + T * C + C * F, 3 * T * F, T * F + C * F});
+  // FFN backward: d_g [T, F] beside the second GEMM's widened dY [T, C], g
+  // and W_2, or beside its dY in 16 bits; then (g and h1 released) d_g,
+  // d_ln2 [T, C] and the first GEMM's widened dY [T, F], ln2 and W_1, or its
+  // dY in 16 bits.
+  b.ffn_backward = std::max({f * (2 * T * F + T * C + C * F), f * (T * F + T * C) + h * T * C,
+                             f * (2 * T * F + 2 * T * C + C * F) - 2 * h * T * F,
+                             f * (2 * T * F + T * C) + h * T * F - 2 * h * T * F});
+  // Attention backward: d_qkv_heads [T, 3C] and d_merged [T, C] beside the
+  // output projection's widened dY, merged and W_o (or its 16-bit dY); d_qkv
+  // [T, 3C] and d_ln1 [T, C] beside the qkv GEMM's widened dY [T, 3C], ln1
+  // and W_qkv (or its 16-bit dY).
+  b.attention_backward = std::max(
+      {f * (6 * T * C + C * C), f * 5 * T * C + h * T * C, f * (8 * T * C + 3 * C * C), f * 7 * T * C + 3 * h * T * C});
+  return b;
+}
+
+// The head of a bf16/f16 model: the final LayerNorm's output kept in 16
+// bits beside its statistics. Forward: the fp32 output beside its 16-bit
+// copy; the logits [T, V] beside the head GEMM's widened operands (the
+// LayerNorm output and the tied embedding [V, C]), then beside the token
+// losses. Backward: the logits' gradient (in place) and d_h [T, C] beside
+// the GEMM's widened dY [T, V] and its 16-bit dY, or the widened LayerNorm
+// output and embedding; then d_h and d_x [T, C]. CUDA: the bound of before
+// (every part at once), as for the layers.
+int64_t lowp_head_bytes(int64_t T, int64_t C, int64_t V, int64_t h, Device device) {
+  const int64_t f = 4;
+  if (!device.is_cpu()) return f * (T * V + 2 * T * C + 3 * T) + h * T * C + f * (T * C + V * C) + (f + h) * T * V;
+  const int64_t kept = h * T * C + f * 2 * T;
+  return kept + std::max({f * T * C, f * (T * V + T * C + V * C), f * (T * V + T),
+                          f * (2 * T * V + T * C) + std::max(h * T * V, f * (T * C + V * C)), f * 2 * T * C});
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool training, Device device, bool packed,
                        int64_t sp) {
   const int64_t T = B * n, C = cfg.width, F = cfg.ffn, H = cfg.heads, D = cfg.head_dim(), V = cfg.vocab, L = cfg.layers,
@@ -24,13 +89,11 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t f = 4;  // bytes per float
 
   // Mixed precision: a 16-bit weight copy, and ln1, merged, ln2 and the two
-  // FFN hidden tensors kept in 16 bits; the CPU widens GEMM operands into
-  // fp32 scratch (the largest: the FFN's [T, F] input and [C, F] weight).
+  // FFN hidden tensors kept in 16 bits (model/layer.cc).
   const bool lowp = cfg.dtype != DType::f32;
   const int64_t h = dtype_size(cfg.dtype);
   const int64_t kept16 = 3 * T * C + 2 * T * F;
-  const int64_t lowp_fwd = lowp ? f * (3 * T * F + C * F) : 0;
-  const int64_t lowp_bwd = lowp ? f * (2 * T * F + C * F + T * C) + h * T * C : 0;
+  const LowpLayerBytes lowp_bytes = lowp ? lowp_layer_bytes(T, C, F, h, device) : LowpLayerBytes{};
 
   MemoryPlan plan;
   const int64_t P = ParamLayout(cfg).total();
@@ -101,7 +164,14 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t att_bwd = !linear  ? softmax_bwd
                           : hybrid ? std::max(f * 2 * T * C + linear_bwd, f * 4 * T * C + softmax_bwd)
                                    : linear_bwd;
-  const int64_t layer_fwd = std::max({f * 3 * T * C, att_fwd, lowp_fwd});
+  // The forward's working set: qkv [T, 3C] beside the heads, the attention,
+  // and under bf16/f16 the widened operands. Before the attention the layer
+  // holds only ln1, its statistics, the heads and the attention's own
+  // tensors of its activations (what an evaluation, which keeps no earlier
+  // layer, sees).
+  const int64_t fwd_early = std::max({f * 3 * T * C, att_fwd, lowp_bytes.forward_early});
+  const int64_t layer_fwd = std::max(fwd_early, lowp_bytes.forward_late);
+  const int64_t acts_after_attention = (lowp ? h : f) * (2 * T * C + 2 * T * F) + f * (T * C + 2 * T);
   // Backward of one layer, above its activations: the FFN part with every
   // activation live; after it the layer has released g, h1 and ln2 (kept in
   // the model dtype), so the attention and projection parts run without them.
@@ -112,25 +182,26 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
                                                        column_sums_scratch_bytes(T, C, 2))
                                             : 0;
   // The FFN part: d_g [T, F]; in fp32 the layer releases g and h1 before
-  // d_ln2 [T, C] is made, under bf16/f16 the widened copies come and go.
-  const int64_t ffn_bwd = f * T * F + (lowp ? f * T * C + lowp_bwd : std::max<int64_t>(0, f * (T * C - 2 * T * F)));
-  const int64_t layer_bwd =
-      f * T * C + col_sums + std::max({ffn_bwd, f * (5 * T * C) + att_bwd - ffn_freed, f * 6 * T * C - ffn_freed});
+  // d_ln2 [T, C] is made.
+  const int64_t ffn_bwd = lowp ? lowp_bytes.ffn_backward : f * T * F + std::max<int64_t>(0, f * (T * C - 2 * T * F));
+  // The attention part: d_qkv_heads, d_merged and d_o [T, C] each beside the
+  // attention's backward, or d_qkv_heads beside d_qkv (with d_ln1 next).
+  const int64_t att_part = std::max({f * (5 * T * C) + att_bwd, f * 6 * T * C, lowp_bytes.attention_backward});
+  const int64_t layer_bwd = f * T * C + col_sums + std::max(ffn_bwd, att_part - ffn_freed);
   const int64_t ids = 8 * T;
-  // The head: the final LayerNorm's output and statistics, the logits and
-  // the token losses; in its backward the output's gradient d_h, then d_x
-  // (the logits released). Under bf16/f16 also the logits' gradient in 16
-  // bits and widened again ([T, V] each), the 16-bit final LayerNorm output
-  // and the widened operands of its GEMMs.
-  const int64_t head = f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T) +
-                       (lowp ? h * T * C + f * (T * C + V * C) + (f + h) * T * V : 0);
+  // The head (model/model.cc): the final LayerNorm's output and statistics,
+  // the logits and the token losses; in its backward the output's gradient
+  // d_h, then d_x (the logits released).
+  const int64_t head =
+      lowp ? lowp_head_bytes(T, C, V, h, device) : f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T);
   // In the layers' backward: the final LayerNorm's statistics, and d_x [T, C]
   // in place of the top layer's output (released when the backward starts).
   const int64_t head_kept = f * 2 * T;
 
   if (!training) {
     plan.activations = f * 2 * T * C + ids;
-    plan.transient = std::max(layer_acts + layer_fwd, head);
+    plan.transient =
+        std::max({layer_acts - acts_after_attention + fwd_early, layer_acts + lowp_bytes.forward_late, head});
   } else if (!cfg.checkpoint_activations) {
     plan.activations = ids + f * (L + 1) * T * C + L * layer_acts;
     plan.transient = std::max({layer_fwd, head, head_kept + layer_bwd});
