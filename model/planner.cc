@@ -72,7 +72,9 @@ LowpLayerBytes lowp_layer_bytes(int64_t T, int64_t C, int64_t F, int64_t h, Devi
 // (every part at once), as for the layers.
 int64_t lowp_head_bytes(int64_t T, int64_t C, int64_t V, int64_t h, Device device) {
   const int64_t f = 4;
-  if (!device.is_cpu()) return f * (T * V + 2 * T * C + 3 * T) + h * T * C + f * (T * C + V * C) + (f + h) * T * V;
+  if (!device.is_cpu())
+    return f * std::max(T * V + 2 * T * C + 3 * T, 3 * T * C + 2 * T) + h * T * C + f * (T * C + V * C) +
+           (f + h) * T * V;
   const int64_t kept = h * T * C + f * 2 * T;
   return kept + std::max({f * T * C, f * (T * V + T * C + V * C), f * (T * V + T),
                           f * (2 * T * V + T * C) + std::max(h * T * V, f * (T * C + V * C)), f * 2 * T * C});

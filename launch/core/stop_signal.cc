@@ -73,6 +73,7 @@ void install_stop_handlers() {
     // The one thread that takes the stop signals: sigwait() returns each as
     // an ordinary value, so no handler ever interrupts another thread.
     std::thread([set] {
+      pthread_setname_np(pthread_self(), kStopThreadName);
       for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) == 0) record(sig);

@@ -24,6 +24,8 @@
 namespace pf {
 
 inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+// The name of the thread that takes them (/proc/PID/task/TID/comm, top -H).
+inline constexpr char kStopThreadName[] = "pf-stop-signals";
 
 void install_stop_handlers();
 bool stop_requested();

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -52,6 +53,7 @@ void write_first_off_stack(uintptr_t sp) {
 }
 
 extern "C" void on_signal(int, siginfo_t*, void* context) {
+  const int saved_errno = errno;
   const auto* uc = static_cast<const ucontext_t*>(context);
   const auto sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   volatile char here = 0;
@@ -61,6 +63,7 @@ extern "C" void on_signal(int, siginfo_t*, void* context) {
   } else if (off_stack.fetch_add(1) == 0) {
     write_first_off_stack(sp);
   }
+  errno = saved_errno;
 }
 
 }  // namespace
@@ -73,6 +76,12 @@ int main(int argc, char** argv) {
   if (argc < 5 || (std::strcmp(argv[1], "onednn") != 0 && std::strcmp(argv[1], "openblas") != 0)) return usage();
   const pf::GemmBackend backend =
       std::strcmp(argv[1], "onednn") == 0 ? pf::GemmBackend::OneDNN : pf::GemmBackend::OpenBLAS;
+#ifndef PF_HAVE_DNNL
+  if (backend == pf::GemmBackend::OneDNN) {
+    std::fprintf(stderr, "%s: this build has no oneDNN\n", argv[0]);
+    return 2;
+  }
+#endif
   const int64_t M = std::atol(argv[2]), N = std::atol(argv[3]), K = std::atol(argv[4]);
   const char* trans = argc > 5 ? argv[5] : "NN";
   const double seconds = argc > 6 ? std::atof(argv[6]) : 2.0;
