@@ -92,12 +92,12 @@ TEST(Planner, BoundsTheSixteenBitPeakWithin5Percent) {
 // once the layer is done, and before its attention a layer holds only the
 // first part of its activations, as the plan for training = false counts;
 // the trainer's two AdamW moments, which an evaluation alone does not hold,
-// are taken off the measured peak. bf16 too, with a vocabulary wider than
+// are taken off the measured peak. bf16 and f16 too, with a vocabulary wider than
 // the model (the head's 16-bit and widened logit gradients in training).
 // At most 5% over.
 TEST(Planner, BoundsTheEvaluationPeakAndWideVocabularies) {
   for (Kind k : kKinds)
-    for (DType dtype : {DType::f32, DType::bf16}) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       ModelConfig cfg = planner_config(k.kind, Objective::CausalLM, false);
       cfg.window = k.window;
       cfg.dtype = dtype;
@@ -138,6 +138,24 @@ TEST(Planner, BoundsThePeakOfPackedBatchesWithin5Percent) {
                                    "packed " + name(cfg) + "/" + objective_name(obj) + " ckpt=" + std::to_string(ckpt) +
                                        " " + std::to_string(layout.size()) + " pieces");
       }
+}
+
+// The same packings in bf16 (two samples a batch), FAVOR+ alone and beside
+// a window.
+TEST(Planner, BoundsThePeakOfSixteenBitPackedBatchesWithin5Percent) {
+  const int64_t n = 1536;
+  const std::vector<std::vector<int64_t>> layouts = {{0, 768}, {0, 100, 700, 701, 1200}, {0, 1500}};
+  for (int64_t window : {0, 64})
+    for (bool ckpt : {false, true}) {
+      ModelConfig cfg = planner_config(AttentionKind::Favor, Objective::CausalLM, ckpt);
+      cfg.window = window;
+      cfg.dtype = DType::bf16;
+      const MemoryPlan plan = plan_memory(cfg, 2, n, true, Device::cpu(), true);
+      for (const auto& layout : layouts)
+        test::expect_plan_bounds(plan, measured_peak(cfg, 2, n, layout), kSlack,
+                                 "packed bf16 " + name(cfg) + " ckpt=" + std::to_string(ckpt) + " " +
+                                     std::to_string(layout.size()) + " pieces");
+    }
 }
 
 }  // namespace
