@@ -134,18 +134,29 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // prefix, suffix) and the states of the pieces of one call.
   const int64_t packed_fwd = packed ? f * (2 * BH * (ss + 1) + BH + 4 * BH * ss + G * ss) : 0;
   // Softmax (or a hybrid's window) runs over all pieces in place. A window
-  // across ranks (model/attention_window.cc): the halo buffers (rows of k
-  // and v to and from both neighbours) and the copies of one sample's piece
-  // with its halo rows: q, k, v, o and lse.
-  const int64_t hw = cfg.window > 0 ? cfg.window - 1 : 0, halo = B + 2 * BH * hw * D, L_ext = (n + 2 * hw) * H;
+  // across ranks (model/attention_window.cc): halo buffers (counts and rows
+  // of k and v; one per neighbour a rank exchanges with: the previous one,
+  // and bidirectional the next one too, `nb`) and the copies of one
+  // sample's piece with its halo rows (on `sides` sides: causal one; a rank
+  // between two others, sp >= 3, two).
+  const int64_t hw = cfg.window > 0 ? cfg.window - 1 : 0, halo = B + 2 * BH * hw * D;
   const bool across = cfg.window > 0 && sp > 1;
+  const int64_t nb = cfg.causal() ? 1 : 2, sides = cfg.causal() ? 1 : std::min<int64_t>(2, sp - 1);
+  const int64_t L_ext = (n + sides * hw) * H;
+  // The table of the pieces that run in place (three int64 per head of a
+  // piece without halo rows; packed, at most n pieces a sample).
+  const int64_t spans_table = 8 * std::max<int64_t>(1, 3 * BH * (packed ? n : 1));
   // The softmax kernels' own scratch (softmax_attention.h), for a call over
   // at most BH heads of n rows and the halo rows: the CPU's tiles per thread
   // (and a row statistic per thread backward), CUDA's D per row backward.
   const SoftmaxAttentionParams sm = attention_softmax_params(cfg, BH, n + (across ? 2 * hw : 0));
   const int64_t sm_fwd_ws = softmax_attention_forward_workspace_bytes(sm, device, threads);
   const int64_t sm_bwd_ws = softmax_attention_backward_workspace_bytes(sm, device, threads);
-  const int64_t softmax_fwd = sm_fwd_ws + (across ? f * (4 * halo + 4 * L_ext * D + L_ext) : 0);
+  // Forward across ranks: the exchange (a buffer sent and one received per
+  // neighbour), then the received ones beside a piece's q, k, v, o and lse.
+  const int64_t softmax_fwd =
+      across ? std::max(f * 2 * nb * halo, sm_fwd_ws + spans_table + f * (nb * halo + 4 * L_ext * D + L_ext))
+             : sm_fwd_ws;
   // (A hybrid runs the linear kind, then the window: one after the other.)
   const int64_t att_fwd =
       linear ? std::max(f * (T * (C + H) + 4 * BH * ss) + favor_ws + packed_fwd, hybrid ? softmax_fwd : int64_t{0})
@@ -157,9 +168,13 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   const int64_t packed_bwd = packed ? f * (2 * BH * (ss + 1) + BH + 6 * BH * ss + 2 * G * ss) : 0;
   // exp, unpacked: each of the BH heads' dW [m, D] before the sum over the batch.
   const int64_t exp_dw = exp && !packed ? f * BH * m * D : 0;
-  // Backward: the halo buffers of the exchange and of the gradients sent
-  // back, and a piece's q, k, v, o, lse, d_o and its dq, dk, dv.
-  const int64_t softmax_bwd = sm_bwd_ws + (across ? f * (8 * halo + BH * hw * D + 8 * L_ext * D + L_ext) : 0);
+  // Backward across ranks: the exchange again; the received buffers and the
+  // halo gradients going back beside a piece's q, k, v, o, lse, d_o and its
+  // dq, dk, dv; then the gradients received too, and the rows they add to.
+  const int64_t softmax_bwd =
+      across ? std::max({f * 2 * nb * halo, sm_bwd_ws + spans_table + f * (2 * nb * halo + 8 * L_ext * D + L_ext),
+                         spans_table + f * (3 * nb * halo + BH * hw * D)})
+             : sm_bwd_ws;
   const int64_t linear_bwd = f * 3 * BH * ss + favor_ws + packed_bwd + exp_dw;
   // Hybrid: the output gradient's two parts [T, C] each during the linear
   // backward; then the window's part and its q, k, v gradients (4 [T, C]).
