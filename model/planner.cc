@@ -149,7 +149,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, int64_t B, int64_t n, bool traini
   // The softmax kernels' own scratch (softmax_attention.h), for a call over
   // at most BH heads of n rows and the halo rows: the CPU's tiles per thread
   // (and a row statistic per thread backward), CUDA's D per row backward.
-  const SoftmaxAttentionParams sm = attention_softmax_params(cfg, BH, n + (across ? 2 * hw : 0));
+  const SoftmaxAttentionParams sm = attention_softmax_params(cfg, BH, n + (across ? sides * hw : 0));
   const int64_t sm_fwd_ws = softmax_attention_forward_workspace_bytes(sm, device, threads);
   const int64_t sm_bwd_ws = softmax_attention_backward_workspace_bytes(sm, device, threads);
   // Forward across ranks: the exchange (a buffer sent and one received per

@@ -8,12 +8,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "model/packed_layout.h"
 #include "model/planner.h"
 #include "model/trainer.h"
 #include "runtime/comm.h"
@@ -125,20 +125,6 @@ TEST(ModelEquivalence, WindowAloneSequenceParallel) {
     check_layout(AttentionKind::Softmax, obj, world_size(), make_mpi_comm(MPI_COMM_WORLD), 7);
 }
 
-// The pieces of rank `rank`'s slice [rank n, (rank + 1) n) of a sample
-// whose proteins start at the global rows `starts` (the first at 0).
-std::vector<SequencePiece> slice_pieces(const std::vector<int64_t>& starts, int64_t total, int64_t rank, int64_t n) {
-  std::vector<SequencePiece> out;
-  const int64_t lo = rank * n, hi = lo + n;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    const int64_t s = starts[i], e = i + 1 < starts.size() ? starts[i + 1] : total;
-    if (e <= lo || s >= hi) continue;
-    const int64_t first = std::max(s, lo);
-    out.push_back(SequencePiece{first - lo, first - s, static_cast<uint64_t>(s)});
-  }
-  return out;
-}
-
 // The memory plan of a rank whose local window takes halo rows from its
 // neighbours (model/planner.cc, sp > 1) against the tracked peak of one
 // training step: never below it and at most 5% above, for FAVOR+ beside a
@@ -160,8 +146,12 @@ TEST(ModelEquivalence, PlannerCountsTheWindowAcrossRanks) {
         Trainer trainer(cfg, OptimizerConfig{}, grid, res.ctx());
         TokenBatch local = test::synthetic_slice(kDataSeed, 0, B, L, grid.sp_rank() * n, (grid.sp_rank() + 1) * n);
         if (packed)
-          for (int64_t b = 0; b < B; ++b)
-            local.packed.samples.push_back(slice_pieces({0, 300 + 100 * b, 1100, 1500}, L, grid.sp_rank(), n));
+          for (int64_t b = 0; b < B; ++b) {
+            SampleSequences sample;
+            for (int64_t len : {300 + 100 * b, 800 - 100 * b, int64_t{400}, int64_t{548}})
+              sample.add(len, static_cast<uint64_t>(10 * b + sample.count()));
+            local.packed.samples.push_back(sample.pieces(grid.sp_rank() * n, (grid.sp_rank() + 1) * n));
+          }
         test::expect_plan_bounds(plan_memory(cfg, B, n, true, Device::cpu(), packed, sp),
                                  trainer.train_step(local).peak_bytes, 0.05,
                                  std::string(packed ? "packed " : "") + attention_kind_name(kind) + "+window/" +
