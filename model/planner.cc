@@ -51,8 +51,7 @@ LowpLayerBytes lowp_layer_bytes(int64_t T, int64_t C, int64_t F, int64_t h, Devi
   // d_ln2 [T, C] and the first GEMM's widened dY [T, F], ln2 and W_1, or its
   // dY in 16 bits.
   b.ffn_backward = std::max({f * (2 * T * F + T * C + C * F), f * (T * F + T * C) + h * T * C,
-                             f * (2 * T * F + 2 * T * C + C * F) - 2 * h * T * F,
-                             f * (2 * T * F + T * C) + h * T * F - 2 * h * T * F});
+                             f * (2 * T * F + 2 * T * C + C * F) - 2 * h * T * F, f * (2 * T * F + T * C) - h * T * F});
   // Attention backward: d_qkv_heads [T, 3C] and d_merged [T, C] beside the
   // output projection's widened dY, merged and W_o (or its 16-bit dY); d_qkv
   // [T, 3C] and d_ln1 [T, C] beside the qkv GEMM's widened dY [T, 3C], ln1

@@ -124,38 +124,24 @@ TEST(Planner, LongestLengthFitsTheCap) {
   EXPECT_GT(plan_memory(cfg, 1, n + 256).peak, 0.97 * cap);
 }
 
+// Packed batches in f32 and bf16 (two samples a batch).
 TEST(Planner, BoundsThePeakOfPackedBatchesWithin5Percent) {
   const int64_t n = 1536;
   const std::vector<std::vector<int64_t>> layouts = {{0, 768}, {0, 100, 700, 701, 1200}, {0, 1500}};
-  for (Kind k : kKinds)
-    for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
-      for (bool ckpt : {false, true}) {
-        ModelConfig cfg = planner_config(k.kind, obj, ckpt);
-        cfg.window = k.window;
-        const MemoryPlan plan = plan_memory(cfg, 2, n, true, Device::cpu(), true);
-        for (const auto& layout : layouts)
-          test::expect_plan_bounds(plan, measured_peak(cfg, 2, n, layout), kSlack,
-                                   "packed " + name(cfg) + "/" + objective_name(obj) + " ckpt=" + std::to_string(ckpt) +
-                                       " " + std::to_string(layout.size()) + " pieces");
-      }
-}
-
-// The same packings in bf16 (two samples a batch), FAVOR+ alone and beside
-// a window.
-TEST(Planner, BoundsThePeakOfSixteenBitPackedBatchesWithin5Percent) {
-  const int64_t n = 1536;
-  const std::vector<std::vector<int64_t>> layouts = {{0, 768}, {0, 100, 700, 701, 1200}, {0, 1500}};
-  for (int64_t window : {0, 64})
-    for (bool ckpt : {false, true}) {
-      ModelConfig cfg = planner_config(AttentionKind::Favor, Objective::CausalLM, ckpt);
-      cfg.window = window;
-      cfg.dtype = DType::bf16;
-      const MemoryPlan plan = plan_memory(cfg, 2, n, true, Device::cpu(), true);
-      for (const auto& layout : layouts)
-        test::expect_plan_bounds(plan, measured_peak(cfg, 2, n, layout), kSlack,
-                                 "packed bf16 " + name(cfg) + " ckpt=" + std::to_string(ckpt) + " " +
-                                     std::to_string(layout.size()) + " pieces");
-    }
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (Kind k : kKinds)
+      for (Objective obj : {Objective::CausalLM, Objective::MaskedLM})
+        for (bool ckpt : {false, true}) {
+          ModelConfig cfg = planner_config(k.kind, obj, ckpt);
+          cfg.window = k.window;
+          cfg.dtype = dtype;
+          const MemoryPlan plan = plan_memory(cfg, 2, n, true, Device::cpu(), true);
+          for (const auto& layout : layouts)
+            test::expect_plan_bounds(plan, measured_peak(cfg, 2, n, layout), kSlack,
+                                     "packed " + name(cfg) + " " + dtype_name(dtype) + "/" + objective_name(obj) +
+                                         " ckpt=" + std::to_string(ckpt) + " " + std::to_string(layout.size()) +
+                                         " pieces");
+        }
 }
 
 }  // namespace
