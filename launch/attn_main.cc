@@ -8,7 +8,7 @@
 //         chi norms, M = --features; elu: the identity [D, D], as the model runs
 //         it); optional dout [B, H, N, D].
 // OUT.h5: out [B, H, N, D]; w [M, D] (favor/relu/elu); with dout also dq, dk, dv
-//         [B, H, N, D]; attributes kernel, mode. Written under OUT.h5.tmp.<pid>
+//         [B, H, N, D]; attributes kernel, mode. Written under OUT.h5.tmp-<pid>
 //         and renamed, so OUT.h5 is either absent or complete.
 // Errors (missing or non-HDF5 file, missing dataset, wrong shape) print one line
 // "performer-attn: error: ..." naming the file, the dataset and the shapes, and

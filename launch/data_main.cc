@@ -50,19 +50,22 @@ int main(int argc, char** argv) {
       ->add_option("--ood-organism", prep.ood_organisms,
                    "hold out sequences whose OS= organism contains NAME (case-insensitive) in /ood (repeatable)")
       ->allow_extra_args(false);
-  prepare
-      ->add_option("--cluster-identity", prep.cluster.identity,
-                   "split by MMseqs2 cluster at this sequence identity (e.g. 0.5); 0 splits by sequence hash")
-      ->check(pf::number_in(0.0, 1.0))
-      ->capture_default_str();
+  CLI::Option* cluster_identity =
+      prepare
+          ->add_option("--cluster-identity", prep.cluster.identity,
+                       "split by MMseqs2 cluster at this sequence identity (e.g. 0.5); 0 splits by sequence hash")
+          ->check(pf::number_in(0.0, 1.0))
+          ->capture_default_str();
   prepare
       ->add_option("--cluster-coverage", prep.cluster.coverage,
                    "coverage of both sequences for clustering; of the held-out sequence for the leak purge")
       ->check(pf::number_in(0.0, 1.0))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(cluster_identity);
   prepare->add_option("--cluster-mode", prep.cluster.mode, "MMseqs2 easy-linclust (linear time) or easy-cluster")
       ->check(CLI::IsMember({"linclust", "cluster"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(cluster_identity);
   prepare->add_option("--families", prep.families,
                       "with --cluster-identity: take the clusters from this table (name<TAB>family per line) "
                       "instead of clustering with MMseqs2");
@@ -94,13 +97,15 @@ int main(int argc, char** argv) {
   CLI::App* audit = app.add_subcommand(
       "audit", "search /valid, /test (and /ood) against /train with MMseqs2 and count close relatives");
   audit->add_option("file", audit_opt.path, "HDF5 data file")->required();
-  audit
-      ->add_option("--identity", audit_identity,
-                   "fail (exit 3) when more than --max-fraction of /valid or /test have a hit at this identity")
-      ->check(pf::number_in(0.0, 1.0, true));
+  CLI::Option* audit_gate =
+      audit
+          ->add_option("--identity", audit_identity,
+                       "fail (exit 3) when more than --max-fraction of /valid or /test have a hit at this identity")
+          ->check(pf::number_in(0.0, 1.0, true));
   audit->add_option("--max-fraction", audit_max_fraction, "allowed fraction for --identity")
       ->check(pf::number_in(0.0, 1.0))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(audit_gate);
   audit
       ->add_option("--coverage", audit_opt.coverage,
                    "coverage of the held-out sequence a hit needs (default: the file's clustering coverage, else 0.8)")

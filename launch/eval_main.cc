@@ -1,8 +1,8 @@
 // performer-eval: loss, perplexity and accuracy of a checkpoint on a split of
 // prepared HDF5 data, or on FASTA / Swiss-Prot files, with the same launch
 // options as performer-train.
-//   mpirun -np N performer-eval --checkpoint FILE [--split valid|test|train] [--set key=value ...]
-//   mpirun -np N performer-eval --checkpoint FILE --fasta FILE... [--set key=value ...]
+//   mpirun -np N performer-eval --checkpoint FILE [--split valid|test|train] [--set key=value]...
+//   mpirun -np N performer-eval --checkpoint FILE --fasta FILE... [--map-unknown-to-x] [--set key=value]...
 // The model configuration comes from the checkpoint; data and layout keys can
 // be overridden (e.g. --set data.files=[\"other.h5\"] --set parallel.sp=2),
 // and so can the keys that choose how attention is computed from the same
@@ -49,6 +49,7 @@
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
 #include "launch/core/stop_signal.h"
+#include "launch/core/tool_cli.h"
 #include "launch/core/train_config.h"
 #include "launch/train/evaluation.h"
 #include "launch/train/train_loop.h"
@@ -67,9 +68,11 @@ int64_t suggested_sp(const pf::TrainConfig& cfg, int ranks) {
 
 // Every rank prepares the files; no rank goes on (or aborts the job) before
 // every rank has finished, so each removes its own folder on failure too.
-std::unique_ptr<pf::TemporaryDataset> prepare_on_every_rank(const std::vector<std::string>& files) {
+std::unique_ptr<pf::TemporaryDataset> prepare_on_every_rank(const std::vector<std::string>& files,
+                                                            bool map_unknown_to_x) {
   pf::PrepareOptions p;
   p.inputs = files;
+  p.map_unknown_to_x = map_unknown_to_x;
   p.val_fraction = 0;
   p.test_fraction = 1;  // every sequence in /test
   p.stop_requested = [] { return pf::stop_requested(); };
@@ -124,13 +127,15 @@ int main(int argc, char** argv) {
   std::string checkpoint, split = "valid";
   std::vector<std::string> overrides, fasta;
   int64_t batches = 0;
+  bool map_unknown = false;
   app.add_option("--checkpoint", checkpoint, "checkpoint file (ckpt-*.h5)")->required()->check(CLI::ExistingFile);
   CLI::Option* split_option = app.add_option("--split", split, "split of the data files: train, valid, test or ood");
   app.add_option("--batches", batches, "evaluate only the first N batches (0: the whole split)");
   app.add_option("--fasta", fasta,
                  "evaluate on these FASTA / Swiss-Prot files (optionally .gz) instead of data.files: prepared into "
                  "a temporary folder with every sequence in one split, removed afterwards");
-  app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
+  pf::add_map_unknown_option(app, map_unknown, "of --fasta files ");
+  app.add_option("--set", overrides, "override a key: section.key=value (repeatable)")->allow_extra_args(false);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -147,6 +152,9 @@ int main(int argc, char** argv) {
     PF_REQUIRE(
         pf::ConfigError, fasta.empty() || split_option->count() == 0,
         "--fasta evaluates every sequence of its files (one split); it takes no --split (got --split " << split << ")");
+    PF_REQUIRE(pf::ConfigError, !map_unknown || !fasta.empty(),
+               "--map-unknown-to-x applies to the letters of --fasta files; a prepared split was checked when it "
+               "was made");
     for (const std::string& f : fasta) {
       PF_REQUIRE(pf::ConfigError, std::filesystem::is_regular_file(f), "--fasta: no such file '" << f << "'");
       try {
@@ -183,7 +191,7 @@ int main(int argc, char** argv) {
       // poll, and the temporary folder goes with the unwinding (a killed
       // run's folder goes with the next --fasta run).
       stop = [] { return pf::stop_requested(); };
-      prepared = prepare_on_every_rank(fasta);
+      prepared = prepare_on_every_rank(fasta, map_unknown);
       cfg.data.files = {prepared->path()};
       split = pf::kSplitNames[2];
       const pf::PrepareSummary& s = prepared->summary();

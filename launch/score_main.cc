@@ -66,14 +66,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::vector<std::string> context;
   std::string context_mode = "auto";
-  app.add_option("--context", context,
-                 "FASTA / Swiss-Prot files of homologs: score each query given them (before it, as a family) and "
-                 "alone");
+  CLI::Option* context_option =
+      app.add_option("--context", context,
+                     "FASTA / Swiss-Prot file of homologs (repeatable): score each query given them (before it, as a "
+                     "family) and alone")
+          ->allow_extra_args(false);
   app.add_option("--context-mode", context_mode,
                  "with --context: 'cached' (run the context once, start every query from its state; linear "
                  "kernels and local windows), 'one-pass' (context + query together for each query) or 'auto' "
                  "(cached unless model.attention = softmax without a window)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(context_option);
   pf::add_map_unknown_option(app, map_unknown);
   pf::add_override_option(app, overrides);
   app.add_option("inputs", inputs, "FASTA / Swiss-Prot files, optionally .gz")->required();
@@ -109,6 +112,9 @@ int main(int argc, char** argv) {
     pf::Communicator& sp = cm.session->grid().sp_group();
     pf::Watchdog& watchdog = cm.session->watchdog();
     so.step = cm.step;  // the random projections the checkpoint was trained with, as performer-eval
+    PF_REQUIRE(pf::ConfigError, cm.cfg.model.causal() || first_residue == "auto",
+               "--first-residue " << first_residue << " applies to causal checkpoints; " << checkpoint
+                                  << " is a masked-LM one, whose pseudo-log-likelihood scores every residue");
     if (first_residue == "auto") {
       // A model trained packed or single never predicted a protein's first residue.
       so.first_residue =

@@ -6,7 +6,8 @@
 namespace pf {
 
 void add_override_option(CLI::App& app, std::vector<std::string>& overrides) {
-  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)");
+  app.add_option("--set", overrides, "override a key of the stored configuration: section.key=value (repeatable)")
+      ->allow_extra_args(false);
 }
 
 void add_map_unknown_option(CLI::App& app, bool& map_unknown, const std::string& what) {

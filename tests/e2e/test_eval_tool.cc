@@ -158,6 +158,20 @@ TEST_F(EvalTool, FastaReadsSwissProtAndCleansUpAfterAnError) {
   EXPECT_NE(e.status, 0) << e.out;
   EXPECT_NE(e.out.find("bad.fa"), std::string::npos) << e.out;
   EXPECT_TRUE(tmp_empty()) << "temporary folder left after a failed preparation";
+  // An unknown letter: the error's advice is an option this tool has.
+  const std::string odd = dir_ + "/odd.fa";
+  {
+    std::ofstream out(odd);  // 8 proteins of 66 residues: a batch of the checkpoint's samples at least
+    for (int i = 0; i < 8; ++i)
+      out << ">j" << i << "\nMKJVLAAGWWKEQRST" << std::string(50, "ACDEFGHIKLMNPQ"[i]) << "\n";
+  }
+  const ToolRun j = eval("--set parallel.sp=1 --fasta " + quoted(odd));
+  EXPECT_NE(j.status, 0) << j.out;
+  EXPECT_NE(j.out.find("(use --map-unknown-to-x to read it as X)"), std::string::npos) << j.out;
+  const ToolRun x = eval("--set parallel.sp=1 --map-unknown-to-x --fasta " + quoted(odd));
+  ASSERT_EQ(x.status, 0) << x.out;
+  EXPECT_FALSE(numbers(x.out).text.empty()) << x.out;
+  EXPECT_TRUE(tmp_empty());
 }
 
 // SIGINT or SIGTERM a second into --fasta (preparing or evaluating the
@@ -252,6 +266,9 @@ TEST_F(EvalTool, UsageErrorsExitWithStatus2) {
     EXPECT_NE(r.out.find("--checkpoint: not a usable checkpoint"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("train.h5: not a performer checkpoint"), std::string::npos) << r.out;
   }
+  r = eval("--set parallel.sp=1 --map-unknown-to-x --split test");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--map-unknown-to-x applies to the letters of --fasta files"), std::string::npos) << r.out;
   r = eval("--set parallel.sp=1 --split nope");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--split must be train, valid, test or ood, got 'nope'"), std::string::npos) << r.out;

@@ -388,6 +388,31 @@ TEST_F(InferTools, BadInputIsRefusedWithTheFileAndTheReason) {
   r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --first-residue maybe " + quoted(fx().proteins));
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--first-residue"), std::string::npos) << r.out;
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().masked) + " --first-residue scored " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--first-residue scored applies to causal checkpoints"), std::string::npos) << r.out;
+  // Options that take one value: --context and --set never swallow the
+  // inputs that follow them (two files after --context: one homolog file,
+  // one input, and the table scores the input's proteins only).
+  const std::string again = out("again.fasta");
+  std::filesystem::copy_file(fx().proteins, again, std::filesystem::copy_options::overwrite_existing);
+  const std::string first = "\n" + fx().records.front().id + "\t";  // a table row of the first protein
+  auto rows_of_first = [&](const std::string& text) {
+    int rows = 0;
+    for (size_t at = text.find(first); at != std::string::npos; at = text.find(first, at + 1)) ++rows;
+    return rows;
+  };
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --context " + quoted(fx().proteins) + " " +
+                              quoted(again) + " " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(rows_of_first(r.out), 2) << "--context took an input: " << r.out;
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --set parallel.timeout_s=60 " + quoted(again) +
+                              " " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(rows_of_first(r.out), 2) << "--set took an input: " << r.out;
+  r = tool(PF_SCORE_TOOL, "--checkpoint " + quoted(fx().causal) + " --context-mode cached " + quoted(fx().proteins));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--context-mode requires --context"), std::string::npos) << r.out;
   for (const std::string& prefix : {std::string("a b"), std::string("a\nc"), std::string("")}) {
     r = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --id-prefix " + quoted(prefix));
     EXPECT_EQ(r.status, 2) << r.out;
