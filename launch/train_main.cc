@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   std::string resume;
   bool plan = false, print_config = false;
   app.add_option("--config", config_path, "TOML configuration (docs/configuration.md)")->check(CLI::ExistingFile);
-  app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
+  app.add_option("--set", overrides, "override a key: section.key=value (repeatable)")->allow_extra_args(false);
   app.add_option("--resume", resume, "auto (newest valid checkpoint in checkpoint.dir) or a checkpoint file");
   app.add_flag("--plan", plan, "print the memory plan of one rank and exit");
   app.add_flag("--print-config", print_config, "print the resolved configuration and exit");
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
       for (const std::string& o : overrides)
         PF_REQUIRE(pf::ConfigError, o.rfind("checkpoint.resume=", 0) != 0,
                    "--resume " << resume << " and --set '" << o << "' both say where to resume from: give one");
-      overrides.push_back("checkpoint.resume=\"" + resume + "\"");
+      overrides.push_back("checkpoint.resume=" + pf::toml_quoted(resume));
     }
     const pf::TrainConfig cfg = pf::load_train_config(config_path, overrides);
     const int64_t sp = cfg.parallel.sp;

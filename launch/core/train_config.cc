@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
@@ -72,11 +73,17 @@ class Reader {
   }
 
   // An enum read by its name: `name` spells the default, `parse` the value read.
+  // Its message names the key; this adds where the value came from.
   template <typename E, typename Name, typename Parse>
   void get_named(const char* section, const char* key, E& out, Name name, Parse parse) {
     std::string s = name(out);
     get(section, key, s);
-    out = parse(s);
+    try {
+      out = parse(s);
+    } catch (const ConfigError& e) {
+      const auto it = set_keys_.find(std::string(section) + "." + key);
+      throw ConfigError((it != set_keys_.end() ? "--set '" + it->second + "'" : origin_) + ": " + e.what());
+    }
   }
 
   // A string that must be one of `names`: "<key> must be a, b or c, got 'x'".
@@ -200,6 +207,11 @@ struct KeyOrigin {
   const std::string& origin;
   const std::map<std::string, std::string>& set_keys;
   std::string operator()(const char* key) const { return where_key(origin, set_keys, key); }
+  // Only where the value came from: the --set, or the origin.
+  std::string source(const char* key) const {
+    const auto it = set_keys.find(key);
+    return it != set_keys.end() ? "--set '" + it->second + "'" : origin;
+  }
 };
 
 void read_model_section(Reader& r, ModelConfig& m) {
@@ -271,9 +283,7 @@ OptimizerValues read_optimizer_section(Reader& r, OptimizerConfig& o) {
   o.adamw.eps = static_cast<float>(v.eps);
   o.adamw.weight_decay = static_cast<float>(v.weight_decay);
   r.get("optimizer", "clip_norm", o.clip_norm);
-  std::string s = loss_scale_mode_name(o.loss_scale.mode);
-  r.get("optimizer", "loss_scale", s);
-  o.loss_scale.mode = parse_loss_scale_mode(s);
+  r.get_named("optimizer", "loss_scale", o.loss_scale.mode, loss_scale_mode_name, parse_loss_scale_mode);
   r.get("optimizer", "loss_scale_init", o.loss_scale.init);
   r.get("optimizer", "loss_scale_window", o.loss_scale.window);
   r.get("optimizer", "max_skipped_steps", o.loss_scale.max_skips);
@@ -342,13 +352,18 @@ void check_ranges(const TrainConfig& c, const OptimizerValues& v, const KeyOrigi
   in_range("train.steps", run.steps, run.steps >= 1, "must be >= 1");
   in_range("train.log_interval", run.log_interval, run.log_interval >= 1, "must be >= 1");
   in_range("train.stop_at", run.stop_at, run.stop_at >= 0, "must be >= 0 (0: run to train.steps)");
+  in_range("train.stop_at", run.stop_at, run.stop_at == 0 || !ck.dir.empty(),
+           "stopping at a step saves a checkpoint there, and checkpoint.dir is not set");
+  in_range("checkpoint.resume", "\"" + ck.resume + "\"", ck.resume != "auto" || !ck.dir.empty(),
+           "\"auto\" resumes from the newest checkpoint in checkpoint.dir, and checkpoint.dir is not set");
   in_range("train.eval_interval", run.eval_interval, run.eval_interval >= 0, "must be >= 0 (0: only at the end)");
   in_range("train.eval_batches", run.eval_batches, run.eval_batches >= 0, "must be >= 0 (0: the whole split)");
   // The optimizer computes in float32: a finite double may not be a finite float.
   auto finite32 = [](double x) { return std::isfinite(static_cast<float>(x)); };
   in_range("optimizer.lr", v.lr, finite32(v.lr) && v.lr > 0, "must be finite (in float32) and > 0");
-  in_range("optimizer.min_lr", v.min_lr, std::isfinite(v.min_lr) && v.min_lr >= 0 && v.min_lr <= v.lr,
-           "must be in [0, optimizer.lr]");
+  std::ostringstream lr;
+  lr << "must be in [0, optimizer.lr], and optimizer.lr = " << v.lr << " (" << at.source("optimizer.lr") << ")";
+  in_range("optimizer.min_lr", v.min_lr, std::isfinite(v.min_lr) && v.min_lr >= 0 && v.min_lr <= v.lr, lr.str());
   in_range("optimizer.warmup_steps", o.schedule.warmup_steps,
            o.schedule.warmup_steps >= 0 && o.schedule.warmup_steps <= run.steps,
            "must be in [0, train.steps = " + std::to_string(run.steps) + "]");
@@ -427,6 +442,24 @@ TrainConfig read_config(toml::table& root, const std::string& origin,
 }
 
 }  // namespace
+
+std::string toml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", c);
+      out += code;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table root;

@@ -93,6 +93,9 @@ struct TrainConfig {
 
 // Reads `path` ("" = defaults only), applies "section.key=value" overrides.
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+// `s` as a TOML basic string ("..." with \\, \" and control characters
+// escaped): the value of an override built from a path or other free text.
+std::string toml_quoted(const std::string& s);
 // Re-reads a configuration from the TOML text stored in a checkpoint, with
 // optional "section.key=value" overrides on top.
 TrainConfig parse_train_config_text(const std::string& text, const std::string& origin,

@@ -695,9 +695,13 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     if (stop.any()) {
       if (root) {
         if (stop.stop_at)
-          log << "train.stop_at = " << cfg.run.stop_at << " reached: saving a checkpoint at step " << done << "\n";
+          log << "train.stop_at = " << cfg.run.stop_at << " reached";
         else
-          log << "stop requested (signal " << stop.signal << "): saving a checkpoint at step " << done << "\n";
+          log << "stop requested (signal " << stop.signal << ")";
+        if (saves)
+          log << ": saving a checkpoint at step " << done << "\n";
+        else
+          log << ": stopping at step " << done << " without a checkpoint (checkpoint.dir is not set)\n";
         log << std::flush;
       }
       if (saves) out.checkpoint = save();

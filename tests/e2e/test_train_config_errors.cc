@@ -143,6 +143,9 @@ TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
       {"checkpoint.interval=-5", "--set 'checkpoint.interval=-5': checkpoint.interval = -5 is out of range"},
       {"train.steps=0", "--set 'train.steps=0': train.steps = 0 is out of range: must be >= 1"},
       {"train.stop_at=-1", "--set 'train.stop_at=-1': train.stop_at = -1 is out of range"},
+      {"optimizer.min_lr=0.5",
+       "--set 'optimizer.min_lr=0.5': optimizer.min_lr = 0.5 is out of range: must be in "
+       "[0, optimizer.lr], and optimizer.lr = 0.0003 (configuration)"},
       {"parallel.sp=0", "--set 'parallel.sp=0': parallel.sp = 0 is out of range: must be >= 1"},
       {"parallel.timeout_s=nan", "--set 'parallel.timeout_s=nan': parallel.timeout_s = nan is out of range"},
       {"model.width=0", "--set 'model.width=0': "},
@@ -179,6 +182,45 @@ TEST(TrainConfigErrors, UnknownNamesAreConfigErrorsNamingTheKey) {
   EXPECT_NE(w.find("parallel.scan must be one of auto, chain, allgather, recursive_doubling, got 'tree'"),
             std::string::npos)
       << w;
+  // Enum keys name where the value came from: the --set, or the file.
+  w = error_of({"model.attention=favr"});
+  EXPECT_NE(w.find("--set 'model.attention=favr': "), std::string::npos) << w;
+  EXPECT_NE(w.find("model.attention: unknown kernel 'favr'"), std::string::npos) << w;
+  w = error_of({"optimizer.loss_scale=always"});
+  EXPECT_NE(w.find("--set 'optimizer.loss_scale=always': "), std::string::npos) << w;
+  EXPECT_NE(w.find("optimizer.loss_scale: unknown mode 'always'"), std::string::npos) << w;
+  TempDir dir;
+  const std::string file = dir.path + "/run.toml";
+  std::ofstream(file) << "[model]\ndtype = \"fp8\"\n";
+  w = expect_error_of<ConfigError>([&] { load_train_config(file, {}); });
+  EXPECT_NE(w.find(file + ": "), std::string::npos) << w;
+  EXPECT_NE(w.find("model.dtype: unknown type 'fp8'"), std::string::npos) << w;
+}
+
+// A stop or an automatic resume needs checkpoint.dir: without it the stop
+// would save nothing and "auto" would silently start afresh.
+TEST(TrainConfigErrors, StopAtAndResumeAutoNeedACheckpointFolder) {
+  auto error_of = [](const std::vector<std::string>& o) {
+    return expect_error_of<ConfigError>([&] { load_train_config("", o); });
+  };
+  std::string w = error_of({"train.stop_at=3"});
+  EXPECT_NE(w.find("--set 'train.stop_at=3': train.stop_at = 3 is out of range: stopping at a step saves a "
+                   "checkpoint there, and checkpoint.dir is not set"),
+            std::string::npos)
+      << w;
+  w = error_of({"checkpoint.resume=auto"});
+  EXPECT_NE(w.find("--set 'checkpoint.resume=auto': checkpoint.resume = \"auto\" is out of range"), std::string::npos)
+      << w;
+  EXPECT_EQ(load_train_config("", {"train.stop_at=3", "checkpoint.dir=runs/a"}).run.stop_at, 3);
+  EXPECT_EQ(load_train_config("", {"checkpoint.resume=auto", "checkpoint.dir=runs/a"}).checkpoint.resume, "auto");
+}
+
+// A path given as a value (--resume PATH) keeps every character.
+TEST(TrainConfigErrors, QuotedPathsKeepQuotesBackslashesAndControlCharacters) {
+  for (const std::string path : {"runs/a b/ckpt.h5", "runs/x\\f.h5", "runs/\"q\".h5", "runs/tab\t.h5", "runs/é.h5"}) {
+    const TrainConfig c = load_train_config("", {"checkpoint.resume=" + toml_quoted(path)});
+    EXPECT_EQ(c.checkpoint.resume, path);
+  }
 }
 
 // --set takes a bare word as a string, but text that opens a TOML array,
@@ -204,11 +246,13 @@ TEST(TrainConfigErrors, FileErrorsNameTheLine) {
 }
 
 TEST(TrainConfigErrors, ResolvedConfigurationRoundTrips) {
-  const TrainConfig a = load_train_config("", {"model.layers=3", "data.files=[\"x.h5\"]", "parallel.sp=2"});
+  const TrainConfig a =
+      load_train_config("", {"model.layers=3", "data.files=[\"x.h5\"]", "parallel.sp=2", "parallel.timeout_s=1800"});
   const TrainConfig b = parse_train_config_text(a.source_text, "stored");
   EXPECT_EQ(a.source_text, b.source_text);
   EXPECT_EQ(b.model.layers, 3);
   EXPECT_EQ(b.parallel.sp, 2);
+  EXPECT_EQ(b.parallel.timeout_s, 1800);  // the inference tools' watchdog reads it from the checkpoint
   EXPECT_EQ(b.model.attention_math, AttentionMath::Auto);
   for (const char* math : {"fp32", "tf32", "bf16", "auto"}) {
     const TrainConfig c = load_train_config("", {std::string("model.attention_math=\"") + math + "\""});
