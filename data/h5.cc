@@ -438,7 +438,7 @@ std::vector<std::string> h5_read_attr_strings(hid_t obj, const std::string& name
              "attribute '" << name << "' in " << h5_file_name(obj) << " is not a variable-length string");
   H5Id type = vlen_string_type();
   std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
-  PF_H5_CHECK_MSG(H5Aread(attr, type, ptrs.data()), "reading attribute '" << name << "'");
+  PF_H5_CHECK_MSG(H5Aread(attr, type, ptrs.data()), "reading attribute '" << name << "' in " << h5_file_name(obj));
   std::vector<std::string> out;
   for (char* p : ptrs) out.emplace_back(p ? p : "");
   H5Id space(H5Aget_space(attr));
@@ -452,7 +452,8 @@ void h5_write_attr_int64(hid_t obj, const std::string& name, int64_t value) {
 
 int64_t h5_read_attr_int64(hid_t obj, const std::string& name) {
   const std::vector<int64_t> v = h5_read_attr_int64s(obj, name);
-  PF_REQUIRE(Hdf5Error, v.size() == 1, "attribute '" << name << "' holds " << v.size() << " values, expected 1");
+  PF_REQUIRE(Hdf5Error, v.size() == 1,
+             "attribute '" << name << "' in " << h5_file_name(obj) << " holds " << v.size() << " values, expected 1");
   return v[0];
 }
 
@@ -464,7 +465,8 @@ std::vector<int64_t> h5_read_attr_int64s(hid_t obj, const std::string& name) {
   int64_t n = 0;
   H5Id attr = open_attr(obj, name, &n);
   std::vector<int64_t> out(static_cast<size_t>(n));
-  PF_H5_CHECK_MSG(H5Aread(attr, H5T_NATIVE_INT64, out.data()), "reading attribute '" << name << "'");
+  PF_H5_CHECK_MSG(H5Aread(attr, H5T_NATIVE_INT64, out.data()),
+                  "reading attribute '" << name << "' in " << h5_file_name(obj));
   return out;
 }
 
@@ -475,9 +477,10 @@ void h5_write_attr_double(hid_t obj, const std::string& name, double value) {
 double h5_read_attr_double(hid_t obj, const std::string& name) {
   int64_t n = 0;
   H5Id attr = open_attr(obj, name, &n);
-  PF_REQUIRE(Hdf5Error, n == 1, "attribute '" << name << "' holds " << n << " values, expected 1");
+  PF_REQUIRE(Hdf5Error, n == 1,
+             "attribute '" << name << "' in " << h5_file_name(obj) << " holds " << n << " values, expected 1");
   double v = 0;
-  PF_H5_CHECK_MSG(H5Aread(attr, H5T_NATIVE_DOUBLE, &v), "reading attribute '" << name << "'");
+  PF_H5_CHECK_MSG(H5Aread(attr, H5T_NATIVE_DOUBLE, &v), "reading attribute '" << name << "' in " << h5_file_name(obj));
   return v;
 }
 

@@ -338,6 +338,7 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   int64_t written = 0;
   std::vector<std::string> representative_ids(plan.representative.size());
   std::vector<int64_t> cluster_sizes(plan.representative.size(), 0);
+  for (const std::string& name : opt.ood_organisms) summary->ood_matches.emplace_back(name, 0);
   for_each_unique(opt, tmp, "writing ", dups, [&](const SequenceRecord& rec, int64_t i) {
     const int64_t n = static_cast<int64_t>(rec.tokens.size());
     lengths.add(n);
@@ -352,7 +353,16 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
       if (plan.representative[static_cast<size_t>(cluster)] == i)
         representative_ids[static_cast<size_t>(cluster)] = rec.id;
     }
-    if (ood && is_ood_organism(rec.header, opt.ood_organisms))
+    bool held_out = false;
+    if (ood) {
+      const std::vector<bool> m = organism_matches(rec.header, opt.ood_organisms);
+      for (size_t k = 0; k < m.size(); ++k) {
+        summary->ood_matches[k].second += m[k] ? 1 : 0;
+        held_out = held_out || m[k];
+      }
+      summary->without_organism += organism_of(rec.header).empty() ? 1 : 0;
+    }
+    if (held_out)
       ood->add(rec, cluster);
     else if (clustered)
       writers[plan.split[static_cast<size_t>(cluster)]]->add(rec, cluster);
@@ -493,18 +503,23 @@ std::string organism_of(const std::string& header) {
   return header.substr(start, end - start);
 }
 
-bool is_ood_organism(const std::string& header, const std::vector<std::string>& names) {
-  if (names.empty()) return false;
+std::vector<bool> organism_matches(const std::string& header, const std::vector<std::string>& names) {
+  std::vector<bool> out(names.size(), false);
+  if (names.empty()) return out;
   std::string os = organism_of(header);
-  if (os.empty()) return false;
+  if (os.empty()) return out;
   auto lower = [](std::string s) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
   };
   os = lower(os);
-  for (const std::string& name : names)
-    if (!name.empty() && os.find(lower(name)) != std::string::npos) return true;
-  return false;
+  for (size_t i = 0; i < names.size(); ++i) out[i] = !names[i].empty() && os.find(lower(names[i])) != std::string::npos;
+  return out;
+}
+
+bool is_ood_organism(const std::string& header, const std::vector<std::string>& names) {
+  const std::vector<bool> m = organism_matches(header, names);
+  return std::find(m.begin(), m.end(), true) != m.end();
 }
 
 LengthStats LengthHistogram::stats() const {
@@ -663,9 +678,16 @@ std::string format_summary(const PrepareSummary& s) {
   for (int i = 0; i < 3; ++i)
     os << "  " << kSplitNames[i] << ": " << s.splits[i].sequences << " sequences, " << s.splits[i].residues
        << " residues\n";
-  if (s.ood.sequences > 0 || s.ood.residues > 0)
+  if (!s.ood_matches.empty()) {
     os << "  " << kOodSplitName << ": " << s.ood.sequences << " sequences, " << s.ood.residues
-       << " residues (held-out organisms)\n";
+       << " residues (held-out organisms:";
+    for (const auto& [name, count] : s.ood_matches) os << " '" << name << "' " << count;
+    os << ")\n";
+    for (const auto& [name, count] : s.ood_matches)
+      if (count == 0)
+        os << "warning: --ood-organism '" << name << "' matched no sequence (" << s.without_organism
+           << " of the kept sequences have no OS= field in their header)\n";
+  }
   if (s.clusters > 0)
     os << "split by cluster: " << s.clusters << " clusters; leak purge: " << s.split_rounds << " search round(s), "
        << s.clusters_moved << " held-out cluster(s) (" << s.sequences_moved << " sequences) moved to train\n";

@@ -20,6 +20,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/mmseqs.h"
@@ -102,6 +103,11 @@ struct PrepareSummary {
   int64_t sort_runs = 0;           // runs the duplicate sort wrote to disk (0: within the budget in memory)
   SplitCounts splits[3];           // train, valid, test
   SplitCounts ood;                 // /ood (zero when no ood_organisms)
+  // Per ood_organisms name, in its order: the kept sequences whose organism
+  // it matched (a sequence may match several names); and the kept
+  // sequences whose header has no OS= field (counted with ood_organisms only).
+  std::vector<std::pair<std::string, int64_t>> ood_matches;
+  int64_t without_organism = 0;
   LengthStats lengths;             // over the kept sequences
   // Cluster split only (clusters == 0 otherwise).
   int64_t clusters = 0;
@@ -148,7 +154,10 @@ int split_of(const uint8_t* tokens, int64_t n, uint64_t seed, double val_fractio
 // OX=9606 GN=..."): the text after "OS=" up to the next " XX=" field or the
 // end, trimmed; "" when the header has no OS= field.
 std::string organism_of(const std::string& header);
-// True when organism_of(header) contains one of `names` (ASCII case-insensitive).
+// Per name of `names`: whether organism_of(header) contains it (ASCII
+// case-insensitive); all false when the header has no OS= field.
+std::vector<bool> organism_matches(const std::string& header, const std::vector<std::string>& names);
+// True when organism_of(header) contains one of `names`.
 bool is_ood_organism(const std::string& header, const std::vector<std::string>& names);
 
 // What `performer-data info` prints.

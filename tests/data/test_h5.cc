@@ -9,6 +9,7 @@
 #include "runtime/random.h"
 #include "tests/data/data_test_util.h"
 #include "tests/data/h5_test_util.h"
+#include "tests/support/error_message.h"
 
 namespace pf {
 namespace {
@@ -64,6 +65,11 @@ TEST(H5, ArraysRangesStringsAndAttributesRoundTrip) {
   EXPECT_TRUE(h5_exists(f, "model/w"));
   EXPECT_FALSE(h5_exists(f, "model/nothing/deeper"));
   EXPECT_THROW(h5_read_range(d, 99999, 2, part.data()), Hdf5Error);
+  // A list where one value is expected: the message names the file.
+  const std::string w3 = test::expect_error_of<Hdf5Error>([&] { h5_read_attr_int64(g, "shape"); });
+  EXPECT_NE(w3.find("attribute 'shape' in " + path + " holds 3 values, expected 1"), std::string::npos) << w3;
+  const std::string wl = test::expect_error_of<Hdf5Error>([&] { h5_read_attr_double(f, "list"); });
+  EXPECT_NE(wl.find("attribute 'list' in " + path + " holds 2 values, expected 1"), std::string::npos) << wl;
 }
 
 TEST(H5, CheckMacroCarriesTheErrorStack) {

@@ -140,6 +140,37 @@ TEST(OodOrganism, PrepareRoutesWholeOrganismsToOod) {
   EXPECT_EQ(info.ood_organisms, opt.ood_organisms);
   EXPECT_NE(format_summary(sum).find("ood: 20 sequences"), std::string::npos) << format_summary(sum);
   EXPECT_NE(format_info(info).find("ood: 20 sequences"), std::string::npos) << format_info(info);
+  // Per name: drosophila 14 (i % 6 in {0, 2}), Mycobacterium 6 (i % 6 == 4);
+  // 7 headers without OS= (i % 6 == 3).
+  const std::vector<std::pair<std::string, int64_t>> matches = {{"drosophila", 14}, {"Mycobacterium", 6}};
+  EXPECT_EQ(sum.ood_matches, matches);
+  EXPECT_EQ(sum.without_organism, 7);
+  EXPECT_NE(format_summary(sum).find("(held-out organisms: 'drosophila' 14 'Mycobacterium' 6)"), std::string::npos)
+      << format_summary(sum);
+  EXPECT_EQ(format_summary(sum).find("warning"), std::string::npos) << format_summary(sum);
+}
+
+// A name that matches no organism (misspelt, or headers without OS=) is
+// said in the summary, with how many headers have no OS= field.
+TEST(OodOrganism, ANameThatMatchesNothingIsAWarningInTheSummary) {
+  test::TempDir dir;
+  test::write_text(dir.file("tiny.fasta"), fasta_of(tiny_records()));
+  PrepareOptions opt;
+  opt.inputs = {dir.file("tiny.fasta")};
+  opt.output = dir.file("tiny.h5");
+  opt.ood_organisms = {"Drosophila", "Arabidopsis"};
+  const PrepareSummary sum = prepare_dataset(opt);
+  EXPECT_EQ(sum.ood.sequences, 14);
+  const std::string text = format_summary(sum);
+  EXPECT_NE(text.find("warning: --ood-organism 'Arabidopsis' matched no sequence (7 of the kept sequences have no "
+                      "OS= field in their header)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("'Drosophila' matched no"), std::string::npos) << text;
+  opt.ood_organisms = {"Arabidopsis"};  // nothing held out: the empty split and the warning
+  const std::string none = format_summary(prepare_dataset(opt));
+  EXPECT_NE(none.find("ood: 0 sequences, 0 residues (held-out organisms: 'Arabidopsis' 0)"), std::string::npos) << none;
+  EXPECT_NE(none.find("warning: --ood-organism 'Arabidopsis' matched no sequence"), std::string::npos) << none;
 }
 
 TEST(OodOrganism, WithoutTheOptionThereIsNoOodGroup) {
