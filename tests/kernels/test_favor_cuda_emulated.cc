@@ -234,14 +234,19 @@ struct ReferenceCase {
   FavorAttentionParams p;
   std::vector<float> q, k, v, g, W;
   std::vector<double> o, dq, dk, dv;
-  // scale multiplies q and k: wider spreads of the features' exponents.
-  ReferenceCase(const Case& c, bool causal, FeatureKernel kernel, uint64_t seed, double scale = 1) {
+  // scale multiplies q and k: wider spreads of the features' exponents;
+  // with ramp, row i of n by scale * (1 + ramp * i / (n - 1)): exponents
+  // that grow along the sequence, so the running log-scale keeps moving.
+  ReferenceCase(const Case& c, bool causal, FeatureKernel kernel, uint64_t seed, double scale = 1, double ramp = 0) {
     const int64_t H = 2, size = H * c.n * c.d;
     q = test::cast_vector<float>(test::normal_vector(size, seed, 1));
     k = test::cast_vector<float>(test::normal_vector(size, seed, 2));
     for (size_t e = 0; e < q.size(); ++e) {
-      q[e] = static_cast<float>(q[e] * scale);
-      k[e] = static_cast<float>(k[e] * scale);
+      const int64_t row = static_cast<int64_t>(e) / c.d % c.n;
+      const double f =
+          scale * (1 + ramp * static_cast<double>(row) / static_cast<double>(std::max<int64_t>(c.n - 1, 1)));
+      q[e] = static_cast<float>(q[e] * f);
+      k[e] = static_cast<float>(k[e] * f);
     }
     v = test::cast_vector<float>(test::normal_vector(size, seed, 3));
     g = test::cast_vector<float>(test::normal_vector(size, seed, 4));
@@ -592,6 +597,35 @@ TEST(FavorCudaEmulated, FeatureSlicesMatchReference) {
   });
 }
 
+// A long sequence (1,024 rows: 32 tiles of 32 in 4 segments, 3 blocks)
+// whose q and k grow from 0.5 to 2 times the unit scale along it, so that
+// the exponents of the later rows' features exceed the earlier ones' by
+// several units and the running state is rescaled again and again: fp32 on
+// the tile kernels to 1e-5, TF32 and bf16 on the resident kernels to their
+// tolerances (FAVOR+'s positive features).
+TEST(FavorCudaEmulated, LongSequenceWithGrowingLogScalesMatchesReference) {
+  const Case c{1024, 16, 32, 32, 256};
+  uint64_t seed = 4580;
+  for (bool causal : {true, false}) {
+    const ReferenceCase r(c, causal, FeatureKernel::Softmax, ++seed, 0.5, 3.0);
+    for (TileMath math : {TileMath::Fp32, TileMath::Tf32, TileMath::Bf16}) {
+      SCOPED_TRACE(where(c, causal, FeatureKernel::Softmax, 3) + " math=" + tile_math_name(math));
+      EmulatedCudaOps ops{c.ct, c.seg_len};
+      ops.math = math;
+      const EmulatedRun e(r, ops, causal, 3);
+      if (math == TileMath::Fp32) {
+        EXPECT_LE(test::rel_l2(e.o, r.o), 1e-5);
+        EXPECT_LE(test::rel_l2(e.dq, r.dq), 1e-5);
+        EXPECT_LE(test::rel_l2(e.dk, r.dk), 1e-5);
+        EXPECT_LE(test::rel_l2(e.dv, r.dv), 1e-5);
+      } else {
+        ASSERT_TRUE(ops.dims(r.p.shape).resident);
+        expect_resident_near_reference(e, r, math, FeatureKernel::Softmax);
+      }
+    }
+  }
+}
+
 // The projection gradient dW of the fixed-projection kernels (a test's
 // request: the model trains only exp's), fused like exp's: one slot per
 // block, summed per head in segment order, with one feature slice and with
@@ -653,31 +687,34 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
                                      rv.data(), rW.data());
         // P = 4: three blocks again, the features in slices of 16 (m = 32: two);
         // P = 5: three blocks on the resident kernels in TF32 (the heads'
-        // projections and dW there), P = 6 the same in slices of 16.
-        for (int P : {1, 3, 4, 5, 6}) {
+        // projections and dW there), P = 6 the same in slices of 16; P = 7
+        // and 8 as 5 and 6 in bf16.
+        for (int P : {1, 3, 4, 5, 6, 7, 8}) {
           const int blocks = P >= 4 ? 3 : P;
-          const bool tf32 = P >= 5;
-          if (tf32 && c.n < 100) continue;
+          const bool tensor = P >= 5, bf16 = P >= 7, sliced = P == 4 || P == 6 || P == 8;
+          if (tensor && c.n < 100) continue;
           SCOPED_TRACE(testing::Message() << "n=" << c.n << " d=" << c.d << " m=" << c.m << " ct=" << c.ct
                                           << " seg_len=" << c.seg_len << " causal=" << causal << " half_norm="
-                                          << half_norm << " P=" << blocks << " slices of "
-                                          << (P == 4 || P == 6 ? 16 : c.m) << (tf32 ? " tf32" : ""));
+                                          << half_norm << " P=" << blocks << " slices of " << (sliced ? 16 : c.m)
+                                          << (bf16     ? " bf16"
+                                              : tensor ? " tf32"
+                                                       : ""));
           MemoryTracker tracker(Device::cpu());
           const ExecResources res(Device::cpu(), tracker, HostStreamConfig{});
           std::vector<float> o(size), dq(size), dk(size), dv(size), dW(BH * wsize, 0.f);
           const FavorShape shape = p.shape;
           ASSERT_EQ(shape.w_heads, H);
           EmulatedCudaOps ops{c.ct, c.seg_len};
-          ops.smem_state = P == 3 || P == 5;
-          ops.slice = P == 4 || P == 6 ? 16 : 0;
-          if (tf32) {
-            ops.math = TileMath::Tf32;
+          ops.smem_state = P == 3 || P == 5 || P == 7;
+          ops.slice = sliced ? 16 : 0;
+          if (tensor) {
+            ops.math = bf16 ? TileMath::Bf16 : TileMath::Tf32;
             ASSERT_TRUE(ops.dims(shape).resident);
           }
           test::run_favor_protocol(ops, res.ctx(), shape, causal, blocks, q.data(), k.data(), v.data(), W.data(),
                                    g.data(), o.data(), dq.data(), dk.data(), dv.data(), dW.data());
-          // TF32: the resident tests' bounds (dW as ResidentProjectionGradMatchesReference's).
-          const double tol = tf32 ? 3e-3 : 1e-5, qk_tol = tf32 ? 8e-3 : 1e-5;
+          // TF32 and bf16: the resident tests' bounds (dW as ResidentProjectionGradMatchesReference's).
+          const double tol = bf16 ? 3e-2 : tensor ? 3e-3 : 1e-5, qk_tol = bf16 ? 8e-2 : tensor ? 8e-3 : 1e-5;
           EXPECT_LE(test::rel_l2(o, ro), tol);
           EXPECT_LE(test::rel_l2(dq, rq), qk_tol);
           EXPECT_LE(test::rel_l2(dk, rk), qk_tol);
@@ -695,16 +732,16 @@ TEST(FavorCudaEmulated, ExpTrainedProjectionsMatchReference) {
 // (whose segments differ, hence fp32 rounding apart) and against the CPU's
 // call over the same pieces. Pieces of 1 row, of less than a segment and of
 // several segments and tiles (segments of 32 rows); exp's dW summed per head
-// over its pieces. In fp32 (d = 5), and in TF32 on the resident kernels
-// (d = 16, m = 20: their staged copies from the pieces' rows; to TF32's
-// tolerances, relu's dq and dk 0.1).
+// over its pieces. In fp32 (d = 5), and in TF32 and bf16 on the resident
+// kernels (d = 16, m = 20: their staged copies from the pieces' rows; to
+// TF32's tolerances, relu's dq and dk 0.1, and bf16's, 4e-2 and 0.3).
 TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
   uint64_t seed = 4400;
-  for (TileMath math : {TileMath::Fp32, TileMath::Tf32})
+  for (TileMath math : {TileMath::Fp32, TileMath::Tf32, TileMath::Bf16})
     for (bool causal : {true, false}) {
       for (FeatureKernel kernel : {FeatureKernel::Softmax, FeatureKernel::Relu, FeatureKernel::Exp}) {
         for (int64_t m : {7, 20}) {
-          const bool tf32 = math == TileMath::Tf32;
+          const bool tf32 = math != TileMath::Fp32, bf16 = math == TileMath::Bf16;
           if (tf32 && m != 20) continue;
           // m = 20: the features in slices of 16 and 4.
           SCOPED_TRACE(std::string("causal=") + std::to_string(causal) + " kernel=" + feature_kernel_name(kernel) +
@@ -723,7 +760,8 @@ TEST(FavorCudaEmulated, PiecesMatchPieceByPieceAndTheCpu) {
           emulated.smem_state = false;
           const test::PiecesResult each = test::run_pieces(emulated, res.ctx(), c, false);
           const test::PiecesResult cpu = test::run_pieces(test::DispatchedFavorOps{}, res.ctx(), c, true);
-          const double tol = tf32 ? 1e-2 : 1e-5, qk_tol = tf32 && kernel == FeatureKernel::Relu ? 0.1 : tol;
+          const double tol = bf16 ? 4e-2 : tf32 ? 1e-2 : 1e-5;
+          const double qk_tol = tf32 && kernel == FeatureKernel::Relu ? (bf16 ? 0.3 : 0.1) : tol;
           for (const test::PiecesResult* other : {&each, &cpu}) {
             EXPECT_LE(test::rel_l2(one.o, other->o), tol);
             EXPECT_LE(test::state_rel_l2(one.total, other->total, c.shape(1, 1).state_size()), tol);

@@ -5,7 +5,8 @@
 // operands, on fresh random inputs spread over 0 to 6 decades. And the
 // emulator's teeth: a wrong fragment layout (two A registers swapped) gives
 // a wrong product, a skipped cp.async wait leaves the shared tiles unread
-// (NaN), and the roundings are the hardware's (tf32 ties away, bf16 ties to
+// (NaN), a missing __syncthreads reads shared memory before the other warp
+// wrote it under either schedule, and the roundings are the hardware's (tf32 ties away, bf16 ties to
 // even).
 #include "tests/support/cuda_block_emulator.h"
 // First: the emulator defines the CUDA keywords and PF_EMULATED_MMA.
@@ -58,6 +59,43 @@ TEST(MmaEmulated, AWrongFragmentLayoutGivesAWrongProduct) {
 TEST(MmaEmulated, ASkippedCpAsyncWaitReadsTheTilesBeforeTheCopy) {
   const Inputs b = bf16_inputs(3, 2);
   EXPECT_TRUE(std::isnan(worst_error(run_bf16(b, 2), b.want)));
+}
+
+// Two warps exchange values through shared memory: each thread writes its
+// slot, then (after the barrier, unless `barrier` is false) reads the slot
+// of the same lane in the other warp.
+void exchange_probe(float* out, bool barrier) {
+  PF_CUDA_SHARED_FLOATS(slots);
+  const int t = static_cast<int>(threadIdx.x);
+  slots[t] = static_cast<float>(t + 1);
+  if (barrier) __syncthreads();
+  out[t] = slots[(t + 32) % 64];
+}
+
+std::vector<float> run_exchange(bool barrier, pf_emu::Schedule schedule) {
+  std::vector<float> out(64, -1.f);
+  pf_emu::launch(
+      pf_emu::Dim3{1, 1, 1}, pf_emu::Dim3{64, 1, 1}, 64 * sizeof(float), [&] { exchange_probe(out.data(), barrier); },
+      schedule);
+  return out;
+}
+
+// The emulator's teeth for barriers: with the barrier every thread reads the
+// other warp's value under both schedules; without it, lockstep (lower
+// threads first) has the first warp read slots the second has not written,
+// and one warp at a time (the last warp first) the reverse: NaN, the fresh
+// shared memory, in either case.
+TEST(MmaEmulated, AMissingBarrierReadsSharedMemoryNoThreadWroteYet) {
+  for (const pf_emu::Schedule schedule : {pf_emu::Schedule::Lockstep, pf_emu::Schedule::WarpByWarp}) {
+    const std::vector<float> good = run_exchange(true, schedule);
+    for (int t = 0; t < 64; ++t) EXPECT_EQ(good[static_cast<size_t>(t)], static_cast<float>((t + 32) % 64 + 1));
+  }
+  const std::vector<float> lockstep = run_exchange(false, pf_emu::Schedule::Lockstep);
+  const std::vector<float> by_warp = run_exchange(false, pf_emu::Schedule::WarpByWarp);
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_TRUE(std::isnan(lockstep[static_cast<size_t>(t)])) << "thread " << t;
+    EXPECT_TRUE(std::isnan(by_warp[static_cast<size_t>(t + 32)])) << "thread " << t + 32;
+  }
 }
 
 TEST(MmaEmulated, RoundingsAreTheHardwares) {

@@ -408,5 +408,53 @@ TEST(SoftmaxCudaEmulated, EmptyCallsLaunchNothing) {
   EXPECT_TRUE(out.O.empty());
 }
 
+// The tensor-core kernels' shared memory (mma_plan picks the buffers from
+// it): the bytes at both padded head sizes, and the most buffers of the
+// streamed tiles (2, 1 or 0) within the opt-in limits of sm_80 (163 KiB),
+// sm_86 (99 KiB), sm_90 (227 KiB) and a 48 KiB default.
+TEST(SoftmaxCudaEmulated, SharedMemoryStagesFitEachLimit) {
+  using softmax_cuda::backward_mma_smem_bytes;
+  using softmax_cuda::forward_mma_smem_bytes;
+  using softmax_cuda::mma_stages;
+  // 64-row tiles of DP + 4 floats or DP + 8 bf16: (1 + 2 stages) tiles
+  // forward, (2 + 2 stages) backward.
+  EXPECT_EQ(forward_mma_smem_bytes(TileMath::Tf32, 64, 2), 87040);    // 85 KiB
+  EXPECT_EQ(backward_mma_smem_bytes(TileMath::Tf32, 64, 2), 104448);  // 102 KiB
+  EXPECT_EQ(forward_mma_smem_bytes(TileMath::Tf32, 128, 2), 168960);  // 165 KiB
+  EXPECT_EQ(backward_mma_smem_bytes(TileMath::Tf32, 128, 1), 135168);
+  EXPECT_EQ(forward_mma_smem_bytes(TileMath::Bf16, 64, 2), 46080);
+  EXPECT_EQ(backward_mma_smem_bytes(TileMath::Bf16, 128, 2), 104448);
+  const int64_t k48 = 48 * 1024, sm86 = 99 * 1024, sm80 = 163 * 1024, sm90 = 227 * 1024;
+  struct Case {
+    TileMath math;
+    int64_t limit;
+    int forward_d64, backward_d64, forward_d128, backward_d128;
+  };
+  for (const Case& c : {Case{TileMath::Tf32, sm90, 2, 2, 2, 2}, Case{TileMath::Tf32, sm80, 2, 2, 1, 1},
+                        Case{TileMath::Tf32, sm86, 2, 1, 1, 0}, Case{TileMath::Tf32, k48, 0, 0, 0, 0},
+                        Case{TileMath::Bf16, sm90, 2, 2, 2, 2}, Case{TileMath::Bf16, sm80, 2, 2, 2, 2},
+                        Case{TileMath::Bf16, sm86, 2, 2, 2, 1}, Case{TileMath::Bf16, k48, 2, 1, 0, 0}}) {
+    SCOPED_TRACE(std::string(tile_math_name(c.math)) + " limit " + std::to_string(c.limit));
+    for (int d : {1, 33, 64}) {  // padded to 64
+      EXPECT_EQ(mma_stages(c.math, d, c.limit).forward, c.forward_d64) << "d = " << d;
+      EXPECT_EQ(mma_stages(c.math, d, c.limit).backward, c.backward_d64) << "d = " << d;
+    }
+    for (int d : {65, 100, 128}) {  // padded to 128
+      EXPECT_EQ(mma_stages(c.math, d, c.limit).forward, c.forward_d128) << "d = " << d;
+      EXPECT_EQ(mma_stages(c.math, d, c.limit).backward, c.backward_d128) << "d = " << d;
+    }
+    // What is picked fits the limit.
+    for (int d : {64, 128}) {
+      const auto st = mma_stages(c.math, d, c.limit);
+      if (st.forward > 0) {
+        EXPECT_LE(forward_mma_smem_bytes(c.math, d, st.forward), c.limit);
+      }
+      if (st.backward > 0) {
+        EXPECT_LE(backward_mma_smem_bytes(c.math, d, st.backward), c.limit);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pf

@@ -35,13 +35,13 @@
 // once (SIGSEGV), a read just past it gives NaN results, and a write just
 // past it aborts with a message when the block ends (the scratch's when it
 // is destroyed), as compute-sanitizer's memcheck would stop the GPU's.
-// atomicAdd on floats is a plain add: a fiber runs undisturbed between
-// barriers and blocks run one after another, so no add is lost (the GPU's
-// order of the adds, and so its rounding, is not modelled).
+// No atomics: a kernel that calls one does not compile here, so every
+// emulated kernel (the deterministic backward passes among them) is free of
+// them.
 // bf16 storage: __nv_bfloat16 (its bits), __float2bfloat16_rn and
 // __bfloat162float as cuda_bf16.h has them, for kernels templated on their
 // storage type (PF_EMULATED_BF16 says they exist).
-// Not emulated: other atomics, memory fences between blocks.
+// Not emulated: memory fences between blocks.
 #pragma once
 
 #include <algorithm>
@@ -304,12 +304,6 @@ inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
   const float out = b.shuffle[warp * 32 + ((t % 32) ^ static_cast<unsigned>(lane_mask))];
   ::pf_emu::warp_barrier(b);
   return out;
-}
-
-inline float atomicAdd(float* address, float v) {
-  const float old = *address;
-  *address = old + v;
-  return old;
 }
 
 inline int min(int a, int b) { return a < b ? a : b; }
