@@ -75,6 +75,15 @@ std::string fasta_of(const std::vector<TinyRecord>& recs) {
   return text;
 }
 
+// tiny_records() written to dir as tiny.fasta, prepared into tiny.h5.
+PrepareOptions tiny_options(const test::TempDir& dir) {
+  test::write_text(dir.file("tiny.fasta"), fasta_of(tiny_records()));
+  PrepareOptions opt;
+  opt.inputs = {dir.file("tiny.fasta")};
+  opt.output = dir.file("tiny.h5");
+  return opt;
+}
+
 std::vector<std::string> split_sequences(hid_t file, const char* split) {
   H5Id g = h5_open_group(file, split);
   const auto tokens = h5_read_array<uint8_t>(g, "tokens");
@@ -154,10 +163,7 @@ TEST(OodOrganism, PrepareRoutesWholeOrganismsToOod) {
 // said in the summary, with how many headers have no OS= field.
 TEST(OodOrganism, ANameThatMatchesNothingIsAWarningInTheSummary) {
   test::TempDir dir;
-  test::write_text(dir.file("tiny.fasta"), fasta_of(tiny_records()));
-  PrepareOptions opt;
-  opt.inputs = {dir.file("tiny.fasta")};
-  opt.output = dir.file("tiny.h5");
+  PrepareOptions opt = tiny_options(dir);
   opt.ood_organisms = {"Drosophila", "Arabidopsis"};
   const PrepareSummary sum = prepare_dataset(opt);
   EXPECT_EQ(sum.ood.sequences, 14);
@@ -175,10 +181,7 @@ TEST(OodOrganism, ANameThatMatchesNothingIsAWarningInTheSummary) {
 
 TEST(OodOrganism, WithoutTheOptionThereIsNoOodGroup) {
   test::TempDir dir;
-  test::write_text(dir.file("tiny.fasta"), fasta_of(tiny_records()));
-  PrepareOptions opt;
-  opt.inputs = {dir.file("tiny.fasta")};
-  opt.output = dir.file("tiny.h5");
+  PrepareOptions opt = tiny_options(dir);
   const PrepareSummary sum = prepare_dataset(opt);
   EXPECT_EQ(sum.ood.sequences, 0);
   EXPECT_EQ(sum.splits[0].sequences + sum.splits[1].sequences + sum.splits[2].sequences, 40);
