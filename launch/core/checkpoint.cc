@@ -71,7 +71,10 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
   // this name aside first), and only the one there now.
   ReplaceableOutput output("checkpoint", path, checkpoint_kind());
   const std::string& tmp = output.temporary_path();  // removed unless committed
-  {
+  // A failed write (a full disk) names the checkpoint and what is left.
+  const std::string failed = "checkpoint " + path + " of step " + std::to_string(st.step) +
+                             " was not written (the earlier checkpoints are kept): ";
+  try {
     H5Id file = h5_create_file(tmp);
     h5_write_attr_string(file, "schema", kCheckpointSchema);
     h5_write_attr_int64(file, "schema_version", kCheckpointSchemaVersion);
@@ -107,8 +110,12 @@ void write_checkpoint(const std::string& path, const CheckpointState& st, const 
     opt.close();
     params.close();
     file.close();
+    output.commit(ReplaceableOutput::Flush::ToDisk);
+  } catch (const Hdf5Error& e) {
+    throw Hdf5Error(failed + e.what());
+  } catch (const IoError& e) {
+    throw IoError(failed + e.what());
   }
-  output.commit(ReplaceableOutput::Flush::ToDisk);
 }
 
 std::string describe_checkpoints_in(const std::string& dir) {

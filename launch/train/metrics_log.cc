@@ -199,17 +199,21 @@ int64_t MetricsLog::start(int64_t step, const std::string& run_id) {
   }
   if (dropped > 0) {
     // The dropped lines are kept beside the file first (a branch's steps,
-    // whose checkpoints are set aside too, stay readable), never lost.
+    // whose checkpoints are set aside too, stay readable), never lost: on
+    // the disk before the file is cut.
     dropped_to_ = path_ + ".dropped-after-" + std::to_string(step);
     for (int k = 1; fs::exists(fs::symlink_status(dropped_to_)); ++k)
       dropped_to_ = path_ + ".dropped-after-" + std::to_string(step) + "-" + std::to_string(k);
     const OutputKind dropped_lines{"the dropped lines of a metrics file", [](const std::string&) { return false; }};
-    ReplaceableOutput(what_ + ": the dropped lines", dropped_to_, dropped_lines).write([&](const std::string& tmp) {
-      std::ofstream out(tmp, std::ios::binary);
-      out << dropped_text;
-      out.close();
-      PF_REQUIRE(IoError, out.good(), what_ << ": cannot keep the dropped lines in '" << tmp << "'");
-    });
+    ReplaceableOutput(what_ + ": the dropped lines", dropped_to_, dropped_lines)
+        .write(
+            [&](const std::string& tmp) {
+              std::ofstream out(tmp, std::ios::binary);
+              out << dropped_text;
+              out.close();
+              PF_REQUIRE(IoError, out.good(), what_ << ": cannot keep the dropped lines in '" << tmp << "'");
+            },
+            ReplaceableOutput::Flush::ToDisk);
     // Usually the dropped lines are the file's end, which is cut off in place;
     // otherwise the kept lines are written again from the start. The file
     // keeps its inode, and with it the lock.

@@ -9,6 +9,8 @@
 #   - performer-train with train.metrics on a nearly full disk: exit 1
 #     naming the file, the step and what was lost; the file cut back to its
 #     last complete line;
+#   - performer-train whose checkpoint does not fit: exit 1 naming it and
+#     saying the earlier ones are kept, no file of it left;
 #   - performer-train with checkpoint.dir on a read-only filesystem, or in a
 #     folder it may not write: exit 2 before step 1, the reason named.
 #   full_disk_test.sh <performer-data> <performer-train> <performer-eval> <performer-score> <performer-embed>
@@ -45,10 +47,10 @@ nothing_left() {
 query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 zcat "$query" | head -60 > "$dir/few.fasta"
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 "$query" > /dev/null 2>&1 || fail "prepare"
-run=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=1 --set model.width=32 --set model.heads=2
-     --set model.ffn=64 --set model.features=16 --set data.sample_length=48 --set data.batch_size=2
-     --set train.eval_interval=0 --set train.eval_batches=1
-     --set checkpoint.interval=0)
+tiny=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=1 --set model.width=32 --set model.heads=2
+      --set model.ffn=64 --set model.features=16 --set data.sample_length=48 --set data.batch_size=2
+      --set train.eval_interval=0 --set train.eval_batches=1)
+run=("${tiny[@]}" --set checkpoint.interval=0)
 "$train" "${run[@]}" --set train.steps=4 --set train.log_interval=1000 --set "checkpoint.dir=\"$dir/ck\"" \
   > "$dir/log" 2>&1 \
   || { tail -3 "$dir/log"; fail "training the checkpoint"; }
@@ -88,6 +90,17 @@ for line in lines:
     json.loads(line)  # every line complete
 print(f"ok: the metrics file ends with its last complete line ({len(lines)} lines)")
 EOF
+
+# A checkpoint that does not fit: exit 1 naming it and saying the earlier
+# ones are kept; neither it nor its temporary file is left.
+mount_tmpfs "$dir/small" 1m
+mkdir -p "$dir/small/ck"
+fill "$dir/small" 24
+expect_status "a checkpoint on a nearly full disk" 1 \
+  "checkpoint $dir/small/ck/ckpt-000000002.h5 of step 2 was not written (the earlier checkpoints are kept)" -- \
+  "$train" "${tiny[@]}" --set train.steps=4 --set checkpoint.interval=2 --set "checkpoint.dir=\"$dir/small/ck\"" \
+  --set "train.metrics=\"$dir/m5.jsonl\""
+! ls "$dir/small/ck" | grep -q 'ckpt-' || fail "a checkpoint on a nearly full disk: left $(ls "$dir/small/ck")"
 
 # Folders that cannot be written: refused before step 1.
 mount_tmpfs "$dir/ro" 1m ro

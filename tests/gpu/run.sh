@@ -70,7 +70,8 @@
 #   packed      packed mode across ranks: sp = 2 on the GPU against the CPU,
 #               without and with a local window (halo rows); packed against
 #               concat step time
-# With --all, then (each ran on an H200 before, see docs/results/gpu.md):
+# With --all, then (each but train_peers_more ran on an H200 before, see
+# docs/results/gpu.md):
 #   staged_sp   performer-train with sp = 1, 2, 3, 4 ranks sharing the GPU
 #               (staged communicator): the losses of 8 steps must agree (1e-4)
 #   mission_sp1 the mission's sample on one rank without a cap (sp = 1)
@@ -79,6 +80,8 @@
 #   train_bf16  train_f32 with model.dtype = "bf16"
 #   reductions  the backward's column sums (bias, LayerNorm, embedding) at the
 #               longest local length, GB/s against a device copy
+#   train_peers_more  train_peers for the small preset at 4k..128k and for
+#               the paper preset at 128k
 # Environment: OUT (default out/gpu; relative paths are under the repository;
 # the GPU machine's own results folder is --results, not OUT),
 # BUILD_DIR (default build-gpu; for --dry-run, the existing build to use),
@@ -117,14 +120,16 @@ steps=(
   packed:20          # 8-9 s (4 processes of 8 tiny steps, 2 x 4 small-preset steps); now 4 more processes (a window)
 )
 # --all: the steps that have run on a GPU and whose code the kernels' work
-# since has not changed, after the call's steps (no budget: a machine of
-# your own).
+# since has not changed, and the training peers beyond the call's lengths,
+# after the call's steps (no budget: a machine of your own).
 more_steps=(
   staged_sp:15       # 6 s (10 processes of 8 tiny steps)
   mission_sp1:45     # one step of 19.9 s on one rank without a cap, with the tile kernels
   train_f32:15       # 7 s (the planner's search, the CUDA start and one step of 5.5 s)
   train_bf16:10      # 3-4 s
   reductions:10      # 7 s (inputs drawn on 16 cores, 5.8 GB uploaded, the CUDA start)
+  train_peers_more:240  # not yet run on a GPU: train_peers for the small preset at 4k..128k and the paper
+                        # preset at 128k (PyTorch's fp32 SDPA at 128k may run out of memory: an "oom" row)
 )
 
 dry=0 all=0 RESULTS=""
@@ -455,16 +460,16 @@ step_peers() {
 }
 
 # The causal training step beside a PyTorch trainer of the same model with
-# SDPA's flash backend: gpu_train_step.py (bf16, then fp32) at every length,
-# then our trainer at each length: softmax (up to 16,384), FAVOR+, and
-# FAVOR+ beside a 256-key window, each in fp32 and bf16, one warm-up and 2
-# timed steps per process; joined by gpu_table.py --train into
-# train_peers.csv with the table. The dry run: the small preset at 256 and
-# 512 tokens on the CPU, a 64-key window.
-step_train_peers() {
-  . "$PF_DEPS_ENV"
-  local w="$OUT/train_peers" backend=cuda preset=paper sizes=(4096 16384 65536) soft_max=16384 win=256 n cfg dt
-  [ "$dry" = 1 ] && backend=cpu preset=small sizes=(256 512) soft_max=512 win=64
+# SDPA's flash backend, in $OUT/NAME.csv and NAME_table.md:
+# gpu_train_step.py (bf16, then fp32) at every length, then our trainer at
+# each length: softmax (up to SOFTMAX_MAX), FAVOR+, and FAVOR+ beside a
+# WINDOW-key window, each in fp32 and bf16, one warm-up and 2 timed steps
+# per process; joined by gpu_table.py --train.
+#   train_peer_table NAME BACKEND PRESET SOFTMAX_MAX WINDOW LENGTH...
+train_peer_table() {
+  local name=$1 backend=$2 preset=$3 soft_max=$4 win=$5
+  shift 5
+  local sizes=("$@") w="$OUT/$name" n cfg dt
   rm -rf "$w" && mkdir -p "$w" || return 1
   python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
     --dtype bf16 --steps 2 --header >"$w/pytorch.csv" || return 1
@@ -495,10 +500,33 @@ step_train_peers() {
   done
   local present=()
   for spec in "${specs[@]}"; do [ -f "${spec#*=}" ] && present+=("$spec"); done
-  python3 launch/bench/peers/gpu_table.py --train "$w/pytorch.csv" "${present[@]}" --csv "$OUT/train_peers.csv" |
-    tee "$OUT/train_peers_table.md"
+  python3 launch/bench/peers/gpu_table.py --train "$w/pytorch.csv" "${present[@]}" --csv "$OUT/$name.csv" |
+    tee "$OUT/${name}_table.md"
   [ "${PIPESTATUS[0]}" = 0 ] || return 1
-  figure "$(grep -h 'pytorch_sdpa' "$OUT/train_peers_table.md" | grep -v '^|' | tr '\n' ' ')"
+  figure "$(grep -h 'pytorch_sdpa' "$OUT/${name}_table.md" | grep -v '^|' | tr '\n' ' ')"
+}
+
+# The paper preset at 4k..64k (the call's step). The dry run: the small
+# preset at 256 and 512 tokens on the CPU, a 64-key window.
+step_train_peers() {
+  . "$PF_DEPS_ENV"
+  if [ "$dry" = 1 ]; then
+    train_peer_table train_peers cpu small 512 64 256 512
+  else
+    train_peer_table train_peers cuda paper 16384 256 4096 16384 65536
+  fi
+}
+
+# --all: the small preset at 4k..128k and the paper preset at 128k. The
+# dry run: the small preset at 256 tokens.
+step_train_peers_more() {
+  . "$PF_DEPS_ENV"
+  if [ "$dry" = 1 ]; then
+    train_peer_table train_peers_small cpu small 256 64 256
+  else
+    train_peer_table train_peers_small cuda small 16384 256 4096 16384 65536 131072 &&
+      train_peer_table train_peers_paper_128k cuda paper 0 256 131072
+  fi
 }
 
 run_steps "GPU script summary ($([ "$dry" = 1 ] && echo "dry run on the CPU" || echo CUDA))$(
