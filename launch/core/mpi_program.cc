@@ -104,4 +104,16 @@ void check_on_rank0(MPI_Comm comm, const std::function<void()>& check, Watchdog*
   throw ConfigError(message);
 }
 
+std::string value_of_rank0(MPI_Comm comm, const std::function<std::string()>& value, Watchdog* watchdog) {
+  std::string v;
+  check_on_rank0(
+      comm, [&] { v = value(); }, watchdog);
+  Watchdog::Op wait(watchdog, "broadcast of rank 0's choice (the checkpoint to resume from) to every rank");
+  int length = static_cast<int>(v.size());
+  PF_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, 0, comm));
+  v.resize(static_cast<size_t>(length));
+  if (length > 0) PF_MPI_CHECK(MPI_Bcast(v.data(), length, MPI_CHAR, 0, comm));
+  return v;
+}
+
 }  // namespace pf

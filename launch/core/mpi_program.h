@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <string>
 
 namespace pf {
 
@@ -47,5 +48,9 @@ int launched_ranks();
 // and others do not leaves those waiting. Collective over comm; the
 // broadcast is watched by `watchdog` when one is given.
 void check_on_rank0(MPI_Comm comm, const std::function<void()>& check, Watchdog* watchdog = nullptr);
+// The same for a choice that every rank must share (which checkpoint to
+// resume from): `value` runs on rank 0 only, an error it raises is raised
+// on every rank as by check_on_rank0, and every rank returns rank 0's value.
+std::string value_of_rank0(MPI_Comm comm, const std::function<std::string()>& value, Watchdog* watchdog = nullptr);
 
 }  // namespace pf

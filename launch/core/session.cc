@@ -148,6 +148,10 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
 
 void Session::root_check(const std::function<void()>& check) { check_on_rank0(comm_, check, watchdog_.get()); }
 
+std::string Session::root_value(const std::function<std::string()>& value) {
+  return value_of_rank0(comm_, value, watchdog_.get());
+}
+
 LoaderOptions loader_options(const TrainConfig& cfg, const ParallelGrid& grid, const std::string& split,
                              LoaderUse use) {
   LoaderOptions o;

@@ -44,6 +44,9 @@ class Session {
   // it throws is rethrown on every rank as a ConfigError with its message, so
   // that all ranks stop alike, before step 1, with exit status 2.
   void root_check(const std::function<void()>& check);
+  // Runs `value` on rank 0 only and gives every rank its result (errors as
+  // root_check): a choice that the ranks must share, made once.
+  std::string root_value(const std::function<std::string()>& value);
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

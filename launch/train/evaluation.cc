@@ -1,12 +1,11 @@
 // Evaluation on a split of prepared data: see evaluation.h.
 #include "launch/train/evaluation.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 
 #include "data/loader.h"
 #include "runtime/check.h"
+#include "runtime/comm.h"
 
 namespace pf {
 
@@ -89,7 +88,7 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
   for (int64_t i = 0; i < batches; ++i) {
     if (stop) {
       int stopped = stop() ? 1 : 0;
-      PF_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+      allreduce_host_values(session.grid().world(), &stopped, 1, DType::i32, ReduceOp::Max, session.tracker());
       if (stopped) throw EvalStopped("evaluation stopped before batch " + std::to_string(i + 1) + " of " +
                                      std::to_string(batches));
     }

@@ -8,7 +8,7 @@
 //                    kLengthBuckets entries, proteins of at most
 //                    kLengthEdges[0] residues, up to kLengthEdges[1], longer.
 //                    With `stop`, polled by every rank before each batch and
-//                    agreed over MPI_COMM_WORLD (so all ranks stop at the same
+//                    agreed over the session's ranks (so all stop at the same
 //                    batch): EvalStopped once it returns true on any rank.
 //   run_context_gain family mode: the same batches scored twice, each member
 //                    after the relatives before it in its family context and

@@ -194,8 +194,12 @@ LoaderPosition restore_checkpoint(const std::string& path, const TrainConfig& cf
   trainer.set_step(st.step);
   // The checkpoint holds fp32 master weights, so a run may resume in another
   // model.dtype; the loss scale carries over only within the same dtype (an
-  // f32 run's scale of 1 is no start for f16).
-  if (st.loss_scale > 0 && stored.dtype == cfg.model.dtype)
+  // f32 run's scale of 1 is no start for f16) and the same scaling (a new
+  // optimizer.loss_scale or loss_scale_init starts from the configured scale,
+  // as the log of the changes says).
+  const LossScaleConfig& now = cfg.optimizer.loss_scale;
+  const LossScaleConfig then = checkpoint.config().optimizer.loss_scale;
+  if (st.loss_scale > 0 && stored.dtype == cfg.model.dtype && then.mode == now.mode && then.init == now.init)
     trainer.loss_scaler().restore(st.loss_scale, st.loss_scale_good_steps);
   if (metadata) *metadata = checkpoint.metadata();
   return st.loader;
@@ -487,15 +491,18 @@ void claim_run(const TrainConfig& cfg, Session& session, RunRecord& record,
 }
 
 // The checkpoint checkpoint.resume names ("auto": the newest valid one in
-// checkpoint.dir, damaged ones skipped with a warning); "" when none.
+// checkpoint.dir, damaged ones skipped with a warning, chosen by rank 0 for
+// all: ranks that read the folder or a file differently, say over a network
+// file system, would otherwise restore different steps); "" when none.
 std::string checkpoint_to_resume(const TrainConfig& cfg, Session& session, std::ostream& log) {
   if (cfg.checkpoint.resume == "auto") {
     if (cfg.checkpoint.dir.empty()) return "";
-    std::vector<std::string> skipped;
-    const std::string path = latest_valid_checkpoint(cfg.checkpoint.dir, cfg.model, &skipped);
-    if (session.is_root())
+    return session.root_value([&] {
+      std::vector<std::string> skipped;
+      const std::string path = latest_valid_checkpoint(cfg.checkpoint.dir, cfg.model, &skipped);
       for (const auto& s : skipped) log << "warning: skipping unusable checkpoint " << s << "\n";
-    return path;
+      return path;
+    });
   }
   if (cfg.checkpoint.resume.empty()) return "";
   session.root_check([&] {
@@ -518,7 +525,6 @@ LoaderPosition resume_from(const std::string& resume_path, const TrainConfig& cf
     const bool data_changed = check_resumed_data(cfg, resume_path, metadata, data, log);
     const bool plan_changed = check_resumed_plan(cfg, resume_path, metadata, log);
     restart = data_changed || plan_changed ? 1 : 0;
-    set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), resume_path, log);
   });
   allreduce_host_values(session.grid().world(), &restart, 1, DType::i32, ReduceOp::Max, session.tracker());
   if (restart) start = LoaderPosition{};
@@ -561,16 +567,28 @@ void start_metrics(const TrainConfig& cfg, Session& session, MetricsLog& metrics
   });
 }
 
-EvalStats validate_and_report(const TrainConfig& cfg, Session& session, Trainer& trainer, MetricsLog& metrics,
-                              std::ostream& log) {
+// The validation after this step into *out, logged and recorded; false when
+// a stop signal (on any rank) ended it before its next batch, so that a
+// preemption's short warning is not spent validating: then nothing is
+// recorded, and the caller saves and stops.
+bool validate_and_report(const TrainConfig& cfg, Session& session, Trainer& trainer, MetricsLog& metrics,
+                         std::ostream& log, EvalStats* out) {
   session.watchdog().set_phase("the validation after step " + std::to_string(trainer.step()));
-  const EvalStats e = run_validation(cfg, session, trainer);
-  if (session.is_root()) {
-    log << validation_log_line(trainer.step(), e) << std::flush;
-    check_log(log);
-    metrics.write(validation_metrics_record(trainer.step(), e), trainer.step());
+  try {
+    *out = run_validation(cfg, session, trainer, nullptr, [] { return stop_signal_number() != 0; });
+  } catch (const EvalStopped& e) {
+    if (session.is_root())
+      log << "stop requested during the validation after step " << trainer.step() << " (" << e.what()
+          << "): not recorded\n"
+          << std::flush;
+    return false;
   }
-  return e;
+  if (session.is_root()) {
+    log << validation_log_line(trainer.step(), *out) << std::flush;
+    check_log(log);
+    metrics.write(validation_metrics_record(trainer.step(), *out), trainer.step());
+  }
+  return true;
 }
 
 // The loss is summed over the world, so every rank stops alike. In fp32
@@ -666,6 +684,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   loader.set_position(start);
   require_one_step_of_samples(loader, cfg, grid);
   start_metrics(cfg, session, metrics, trainer.step(), record.run_id, log);
+  // A resume's newer checkpoints are set aside only now, when every check
+  // has passed: a run refused before step 1 leaves the folder as it was.
+  if (!resume_path.empty())
+    session.root_check([&] { set_aside_newer(cfg.checkpoint.dir, record.run_id, trainer.step(), resume_path, log); });
   auto save = [&] { return save_checkpoint(cfg, session, trainer, loader, record, metrics, log); };
   const bool saves = !cfg.checkpoint.dir.empty();
 
@@ -708,15 +730,21 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
       out.stopped_by_signal = true;
       break;
     }
-    if (cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0 && done < cfg.run.steps)
-      out.validation = validate_and_report(cfg, session, trainer, metrics, log);
+    if (cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0 && done < cfg.run.steps &&
+        !validate_and_report(cfg, session, trainer, metrics, log, &out.validation)) {
+      if (saves) out.checkpoint = save();
+      if (root)
+        log << (saves ? "checkpoint " + out.checkpoint : std::string("no checkpoint.dir: nothing saved")) << "\n";
+      out.stopped_by_signal = true;
+      break;
+    }
     if (saves && cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0 && done < cfg.run.steps) {
       out.checkpoint = save();
       if (root) log << "checkpoint " << out.checkpoint << "\n";
     }
   }
   if (!out.stopped_by_signal) {
-    out.validation = validate_and_report(cfg, session, trainer, metrics, log);
+    out.stopped_by_signal = !validate_and_report(cfg, session, trainer, metrics, log, &out.validation);
     if (saves) {
       out.checkpoint = save();
       if (root) log << "checkpoint " << out.checkpoint << "\n";

@@ -2,7 +2,8 @@
 # SIGTERM during training (cluster preemption): a signal on one rank (here
 # rank 1, not the rank that logs) stops every rank at the same step after a
 # checkpoint, the log names the signal, every rank exits 0, and a resumed run
-# continues from that step. Then, with Open MPI, SIGTERM to mpirun itself:
+# continues from that step. A SIGTERM during a validation stops it at its
+# next batch, and the run saves and exits 0. Then, with Open MPI, SIGTERM to mpirun itself:
 # mpirun passes SIGTERM on to the ranks, which save a checkpoint and exit 0,
 # but mpirun exits 1 whatever they do (docs/checkpoints.md, Preemption).
 #   sigterm_test.sh <performer-data> <performer-train> <mpiexec> [mpiexec flags...]
@@ -12,11 +13,11 @@ mpiexec=("$@")
 dir=$(mktemp -d /tmp/pf-sigterm-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 "$data_tool" prepare --output "$dir/p.h5" --val-fraction 0.1 /usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz > /dev/null
-common=(--set "data.files=[\"$dir/p.h5\"]" --set model.layers=2 --set model.width=32 --set model.heads=2
-        --set model.ffn=64 --set model.features=16 --set data.sample_length=64 --set data.batch_size=2
-        --set train.eval_interval=0 --set train.eval_batches=1
-        --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.interval=0 --set "train.metrics=\"$dir/m.jsonl\""
-        --set parallel.sp=2)
+model=(--set model.layers=2 --set model.width=32 --set model.heads=2
+       --set model.ffn=64 --set model.features=16 --set data.sample_length=64 --set data.batch_size=2
+       --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.interval=0 --set "train.metrics=\"$dir/m.jsonl\""
+       --set parallel.sp=2)
+common=("${model[@]}" --set "data.files=[\"$dir/p.h5\"]" --set train.eval_interval=0 --set train.eval_batches=1)
 "${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=1 > "$dir/log" 2>&1 &
 pid=$!
 end=$((SECONDS + 300)); while [ "$SECONDS" -lt "$end" ]; do
@@ -48,6 +49,37 @@ step=$(basename "$ck" .h5); step=$((10#${step#ckpt-}))
 grep -q "resumed from $ck at step $step" "$dir/log2" || { echo "FAIL: did not resume from $ck"; cat "$dir/log2"; exit 1; }
 grep -q "step $((step + 2))/$((step + 2))" "$dir/log2" || { echo "FAIL: resumed run did not finish"; exit 1; }
 echo "stopped at step $step on a signal to rank 1 (logged as signal 15), resumed and finished"
+
+# SIGTERM during a validation (the whole valid split of DB.fasta.gz: minutes
+# of batches): the validation stops at its next batch on every rank, records
+# nothing, and the run saves the step's checkpoint and exits 0, rather than
+# spending the preemption's warning on the validation.
+"$data_tool" prepare --output "$dir/db.h5" --val-fraction 0.5 /usr/share/doc/mmseqs2/example-data/DB.fasta.gz > /dev/null
+rm -rf "$dir/ck" "$dir/m.jsonl"
+"${mpiexec[@]}" -n 2 "$train" "${model[@]}" --set "data.files=[\"$dir/db.h5\"]" --set train.steps=4 \
+  --set train.log_interval=1 --set train.eval_interval=2 --set train.eval_batches=0 > "$dir/log4" 2>&1 &
+pid=$!
+end=$((SECONDS + 300)); while [ "$SECONDS" -lt "$end" ] && kill -0 "$pid" 2>/dev/null; do
+  grep -q "step 2/4" "$dir/log4" 2>/dev/null && break
+  sleep 0.05
+done
+grep -q "step 2/4" "$dir/log4" || { tail -5 "$dir/log4"; echo "FAIL: the run did not reach step 2"; exit 1; }
+rank=""
+for child in $(pgrep -P "$pid"); do
+  if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=1"; then
+    rank=$child
+  fi
+done
+[ -n "$rank" ] || { echo "FAIL: no rank 1 process under the launcher"; exit 1; }
+kill -TERM "$rank"
+rc=0; wait "$pid" || rc=$?
+tail -3 "$dir/log4"
+[ "$rc" -eq 0 ] || { echo "FAIL: exit code $rc after SIGTERM during the validation"; exit 1; }
+grep -q "stop requested during the validation after step 2 (evaluation stopped before batch" "$dir/log4" ||
+  { echo "FAIL: the validation did not stop at the signal"; exit 1; }
+[ -f "$dir/ck/ckpt-000000002.h5" ] || { echo "FAIL: no checkpoint of step 2 after the stopped validation"; exit 1; }
+! grep -q '"eval"' "$dir/m.jsonl" || { echo "FAIL: the stopped validation was recorded"; exit 1; }
+echo "a SIGTERM during the validation after step 2 stopped it, saved step 2's checkpoint and exited 0"
 
 # SIGTERM to Open MPI's mpirun: it sends SIGCONT to the ranks, waits
 # odls_base_sigkill_timeout seconds, sends SIGTERM, waits as long again, then
