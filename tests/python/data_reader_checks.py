@@ -8,7 +8,9 @@ content digest, a split whose datasets disagree with its counts or with each
 other, tokens of another type, offsets declared far beyond the residues and
 never written, an empty sequence) is refused with a DataFileError naming the
 file and the dataset or attribute, before the dataset is read. The last line
-is "PASS: ..." only when every check passed."""
+is "PASS: ..." only when every check passed. And a refused file is closed;
+sequence files are read as UTF-8, a header that is not UTF-8 refused naming
+the file and line."""
 
 import os
 import sys
@@ -16,7 +18,7 @@ import sys
 import h5py
 import numpy as np
 
-from performer_protein import DataFileError, ProteinData, vocab
+from performer_protein import DataFileError, ProteinData, SequenceFileError, read_sequences, vocab
 
 failures = []
 
@@ -117,6 +119,34 @@ def huge_offsets(f):
 path = os.path.join(work, "huge.h5")
 write(path, huge_offsets)
 refused(path, "train", ["/train:", "17179869183 sequences but only 22 residues"], "offsets declared beyond the residues")
+
+# A refused file is closed: it can be written again at once (h5py refuses
+# to truncate a file this process still holds).
+path = os.path.join(work, "closed.h5")
+write(path, lambda f: f.attrs.__setitem__("schema_version", np.int64(1)))
+refused(path, None, ["schema_version 1"], "a refused file (to be rewritten)")
+try:
+    h5py.File(path, "w").close()
+    check(True, "a refused data file is closed")
+except OSError as e:
+    check(False, f"a refused data file is still open: {e}")
+
+# Sequence files are UTF-8, as the C++ reader reads them: a header may hold
+# any UTF-8 text; bytes that are not UTF-8 are refused naming file and line.
+fasta = os.path.join(work, "utf8.fasta")
+with open(fasta, "wb") as f:
+    f.write(">sp|Q1|T1 Prot\u00e9ine de test OS=\u00c5land\nMKTAYIAK\n".encode("utf-8"))
+records = list(read_sequences(fasta))
+check(len(records) == 1 and list(records[0].tokens) == vocab.encode("MKTAYIAK"),
+      "a FASTA file with a UTF-8 header reads")
+bad = os.path.join(work, "latin1.fasta")
+with open(bad, "wb") as f:
+    f.write(b">a\nMKT\n>b Prot\xe9ine\nMKV\n")
+try:
+    list(read_sequences(bad))
+    check(False, "a header that is not UTF-8 read without an error")
+except SequenceFileError as e:
+    check(f"{bad}:3: not UTF-8 text" in str(e), f"a header that is not UTF-8: {e}")
 
 if failures:
     print(f"FAIL: {len(failures)} check(s) failed")

@@ -61,6 +61,14 @@ class ProteinData:
             self.file = h5py.File(path, "r")
         except OSError as e:
             raise DataFileError(f"{path}: not a readable HDF5 data file: {e}") from None
+        try:
+            self._check()
+        except BaseException:
+            self.file.close()  # a refused file is not left open
+            raise
+
+    def _check(self):
+        path = self.path
         a = self.file.attrs
         schema = _text(a.get("schema", b""))
         if schema not in SCHEMAS:

@@ -38,9 +38,15 @@ def sequence_format(path):
 
 
 def _lines(path):
+    # UTF-8, line by line, as the C++ reader (headers may hold any UTF-8 text;
+    # a residue that is not a letter of the vocabulary is refused later).
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="ascii", errors="strict") as f:
-        for number, line in enumerate(f, 1):
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise SequenceFileError(f"{path}:{number}: not UTF-8 text (byte {e.start + 1} of the line)") from None
             yield number, line.rstrip("\r\n")
 
 
