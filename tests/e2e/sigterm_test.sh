@@ -18,6 +18,18 @@ model=(--set model.layers=2 --set model.width=32 --set model.heads=2
        --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.interval=0 --set "train.metrics=\"$dir/m.jsonl\""
        --set parallel.sp=2)
 common=("${model[@]}" --set "data.files=[\"$dir/p.h5\"]" --set train.eval_interval=0 --set train.eval_batches=1)
+# The process of rank 1 under the launcher PID (found by its launcher's environment).
+rank1_under() {
+  local child
+  for child in $(pgrep -P "$1"); do
+    if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=1"; then
+      echo "$child"
+      return
+    fi
+  done
+  echo "FAIL: no rank 1 process under the launcher" >&2
+  exit 1
+}
 "${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=1 > "$dir/log" 2>&1 &
 pid=$!
 end=$((SECONDS + 300)); while [ "$SECONDS" -lt "$end" ]; do
@@ -27,13 +39,7 @@ done
 # The scheduler's signal reaches one rank (here rank 1, found by its launcher's
 # environment); the ranks agree to stop at the same step, and the launcher sees
 # every rank exit 0.
-rank=""
-for child in $(pgrep -P "$pid"); do
-  if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=1"; then
-    rank=$child
-  fi
-done
-[ -n "$rank" ] || { echo "FAIL: no rank 1 process under the launcher"; exit 1; }
+rank=$(rank1_under "$pid")
 kill -TERM "$rank"
 rc=0; wait "$pid" || rc=$?
 cat "$dir/log" | tail -5
@@ -64,13 +70,7 @@ end=$((SECONDS + 300)); while [ "$SECONDS" -lt "$end" ] && kill -0 "$pid" 2>/dev
   sleep 0.05
 done
 grep -q "step 2/4" "$dir/log4" || { tail -5 "$dir/log4"; echo "FAIL: the run did not reach step 2"; exit 1; }
-rank=""
-for child in $(pgrep -P "$pid"); do
-  if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=1"; then
-    rank=$child
-  fi
-done
-[ -n "$rank" ] || { echo "FAIL: no rank 1 process under the launcher"; exit 1; }
+rank=$(rank1_under "$pid")
 kill -TERM "$rank"
 rc=0; wait "$pid" || rc=$?
 tail -3 "$dir/log4"
