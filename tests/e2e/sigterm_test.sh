@@ -18,17 +18,13 @@ model=(--set model.layers=2 --set model.width=32 --set model.heads=2
        --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.interval=0 --set "train.metrics=\"$dir/m.jsonl\""
        --set parallel.sp=2)
 common=("${model[@]}" --set "data.files=[\"$dir/p.h5\"]" --set train.eval_interval=0 --set train.eval_batches=1)
-# The process of rank 1 under the launcher PID (found by its launcher's environment).
+. "$(dirname "$0")/../cluster/lib.sh"  # rank_pid
+# The process of rank 1 under the launcher PID.
 rank1_under() {
-  local child
-  for child in $(pgrep -P "$1"); do
-    if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|PMI_RANK)=1"; then
-      echo "$child"
-      return
-    fi
-  done
-  echo "FAIL: no rank 1 process under the launcher" >&2
-  exit 1
+  local pid
+  pid=$(rank_pid "$1" 1)
+  [ -n "$pid" ] || { echo "FAIL: no rank 1 process under the launcher" >&2; exit 1; }
+  echo "$pid"
 }
 "${mpiexec[@]}" -n 2 "$train" "${common[@]}" --set train.steps=100000 --set train.log_interval=1 > "$dir/log" 2>&1 &
 pid=$!
