@@ -354,8 +354,6 @@ void check_ranges(const TrainConfig& c, const OptimizerValues& v, const KeyOrigi
   in_range("train.stop_at", run.stop_at, run.stop_at >= 0, "must be >= 0 (0: run to train.steps)");
   in_range("train.stop_at", run.stop_at, run.stop_at == 0 || !ck.dir.empty(),
            "stopping at a step saves a checkpoint there, and checkpoint.dir is not set");
-  in_range("checkpoint.resume", "\"" + ck.resume + "\"", ck.resume != "auto" || !ck.dir.empty(),
-           "\"auto\" resumes from the newest checkpoint in checkpoint.dir, and checkpoint.dir is not set");
   in_range("train.eval_interval", run.eval_interval, run.eval_interval >= 0, "must be >= 0 (0: only at the end)");
   in_range("train.eval_batches", run.eval_batches, run.eval_batches >= 0, "must be >= 0 (0: the whole split)");
   // The optimizer computes in float32: a finite double may not be a finite float.

@@ -665,6 +665,8 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
     start = resume_from(resume_path, cfg, session, trainer, data, record, log);
   else if (!cfg.checkpoint.init_from.empty())
     start_from_parameters(cfg, session, trainer, log);
+  else if (root && cfg.checkpoint.resume == "auto" && cfg.checkpoint.dir.empty())
+    log << "checkpoint.resume = \"auto\" without a checkpoint.dir: starting at step 0, and saving no checkpoint\n";
   else if (root && cfg.checkpoint.resume == "auto")
     log << "no checkpoint to resume from in '" << cfg.checkpoint.dir << "': starting at step 0\n";
   out.first_step = trainer.step();

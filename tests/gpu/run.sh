@@ -465,8 +465,8 @@ step_peers() {
 # each length: softmax (up to SOFTMAX_MAX), FAVOR+, and FAVOR+ beside a
 # WINDOW-key window, each in fp32 and bf16, one warm-up and 2 timed steps
 # per process; joined by gpu_table.py --train.
-#   train_peer_table NAME BACKEND PRESET SOFTMAX_MAX WINDOW LENGTH...
-train_peer_table() {
+#   bench_train_peers NAME BACKEND PRESET SOFTMAX_MAX WINDOW LENGTH...
+bench_train_peers() {
   local name=$1 backend=$2 preset=$3 soft_max=$4 win=$5
   shift 5
   local sizes=("$@") w="$OUT/$name" n cfg dt
@@ -511,9 +511,9 @@ train_peer_table() {
 step_train_peers() {
   . "$PF_DEPS_ENV"
   if [ "$dry" = 1 ]; then
-    train_peer_table train_peers cpu small 512 64 256 512
+    bench_train_peers train_peers cpu small 512 64 256 512
   else
-    train_peer_table train_peers cuda paper 16384 256 4096 16384 65536
+    bench_train_peers train_peers cuda paper 16384 256 4096 16384 65536
   fi
 }
 
@@ -522,10 +522,10 @@ step_train_peers() {
 step_train_peers_more() {
   . "$PF_DEPS_ENV"
   if [ "$dry" = 1 ]; then
-    train_peer_table train_peers_small cpu small 256 64 256
+    bench_train_peers train_peers_small cpu small 256 64 256
   else
-    train_peer_table train_peers_small cuda small 16384 256 4096 16384 65536 131072 &&
-      train_peer_table train_peers_paper_128k cuda paper 0 256 131072
+    bench_train_peers train_peers_small cuda small 16384 256 4096 16384 65536 131072 &&
+      bench_train_peers train_peers_paper_128k cuda paper 0 256 131072
   fi
 }
 
