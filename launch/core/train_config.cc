@@ -20,10 +20,16 @@ namespace {
 // A key and where its value came from, for messages:
 // "--set 'model.width=32x': model.width" when a --set gave it, else
 // "run.toml: model.width".
-std::string where_key(const std::string& origin, const std::map<std::string, std::string>& set_keys,
+// Where a key's value came from: the --set that gave it, or `origin`.
+std::string source_of(const std::string& origin, const std::map<std::string, std::string>& set_keys,
                       const std::string& key) {
   const auto it = set_keys.find(key);
-  return (it != set_keys.end() ? "--set '" + it->second + "'" : origin) + ": " + key;
+  return it != set_keys.end() ? "--set '" + it->second + "'" : origin;
+}
+
+std::string where_key(const std::string& origin, const std::map<std::string, std::string>& set_keys,
+                      const std::string& key) {
+  return source_of(origin, set_keys, key) + ": " + key;
 }
 
 // Typed access to "section.key" with defaults; remembers every key it was
@@ -81,8 +87,7 @@ class Reader {
     try {
       out = parse(s);
     } catch (const ConfigError& e) {
-      const auto it = set_keys_.find(std::string(section) + "." + key);
-      throw ConfigError((it != set_keys_.end() ? "--set '" + it->second + "'" : origin_) + ": " + e.what());
+      throw ConfigError(source_of(origin_, set_keys_, std::string(section) + "." + key) + ": " + e.what());
     }
   }
 
@@ -208,10 +213,7 @@ struct KeyOrigin {
   const std::map<std::string, std::string>& set_keys;
   std::string operator()(const char* key) const { return where_key(origin, set_keys, key); }
   // Only where the value came from: the --set, or the origin.
-  std::string source(const char* key) const {
-    const auto it = set_keys.find(key);
-    return it != set_keys.end() ? "--set '" + it->second + "'" : origin;
-  }
+  std::string source(const char* key) const { return source_of(origin, set_keys, key); }
 };
 
 void read_model_section(Reader& r, ModelConfig& m) {
@@ -414,8 +416,8 @@ void check_model(const ModelConfig& m, const KeyOrigin& at) {
     const std::string what = e.what();
     static const std::regex model_key("model\\.[a-z_0-9]+");
     std::smatch key;
-    const auto it = std::regex_search(what, key, model_key) ? at.set_keys.find(key.str()) : at.set_keys.end();
-    throw ConfigError((it != at.set_keys.end() ? "--set '" + it->second + "'" : at.origin) + ": " + what);
+    throw ConfigError((std::regex_search(what, key, model_key) ? at.source(key.str().c_str()) : at.origin) + ": " +
+                      what);
   }
 }
 
