@@ -89,6 +89,16 @@ rm -f "$root/etc/apt/sources.list"
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
   [ -f "$f" ] && cp "$f" "$root$f"
 done
+# The keys those sources are signed with: the trusted folders and every
+# Signed-By file (a source of another vendor names a keyring the base root
+# lacks, and apt would refuse it).
+for d in /etc/apt/trusted.gpg.d /etc/apt/keyrings; do
+  [ -d "$d" ] && mkdir -p "$root$d" && cp -a "$d/." "$root$d/"
+done
+for key in $(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^Signed-By: *\// {print $2}';
+             grep -ho 'signed-by=[^] ]*' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | cut -d= -f2); do
+  [ -f "$key" ] && [ ! -e "$root$key" ] && mkdir -p "$(dirname "$root$key")" && cp "$key" "$root$key"
+done
 for f in /etc/apt/apt.conf.d/*; do
   case "$(basename "$f")" in docker-clean) ;; *) cp "$f" "$root/etc/apt/apt.conf.d/" ;; esac
 done
