@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks a GPU script's results folder (tests/gpu/run.sh --results DIR)
-against what a lent GPU machine hands back: at most 8 files, each at most
+against what the remote GPU machine hands back: at most 8 files, each at most
 16 MiB, no deeper than 2 folders, named in letters, digits, '.', '_' and '-'.
 Then that the pack holds the run: summary.md beside gpu-run.tar.gz, which
 holds left_out.txt and the log of every step that ran. Its summary.md is

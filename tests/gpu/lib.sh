@@ -29,7 +29,7 @@ gpu_init() {
 
 figure() { echo "$*" >"$OUT/$step_name.figure"; }
 
-# pack_results DIR: the run so far as the few files a lent GPU machine hands
+# pack_results DIR: the run so far as the few files the remote GPU machine hands
 # back (tests/gpu/pack_results.py: DIR/summary.md, DIR/gpu-run.tar.gz,
 # DIR/profile.ncu-rep). run_steps calls it after each step (with RESULTS
 # set), so that a run stopped from outside leaves every step that ended.

@@ -9,8 +9,8 @@
 # machine has none; the machine must bring the compiler, CMake, Python and
 # the CUDA toolkit itself. NCCL's library holds code for every GPU
 # architecture (218 MB for NCCL 2.28 of CUDA 13), more than the 64 MiB a
-# lent GPU machine's working tree may carry, so it is left out unless
-# PF_PACK_NCCL=1: the lent machine's image has NCCL (the nvidia-nccl wheel,
+# remote GPU machine's working tree may carry, so it is left out unless
+# PF_PACK_NCCL=1: the remote machine's image has NCCL (the nvidia-nccl wheel,
 # which cmake/cuda.cmake and the preflight find).
 #   tests/gpu/pack_deps.sh [FOLDER]     default FOLDER: .gpu-deps (git-ignored)
 # Left out: packages every Debian/Ubuntu system has (priority required or

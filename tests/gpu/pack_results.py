@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Packs a GPU script run (tests/gpu/run.sh --results DIR; lib.sh's
-pack_results calls it after each step) into the few files that a lent GPU
+pack_results calls it after each step) into the few files that the remote GPU
 machine hands back (at most 8 files of at most 16 MiB each):
 
     DIR/summary.md       the table, as OUT/summary.md holds it now
@@ -67,14 +67,14 @@ def pack(out, dest):
                 shutil.copyfile(report, os.path.join(dest, REPORT) + ".part")
                 os.replace(os.path.join(dest, REPORT) + ".part", os.path.join(dest, REPORT))
             else:
-                notes.append(f"{REPORT}: {size} bytes, over the {MAX_BYTES} a lent machine hands back; not packed")
+                notes.append(f"{REPORT}: {size} bytes, over the {MAX_BYTES} the remote machine hands back; not packed")
         text = "\n".join(notes) + "\n" if notes else "nothing left out\n"
         with open(os.path.join(out, "left_out.txt"), "w") as f:
             f.write(text)
         add_bytes(tar, f"{base}/left_out.txt", text.encode())
     size = os.path.getsize(part)
     if size > MAX_BYTES:
-        print(f"pack_results: gpu-run.tar.gz has {size} bytes, over the {MAX_BYTES} a lent machine hands back",
+        print(f"pack_results: gpu-run.tar.gz has {size} bytes, over the {MAX_BYTES} the remote machine hands back",
               file=sys.stderr)
     os.replace(part, os.path.join(dest, "gpu-run.tar.gz"))
     summary = os.path.join(out, "summary.md")

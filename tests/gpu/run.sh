@@ -94,7 +94,7 @@ cd "$repo"
 
 # NAME:LIMIT[:gate], each limit in seconds on the GPU machine, beside what it
 # rests on: the times of the runs on a GPU (one H200, 16 cores; the tables
-# of docs/results/gpu.md) with room for a slower card or machine. A lent
+# of docs/results/gpu.md) with room for a slower card or machine. The remote
 # machine takes one command of at most 600 s (and 15 minutes of machine
 # time with its start), so the call's limits add up to at most 570 s; a
 # call stopped at 600 s loses only the step running then (--results).
@@ -150,7 +150,7 @@ check_limits "$budget" "${steps[@]}" >/dev/null || {
   echo "the steps' limits add up to more than the $budget s budget: tests/gpu/run.sh --limits" >&2
   exit 2
 }
-# The lent machine stops the command at 600 s: no step runs past 590 s
+# The remote GPU machine stops the command at 600 s: no step runs past 590 s
 # (run_steps), so the last pack has every step that ended. --all is for a
 # machine of your own.
 if [ "$all" = 1 ]; then

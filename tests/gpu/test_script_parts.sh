@@ -133,7 +133,7 @@ OUT="$work/r2/logs" "$repo/tests/gpu/run.sh" --dry-run --results "$work/r2" >"$w
 check "OUT inside --results is refused" [ $? = 2 ]
 check "that refusal says why" grep -q 'is inside --results' "$work/inside2.txt"
 
-# Limits: the call fits the 570 s budget (a lent machine's command runs at
+# Limits: the call fits the 570 s budget (the remote machine's command runs at
 # most 600 s); a list over it is refused.
 "$repo/tests/gpu/run.sh" --limits >"$work/limits.txt" 2>&1
 rc=$?
