@@ -327,7 +327,11 @@ run_steps() {
     [ -z "${RESULTS:-}" ] || cp -f "$OUT/summary.md" "$RESULTS/summary.md"
     echo "== $name (limit ${limit}s)"
     t0=$(date +%s)
-    step_name=$name step_limit=$step_limit timeout -k 5 "$limit" bash -c "step_$name" >"$OUT/$name.log" 2>&1
+    # step_left: the seconds this step has (its limit, scaled and cut), for
+    # a step that bounds a part of itself to keep time for what follows.
+    # No stdin: a command waiting on a terminal would stop in the background.
+    step_name=$name step_limit=$step_limit step_left=$limit timeout -k 5 "$limit" bash -c "step_$name" \
+      >"$OUT/$name.log" 2>&1 </dev/null
     rc=$?
     dt=$(( $(date +%s) - t0 ))
     case $rc in

@@ -5,8 +5,9 @@ machine hands back (at most 8 files of at most 16 MiB each):
 
     DIR/summary.md       the table, as OUT/summary.md holds it now
     DIR/gpu-run.tar.gz   every file under OUT (as BASE/...; BASE the name of
-                         OUT) of at most 1 MiB; of a larger one its last
-                         1 MiB as FILE.tail; without the peers' installed
+                         OUT) of at most 1 MiB; of a larger one its first
+                         256 KiB as FILE.head (a build's first error) and
+                         its last 1 MiB as FILE.tail; without the peers' installed
                          packages (OUT/peers-site) and the profile's report.
                          BASE/left_out.txt names what was cut or left out
     DIR/profile.ncu-rep  OUT/profile.ncu-rep when it is at most 16 MiB
@@ -24,7 +25,8 @@ import tarfile
 
 from check_results import MAX_BYTES  # what the machine hands back, per file
 
-PER_FILE = 1 << 20  # what the pack keeps of one file
+PER_FILE = 1 << 20  # what the pack keeps of one file: all of it up to this, else its tail
+HEAD = 1 << 18  # and, of a larger one, its head too
 SKIPPED_DIRS = {"peers-site"}
 REPORT = "profile.ncu-rep"
 
@@ -57,9 +59,11 @@ def pack(out, dest):
                     tar.add(path, f"{base}/{rel}", recursive=False)
                     continue
                 with open(path, "rb") as f:
+                    add_bytes(tar, f"{base}/{rel}.head", f.read(HEAD))
                     f.seek(size - PER_FILE)
                     add_bytes(tar, f"{base}/{rel}.tail", f.read())
-                notes.append(f"{rel}: {size} bytes; its last {PER_FILE} bytes as {rel}.tail")
+                notes.append(f"{rel}: {size} bytes; its first {HEAD} bytes as {rel}.head, its last {PER_FILE} as "
+                             f"{rel}.tail")
         report = os.path.join(out, REPORT)
         if os.path.isfile(report):
             size = os.path.getsize(report)

@@ -151,12 +151,12 @@ check_limits "$budget" "${steps[@]}" >/dev/null || {
   exit 2
 }
 # The remote GPU machine stops the command at 600 s: no step runs past 590 s
-# (run_steps), so the last pack has every step that ended. --all is for a
-# machine of your own.
+# (run_steps; PF_GPU_DEADLINE_S sets another end for a shorter call), so
+# the last pack has every step that ended. --all is for a machine of your own.
 if [ "$all" = 1 ]; then
   steps+=("${more_steps[@]}")
 else
-  export PF_GPU_DEADLINE_S=590
+  export PF_GPU_DEADLINE_S=${PF_GPU_DEADLINE_S:-590}
 fi
 
 # The GPU machine's call names its results folder in OUT too
@@ -446,17 +446,33 @@ step_peers() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
       "$wheels"/*.whl || return 1
   fi
-  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 16)
+  # flash-linear-attention last: Triton compiles (and autotunes) its kernels
+  # inside its first case, which a fresh cache makes the slowest.
+  local args=(--device cuda --sizes 4096 16384 65536 131072 --budget-s 14 --peers sdpa,performer,fla)
   [ "$dry" = 1 ] && args=(--device cpu --sizes 256 512 --heads 2 -m 32 --reps 1)
-  PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-    python3 launch/bench/peers/gpu_attention.py "${args[@]}" >"$csv" || return 1
+  # The peers stop 10 s before the step's end, so that their rows so far
+  # (each flushed) are joined and tabled even when one of them overruns.
+  local rc=0
+  PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 timeout -k 2 $((${step_left:-60} - 10)) \
+    python3 launch/bench/peers/gpu_attention.py "${args[@]}" >"$csv" || rc=$?
   cat "$csv"
+  case $rc in
+    0) ;;
+    124|137) echo "peers: gpu_attention.py stopped at $((${step_left:-60} - 10)) s; its rows so far are joined" ;;
+    *) return 1 ;;
+  esac
   python3 launch/bench/peers/gpu_table.py --self-test || return 1
   [ -f "$OUT/kernels.csv" ] || { figure "no kernels.csv from the kernels step to join"; return 1; }
   python3 launch/bench/peers/gpu_table.py "$OUT/kernels.csv" "$csv" --csv "$OUT/attention_gpu.csv" |
     tee "$OUT/peers_table.md"
+  [ "${PIPESTATUS[0]}" = 0 ] || return 1
+  local ok
+  ok=$(grep -c ',ok$' "$csv" || true)
   figure "$(grep -h 'sdpa_flash' "$OUT/peers_table.md" | grep -v '^|' | tr '\n' ' ')" \
-    "$(grep -c ',ok$' "$csv") peer rows ok of $(($(wc -l <"$csv") - 1))"
+    "$ok peer rows ok of $(($(wc -l <"$csv") - 1))$([ "$rc" = 0 ] || echo ", stopped at its limit")"
+  # On a GPU a run without one measured peer row measured nothing.
+  [ "$dry" = 1 ] || [ "$ok" -gt 0 ] || return 1
+  [ "$rc" = 0 ]
 }
 
 # The causal training step beside a PyTorch trainer of the same model with
@@ -464,17 +480,25 @@ step_peers() {
 # gpu_train_step.py (bf16, then fp32) at every length, then our trainer at
 # each length: softmax (up to SOFTMAX_MAX), FAVOR+, and FAVOR+ beside a
 # WINDOW-key window, each in fp32 and bf16, one warm-up and 2 timed steps
-# per process; joined by gpu_table.py --train.
+# per process; joined by gpu_table.py --train. Every process runs under
+# what is left of the step less 10 s, and none starts in its last 10 s, so
+# that the join always runs: what did not fit is a line "not run" in the
+# log and no row, and the step fails.
 #   bench_train_peers NAME BACKEND PRESET SOFTMAX_MAX WINDOW LENGTH...
 bench_train_peers() {
   local name=$1 backend=$2 preset=$3 soft_max=$4 win=$5
   shift 5
-  local sizes=("$@") w="$OUT/$name" n cfg dt
+  local sizes=("$@") w="$OUT/$name" n cfg dt end=$((${step_left:-80} - 10)) cut=0 rc
   rm -rf "$w" && mkdir -p "$w" || return 1
   python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
     --dtype bf16 --steps 2 --header >"$w/pytorch.csv" || return 1
-  python3 launch/bench/peers/gpu_train_step.py --device "$backend" --preset "$preset" --sizes "${sizes[@]}" \
-    --dtype fp32 --steps 2 >>"$w/pytorch.csv" || return 1
+  rc=124  # under 5 s left: not started (timeout 0 would mean no limit)
+  if [ $((end - SECONDS)) -ge 5 ]; then
+    rc=0
+    timeout -k 2 $((end - SECONDS)) python3 launch/bench/peers/gpu_train_step.py --device "$backend" \
+      --preset "$preset" --sizes "${sizes[@]}" --dtype fp32 --steps 2 >>"$w/pytorch.csv" || rc=$?
+  fi
+  case $rc in 0) ;; 124|137) echo "not run: PyTorch fp32 past the step's end"; cut=1 ;; *) return 1 ;; esac
   cat "$w/pytorch.csv"
   local -A attention=([ours_softmax]=softmax [ours_favor]=favor [ours_favor_w$win]=favor)
   local -A window=([ours_softmax]=0 [ours_favor]=0 [ours_favor_w$win]=$win)
@@ -487,10 +511,21 @@ bench_train_peers() {
     for cfg in ours_softmax ours_favor "ours_favor_w$win"; do
       [ "$cfg" = ours_softmax ] && [ "$n" -gt "$soft_max" ] && continue
       for dt in fp32 bf16; do
-        "$(bin performer-bench)" train --preset "$preset" --length "$n" --steps 2 --warmup 1 \
-          --set "device.backend=\"$backend\"" --set "model.attention=\"${attention[$cfg]}\"" \
+        if [ $((end - SECONDS)) -lt 10 ]; then
+          echo "not run: $cfg $dt at n = $n (the step's time is spent)"
+          cut=1
+          continue
+        fi
+        rc=0
+        timeout -k 2 $((end - SECONDS)) "$(bin performer-bench)" train --preset "$preset" --length "$n" --steps 2 \
+          --warmup 1 --set "device.backend=\"$backend\"" --set "model.attention=\"${attention[$cfg]}\"" \
           --set "model.window=${window[$cfg]}" --set "model.dtype=\"${dtype[$dt]}\"" \
-          --csv "$w/$cfg-$dt-$n.csv" >"$w/$cfg-$dt-$n.log" 2>&1 || { tail -5 "$w/$cfg-$dt-$n.log"; return 1; }
+          --csv "$w/$cfg-$dt-$n.csv" >"$w/$cfg-$dt-$n.log" 2>&1 || rc=$?
+        case $rc in
+          0) ;;
+          124|137) echo "not run: $cfg $dt at n = $n stopped at the step's end"; cut=1; continue ;;
+          *) tail -5 "$w/$cfg-$dt-$n.log"; return 1 ;;
+        esac
         # One CSV per configuration: the header once, then each length's rows.
         local skip=1
         [ -f "$w/$cfg-$dt.csv" ] && skip=2
@@ -503,7 +538,9 @@ bench_train_peers() {
   python3 launch/bench/peers/gpu_table.py --train "$w/pytorch.csv" "${present[@]}" --csv "$OUT/$name.csv" |
     tee "$OUT/${name}_table.md"
   [ "${PIPESTATUS[0]}" = 0 ] || return 1
-  figure "$(grep -h 'pytorch_sdpa' "$OUT/${name}_table.md" | grep -v '^|' | tr '\n' ' ')"
+  figure "$(grep -h 'pytorch_sdpa' "$OUT/${name}_table.md" | grep -v '^|' | tr '\n' ' ')" \
+    "$([ "$cut" = 0 ] || echo "(some runs did not fit the step: see its log)")"
+  [ "$cut" = 0 ]
 }
 
 # The paper preset at 4k..64k (the call's step). The dry run: the small

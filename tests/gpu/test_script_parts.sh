@@ -80,8 +80,9 @@ check "a stopped run's results pass check_results.py" \
   python3 "$repo/tests/gpu/check_results.py" "$work/stopped-results"
 
 # The packed results as a GPU machine hands them back: a finished run
-# passes check_results.py; of a file over 1 MiB the pack keeps its last
-# 1 MiB as FILE.tail and left_out.txt says so; more files than 8 in the
+# passes check_results.py; of a file over 1 MiB the pack keeps its first
+# 256 KiB as FILE.head and its last 1 MiB as FILE.tail and left_out.txt
+# says so; more files than 8 in the
 # folder fail the check.
 (
   cd "$repo" && . tests/gpu/lib.sh
@@ -89,20 +90,24 @@ check "a stopped run's results pass check_results.py" \
   export RESULTS="$work/packed-results"
   step_a() {
     figure "a ran"
-    { head -c 4000000 /dev/zero; echo "the end of a long log"; } >"$OUT/big.log"
+    { echo "the first error"; head -c 4000000 /dev/zero; echo "the end of a long log"; } >"$OUT/big.log"
     mkdir -p "$OUT/peers-site" && : >"$OUT/peers-site/x.py"
   }
-  step_b() { echo "b,1" >"$OUT/b.csv"; }
+  step_b() { echo "b,1" >"$OUT/b.csv"; echo "$step_left $(readlink /proc/$$/fd/0)" >"$OUT/b.env"; }
   run_steps "packed" a:5 b:5
 ) >"$work/packed.txt" 2>&1
 check "a finished run's pack passes check_results.py" python3 "$repo/tests/gpu/check_results.py" "$work/packed-results"
+check "a step knows its seconds (step_left) and reads no stdin" grep -qx '5 /dev/null' "$work/packed/b.env"
 check "the pack holds each step's CSV" bash -c "tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -qx 'packed/b.csv'"
 check "a file over 1 MiB is packed as its last 1 MiB" \
   bash -c "[ \"\$(tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/big.log.tail | wc -c)\" = 1048576 ] &&
     tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/big.log.tail | tail -1 | grep -qx 'the end of a long log' &&
     ! tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -qx 'packed/big.log'"
+check "and as its first 256 KiB" \
+  bash -c "[ \"\$(tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/big.log.head | wc -c)\" = 262144 ] &&
+    tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/big.log.head | head -1 | grep -qx 'the first error'"
 check "left_out.txt says so" \
-  bash -c "tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/left_out.txt | grep -q '^big.log: 4000022 bytes; its last 1048576 bytes as big.log.tail'"
+  bash -c "tar -xzOf '$work/packed-results/gpu-run.tar.gz' packed/left_out.txt | grep -q '^big.log: 4000038 bytes; its first 262144 bytes as big.log.head, its last 1048576 as big.log.tail'"
 check "the peers' installed packages stay out of the pack" \
   bash -c "! tar -tzf '$work/packed-results/gpu-run.tar.gz' | grep -q 'peers-site'"
 for i in 1 2 3 4 5 6 7; do : >"$work/packed-results/extra$i.txt"; done  # beside summary.md and the pack
@@ -132,6 +137,28 @@ check "the refusal says why" grep -q 'is inside OUT=' "$work/inside1.txt"
 OUT="$work/r2/logs" "$repo/tests/gpu/run.sh" --dry-run --results "$work/r2" >"$work/inside2.txt" 2>&1
 check "OUT inside --results is refused" [ $? = 2 ]
 check "that refusal says why" grep -q 'is inside --results' "$work/inside2.txt"
+
+# Each step runs in a shell of its own that sees only the functions
+# run_steps exports: every function of lib.sh and deps.sh but the main
+# shell's own is visible there, and every function of run.sh carries a
+# prefix run_steps exports (step_, bench_, deps_, cuda_). A helper outside
+# both would fail on the GPU only, in the step that calls it.
+(
+  cd "$repo" && . tests/gpu/lib.sh
+  OUT="$work/exports" gpu_init unused >/dev/null
+  step_list() { declare -F | awk '{print $3}' >"$OUT/visible.txt"; }
+  run_steps "exports" list:5
+) >"$work/exports.txt" 2>&1
+main_shell_only="check_limits gpu_absolute gpu_init pack_results run_steps summary_table"
+unexported=$(grep -ohE '^[a-z_0-9]+\(\)' "$repo/tests/gpu/lib.sh" "$repo/tests/gpu/deps.sh" | tr -d '()' |
+  while read -r f; do
+    case " $main_shell_only " in *" $f "*) continue ;; esac
+    grep -qx "$f" "$work/exports/visible.txt" || echo "$f"
+  done)
+check "every helper of lib.sh and deps.sh is visible in a step's shell (missing: ${unexported:-none})" \
+  test -s "$work/exports/visible.txt" -a -z "$unexported"
+unprefixed=$(grep -ohE '^[a-z_0-9]+\(\)' "$repo/tests/gpu/run.sh" | tr -d '()' | grep -vE '^(step|bench|deps|cuda)_' || true)
+check "every function of run.sh has an exported prefix (not: ${unprefixed:-none})" test -z "$unprefixed"
 
 # Limits: the call fits the 570 s budget (the remote machine's command runs at
 # most 600 s); a list over it is refused.

@@ -10,9 +10,11 @@ tokens of a 29-letter protein vocabulary, sqrt(C)-scaled embedding plus the
 sinusoidal encoding, L layers of x + Wo attn(Wqkv LN1(x)) and
 x + W2 gelu(W1 LN2(x)), a final LayerNorm and the tied head, next-token
 cross-entropy, AdamW (fused on the GPU); weights N(0, 0.02^2). Attention is
-torch.nn.functional.scaled_dot_product_attention, causal, restricted to the
-FlashAttention backend on the GPU (sdpa_kernel(SDPBackend.FLASH_ATTENTION));
---dtype bf16 runs the step under torch.autocast(bfloat16) with fp32 master
+torch.nn.functional.scaled_dot_product_attention, causal, restricted on the
+GPU to the FlashAttention backend (sdpa_kernel(SDPBackend.FLASH_ATTENTION))
+with --dtype bf16, and to the memory-efficient backend
+(SDPBackend.EFFICIENT_ATTENTION) with --dtype fp32, which the flash backend
+does not take (it runs fp16 and bf16 only); --dtype bf16 runs the step under torch.autocast(bfloat16) with fp32 master
 weights, as our bf16 models keep theirs. Presets: small (2 layers, width
 128, 4 heads, FFN 512), paper (6, 512, 8, 2048).
 
@@ -123,7 +125,9 @@ def main():
     if cuda:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        flash = lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)  # noqa: E731
+        # The flash backend takes fp16/bf16 only: fp32 runs the memory-efficient one.
+        backend = SDPBackend.FLASH_ATTENTION if a.dtype == "bf16" else SDPBackend.EFFICIENT_ATTENTION
+        flash = lambda: sdpa_kernel(backend)  # noqa: E731
     for n in a.sizes:
         model = opt = None
         try:

@@ -14,6 +14,9 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 DIR="${1:-$REPO/.whl}"
 mkdir -p "$DIR"
+# Only this list's wheels: tests/gpu/run.sh installs every *.whl in DIR, and
+# two versions of one package would stop that install.
+rm -f "$DIR"/*.whl
 wheels=(
   fla-core==0.6.0
   flash-linear-attention==0.6.0
