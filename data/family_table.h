@@ -3,8 +3,9 @@
 // families a generator evolved, whose members MMseqs2 cannot regroup below
 // about 70 % identity) instead of from MMseqs2's clustering.
 //
-// The file is text, one line per sequence: its name (the first word of its
-// FASTA header, or its Swiss-Prot ID), a tab, its family's label; blank lines
+// The file is text, one line per sequence: its identifier as prepare records
+// it (the first word of its FASTA header; sp|AC|NAME or tr|AC|NAME for a
+// Swiss-Prot entry), a tab, its family's label; blank lines
 // and lines starting with '#' are skipped. A name given twice is an error
 // when the labels differ. Errors name the file and the line.
 #pragma once

@@ -572,7 +572,11 @@ PrepareSummary prepare_dataset(const PrepareOptions& opt) {
   PF_REQUIRE(ValueError, opt.val_fraction >= 0 && opt.test_fraction >= 0 && opt.val_fraction + opt.test_fraction <= 1.0,
              "split fractions must be >= 0 and sum to at most 1, got val " << opt.val_fraction << " test "
                                                                            << opt.test_fraction);
-  for (const std::string& in : opt.inputs) sequence_format_of(in);  // fail before writing anything
+  // Every input is checked before the first is read (prepare reads each 2-3 times).
+  for (const std::string& in : opt.inputs) {
+    sequence_format_of(in);
+    require_sequence_file(in);
+  }
   ReplaceableOutput output("--output", opt.output, prepared_data_kind(), opt.inputs);
   for (const std::string& name : opt.ood_organisms)
     PF_REQUIRE(ValueError, !name.empty(), "empty --ood-organism name (it would match every organism)");

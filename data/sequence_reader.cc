@@ -1,9 +1,12 @@
 // FASTA and Swiss-Prot readers over gzread: see sequence_reader.h.
 #include "data/sequence_reader.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "data/vocab.h"
 #include "runtime/check.h"
@@ -77,8 +80,35 @@ int64_t first_invalid_utf8(const std::string& s) {
   return -1;
 }
 
+namespace {
+
+// A header byte that is valid UTF-8 yet no text: a control character other
+// than tab (NUL would also cut the stored string short). -1 if none.
+int64_t first_control_byte(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\t') || c == 0x7F) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+std::string header_text_problem(const std::string& line) {
+  int64_t bad = first_invalid_utf8(line);
+  if (bad >= 0)
+    return "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line[bad])) +
+           " is not valid UTF-8";
+  bad = first_control_byte(line);
+  if (bad >= 0)
+    return "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line[bad])) +
+           " is a control character, not text";
+  return "";
+}
+
+}  // namespace
+
 SequenceFormat sequence_format_of(const std::string& path) {
-  std::string p = path;
+  std::string p = path;  // extensions in any case: Q.FASTA.GZ is FASTA
+  std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (ends_with(p, ".gz")) p.resize(p.size() - 3);
   for (const char* ext : {".fa", ".fasta", ".faa", ".fas"})
     if (ends_with(p, ext)) return SequenceFormat::Fasta;
@@ -88,6 +118,21 @@ SequenceFormat sequence_format_of(const std::string& path) {
              "cannot tell the format of '" << path
                                            << "': expected FASTA (.fa .fasta .faa .fas) or Swiss-Prot (.dat .txt .sp), "
                                               "optionally followed by .gz");
+}
+
+void require_sequence_file(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  PF_REQUIRE(IoError, !ec && std::filesystem::exists(st),
+             "cannot open '" << path << "': " << (ec ? ec.message() : std::strerror(ENOENT)));
+  PF_REQUIRE(IoError, !std::filesystem::is_directory(st), "'" << path << "' is a folder, not a sequence file");
+  PF_REQUIRE(IoError, std::filesystem::is_regular_file(st),
+             "'" << path
+                 << "' is not a regular file (a pipe or a device): its sequences are read more than once, so save "
+                    "them to a file first");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  PF_REQUIRE(IoError, f != nullptr, "cannot open '" << path << "': " << std::strerror(errno));
+  std::fclose(f);
 }
 
 LineReader::LineReader(const std::string& path) : path_(path), buf_(kReadBuffer) {
@@ -212,11 +257,8 @@ bool SequenceReader::next_fasta(SequenceRecord& rec) {
     if (!have_pending_) return false;
   }
   rec.line = lines_.line_number();
-  const int64_t bad = first_invalid_utf8(line_);
-  if (bad >= 0) {
-    fail(rec.line, "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line_[bad])) +
-                       " is not valid UTF-8 in the header");
-  }
+  const std::string problem = header_text_problem(line_);
+  if (!problem.empty()) fail(rec.line, problem + " in the header");
   // Headers are kept whole in the data file, one per protein.
   if (line_.size() > kMaxHeader)
     fail(rec.line, "a header of " + std::to_string(line_.size()) + " bytes, more than " +
@@ -268,12 +310,14 @@ bool SequenceReader::next_swissprot(SequenceRecord& rec) {
       append_residues(line_, 0, rec, &stop_line);
       continue;
     }
-    const int64_t bad = first_invalid_utf8(line_);
-    if (bad >= 0) {
-      fail(ln, "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line_[bad])) +
-                   " is not valid UTF-8");
-    }
+    const std::string problem = header_text_problem(line_);
+    if (!problem.empty()) fail(ln, problem);
     const std::string code = line_.substr(0, 2);
+    // An entry cut short (no SQ block, no '//') before the next one starts:
+    // read on, its name and description would go with the next one's sequence.
+    if (code == "ID")
+      fail(rec.line, "entry '" + name + "' is not terminated by '//' before the next ID line (line " +
+                         std::to_string(ln) + "): a truncated entry?");
     const std::string text = line_.size() > 5 ? trim(line_.substr(5)) : std::string();
     if (code == "AC" && accession.empty()) {
       accession = trim(text.substr(0, text.find(';')));

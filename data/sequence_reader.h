@@ -32,9 +32,14 @@ struct ReaderOptions {
 
 enum class SequenceFormat { Fasta, SwissProt };
 
-// Format from the file name (a trailing .gz is ignored); ValueError naming the
-// file and the accepted extensions otherwise.
+// Format from the file name, in any case (a trailing .gz is ignored);
+// ValueError naming the file and the accepted extensions otherwise.
 SequenceFormat sequence_format_of(const std::string& path);
+
+// An input that can be read more than once: an existing, readable regular
+// file (a symbolic link to one is fine). IoError naming the file otherwise
+// (missing, unreadable, a folder, a pipe or a device).
+void require_sequence_file(const std::string& path);
 
 // Lines of a plain or gzipped text file without their "\n" or "\r\n". A line
 // longer than kMaxLine is a DataError naming the file and the line, found

@@ -24,9 +24,10 @@
 
 #include "data/audit.h"
 #include "data/prepare.h"
-#include "launch/core/tool_cli.h"
 #include "launch/core/stop_signal.h"
+#include "launch/core/tool_cli.h"
 #include "runtime/byte_size.h"
+#include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/task_pool.h"
 
@@ -125,6 +126,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (*prepare) {
+      PF_REQUIRE(pf::ValueError,
+                 prep.cluster.identity > 0 ||
+                     (prepare->count("--cluster-coverage") == 0 && prepare->count("--cluster-mode") == 0),
+                 "--cluster-coverage and --cluster-mode set how a cluster split clusters; --cluster-identity 0 "
+                 "is the split by sequence hash, which clusters nothing");
       std::cerr << "performer-data prepare: " << prep.inputs.size() << " input(s) -> " << prep.output << "\n";
       // SIGINT / SIGTERM only set a flag; the record loop polls it, stops, and
       // removes the temporary file on its way out.

@@ -7,6 +7,7 @@
 // removes (and says so); fractions that put every sequence in one split.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -178,6 +179,51 @@ TEST(DataTool, NanAndOutOfRangeNumbersAreRefusedWithStatus2) {
     EXPECT_EQ(r.err.find("-9223372036854775808"), std::string::npos) << r.err;
     EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
   }
+}
+
+// How a cluster split clusters means nothing to the hash split: with
+// --cluster-identity 0 the coverage and the mode are refused, not ignored.
+TEST(DataTool, ClusteringOptionsWithTheHashSplitAreRefused) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, ">a\nMKV\n");
+  for (const std::vector<std::string>& extra :
+       std::vector<std::vector<std::string>>{{"--cluster-coverage", "0.3"}, {"--cluster-mode", "cluster"}}) {
+    SCOPED_TRACE(extra[0]);
+    std::vector<std::string> args = {"prepare", "--output", dir.file("out.h5"), "--cluster-identity", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(in);
+    const ToolRun r = run(args, dir);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--cluster-identity 0 is the split by sequence hash"), std::string::npos) << r.err;
+    EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
+  }
+}
+
+// Every input is checked before the first is read: a missing second file
+// is named before the first is scanned (on a large first input, hours), and
+// a pipe, which prepare could read only once of the 2-3 times it reads each
+// input, is refused instead of waited on. Extensions are read in any case.
+TEST(DataTool, InputsAreCheckedBeforeAnyIsRead) {
+  test::TempDir dir;
+  const std::string in = dir.file("in.fa");
+  test::write_text(in, ">a\nMKV\n");
+  const ToolRun missing = run({"prepare", "--output", dir.file("out.h5"), in, dir.file("missing.fa")}, dir);
+  EXPECT_EQ(missing.status, 1) << missing.err;
+  EXPECT_NE(missing.err.find("cannot open '" + dir.file("missing.fa") + "'"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.err.find("scanning"), std::string::npos) << missing.err;
+  const std::string fifo = dir.file("pipe.fa");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const ToolRun pipe = run({"prepare", "--output", dir.file("out.h5"), fifo}, dir);  // no writer: would block
+  EXPECT_EQ(pipe.status, 1) << pipe.err;
+  EXPECT_NE(pipe.err.find("'" + fifo + "' is not a regular file (a pipe or a device)"), std::string::npos) << pipe.err;
+  std::filesystem::remove(fifo);
+  EXPECT_EQ(files_in(dir.path()), (std::vector<std::string>{"in.fa", "log.txt"}));
+  const std::string upper = dir.file("IN.FASTA");
+  test::write_text(upper, ">a\nMKV\n>b\nMKVL\n");
+  const ToolRun ok =
+      run({"prepare", "--output", dir.file("out.h5"), "--val-fraction", "0", "--test-fraction", "0", upper}, dir);
+  EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
 // A duplicate-table budget beyond the machine's memory: refused naming the

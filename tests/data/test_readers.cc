@@ -144,9 +144,29 @@ TEST_F(BadInput, NonUtf8BytesGiveLineAndByte) {
                           {"utf8.dat:2:", "byte 0xE9"});
 }
 
+// A NUL would cut the stored header and id short; other control bytes are
+// no text either (tab is kept).
+TEST_F(BadInput, ControlBytesInHeadersGiveLineAndColumn) {
+  expect_error<DataError>(file("nul.fa", std::string(">ab\0cd tail\nMKV\n", 16)),
+                          {"nul.fa:1:", "column 4", "byte 0x00", "control character"});
+  expect_error<DataError>(file("bell.fa", ">a\nMK\n>b \x07x\nMK\n"), {"bell.fa:3:", "column 4", "byte 0x07"});
+  expect_error<DataError>(file("esc.dat", "ID   X_Y Reviewed; 3 AA.\nDE   \x1b[1m\nSQ   S\n     MK\n//\n"),
+                          {"esc.dat:2:", "byte 0x1B"});
+  const auto tab = read_records(file("tab.fa", ">a\tb\nMK\n"));
+  ASSERT_EQ(tab.size(), 1u);
+  EXPECT_EQ(tab[0].header, "a\tb");
+}
+
 TEST_F(BadInput, UnterminatedSwissProtEntry) {
   expect_error<DataError>(file("open.dat", "ID   X_Y Reviewed; 3 AA.\nSQ   SEQUENCE\n     MKV\n"),
                           {"open.dat:1:", "not terminated"});
+  // Cut before its SQ block, with the next entry after it: refused, not
+  // read as one entry with the first one's name and the second's sequence.
+  expect_error<DataError>(
+      file("cut.dat",
+           "ID   AAA_HUMAN Reviewed; 3 AA.\nAC   P00001;\nOS   Homo sapiens.\n"
+           "ID   BBB_MOUSE Reviewed; 3 AA.\nAC   P00002;\nSQ   SEQUENCE\n     MKV\n//\n"),
+      {"cut.dat:1:", "entry 'AAA_HUMAN' is not terminated by '//' before the next ID line (line 4)"});
 }
 
 TEST_F(BadInput, UnknownLettersMapToXOnRequestAndValidUtf8HeadersAreKept) {
