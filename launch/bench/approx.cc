@@ -187,15 +187,21 @@ int run_approx(int argc, char** argv) {
   std::vector<int64_t> ms{16, 32, 64, 128, 256, 512};
   std::vector<double> scales{0.25, 0.5, 1.0, 1.5, 2.0}, alphas{0.5, 1.0, 1.5, 2.0, 3.0, 4.0};
   double features_scale = 0.5, sharp_scale = 0.5;
-  app.add_option("-n", n, "positions")->capture_default_str();
-  app.add_option("-d", d, "head dim")->capture_default_str();
-  app.add_option("--seeds", seeds, "projection seeds per setting")->capture_default_str();
-  app.add_option("--features", ms, "feature counts m of the features sweep");
-  app.add_option("--scales", scales, "query/key norm scales of the scale sweep");
-  app.add_option("--alphas", alphas, "planted-key sharpness values");
-  app.add_option("--features-scale", features_scale, "q, k norm scale of the features sweep")->capture_default_str();
-  app.add_option("--sharpness-scale", sharp_scale, "q, k norm scale of the sharpness sweep")->capture_default_str();
-  app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
+  app.add_option("-n", n, "positions")->capture_default_str()->check(pf::positive_number());
+  app.add_option("-d", d, "head dim")->capture_default_str()->check(pf::positive_number());
+  app.add_option("--seeds", seeds, "projection seeds per setting")->capture_default_str()->check(pf::positive_number());
+  app.add_option("--features", ms, "feature counts m of the features sweep")->check(pf::positive_number());
+  app.add_option("--scales", scales, "query/key norm scales of the scale sweep")->check(pf::positive_number());
+  app.add_option("--alphas", alphas, "planted-key sharpness values")->check(pf::positive_number());
+  app.add_option("--features-scale", features_scale, "q, k norm scale of the features sweep")
+      ->capture_default_str()
+      ->check(pf::positive_number());
+  app.add_option("--sharpness-scale", sharp_scale, "q, k norm scale of the sharpness sweep")
+      ->capture_default_str()
+      ->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")
+      ->capture_default_str()
+      ->check(pf::positive_number());
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 

@@ -120,19 +120,24 @@ int run_comm_ranks(int argc, char** argv) {
   int factor = 4, max_reps = 30;
   app.add_option("--backend", backend, "mpi (host buffers) or nccl (device buffers)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
-  app.add_option("--min-bytes", min_bytes, "smallest message per rank");
-  app.add_option("--max-bytes", max_bytes, "largest message per rank");
+  app.add_option("--min-bytes", min_bytes, "smallest message per rank")->check(pf::positive_number());
+  app.add_option("--max-bytes", max_bytes, "largest message per rank")->check(pf::positive_number());
   app.add_option("--factor", factor, "size step (multiplier)")->check(CLI::Range(2, 1024));
   app.add_option("--max-gather-bytes", max_gather_bytes,
-                 "skip allgather-based ops whose gathered buffer (ranks x bytes) would pass this");
-  app.add_option("--segment-bytes", segment_bytes, "pipeline segment of the chain scan");
-  app.add_option("--reps", max_reps, "timed repetitions for the smallest messages (fewer for large ones)");
+                 "skip allgather-based ops whose gathered buffer (ranks x bytes) would pass this")
+      ->check(pf::positive_number());
+  app.add_option("--segment-bytes", segment_bytes, "pipeline segment of the chain scan")->check(pf::positive_number());
+  app.add_option("--reps", max_reps, "timed repetitions for the smallest messages (fewer for large ones)")
+      ->check(pf::positive_number());
   app.add_option("--csv", csv_path, "write the CSV here instead of stdout");
   app.add_option("--segment-granule", segment_granule,
                  "values per flag of the segmented scan rows (default: one FAVOR+ state of the paper preset, "
-                 "1 + 256 x 65 floats); sizes below one value are skipped");
-  app.add_option("--state-features", state_m, "m of the state scan rows (default 256, the paper preset)");
-  app.add_option("--state-head-dim", state_d, "head dim d of the state scan rows (default 64)");
+                 "1 + 256 x 65 floats); sizes below one value are skipped")
+      ->check(pf::positive_number());
+  app.add_option("--state-features", state_m, "m of the state scan rows (default 256, the paper preset)")
+      ->check(pf::positive_number());
+  app.add_option("--state-head-dim", state_d, "head dim d of the state scan rows (default 64)")
+      ->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   PF_REQUIRE(ConfigError, segment_granule > 0, "--segment-granule must be positive, got " << segment_granule);
   PF_REQUIRE(ConfigError, state_m > 0 && state_d > 0,
@@ -169,7 +174,7 @@ int run_comm_ranks(int argc, char** argv) {
 
   for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
     const int64_t count = bytes / 4;
-    const int reps = static_cast<int>(std::clamp<int64_t>((int64_t{8} << 20) / bytes, 3, max_reps));
+    const int reps = static_cast<int>(std::clamp<int64_t>((int64_t{8} << 20) / bytes, std::min(3, max_reps), max_reps));
     const bool gather_fits = bytes * ranks <= max_gather_bytes;
     BenchBuffer in(tracker, bytes), result(tracker, bytes);
     std::unique_ptr<BenchBuffer> gathered =

@@ -81,10 +81,14 @@ int run_data(int argc, char** argv) {
   int reps = 3;
   app.add_option("--input", input, "gzipped FASTA file")->capture_default_str();
   app.add_option("--tmp", tmp, "directory for the decompressed copy and the HDF5 file")->capture_default_str();
-  app.add_option("--length", length, "sample length L (concat mode)")->capture_default_str();
-  app.add_option("--batch", batch, "samples per step")->capture_default_str();
-  app.add_option("--steps", steps, "loader steps per timing")->capture_default_str();
-  app.add_option("--reps", reps, "timed repetitions (best is kept)")->capture_default_str();
+  app.add_option("--length", length, "sample length L (concat mode)")
+      ->capture_default_str()
+      ->check(pf::positive_number());
+  app.add_option("--batch", batch, "samples per step")->capture_default_str()->check(pf::positive_number());
+  app.add_option("--steps", steps, "loader steps per timing")->capture_default_str()->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")
+      ->capture_default_str()
+      ->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   install_stop_handlers();  // before any thread starts
 

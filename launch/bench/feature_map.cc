@@ -42,10 +42,10 @@ int run_feature_map(int argc, char** argv) {
   std::vector<int64_t> dims{64};
   std::vector<int64_t> features{64, 128, 256};
   int reps = 5;
-  app.add_option("--rows", n, "rows n (e.g. B*H*N positions of one layer)");
-  app.add_option("--dims", dims, "head dimensions d");
-  app.add_option("--features", features, "feature counts m");
-  app.add_option("--reps", reps, "timed repetitions (best is kept)");
+  app.add_option("--rows", n, "rows n (e.g. B*H*N positions of one layer)")->check(pf::positive_number());
+  app.add_option("--dims", dims, "head dimensions d")->check(pf::positive_number());
+  app.add_option("--features", features, "feature counts m")->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const double peak = peak_sgemm_gflops();

@@ -79,12 +79,12 @@ int run_gemm(int argc, char** argv) {
   std::vector<std::string> linear;
   int64_t rows = 16384;
   int reps = 3;
-  app.add_option("--sizes", sizes, "square sizes M=N=K");
-  app.add_option("--reps", reps, "timed repetitions (best is kept)");
+  app.add_option("--sizes", sizes, "square sizes M=N=K")->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")->check(pf::positive_number());
   app.add_option("--linear", linear,
                  "IN:OUT of linear layers whose three GEMMs to time instead (e.g. the paper preset: 512:1536 "
                  "512:512 512:2048 2048:512)");
-  app.add_option("--rows", rows, "rows T of the --linear GEMMs (tokens per rank)")->check(CLI::PositiveNumber);
+  app.add_option("--rows", rows, "rows T of the --linear GEMMs (tokens per rank)")->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   if (!linear.empty()) {
     time_linear_gemms(rows, linear, reps);

@@ -22,8 +22,10 @@
 // forward at t = K / 2), constant below the first and continued with the last
 // slope above the last (a linear-attention forward is linear in t).
 // The naive peak at L is the tracker's peak of the forward at L when L is
-// among --naive-lengths, else extrapolated linearly from the two longest
-// measured forwards. Rows say which numbers are measured.
+// among --naive-lengths, else linear through the measured forwards around L
+// ("interpolated"), or beyond the longest through the two longest
+// ("extrapolated"; proportional to the one when only one was measured). Rows
+// say which numbers are measured.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -33,10 +35,11 @@
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/presets.h"
-#include "model/sampling.h"
+#include "launch/core/tool_cli.h"
 #include "launch/core/train_config.h"
 #include "model/model.h"
 #include "model/recurrent.h"
+#include "model/sampling.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/random.h"
@@ -139,7 +142,9 @@ int run_generate(int argc, char** argv) {
   app.add_option("--preset", preset, "small, medium or paper (the shapes of performer-bench train's presets)")
       ->capture_default_str();
   app.add_option("--lengths", lengths_text, "generated lengths, comma-separated")->capture_default_str();
-  app.add_option("--naive-tokens", naive_tokens, "tokens generated the naive way and timed")->capture_default_str();
+  app.add_option("--naive-tokens", naive_tokens, "tokens generated the naive way and timed")
+      ->capture_default_str()
+      ->check(pf::positive_number());
   app.add_option("--naive-lengths", naive_text, "lengths of the timed parallel forwards the naive time is fitted on")
       ->capture_default_str();
   app.add_option("--full-up-to", full_up_to,
@@ -147,7 +152,8 @@ int run_generate(int argc, char** argv) {
                  "--tail-tokens tokens (from an empty state at that position) and extrapolated")
       ->capture_default_str();
   app.add_option("--tail-tokens", tail_tokens, "tokens timed for a recurrent length above --full-up-to")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(pf::positive_number());
   app.add_option("--set", sets, "override a model key: model.key=value (repeatable)");
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
   try {
@@ -160,7 +166,11 @@ int run_generate(int argc, char** argv) {
   all.insert(all.end(), sets.begin(), sets.end());
   const TrainConfig cfg = load_train_config("", all);
   const std::vector<int64_t> lengths = parse_lengths(lengths_text, "--lengths");
-  const std::vector<int64_t> naive_lengths = parse_lengths(naive_text, "--naive-lengths");
+  // In increasing order, each once: a naive length's peak is read between
+  // the measured forwards around it.
+  std::vector<int64_t> naive_lengths = parse_lengths(naive_text, "--naive-lengths");
+  std::sort(naive_lengths.begin(), naive_lengths.end());
+  naive_lengths.erase(std::unique(naive_lengths.begin(), naive_lengths.end()), naive_lengths.end());
   PF_REQUIRE(ConfigError, naive_tokens >= 1, "--naive-tokens must be >= 1, got " << naive_tokens);
 
   MemoryTracker tracker(Device::cpu());
@@ -258,12 +268,16 @@ int run_generate(int argc, char** argv) {
         peak = peaks[i];
         found = true;
       }
-    if (!found) {
-      const size_t i = x.size() - 1, j = x.size() > 1 ? x.size() - 2 : i;
-      const double slope =
-          i == j ? static_cast<double>(peaks[i]) / x[i] : static_cast<double>(peaks[i] - peaks[j]) / (x[i] - x[j]);
-      peak = static_cast<int64_t>(static_cast<double>(peaks[i]) + slope * (static_cast<double>(L) - x[i]));
+    if (!found && x.size() == 1) {  // proportional to the one measured forward
+      peak = static_cast<int64_t>(static_cast<double>(peaks[0]) / x[0] * static_cast<double>(L));
       mem = "extrapolated";
+    } else if (!found) {  // linear through the measured forwards around L, or the last two beyond them
+      size_t i = 1;
+      while (i + 1 < x.size() && x[i] < static_cast<double>(L)) ++i;
+      const double slope = static_cast<double>(peaks[i] - peaks[i - 1]) / (x[i] - x[i - 1]);
+      peak = static_cast<int64_t>(static_cast<double>(peaks[i - 1]) + slope * (static_cast<double>(L) - x[i - 1]));
+      const bool inside = static_cast<double>(L) > x.front() && static_cast<double>(L) < x.back();
+      mem = inside ? "interpolated" : "extrapolated";
     }
     row("naive", L, naive_seconds(L), peak, "extrapolated", mem);
   }

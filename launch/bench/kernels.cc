@@ -129,7 +129,7 @@ int run_kernels(int argc, char** argv) {
   app.add_option("--softmax-max", softmax_max, "longest n timed for exact softmax")->capture_default_str();
   app.add_flag("--all", all, "time exact softmax at every n");
   app.add_option("--window", window, "the local window's keys (its rows run at every n)")
-      ->check(CLI::PositiveNumber)
+      ->check(pf::positive_number())
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->capture_default_str();
   std::vector<std::string> only, modes{"causal", "bidirectional"};

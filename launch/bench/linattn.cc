@@ -38,13 +38,13 @@ int run_linattn(int argc, char** argv) {
   int64_t batch = 1, heads = 8, n = 16384, d = 64, m = 256;
   std::vector<int64_t> chunks{64, 128, 256};
   int reps = 3;
-  app.add_option("--batch", batch, "B");
-  app.add_option("--heads", heads, "H");
-  app.add_option("-n", n, "positions per sequence");
-  app.add_option("-d", d, "head dim");
-  app.add_option("-m", m, "features");
-  app.add_option("--chunks", chunks, "chunk sizes to time");
-  app.add_option("--reps", reps, "timed repetitions (best is kept)");
+  app.add_option("--batch", batch, "B")->check(pf::positive_number());
+  app.add_option("--heads", heads, "H")->check(pf::positive_number());
+  app.add_option("-n", n, "positions per sequence")->check(pf::positive_number());
+  app.add_option("-d", d, "head dim")->check(pf::positive_number());
+  app.add_option("-m", m, "features")->check(pf::positive_number());
+  app.add_option("--chunks", chunks, "chunk sizes to time")->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const int64_t bh = batch * heads, D1 = d + 1;

@@ -32,9 +32,11 @@ int run_packing(int argc, char** argv) {
   int64_t window = 64;
   uint64_t seed = 1;
   app.add_option("--data", data, "prepared HDF5 file (performer-data prepare)")->required();
-  app.add_option("--split", split, "train, val or test")->capture_default_str();
-  app.add_option("--lengths", lengths, "sample lengths L");
-  app.add_option("--window", window, "open samples of the packing's first fit")->capture_default_str();
+  app.add_option("--split", split, "train, valid, test or ood")->capture_default_str();
+  app.add_option("--lengths", lengths, "sample lengths L")->check(pf::positive_number());
+  app.add_option("--window", window, "open samples of the packing's first fit")
+      ->capture_default_str()
+      ->check(pf::positive_number());
   app.add_option("--seed", seed, "data.seed (the packing order; epoch 0)")->capture_default_str();
   app.add_option("--csv", csv, "write the CSV here instead of stdout");
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2

@@ -34,10 +34,10 @@ int run_posops(int argc, char** argv) {
   CLI::App app{"CPU position-wise ops: GB/s (memory-bound ops) and GFLOP/s (linear)"};
   int64_t T = 8192, C = 512, V = 30;
   int reps = 5;
-  app.add_option("--tokens", T, "tokens T (rows)");
-  app.add_option("--width", C, "model width C (FFN width 4C)");
-  app.add_option("--vocab", V, "vocabulary size V");
-  app.add_option("--reps", reps, "timed repetitions (best is kept)");
+  app.add_option("--tokens", T, "tokens T (rows)")->check(pf::positive_number());
+  app.add_option("--width", C, "model width C (FFN width 4C)")->check(pf::positive_number());
+  app.add_option("--vocab", V, "vocabulary size V")->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions (best is kept)")->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   ExecContext ctx;

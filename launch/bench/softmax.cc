@@ -30,13 +30,13 @@ int run_softmax(int argc, char** argv) {
   int64_t batch = 1, heads = 8, dim = 64, q_tile = SoftmaxAttentionParams{}.q_tile,
           k_tile = SoftmaxAttentionParams{}.k_tile;
   int reps = 1;
-  app.add_option("--sizes", sizes, "sequence lengths n");
-  app.add_option("--batch", batch, "B");
-  app.add_option("--heads", heads, "H");
-  app.add_option("--dim", dim, "head dimension d");
-  app.add_option("--q-tile", q_tile, "query-tile rows");
-  app.add_option("--k-tile", k_tile, "key-tile rows");
-  app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)");
+  app.add_option("--sizes", sizes, "sequence lengths n")->check(pf::positive_number());
+  app.add_option("--batch", batch, "B")->check(pf::positive_number());
+  app.add_option("--heads", heads, "H")->check(pf::positive_number());
+  app.add_option("--dim", dim, "head dimension d")->check(pf::positive_number());
+  app.add_option("--q-tile", q_tile, "query-tile rows")->check(pf::positive_number());
+  app.add_option("--k-tile", k_tile, "key-tile rows")->check(pf::positive_number());
+  app.add_option("--reps", reps, "timed repetitions after one warm-up (best is kept)")->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   const double peak = peak_sgemm_gflops();

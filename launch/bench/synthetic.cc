@@ -27,7 +27,7 @@ int run_synthetic(int argc, char** argv) {
   SyntheticOptions o;
   app.add_option("--like", like, "FASTA / Swiss-Prot file whose lengths and residue frequencies to draw from")
       ->required();
-  app.add_option("--count", o.count, "sequences")->required()->check(CLI::PositiveNumber);
+  app.add_option("--count", o.count, "sequences")->required()->check(pf::positive_number());
   app.add_option("--output", output, "FASTA file to write (.gz: gzip level 1)")->required();
   app.add_option("--duplicates", o.duplicate_fraction, "fraction of exact repeats of earlier records")
       ->check(CLI::Range(0.0, 1.0))

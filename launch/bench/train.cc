@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "data/loader.h"
-#include "launch/core/tool_cli.h"
 #include "launch/bench/bench.h"
 #include "launch/bench/csv_output.h"
 #include "launch/bench/flops.h"
@@ -34,9 +33,11 @@
 #include "launch/bench/timing.h"
 #include "launch/core/mpi_program.h"
 #include "launch/core/session.h"
+#include "launch/core/tool_cli.h"
 #include "launch/core/train_config.h"
 #include "model/planner.h"
 #include "model/trainer.h"
+#include "runtime/byte_size.h"
 #include "runtime/check.h"
 #include "runtime/random.h"
 
@@ -73,8 +74,8 @@ TrainConfig bench_config(const Args& a, int64_t sp, int64_t local_length) {
   sets.push_back("parallel.sp=" + std::to_string(sp));
   sets.push_back("data.sample_length=" + std::to_string(local_length * sp));
   sets.push_back("data.batch_size=" + std::to_string(a.batch));
-  if (!a.cap.empty()) sets.push_back("device.memory_cap=\"" + a.cap + "\"");
-  if (!a.data.empty()) sets.push_back("data.files=[\"" + a.data + "\"]");
+  if (!a.cap.empty()) sets.push_back("device.memory_cap=" + toml_quoted(a.cap));
+  if (!a.data.empty()) sets.push_back("data.files=[" + toml_quoted(a.data) + "]");
   return load_train_config("", sets);
 }
 
@@ -251,24 +252,37 @@ int run_train_ranks(const Args& a, int size, int rank) {
 int run_train(int argc, char** argv) {
   CLI::App app{"training-step throughput and breakdown (run under mpirun for several ranks)"};
   Args a;
-  app.add_option("--preset", a.preset, "small, medium or paper (6 layers, width 512, 8 heads, FFN 2048, m 256)");
+  app.add_option("--preset", a.preset, "small, medium or paper (6 layers, width 512, 8 heads, FFN 2048, m 256)")
+      ->check(CLI::IsMember({"small", "medium", "paper"}));
   app.add_option("--set", a.sets, "override: model.key=value, parallel.key=value, optimizer.key=value");
-  app.add_option("--length", a.length, "tokens per rank per sample (local length)");
-  app.add_option("--batch", a.batch, "samples per data-parallel group");
-  app.add_option("--sp", a.sp, "sequence-parallel group size (default: all ranks)");
+  app.add_option("--length", a.length, "tokens per rank per sample (local length)")->check(pf::positive_number());
+  app.add_option("--batch", a.batch, "samples per data-parallel group")->check(pf::positive_number());
+  app.add_option("--sp", a.sp, "sequence-parallel group size (default: all ranks)")->check(pf::number_in(0, 1e18));
   app.add_option("--steps", a.steps, "timed steps (after the warm-up steps)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--warmup", a.warmup,
                  "untimed steps first (0: the first timed step also pays the device's and libraries' start)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--cap", a.cap, "per-rank memory cap, e.g. 16GiB");
+  app.add_option("--cap", a.cap, "per-rank memory cap, e.g. 16GiB")
+      ->check([](const std::string& s) {  // named as typed, before any rank starts (parse_byte_size's message)
+        try {
+          parse_byte_size(s, "--cap");
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--data", a.data, "prepared HDF5 file: read batches with the loader (else synthetic tokens)");
   app.add_option("--csv", a.csv, "write CSV here (default: stdout)");
   app.add_flag("--longest", a.longest, "find the longest local length under --cap with the planner");
   app.add_flag("--confirm", a.confirm,
                "with --longest: run one real step at that length under the cap (on a GPU when device.backend "
                "picks one)");
-  app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off");
+  CLI::Option* longest = app.get_option("--longest");
+  app.add_option("--checkpointing", a.checkpointing, "with --longest: both (default), on or off")
+      ->check(CLI::IsMember({"both", "on", "off"}))
+      ->needs(longest);
+  app.get_option("--confirm")->needs(longest);
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
 
   return run_mpi_program(

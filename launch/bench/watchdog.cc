@@ -42,7 +42,7 @@ int run_watchdog(int argc, char** argv) {
   CLI::App app{"the cost of one watched wait (Watchdog::Op): on, off and without a watchdog, ns per operation"};
   int64_t ops = 2000000;
   std::string csv;
-  app.add_option("--ops", ops, "operations per thread and setting");
+  app.add_option("--ops", ops, "operations per thread and setting")->check(pf::positive_number());
   app.add_option("--csv", csv, "write the CSV here (default: stdout)");
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
   CsvOutput csv_out(csv, "setting,threads,ops,ns_per_op\n");

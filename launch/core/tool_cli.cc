@@ -33,6 +33,23 @@ CLI::Validator number_in(double lo, double hi, bool open_below) {
       "NUMBER in " + range.str());
 }
 
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || used == 0 || !std::isfinite(v) || v <= 0)
+          return "'" + text + "' is not a positive number";
+        return std::string();
+      },
+      "POSITIVE");
+}
+
 std::optional<int> parse_tool_args(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

@@ -18,6 +18,9 @@ void add_map_unknown_option(CLI::App& app, bool& map_unknown, const std::string&
 // naming the value), for ->check(): CLI::Range lets NaN through, since every
 // comparison with it is false.
 CLI::Validator number_in(double lo, double hi, bool open_below = false);
+// A finite number above 0 (a count, a size, repetitions), naming the value
+// when it is not one.
+CLI::Validator positive_number();
 // Parses argv: nothing when the run goes on, else the exit status (0 after
 // --help, 2 after a usage error, whose message CLI11 has printed).
 std::optional<int> parse_tool_args(CLI::App& app, int argc, char** argv);

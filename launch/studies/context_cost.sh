@@ -32,7 +32,8 @@ query=/usr/share/doc/mmseqs2/example-data/QUERY.fasta.gz
 pf_claim_output OUT "$OUT"
 pf_run cmake --build "$BUILD_DIR" -j "$(nproc)" --target performer-data performer-train performer-score > /dev/null
 
-[ -f "$OUT/query.h5" ] || pf_run "$bin/performer-data" prepare --output "$OUT/query.h5" "$query" > /dev/null 2>&1
+[ -f "$OUT/query.h5" ] || pf_run "$bin/performer-data" prepare --output "$OUT/query.h5" "$query" > "$OUT/prepare.log" 2>&1 ||
+  { tail -20 "$OUT/prepare.log" >&2; echo "context_cost.sh: prepare failed (log: $OUT/prepare.log)" >&2; exit 1; }
 for kind in favor softmax; do
   ck=$OUT/$kind/ckpt-000000001.h5
   [ -f "$ck" ] && continue

@@ -40,7 +40,8 @@ trap 'rm -rf "$work"' EXIT
 # One prepare: its summary lines give the counts, the time and the peak.
 measure() { # label input budget threads
   local log=$work/prepare.log h5=$work/out.h5
-  pf_run "$bin/performer-data" prepare --output "$h5" --memory-budget "$3" --threads "$4" "$2" 2>"$log"
+  pf_run "$bin/performer-data" prepare --output "$h5" --memory-budget "$3" --threads "$4" "$2" 2>"$log" ||
+    { tail -20 "$log" >&2; echo "prepare_scale.sh: prepare of $2 failed (above)" >&2; exit 1; }
   local read mb dups kept residues runs seconds peak size
   read=$(sed -n 's/^sequences read: \([0-9]*\) (\([0-9.e+]*\) MB).*/\1/p' "$log")
   mb=$(sed -n 's/^sequences read: [0-9]* (\([0-9.e+]*\) MB).*/\1/p' "$log")

@@ -58,7 +58,7 @@ append() {
   if [ ! -s "$dest" ]; then head -1 "$tmp" | sed 's/^/study,scan,load1,/' > "$dest"; fi
   local load
   load=$(cut -d' ' -f1 /proc/loadavg)
-  tail -n +2 "$tmp" | sed "s/^/$study,$scan,$load,/" >> "$dest"
+  grep -v '^#' "$tmp" | tail -n +2 | sed "s/^/$study,$scan,$load,/" >> "$dest"  # (the per-rank "# rank" lines stay out)
 }
 
 run() {  # run N study scan [bench args...]

@@ -57,7 +57,7 @@ for preset in $PRESETS; do
           echo "mode,run,$(head -1 "$tmp/run.csv")" > "$csv"
           first=0
         fi
-        tail -n +2 "$tmp/run.csv" | sed "s/^/$mode,$rep,/" >> "$csv"
+        grep -v '^#' "$tmp/run.csv" | tail -n +2 | sed "s/^/$mode,$rep,/" >> "$csv"  # (not the "# rank" lines)
       done
     done
   done

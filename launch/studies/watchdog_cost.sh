@@ -37,7 +37,8 @@ for preset in small paper; do
       for timeout in 0 600; do
         echo "[$(date -u +%H:%M:%S)] $preset, $ranks rank(s), timeout $timeout, rep $rep" >&2
         pf_run mpirun --oversubscribe -np "$ranks" -x OMP_NUM_THREADS "$BENCH" train --preset "$preset" --length "$length" \
-          --batch 1 --sp "$ranks" --steps "$STEPS" --set "parallel.timeout_s=$timeout" --csv "$tmp" >/dev/null 2>&1
+          --batch 1 --sp "$ranks" --steps "$STEPS" --set "parallel.timeout_s=$timeout" --csv "$tmp" >"$tmp.log" 2>&1 ||
+          { tail -20 "$tmp.log" >&2; echo "watchdog_cost.sh: the run failed (above)" >&2; exit 1; }
         grep -v '^#' "$tmp" | tail -n +2 | awk -F, -v p="$preset" -v r="$ranks" -v t="$timeout" -v k="$rep" \
           '{print p "," r "," t "," k "," $8 "," $9 "," $27}' >>"$csv"
       done

@@ -23,7 +23,7 @@ bench=$(realpath "${BUILD:-$repo/build}")/launch/performer-bench
 threads=${THREADS:-$(getconf _NPROCESSORS_ONLN)}
 tmp=$(mktemp "$(dirname -- "$out")/.window_cost.XXXXXX")
 run=$(mktemp)
-trap 'rm -f "$tmp" "$run"' EXIT
+trap 'rm -f "$tmp" "$run" "$run.err"' EXIT
 echo "# window_cost.sh; cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) cores, $threads threads" >"$tmp"
 header=
 # attention:window
@@ -32,7 +32,8 @@ for n in $lengths; do
     attention=${spec%%:*}
     window=${spec#*:}
     OMP_NUM_THREADS=$threads pf_run "$bench" train --preset small --set "model.attention=\"$attention\"" \
-      --set "model.window=$window" --length "$n" --batch "${BATCH:-1}" --steps "${STEPS:-5}" --warmup 1 2>/dev/null >"$run"
+      --set "model.window=$window" --length "$n" --batch "${BATCH:-1}" --steps "${STEPS:-5}" --warmup 1 2>"$run.err" >"$run" ||
+      { tail -20 "$run.err" >&2; echo "window_cost.sh: $attention window $window at $n failed (above)" >&2; exit 1; }
     csv=$(grep -v '^#' "$run" | grep -v '^rank ')
     if [ -z "$header" ]; then
       header=$(echo "$csv" | head -1)

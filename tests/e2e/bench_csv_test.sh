@@ -6,7 +6,8 @@
 # performer-bench data stopped by SIGINT removes its scratch folder, and
 # performer-bench synthetic stopped by SIGINT or SIGTERM leaves its earlier
 # output as it was and no temporary file; performer-bench kernels --only and
-# --modes time only the rows named.
+# --modes time only the rows named; counts that are not positive, and
+# train's options that reach its configuration, are usage errors (status 2).
 # Usage: bench_csv_test.sh PERFORMER_BENCH
 set -euo pipefail
 bench=$1
@@ -70,4 +71,27 @@ for sig in INT TERM; do
   [ "$(md5sum < "$work/syn/s.fa")" = "$before" ] || fail "synthetic after SIG$sig changed its earlier output"
   [ "$(ls "$work/syn")" = s.fa ] || fail "synthetic after SIG$sig left: $(ls "$work/syn")"
 done
-echo "PASS: new, earlier and refused --csv paths; kernels --only/--modes; bench data cleans up after SIGINT; synthetic after SIGINT and SIGTERM"
+# Counts, sizes and repetitions that are not positive are usage errors
+# (status 2, naming the option and the value), never a crash (a division by
+# zero, an empty timing list) or a row of inf; so are train's options that
+# reach its configuration, under the names typed.
+cd "$work"
+for args in "posops --vocab 0" "comm --min-bytes 0" "comm --reps 0" "approx -n 0" "approx --seeds 0" \
+    "generate --tail-tokens -5" "watchdog --ops 0" "gemm --reps 0" "gemm --sizes 0" "linattn --chunks 0" \
+    "softmax --sizes nan" "feature_map --rows -1" "data --reps 0" "train --length 0" "train --batch 0"; do
+  set -- $args
+  status=0
+  "$bench" $args > "$work/out.txt" 2> "$work/err.txt" || status=$?
+  [ "$status" = 2 ] && grep -q -- "^$2: '$3' is not a positive number" "$work/err.txt" ||
+    fail "performer-bench $args: exit $status: $(cat "$work/err.txt")"
+  [ ! -s "$work/out.txt" ] || fail "performer-bench $args wrote rows: $(cat "$work/out.txt")"
+done
+for args in "train --cap 16XB:--cap: config error: --cap: unknown unit 'XB'" "train --preset huge:--preset: huge not in" \
+    "train --checkpointing on:--checkpointing requires --longest" "train --confirm:--confirm requires --longest"; do
+  status=0
+  "$bench" ${args%%:*} > /dev/null 2> "$work/err.txt" || status=$?
+  [ "$status" = 2 ] && grep -q -- "${args#*:}" "$work/err.txt" ||
+    fail "performer-bench ${args%%:*}: exit $status: $(cat "$work/err.txt")"
+done
+cd - > /dev/null
+echo "PASS: new, earlier and refused --csv paths; kernels --only/--modes; bench data cleans up after SIGINT; synthetic after SIGINT and SIGTERM; counts that are not positive and train's bad options refused with status 2"
