@@ -14,19 +14,30 @@ void add_map_unknown_option(CLI::App& app, bool& map_unknown, const std::string&
   app.add_flag("--map-unknown-to-x", map_unknown, "read unknown letters " + what + "as X instead of failing");
 }
 
+namespace {
+
+// The whole of `text` as a number; NaN when it is not one (std::stod's
+// partial parses and its exceptions alike).
+double whole_number(const std::string& text) {
+  size_t used = 0;
+  double v = std::nan("");
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nan("");
+  }
+  return used == text.size() ? v : std::nan("");
+}
+
+}  // namespace
+
 CLI::Validator number_in(double lo, double hi, bool open_below) {
   std::ostringstream range;
   range << (open_below ? "(" : "[") << lo << ", " << hi << "]";
   return CLI::Validator(
       [lo, hi, open_below, r = range.str()](std::string& text) -> std::string {
-        size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          return "'" + text + "' is not a number in " + r;
-        }
-        if (used != text.size() || std::isnan(v) || v < lo || v > hi || (open_below && v == lo))
+        const double v = whole_number(text);
+        if (std::isnan(v) || v < lo || v > hi || (open_below && v == lo))
           return "'" + text + "' is not a number in " + r;
         return std::string();
       },
@@ -36,16 +47,8 @@ CLI::Validator number_in(double lo, double hi, bool open_below) {
 CLI::Validator positive_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || used == 0 || !std::isfinite(v) || v <= 0)
-          return "'" + text + "' is not a positive number";
-        return std::string();
+        const double v = whole_number(text);
+        return std::isfinite(v) && v > 0 ? std::string() : "'" + text + "' is not a positive number";
       },
       "POSITIVE");
 }
