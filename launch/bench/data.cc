@@ -80,7 +80,9 @@ int run_data(int argc, char** argv) {
   int64_t length = 8192, batch = 4, steps = 200;
   int reps = 3;
   app.add_option("--input", input, "gzipped FASTA file")->capture_default_str();
-  app.add_option("--tmp", tmp, "directory for the decompressed copy and the HDF5 file")->capture_default_str();
+  app.add_option("--tmp", tmp, "an existing directory for the scratch folder (the decompressed copy, the HDF5 file)")
+      ->capture_default_str()
+      ->check(CLI::ExistingDirectory);
   app.add_option("--length", length, "sample length L (concat mode)")
       ->capture_default_str()
       ->check(pf::positive_number());
@@ -100,7 +102,7 @@ int run_data(int argc, char** argv) {
     if (stop_requested())
       throw IoError("stopped by signal " + std::to_string(stop_signal_number()) + "; removed " + dir);
   };
-  std::filesystem::create_directories(dir);
+  std::filesystem::create_directory(dir);  // in --tmp, which exists
   struct Cleanup {
     std::string d;
     ~Cleanup() {
