@@ -110,12 +110,15 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out, int s
   // The device a confirming step runs on (device.backend), which the plan is for.
   const bool gpu = base.device.backend == "cuda" || (base.device.backend == "auto" && cuda_device_count() > 0);
   const Device device = gpu ? Device::cuda(0) : Device::cpu();
+  // The sequence-parallel group the plan is for: a window's halo buffers
+  // exist only across ranks (sp > 1).
+  const int64_t sp = a.sp > 0 ? a.sp : size;
   for (bool ckpt : {false, true}) {
     if (a.checkpointing != "both" && ckpt != (a.checkpointing == "on")) continue;
     ModelConfig m = base.model;
     m.checkpoint_activations = ckpt;
-    const int64_t n = longest_local_length(m, a.batch, cap, 1024, device);
-    const MemoryPlan plan = plan_memory(m, a.batch, n, true, device);
+    const int64_t n = longest_local_length(m, a.batch, cap, 1024, device, false, sp);
+    const MemoryPlan plan = plan_memory(m, a.batch, n, true, device, false, sp);
     if (rank == 0) {
       std::fprintf(out, "%s,%d,%lld,%lld,%lld,%lld\n", a.preset.c_str(), ckpt, static_cast<long long>(a.batch),
                    static_cast<long long>(n), static_cast<long long>(plan.peak), static_cast<long long>(cap));
@@ -124,7 +127,6 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out, int s
                    ckpt ? "on" : "off", static_cast<long long>(n), format_bytes(cap).c_str(), plan.summary().c_str());
     }
     if (a.confirm && n > 0 && size > 1) {
-      const int64_t sp = a.sp > 0 ? a.sp : size;
       double secs = 0;
       const int64_t peak = confirm_step_ranks(a, sp, n, ckpt, secs);
       if (rank == 0) {
