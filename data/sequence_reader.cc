@@ -92,15 +92,13 @@ int64_t first_control_byte(const std::string& s) {
   return -1;
 }
 
+// "" when the header line is text, else what is wrong and where.
 std::string header_text_problem(const std::string& line) {
-  int64_t bad = first_invalid_utf8(line);
-  if (bad >= 0)
-    return "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line[bad])) +
-           " is not valid UTF-8";
-  bad = first_control_byte(line);
-  if (bad >= 0)
-    return "column " + std::to_string(bad + 1) + ": " + describe_byte(static_cast<unsigned char>(line[bad])) +
-           " is a control character, not text";
+  const auto at = [&](int64_t i, const char* what) {
+    return "column " + std::to_string(i + 1) + ": " + describe_byte(static_cast<unsigned char>(line[i])) + what;
+  };
+  if (const int64_t bad = first_invalid_utf8(line); bad >= 0) return at(bad, " is not valid UTF-8");
+  if (const int64_t bad = first_control_byte(line); bad >= 0) return at(bad, " is a control character, not text");
   return "";
 }
 

@@ -139,9 +139,6 @@ int run_comm_ranks(int argc, char** argv) {
   app.add_option("--state-head-dim", state_d, "head dim d of the state scan rows (default 64)")
       ->check(pf::positive_number());
   if (const auto status = parse_tool_args(app, argc, argv)) return *status;  // usage errors: 2
-  PF_REQUIRE(ConfigError, segment_granule > 0, "--segment-granule must be positive, got " << segment_granule);
-  PF_REQUIRE(ConfigError, state_m > 0 && state_d > 0,
-             "--state-features and --state-head-dim must be positive, got " << state_m << " and " << state_d);
 
   auto comm = backend == "nccl" ? make_nccl_comm(MPI_COMM_WORLD) : make_mpi_comm(MPI_COMM_WORLD);
   const int rank = comm->rank(), ranks = comm->size();

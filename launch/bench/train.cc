@@ -105,8 +105,6 @@ int longest_length(const Args& a, const TrainConfig& base, std::FILE* out, int s
   PF_REQUIRE(ConfigError, !a.cap.empty(), "--longest needs --cap (e.g. 16GiB)");
   const int64_t cap = parse_byte_size(a.cap, "--cap");
   int rc = 0;
-  PF_REQUIRE(ConfigError, a.checkpointing == "both" || a.checkpointing == "on" || a.checkpointing == "off",
-             "--checkpointing must be both, on or off, got '" << a.checkpointing << "'");
   // The device a confirming step runs on (device.backend), which the plan is for.
   const bool gpu = base.device.backend == "cuda" || (base.device.backend == "auto" && cuda_device_count() > 0);
   const Device device = gpu ? Device::cuda(0) : Device::cpu();
