@@ -16,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
 #include "data/cluster_split.h"
 #include "data/duplicates.h"
@@ -217,6 +218,38 @@ int64_t write_fasta_subset(const std::string& all, const std::vector<uint8_t>& f
   return kept;
 }
 
+// The earliest shared identifier and the places of its first two kept
+// records ("a.fasta:12 and b.fasta:3"), from one more pass over the inputs up
+// to the second: for a message only, so that the writing pass keeps no
+// identifier or place.
+std::pair<std::string, std::string> shared_id_example(const PrepareOptions& opt, const std::string& tmp,
+                                                      const Duplicates& dups, const IdConflicts& c) {
+  DropList::Cursor cursor(dups.drops);
+  SequenceRecord rec;
+  int64_t number = 0, index = 0;
+  std::string id, places;
+  for (const std::string& input : opt.inputs) {
+    SequenceReader reader(input, ReaderOptions{opt.map_unknown_to_x});
+    while (reader.next(rec)) {
+      if (opt.stop_requested && opt.stop_requested())
+        throw PrepareStopped("prepare of '" + opt.output + "' stopped on request while reading '" + input +
+                             "' for a shared identifier; removed the temporary file '" + tmp + "'");
+      if (cursor.dropped(number++)) continue;
+      const std::string place = input + ":" + std::to_string(rec.line);
+      if (index == c.first_index) std::tie(id, places) = std::make_pair(rec.id, place);
+      if (index++ == c.second_index) {
+        PF_REQUIRE(DataError, rec.id == id,
+                   "the inputs changed while prepare read them: '" << rec.id << "' at " << place << " is not '" << id
+                                                                   << "' any more");
+        return {id, places + " and " + place};
+      }
+    }
+  }
+  PF_REQUIRE(DataError, false,
+             "the inputs changed while prepare read them: fewer than " << c.second_index + 1 << " sequences kept");
+  return {};
+}
+
 // The id of unique sequence `index`, from one more pass over the inputs: for
 // a message only, so that the first pass keeps no id.
 std::string sequence_id(const PrepareOptions& opt, const std::string& tmp, const Duplicates& dups, int64_t index) {
@@ -339,8 +372,11 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   std::vector<std::string> representative_ids(plan.representative.size());
   std::vector<int64_t> cluster_sizes(plan.representative.size(), 0);
   for (const std::string& name : opt.ood_organisms) summary->ood_matches.emplace_back(name, 0);
+  // Half the budget: the drop list may hold the other half.
+  IdConflictFinder ids(sort_folder, opt.memory_budget / 2);
   for_each_unique(opt, tmp, "writing ", dups, [&](const SequenceRecord& rec, int64_t i) {
     const int64_t n = static_cast<int64_t>(rec.tokens.size());
+    ids.add(rec.id, i);
     lengths.add(n);
     ++written;
     int64_t cluster = -1;
@@ -375,7 +411,10 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   summary->sequences_read = dups.counts.sequences_read;
   summary->bytes_read = dups.counts.bytes_read;
   summary->duplicates_dropped = dups.counts.duplicates_dropped;
-  summary->sort_runs = dups.sort_runs;
+  summary->id_conflicts = ids.finish();
+  summary->sort_runs = dups.sort_runs + ids.runs_written();
+  if (summary->id_conflicts.names > 0)
+    std::tie(summary->shared_id, summary->shared_id_places) = shared_id_example(opt, tmp, dups, summary->id_conflicts);
   // The content digest (docs/data.md): each split's name and digest, in
   // file order, and with clusters each split's cluster column; what a
   // checkpoint records to know its data.
@@ -692,6 +731,10 @@ std::string format_summary(const PrepareSummary& s) {
         os << "warning: --ood-organism '" << name << "' matched no sequence (" << s.without_organism
            << " of the kept sequences have no OS= field in their header)\n";
   }
+  if (s.id_conflicts.names > 0)
+    os << "warning: " << s.id_conflicts.names << " identifier(s) name more than one kept sequence ("
+       << s.id_conflicts.sequences << " sequences), first '" << s.shared_id << "' at " << s.shared_id_places
+       << "; scores, embeddings and --families rows keyed by these identifiers are ambiguous\n";
   if (s.clusters > 0)
     os << "split by cluster: " << s.clusters << " clusters; leak purge: " << s.split_rounds << " search round(s), "
        << s.clusters_moved << " held-out cluster(s) (" << s.sequences_moved << " sequences) moved to train\n";

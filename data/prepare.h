@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/id_conflicts.h"
 #include "data/mmseqs.h"
 #include "data/output_path.h"
 #include "data/scratch_folder.h"
@@ -56,8 +57,9 @@ struct PrepareOptions {
   // kGivenFamiliesMode.
   std::string families;
   MmseqsSettings mmseqs;
-  // Bytes for the duplicate sort (data/duplicates.h): beyond it the keys go
-  // to sorted runs on disk beside the output. At least 1 MiB.
+  // Bytes for the duplicate sort (data/duplicates.h), and later for the
+  // identifier sort (data/id_conflicts.h): beyond it the keys go to sorted
+  // runs on disk beside the output. At least 1 MiB.
   int64_t memory_budget = int64_t{2} << 30;
   // Threads of the writing pass: one parses and writes, the others compress
   // the output's chunks (data/h5_direct_appender.h). 0: the machine's cores.
@@ -100,7 +102,12 @@ struct PrepareSummary {
   int64_t sequences_read = 0;      // records in all inputs
   int64_t bytes_read = 0;          // uncompressed input bytes
   int64_t duplicates_dropped = 0;  // exact repeats of an earlier sequence
-  int64_t sort_runs = 0;           // runs the duplicate sort wrote to disk (0: within the budget in memory)
+  int64_t sort_runs = 0;  // runs the duplicate and identifier sorts wrote to disk (0: within the budget in memory)
+  // Identifiers held by two or more kept (hence different) sequences, with
+  // the earliest such identifier and the places of its first two records
+  // ("a.fasta:12 and a.fasta:340"); a warning, not an error.
+  IdConflicts id_conflicts;
+  std::string shared_id, shared_id_places;
   SplitCounts splits[3];           // train, valid, test
   SplitCounts ood;                 // /ood (zero when no ood_organisms)
   // Per ood_organisms name, in its order: the kept sequences whose organism

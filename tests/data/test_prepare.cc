@@ -66,6 +66,28 @@ TEST(Prepare, CountsMatchAnIndependentCountOfTheRealFiles) {
   EXPECT_EQ(p.summary.sequences_read, 20600);
   EXPECT_EQ(p.summary.sequences_read, static_cast<int64_t>(ref.size()));
   EXPECT_EQ(p.summary.duplicates_dropped, static_cast<int64_t>(ref.size() - unique.size()));
+  // Identifiers held by more than one kept sequence: a FASTA header's first
+  // word; a Swiss-Prot entry's name from its ID line (prepare records
+  // sp|AC|NAME, and no FASTA header of these files names a Swiss-Prot entry
+  // of seq.dat that way).
+  auto id_of = [](const std::string& header) {
+    if (header.rfind("ID ", 0) == 0) {
+      std::istringstream words(header);
+      std::string tag, name;
+      words >> tag >> name;
+      return "swissprot:" + name;
+    }
+    return header.substr(0, header.find_first_of(" \t"));
+  };
+  std::set<std::string> first_seen;
+  std::map<std::string, int64_t> kept_per_id;
+  for (const auto& r : ref)
+    if (first_seen.insert(r.residues).second) ++kept_per_id[id_of(r.header)];
+  int64_t shared_names = 0, shared_sequences = 0;
+  for (const auto& [id, count] : kept_per_id)
+    if (count > 1) ++shared_names, shared_sequences += count;
+  EXPECT_EQ(p.summary.id_conflicts.names, shared_names);
+  EXPECT_EQ(p.summary.id_conflicts.sequences, shared_sequences);
   int64_t kept = 0, residues = 0;
   for (const auto& s : p.summary.splits) {
     kept += s.sequences;
@@ -165,6 +187,45 @@ TEST(Prepare, FailedRunLeavesNoFileAndUnknownLettersNeedTheFlag) {
   EXPECT_TRUE(std::filesystem::exists(o.output));
   o.inputs = {dir.file("good.txt.zip")};
   EXPECT_THROW(prepare_dataset(o), ValueError);
+}
+
+TEST(Prepare, IdentifiersOfDifferentKeptSequencesAreCountedAndTheFirstNamed) {
+  test::TempDir dir;
+  // 'a' names MKV then MKW (kept, kept); 'c' repeats MKV (dropped), so
+  // dropped records share nothing; 'b' names MKL twice (a repeat, dropped)
+  // and MKK in the second file (kept).
+  test::write_text(dir.file("x.fasta"), ">a one\nMKV\n>b\nMKL\n>a two\nMKW\n>c\nMKV\n>b\nMKL\n");
+  test::write_text(dir.file("y.fa"), ">b\nMKK\n>a\nMKW\n>d\nMKD\n");
+  PrepareOptions o;
+  o.inputs = {dir.file("x.fasta"), dir.file("y.fa")};
+  o.output = dir.file("out.h5");
+  const PrepareSummary s = prepare_dataset(o);
+  EXPECT_EQ(s.duplicates_dropped, 3);
+  EXPECT_EQ(s.id_conflicts.names, 2);
+  EXPECT_EQ(s.id_conflicts.sequences, 4);
+  EXPECT_EQ(s.shared_id, "a");
+  EXPECT_EQ(s.shared_id_places, dir.file("x.fasta") + ":1 and " + dir.file("x.fasta") + ":5");
+  const std::string text = format_summary(s);
+  EXPECT_NE(text.find("warning: 2 identifier(s) name more than one kept sequence (4 sequences), first 'a' at " +
+                      s.shared_id_places),
+            std::string::npos)
+      << text;
+  // The reuse that comes first in input order is named, here in the second
+  // file; 'p', a repeat of 'q', is dropped and counts for nothing.
+  test::write_text(dir.file("z.fa"), ">q\nMKQ\n>p\nMKQ\n>r\nMKR\n");
+  test::write_text(dir.file("w.fa"), ">e\nMKE\n>r\nMKRR\n>q\nMKQQ\n");
+  o.inputs = {dir.file("z.fa"), dir.file("w.fa")};
+  o.output = dir.file("out2.h5");
+  const PrepareSummary t = prepare_dataset(o);
+  EXPECT_EQ(t.id_conflicts.names, 2);
+  EXPECT_EQ(t.shared_id, "r");
+  EXPECT_EQ(t.shared_id_places, dir.file("z.fa") + ":5 and " + dir.file("w.fa") + ":3");
+  // Unique identifiers: no warning.
+  o.inputs = {dir.file("z.fa")};
+  o.output = dir.file("out3.h5");
+  const PrepareSummary u = prepare_dataset(o);
+  EXPECT_EQ(u.id_conflicts.names, 0);
+  EXPECT_EQ(format_summary(u).find("warning"), std::string::npos);
 }
 
 TEST(Prepare, LengthPercentilesAreNearestRank) {

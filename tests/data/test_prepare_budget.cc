@@ -11,11 +11,13 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <tuple>
 #include <unordered_set>
 
 #include "data/duplicates.h"
 #include "data/external_sort.h"
 #include "data/h5.h"
+#include "data/id_conflicts.h"
 #include "data/prepare.h"
 #include "data/schema.h"
 #include "data/synthetic_proteins.h"
@@ -112,6 +114,45 @@ TEST(Duplicates, DropListIsEveryRepeatOfAnEarlierKey) {
     EXPECT_EQ(drops.count(), count);
     EXPECT_FALSE(expect_dropped[5]);
   }
+}
+
+TEST(IdConflicts, EveryIdentifierHeldTwiceAndTheEarliestReuseAcrossSpills) {
+  test::TempDir dir;
+  std::mt19937_64 rng(13);
+  const int64_t n = 100000;
+  std::vector<std::string> ids(static_cast<size_t>(n));
+  for (std::string& id : ids) id = "id" + std::to_string(rng() % 400000);  // about 12 % of names held twice or more
+  // Brute force: per name its records in order; the earliest reuse is the
+  // smallest second record of any name.
+  std::map<std::string, std::vector<int64_t>> records;
+  for (int64_t i = 0; i < n; ++i) records[ids[static_cast<size_t>(i)]].push_back(i);
+  int64_t names = 0, shared = 0, first = -1, second = -1;
+  for (const auto& [id, r] : records) {
+    if (r.size() < 2) continue;
+    ++names;
+    shared += static_cast<int64_t>(r.size());
+    if (second < 0 || r[1] < second) std::tie(first, second) = std::make_pair(r[0], r[1]);
+  }
+  ASSERT_GT(names, 1000);
+  for (int64_t budget : {int64_t{256} << 10, int64_t{64} << 20}) {  // runs on disk / all in memory
+    CountingFolder folder{dir.file("ids" + std::to_string(budget))};
+    IdConflictFinder finder(folder.callback(), budget);
+    for (int64_t i = 0; i < n; ++i) finder.add(ids[static_cast<size_t>(i)], i);
+    const IdConflicts c = finder.finish();
+    EXPECT_EQ(finder.runs_written() > 0, budget == (int64_t{256} << 10));
+    EXPECT_EQ(c.names, names) << "budget " << budget;
+    EXPECT_EQ(c.sequences, shared) << "budget " << budget;
+    EXPECT_EQ(c.first_index, first);
+    EXPECT_EQ(c.second_index, second);
+  }
+  // One name per record: nothing to report.
+  CountingFolder folder{dir.file("unique")};
+  IdConflictFinder finder(folder.callback(), int64_t{1} << 20);
+  for (int64_t i = 0; i < 1000; ++i) finder.add("u" + std::to_string(i), i);
+  const IdConflicts c = finder.finish();
+  EXPECT_EQ(c.names, 0);
+  EXPECT_EQ(c.sequences, 0);
+  EXPECT_EQ(c.second_index, -1);
 }
 
 // Every dataset of every split, and the root attributes that describe the
