@@ -32,12 +32,18 @@ SequenceKey sequence_key(const uint8_t* tokens, int64_t n) {
   return {Fnv1a64().add(tokens, static_cast<size_t>(n)).value(), word_hash64(tokens, n)};
 }
 
-DuplicateFinder::DuplicateFinder(std::function<std::string()> folder, int64_t budget_bytes)
-    : folder_(std::move(folder)), budget_(budget_bytes), keys_(folder_, "keys", budget_bytes / 2) {}
+DuplicateFinder::DuplicateFinder(std::function<std::string()> folder, int64_t budget_bytes, std::function<void()> poll)
+    : folder_(std::move(folder)),
+      budget_(budget_bytes),
+      poll_(std::move(poll)),
+      keys_(folder_, "keys", budget_bytes / 2) {
+  keys_.set_poll(poll_);
+}
 
 DropList DuplicateFinder::finish() {
   keys_.finish();
   ExternalSorter<int64_t> drops(folder_, "drops", budget_ / 2);
+  drops.set_poll(poll_);
   KeyedRecord r{}, prev{};
   bool first = true;
   while (keys_.next(r)) {

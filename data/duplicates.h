@@ -59,8 +59,10 @@ class DropList {
 class DuplicateFinder {
  public:
   // folder(): the scratch folder, asked for on the first spill (the caller
-  // removes it); the budget is shared by the key and the drop sorts.
-  DuplicateFinder(std::function<std::string()> folder, int64_t budget_bytes);
+  // removes it); the budget is shared by the key and the drop sorts; poll()
+  // is called now and then while finish() sorts (ExternalSorter::set_poll),
+  // to stop it by throwing.
+  DuplicateFinder(std::function<std::string()> folder, int64_t budget_bytes, std::function<void()> poll = {});
   // Records in input order, numbered 0, 1, 2, ...
   void add(const SequenceKey& key) { keys_.add({key.a, key.b, records_++}); }
   // The drop list (after the last add).
@@ -77,6 +79,7 @@ class DuplicateFinder {
   };
   std::function<std::string()> folder_;
   int64_t budget_;
+  std::function<void()> poll_;
   ExternalSorter<KeyedRecord> keys_;
   int64_t records_ = 0, runs_written_ = 0;
 };

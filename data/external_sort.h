@@ -7,6 +7,9 @@
 // Memory: the budget (the buffer, or the merge's read buffers), whatever the
 // number of records. Every write is checked: IoError naming the run file and
 // the reason (a full disk among them). T must be trivially copyable.
+// A poll callback, when set, is called every kPollEvery records the merges
+// and next() pass along: a long merge stops as soon as it throws, and the
+// run files are removed with the sorter.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include <queue>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/check.h"
@@ -45,6 +49,9 @@ class ExternalSorter {
   ExternalSorter(const ExternalSorter&) = delete;
   ExternalSorter& operator=(const ExternalSorter&) = delete;
 
+  static constexpr int64_t kPollEvery = 1 << 16;
+  void set_poll(std::function<void()> poll) { poll_ = std::move(poll); }
+
   void add(const T& record) {
     if (buffer_.size() == capacity_) spill();
     if (buffer_.capacity() == 0) buffer_.reserve(capacity_);
@@ -60,15 +67,15 @@ class ExternalSorter {
     const size_t fan_in = std::max<size_t>(2, static_cast<size_t>(budget_ / kReadBlock) - 1);
     while (paths_.size() > fan_in) {
       std::vector<std::string> group(paths_.begin(), paths_.begin() + static_cast<std::ptrdiff_t>(fan_in));
-      paths_.erase(paths_.begin(), paths_.begin() + static_cast<std::ptrdiff_t>(fan_in));
       const std::string out = next_run_path();
+      paths_.push_back(out);  // removed by the destructor from now on, like the group
       open_merge(group);
-      FILE* f = open_file(out, "wb");
+      OpenFile f{open_file(out, "wb")};
       T r;
-      while (pop(r)) write_records(f, out, &r, 1);
-      close_file(f, out);
+      while (pop(r)) write_records(f.file, out, &r, 1);
+      close_file(f.release(), out);
       for (const std::string& p : group) std::remove(p.c_str());
-      paths_.push_back(out);
+      paths_.erase(paths_.begin(), paths_.begin() + static_cast<std::ptrdiff_t>(fan_in));
     }
     open_merge(paths_);
   }
@@ -76,6 +83,7 @@ class ExternalSorter {
   bool next(T& out) {
     if (paths_.empty()) {
       if (pos_ == buffer_.size()) return false;
+      tick();
       out = buffer_[pos_++];
       return true;
     }
@@ -115,12 +123,20 @@ class ExternalSorter {
     PF_REQUIRE(IoError, f != nullptr, "cannot open the scratch file '" << path << "': " << std::strerror(errno));
     return f;
   }
-  static void write_records(FILE* f, const std::string& path, const T* r, size_t n) {
-    if (n && std::fwrite(r, sizeof(T), n, f) != n) {
-      const int err = errno;
-      std::fclose(f);
-      PF_REQUIRE(IoError, false, "cannot write the scratch file '" << path << "': " << std::strerror(err));
+  // Closes the file unless released (an error or a stop on the way).
+  struct OpenFile {
+    FILE* file;
+    ~OpenFile() {
+      if (file) std::fclose(file);
     }
+    FILE* release() { return std::exchange(file, nullptr); }
+  };
+  static void write_records(FILE* f, const std::string& path, const T* r, size_t n) {
+    PF_REQUIRE(IoError, n == 0 || std::fwrite(r, sizeof(T), n, f) == n,
+               "cannot write the scratch file '" << path << "': " << std::strerror(errno));
+  }
+  void tick() {
+    if (poll_ && ++passed_ % kPollEvery == 0) poll_();
   }
   static void close_file(FILE* f, const std::string& path) {
     const bool ok = std::fflush(f) == 0 && std::ferror(f) == 0;
@@ -135,10 +151,10 @@ class ExternalSorter {
   void spill() {
     std::sort(buffer_.begin(), buffer_.end(), Less());
     const std::string path = next_run_path();
-    FILE* f = open_file(path, "wb");
+    OpenFile f{open_file(path, "wb")};
     paths_.push_back(path);
-    write_records(f, path, buffer_.data(), buffer_.size());
-    close_file(f, path);
+    write_records(f.file, path, buffer_.data(), buffer_.size());
+    close_file(f.release(), path);
     buffer_.clear();
     ++runs_written_;
   }
@@ -167,6 +183,7 @@ class ExternalSorter {
   }
   bool pop(T& out) {
     if (heap_.empty()) return false;
+    tick();
     const Head h = heap_.top();
     heap_.pop();
     out = h.record;
@@ -183,7 +200,8 @@ class ExternalSorter {
   std::vector<std::string> paths_;
   std::vector<Run> open_;
   std::priority_queue<Head, std::vector<Head>, HeadAfter> heap_;
-  int64_t records_ = 0, runs_written_ = 0, run_counter_ = 0;
+  int64_t records_ = 0, runs_written_ = 0, run_counter_ = 0, passed_ = 0;
+  std::function<void()> poll_;
 };
 
 }  // namespace pf

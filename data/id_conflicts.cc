@@ -5,8 +5,11 @@
 
 namespace pf {
 
-IdConflictFinder::IdConflictFinder(std::function<std::string()> folder, int64_t budget_bytes)
-    : keys_(std::move(folder), "ids", budget_bytes) {}
+IdConflictFinder::IdConflictFinder(std::function<std::string()> folder, int64_t budget_bytes,
+                                   std::function<void()> poll)
+    : keys_(std::move(folder), "ids", budget_bytes) {
+  keys_.set_poll(std::move(poll));
+}
 
 void IdConflictFinder::add(const std::string& id, int64_t index) {
   const SequenceKey k = sequence_key(reinterpret_cast<const uint8_t*>(id.data()), static_cast<int64_t>(id.size()));

@@ -28,8 +28,8 @@ struct IdConflicts {
 class IdConflictFinder {
  public:
   // folder(): the scratch folder, asked for on the first spill (the caller
-  // removes it).
-  IdConflictFinder(std::function<std::string()> folder, int64_t budget_bytes);
+  // removes it); poll() as in DuplicateFinder.
+  IdConflictFinder(std::function<std::string()> folder, int64_t budget_bytes, std::function<void()> poll = {});
   // Kept records in input order, index counting them from 0.
   void add(const std::string& id, int64_t index);
   IdConflicts finish();

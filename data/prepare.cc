@@ -160,9 +160,19 @@ struct Duplicates {
   int64_t sort_runs = 0;
 };
 
+// Throws PrepareStopped while a sort of `what` runs, once a stop is asked for.
+std::function<void()> sort_poll(const PrepareOptions& opt, const std::string& tmp, const std::string& what) {
+  if (!opt.stop_requested) return {};
+  return [&opt, tmp, what] {
+    if (opt.stop_requested())
+      throw PrepareStopped("prepare of '" + opt.output + "' stopped on request while sorting " + what +
+                           "; removed the temporary file '" + tmp + "'");
+  };
+}
+
 Duplicates find_duplicates(const PrepareOptions& opt, const std::string& tmp,
                            const std::function<std::string()>& scratch) {
-  DuplicateFinder finder(scratch, opt.memory_budget);
+  DuplicateFinder finder(scratch, opt.memory_budget, sort_poll(opt, tmp, "the sequence keys"));
   Duplicates d;
   d.counts = for_each_record(opt, tmp, "scanning ", [&](const SequenceRecord& rec, int64_t) {
     finder.add(sequence_key(rec.tokens.data(), static_cast<int64_t>(rec.tokens.size())));
@@ -373,7 +383,7 @@ void write_file(const PrepareOptions& opt, const std::string& tmp, PrepareSummar
   std::vector<int64_t> cluster_sizes(plan.representative.size(), 0);
   for (const std::string& name : opt.ood_organisms) summary->ood_matches.emplace_back(name, 0);
   // Half the budget: the drop list may hold the other half.
-  IdConflictFinder ids(sort_folder, opt.memory_budget / 2);
+  IdConflictFinder ids(sort_folder, opt.memory_budget / 2, sort_poll(opt, tmp, "the identifier keys"));
   for_each_unique(opt, tmp, "writing ", dups, [&](const SequenceRecord& rec, int64_t i) {
     const int64_t n = static_cast<int64_t>(rec.tokens.size());
     ids.add(rec.id, i);

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_set>
 
@@ -70,6 +72,45 @@ TEST(ExternalSort, SortsAcrossRunsAndMergeLevelsAndCleansUp) {
     }
   }
   EXPECT_THROW(ExternalSorter<uint64_t>([] { return std::string("/nonexistent"); }, "x", 1024), ValueError);
+}
+
+TEST(ExternalSort, APollThatThrowsStopsAMergeAndLeavesNoRunFile) {
+  test::TempDir dir;
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> values(300000);
+  for (uint64_t& v : values) v = rng();
+  // 37 runs of 64 KiB merged two at a time: several merge levels.
+  CountingFolder folder{dir.file("runs")};
+  int64_t polls = 0;
+  {
+    ExternalSorter<uint64_t> sorter(folder.callback(), "test", 64 << 10);
+    sorter.set_poll([&polls] {
+      if (++polls == 3) throw std::runtime_error("stop");
+    });
+    for (uint64_t v : values) sorter.add(v);
+    EXPECT_THROW(sorter.finish(), std::runtime_error);  // within the first merge level (300,000 records)
+  }
+  EXPECT_EQ(polls, 3);
+  ASSERT_TRUE(fs::exists(folder.path));
+  EXPECT_TRUE(fs::is_empty(folder.path));
+  // A poll that never throws sees every record passed along, and the order
+  // is unchanged; in memory too.
+  for (int64_t budget : {int64_t{64} << 10, int64_t{8} << 20}) {
+    ExternalSorter<uint64_t> sorter(folder.callback(), "test", budget);
+    polls = 0;
+    sorter.set_poll([&polls] { ++polls; });
+    for (uint64_t v : values) sorter.add(v);
+    sorter.finish();
+    std::vector<uint64_t> out;
+    uint64_t v = 0;
+    while (sorter.next(v)) out.push_back(v);
+    EXPECT_TRUE(std::is_sorted(out.begin(), out.end()));
+    EXPECT_EQ(out.size(), values.size());
+    if (budget > (64 << 10))
+      EXPECT_EQ(polls, 300000 / ExternalSorter<uint64_t>::kPollEvery);  // next() alone
+    else
+      EXPECT_GT(polls, 300000 / ExternalSorter<uint64_t>::kPollEvery * 5);  // and every merge level
+  }
 }
 
 TEST(ExternalSort, AFullOrMissingFolderIsAnIoErrorNamingTheFile) {
@@ -232,6 +273,30 @@ TEST(Prepare, FourMiBBudgetAndThreeThreadsGiveTheSameFileAsOneThreadInMemory) {
   EXPECT_EQ(a.duplicates, b.duplicates);
   EXPECT_EQ(a.offsets.at("train").size() - 1 + a.offsets.at("valid").size() - 1 + a.offsets.at("test").size() - 1,
             static_cast<size_t>(kept));
+
+  // A stop asked for once a pass is done lands in the sort that follows it
+  // (polled every 65,536 records), and nothing is left behind.
+  for (const char* pass : {"scanning ", "writing "}) {
+    std::ostringstream progress;
+    o.progress = &progress;
+    o.output = dir.file("stopped.h5");
+    o.stop_requested = [&progress, pass, &fasta] {
+      const std::string text = progress.str();
+      return text.find(std::string(pass) + fasta + ": 300000 sequences") != std::string::npos;
+    };
+    try {
+      prepare_dataset(o);
+      ADD_FAILURE() << "no stop after " << pass;
+    } catch (const PrepareStopped& e) {
+      const std::string what = std::string("stopped on request while sorting ") +
+                               (pass[0] == 's' ? "the sequence keys" : "the identifier keys");
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    for (const auto& entry : fs::directory_iterator(dir.path()))
+      EXPECT_EQ(entry.path().string().find("stopped.h5"), std::string::npos) << entry.path();
+  }
+  o.progress = nullptr;
+  o.stop_requested = nullptr;
   o.memory_budget = 1000;
   EXPECT_THROW(prepare_dataset(o), ValueError);
 }
