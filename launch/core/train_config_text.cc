@@ -2,11 +2,62 @@
 // stored in checkpoints, and read back by parse_train_config_text.
 #include <toml++/toml.h>
 
+#include <charconv>
+#include <regex>
 #include <sstream>
 
 #include "launch/core/train_config.h"
 
 namespace pf {
+
+namespace {
+
+// The shortest decimal that reads back as `v`, as a TOML float: fixed
+// notation unless it is more than 2 characters longer than scientific
+// ("0.9", "0.0002", "1048576.0", "1e-08").
+std::string shortest_float(double v) {
+  char fixed[400], sci[64];
+  const auto f = std::to_chars(fixed, fixed + sizeof(fixed), v, std::chars_format::fixed);
+  const auto e = std::to_chars(sci, sci + sizeof(sci), v, std::chars_format::scientific);
+  std::string s =
+      f.ec == std::errc() && f.ptr - fixed <= e.ptr - sci + 2 ? std::string(fixed, f.ptr) : std::string(sci, e.ptr);
+  if (s.find_first_of(".eEin") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A float field as the double its shortest decimal names: 0.9f is written
+// 0.9 (not 0.899999976), and 0.9 read back and narrowed is 0.9f again.
+double float_field(float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  double d = 0;
+  std::from_chars(buf, r.ptr, d);
+  return d;
+}
+
+// toml++ writes every float with 17 significant digits (exact, but
+// 0.90000000000000002) or, relaxed, with 6 (short, but 1048576 becomes
+// 1.04858e+06 and a resume restores another number). Each `key = float`
+// line is rewritten with the shortest decimal that reads back exactly.
+std::string with_shortest_floats(const std::string& text) {
+  static const std::regex float_line(R"(^(\s*[A-Za-z0-9_]+ = )([-+]?[0-9][0-9_]*(\.[0-9_]+)?([eE][-+]?[0-9_]+)?)$)");
+  std::istringstream in(text);
+  std::string out, line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, float_line) && (m[3].matched || m[4].matched)) {
+      double v = 0;
+      const std::string literal = m[2].str();
+      std::from_chars(literal.data(), literal.data() + literal.size(), v);
+      line = m[1].str() + shortest_float(v);
+    }
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string format_train_config(const TrainConfig& c) {
   const ModelConfig& m = c.model;
@@ -47,10 +98,10 @@ std::string format_train_config(const TrainConfig& c) {
       {"optimizer", toml::table{{"lr", c.optimizer.schedule.max_lr},
                                 {"min_lr", c.optimizer.schedule.min_lr},
                                 {"warmup_steps", c.optimizer.schedule.warmup_steps},
-                                {"beta1", static_cast<double>(c.optimizer.adamw.beta1)},
-                                {"beta2", static_cast<double>(c.optimizer.adamw.beta2)},
-                                {"eps", static_cast<double>(c.optimizer.adamw.eps)},
-                                {"weight_decay", static_cast<double>(c.optimizer.adamw.weight_decay)},
+                                {"beta1", float_field(c.optimizer.adamw.beta1)},
+                                {"beta2", float_field(c.optimizer.adamw.beta2)},
+                                {"eps", float_field(c.optimizer.adamw.eps)},
+                                {"weight_decay", float_field(c.optimizer.adamw.weight_decay)},
                                 {"clip_norm", c.optimizer.clip_norm},
                                 {"loss_scale", loss_scale_mode_name(c.optimizer.loss_scale.mode)},
                                 {"loss_scale_init", c.optimizer.loss_scale.init},
@@ -79,11 +130,10 @@ std::string format_train_config(const TrainConfig& c) {
                              {"cpu_streams", c.device.cpu_streams},
                              {"comm", c.device.comm}}},
   };
-  // Floats with the precision they were written with (0.9, not 0.899999976).
+  // Floats exact and short: what is read back is what ran.
   std::ostringstream os;
-  os << toml::toml_formatter{root, toml::toml_formatter::default_flags | toml::format_flags::relaxed_float_precision}
-     << "\n";
-  return os.str();
+  os << toml::toml_formatter{root} << "\n";
+  return with_shortest_floats(os.str());
 }
 
 }  // namespace pf

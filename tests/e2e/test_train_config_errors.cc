@@ -3,8 +3,12 @@
 // impossible layout says why; the resolved configuration round-trips.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
+#include <iomanip>
+#include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -258,6 +262,43 @@ TEST(TrainConfigErrors, ResolvedConfigurationRoundTrips) {
     EXPECT_STREQ(attention_math_name(c.model.attention_math), math);
     EXPECT_EQ(parse_train_config_text(c.source_text, "stored").model.attention_math, c.model.attention_math);
   }
+}
+
+// Every float of the stored configuration reads back as the value that ran
+// (a resume restores the loss scale only when loss_scale_init is unchanged),
+// written as its shortest decimal.
+TEST(TrainConfigErrors, StoredFloatsReadBackExactlyAndShort) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    const double lr = unit(rng) * 1e-2, init = std::ldexp(1.0, static_cast<int>(rng() % 30)) + (trial % 3),
+                 mlm = 0.01 + 0.98 * unit(rng), clip = unit(rng) * 1e6, std_ = unit(rng) * 0.1;
+    const float beta1 = static_cast<float>(unit(rng)) * 0.99f;
+    auto set = [](const char* key, double v) {
+      std::ostringstream os;
+      os << key << "=" << std::setprecision(17) << v;
+      return os.str();
+    };
+    const TrainConfig a = load_train_config(
+        "", {set("optimizer.lr", lr), set("optimizer.min_lr", lr / 3), set("optimizer.loss_scale_init", init),
+             set("model.mlm_probability", mlm), set("optimizer.clip_norm", clip), set("model.init_std", std_),
+             set("optimizer.beta1", beta1), "optimizer.eps=1e-20"});
+    const TrainConfig b = parse_train_config_text(a.source_text, "stored");
+    ASSERT_EQ(b.optimizer.schedule.max_lr, lr) << a.source_text;
+    ASSERT_EQ(b.optimizer.schedule.min_lr, lr / 3);
+    ASSERT_EQ(b.optimizer.loss_scale.init, init);
+    ASSERT_EQ(b.model.mlm_probability, mlm);
+    ASSERT_EQ(b.optimizer.clip_norm, clip);
+    ASSERT_EQ(b.model.init_std, std_);
+    ASSERT_EQ(b.optimizer.adamw.beta1, beta1);
+    ASSERT_EQ(b.optimizer.adamw.eps, 1e-20f);
+    ASSERT_EQ(a.source_text, b.source_text);
+  }
+  const std::string text =
+      load_train_config("", {"optimizer.loss_scale_init=1048576", "optimizer.beta1=0.9", "optimizer.min_lr=0.0002"})
+          .source_text;
+  for (const char* line : {"loss_scale_init = 1048576.0\n", "beta1 = 0.9\n", "min_lr = 0.0002\n", "eps = 1e-08\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
 }
 
 }  // namespace
