@@ -50,8 +50,18 @@ StepStats Trainer::train_step(const TokenBatch& local) {
   int64_t global_count = in.predicted();
   allreduce_host_values(world, &global_count, 1, DType::i64, ReduceOp::Sum, *ctx_.tracker);
   st.allreduce += seconds_now() - ta;
-  PF_REQUIRE(DataError, global_count > 0,
-             "step " << step_ << ": the global batch has no token to predict (all padding?)");
+  if (global_count == 0) {
+    PF_REQUIRE(DataError, model_.config().objective == Objective::MaskedLM,
+               "step " << step_ + 1 << ": the global batch has no token to predict (every position is padding)");
+    st.no_targets = true;
+    st.lr = learning_rate_at(opt_.schedule, step_);
+    st.loss_scale = scaler_.scale();
+    st.loss = st.accuracy = st.grad_norm = std::nan("");
+    st.peak_bytes = ctx_.tracker->stats().peak_bytes;
+    st.seconds = seconds_now() - t0;
+    ++step_;
+    return st;
+  }
 
   model_.zero_grads();
   grad_allreduce_.begin(ctx_.stream, model_.grads().data<float>(), model_.layout().total());

@@ -41,6 +41,11 @@ struct StepStats {
   double grad_norm = 0;          // before clipping (unscaled; NaN on a skipped step)
   double loss_scale = 1;         // the scale this step's backward used
   bool skipped = false;          // non-finite gradients: no update was applied
+  // Masked LM: no residue of the global batch was masked (likely only when
+  // the samples hold few residues), so there was nothing to learn from: no
+  // forward, no update; the schedule moves on. loss, accuracy and
+  // grad_norm are NaN.
+  bool no_targets = false;
   double seconds = 0;            // wall time of the step
   ModelTiming model;             // attention, scan, other compute
   double allreduce = 0;          // gradient and scalar allreduces (the gradient part may overlap the backward)

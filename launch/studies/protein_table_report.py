@@ -217,6 +217,7 @@ def main():
             if r["objective"] != obj or r["run"].startswith("favor-ft") or "-seed" in r["run"]:
                 continue
             steps, ev = metrics[r["run"]]
+            steps = [s for s in steps if s["loss"] is not None]  # a masked-LM step without a mask has none
             c = colors[r["attention"]]
             ax[0].plot([s["step"] for s in steps], smooth([s["loss"] for s in steps]), color=c, label=r["attention"])
             ax[1].plot([e["step"] for e in ev], [e["ppl"] for e in ev], "o-", color=c, label=r["attention"])

@@ -48,6 +48,7 @@ nlohmann::json step_metrics_record(const StepReport& r) {
                         {"grad_norm", st.grad_norm},
                         {"loss_scale", st.loss_scale},
                         {"skipped", st.skipped},
+                        {"no_targets", st.no_targets},
                         {"peak_bytes", st.peak_bytes},
                         {"seconds", r.seconds},
                         {"time",

@@ -597,7 +597,7 @@ bool validate_and_report(const TrainConfig& cfg, Session& session, Trainer& trai
 // the step is skipped like any other whose gradients overflow, and
 // optimizer.max_skipped_steps ends a run that does not recover.
 void require_finite_loss(const StepStats& st, const TrainConfig& cfg, int64_t step) {
-  PF_REQUIRE(TrainingError, std::isfinite(st.loss) || cfg.model.dtype != DType::f32,
+  PF_REQUIRE(TrainingError, std::isfinite(st.loss) || st.no_targets || cfg.model.dtype != DType::f32,
              "step " << step << ": the loss is " << st.loss
                      << " in fp32 (model.dtype = f32): training diverged, and no loss scale can recover it. "
                         "Stopping without a checkpoint of this state; the earlier checkpoints are kept (resume "
@@ -635,6 +635,11 @@ int64_t useful_tokens_of_step(const TrainConfig& cfg, const Batch& batch, Sessio
 void report_step(const TrainConfig& cfg, Session& session, const StepReport& r, int64_t first_step, double scale_now,
                  MetricsLog& metrics, std::ostream& log) {
   const bool root = session.is_root();
+  if (root && r.stats->no_targets)
+    log << "step " << r.step
+        << ": no residue of the global batch was masked (model.mlm_probability = " << cfg.model.mlm_probability
+        << "): nothing to predict, no update\n"
+        << std::flush;
   if (root && r.stats->skipped)
     log << "step " << r.step << ": gradients not finite at loss scale " << r.stats->loss_scale
         << ": update skipped, loss scale now " << scale_now << "\n"

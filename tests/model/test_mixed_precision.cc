@@ -3,7 +3,7 @@
 // the rounding of 16-bit operands), the lower peak memory of 16-bit
 // activations with the planner's prediction, and a trainer step with
 // overflowing gradients that is skipped without touching the parameters or
-// the moments.
+// the moments; likewise a masked-LM step whose batch drew no mask.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -172,6 +172,55 @@ TEST(MixedPrecision, OverflowingStepIsSkippedAndTheScaleLowered) {
   const std::vector<float> moved(p.data<float>(), p.data<float>() + p.numel());
   EXPECT_NE(moved, before);
   for (float x : moved) ASSERT_TRUE(std::isfinite(x));
+}
+
+// A masked-LM batch that drew no mask has nothing to predict: the step
+// passes without a forward or an update (it used to end the run, and a
+// resume met the same batch again); a batch of padding alone is an error.
+TEST(MixedPrecision, MaskedStepWithoutAMaskPassesWithoutAnUpdate) {
+  ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::MaskedLM);
+  cfg.mlm_probability = 1e-9;  // a threshold of 4 in 2^32: no residue of 48 is masked
+  OptimizerConfig opt;
+  opt.schedule = LrSchedule{1e-2, 1e-3, 0, 10};
+  MemoryTracker tracker(Device::cpu());
+  ExecResources res(Device::cpu(), tracker);
+  ParallelGrid grid(make_local_comm(), 1);
+  Trainer trainer(cfg, opt, grid, res.ctx());
+  const Tensor& p = trainer.model().params();
+  const std::vector<float> before(p.data<float>(), p.data<float>() + p.numel());
+  const TokenBatch batch = test::synthetic_slice(3, 0, 2, 24, 0, 24);
+  const StepStats st = trainer.train_step(batch);
+  EXPECT_TRUE(st.no_targets);
+  EXPECT_FALSE(st.skipped);
+  EXPECT_EQ(st.tokens, 0);
+  EXPECT_TRUE(std::isnan(st.loss));
+  EXPECT_EQ(st.lr, learning_rate_at(opt.schedule, 0));
+  EXPECT_EQ(trainer.step(), 1);
+  EXPECT_EQ(std::vector<float>(p.data<float>(), p.data<float>() + p.numel()), before);
+  for (int64_t i = 0; i < trainer.moment1().numel(); ++i) ASSERT_EQ(trainer.moment1().data<float>()[i], 0.f);
+
+  // The same batch with masks trains.
+  ModelConfig masked = cfg;
+  masked.mlm_probability = 0.5;
+  Trainer trains(masked, opt, grid, res.ctx());
+  const StepStats ok = trains.train_step(batch);
+  EXPECT_FALSE(ok.no_targets);
+  EXPECT_GT(ok.tokens, 0);
+  EXPECT_TRUE(std::isfinite(ok.loss));
+
+  // Padding alone: an error naming the step, counted from 1.
+  ModelConfig causal = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  Trainer padded(causal, opt, grid, res.ctx());
+  TokenBatch pads = batch;
+  for (int32_t& t : pads.tokens) t = causal.tokens.pad;
+  for (int32_t& t : pads.lookahead) t = -1;
+  try {
+    padded.train_step(pads);
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("step 1: the global batch has no token to predict"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
