@@ -39,10 +39,10 @@ SequenceScore score_in_context_one_pass(PerformerModel& model, const std::vector
   const int64_t qs = row.size(), n = static_cast<int64_t>(query.size());
   row.add(std::vector<int32_t>(query.begin(), query.end()), true);
   const int64_t N = row.size(), V = cfg.vocab;
-  // A windowed model on several ranks: a filler sequence after the query,
-  // attended by nothing else, gives every rank its window's halo rows
-  // (window_row_minimum); its rows predict nothing.
-  const int64_t filler = window_row_minimum(cfg, size) - N;
+  // Fewer positions than a split over the ranks needs (packed_row_minimum):
+  // a filler sequence after the query, attended by nothing else; its rows
+  // predict nothing.
+  const int64_t filler = packed_row_minimum(cfg, size) - N;
   if (filler > 0) row.add(std::vector<int32_t>(static_cast<size_t>(filler), Vocab::kPad));
   const std::vector<int32_t>& tokens = row.tokens;
   const PositionBlock blk = rank_block(row.size(), rank, size);

@@ -33,6 +33,10 @@ SequenceEmbedding embed_sequence(PerformerModel& model, const std::vector<uint8_
   const int rank = comm.rank(), size = comm.size();
   MemoryTracker& tracker = model_tracker(model);
   const int64_t n = static_cast<int64_t>(residues.size()), N = n + 1, C = model.config().width;
+  // Too short to split over the ranks of a windowed model: packed with a
+  // filler (embed_packed), which gives the same embedding.
+  if (N < packed_row_minimum(model.config(), size) && model.config().window > 0)
+    return std::move(embed_packed(model, {residues}, layer, per_residue, step, comm)[0]);
   const PositionBlock blk = rank_block(N, rank, size);
   ModelInput in;
   in.batch = 1;
@@ -84,6 +88,10 @@ std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::ve
     t.push_back(Vocab::kEnd);
     row.add(t);
   }
+  // Fewer positions than a split over the ranks needs (packed_row_minimum):
+  // a filler sequence after the proteins (K marks it), whose rows are dropped.
+  const int64_t filler = packed_row_minimum(model.config(), size) - row.size();
+  if (filler > 0) row.add(std::vector<int32_t>(static_cast<size_t>(filler), Vocab::kPad));
   const int64_t N = row.size();
   const PositionBlock blk = rank_block(N, rank, size);
   ModelInput in;
@@ -97,7 +105,7 @@ std::vector<SequenceEmbedding> embed_packed(PerformerModel& model, const std::ve
   model.hidden_states(in, step, layer, &hidden);
 
   // Sums over each protein's residue rows (not its <end>), then the means on rank 0.
-  auto is_residue = [&](int64_t x) { return x + 1 < row.start(row.sequence_at(x) + 1); };
+  auto is_residue = [&](int64_t x) { return row.sequence_at(x) < K && x + 1 < row.start(row.sequence_at(x) + 1); };
   std::vector<double> sum(static_cast<size_t>(K * C), 0.0);
   for (int64_t x = blk.begin; x < blk.end; ++x) {
     if (!is_residue(x)) continue;

@@ -124,10 +124,6 @@ std::vector<int32_t> score_inputs(const ModelConfig& cfg, const std::vector<uint
 
 }  // namespace
 
-int64_t window_row_minimum(const ModelConfig& cfg, int ranks) {
-  return cfg.window > 0 && ranks > 1 ? static_cast<int64_t>(ranks) * (cfg.window - 1) : 0;
-}
-
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& o) {
   return residues + (cfg.causal() ? (o.first_residue == FirstResidue::Scored ? 1 : 0) : 1);
 }
@@ -146,9 +142,9 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
     row.add(inputs.back());
     longest = std::max<int64_t>(longest, static_cast<int64_t>(r.size()));
   }
-  // A windowed model on several ranks: a filler sequence after the proteins
-  // gives every rank its window's halo rows (K marks it in the row).
-  const int64_t filler = window_row_minimum(cfg, ranks.size) - row.size();
+  // Fewer positions than a split over the ranks needs (packed_row_minimum):
+  // a filler sequence after the proteins (K marks it in the row).
+  const int64_t filler = packed_row_minimum(cfg, ranks.size) - row.size();
   if (filler > 0) row.add(std::vector<int32_t>(static_cast<size_t>(filler), Vocab::kPad));
   const int64_t N = row.size();
   const PositionBlock blk = rank_block(N, ranks.rank, ranks.size);
@@ -253,11 +249,11 @@ SequenceScore score_sequence(PerformerModel& model, const std::vector<uint8_t>& 
   PF_REQUIRE(ValueError, !residues.empty(), "cannot score an empty sequence");
   PF_REQUIRE(ConfigError, options.pll_batch_tokens >= 1,
              "--pll-batch-tokens must be >= 1, got " << options.pll_batch_tokens);
-  // Too short to split over the ranks of a windowed model: packed with a
-  // filler (score_packed), which gives the same scores.
+  // Too short to split over the ranks: packed with a filler (score_packed),
+  // which gives the same scores.
   const Ranks ranks(comm);
   if (packed_score_tokens(model.config(), static_cast<int64_t>(residues.size()), options) <
-      window_row_minimum(model.config(), ranks.size))
+      packed_row_minimum(model.config(), ranks.size))
     return score_packed(model, {residues}, options, comm).front();
   return model.config().causal() ? score_causal(model, residues, options, comm)
                                  : score_masked(model, residues, options, comm);

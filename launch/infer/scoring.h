@@ -78,17 +78,6 @@ std::vector<SequenceScore> score_packed(PerformerModel& model, const std::vector
 void finish_sequence_score(SequenceScore& s, const std::vector<char>& scored, Communicator& comm,
                            MemoryTracker& tracker);
 
-// The fewest positions one forward split over `ranks` ranks must hold for a
-// model with a local window: each rank's window reaches window - 1 rows back
-// (and forward, masked) into its neighbour's rows only
-// (model/attention_window.cc), so every rank needs at least window - 1 rows:
-// ranks x (window - 1); 0 without a window or on one rank. score_sequence,
-// score_packed and the context's one pass pad a shorter row with a filler
-// (<pad> tokens as a packed sequence of its own, which no protein attends to;
-// its logits are dropped), so a protein of any length scores on any number of
-// ranks as on one.
-int64_t window_row_minimum(const ModelConfig& cfg, int ranks);
-
 // Tokens a protein of `residues` takes in a packed sample (its input length).
 int64_t packed_score_tokens(const ModelConfig& cfg, int64_t residues, const ScoreOptions& options);
 

@@ -1,5 +1,6 @@
 #include "launch/infer/sequence_split.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "runtime/check.h"
@@ -10,6 +11,10 @@ PositionBlock rank_block(int64_t n, int rank, int ranks) {
   PF_REQUIRE(ValueError, ranks >= 1 && rank >= 0 && rank < ranks && n >= 0,
              "rank " << rank << " of " << ranks << " for " << n << " positions");
   return PositionBlock{n * rank / ranks, n * (rank + 1) / ranks};
+}
+
+int64_t packed_row_minimum(const ModelConfig& cfg, int ranks) {
+  return ranks > 1 ? static_cast<int64_t>(ranks) * std::max<int64_t>(1, cfg.window - 1) : 0;
 }
 
 void PackedRow::add(const std::vector<int32_t>& sequence, bool joins) {

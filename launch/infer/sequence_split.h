@@ -24,6 +24,17 @@ struct PositionBlock {
 
 PositionBlock rank_block(int64_t n, int rank, int ranks);
 
+// The fewest positions a packed forward split over `ranks` ranks must hold:
+// one per rank (the packed attention takes no empty rank), and with a local
+// window window - 1 per rank, since each rank's window reaches window - 1
+// rows back (and forward, masked) into its neighbour's rows only
+// (model/attention_window.cc): ranks x max(1, window - 1); 0 on one rank.
+// Scoring, embedding and the context's one pass pad a shorter row with a
+// filler (<pad> tokens as a packed sequence of its own, which no protein
+// attends to; its outputs are dropped), so a protein of any length gives on
+// any number of ranks what it gives on one.
+int64_t packed_row_minimum(const ModelConfig& cfg, int ranks);
+
 // Sequences back to back as one packed sample: their tokens, and their
 // layout by the one builder of pieces (model/packed_layout.h), sequence k
 // keyed k.

@@ -9,7 +9,8 @@
 //     and on two ranks;
 //   a synthetic titin-length protein (35,213 residues) scores the same on
 //     four ranks and on one; packed proteins score as one at a time, and a
-//     windowed checkpoint on two ranks as on one; a window longer than any
+//     windowed checkpoint on two ranks as on one (embeddings too), packs
+//     shorter than the ranks on four as on one; a window longer than any
 //     protein costs only the tokens run (scoring and generation).
 // The embedding, generation, output-file, signal and bad-input cases are in
 // test_infer_tools_outputs.cc, in the same binary. The .async entry runs the
@@ -248,11 +249,23 @@ void expect_same_table(const std::string& a, const std::string& b, double tol, c
   EXPECT_GT(line, 1) << what << ": no rows";
 }
 
+// Two embedding files (performer-embed --per-residue) that agree.
+void expect_same_embeddings(const std::string& a, const std::string& b, const std::string& what) {
+  H5Id fa = h5_open_file(a), fb = h5_open_file(b);
+  EXPECT_EQ(h5_read_strings(fb, "ids"), h5_read_strings(fa, "ids")) << what;
+  EXPECT_LT(test::rel_l2(h5_read_array<float>(fb, "mean"), h5_read_array<float>(fa, "mean")), 1e-5) << what;
+  EXPECT_LT(test::rel_l2(h5_read_array<float>(h5_open_group(fb, "residues"), "embeddings"),
+                         h5_read_array<float>(h5_open_group(fa, "residues"), "embeddings")),
+            1e-5)
+      << what;
+}
+
 // A windowed checkpoint (model.window = 64: each rank's window reaches 63
 // rows into its neighbour's) on 2 ranks, with proteins shorter than
-// 2 x 63 positions among them (5 residues the shortest): the same scores as
-// on 1 rank (the row is padded with a filler of its own), causal and masked,
-// one at a time and packed, and given a context (cached and one pass).
+// 2 x 63 positions among them (5 residues the shortest): the same scores and
+// embeddings as on 1 rank (the row is padded with a filler of its own),
+// causal and masked, one at a time and packed, and scores given a context
+// (cached and one pass).
 TEST_F(InferTools, AWindowedCheckpointScoresOnTwoRanksAsOnOne) {
   std::vector<SequenceRecord> proteins = fx().records;
   SequenceRecord tiny;
@@ -286,7 +299,61 @@ TEST_F(InferTools, AWindowedCheckpointScoresOnTwoRanksAsOnOne) {
       }
       expect_same_table(tables[1], tables[0], 1e-5, objective + mode + ": 2 ranks against 1");
     }
+    for (const std::string mode : {"", " --pack 400"}) {
+      std::string files[2];
+      for (int ranks : {1, 2}) {
+        const std::string file = out("windowed_" + objective + "_" + std::to_string(ranks) + ".h5");
+        files[ranks - 1] = file;
+        const ToolRun r = tool(
+            PF_EMBED_TOOL,
+            "--checkpoint " + quoted(ckpt) + mode + " --per-residue --output " + quoted(file) + " " + quoted(fasta),
+            ranks);
+        ASSERT_EQ(r.status, 0) << "embed " << objective << mode << " on " << ranks << " rank(s)\n" << r.out;
+      }
+      expect_same_embeddings(files[0], files[1], "embed " + objective + mode + ": 2 ranks against 1");
+    }
   }
+}
+
+// Proteins of 1 and 2 residues packed on 4 ranks: a pack of fewer positions
+// than ranks gets a filler, so that no rank is left without a row (the
+// packed forward crashed when two 1-token proteins left ranks 0 and 2
+// without one): scores (causal, masked, and given a context in one pass)
+// and embeddings as on 1 rank.
+TEST_F(InferTools, PacksShorterThanTheRanksRunAsOnOneRank) {
+  const std::string fasta = out("short_proteins.fasta"), context = out("short_context.fasta");
+  std::ofstream(fasta) << ">one\nM\n>two\nK\n>three\nMK\n";
+  std::ofstream(context) << ">c\nMV\n";
+  struct Case {
+    std::string checkpoint, options;
+  };
+  const std::vector<Case> cases = {{fx().causal, " --pack 2 --first-residue context"},  // one token each
+                                   {fx().masked, " --pack 2"},
+                                   {fx().causal, " --context " + quoted(context) + " --context-mode one-pass"}};
+  for (const Case& c : cases) {
+    std::string tables[2];
+    for (int ranks : {1, 4}) {
+      const std::string table = out("short_" + std::to_string(ranks) + ".tsv");
+      const ToolRun r =
+          tool(PF_SCORE_TOOL,
+               "--checkpoint " + quoted(c.checkpoint) + c.options + " --output " + quoted(table) + " " + quoted(fasta),
+               ranks);
+      ASSERT_EQ(r.status, 0) << c.options << " on " << ranks << " rank(s)\n" << r.out;
+      tables[ranks == 1 ? 0 : 1] = read_text(table);
+    }
+    expect_same_table(tables[1], tables[0], 1e-5, c.checkpoint + c.options + ": 4 ranks against 1");
+  }
+  std::string files[2];
+  for (int ranks : {1, 4}) {
+    const std::string file = out("short_" + std::to_string(ranks) + ".h5");
+    files[ranks == 1 ? 0 : 1] = file;
+    const ToolRun r = tool(PF_EMBED_TOOL,
+                           "--checkpoint " + quoted(fx().causal) + " --pack 4 --per-residue --output " + quoted(file) +
+                               " " + quoted(fasta),
+                           ranks);
+    ASSERT_EQ(r.status, 0) << "embed on " << ranks << " rank(s)\n" << r.out;
+  }
+  expect_same_embeddings(files[0], files[1], "embed --pack 4: 4 ranks against 1");
 }
 
 // A checkpoint's window far longer than any protein (2^40 - 1, the largest
