@@ -112,7 +112,7 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
     MPI_Abort(comm, code);
     std::_Exit(code);
   });
-  validate_layout(cfg, world_size);
+  validate_ranks(cfg, world_size);
   const std::string& backend = cfg.device.backend;
   const int gpus = cuda_device_count();
   if (backend == "cuda") {

@@ -490,13 +490,18 @@ TrainConfig parse_train_config_text(const std::string& text, const std::string& 
   return read_config(root, origin, set_keys);
 }
 
-void validate_layout(const TrainConfig& cfg, int world_size) {
+void validate_ranks(const TrainConfig& cfg, int world_size) {
   const int64_t sp = cfg.parallel.sp;
   PF_REQUIRE(ConfigError, world_size % sp == 0,
              "parallel.sp = " << sp << " does not divide the " << world_size << " launched ranks");
+  require_softmax_on_one_rank(cfg.model, SequenceSplit{sp, ""});
+}
+
+void validate_layout(const TrainConfig& cfg, int world_size) {
+  validate_ranks(cfg, world_size);
+  const int64_t sp = cfg.parallel.sp;
   PF_REQUIRE(ConfigError, cfg.data.sample_length % sp == 0,
              "data.sample_length = " << cfg.data.sample_length << " is not divisible by parallel.sp = " << sp);
-  require_softmax_on_one_rank(cfg.model, SequenceSplit{sp, ""});
   require_window_within_neighbour(cfg.model, cfg.data.sample_length, SequenceSplit{sp, ""});
 }
 

@@ -104,7 +104,11 @@ TrainConfig parse_train_config_text(const std::string& text, const std::string& 
 // divisible by sp, then the model's rules on a split sequence
 // (require_softmax_on_one_rank, require_window_within_neighbour in
 // launch/core/model_rules.h). ConfigError naming the keys and numbers.
+// Training and evaluation, which cut samples of data.sample_length.
 void validate_layout(const TrainConfig& cfg, int world_size);
+// The part every Session needs, also the inference tools' (which cut no
+// sample): sp divides the world, and softmax attention on one rank.
+void validate_ranks(const TrainConfig& cfg, int world_size);
 // The resolved configuration, every key with its value, as TOML.
 std::string format_train_config(const TrainConfig& cfg);
 

@@ -653,6 +653,7 @@ void report_step(const TrainConfig& cfg, Session& session, const StepReport& r, 
 }  // namespace
 
 TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream& log) {
+  validate_layout(cfg, session.grid().world().size());
   const bool root = session.is_root();
   ParallelGrid& grid = session.grid();
   RunRecord record{new_run_id(), ""};
