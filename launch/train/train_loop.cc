@@ -142,9 +142,24 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
   // Files prepared from one source with other split parameters hold some of
   // each other's held-out proteins in their training splits.
   std::vector<std::pair<std::vector<std::string>, std::string>> splits_of;
-  for (const std::string& file : cfg.data.files) {
+  std::vector<std::string> digests;
+  for (size_t i = 0; i < cfg.data.files.size(); ++i) {
+    const std::string& file = cfg.data.files[i];
     PF_REQUIRE(ConfigError, std::filesystem::exists(file), "data.files: '" << file << "' does not exist");
     const PreparedData f = open_prepared_data(file);
+    // One file (or a copy) listed twice would train on each protein twice an epoch.
+    for (size_t j = 0; j < i; ++j) {
+      const std::string& other = cfg.data.files[j];
+      std::error_code ec;
+      PF_REQUIRE(ConfigError, !std::filesystem::equivalent(file, other, ec),
+                 "data.files[" << j << "] '" << other << "' and data.files[" << i << "] '" << file
+                               << "' are the same file: each protein would be trained on twice an epoch");
+      PF_REQUIRE(ConfigError, f.content_digest().empty() || f.content_digest() != digests[j],
+                 "data.files[" << j << "] '" << other << "' and data.files[" << i << "] '" << file
+                               << "' hold the same data (content digest " << f.content_digest()
+                               << "): each protein would be trained on twice an epoch");
+    }
+    digests.push_back(f.content_digest());
     std::string has;
     for (const std::string& s : f.split_names()) has += (has.empty() ? "" : ", ") + s;
     for (const auto& [key, split] : used) {

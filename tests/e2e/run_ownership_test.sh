@@ -163,6 +163,16 @@ expect_usage_error "two files of one source split differently" \
   "seed 0" "seed 7" -- "$train" "${core[@]:2}" --set "data.files=[\"$dir/p.h5\", \"$dir/p7.h5\"]" \
   --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
 [ ! -e "$dir/ck5" ] || [ -z "$(ls "$dir/ck5")" ] || fail "the refused run wrote checkpoints"
+ln -s "$dir/p.h5" "$dir/p-link.h5"
+expect_usage_error "one data file listed twice, under another name" \
+  "data.files[0] '$dir/p.h5' and data.files[1] '$dir/p-link.h5' are the same file" -- \
+  "$train" "${core[@]:2}" --set "data.files=[\"$dir/p.h5\", \"$dir/p-link.h5\"]" \
+  --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
+cp "$dir/p.h5" "$dir/p-copy.h5"
+expect_usage_error "a copy of a data file" \
+  "data.files[0] '$dir/p.h5' and data.files[1] '$dir/p-copy.h5' hold the same data (content digest fnv1a64:" -- \
+  "$train" "${core[@]:2}" --set "data.files=[\"$dir/p.h5\", \"$dir/p-copy.h5\"]" \
+  --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
 printf 'user notes\n' > "$dir/notes.lock"
 expect_usage_error "a metrics lock path holding a file of the user's" \
   "its lock file '$dir/notes.lock' exists and holds something else than a lock record" -- \
