@@ -1,7 +1,12 @@
 #include "launch/core/checkpoint_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "data/vocab.h"
@@ -120,6 +125,19 @@ void check_group(hid_t group, const ParamLayout& layout, const std::string& path
                path << ": " << name << " of shape " << shape_str(shape) << " (" << bytes << " bytes) has only "
                     << stored << " bytes stored in the file");
     h5_require_stored(d);  // and every chunk: bytes enough can still leave one unwritten
+    // A copy rewritten by another program (h5repack) may have lost the
+    // checksums: a damaged value would then be read without a word.
+    bool checksummed = false;
+    for (int i = 0, n = H5Pget_nfilters(plist); i < n && !checksummed; ++i) {
+      unsigned flags = 0, config = 0;
+      size_t values = 0;
+      checksummed = H5Pget_filter2(plist, static_cast<unsigned>(i), &flags, &values, nullptr, 0, nullptr, &config) ==
+                    H5Z_FILTER_FLETCHER32;
+    }
+    PF_REQUIRE(DataError, checksummed,
+               path << ": " << name
+                    << " carries no Fletcher-32 checksum (rewritten by another program?): damage to it could not be "
+                       "detected. performer-train checksums every tensor of its checkpoints");
   }
 }
 
@@ -172,6 +190,18 @@ CheckpointFile open_checkpoint(const std::string& path) {
   PF_REQUIRE(IoError, !fs::is_directory(path),
              "'" << path << "' is a folder, not a checkpoint file: name a checkpoint file (ckpt-*.h5) inside it; "
                  << describe_checkpoints_in(path));
+  // A file this process may not read (permissions, a failing disk, a stale
+  // network handle) is not a damaged checkpoint: --resume auto must stop on
+  // it rather than skip it and start again at step 0.
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  char probe = 0;
+  const bool readable = fd >= 0 && ::read(fd, &probe, 1) >= 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  PF_REQUIRE(ConfigError, readable,
+             "checkpoint '" << path << "' cannot be read: " << std::strerror(err)
+                            << " (a file that cannot be read is not taken for a damaged one and skipped; make it "
+                               "readable, or move it away)");
   H5Id file;
   try {
     file = h5_open_file(path);

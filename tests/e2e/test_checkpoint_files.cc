@@ -6,6 +6,7 @@
 // elements, a model of 576 TiB in a small file) are refused before anything
 // is allocated, under an address-space limit, and a tensor holding NaN or Inf
 // is refused by name. (Configuration mistakes: test_train_config_errors.cc.)
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -329,6 +330,49 @@ TEST(CheckpointFiles, TruncatedCorruptAndForeignFilesAreRefused) {
   EXPECT_EQ(skipped[0].rfind(foreign + ": ", 0), 0u) << skipped[0];
   EXPECT_NE(skipped[1].find("checksum"), std::string::npos) << skipped[1];
   EXPECT_NE(skipped[2].find("truncated"), std::string::npos) << skipped[2];
+}
+
+// A tensor rewritten without its Fletcher-32 checksum (as h5repack -f NONE
+// does) is refused by name: damage to it could not be detected. A file that
+// cannot be read at all (here an I/O error: a link to /proc/self/mem, whose
+// first byte is unmapped) is not taken for a damaged one: --resume auto
+// stops on it instead of skipping it and starting again at step 0.
+TEST(CheckpointFiles, UnchecksummedTensorsAndUnreadableFilesAreRefused) {
+  TempDir dir;
+  const ModelConfig m = small_model();
+  const ParamLayout layout(m);
+  const std::string good = checkpoint_path(dir.path, 1), bare = checkpoint_path(dir.path, 2);
+  write_checkpoint(good, make_state(m, 1, 1), layout, m);
+  fs::copy_file(good, bare);
+  {
+    H5Id f = h5_open_file(bare, true);
+    const std::string name = "params/layer1.ffn1.weight";
+    std::vector<int64_t> shape;
+    const std::vector<float> values = h5_read_array<float>(f, name, &shape);
+    ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+    const std::vector<hsize_t> d(shape.begin(), shape.end());
+    H5Id space(H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr));
+    H5Id dset(H5Dcreate2(f, name.c_str(), H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  }
+  std::string w = expect_error_of<DataError>([&] { open_checkpoint(bare).read_state(layout); });
+  for (const std::string piece : {bare, std::string("/params/layer1.ffn1.weight carries no Fletcher-32 checksum")})
+    EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_valid_checkpoint(dir.path, m, &skipped), good);
+  ASSERT_EQ(skipped.size(), 1u);
+
+  char byte = 0;
+  const int fd = ::open("/proc/self/mem", O_RDONLY);
+  const bool fails = fd >= 0 && ::read(fd, &byte, 1) < 0;
+  if (fd >= 0) ::close(fd);
+  if (!fails) GTEST_SKIP() << "reading /proc/self/mem at 0 does not fail here";
+  const std::string unreadable = checkpoint_path(dir.path, 3);
+  fs::create_symlink("/proc/self/mem", unreadable);
+  w = expect_error_of<ConfigError>([&] { latest_valid_checkpoint(dir.path, m, &skipped); });
+  for (const std::string piece :
+       {"checkpoint '" + unreadable + "' cannot be read: ", std::string("not taken for a damaged one")})
+    EXPECT_NE(w.find(piece), std::string::npos) << piece << " not in: " << w;
 }
 
 // Every attribute is covered by the metadata checksum, and the step must
