@@ -40,7 +40,6 @@ namespace {
 std::string fasta_record(const std::string& header, const std::string& residues) {
   std::string s = ">" + header + "\n";
   for (size_t i = 0; i < residues.size(); i += 60) s += residues.substr(i, 60) + "\n";
-  if (residues.empty()) s += "\n";
   return s;
 }
 

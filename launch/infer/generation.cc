@@ -30,9 +30,13 @@ GeneratedProtein generate_protein(RecurrentPerformer& model, const std::vector<u
     token = prompt[i];
     out.residues.push_back(Vocab::residue_letter(prompt[i]));
   }
+  // A protein has at least one residue: <end> is not drawn before the first
+  // (a record of no residues is no FASTA record any reader takes).
+  SamplingOptions first_residue = options.sampling;
+  first_residue.allow_end = false;
   for (int64_t t = 0; t < options.max_length; ++t) {
     model.step(&token, logits.data());
-    token = sample_token(logits.data(), V, options.sampling,
+    token = sample_token(logits.data(), V, out.residues.empty() ? first_residue : options.sampling,
                          sampling_uniform(options.seed, protein, static_cast<uint64_t>(t)));
     if (token == Vocab::kEnd) {
       out.ended = true;

@@ -178,6 +178,23 @@ TEST_F(InferTools, GenerateIsReproducibleAndFollowsItsOptions) {
   }
   EXPECT_EQ(count, 3);
 
+  // <end> is not drawn before a protein's first residue: 200 proteins of at
+  // most one residue, hot enough that <end> would come first in several,
+  // are each one residue long (an empty record was written, which no reader
+  // takes).
+  ToolRun one = tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) +
+                                           " --num 200 --max-length 1 --temperature 3 --seed 1 --output " +
+                                           quoted(out("gen_one.fasta")));
+  ASSERT_EQ(one.status, 0) << one.out;
+  SequenceReader ones(out("gen_one.fasta"));
+  count = 0;
+  while (ones.next(rec)) {
+    EXPECT_EQ(rec.tokens.size(), 1u) << rec.header;
+    EXPECT_NE(rec.header.find("stop=max_length"), std::string::npos) << rec.header;
+    ++count;
+  }
+  EXPECT_EQ(count, 200);
+
   // Prompts: each record is continued --num times, starting with its residues.
   ToolRun p =
       tool(PF_GENERATE_TOOL, "--checkpoint " + quoted(fx().causal) + " --num 2 --max-length 5 --prompt " +
