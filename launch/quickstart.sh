@@ -13,11 +13,14 @@
 #              one or an earlier output of this script, which a rerun replaces
 #              (launch/scripts/output_dir.sh)
 #   BUILD_DIR  build folder (default: build)
-#   STEPS      training steps (default: from launch/configs/small.toml)
+#   STEPS      training steps, at least 2 (default: from launch/configs/small.toml;
+#              its warm-up is cut to STEPS when longer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source launch/scripts/output_dir.sh
 BUILD_DIR=${BUILD_DIR:-build}
+steps=${STEPS:-$(sed -n 's/^steps *= *\([0-9]*\).*/\1/p' launch/configs/small.toml | head -1)}
+case $steps in '' | *[!0-9]* | 0 | 1) echo "STEPS must be a whole number >= 2 (it stops half way and resumes), got '$steps'" >&2; exit 2 ;; esac
 OUT=${OUT:-out/quickstart}
 pf_claim_output OUT "$OUT"
 pf_run launch/scripts/install_deps.sh
@@ -31,11 +34,13 @@ echo "== 1/5 prepare: UniProt sequences (FASTA.gz) -> HDF5, families and split b
 pf_run "$bin/performer-data" prepare --output "$OUT/uniprot.h5" --cluster-identity 0.3 \
   /usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 
-steps=${STEPS:-$(sed -n 's/^steps *= *\([0-9]*\).*/\1/p' launch/configs/small.toml | head -1)}
 half=$((steps / 2))
+# The warm-up of small.toml, at most the run's steps (a short STEPS run).
+warmup=$(sed -n 's/^warmup_steps *= *\([0-9]*\).*/\1/p' launch/configs/small.toml | head -1)
+[ "$warmup" -le "$steps" ] || warmup=$steps
 run=(pf_run mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 "$bin/performer-train" --config launch/configs/small.toml
      --set "data.files=[\"$OUT/uniprot.h5\"]" --set "checkpoint.dir=\"$OUT/checkpoints\""
-     --set "train.metrics=\"$OUT/metrics.jsonl\"" --set "train.steps=$steps"
+     --set "train.metrics=\"$OUT/metrics.jsonl\"" --set "train.steps=$steps" --set "optimizer.warmup_steps=$warmup"
      --set 'data.mode="family"' --set data.sample_length=2048 --set data.batch_size=2)
 pf_remove_own "$OUT" checkpoints metrics.jsonl
 

@@ -374,13 +374,20 @@ void check_ranges(const TrainConfig& c, const OptimizerValues& v, const KeyOrigi
   in_range("optimizer.weight_decay", v.weight_decay, finite32(v.weight_decay) && v.weight_decay >= 0,
            "must be finite and >= 0");
   in_range("optimizer.clip_norm", o.clip_norm, std::isfinite(o.clip_norm), "must be finite (<= 0 disables clipping)");
-  in_range("data.sample_length", d.sample_length, d.sample_length >= 1, "must be >= 1");
-  in_range("data.batch_size", d.batch_size, d.batch_size >= 1, "must be >= 1");
+  // Bounds far above any run (2^40 tokens a sample or a batch, 1 TiB a
+  // bucket) keep the planner's and the buckets' byte counts in int64.
+  constexpr int64_t kMaxTokens = int64_t{1} << 40;
+  in_range("data.sample_length", d.sample_length, d.sample_length >= 1 && d.sample_length <= kMaxTokens,
+           "must be in [1, 2^40]");
+  in_range("data.batch_size", d.batch_size,
+           d.batch_size >= 1 && d.batch_size <= kMaxTokens && d.sample_length <= kMaxTokens / d.batch_size,
+           "must be >= 1, with data.batch_size x data.sample_length <= 2^40 tokens");
   in_range("data.prefetch", d.prefetch, d.prefetch >= 0, "must be >= 0");
   in_range("checkpoint.interval", ck.interval, ck.interval >= 0, "must be >= 0 (0: only at the end and on a stop)");
   in_range("checkpoint.keep", ck.keep, ck.keep >= 1, "must be >= 1");
   in_range("parallel.sp", p.sp, p.sp >= 1, "must be >= 1");
-  in_range("parallel.bucket_mib", p.bucket_mib, p.bucket_mib >= 1, "must be >= 1");
+  in_range("parallel.bucket_mib", p.bucket_mib, p.bucket_mib >= 1 && p.bucket_mib <= (int64_t{1} << 20),
+           "must be in [1, 2^20] (1 TiB)");
   in_range("parallel.timeout_s", p.timeout_s, p.timeout_s >= 0 && std::isfinite(p.timeout_s),
            "must be >= 0 seconds (0: no limit)");
   in_range("optimizer.loss_scale_init", o.loss_scale.init, finite32(o.loss_scale.init) && o.loss_scale.init > 0,

@@ -141,6 +141,14 @@ TEST(TrainConfigErrors, ValuesOutOfRangeNameKeyValueAndRange) {
   // Integer keys of every section, and the --set that gave the value.
   const std::vector<std::pair<std::string, std::string>> set_cases = {
       {"data.batch_size=0", "--set 'data.batch_size=0': data.batch_size = 0 is out of range: must be >= 1"},
+      // Sizes whose byte counts would overflow the planner (a plan of
+      // -8388608 TiB was accepted) or the buckets' shift.
+      {"data.sample_length=1152921504606846976",
+       "data.sample_length = 1152921504606846976 is out of range: must be in [1, 2^40]"},
+      {"data.batch_size=4294967296",
+       "data.batch_size = 4294967296 is out of range: must be >= 1, with data.batch_size x data.sample_length <= 2^40"},
+      {"parallel.bucket_mib=8796093022208",
+       "parallel.bucket_mib = 8796093022208 is out of range: must be in [1, 2^20] (1 TiB)"},
       {"data.sample_length=0", "--set 'data.sample_length=0': data.sample_length = 0 is out of range"},
       {"data.prefetch=-1", "--set 'data.prefetch=-1': data.prefetch = -1 is out of range: must be >= 0"},
       {"checkpoint.keep=0", "--set 'checkpoint.keep=0': checkpoint.keep = 0 is out of range: must be >= 1"},
