@@ -188,7 +188,15 @@ void check_splits(const TrainConfig& cfg, const ParallelGrid& grid) {
     }
   LoaderOptions o = loader_options(cfg, grid, cfg.data.valid_split, LoaderUse::Evaluation);
   o.prefetch = 0;
-  DataLoader probe(o);
+  try {
+    DataLoader probe(o);
+  } catch (const DataError& e) {
+    throw ConfigError(
+        "data.valid_split = '" + cfg.data.valid_split +
+        "' cannot give one validation sample, and validation runs at least once (at the end): " + e.what() +
+        "\nName a split that holds enough (data.valid_split), or prepare the data with a larger "
+        "--val-fraction");
+  }
 }
 
 }  // namespace

@@ -163,6 +163,13 @@ expect_usage_error "two files of one source split differently" \
   "seed 0" "seed 7" -- "$train" "${core[@]:2}" --set "data.files=[\"$dir/p.h5\", \"$dir/p7.h5\"]" \
   --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
 [ ! -e "$dir/ck5" ] || [ -z "$(ls "$dir/ck5")" ] || fail "the refused run wrote checkpoints"
+"$data_tool" prepare --output "$dir/pnv.h5" --val-fraction 0 --test-fraction 0 "$query" > /dev/null 2>&1 ||
+  fail "prepare without validation"
+expect_usage_error "an empty validation split" \
+  "data.valid_split = 'valid' cannot give one validation sample, and validation runs at least once (at the end)" \
+  "$dir/pnv.h5" -- \
+  "$train" "${core[@]:2}" --set "data.files=[\"$dir/pnv.h5\"]" \
+  --set train.steps=10 --set "checkpoint.dir=\"$dir/ck5\"" --set "train.metrics=\"$dir/m5.jsonl\""
 ln -s "$dir/p.h5" "$dir/p-link.h5"
 expect_usage_error "one data file listed twice, under another name" \
   "data.files[0] '$dir/p.h5' and data.files[1] '$dir/p-link.h5' are the same file" -- \
