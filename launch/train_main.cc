@@ -2,6 +2,8 @@
 //   mpirun -np N performer-train --config run.toml [--set key=value ...] [--resume auto|FILE] [--plan]
 // The dp x sp layout comes from parallel.sp (dp = N / sp). See docs/usage.md
 // and docs/configuration.md.
+#include <omp.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -53,8 +55,11 @@ int main(int argc, char** argv) {
         if (plan) {
           const pf::MemoryPlan p = pf::plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / sp, true,
                                                    pf::Device::cpu(), pf::packs_proteins(cfg.data.mode), sp);
+          // The CPU's per-thread tiles count this process's threads: a plan
+          // made on a login node says which it assumed.
           std::cout << "memory plan per rank (" << layout << ", " << cfg.data.batch_size << " x "
-                    << cfg.data.sample_length / sp << " tokens): " << p.summary() << "\n";
+                    << cfg.data.sample_length / sp << " tokens; cpu, " << omp_get_max_threads()
+                    << " thread(s) as OMP_NUM_THREADS gives them): " << p.summary() << "\n";
           if (cfg.device.memory_cap > 0)
             std::cout << (p.peak <= cfg.device.memory_cap ? "fits under" : "EXCEEDS") << " the cap of "
                       << pf::format_bytes(cfg.device.memory_cap) << "\n";
