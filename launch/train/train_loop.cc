@@ -701,9 +701,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
   out.first_step = trainer.step();
   out.last_step = trainer.step();
   if (!resume_path.empty() && trainer.step() >= cfg.run.steps) {
-    // A finished run: nothing to train, and its final validation and
-    // checkpoint are already written; doing them again would rewrite the
-    // checkpoint and repeat the final line of train.metrics.
+    // A finished run: nothing to train, and its final checkpoint is written
+    // (and its final validation, unless a signal stopped the last step);
+    // doing them again would rewrite the checkpoint and repeat the final
+    // line of train.metrics.
     if (root)
       log << "the run is finished: " << resume_path << " is at step " << trainer.step() << " = train.steps; nothing "
           << "to do (raise train.steps to train further)\n"
@@ -746,6 +747,10 @@ TrainOutcome run_training(const TrainConfig& cfg, Session& session, std::ostream
                 StepReport{done, cfg.run.steps, &st, step_time, data_time, tokens_per_step, useful, avg_step},
                 out.first_step, trainer.loss_scaler().scale(), metrics, log);
     if (stop.any()) {
+      // train.stop_at is no emergency: the validation due at this step runs
+      // first (a resume would not run it). A signal stops at once.
+      if (stop.signal == 0 && cfg.run.eval_interval > 0 && done % cfg.run.eval_interval == 0)
+        validate_and_report(cfg, session, trainer, metrics, log, &out.validation);
       if (root) {
         if (stop.stop_at)
           log << "train.stop_at = " << cfg.run.stop_at << " reached";

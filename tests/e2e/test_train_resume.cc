@@ -93,6 +93,17 @@ std::string check_stop_and_resume(const std::string& tag, const std::vector<std:
 
 TEST(TrainResume, StopAndResumeIsBitIdentical) { check_stop_and_resume("resume", {}); }
 
+// Validation every 2 steps: train.stop_at = 4 runs the validation due at step
+// 4 before it saves (it used to save first, and the resume never ran it), so
+// the stopped and resumed run has the uninterrupted run's 4 validations.
+TEST(TrainResume, StopAtRunsTheValidationDueAtItsStep) {
+  const std::string root = check_stop_and_resume("resume-eval", {"train.eval_interval=2"});
+  if (world_rank() == 0) {
+    EXPECT_EQ(metric_lines_with(root + "/a/metrics.jsonl", "\"eval\""), 4);
+    EXPECT_EQ(metric_lines_with(root + "/b/metrics.jsonl", "\"eval\""), 4);
+  }
+}
+
 // Packed samples of 960 tokens (several proteins each, some spanning ranks),
 // causal and masked: the resumed run sees the same samples and gives the same bits.
 TEST(TrainResume, StopAndResumeIsBitIdenticalInPackedMode) {
