@@ -221,18 +221,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::vector<pf::EvalStats> by_length;
+    std::vector<int64_t> cropped;
     const bool bucketed = cfg.data.mode != pf::SampleMode::Concat;
-    const pf::EvalStats e = pf::run_validation(cfg, session, trainer, bucketed ? &by_length : nullptr, stop);
+    const pf::EvalStats e =
+        pf::run_validation(cfg, session, trainer, bucketed ? &by_length : nullptr, stop, bucketed ? &cropped : nullptr);
     if (rank == 0) {
       std::printf("checkpoint %s (step %lld), %s, data.mode %s: %s\n", checkpoint.c_str(), static_cast<long long>(step),
                   what.c_str(), pf::sample_mode_name(cfg.data.mode), stats_text(e).c_str());
-      bool crops = false;  // a bucket that may hold proteins longer than a sample
+      bool crops = false;  // a bucket that holds proteins longer than a sample
       for (size_t b = 0; b < by_length.size(); ++b) {
-        const bool cropped = b >= 2 || pf::kLengthEdges[b] + 1 > cfg.data.sample_length;
-        crops = crops || (cropped && by_length[b].tokens > 0);
+        crops = crops || cropped[b] > 0;
         std::printf("  proteins of %-18s %s%s\n", pf::length_bucket_name(static_cast<int>(b)).c_str(),
-                    by_length[b].tokens ? stats_text(by_length[b]).c_str() : "none",
-                    cropped && by_length[b].tokens ? " (crops)" : "");
+                    by_length[b].tokens ? stats_text(by_length[b]).c_str() : "none", cropped[b] > 0 ? " (crops)" : "");
       }
       if (crops)
         std::printf(

@@ -35,17 +35,18 @@ double ContextGain::gain(int b) const {
 namespace {
 
 // The group of each position of a batch by its segment (-1: padding):
-// `group(segment)` for the proteins of packed and family samples, the length
-// bucket of the sample's protein otherwise.
-template <typename GroupOf>
-std::vector<int32_t> segment_groups(const Batch& b, const DataLoader& loader, GroupOf group) {
+// `group(segment)` for the proteins of packed and family samples,
+// `sample_group(info)` for the sample's protein otherwise.
+template <typename GroupOf, typename SampleGroupOf>
+std::vector<int32_t> segment_groups(const Batch& b, const DataLoader& loader, GroupOf group,
+                                    SampleGroupOf sample_group) {
   std::vector<int32_t> g(b.tokens.size(), -1);
   for (int64_t r = 0; r < b.batch_size; ++r) {
     int32_t* row = g.data() + r * b.slice_length;
     const SampleInfo& info = b.samples[static_cast<size_t>(r)];
     if (!info.valid) continue;
     if (!packs_proteins(loader.options().mode)) {
-      std::fill(row, row + b.slice_length, length_bucket(info.source_length));
+      std::fill(row, row + b.slice_length, sample_group(info));
       continue;
     }
     const std::vector<SliceSegment>& segs = b.segments[static_cast<size_t>(r)];
@@ -71,8 +72,8 @@ int64_t batches_to_run(const TrainConfig& cfg, const DataLoader& loader) {
 
 }  // namespace
 
-EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
-                         std::vector<EvalStats>* by_length, const std::function<bool()>& stop) {
+EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer, std::vector<EvalStats>* by_length,
+                         const std::function<bool()>& stop, std::vector<int64_t>* cropped) {
   LoaderOptions o = loader_options(cfg, session.grid(), cfg.data.valid_split, LoaderUse::Evaluation);
   o.prefetch = 0;
   DataLoader loader(o);
@@ -80,9 +81,17 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
              "perplexity by protein length needs data.mode = \"packed\", \"family\" or \"single\" (in concat "
              "mode a sample runs across proteins)");
   if (by_length) by_length->assign(kLengthBuckets, EvalStats{});
-  const auto by_protein_length = [&loader](const SliceSegment& s) {
-    return length_bucket(loader.protein_tokens(s.protein) - 1);
+  if (cropped) cropped->assign(kLengthBuckets, 0);
+  // Groups 2 b and 2 b + 1: bucket b, proteins that fit a sample and longer ones.
+  const int64_t L = cfg.data.sample_length;
+  const auto by_protein_length = [&loader, L](const SliceSegment& s) {
+    const int64_t tokens = loader.protein_tokens(s.protein);
+    return 2 * length_bucket(tokens - 1) + (tokens > L ? 1 : 0);
   };
+  const auto by_sample_length = [L](const SampleInfo& info) {
+    return 2 * length_bucket(info.source_length) + (info.source_length + 1 > L ? 1 : 0);
+  };
+  std::vector<EvalStats> split_groups(2 * kLengthBuckets);
   EvalStats total;
   const int64_t batches = batches_to_run(cfg, loader);
   for (int64_t i = 0; i < batches; ++i) {
@@ -94,9 +103,15 @@ EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trai
     }
     const Batch batch = loader.next();
     std::vector<int32_t> groups;
-    if (by_length) groups = segment_groups(batch, loader, by_protein_length);
-    add(total, trainer.evaluate(to_token_batch(batch, session.grid()), by_length ? &groups : nullptr, by_length));
+    if (by_length) groups = segment_groups(batch, loader, by_protein_length, by_sample_length);
+    add(total, trainer.evaluate(to_token_batch(batch, session.grid()), by_length ? &groups : nullptr, &split_groups));
   }
+  if (by_length)
+    for (int b = 0; b < kLengthBuckets; ++b) {
+      add((*by_length)[static_cast<size_t>(b)], split_groups[static_cast<size_t>(2 * b)]);
+      add((*by_length)[static_cast<size_t>(b)], split_groups[static_cast<size_t>(2 * b + 1)]);
+      if (cropped) (*cropped)[static_cast<size_t>(b)] = split_groups[static_cast<size_t>(2 * b + 1)].tokens;
+    }
   return total;
 }
 
@@ -115,7 +130,8 @@ ContextGain run_context_gain(const TrainConfig& cfg, Session& session, Trainer& 
   const int64_t batches = batches_to_run(cfg, with_context);
   for (int64_t i = 0; i < batches; ++i) {
     const Batch c = with_context.next(), a = alone.next();
-    std::vector<int32_t> groups = segment_groups(c, with_context, by_relatives);
+    std::vector<int32_t> groups =
+        segment_groups(c, with_context, by_relatives, [](const SampleInfo&) -> int32_t { return -1; });
     // Leave out the rows whose target is a member's first residue: the row
     // before a member that joins, here or (through the lookahead) on the next rank.
     for (int64_t r = 0; r < c.batch_size; ++r) {

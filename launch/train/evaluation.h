@@ -1,8 +1,11 @@
 // Evaluation of a model on a split of prepared data (performer-train's
 // validation, performer-eval).
 //   run_validation   the first eval_batches batches of the config's
-//                    validation split in file order (all batches when 0),
-//                    identical for every layout. With `by_length` (data.mode
+//                    validation split (all batches when 0: the same for
+//                    every layout; a batch is dp x batch_size samples, so
+//                    eval_batches > 0 scores more samples with more
+//                    data-parallel groups; in packed and family modes the
+//                    split is packed in an order keyed by data.seed). With `by_length` (data.mode
 //                    single, packed or family, where every position belongs
 //                    to one protein) also the sums per protein length bucket:
 //                    kLengthBuckets entries, proteins of at most
@@ -43,8 +46,12 @@ int relatives_bucket(int64_t relatives);
 // "0", "1", "2-3", "4-7", "8+".
 std::string relatives_bucket_name(int bucket);
 
+// With `cropped` (and `by_length`): per length bucket, the tokens scored of
+// proteins longer than a sample (more than data.sample_length tokens with
+// their <end>), which count one crop each, not the whole protein.
 EvalStats run_validation(const TrainConfig& cfg, Session& session, Trainer& trainer,
-                         std::vector<EvalStats>* by_length = nullptr, const std::function<bool()>& stop = {});
+                         std::vector<EvalStats>* by_length = nullptr, const std::function<bool()>& stop = {},
+                         std::vector<int64_t>* cropped = nullptr);
 
 // run_validation ended by its `stop` (performer-eval's SIGINT / SIGTERM).
 class EvalStopped : public Error {

@@ -9,22 +9,24 @@
 //     --set parallel.sp=1;
 //   --batches -3, --fasta with --split, and --fasta of a missing file or of
 //     an unknown format, are refused with status 2;
-//   in packed mode, a length bucket that holds proteins longer than a sample
-//     is marked "(crops)" and a footnote names data.sample_length; a bucket
-//     whose proteins all fit is not marked.
+//   in packed and single mode, a length bucket that holds proteins longer
+//     than a sample is marked "(crops)" and a footnote names
+//     data.sample_length; a bucket whose proteins all fit is not marked.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 
+#include "tests/data/data_test_util.h"
 #include "tests/support/tool_run.h"
 
 namespace pf {
@@ -232,10 +234,21 @@ TEST_F(EvalTool, LengthBucketsSayWhenTheyScoreCrops) {
   small = bucket_line(r.out, "<= 1024 residues");
   ASSERT_FALSE(small.empty()) << r.out;
   EXPECT_EQ(small.find("(crops)"), std::string::npos) << r.out;
+  // QUERY's proteins longer than 1,039 residues are cropped at 1,040 tokens.
+  std::vector<int64_t> lengths;
+  for (const auto& rec : test::reference_fasta(kQuery)) lengths.push_back(static_cast<int64_t>(rec.residues.size()));
+  const bool has_crops = std::any_of(lengths.begin(), lengths.end(), [](int64_t n) { return n + 1 > 1040; });
   const std::string longer = bucket_line(r.out, "1025-8192 residues");
-  const bool has_long = !longer.empty() && longer.find("none") == std::string::npos;
-  EXPECT_EQ(longer.find("(crops)") != std::string::npos, has_long) << r.out;
-  EXPECT_EQ(r.out.find("counts one crop") != std::string::npos, has_long) << r.out;
+  EXPECT_EQ(longer.find("(crops)") != std::string::npos, has_crops) << r.out;
+  EXPECT_EQ(r.out.find("counts one crop") != std::string::npos, has_crops) << r.out;
+  // Samples longer than every protein: no bucket is marked, whatever its
+  // edges (the 1025-8192 bucket was marked for its edge, 8,192 + 1 > 8,192).
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  ASSERT_LT(longest + 1, 8192);
+  r = eval("--set parallel.sp=1 --set data.sample_length=8192 --set data.batch_size=1 --set 'data.mode=\"single\"'" +
+           std::string(" --fasta ") + kQuery);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("(crops)"), std::string::npos) << r.out;
 }
 
 TEST_F(EvalTool, UsageErrorsExitWithStatus2) {
