@@ -125,6 +125,7 @@ Session::Session(const TrainConfig& cfg, MPI_Comm comm) : comm_(comm) {
   const bool use_gpu = backend == "cuda" || (backend == "auto" && all_have_gpu == 1);
   const NodePlace node = node_place(comm);
   placement_ = placement_of(node, comm);
+  node_ranks_ = node.size;
   device_ = use_gpu ? Device::cuda(node.rank % gpus) : Device::cpu();
   tracker_ = std::make_unique<MemoryTracker>(device_, cfg.device.memory_cap);
   const HostStreamConfig streams = host_streams_from_env(parse_host_streams(cfg.device.cpu_streams));

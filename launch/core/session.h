@@ -39,6 +39,8 @@ class Session {
   // On rank 0, where each rank runs: each node's ranks in node-local order
   // (the order that picks a node's GPUs), "node1 ranks 0,2 | node2 ranks 1,3".
   const std::string& placement() const { return placement_; }
+  // The ranks of this job on this rank's node (which share its memory).
+  int node_ranks() const { return node_ranks_; }
   // Runs `check` on rank 0 only (what only rank 0 touches: the checkpoint
   // folder, the metrics file) and gives every rank its outcome: an exception
   // it throws is rethrown on every rank as a ConfigError with its message, so
@@ -55,6 +57,7 @@ class Session {
   Device device_;
   std::string comm_backend_;
   std::string placement_;
+  int node_ranks_ = 1;
   std::unique_ptr<MemoryTracker> tracker_;
   std::unique_ptr<ExecResources> resources_;
   std::unique_ptr<ParallelGrid> grid_;

@@ -351,8 +351,9 @@ bool check_resumed_data(const TrainConfig& cfg, const std::string& path, const C
 
 // The planned peak of one rank (model/planner.h, as --plan prints it) against
 // what it may use: device.memory_cap when set, and on the CPU the host's
-// memory. A plan beyond it is refused before anything is allocated, with the
-// planned size, instead of ending in an allocation failure.
+// memory shared by the job's ranks on the node. A plan beyond it is refused
+// before anything is allocated, with the planned size, instead of ending in
+// an allocation failure (or the kernel's OOM killer).
 void check_memory_plan(const TrainConfig& cfg, Session& session, bool training) {
   const Device device = session.device();
   const MemoryPlan p = plan_memory(cfg.model, cfg.data.batch_size, cfg.data.sample_length / cfg.parallel.sp, training,
@@ -364,9 +365,13 @@ void check_memory_plan(const TrainConfig& cfg, Session& session, bool training) 
   PF_REQUIRE(ConfigError, cfg.device.memory_cap <= 0 || p.peak <= cfg.device.memory_cap,
              what.str() << ": more than device.memory_cap = " << format_bytes(cfg.device.memory_cap)
                         << "; lower data.sample_length or data.batch_size, or raise parallel.sp");
-  PF_REQUIRE(ConfigError, host <= 0 || p.peak <= host,
-             what.str() << ": more than this machine's memory (" << format_bytes(host)
-                        << "); lower data.sample_length or data.batch_size, or raise parallel.sp");
+  const int local = session.node_ranks();
+  PF_REQUIRE(
+      ConfigError, host <= 0 || p.peak <= host / local,
+      what.str() << (local > 1 ? ", " + std::to_string(local) + " ranks on this node: " + format_bytes(p.peak * local)
+                               : std::string())
+                 << ": more than this machine's memory (" << format_bytes(host)
+                 << "); lower data.sample_length or data.batch_size, or raise parallel.sp");
 }
 
 namespace {

@@ -25,6 +25,8 @@
 #include "launch/core/session.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
+#include "model/planner.h"
+#include "runtime/memory.h"
 #include "tests/e2e/train_fixtures.h"
 #include "tests/e2e/train_run.h"
 #include "tests/support/error_message.h"
@@ -134,6 +136,24 @@ TEST(TrainFailures, APlanBeyondMemoryIsRefusedWithItsSize) {
   EXPECT_NE(w.find("data.sample_length"), std::string::npos) << w;
   w = expect_error_of<ConfigError>([&] { train(with(base, {"device.memory_cap=\"16KiB\""})); });
   EXPECT_NE(w.find("more than device.memory_cap = 16.00 KiB"), std::string::npos) << w;
+  // The ranks of one node share its memory: a sample whose plan fits the
+  // machine once but not P times is refused too (it was let through, and
+  // the kernel killed the run).
+  if (P >= 2) {
+    const TrainConfig cfg = load_train_config("", base);
+    const int64_t host = host_memory_bytes();
+    auto peak = [&](int64_t k) {  // sample_length k x P
+      return plan_memory(cfg.model, 1, k, true, Device::cpu(), packs_proteins(cfg.data.mode), P).peak;
+    };
+    int64_t hi = 1;
+    while (peak(hi) * P <= host) hi *= 2;
+    int64_t lo = hi / 2;  // peak(lo) * P <= host < peak(hi) * P
+    while (hi - lo > 1) (peak((lo + hi) / 2) * P <= host ? lo : hi) = (lo + hi) / 2;
+    ASSERT_LE(peak(hi), host) << "one rank alone fits";
+    w = expect_error_of<ConfigError>([&] { train(with(base, {"data.sample_length=" + std::to_string(hi * P)})); });
+    EXPECT_NE(w.find(std::to_string(P) + " ranks on this node: "), std::string::npos) << w;
+    EXPECT_NE(w.find("more than this machine's memory"), std::string::npos) << w;
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_TRUE(list_checkpoints(root + "/ckpt").empty());
 }
