@@ -51,6 +51,7 @@
 #include "launch/core/stop_signal.h"
 #include "launch/core/tool_cli.h"
 #include "launch/core/train_config.h"
+#include "launch/infer/sequence_input.h"
 #include "launch/train/evaluation.h"
 #include "launch/train/train_loop.h"
 #include "model/params.h"
@@ -155,14 +156,7 @@ int main(int argc, char** argv) {
     PF_REQUIRE(pf::ConfigError, !map_unknown || !fasta.empty(),
                "--map-unknown-to-x applies to the letters of --fasta files; a prepared split was checked when it "
                "was made");
-    for (const std::string& f : fasta) {
-      PF_REQUIRE(pf::ConfigError, std::filesystem::is_regular_file(f), "--fasta: no such file '" << f << "'");
-      try {
-        pf::sequence_format_of(f);
-      } catch (const pf::ValueError& e) {
-        PF_REQUIRE(pf::ConfigError, false, "--fasta '" << f << "': " << e.what());
-      }
-    }
+    if (!fasta.empty()) pf::check_sequence_inputs(fasta, "--fasta");
     // Opened once: checked here, and the parameters read from it once the trainer exists.
     const pf::CheckpointFile file = [&] {
       try {
