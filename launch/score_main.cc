@@ -229,9 +229,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "performer-score: %lld proteins, %s %.4f per scored token (%lld tokens, perplexity %.3f), "
                    "%d rank(s), %.1f s\n",
-                   static_cast<long long>(proteins), measure.c_str(), scored ? total / scored : 0.0,
-                   static_cast<long long>(scored), scored ? std::exp(-total / scored) : 0.0, size,
-                   pf::seconds_now() - t0);
+                   static_cast<long long>(proteins), context.empty() ? measure.c_str() : "log_likelihood_given_context",
+                   scored ? total / scored : 0.0, static_cast<long long>(scored),
+                   scored ? std::exp(-total / scored) : 0.0, size, pf::seconds_now() - t0);
     }
     return 0;
   });
