@@ -140,6 +140,23 @@ TEST(MixedPrecision, SixteenBitActivationsLowerThePeakAsPlanned) {
               static_cast<long long>(bf16.peak));
 }
 
+std::vector<float> values_of(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+// A Trainer of `cfg` on one rank's CPU, the parameters it starts from, and
+// the batch of these tests.
+struct OneRankTrainer {
+  MemoryTracker tracker{Device::cpu()};
+  ExecResources res{Device::cpu(), tracker};
+  ParallelGrid grid{make_local_comm(), 1};
+  Trainer trainer;
+  std::vector<float> before;
+  TokenBatch batch = test::synthetic_slice(3, 0, 2, 24, 0, 24);
+  OneRankTrainer(const ModelConfig& cfg, const OptimizerConfig& opt)
+      : trainer(cfg, opt, grid, res.ctx()), before(values_of(trainer.model().params())) {}
+};
+
 TEST(MixedPrecision, OverflowingStepIsSkippedAndTheScaleLowered) {
   const ModelConfig base = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
   ModelConfig cfg = base;
@@ -148,20 +165,18 @@ TEST(MixedPrecision, OverflowingStepIsSkippedAndTheScaleLowered) {
   opt.schedule = LrSchedule{1e-2, 1e-3, 0, 10};
   opt.loss_scale.mode = LossScaleMode::Dynamic;
   opt.loss_scale.init = 1e30;  // any gradient rounded to f16 overflows
-  MemoryTracker tracker(Device::cpu());
-  ExecResources res(Device::cpu(), tracker);
-  ParallelGrid grid(make_local_comm(), 1);
-  Trainer trainer(cfg, opt, grid, res.ctx());
+  OneRankTrainer one(cfg, opt);
+  Trainer& trainer = one.trainer;
   const Tensor& p = trainer.model().params();
-  const std::vector<float> before(p.data<float>(), p.data<float>() + p.numel());
-  const TokenBatch batch = test::synthetic_slice(3, 0, 2, 24, 0, 24);
+  const std::vector<float>& before = one.before;
+  const TokenBatch& batch = one.batch;
   const StepStats st = trainer.train_step(batch);
   EXPECT_TRUE(st.skipped);
   EXPECT_TRUE(std::isfinite(st.loss));
   EXPECT_EQ(st.loss_scale, 1e30);
   EXPECT_EQ(trainer.loss_scaler().scale(), 5e29);
   EXPECT_EQ(trainer.step(), 1);
-  const std::vector<float> after(p.data<float>(), p.data<float>() + p.numel());
+  const std::vector<float> after = values_of(p);
   EXPECT_EQ(after, before);
   for (int64_t i = 0; i < trainer.moment1().numel(); ++i) ASSERT_EQ(trainer.moment1().data<float>()[i], 0.f);
   // A usable scale trains: the update is applied and finite.
@@ -169,7 +184,7 @@ TEST(MixedPrecision, OverflowingStepIsSkippedAndTheScaleLowered) {
   const StepStats ok = trainer.train_step(batch);
   EXPECT_FALSE(ok.skipped);
   EXPECT_TRUE(std::isfinite(ok.grad_norm));
-  const std::vector<float> moved(p.data<float>(), p.data<float>() + p.numel());
+  const std::vector<float> moved = values_of(p);
   EXPECT_NE(moved, before);
   for (float x : moved) ASSERT_TRUE(std::isfinite(x));
 }
@@ -182,40 +197,34 @@ TEST(MixedPrecision, MaskedStepWithoutAMaskPassesWithoutAnUpdate) {
   cfg.mlm_probability = 1e-9;  // a threshold of 4 in 2^32: no residue of 48 is masked
   OptimizerConfig opt;
   opt.schedule = LrSchedule{1e-2, 1e-3, 0, 10};
-  MemoryTracker tracker(Device::cpu());
-  ExecResources res(Device::cpu(), tracker);
-  ParallelGrid grid(make_local_comm(), 1);
-  Trainer trainer(cfg, opt, grid, res.ctx());
-  const Tensor& p = trainer.model().params();
-  const std::vector<float> before(p.data<float>(), p.data<float>() + p.numel());
-  const TokenBatch batch = test::synthetic_slice(3, 0, 2, 24, 0, 24);
-  const StepStats st = trainer.train_step(batch);
+  OneRankTrainer one(cfg, opt);
+  const StepStats st = one.trainer.train_step(one.batch);
   EXPECT_TRUE(st.no_targets);
   EXPECT_FALSE(st.skipped);
   EXPECT_EQ(st.tokens, 0);
   EXPECT_TRUE(std::isnan(st.loss));
   EXPECT_EQ(st.lr, learning_rate_at(opt.schedule, 0));
-  EXPECT_EQ(trainer.step(), 1);
-  EXPECT_EQ(std::vector<float>(p.data<float>(), p.data<float>() + p.numel()), before);
-  for (int64_t i = 0; i < trainer.moment1().numel(); ++i) ASSERT_EQ(trainer.moment1().data<float>()[i], 0.f);
+  EXPECT_EQ(one.trainer.step(), 1);
+  EXPECT_EQ(values_of(one.trainer.model().params()), one.before);
+  for (int64_t i = 0; i < one.trainer.moment1().numel(); ++i) ASSERT_EQ(one.trainer.moment1().data<float>()[i], 0.f);
 
   // The same batch with masks trains.
   ModelConfig masked = cfg;
   masked.mlm_probability = 0.5;
-  Trainer trains(masked, opt, grid, res.ctx());
-  const StepStats ok = trains.train_step(batch);
+  OneRankTrainer trains(masked, opt);
+  const StepStats ok = trains.trainer.train_step(trains.batch);
   EXPECT_FALSE(ok.no_targets);
   EXPECT_GT(ok.tokens, 0);
   EXPECT_TRUE(std::isfinite(ok.loss));
 
   // Padding alone: an error naming the step, counted from 1.
   ModelConfig causal = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
-  Trainer padded(causal, opt, grid, res.ctx());
-  TokenBatch pads = batch;
+  OneRankTrainer padded(causal, opt);
+  TokenBatch pads = padded.batch;
   for (int32_t& t : pads.tokens) t = causal.tokens.pad;
   for (int32_t& t : pads.lookahead) t = -1;
   try {
-    padded.train_step(pads);
+    padded.trainer.train_step(pads);
     ADD_FAILURE() << "no error";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("step 1: the global batch has no token to predict"), std::string::npos)
