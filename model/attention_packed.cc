@@ -64,6 +64,11 @@ class PackedPass {
     PF_REQUIRE(ValueError, heads == B_ * H_,
                "packed attention: " << heads << " heads are not a multiple of " << H_ << " heads per sample");
     layout.check(B_, n);
+    // Its pieces and scans take no rank without rows (the inference tools
+    // pad a shorter row with a filler; training samples split evenly).
+    PF_REQUIRE(ValueError, n > 0,
+               "packed attention: this rank holds no row of the packed samples; every rank of the sequence group "
+               "needs at least one (pad the sample)");
     for (int64_t b = 0; b < B_; ++b) {
       const std::vector<SequencePiece>& p = layout_.samples[static_cast<size_t>(b)];
       first_.push_back(static_cast<int64_t>(pieces_.size()));

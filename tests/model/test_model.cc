@@ -115,6 +115,26 @@ TEST(ModelReference, ExpWithKeyNormStartsAsFavor) {
 // another kind): every tensor both layouts hold keeps its values bit for bit,
 // the ones only the target holds start from its initialisation and are
 // named, the ones only the source holds are left out.
+// A packed forward on a rank without rows (which a scan over the ranks
+// cannot take) is refused with the reason, not run into a crash; the
+// inference tools pad such a row with a filler.
+TEST(ModelReference, PackedForwardRefusesARankWithoutRows) {
+  const ModelConfig cfg = test::tiny_config(AttentionKind::Favor, Objective::CausalLM);
+  Harness h;
+  PerformerModel model(cfg, h.res.ctx(), nullptr);
+  ModelInput in;
+  in.batch = 1;
+  in.n = 0;
+  in.packed.samples.emplace_back();
+  try {
+    model.forward(in, 0);
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("this rank holds no row of the packed samples"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ModelParams, CarryKeepsSharedTensorsAndInitialisesTheRest) {
   auto values_of = [](const ModelConfig& cfg, uint64_t seed) {
     std::vector<float> v(static_cast<size_t>(ParamLayout(cfg).total()));
